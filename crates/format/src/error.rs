@@ -1,0 +1,74 @@
+//! Typed errors of the format crate.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong reading or writing a trace.
+///
+/// Errors found while reading carry the file and the byte offset of the fault.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system error on a file.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file concerned.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file does not start with the ioblame magic.
+    #[error("{path}: not an ioblame trace (bad magic)")]
+    NotATrace {
+        /// The file concerned.
+        path: PathBuf,
+    },
+    /// The file was written by a newer, incompatible format version.
+    #[error("{path}: format version {found} is newer than this reader (supports {supported})")]
+    UnsupportedVersion {
+        /// The file concerned.
+        path: PathBuf,
+        /// Major version found in the file.
+        found: u16,
+        /// Highest major version this reader understands.
+        supported: u16,
+    },
+    /// A structure is malformed: a length runs past its container, a value is out of range.
+    #[error("{path}: offset {offset}: {what}")]
+    Corrupt {
+        /// The file concerned.
+        path: PathBuf,
+        /// Byte offset in the file of the block or field at fault.
+        offset: u64,
+        /// What is wrong.
+        what: String,
+    },
+    /// A trace directory holds no trace file.
+    #[error("{path}: no ioblame trace files (*.iob) found")]
+    Empty {
+        /// The directory.
+        path: PathBuf,
+    },
+}
+
+/// A fault inside an in-memory structure, before the file and offset are known.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} (at byte {at})")]
+pub struct DecodeError {
+    /// Byte position inside the structure being decoded.
+    pub at: usize,
+    /// What is wrong.
+    pub what: String,
+}
+
+impl DecodeError {
+    pub(crate) fn new(at: usize, what: impl Into<String>) -> Self {
+        DecodeError {
+            at,
+            what: what.into(),
+        }
+    }
+}
+
+/// Result alias of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

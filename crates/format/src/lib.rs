@@ -1,0 +1,56 @@
+//! The ioblame trace format.
+//!
+//! A trace is what `ioblame-capture` writes on a production host and `ioblame` reads on
+//! another machine: a directory of numbered ring files (or one file), each self-describing
+//! (header and metadata repeated), holding raw perf ring records of each CPU in independent
+//! zstd chunks. The byte layout is specified in `docs/format.md`.
+//!
+//! ```
+//! use ioblame_format::*;
+//! let dir = tempfile::tempdir().unwrap();
+//! let header = Header {
+//!     byte_order: ByteOrder::native(), word_size: 8, page_size: 4096, cpu_count: 1,
+//!     clock_id: 1, recorder_pid: 1, file_index: 0, start_time_ns: 0, start_clock_ns: 0,
+//!     trace_id: 7, hostname: "h".into(), kernel_release: "6.18".into(),
+//!     machine: "x86_64".into(), recorder_version: "test".into(),
+//! };
+//! let mut w = RingWriter::create(dir.path(), header, Metadata::default(), RingOptions::default()).unwrap();
+//! let mut b = ChunkBuilder::new(0);
+//! let mut rec = vec![0u8; 16];
+//! rec[..4].copy_from_slice(&9u32.to_ne_bytes());
+//! rec[6..8].copy_from_slice(&16u16.to_ne_bytes());
+//! b.push(&rec, Some(1));
+//! w.write_chunk(&b.finish(3).unwrap()).unwrap();
+//! w.finish().unwrap();
+//!
+//! let t = Trace::open(dir.path()).unwrap();
+//! assert!(t.problems().is_empty());
+//! let c = t.decompress(&t.chunks()[0]).unwrap();
+//! assert_eq!(c.records(t.header().byte_order).count(), 1);
+//! ```
+#![deny(missing_docs)]
+
+pub mod block;
+mod chunk;
+mod codec;
+mod error;
+mod meta;
+#[cfg(feature = "reader")]
+mod reader;
+mod writer;
+
+pub use chunk::{
+    encode_chunk, ChunkBuilder, ChunkHeader, EncodedChunk, RawRecord, RecordIter, CHUNK_HEADER_LEN,
+    MAX_CHUNK_UNCOMPRESSED, PERF_HEADER_LEN,
+};
+pub use codec::MAX_STRING;
+pub use error::{DecodeError, Error, Result};
+pub use meta::{
+    kernel_dev, user_dev, BlockDevice, ByteOrder, EventDesc, Header, Kallsyms, Metadata, Mount,
+    Task, EVENT_CALLCHAIN, EVENT_TASK_RECORDS, MAX_KALLSYMS,
+};
+#[cfg(feature = "reader")]
+pub use reader::{Chunk, ChunkRef, Problem, Trace, TraceFile};
+pub use writer::{
+    ring_file_name, FileWriter, IndexEntry, RingOptions, RingStats, RingWriter, INDEX_ENTRY_LEN,
+};

@@ -1,0 +1,507 @@
+//! The trace header and the metadata sections.
+//!
+//! All of these are ioblame's own structures and are always encoded little-endian; see
+//! `docs/format.md` for the byte layout.
+// The decoding half serves the reader (feature `reader`); the recorder builds the format
+// without it and only encodes.
+#![cfg_attr(not(feature = "reader"), allow(dead_code))]
+
+use crate::codec::{Dec, Enc};
+use crate::error::DecodeError;
+
+/// Byte order of the recording host, which is the byte order of every raw perf record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ByteOrder {
+    /// Least significant byte first (x86, most ARM and RISC-V hosts).
+    Little,
+    /// Most significant byte first (s390x, some POWER and MIPS hosts).
+    Big,
+}
+
+impl ByteOrder {
+    /// The byte order of the machine running this code.
+    pub const fn native() -> Self {
+        if cfg!(target_endian = "big") {
+            ByteOrder::Big
+        } else {
+            ByteOrder::Little
+        }
+    }
+    fn code(self) -> u8 {
+        match self {
+            ByteOrder::Little => 1,
+            ByteOrder::Big => 2,
+        }
+    }
+    fn from_code(c: u8) -> Option<Self> {
+        match c {
+            1 => Some(ByteOrder::Little),
+            2 => Some(ByteOrder::Big),
+            _ => None,
+        }
+    }
+    /// Reads a u16 in this byte order.
+    pub fn u16(self, b: [u8; 2]) -> u16 {
+        match self {
+            ByteOrder::Little => u16::from_le_bytes(b),
+            ByteOrder::Big => u16::from_be_bytes(b),
+        }
+    }
+    /// Reads a u32 in this byte order.
+    pub fn u32(self, b: [u8; 4]) -> u32 {
+        match self {
+            ByteOrder::Little => u32::from_le_bytes(b),
+            ByteOrder::Big => u32::from_be_bytes(b),
+        }
+    }
+    /// Reads a u64 in this byte order.
+    pub fn u64(self, b: [u8; 8]) -> u64 {
+        match self {
+            ByteOrder::Little => u64::from_le_bytes(b),
+            ByteOrder::Big => u64::from_be_bytes(b),
+        }
+    }
+}
+
+/// The trace header: who recorded the trace, where and when. Repeated in every ring file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    /// Byte order of the recording host (and of every raw perf record).
+    pub byte_order: ByteOrder,
+    /// Word size of the recording host in bytes (8 on 64-bit kernels).
+    pub word_size: u8,
+    /// Page size of the recording host in bytes.
+    pub page_size: u32,
+    /// Number of CPUs (possible CPUs; per-CPU chunk numbers are below this).
+    pub cpu_count: u32,
+    /// Clock of the perf timestamps (a `clockid_t`, e.g. 1 = CLOCK_MONOTONIC), or -1 for perf's
+    /// default local clock.
+    pub clock_id: i32,
+    /// Process id of the recorder, so its own IO can be told apart.
+    pub recorder_pid: u32,
+    /// Index of this file within the ring (0 for the first file of a capture).
+    pub file_index: u32,
+    /// Wall-clock time the capture started, nanoseconds since the Unix epoch.
+    pub start_time_ns: u64,
+    /// Reading of the perf clock (`clock_id`) at the same instant as `start_time_ns`.
+    pub start_clock_ns: u64,
+    /// Random identifier shared by all ring files of one capture.
+    pub trace_id: u64,
+    /// Host name of the recording host.
+    pub hostname: String,
+    /// Kernel release of the recording host (`uname -r`).
+    pub kernel_release: String,
+    /// Machine architecture of the recording host (`uname -m`).
+    pub machine: String,
+    /// Name and version of the recorder, e.g. `ioblame-capture 0.1.0`.
+    pub recorder_version: String,
+}
+
+impl Header {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut e = Enc::default();
+        e.u8(self.byte_order.code())
+            .u8(self.word_size)
+            .u16(0)
+            .u32(self.page_size)
+            .u32(self.cpu_count)
+            .i32(self.clock_id)
+            .u32(self.recorder_pid)
+            .u32(self.file_index)
+            .u64(self.start_time_ns)
+            .u64(self.start_clock_ns)
+            .u64(self.trace_id)
+            .str(&self.hostname)
+            .str(&self.kernel_release)
+            .str(&self.machine)
+            .str(&self.recorder_version);
+        e.buf
+    }
+
+    pub(crate) fn decode(b: &[u8]) -> Result<Self, DecodeError> {
+        let mut d = Dec::new(b);
+        let bo = d.u8("byte order")?;
+        let byte_order = ByteOrder::from_code(bo)
+            .ok_or_else(|| DecodeError::new(0, format!("unknown byte order code {bo}")))?;
+        let word_size = d.u8("word size")?;
+        if word_size != 4 && word_size != 8 {
+            return Err(DecodeError::new(
+                1,
+                format!("word size {word_size} is neither 4 nor 8"),
+            ));
+        }
+        d.u16("reserved")?;
+        Ok(Header {
+            byte_order,
+            word_size,
+            page_size: d.u32("page size")?,
+            cpu_count: d.u32("cpu count")?,
+            clock_id: d.i32("clock id")?,
+            recorder_pid: d.u32("recorder pid")?,
+            file_index: d.u32("file index")?,
+            start_time_ns: d.u64("start time")?,
+            start_clock_ns: d.u64("start clock")?,
+            trace_id: d.u64("trace id")?,
+            hostname: d.str("host name")?,
+            kernel_release: d.str("kernel release")?,
+            machine: d.str("machine")?,
+            recorder_version: d.str("recorder version")?,
+            // Bytes after the known fields belong to newer minor versions: ignored.
+        })
+    }
+}
+
+/// `EventDesc::flags` bit: samples of this event carry a kernel callchain.
+pub const EVENT_CALLCHAIN: u32 = 1;
+/// `EventDesc::flags` bit: this event also emits COMM/FORK/EXIT/EXEC task records.
+pub const EVENT_TASK_RECORDS: u32 = 2;
+
+/// One recorded event (a tracepoint), with everything needed to decode its samples.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EventDesc {
+    /// `subsystem:name`, e.g. `block:block_bio_queue`.
+    pub name: String,
+    /// The tracefs event id (`events/<sys>/<name>/id`), which is `common_type` in the payload.
+    pub tracefs_id: u32,
+    /// `perf_event_attr.sample_type` used for this event.
+    pub sample_type: u64,
+    /// `perf_event_attr.read_format`.
+    pub read_format: u64,
+    /// `EVENT_*` flags.
+    pub flags: u32,
+    /// `perf_event_attr.sample_max_stack` (0 when callchains are off or unlimited).
+    pub max_stack: u16,
+    /// The in-kernel filter applied (`PERF_EVENT_IOC_SET_FILTER`), empty when none.
+    pub filter: String,
+    /// The full tracefs `format` text of the event on the recording kernel.
+    pub format: String,
+    /// The perf sample ids (`PERF_EVENT_IOC_ID`) of this event, one per CPU; the
+    /// `IDENTIFIER` of each sample is one of these.
+    pub ids: Vec<u64>,
+}
+
+impl EventDesc {
+    /// Whether samples of this event carry callchains.
+    pub fn callchain(&self) -> bool {
+        self.flags & EVENT_CALLCHAIN != 0
+    }
+}
+
+/// A block device of the recording host.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BlockDevice {
+    /// Kernel name, e.g. `sda`, `sda1`, `loop0`.
+    pub name: String,
+    /// Major number.
+    pub major: u32,
+    /// Minor number.
+    pub minor: u32,
+    /// Size in 512-byte sectors.
+    pub size_sectors: u64,
+    /// For a partition, its start sector on the whole disk; 0 otherwise.
+    pub part_start: u64,
+    /// For a partition, the name of the whole disk; empty otherwise.
+    pub parent: String,
+    /// For a loop device, its backing file; empty otherwise.
+    pub loop_backing_file: String,
+    /// Logical block size in bytes.
+    pub logical_block_size: u32,
+}
+
+impl BlockDevice {
+    /// The kernel's internal dev_t encoding used in tracepoint payloads: `major << 20 | minor`.
+    pub fn kernel_dev(&self) -> u32 {
+        kernel_dev(self.major, self.minor)
+    }
+    /// The userspace (glibc `makedev`) encoding of the device number.
+    pub fn user_dev(&self) -> u64 {
+        user_dev(self.major, self.minor)
+    }
+}
+
+/// The kernel's internal dev_t: `major << 20 | minor`.
+pub fn kernel_dev(major: u32, minor: u32) -> u32 {
+    (major << 20) | (minor & 0xfffff)
+}
+
+/// The userspace dev_t (glibc `makedev` encoding).
+pub fn user_dev(major: u32, minor: u32) -> u64 {
+    let (ma, mi) = (major as u64, minor as u64);
+    ((ma & 0xfffff000) << 32) | ((ma & 0xfff) << 8) | ((mi & 0xffffff00) << 12) | (mi & 0xff)
+}
+
+/// One mount of the recording host (from `/proc/self/mountinfo`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Mount {
+    /// Mount id.
+    pub mount_id: u32,
+    /// Major number of the mounted device (`st_dev`).
+    pub major: u32,
+    /// Minor number of the mounted device.
+    pub minor: u32,
+    /// Root of the mount within the filesystem.
+    pub root: String,
+    /// Mount point.
+    pub mount_point: String,
+    /// Filesystem type, e.g. `ext4`.
+    pub fs_type: String,
+    /// Mount source, e.g. `/dev/loop0`.
+    pub source: String,
+}
+
+/// A task alive when the capture (or this ring file) started.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Task {
+    /// Process id (thread group id).
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Command name (`/proc/PID/task/TID/comm`).
+    pub comm: String,
+}
+
+/// A snapshot of `/proc/kallsyms` of the recording host.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Kallsyms {
+    /// The text of `/proc/kallsyms`.
+    pub text: String,
+    /// Whether the addresses were hidden (all zero, `kptr_restrict` or missing privilege).
+    pub restricted: bool,
+}
+
+/// Everything a trace says about its recording besides the records themselves.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Metadata {
+    /// The recorded events.
+    pub events: Vec<EventDesc>,
+    /// Kernel symbols, if the recorder could read them.
+    pub kallsyms: Option<Kallsyms>,
+    /// Block devices.
+    pub block_devices: Vec<BlockDevice>,
+    /// Mounts.
+    pub mounts: Vec<Mount>,
+    /// Tasks alive at start.
+    pub tasks: Vec<Task>,
+    /// Free-form facts about the capture (`key`, `value`): command line, device filter, ...
+    pub capture_info: Vec<(String, String)>,
+}
+
+impl Metadata {
+    /// Looks up a capture-info value by key.
+    pub fn info(&self, key: &str) -> Option<&str> {
+        self.capture_info
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Cap on the uncompressed size of the kallsyms section.
+pub const MAX_KALLSYMS: usize = 256 << 20;
+
+pub(crate) fn encode_events(events: &[EventDesc]) -> Vec<u8> {
+    let mut e = Enc::default();
+    e.u32(events.len() as u32);
+    for ev in events {
+        e.str(&ev.name)
+            .u32(ev.tracefs_id)
+            .u64(ev.sample_type)
+            .u64(ev.read_format)
+            .u32(ev.flags)
+            .u16(ev.max_stack)
+            .u16(0)
+            .str(&ev.filter)
+            .str(&ev.format)
+            .u32(ev.ids.len() as u32);
+        for id in &ev.ids {
+            e.u64(*id);
+        }
+    }
+    e.buf
+}
+
+pub(crate) fn decode_events(b: &[u8]) -> Result<Vec<EventDesc>, DecodeError> {
+    let mut d = Dec::new(b);
+    let n = d.count(40, "event count")?;
+    let mut v = Vec::with_capacity(n);
+    for _ in 0..n {
+        let name = d.str("event name")?;
+        let tracefs_id = d.u32("tracefs id")?;
+        let sample_type = d.u64("sample type")?;
+        let read_format = d.u64("read format")?;
+        let flags = d.u32("event flags")?;
+        let max_stack = d.u16("max stack")?;
+        d.u16("reserved")?;
+        let filter = d.str("filter")?;
+        let format = d.str("format")?;
+        let nids = d.count(8, "id count")?;
+        let mut ids = Vec::with_capacity(nids);
+        for _ in 0..nids {
+            ids.push(d.u64("sample id")?);
+        }
+        v.push(EventDesc {
+            name,
+            tracefs_id,
+            sample_type,
+            read_format,
+            flags,
+            max_stack,
+            filter,
+            format,
+            ids,
+        });
+    }
+    Ok(v)
+}
+
+pub(crate) fn encode_kallsyms(k: &Kallsyms) -> Vec<u8> {
+    let mut e = Enc::default();
+    e.u32(k.restricted as u32).u32(k.text.len() as u32);
+    let z = zstd::bulk::compress(k.text.as_bytes(), 6).unwrap_or_default();
+    e.bytes(&z);
+    e.buf
+}
+
+pub(crate) fn decode_kallsyms(b: &[u8]) -> Result<Kallsyms, DecodeError> {
+    let mut d = Dec::new(b);
+    let flags = d.u32("kallsyms flags")?;
+    let len = d.u32("kallsyms length")? as usize;
+    if len > MAX_KALLSYMS {
+        return Err(DecodeError::new(
+            4,
+            format!("kallsyms length {len} exceeds the cap"),
+        ));
+    }
+    let z = d.take(d.remaining(), "kallsyms")?;
+    let raw = zstd::bulk::decompress(z, len)
+        .map_err(|e| DecodeError::new(8, format!("kallsyms: zstd: {e}")))?;
+    if raw.len() != len {
+        return Err(DecodeError::new(
+            8,
+            "kallsyms: decompressed length differs from the declared one",
+        ));
+    }
+    let text = String::from_utf8(raw).map_err(|_| DecodeError::new(8, "kallsyms: not UTF-8"))?;
+    Ok(Kallsyms {
+        text,
+        restricted: flags & 1 != 0,
+    })
+}
+
+pub(crate) fn encode_block_devices(v: &[BlockDevice]) -> Vec<u8> {
+    let mut e = Enc::default();
+    e.u32(v.len() as u32);
+    for b in v {
+        e.str(&b.name)
+            .u32(b.major)
+            .u32(b.minor)
+            .u32(b.kernel_dev())
+            .u32(b.logical_block_size)
+            .u64(b.user_dev())
+            .u64(b.size_sectors)
+            .u64(b.part_start)
+            .str(&b.parent)
+            .str(&b.loop_backing_file);
+    }
+    e.buf
+}
+
+pub(crate) fn decode_block_devices(b: &[u8]) -> Result<Vec<BlockDevice>, DecodeError> {
+    let mut d = Dec::new(b);
+    let n = d.count(52, "device count")?;
+    let mut v = Vec::with_capacity(n);
+    for _ in 0..n {
+        let name = d.str("device name")?;
+        let major = d.u32("major")?;
+        let minor = d.u32("minor")?;
+        let _kdev = d.u32("kernel dev")?;
+        let logical_block_size = d.u32("logical block size")?;
+        let _udev = d.u64("user dev")?;
+        v.push(BlockDevice {
+            name,
+            major,
+            minor,
+            logical_block_size,
+            size_sectors: d.u64("size")?,
+            part_start: d.u64("partition start")?,
+            parent: d.str("parent")?,
+            loop_backing_file: d.str("loop backing file")?,
+        });
+    }
+    Ok(v)
+}
+
+pub(crate) fn encode_mounts(v: &[Mount]) -> Vec<u8> {
+    let mut e = Enc::default();
+    e.u32(v.len() as u32);
+    for m in v {
+        e.u32(m.mount_id)
+            .u32(m.major)
+            .u32(m.minor)
+            .str(&m.root)
+            .str(&m.mount_point)
+            .str(&m.fs_type)
+            .str(&m.source);
+    }
+    e.buf
+}
+
+pub(crate) fn decode_mounts(b: &[u8]) -> Result<Vec<Mount>, DecodeError> {
+    let mut d = Dec::new(b);
+    let n = d.count(28, "mount count")?;
+    let mut v = Vec::with_capacity(n);
+    for _ in 0..n {
+        v.push(Mount {
+            mount_id: d.u32("mount id")?,
+            major: d.u32("major")?,
+            minor: d.u32("minor")?,
+            root: d.str("root")?,
+            mount_point: d.str("mount point")?,
+            fs_type: d.str("fs type")?,
+            source: d.str("source")?,
+        });
+    }
+    Ok(v)
+}
+
+pub(crate) fn encode_tasks(v: &[Task]) -> Vec<u8> {
+    let mut e = Enc::default();
+    e.u32(v.len() as u32);
+    for t in v {
+        e.u32(t.pid).u32(t.tid).str(&t.comm);
+    }
+    e.buf
+}
+
+pub(crate) fn decode_tasks(b: &[u8]) -> Result<Vec<Task>, DecodeError> {
+    let mut d = Dec::new(b);
+    let n = d.count(12, "task count")?;
+    let mut v = Vec::with_capacity(n);
+    for _ in 0..n {
+        v.push(Task {
+            pid: d.u32("pid")?,
+            tid: d.u32("tid")?,
+            comm: d.str("comm")?,
+        });
+    }
+    Ok(v)
+}
+
+pub(crate) fn encode_info(v: &[(String, String)]) -> Vec<u8> {
+    let mut e = Enc::default();
+    e.u32(v.len() as u32);
+    for (k, val) in v {
+        e.str(k).str(val);
+    }
+    e.buf
+}
+
+pub(crate) fn decode_info(b: &[u8]) -> Result<Vec<(String, String)>, DecodeError> {
+    let mut d = Dec::new(b);
+    let n = d.count(8, "info count")?;
+    let mut v = Vec::with_capacity(n);
+    for _ in 0..n {
+        v.push((d.str("key")?, d.str("value")?));
+    }
+    Ok(v)
+}

@@ -1,0 +1,367 @@
+//! Writers: one trace file, and the ring of numbered files a capture writes.
+
+use std::collections::VecDeque;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::block::{encode_block, kind, preamble, FOOTER_MAGIC};
+use crate::chunk::EncodedChunk;
+use crate::codec::Enc;
+use crate::error::{Error, Result};
+use crate::meta::{self, Header, Metadata, Task};
+
+/// One entry of the chunk index that closes a finished file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexEntry {
+    /// File offset of the chunk's block header.
+    pub offset: u64,
+    /// CPU of the chunk.
+    pub cpu: u32,
+    /// Records in the chunk.
+    pub records: u32,
+    /// Sequence number of the chunk.
+    pub seq: u64,
+    /// First timestamp of the chunk.
+    pub first_ts: u64,
+    /// Last timestamp of the chunk.
+    pub last_ts: u64,
+}
+
+/// Size of one encoded index entry.
+pub const INDEX_ENTRY_LEN: usize = 40;
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Encodes the metadata blocks that follow the header in every file.
+fn metadata_blocks(meta: &Metadata) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend(encode_block(
+        kind::EVENTS,
+        0,
+        &meta::encode_events(&meta.events),
+    ));
+    if let Some(k) = &meta.kallsyms {
+        out.extend(encode_block(kind::KALLSYMS, 0, &meta::encode_kallsyms(k)));
+    }
+    out.extend(encode_block(
+        kind::BLOCK_DEVICES,
+        0,
+        &meta::encode_block_devices(&meta.block_devices),
+    ));
+    out.extend(encode_block(
+        kind::MOUNTS,
+        0,
+        &meta::encode_mounts(&meta.mounts),
+    ));
+    out.extend(encode_block(
+        kind::TASKS,
+        0,
+        &meta::encode_tasks(&meta.tasks),
+    ));
+    out.extend(encode_block(
+        kind::CAPTURE_INFO,
+        0,
+        &meta::encode_info(&meta.capture_info),
+    ));
+    out
+}
+
+/// Writes one trace file: preamble, header, metadata, then chunks, then (on `finish`) the
+/// chunk index and footer.
+///
+/// Every block goes to the file in a single `write`, so a file cut at any point holds every
+/// block written before the cut. After a failed write the file is truncated back to its last
+/// whole block and the writer refuses further writes.
+#[derive(Debug)]
+pub struct FileWriter {
+    path: PathBuf,
+    file: File,
+    len: u64,
+    index: Vec<IndexEntry>,
+    failed: bool,
+}
+
+impl FileWriter {
+    /// Creates `path` (which must not exist) and writes the header and metadata.
+    pub fn create(path: &Path, header: &Header, meta: &Metadata) -> Result<Self> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(io_err(path))?;
+        let mut w = FileWriter {
+            path: path.to_path_buf(),
+            file,
+            len: 0,
+            index: Vec::new(),
+            failed: false,
+        };
+        let mut start = preamble().to_vec();
+        start.extend(encode_block(kind::HEADER, 0, &header.encode()));
+        start.extend(metadata_blocks(meta));
+        w.append(&start)?;
+        Ok(w)
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes written so far.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether no chunk has been written yet.
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    fn append(&mut self, bytes: &[u8]) -> Result<()> {
+        if self.failed {
+            return Err(Error::Io {
+                path: self.path.clone(),
+                source: std::io::Error::other("an earlier write to this file failed"),
+            });
+        }
+        if let Err(e) = self.file.write_all(bytes) {
+            self.failed = true;
+            // Keep the file readable: cut off the partial block.
+            let _ = self.file.set_len(self.len);
+            return Err(io_err(&self.path)(e));
+        }
+        self.len += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Appends a chunk.
+    pub fn write_chunk(&mut self, chunk: &EncodedChunk) -> Result<()> {
+        let offset = self.len;
+        self.append(&chunk.block)?;
+        let h = &chunk.header;
+        self.index.push(IndexEntry {
+            offset,
+            cpu: h.cpu,
+            records: h.records,
+            seq: h.seq,
+            first_ts: h.first_ts,
+            last_ts: h.last_ts,
+        });
+        Ok(())
+    }
+
+    /// Forces written data to stable storage (`fdatasync`).
+    pub fn sync(&mut self) -> Result<()> {
+        self.file.sync_data().map_err(io_err(&self.path))
+    }
+
+    /// Writes the chunk index and the footer, syncs and closes the file.
+    pub fn finish(mut self) -> Result<u64> {
+        let mut e = Enc::default();
+        e.u32(self.index.len() as u32);
+        for x in &self.index {
+            e.u64(x.offset)
+                .u32(x.cpu)
+                .u32(x.records)
+                .u64(x.seq)
+                .u64(x.first_ts)
+                .u64(x.last_ts);
+        }
+        let index_offset = self.len;
+        let mut tail = encode_block(kind::INDEX, 0, &e.buf);
+        tail.extend_from_slice(&FOOTER_MAGIC);
+        tail.extend_from_slice(&index_offset.to_le_bytes());
+        self.append(&tail)?;
+        self.sync()?;
+        Ok(self.len)
+    }
+}
+
+/// Limits of a ring of trace files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingOptions {
+    /// Start a new file once the current one would exceed this many bytes (0: never).
+    pub file_size: u64,
+    /// Delete the oldest files while the ring exceeds this many bytes in total (0: never).
+    /// The file being written is never deleted.
+    pub max_size: u64,
+}
+
+impl Default for RingOptions {
+    fn default() -> Self {
+        RingOptions {
+            file_size: 64 << 20,
+            max_size: 1 << 30,
+        }
+    }
+}
+
+/// What a ring writer did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RingStats {
+    /// Files created.
+    pub files_created: u32,
+    /// Old files deleted to stay under the size cap.
+    pub files_deleted: u32,
+    /// Chunks written.
+    pub chunks: u64,
+    /// Bytes written (all files, deleted ones included).
+    pub bytes_written: u64,
+    /// Bytes currently on disk.
+    pub bytes_on_disk: u64,
+}
+
+/// File name of ring file number `index`.
+pub fn ring_file_name(index: u32) -> String {
+    format!("ioblame-{index:06}.iob")
+}
+
+/// Writes a capture as a directory of numbered trace files with bounded total size.
+///
+/// Every file repeats the header (with its own `file_index`) and the metadata, so each file
+/// can be read alone after older ones are deleted.
+#[derive(Debug)]
+pub struct RingWriter {
+    dir: PathBuf,
+    opts: RingOptions,
+    header: Header,
+    meta: Metadata,
+    current: Option<FileWriter>,
+    closed: VecDeque<(PathBuf, u64)>,
+    stats: RingStats,
+}
+
+impl RingWriter {
+    /// Creates `dir` if needed (it must not already hold trace files) and the first file.
+    pub fn create(dir: &Path, header: Header, meta: Metadata, opts: RingOptions) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let existing = std::fs::read_dir(dir)
+            .map_err(io_err(dir))?
+            .filter_map(|e| e.ok())
+            .any(|e| e.file_name().to_string_lossy().ends_with(".iob"));
+        if existing {
+            return Err(Error::Io {
+                path: dir.to_path_buf(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "directory already holds a trace; choose an empty or new directory",
+                ),
+            });
+        }
+        let mut w = RingWriter {
+            dir: dir.to_path_buf(),
+            opts,
+            header,
+            meta,
+            current: None,
+            closed: VecDeque::new(),
+            stats: RingStats::default(),
+        };
+        w.open_next()?;
+        Ok(w)
+    }
+
+    fn open_next(&mut self) -> Result<()> {
+        self.header.file_index = self.stats.files_created;
+        let path = self.dir.join(ring_file_name(self.header.file_index));
+        let f = FileWriter::create(&path, &self.header, &self.meta)?;
+        self.stats.files_created += 1;
+        self.stats.bytes_written += f.len();
+        self.current = Some(f);
+        Ok(())
+    }
+
+    fn current(&mut self) -> Result<&mut FileWriter> {
+        self.current.as_mut().ok_or_else(|| Error::Io {
+            path: self.dir.clone(),
+            source: std::io::Error::other("the ring writer failed to open its next file"),
+        })
+    }
+
+    /// Replaces the task list written into files opened from now on.
+    pub fn set_tasks(&mut self, tasks: Vec<Task>) {
+        self.meta.tasks = tasks;
+    }
+
+    /// The path of the file being written.
+    pub fn current_path(&self) -> Option<&Path> {
+        self.current.as_ref().map(|f| f.path())
+    }
+
+    /// Appends a chunk, rolling to a new file and deleting old ones as the limits require.
+    pub fn write_chunk(&mut self, chunk: &EncodedChunk) -> Result<()> {
+        let file_size = self.opts.file_size;
+        let cur = self.current()?;
+        if file_size > 0 && !cur.is_empty() && cur.len() + chunk.block.len() as u64 > file_size {
+            self.roll()?;
+        }
+        let cur = self.current()?;
+        let before = cur.len();
+        cur.write_chunk(chunk)?;
+        let added = cur.len() - before;
+        self.stats.chunks += 1;
+        self.stats.bytes_written += added;
+        self.enforce_cap()
+    }
+
+    fn roll(&mut self) -> Result<()> {
+        if let Some(f) = self.current.take() {
+            let path = f.path().to_path_buf();
+            let before = f.len();
+            let len = f.finish()?;
+            self.stats.bytes_written += len - before;
+            self.closed.push_back((path, len));
+        }
+        self.open_next()
+    }
+
+    fn enforce_cap(&mut self) -> Result<()> {
+        if self.opts.max_size == 0 {
+            return Ok(());
+        }
+        let cur = self.current.as_ref().map_or(0, |f| f.len());
+        let mut total: u64 = cur + self.closed.iter().map(|(_, l)| l).sum::<u64>();
+        while total > self.opts.max_size {
+            let Some((path, len)) = self.closed.pop_front() else {
+                break;
+            };
+            std::fs::remove_file(&path).map_err(io_err(&path))?;
+            self.stats.files_deleted += 1;
+            total -= len;
+        }
+        Ok(())
+    }
+
+    /// Forces the current file's data to stable storage.
+    pub fn sync(&mut self) -> Result<()> {
+        self.current()?.sync()
+    }
+
+    /// Closes the current file with its index and footer.
+    pub fn finish(mut self) -> Result<RingStats> {
+        if let Some(f) = self.current.take() {
+            let path = f.path().to_path_buf();
+            let before = f.len();
+            let len = f.finish()?;
+            self.stats.bytes_written += len - before;
+            self.closed.push_back((path, len));
+        }
+        self.stats.bytes_on_disk = self.closed.iter().map(|(_, l)| l).sum();
+        Ok(self.stats)
+    }
+
+    /// Statistics so far.
+    pub fn stats(&self) -> RingStats {
+        let mut s = self.stats;
+        s.bytes_on_disk = self.closed.iter().map(|(_, l)| l).sum::<u64>()
+            + self.current.as_ref().map_or(0, |f| f.len());
+        s
+    }
+}

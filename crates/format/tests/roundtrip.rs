@@ -1,0 +1,581 @@
+//! Round trips, ring behaviour, damage and hostile input for the trace format.
+
+use std::path::Path;
+
+use ioblame_format::block::{encode_block, kind, preamble};
+use ioblame_format::*;
+
+/// A fake perf record in the given byte order: `kind`, total `size` (multiple of 8), the
+/// timestamp stored in the first body word.
+fn record(order: ByteOrder, kind: u32, size: u16, ts: u64) -> Vec<u8> {
+    let mut r = Vec::with_capacity(size as usize);
+    match order {
+        ByteOrder::Little => {
+            r.extend(kind.to_le_bytes());
+            r.extend(0u16.to_le_bytes());
+            r.extend(size.to_le_bytes());
+            r.extend(ts.to_le_bytes());
+        }
+        ByteOrder::Big => {
+            r.extend(kind.to_be_bytes());
+            r.extend(0u16.to_be_bytes());
+            r.extend(size.to_be_bytes());
+            r.extend(ts.to_be_bytes());
+        }
+    }
+    // Incompressible filler, so that ring limits are reached with few records.
+    let mut x = ts.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    while r.len() < size as usize {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        r.push(x as u8);
+    }
+    r
+}
+
+fn header(order: ByteOrder) -> Header {
+    Header {
+        byte_order: order,
+        word_size: 8,
+        page_size: 4096,
+        cpu_count: 4,
+        clock_id: 1,
+        recorder_pid: 4242,
+        file_index: 0,
+        start_time_ns: 1_700_000_000_000_000_000,
+        start_clock_ns: 123_456_789,
+        trace_id: 0x1234_5678_9abc_def0,
+        hostname: "prod-db-7".into(),
+        kernel_release: "6.18.44".into(),
+        machine: "x86_64".into(),
+        recorder_version: "ioblame-capture test".into(),
+    }
+}
+
+fn metadata() -> Metadata {
+    Metadata {
+        events: vec![EventDesc {
+            name: "block:block_rq_complete".into(),
+            tracefs_id: 1234,
+            sample_type: 0x10086,
+            read_format: 0,
+            flags: EVENT_TASK_RECORDS,
+            max_stack: 0,
+            filter: "dev == 7340032".into(),
+            format: "name: block_rq_complete\nID: 1234\nformat:\n".into(),
+            ids: vec![11, 12, 13, 14],
+        }],
+        kallsyms: Some(Kallsyms {
+            text: "ffffffff81000000 T _stext\nffffffff81000100 T submit_bio\n".into(),
+            restricted: false,
+        }),
+        block_devices: vec![BlockDevice {
+            name: "loop0".into(),
+            major: 7,
+            minor: 0,
+            size_sectors: 2097152,
+            part_start: 0,
+            parent: String::new(),
+            loop_backing_file: "/tmp/ext4.img".into(),
+            logical_block_size: 512,
+        }],
+        mounts: vec![Mount {
+            mount_id: 42,
+            major: 7,
+            minor: 0,
+            root: "/".into(),
+            mount_point: "/mnt/x".into(),
+            fs_type: "ext4".into(),
+            source: "/dev/loop0".into(),
+        }],
+        tasks: vec![Task {
+            pid: 1,
+            tid: 1,
+            comm: "init".into(),
+        }],
+        capture_info: vec![("command".into(), "dd if=/dev/zero".into())],
+    }
+}
+
+/// Writes `chunks_per_cpu` chunks on each of `cpus` CPUs (interleaved) into a ring in `dir`;
+/// returns the record bytes of every chunk in write order.
+fn write_trace(
+    dir: &Path,
+    order: ByteOrder,
+    cpus: u32,
+    chunks_per_cpu: u32,
+    opts: RingOptions,
+) -> Vec<(u32, Vec<u8>)> {
+    let mut w = RingWriter::create(dir, header(order), metadata(), opts).unwrap();
+    let mut builders: Vec<ChunkBuilder> = (0..cpus).map(ChunkBuilder::new).collect();
+    let mut written = Vec::new();
+    let mut ts = 1000u64;
+    for c in 0..chunks_per_cpu {
+        for (cpu, b) in builders.iter_mut().enumerate() {
+            let mut bytes = Vec::new();
+            for i in 0..(50 + c * 7 + cpu as u32) {
+                ts += 1;
+                let r = record(order, 9, 16 + 8 * (i % 5) as u16, ts);
+                bytes.extend(&r);
+                b.push(&r, Some(ts));
+            }
+            if c % 3 == 1 {
+                b.add_lost(c as u64);
+            }
+            let ch = b.finish(3).unwrap();
+            w.write_chunk(&ch).unwrap();
+            written.push((cpu as u32, bytes));
+        }
+    }
+    w.finish().unwrap();
+    written
+}
+
+fn all_chunks(t: &Trace) -> Vec<(u32, Vec<u8>)> {
+    t.chunks()
+        .iter()
+        .map(|c| {
+            let ch = t.decompress(c).unwrap();
+            (ch.header.cpu, ch.data)
+        })
+        .collect()
+}
+
+#[test]
+fn round_trip_metadata_and_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = write_trace(
+        dir.path(),
+        ByteOrder::native(),
+        4,
+        6,
+        RingOptions::default(),
+    );
+    let t = Trace::open(dir.path()).unwrap();
+    assert!(t.problems().is_empty(), "{:?}", t.problems());
+    assert_eq!(t.files().len(), 1);
+    assert!(t.files()[0].indexed());
+    assert_eq!(t.header(), &header(ByteOrder::native()));
+    assert_eq!(t.metadata(), &metadata());
+    assert_eq!(all_chunks(&t), written);
+    // Headers carry the per-CPU sequence, record counts, timestamps and losses.
+    for (i, c) in t.chunks().iter().enumerate() {
+        let round = i as u64 / 4;
+        assert_eq!(c.header.cpu, i as u32 % 4);
+        assert_eq!(c.header.seq, round);
+        assert!(c.header.first_ts <= c.header.last_ts);
+        assert_eq!(c.header.lost, if round % 3 == 1 { round } else { 0 });
+        let ch = t.decompress(c).unwrap();
+        assert_eq!(
+            ch.records(t.header().byte_order).count() as u32,
+            c.header.records
+        );
+    }
+}
+
+#[test]
+fn single_file_and_scan_without_index_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = write_trace(
+        dir.path(),
+        ByteOrder::native(),
+        2,
+        5,
+        RingOptions::default(),
+    );
+    let file = dir.path().join(ring_file_name(0));
+    let t = Trace::open(&file).unwrap();
+    assert_eq!(all_chunks(&t), written);
+    // Remove the index and footer: the reader must find the same chunks by scanning.
+    let bytes = std::fs::read(&file).unwrap();
+    let idx_off = u64::from_le_bytes(bytes[bytes.len() - 8..].try_into().unwrap()) as usize;
+    let f = TraceFile::from_bytes(&file, bytes[..idx_off].to_vec()).unwrap();
+    assert!(!f.indexed());
+    assert!(f.problems().is_empty(), "{:?}", f.problems());
+    let t2 = Trace::from_files(vec![f], vec![]);
+    assert_eq!(all_chunks(&t2), written);
+}
+
+#[cfg(feature = "parallel")]
+#[test]
+fn parallel_decompression_matches_with_1_and_n_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = write_trace(
+        dir.path(),
+        ByteOrder::native(),
+        3,
+        8,
+        RingOptions::default(),
+    );
+    let t = Trace::open(dir.path()).unwrap();
+    for threads in [1, 4] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let got: Vec<(u32, Vec<u8>)> = pool.install(|| {
+            t.decompress_all()
+                .into_iter()
+                .map(|c| {
+                    let c = c.unwrap();
+                    (c.header.cpu, c.data)
+                })
+                .collect()
+        });
+        assert_eq!(got, written, "{threads} threads");
+    }
+}
+
+#[test]
+fn ring_rolls_and_deletes_oldest_and_each_file_stands_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = RingOptions {
+        file_size: 16 << 10,
+        max_size: 48 << 10,
+    };
+    let written = write_trace(dir.path(), ByteOrder::native(), 2, 40, opts);
+    let mut names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert!(names.len() >= 2, "{names:?}");
+    assert_ne!(
+        names[0],
+        ring_file_name(0),
+        "the oldest file must have been deleted"
+    );
+    let total: u64 = names
+        .iter()
+        .map(|n| std::fs::metadata(dir.path().join(n)).unwrap().len())
+        .sum();
+    assert!(total <= 48 << 10, "ring holds {total} bytes");
+    // Each surviving file opens alone with the full header and metadata.
+    for n in &names {
+        let t = Trace::open(&dir.path().join(n)).unwrap();
+        assert_eq!(t.metadata(), &metadata());
+        assert_eq!(t.header().trace_id, header(ByteOrder::native()).trace_id);
+    }
+    // The directory yields the newest chunks, a contiguous suffix of what was written, and
+    // says that the older ones are missing.
+    let t = Trace::open(dir.path()).unwrap();
+    let got = all_chunks(&t);
+    assert_eq!(&written[written.len() - got.len()..], &got[..]);
+    assert!(
+        t.problems()
+            .iter()
+            .any(|p| p.what.contains("deleted by the size cap")),
+        "{:?}",
+        t.problems()
+    );
+}
+
+fn chunk_offsets(t: &Trace) -> Vec<u64> {
+    t.chunks().iter().map(|c| c.offset).collect()
+}
+
+#[test]
+fn truncation_at_every_chunk_boundary_and_random_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = write_trace(
+        dir.path(),
+        ByteOrder::native(),
+        2,
+        6,
+        RingOptions::default(),
+    );
+    let file = dir.path().join(ring_file_name(0));
+    let bytes = std::fs::read(&file).unwrap();
+    let t = Trace::open(&file).unwrap();
+    let offs = chunk_offsets(&t);
+    let mut cuts: Vec<usize> = offs.iter().map(|&o| o as usize).collect();
+    // Cuts inside chunks and inside metadata, from a fixed pseudo-random sequence.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..200 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        cuts.push((x % bytes.len() as u64) as usize);
+    }
+    for cut in cuts {
+        let r = TraceFile::from_bytes(&file, bytes[..cut].to_vec());
+        let Ok(f) = r else {
+            // Only a cut before the end of the header block may fail to open.
+            assert!(cut < offs[0] as usize, "cut at {cut} failed: {:?}", r.err());
+            continue;
+        };
+        let complete = offs.iter().filter(|&&o| {
+            let next = offs.iter().find(|&&n| n > o).copied().unwrap_or(u64::MAX);
+            // A chunk is complete when its whole block lies before the cut.
+            next <= cut as u64
+                || (next == u64::MAX && o < cut as u64 && {
+                    let t = Trace::open(&file).unwrap();
+                    let last = t.chunks().last().unwrap();
+                    let ch = t.decompress(last).unwrap();
+                    o + 24 + 64 + ch.header.compressed_len as u64 <= cut as u64
+                })
+        });
+        let expect = complete.count();
+        let t = Trace::from_files(vec![f], vec![]);
+        let got = all_chunks(&t);
+        assert_eq!(got.len(), expect, "cut at {cut}");
+        assert_eq!(&got[..], &written[..expect], "cut at {cut}");
+        let at_boundary = offs.contains(&(cut as u64));
+        if !at_boundary && cut > offs[0] as usize {
+            assert!(
+                t.problems().iter().any(|p| p.what.contains("truncated")),
+                "cut at {cut}: {:?}",
+                t.problems()
+            );
+        }
+    }
+}
+
+#[test]
+fn flipped_bytes_in_a_chunk_skip_only_that_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let written = write_trace(
+        dir.path(),
+        ByteOrder::native(),
+        2,
+        4,
+        RingOptions::default(),
+    );
+    let file = dir.path().join(ring_file_name(0));
+    let mut bytes = std::fs::read(&file).unwrap();
+    let t = Trace::open(&file).unwrap();
+    let offs = chunk_offsets(&t);
+    // Damage the compressed payload of chunk 3 and drop the index so the reader scans.
+    bytes[offs[3] as usize + 24 + 64 + 5] ^= 0x40;
+    let idx_off = u64::from_le_bytes(bytes[bytes.len() - 8..].try_into().unwrap()) as usize;
+    let f = TraceFile::from_bytes(&file, bytes[..idx_off].to_vec()).unwrap();
+    let t = Trace::from_files(vec![f], vec![]);
+    assert!(
+        t.problems()[0].what.contains("checksum"),
+        "{:?}",
+        t.problems()
+    );
+    assert_eq!(t.problems()[0].offset, offs[3]);
+    let mut expect = written.clone();
+    expect.remove(3);
+    assert_eq!(all_chunks(&t), expect);
+
+    // The same damage found through the index is reported when that chunk is decompressed.
+    let f = TraceFile::from_bytes(&file, bytes.clone()).unwrap();
+    assert!(f.indexed());
+    let t = Trace::from_files(vec![f], vec![]);
+    let results: Vec<_> = t.chunks().iter().map(|c| t.decompress(c)).collect();
+    assert!(results[3]
+        .as_ref()
+        .unwrap_err()
+        .to_string()
+        .contains("checksum"));
+    assert_eq!(
+        results.iter().filter(|r| r.is_ok()).count(),
+        written.len() - 1
+    );
+
+    // A damaged block header: the reader resynchronises on the next block.
+    let mut bytes2 = std::fs::read(&file).unwrap();
+    bytes2[offs[2] as usize + 9] ^= 0xff; // inside the length field
+    let f = TraceFile::from_bytes(&file, bytes2[..idx_off].to_vec()).unwrap();
+    let t = Trace::from_files(vec![f], vec![]);
+    let mut expect = written.clone();
+    expect.remove(2);
+    assert_eq!(all_chunks(&t), expect);
+    assert!(t.problems()[0].what.contains("damaged block header"));
+}
+
+/// Builds a file by hand: preamble, header, metadata blocks, extra blocks, chunks.
+fn hand_made(order: ByteOrder, extra: &[Vec<u8>], chunks: &[EncodedChunk]) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    // Take the header and metadata blocks from a real writer's output.
+    let mut w = RingWriter::create(
+        dir.path(),
+        header(order),
+        metadata(),
+        RingOptions::default(),
+    )
+    .unwrap();
+    let mut b = ChunkBuilder::new(0);
+    b.push(&record(order, 9, 16, 1), Some(1));
+    w.write_chunk(&b.finish(1).unwrap()).unwrap();
+    w.finish().unwrap();
+    let real = std::fs::read(dir.path().join(ring_file_name(0))).unwrap();
+    let t = Trace::open(dir.path()).unwrap();
+    let first_chunk = t.chunks()[0].offset as usize;
+    let mut out = real[..first_chunk].to_vec();
+    for e in extra {
+        out.extend(e);
+    }
+    for c in chunks {
+        out.extend(&c.block);
+    }
+    out
+}
+
+#[test]
+fn unknown_block_kinds_are_skipped() {
+    let mut b = ChunkBuilder::new(1);
+    let r = record(ByteOrder::native(), 9, 24, 5);
+    b.push(&r, Some(5));
+    let ch = b.finish(3).unwrap();
+    let future = encode_block(0x7777, 0, b"a section from a newer minor version");
+    let bytes = hand_made(
+        ByteOrder::native(),
+        std::slice::from_ref(&future),
+        std::slice::from_ref(&ch),
+    );
+    let f = TraceFile::from_bytes(Path::new("x.iob"), bytes).unwrap();
+    assert!(f.problems().is_empty(), "{:?}", f.problems());
+    assert_eq!(f.chunk_count(), 1);
+    assert_eq!(f.metadata(), &metadata());
+    // Also between chunks.
+    let bytes = hand_made(ByteOrder::native(), &[], std::slice::from_ref(&ch));
+    let mut with = bytes.clone();
+    with.extend(&future);
+    with.extend(&ch.block);
+    let f = TraceFile::from_bytes(Path::new("x.iob"), with).unwrap();
+    assert!(f.problems().is_empty(), "{:?}", f.problems());
+    assert_eq!(f.chunk_count(), 2);
+}
+
+#[test]
+fn other_byte_order_is_honoured() {
+    let other = match ByteOrder::native() {
+        ByteOrder::Little => ByteOrder::Big,
+        ByteOrder::Big => ByteOrder::Little,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let written = write_trace(dir.path(), other, 2, 3, RingOptions::default());
+    let t = Trace::open(dir.path()).unwrap();
+    assert_eq!(t.header().byte_order, other);
+    assert!(t.problems().is_empty());
+    assert_eq!(all_chunks(&t), written);
+    for c in t.chunks() {
+        let ch = t.decompress(c).unwrap();
+        let mut last = 0;
+        for r in ch.records(other) {
+            let r = r.unwrap();
+            assert_eq!(r.kind, 9);
+            assert!(r.bytes.len() >= 16 && r.bytes.len() % 8 == 0);
+            let ts = other.u64(r.body()[..8].try_into().unwrap());
+            assert!(ts > last);
+            last = ts;
+        }
+        // Read in the wrong order the same bytes are nonsense: sizes do not fit.
+        assert!(ch.records(ByteOrder::native()).any(|r| r.is_err()));
+    }
+}
+
+#[test]
+fn absurd_lengths_are_rejected_without_allocating() {
+    // A block header declaring more than the cap.
+    let mut huge = encode_block(kind::TASKS, 0, b"");
+    huge[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+    let crc = crc32(&huge[..20]);
+    huge[20..24].copy_from_slice(&crc.to_le_bytes());
+    let bytes = hand_made(ByteOrder::native(), &[huge], &[]);
+    let f = TraceFile::from_bytes(Path::new("x.iob"), bytes).unwrap();
+    assert!(
+        f.problems().iter().any(|p| p.what.contains("over the cap")),
+        "{:?}",
+        f.problems()
+    );
+
+    // A task section declaring 2^31 tasks in 8 bytes.
+    let mut payload = (1u32 << 31).to_le_bytes().to_vec();
+    payload.extend([0u8; 4]);
+    let tasks = encode_block(kind::TASKS, 0, &payload);
+    let bytes = hand_made(ByteOrder::native(), &[tasks], &[]);
+    let f = TraceFile::from_bytes(Path::new("x.iob"), bytes).unwrap();
+    assert!(
+        f.problems().iter().any(|p| p.what.contains("cannot fit")),
+        "{:?}",
+        f.problems()
+    );
+    assert_eq!(
+        f.metadata().tasks,
+        metadata().tasks,
+        "earlier tasks section kept"
+    );
+
+    // A chunk declaring a 4 GiB uncompressed size.
+    let mut b = ChunkBuilder::new(0);
+    b.push(&record(ByteOrder::native(), 9, 16, 1), Some(1));
+    let (mut h, recs) = b.take_raw().unwrap();
+    h.records = 1;
+    let mut ch = encode_chunk(h, &recs, 1);
+    // Patch uncompressed_len (chunk header offset 48) and re-seal the block.
+    let payload_start = 24;
+    ch.block[payload_start + 48..payload_start + 52].copy_from_slice(&u32::MAX.to_le_bytes());
+    let crc = crc32(&ch.block[payload_start..]);
+    ch.block[12..16].copy_from_slice(&crc.to_le_bytes());
+    let hcrc = crc32(&ch.block[..20]);
+    ch.block[20..24].copy_from_slice(&hcrc.to_le_bytes());
+    let bytes = hand_made(ByteOrder::native(), &[], &[ch]);
+    let f = TraceFile::from_bytes(Path::new("x.iob"), bytes).unwrap();
+    assert!(
+        f.problems().iter().any(|p| p.what.contains("over the cap")),
+        "{:?}",
+        f.problems()
+    );
+
+    // A string length beyond the cap inside the header block: a clear error.
+    let mut bytes = preamble().to_vec();
+    let mut hp = vec![1u8, 8, 0, 0];
+    hp.extend([0u8; 44]);
+    hp.extend(u32::MAX.to_le_bytes());
+    bytes.extend(encode_block(kind::HEADER, 0, &hp));
+    let e = TraceFile::from_bytes(Path::new("x.iob"), bytes).unwrap_err();
+    assert!(e.to_string().contains("exceeds the cap"), "{e}");
+}
+
+#[test]
+fn not_a_trace_and_newer_versions_are_clear_errors() {
+    let e = TraceFile::from_bytes(Path::new("a.txt"), b"hello, this is text".to_vec()).unwrap_err();
+    assert!(matches!(e, Error::NotATrace { .. }), "{e}");
+    let mut p = preamble().to_vec();
+    p[8] = 9;
+    let e = TraceFile::from_bytes(Path::new("b.iob"), p).unwrap_err();
+    assert!(e.to_string().contains("version 9"), "{e}");
+    let e = Trace::open(Path::new("/nonexistent/trace")).unwrap_err();
+    assert!(e.to_string().contains("/nonexistent/trace"), "{e}");
+}
+
+#[test]
+fn ring_refuses_a_directory_holding_a_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    write_trace(
+        dir.path(),
+        ByteOrder::native(),
+        1,
+        1,
+        RingOptions::default(),
+    );
+    let e = RingWriter::create(
+        dir.path(),
+        header(ByteOrder::native()),
+        metadata(),
+        RingOptions::default(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("already holds a trace"), "{e}");
+}
+
+fn crc32(b: &[u8]) -> u32 {
+    // CRC-32/IEEE, bitwise: an independent implementation of what the format specifies.
+    let mut crc = !0u32;
+    for &x in b {
+        crc ^= x as u32;
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}

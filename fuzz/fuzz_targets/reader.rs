@@ -1,0 +1,23 @@
+//! Fuzzes the trace reader: any bytes must give a trace or a clear error, never a panic, and
+//! every chunk found must decompress or fail cleanly, and its records iterate without panic.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let path = std::path::Path::new("fuzz.iob");
+    let Ok(f) = ioblame_format::TraceFile::from_bytes(path, data.to_vec()) else {
+        return;
+    };
+    let order = f.header().byte_order;
+    let t = ioblame_format::Trace::from_files(vec![f], vec![]);
+    for c in t.chunks() {
+        if let Ok(chunk) = t.decompress(c) {
+            for r in chunk.records(order) {
+                if r.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+});

@@ -1,0 +1,54 @@
+# Everyday recipes. `just --list` shows them. (Install just with `cargo install just`.)
+
+# Build everything in release mode.
+build:
+    cargo build --workspace --release
+
+# Install the test dependencies (root) and run the whole test suite, as CI does.
+test:
+    scripts/install-test-deps.sh && cargo test --workspace
+
+# Formatting and lints.
+lint:
+    cargo fmt --all --check
+    cargo clippy --workspace --all-targets -- -D warnings
+
+# Format the code.
+fmt:
+    cargo fmt --all
+
+# The analyzer benchmark: a 5M-event generated trace, every stage at 1 and 2 threads with peak
+# memory, then perf script vs ioblame on a real workload (root). See docs/benchmarks.md.
+bench EVENTS="5000000":
+    cargo build --release -p ioblame-bench -p ioblame-capture
+    rm -rf /var/tmp/ioblame-bench-trace
+    ${CARGO_TARGET_DIR:-target}/release/ioblame-bench gen -o /var/tmp/ioblame-bench-trace --events {{EVENTS}}
+    ${CARGO_TARGET_DIR:-target}/release/ioblame-bench stats /var/tmp/ioblame-bench-trace
+    ${CARGO_TARGET_DIR:-target}/release/ioblame-bench run /var/tmp/ioblame-bench-trace
+    rm -rf /var/tmp/ioblame-bench-trace
+    ${CARGO_TARGET_DIR:-target}/release/ioblame-bench vs-perf
+
+# The recorder overhead benchmark (fio untraced / ioblame-capture / perf record; needs root).
+bench-capture:
+    cargo build --release -p ioblame-capture
+    capture/bench/bench-capture.sh
+
+# Fuzz the trace reader for SECS seconds (installs cargo-fuzz if needed; stable toolchain).
+fuzz SECS="60":
+    command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+    mkdir -p fuzz/corpus/reader
+    cp -n fixtures/*/trace/*.iob fuzz/corpus/reader/ 2>/dev/null || true
+    cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run reader corpus/reader -- -max_total_time={{SECS}} -rss_limit_mb=2048
+
+# Regenerate the fixture traces (root; real loop devices).
+fixtures:
+    cargo build --release -p ioblame-capture
+    fixtures/make.sh
+
+# Check the fixture traces against their committed baselines, as CI does.
+check-fixtures:
+    scripts/check-fixtures.sh
+
+# Rewrite the fixtures' baselines after an intended attribution change (review the diff).
+bless-fixtures:
+    scripts/check-fixtures.sh --bless

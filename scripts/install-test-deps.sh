@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what the test suite needs on a fresh Debian machine and prepares the kernel
+# interfaces the capture tests use. Idempotent; needs root (the capture tests need it anyway).
+set -euo pipefail
+
+need=()
+command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
+command -v mkfs.xfs >/dev/null || need+=(xfsprogs)
+command -v losetup >/dev/null || need+=(util-linux)
+command -v python3 >/dev/null || need+=(python3)
+command -v fio >/dev/null || need+=(fio)
+command -v perf >/dev/null || need+=(linux-perf)
+command -v chromium >/dev/null || need+=(chromium)
+if [ "${#need[@]}" -gt 0 ]; then
+    echo "installing: ${need[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# The report tests read the Parquet tables with DuckDB, as users do.
+python3 -c 'import duckdb' 2>/dev/null || python3 -m pip install --quiet duckdb
+
+# The capture reads tracepoint ids and formats from tracefs.
+if [ ! -e /sys/kernel/tracing/events ]; then
+    mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+fi
+# Loop devices for the capture tests.
+modprobe loop 2>/dev/null || true
+exit 0
