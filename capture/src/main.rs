@@ -1,0 +1,171 @@
+//! `ioblame-capture`: records block, writeback and filesystem tracepoints system-wide with
+//! perf_event_open into ioblame ring files (see `docs/format.md`).
+
+use ioblame_tracepoints as events;
+mod perf;
+mod record;
+mod snapshot;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Records who causes block IO, for offline analysis with `ioblame`.
+#[derive(Parser, Debug)]
+#[command(name = "ioblame-capture", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Record tracepoints system-wide into a directory of ring files.
+    ///
+    /// Stops when COMMAND exits (exiting with its status), after --duration, or on
+    /// SIGINT/SIGTERM; every way closes the files cleanly. The recorder's own pid is stored in
+    /// the trace header (recorder_pid) and the analyzer hides its IO, so the recorder does not
+    /// feed on itself; writing the output to another device than the traced ones is still
+    /// best. If recording stops before COMMAND exits (--duration, a signal, a full disk),
+    /// COMMAND gets SIGTERM (or the signal received) and is waited for.
+    Record(record::RecordArgs),
+    /// List the event sets and which of their tracepoints exist on this kernel.
+    Events,
+}
+
+fn events_cmd() -> anyhow::Result<()> {
+    use std::fmt::Write as _;
+    let tfs = events::tracefs()?;
+    let mut out = String::new();
+    macro_rules! println {
+        ($($t:tt)*) => { let _ = writeln!(out, $($t)*); };
+    }
+    println!("tracefs: {}", tfs.display());
+    for (set, what) in events::SETS {
+        let names = events::set_names(set)?;
+        println!("\n{set}: {what}");
+        for n in names {
+            let state = match events::lookup(&tfs, &n)? {
+                Some(t) if t.callchain => "present, with kernel callchain".to_string(),
+                Some(_) => "present".to_string(),
+                None => match events::resolve(&tfs, std::slice::from_ref(&n), true) {
+                    Ok((t, _)) => format!("absent; uses {}", t[0].name),
+                    Err(_) => "ABSENT (skipped when recording)".to_string(),
+                },
+            };
+            println!("  {n:<48} {state}");
+        }
+    }
+    println!("\nAny other tracepoint can be given as a comma-separated list of sys:name.");
+    use std::io::Write as _;
+    // A closed pipe (`| head`) is not an error worth a panic.
+    let _ = std::io::stdout().lock().write_all(out.as_bytes());
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Events => events_cmd().map(|_| 0),
+        Cmd::Record(a) => record::run(a),
+    };
+    match r {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            let mut msg = format!("{e}");
+            for c in e.chain().skip(1) {
+                msg.push_str(&format!(": {c}"));
+            }
+            eprintln!("ioblame-capture: error: {msg}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Parses a size like `16M`, `1G`, `4096`, `64k`.
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => {
+            let m: u64 = match t[i..]
+                .to_ascii_lowercase()
+                .trim_end_matches("ib")
+                .trim_end_matches('b')
+            {
+                "" => 1,
+                "k" => 1 << 10,
+                "m" => 1 << 20,
+                "g" => 1 << 30,
+                "t" => 1 << 40,
+                u => return Err(format!("unknown size unit '{u}' (use K, M, G)")),
+            };
+            (&t[..i], m)
+        }
+        None => (t, 1),
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size such as 64M"))?;
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("size '{s}' is too large"))
+}
+
+/// Parses a duration like `30s`, `500ms`, `2m`, `1h`, `10` (seconds).
+pub(crate) fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let i = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let n: f64 = t[..i]
+        .parse()
+        .map_err(|_| format!("'{s}' is not a duration such as 30s"))?;
+    let secs = match &t[i..] {
+        "" | "s" => n,
+        "ms" => n / 1000.0,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        u => return Err(format!("unknown duration unit '{u}' (use ms, s, m, h)")),
+    };
+    if !secs.is_finite() || secs <= 0.0 || secs > 1e9 {
+        return Err(format!("duration '{s}' is out of range"));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("16M"), Ok(16 << 20));
+        assert_eq!(parse_size("64k"), Ok(64 << 10));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("12Q").is_err());
+        assert!(parse_size("M").is_err());
+        assert!(parse_size("99999999999999999999G").is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(
+            parse_duration("30s"),
+            Ok(std::time::Duration::from_secs(30))
+        );
+        assert_eq!(
+            parse_duration("500ms"),
+            Ok(std::time::Duration::from_millis(500))
+        );
+        assert_eq!(
+            parse_duration("2m"),
+            Ok(std::time::Duration::from_secs(120))
+        );
+        assert_eq!(
+            parse_duration("1.5"),
+            Ok(std::time::Duration::from_millis(1500))
+        );
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("3d").is_err());
+    }
+}

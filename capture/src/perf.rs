@@ -1,0 +1,477 @@
+//! perf_event_open: the events, their mmap'd ring buffers and reading records out of them.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use anyhow::{bail, Context, Result};
+use perf_event_open_sys as sys;
+use sys::bindings as b;
+
+/// sample_type of every event (CALLCHAIN is added on the stack events).
+pub const SAMPLE_TYPE: u64 = (b::PERF_SAMPLE_IDENTIFIER
+    | b::PERF_SAMPLE_TID
+    | b::PERF_SAMPLE_TIME
+    | b::PERF_SAMPLE_CPU
+    | b::PERF_SAMPLE_RAW) as u64;
+/// The callchain bit.
+pub const SAMPLE_CALLCHAIN: u64 = b::PERF_SAMPLE_CALLCHAIN as u64;
+
+/// perf record types used here.
+pub const RECORD_LOST: u32 = 2;
+/// PERF_RECORD_SAMPLE.
+pub const RECORD_SAMPLE: u32 = 9;
+/// PERF_RECORD_LOST_SAMPLES.
+pub const RECORD_LOST_SAMPLES: u32 = 13;
+
+/// How to open one event.
+#[derive(Debug, Clone, Copy)]
+pub struct EventSpec {
+    /// tracefs id.
+    pub config: u64,
+    /// Kernel callchain on samples.
+    pub callchain: bool,
+    /// sample_max_stack.
+    pub max_stack: u16,
+    /// COMM/FORK/EXIT records.
+    pub task: bool,
+    /// Ring wakeup watermark in bytes.
+    pub watermark: u32,
+}
+
+impl EventSpec {
+    /// The sample_type this spec produces.
+    pub fn sample_type(&self) -> u64 {
+        SAMPLE_TYPE | if self.callchain { SAMPLE_CALLCHAIN } else { 0 }
+    }
+
+    /// The perf_event_attr.
+    pub fn attr(&self) -> b::perf_event_attr {
+        let mut a = b::perf_event_attr {
+            type_: b::PERF_TYPE_TRACEPOINT,
+            size: std::mem::size_of::<b::perf_event_attr>() as u32,
+            config: self.config,
+            sample_type: self.sample_type(),
+            ..Default::default()
+        };
+        a.__bindgen_anon_1.sample_period = 1;
+        a.set_disabled(1);
+        a.set_sample_id_all(1);
+        a.set_use_clockid(1);
+        a.clockid = libc::CLOCK_MONOTONIC;
+        a.set_watermark(1);
+        a.__bindgen_anon_2.wakeup_watermark = self.watermark;
+        if self.callchain {
+            a.set_exclude_callchain_user(1);
+            a.sample_max_stack = self.max_stack;
+        }
+        if self.task {
+            a.set_comm(1);
+            a.set_comm_exec(1);
+            a.set_task(1);
+        }
+        a
+    }
+}
+
+/// One open perf event on one CPU.
+#[derive(Debug)]
+pub struct Event {
+    fd: OwnedFd,
+}
+
+fn errno_hint(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "?".into());
+            format!(
+                "{e}: system-wide tracepoints need root (or CAP_PERFMON + CAP_SYS_ADMIN); \
+                 perf_event_paranoid is {paranoid} (`sysctl kernel.perf_event_paranoid=-1` \
+                 for non-root)"
+            )
+        }
+        Some(libc::ENOENT) | Some(libc::ENODEV) => {
+            format!("{e}: this kernel does not support the tracepoint through perf")
+        }
+        Some(libc::EOVERFLOW) => {
+            format!("{e}: --stack-depth exceeds kernel.perf_event_max_stack")
+        }
+        Some(libc::EMFILE) => {
+            format!("{e}: too many open files; raise `ulimit -n` or use fewer events")
+        }
+        _ => e.to_string(),
+    }
+}
+
+impl Event {
+    /// Opens `spec` on `cpu` system-wide, disabled.
+    pub fn open(spec: &EventSpec, cpu: u32, name: &str) -> Result<Event> {
+        let mut attr = spec.attr();
+        // SAFETY: attr is a fully initialised perf_event_attr whose size field matches the
+        // struct; pid -1 with a cpu is a system-wide per-CPU event; no group fd.
+        let fd = unsafe {
+            sys::perf_event_open(&mut attr, -1, cpu as i32, -1, b::PERF_FLAG_FD_CLOEXEC as _)
+        };
+        if fd < 0 {
+            let e = std::io::Error::last_os_error();
+            bail!("perf_event_open({name}, cpu {cpu}): {}", errno_hint(&e));
+        }
+        // SAFETY: fd is a fresh descriptor we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Event { fd })
+    }
+
+    /// Raw fd.
+    pub fn fd(&self) -> i32 {
+        self.fd.as_raw_fd()
+    }
+
+    /// The sample id (PERF_EVENT_IOC_ID).
+    pub fn id(&self) -> Result<u64> {
+        let mut id = 0u64;
+        // SAFETY: the ioctl writes one u64 into `id`.
+        let rc = unsafe { sys::ioctls::ID(self.fd(), &mut id) };
+        if rc < 0 {
+            return Err(std::io::Error::last_os_error()).context("PERF_EVENT_IOC_ID");
+        }
+        Ok(id)
+    }
+
+    /// Sets the in-kernel filter.
+    pub fn set_filter(&self, filter: &str, name: &str) -> Result<()> {
+        let c = std::ffi::CString::new(filter).context("filter contains NUL")?;
+        // SAFETY: the kernel reads a NUL-terminated string; c outlives the call.
+        let rc = unsafe { sys::ioctls::SET_FILTER(self.fd(), c.as_ptr() as *mut _) };
+        if rc < 0 {
+            let e = std::io::Error::last_os_error();
+            bail!("{name}: the kernel rejected the filter '{filter}': {e}");
+        }
+        Ok(())
+    }
+
+    /// Redirects this event's records into `target`'s ring buffer.
+    pub fn set_output(&self, target: &Event) -> Result<()> {
+        // SAFETY: both fds are open perf events on the same CPU.
+        let rc = unsafe { sys::ioctls::SET_OUTPUT(self.fd(), target.fd()) };
+        if rc < 0 {
+            return Err(std::io::Error::last_os_error()).context("PERF_EVENT_IOC_SET_OUTPUT");
+        }
+        Ok(())
+    }
+
+    /// Enables the event.
+    pub fn enable(&self) -> Result<()> {
+        // SAFETY: plain ioctl on our fd.
+        let rc = unsafe { sys::ioctls::ENABLE(self.fd(), 0) };
+        if rc < 0 {
+            return Err(std::io::Error::last_os_error()).context("PERF_EVENT_IOC_ENABLE");
+        }
+        Ok(())
+    }
+
+    /// Disables the event.
+    pub fn disable(&self) {
+        // SAFETY: plain ioctl on our fd; failure is harmless at shutdown.
+        unsafe { sys::ioctls::DISABLE(self.fd(), 0) };
+    }
+}
+
+/// A mmap'd perf ring buffer.
+#[derive(Debug)]
+pub struct Ring {
+    base: *mut u8,
+    map_len: usize,
+    data_off: usize,
+    data_size: usize,
+    scratch: Vec<u8>,
+}
+
+// SAFETY: the mapping is owned by this struct and only accessed through &mut self.
+unsafe impl Send for Ring {}
+
+impl Ring {
+    /// Maps 1 + `data_pages` pages of `ev` (data_pages a power of two).
+    pub fn map(ev: &Event, data_pages: usize, page: usize) -> Result<Ring> {
+        let map_len = (data_pages + 1) * page;
+        // SAFETY: mapping a perf fd shared read-write is the documented interface; the result
+        // is checked.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                ev.fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EPERM) || e.raw_os_error() == Some(libc::ENOMEM) {
+                bail!(
+                    "mmap of a {} KiB perf ring buffer failed ({e}); lower --buffer-size or \
+                     raise kernel.perf_event_mlock_kb / `ulimit -l`",
+                    map_len / 1024
+                );
+            }
+            bail!("mmap of the perf ring buffer failed: {e}");
+        }
+        let base = p as *mut u8;
+        let meta = base as *const b::perf_event_mmap_page;
+        // SAFETY: the first page is the kernel's perf_event_mmap_page.
+        let (off, size) = unsafe { ((*meta).data_offset, (*meta).data_size) };
+        let (data_off, data_size) = if size == 0 {
+            (page, data_pages * page)
+        } else {
+            (off as usize, size as usize)
+        };
+        if data_off + data_size > map_len || !data_size.is_power_of_two() {
+            // SAFETY: unmapping what we mapped.
+            unsafe { libc::munmap(p, map_len) };
+            bail!("perf ring buffer layout is unexpected ({data_off}+{data_size} > {map_len})");
+        }
+        Ok(Ring {
+            base,
+            map_len,
+            data_off,
+            data_size,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// The control page's head and tail; the references live as long as `_ring`'s mapping.
+    fn head_tail(base: *mut u8, _ring: &()) -> (&AtomicU64, &AtomicU64) {
+        let meta = base as *const b::perf_event_mmap_page;
+        // SAFETY: data_head/data_tail are naturally aligned u64 fields of the mapped control
+        // page, shared with the kernel; AtomicU64 has the same layout as u64.
+        unsafe {
+            (
+                &*(std::ptr::addr_of!((*meta).data_head) as *const AtomicU64),
+                &*(std::ptr::addr_of!((*meta).data_tail) as *const AtomicU64),
+            )
+        }
+    }
+
+    /// Reads every complete record available, calling `f` with each one (header included),
+    /// then releases the space to the kernel. Returns the bytes consumed.
+    pub fn drain(&mut self, mut f: impl FnMut(&[u8])) -> Result<u64> {
+        let token = ();
+        let (head_a, tail_a) = Self::head_tail(self.base, &token);
+        let head = head_a.load(Ordering::Acquire);
+        let start = tail_a.load(Ordering::Relaxed);
+        let mut tail = start;
+        let size = self.data_size as u64;
+        // SAFETY: the data area lies within the mapping (checked in `map`).
+        let data =
+            unsafe { std::slice::from_raw_parts(self.base.add(self.data_off), self.data_size) };
+        let mut bad = None;
+        let mut scratch = std::mem::take(&mut self.scratch);
+        while head.wrapping_sub(tail) >= 8 {
+            let avail = head.wrapping_sub(tail);
+            let off = (tail % size) as usize;
+            let mut hdr = [0u8; 8];
+            copy_wrapped(data, off, &mut hdr);
+            let rsize = u16::from_ne_bytes([hdr[6], hdr[7]]) as u64;
+            if rsize < 8 || rsize > avail {
+                bad = Some((rsize, avail));
+                break;
+            }
+            let rs = rsize as usize;
+            if off + rs <= data.len() {
+                f(&data[off..off + rs]);
+            } else {
+                scratch.resize(rs, 0);
+                copy_wrapped(data, off, &mut scratch);
+                f(&scratch);
+            }
+            tail = tail.wrapping_add(rsize);
+        }
+        self.scratch = scratch;
+        if let Some((rsize, avail)) = bad {
+            // Skip everything: the ring is inconsistent; the caller reports it.
+            tail_a.store(head, Ordering::Release);
+            bail!("corrupt perf ring: record of size {rsize} with {avail} bytes pending");
+        }
+        tail_a.store(tail, Ordering::Release);
+        Ok(tail.wrapping_sub(start))
+    }
+}
+
+/// Copies `out.len()` bytes from the circular `data` starting at `off`.
+fn copy_wrapped(data: &[u8], off: usize, out: &mut [u8]) {
+    let first = (data.len() - off).min(out.len());
+    out[..first].copy_from_slice(&data[off..off + first]);
+    let rest = out.len() - first;
+    out[first..].copy_from_slice(&data[..rest]);
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: unmapping our own mapping exactly once.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.map_len) };
+    }
+}
+
+/// What a record means for the chunk: its timestamp and the records it says were lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RecordInfo {
+    /// Timestamp (CLOCK_MONOTONIC ns), when the record carries one.
+    pub ts: Option<u64>,
+    /// Records lost (LOST / LOST_SAMPLES).
+    pub lost: u64,
+}
+
+/// Extracts the timestamp and loss count of one record, given that every event uses
+/// `SAMPLE_TYPE` (optionally with CALLCHAIN) and sample_id_all.
+pub fn record_info(rec: &[u8]) -> RecordInfo {
+    let u32_at = |o: usize| {
+        rec.get(o..o + 4)
+            .map(|s| u32::from_ne_bytes([s[0], s[1], s[2], s[3]]))
+    };
+    let u64_at = |o: usize| {
+        rec.get(o..o + 8).map(|s| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(s);
+            u64::from_ne_bytes(a)
+        })
+    };
+    let Some(kind) = u32_at(0) else {
+        return RecordInfo::default();
+    };
+    let n = rec.len();
+    if kind == RECORD_SAMPLE {
+        // id u64 @8, pid/tid @16, time @24.
+        return RecordInfo {
+            ts: u64_at(24),
+            lost: 0,
+        };
+    }
+    // sample_id trailer: pid u32, tid u32, time u64, cpu u32, res u32, identifier u64.
+    let ts = if n >= 8 + 32 { u64_at(n - 24) } else { None };
+    let lost = match kind {
+        RECORD_LOST => u64_at(16).unwrap_or(0),
+        RECORD_LOST_SAMPLES => u64_at(8).unwrap_or(0),
+        _ => 0,
+    };
+    RecordInfo { ts, lost }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(kind: u32, body: &[u8]) -> Vec<u8> {
+        let mut r = kind.to_ne_bytes().to_vec();
+        r.extend_from_slice(&0u16.to_ne_bytes());
+        r.extend_from_slice(&((8 + body.len()) as u16).to_ne_bytes());
+        r.extend_from_slice(body);
+        r
+    }
+
+    fn trailer(time: u64) -> Vec<u8> {
+        let mut t = Vec::new();
+        t.extend_from_slice(&1u32.to_ne_bytes());
+        t.extend_from_slice(&2u32.to_ne_bytes());
+        t.extend_from_slice(&time.to_ne_bytes());
+        t.extend_from_slice(&0u32.to_ne_bytes());
+        t.extend_from_slice(&0u32.to_ne_bytes());
+        t.extend_from_slice(&77u64.to_ne_bytes());
+        t
+    }
+
+    #[test]
+    fn sample_and_trailer_times() {
+        let mut body = 77u64.to_ne_bytes().to_vec();
+        body.extend_from_slice(&5u32.to_ne_bytes());
+        body.extend_from_slice(&6u32.to_ne_bytes());
+        body.extend_from_slice(&123456u64.to_ne_bytes());
+        body.extend_from_slice(&[0u8; 8]);
+        let s = rec(9, &body);
+        assert_eq!(
+            record_info(&s),
+            RecordInfo {
+                ts: Some(123456),
+                lost: 0
+            }
+        );
+
+        let mut comm = 5u32.to_ne_bytes().to_vec();
+        comm.extend_from_slice(&5u32.to_ne_bytes());
+        comm.extend_from_slice(b"dd\0\0\0\0\0\0");
+        comm.extend_from_slice(&trailer(999));
+        assert_eq!(
+            record_info(&rec(3, &comm)),
+            RecordInfo {
+                ts: Some(999),
+                lost: 0
+            }
+        );
+
+        let mut lost = 77u64.to_ne_bytes().to_vec();
+        lost.extend_from_slice(&42u64.to_ne_bytes());
+        lost.extend_from_slice(&trailer(1000));
+        assert_eq!(
+            record_info(&rec(2, &lost)),
+            RecordInfo {
+                ts: Some(1000),
+                lost: 42
+            }
+        );
+
+        let mut ls = 17u64.to_ne_bytes().to_vec();
+        ls.extend_from_slice(&trailer(1001));
+        assert_eq!(
+            record_info(&rec(13, &ls)),
+            RecordInfo {
+                ts: Some(1001),
+                lost: 17
+            }
+        );
+
+        // Truncated records do not panic.
+        assert_eq!(record_info(&[9, 0, 0]), RecordInfo::default());
+        assert_eq!(record_info(&rec(9, &[1, 2])).ts, None);
+        assert_eq!(record_info(&rec(3, &[1, 2])).ts, None);
+    }
+
+    #[test]
+    fn wrapped_copy() {
+        let data: Vec<u8> = (0..16).collect();
+        let mut out = [0u8; 6];
+        copy_wrapped(&data, 13, &mut out);
+        assert_eq!(out, [13, 14, 15, 0, 1, 2]);
+        copy_wrapped(&data, 2, &mut out);
+        assert_eq!(out, [2, 3, 4, 5, 6, 7]);
+    }
+
+    #[test]
+    fn attr_settings() {
+        let spec = EventSpec {
+            config: 42,
+            callchain: true,
+            max_stack: 32,
+            task: true,
+            watermark: 4096,
+        };
+        let a = spec.attr();
+        assert_eq!(a.type_, b::PERF_TYPE_TRACEPOINT);
+        assert_eq!(a.config, 42);
+        assert_eq!(a.sample_type, SAMPLE_TYPE | SAMPLE_CALLCHAIN);
+        assert_eq!(a.exclude_callchain_user(), 1);
+        assert_eq!(a.sample_max_stack, 32);
+        assert_eq!((a.comm(), a.comm_exec(), a.task()), (1, 1, 1));
+        assert_eq!((a.sample_id_all(), a.use_clockid(), a.clockid), (1, 1, 1));
+        let plain = EventSpec {
+            callchain: false,
+            task: false,
+            ..spec
+        }
+        .attr();
+        assert_eq!(plain.sample_type, SAMPLE_TYPE);
+        assert_eq!(
+            (plain.comm(), plain.task(), plain.sample_max_stack),
+            (0, 0, 0)
+        );
+    }
+}

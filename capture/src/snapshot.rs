@@ -1,0 +1,217 @@
+//! Snapshots of the host taken at start: block devices, mounts, tasks, kallsyms, header facts.
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use ioblame_format::{Kallsyms, Mount, Task};
+
+use ioblame_tracepoints::parse_majmin;
+
+/// Unescapes mountinfo's octal escapes (`\040` for a space).
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            let v = (b[i + 1] - b'0') as u32 * 64
+                + (b[i + 2] - b'0') as u32 * 8
+                + (b[i + 3] - b'0') as u32;
+            out.push(v as u8);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Parses /proc/self/mountinfo text.
+pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let Some(sep) = f.iter().position(|x| *x == "-") else {
+            continue;
+        };
+        if f.len() < 6 || sep + 2 >= f.len() {
+            continue;
+        }
+        let Some((major, minor)) = parse_majmin(f[2]) else {
+            continue;
+        };
+        out.push(Mount {
+            mount_id: f[0].parse().unwrap_or(0),
+            major,
+            minor,
+            root: unescape(f[3]),
+            mount_point: unescape(f[4]),
+            fs_type: f[sep + 1].to_string(),
+            source: unescape(f[sep + 2]),
+        });
+    }
+    out
+}
+
+/// Mounts of this mount namespace.
+pub fn mounts() -> Vec<Mount> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .map(|t| parse_mountinfo(&t))
+        .unwrap_or_default()
+}
+
+/// Tasks alive now.
+pub fn tasks() -> Vec<Task> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(tr) = std::fs::read_dir(e.path().join("task")) else {
+            continue;
+        };
+        for t in tr.flatten() {
+            let Ok(tid) = t.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            if let Ok(c) = std::fs::read_to_string(t.path().join("comm")) {
+                out.push(Task {
+                    pid,
+                    tid,
+                    comm: c.trim_end_matches('\n').to_string(),
+                });
+            }
+        }
+    }
+    out.sort_by_key(|t| (t.pid, t.tid));
+    out
+}
+
+/// /proc/kallsyms, with whether its addresses are hidden.
+pub fn kallsyms() -> (Option<Kallsyms>, Option<String>) {
+    match std::fs::read_to_string("/proc/kallsyms") {
+        Ok(text) => {
+            let restricted = text.lines().take(1000).all(|l| {
+                l.split(' ')
+                    .next()
+                    .is_none_or(|a| a.bytes().all(|c| c == b'0'))
+            });
+            let warn = restricted.then(|| {
+                "/proc/kallsyms addresses are all zero (kptr_restrict or missing privilege); \
+                 stacks will not symbolize"
+                    .to_string()
+            });
+            (Some(Kallsyms { text, restricted }), warn)
+        }
+        Err(e) => (
+            None,
+            Some(format!(
+                "cannot read /proc/kallsyms ({e}); stacks will not symbolize"
+            )),
+        ),
+    }
+}
+
+/// MAJ:MIN of the filesystem holding `dir`.
+pub fn dev_of(dir: &Path) -> Result<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(dir).with_context(|| format!("stat {}", dir.display()))?;
+    let d = m.dev();
+    // SAFETY: pure arithmetic functions of libc.
+    let (ma, mi) = (libc::major(d), libc::minor(d));
+    Ok(format!("{ma}:{mi}"))
+}
+
+/// Parses a CPU list like `0-3,5`.
+pub fn parse_cpulist(s: &str) -> Result<Vec<u32>> {
+    let mut v = Vec::new();
+    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u32, u32) = (a.parse()?, b.parse()?);
+                if b < a || b - a > 65536 {
+                    bail!("bad cpu range {part}");
+                }
+                v.extend(a..=b);
+            }
+            None => v.push(part.parse()?),
+        }
+    }
+    Ok(v)
+}
+
+/// uname fields: (hostname, release, machine).
+pub fn uname() -> (String, String, String) {
+    // SAFETY: utsname is plain old data; uname fills it.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: u is a valid utsname.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return Default::default();
+    }
+    let s = |f: &[libc::c_char]| {
+        let b: Vec<u8> = f
+            .iter()
+            .take_while(|c| **c != 0)
+            .map(|c| *c as u8)
+            .collect();
+        String::from_utf8_lossy(&b).into_owned()
+    };
+    (s(&u.nodename), s(&u.release), s(&u.machine))
+}
+
+/// Reads a clock in ns.
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A random 64-bit id.
+pub fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: getrandom writes at most 8 bytes into b.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr() as *mut _, 8, 0) };
+    if n == 8 {
+        u64::from_ne_bytes(b)
+    } else {
+        clock_ns(libc::CLOCK_REALTIME) ^ ((std::process::id() as u64) << 32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo() {
+        let t =
+            "36 35 98:0 /mnt1 /mnt\\040x rw,noatime master:1 - ext3 /dev/root rw,errors=continue\n\
+                 37 35 7:0 / /tmp/m rw shared:2 - ext4 /dev/loop0 rw\nbad line\n";
+        let m = parse_mountinfo(t);
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[0].mount_point, "/mnt x");
+        assert_eq!(
+            (m[0].major, m[0].minor, m[0].fs_type.as_str()),
+            (98, 0, "ext3")
+        );
+        assert_eq!(m[1].source, "/dev/loop0");
+    }
+
+    #[test]
+    fn cpulist() {
+        assert_eq!(parse_cpulist("0-2,5\n").unwrap(), vec![0, 1, 2, 5]);
+        assert!(parse_cpulist("3-1").is_err());
+        assert!(parse_cpulist("x").is_err());
+    }
+}

@@ -1,0 +1,341 @@
+//! End-to-end tests of `ioblame-capture record` on real loop-device filesystems (needs root).
+
+mod common;
+
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::time::{Duration, Instant};
+
+use common::*;
+use ioblame_format::{Trace, EVENT_CALLCHAIN, EVENT_TASK_RECORDS};
+
+const STACK_EVENTS: &[&str] = &[
+    "writeback:writeback_dirty_folio",
+    "block:block_dirty_buffer",
+    "writeback:writeback_mark_inode_dirty",
+    "jbd2:jbd2_handle_start",
+    "block:block_bio_queue",
+];
+
+/// Records `dd bs=1M count=8 conv=fsync` on a fresh `fs` and checks what came back.
+fn eight_mib(fs: &str) {
+    let _g = lock();
+    let lfs = LoopFs::new(fs, 300);
+    let out = lfs.dir.path().join("trace");
+    let file = lfs.mnt.join("a.dat");
+    let cmd = format!(
+        "dd if=/dev/zero of={} bs=1M count=8 conv=fsync 2>/dev/null; sleep 0.2",
+        file.display()
+    );
+    let o = record(&[
+        "-o",
+        out.to_str().unwrap(),
+        "--devices",
+        &lfs.name,
+        "--",
+        "sh",
+        "-c",
+        &cmd,
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "record failed: {stderr}");
+    assert!(stderr.contains("stopped (command exited)"), "{stderr}");
+    let ino = std::fs::metadata(&file).unwrap().ino();
+    let p = parse(&out);
+    assert!(p.trace.problems().is_empty(), "{:?}", p.trace.problems());
+    assert_eq!(p.lost, 0, "lost records");
+    assert_eq!(p.others.get(&2), None, "LOST records");
+    assert_eq!(p.others.get(&13), None, "LOST_SAMPLES records");
+
+    // Header.
+    let h = p.trace.header();
+    assert_eq!(h.clock_id, 1);
+    assert!(h.recorder_pid > 0 && h.start_clock_ns > 0 && h.start_time_ns > 0);
+    assert!(h.recorder_version.starts_with("ioblame-capture "));
+    assert!(h.cpu_count >= 1);
+
+    // Folios dirtied: page counts from mm_filemap_add_to_page_cache orders, keyed by index.
+    let add = p.desc("filemap:mm_filemap_add_to_page_cache");
+    let mut order: HashMap<u64, u64> = HashMap::new();
+    for s in p.of("filemap:mm_filemap_add_to_page_cache") {
+        if s.u(add, "i_ino") == ino {
+            assert_eq!(s.u(add, "s_dev") as u32, lfs.kdev());
+            order.insert(s.u(add, "index"), s.u(add, "order"));
+        }
+    }
+    let dirty = p.desc("writeback:writeback_dirty_folio");
+    let bdi = format!("{}:{}", lfs.major, lfs.minor);
+    let mut pages = 0u64;
+    for s in p.of("writeback:writeback_dirty_folio") {
+        assert_eq!(s.s(dirty, "name"), bdi, "device filter on the bdi name");
+        if s.u(dirty, "ino") == ino {
+            let idx = s.u(dirty, "index");
+            pages += 1 << order.get(&idx).copied().unwrap_or(0);
+        }
+    }
+    assert!(pages * 4096 >= 8 << 20, "dirty folios cover {pages} pages");
+
+    // Block layer: write sectors queued on the device.
+    let q = p.desc("block:block_bio_queue");
+    let mut wbytes = 0u64;
+    for s in p.of("block:block_bio_queue") {
+        assert_eq!(s.u(q, "dev") as u32, lfs.kdev(), "device filter");
+        if s.s(q, "rwbs").contains('W') {
+            wbytes += s.u(q, "nr_sector") * 512;
+        }
+    }
+    assert!(wbytes >= 8 << 20, "bio_queue writes {wbytes} bytes");
+    assert!(p.of("block:block_rq_complete").count() > 0);
+
+    // Callchains exactly on the configured events, kernel-only.
+    let mut with_chain = 0;
+    for s in &p.samples {
+        let configured = STACK_EVENTS.contains(&s.event.as_str());
+        assert_eq!(s.callchain.is_some(), configured, "{}", s.event);
+        if let Some(c) = &s.callchain {
+            assert!(
+                c.len() >= 2 && c.len() <= 33,
+                "{}: {} frames",
+                s.event,
+                c.len()
+            );
+            assert_eq!(c[0], (-128i64) as u64, "PERF_CONTEXT_KERNEL first");
+            assert!(
+                c[1..].iter().all(|ip| *ip >= 0xffff_8000_0000_0000),
+                "kernel ips only"
+            );
+            with_chain += 1;
+        }
+    }
+    assert!(with_chain > 0);
+
+    // Metadata.
+    let m = p.trace.metadata();
+    for e in &m.events {
+        assert!(
+            e.format.contains("format:") && e.format.contains("common_type"),
+            "{}",
+            e.name
+        );
+        assert_eq!(e.ids.len(), m.events[0].ids.len(), "one id per cpu");
+        assert_eq!(
+            e.flags & EVENT_CALLCHAIN != 0,
+            STACK_EVENTS.contains(&e.name.as_str()),
+            "{}",
+            e.name
+        );
+        if STACK_EVENTS.contains(&e.name.as_str()) {
+            assert_eq!(e.max_stack, 32);
+        }
+    }
+    assert_eq!(
+        m.events
+            .iter()
+            .filter(|e| e.flags & EVENT_TASK_RECORDS != 0)
+            .count(),
+        1
+    );
+    assert!(p
+        .desc("block:block_dirty_buffer")
+        .filter
+        .contains("sector < 4611686018427387904"));
+    let lo = m
+        .block_devices
+        .iter()
+        .find(|d| d.name == lfs.name)
+        .expect("loop device in metadata");
+    assert_eq!(lo.loop_backing_file, lfs.img.to_str().unwrap());
+    assert_eq!((lo.major, lo.minor), (lfs.major, lfs.minor));
+    assert!(lo.size_sectors >= 300 * 2048 - 1);
+    let mnt = lfs.mnt.to_str().unwrap();
+    assert!(
+        m.mounts
+            .iter()
+            .any(|x| x.mount_point == mnt && x.fs_type == fs),
+        "test mount in metadata"
+    );
+    assert!(m.tasks.iter().any(|t| t.pid == 1));
+    assert!(m
+        .kallsyms
+        .as_ref()
+        .is_some_and(|k| !k.restricted && k.text.len() > 1000));
+    assert_eq!(m.info("devices"), Some(bdi.as_str()));
+    assert_eq!(m.info("event_set"), Some("default"));
+    assert!(m.info("output_dev").is_some_and(|d| d.contains(':')));
+    assert_eq!(m.info("stack_depth"), Some("32"));
+    // The workload's processes are known from COMM/FORK records.
+    assert!(p.others.get(&3).copied().unwrap_or(0) > 0, "COMM records");
+    assert!(p.others.get(&7).copied().unwrap_or(0) > 0, "FORK records");
+    if fs == "xfs" {
+        assert!(p.of("iomap:iomap_add_to_ioend").count() > 0);
+    } else {
+        assert!(p.of("ext4:ext4_ext_map_blocks_exit").count() > 0);
+    }
+}
+
+#[test]
+fn ext4_eight_mib_fsync() {
+    eight_mib("ext4");
+}
+
+#[test]
+fn xfs_eight_mib_fsync() {
+    eight_mib("xfs");
+}
+
+#[test]
+fn stops_as_promised() {
+    let _g = lock();
+    let dir = tempfile::tempdir().unwrap();
+    let t = Instant::now();
+    let o = record(&[
+        "-o",
+        dir.path().join("d").to_str().unwrap(),
+        "--events",
+        "minimal",
+        "--duration",
+        "1s",
+    ]);
+    let el = t.elapsed();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        el >= Duration::from_millis(1000) && el < Duration::from_secs(8),
+        "{el:?}"
+    );
+    assert!(Trace::open(&dir.path().join("d")).is_ok());
+
+    let o = record(&[
+        "-o",
+        dir.path().join("f").to_str().unwrap(),
+        "--events",
+        "minimal",
+        "--",
+        "false",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let o = record(&[
+        "-o",
+        dir.path().join("e").to_str().unwrap(),
+        "--events",
+        "minimal",
+        "--",
+        "sh",
+        "-c",
+        "sleep 0.3; exit 3",
+    ]);
+    assert_eq!(o.status.code(), Some(3));
+    let t = Trace::open(&dir.path().join("e")).unwrap();
+    assert!(t.problems().is_empty());
+    assert_eq!(
+        t.metadata().info("command"),
+        Some("sh -c 'sleep 0.3; exit 3'")
+    );
+
+    // Bad input: one clear line, non-zero.
+    let o = record(&[
+        "-o",
+        dir.path().join("g").to_str().unwrap(),
+        "--events",
+        "nosuch:event",
+        "--",
+        "true",
+    ]);
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("nosuch:event") && e.lines().count() == 1, "{e}");
+    let o = record(&[
+        "-o",
+        dir.path().join("h").to_str().unwrap(),
+        "--devices",
+        "nosuchdev",
+        "--",
+        "true",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("nosuchdev"));
+}
+
+#[test]
+fn sigkill_leaves_a_readable_trace() {
+    let _g = lock();
+    let lfs = LoopFs::new("ext4", 300);
+    let out = lfs.dir.path().join("trace");
+    let mut child = std::process::Command::new(bin())
+        .args([
+            "record",
+            "-o",
+            out.to_str().unwrap(),
+            "--devices",
+            &lfs.name,
+        ])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let file = lfs.mnt.join("k.dat");
+    let st = std::process::Command::new("dd")
+        .args([
+            "if=/dev/zero",
+            &format!("of={}", file.display()),
+            "bs=1M",
+            "count=4",
+            "conv=fsync",
+        ])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::thread::sleep(Duration::from_millis(2500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let p = parse(&out);
+    assert!(!p.trace.chunks().is_empty());
+    assert!(
+        p.of("block:block_bio_queue").count() > 0,
+        "records before the kill decode"
+    );
+    assert!(!p.trace.files()[0].indexed());
+}
+
+#[test]
+fn full_disk_fails_cleanly() {
+    let _g = lock();
+    let lfs = LoopFs::new("ext4", 300);
+    let small = Tmpfs::new("1600k");
+    let out = small.dir.path().join("trace");
+    let cmd = format!(
+        "while :; do dd if=/dev/zero of={}/f bs=512 count=20000 2>/dev/null; rm -f {}/f; done",
+        lfs.mnt.display(),
+        lfs.mnt.display()
+    );
+    let t = Instant::now();
+    let o = record(&[
+        "-o",
+        out.to_str().unwrap(),
+        "--devices",
+        &lfs.name,
+        "--events",
+        "full",
+        "--duration",
+        "60s",
+        "--",
+        "sh",
+        "-c",
+        &cmd,
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        t.elapsed() < Duration::from_secs(50),
+        "did not stop on the full disk: {e}"
+    );
+    assert!(!o.status.success(), "{e}");
+    let errs: Vec<&str> = e.lines().filter(|l| l.contains("error:")).collect();
+    assert_eq!(errs.len(), 1, "{e}");
+    assert!(errs[0].contains("full"), "{e}");
+    let p = parse(&out);
+    assert!(
+        !p.trace.chunks().is_empty(),
+        "chunks written before the disk filled read back"
+    );
+    assert!(p.samples.len() > 100);
+}

@@ -1,0 +1,514 @@
+//! ioblame's recording plan, shared by the recorder (`ioblame-capture`) and the `perf record`
+//! command line of `ioblame perf-command`: the tracepoint sets the attribution needs
+//! ([`set_names`]), the events that carry a kernel callchain, older names of renamed events,
+//! their lookup in tracefs ([`resolve`]), the in-kernel filters ([`filter_for`]) and the
+//! block devices of this host ([`block_devices`], [`resolve_devices`]).
+#![deny(missing_docs)]
+
+mod devices;
+
+use std::path::{Path, PathBuf};
+
+pub use devices::{block_devices, parse_majmin, resolve_devices};
+
+/// What went wrong while planning a recording.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A bad `--events` or `--devices` argument, or an event this kernel lacks.
+    #[error("{0}")]
+    Usage(String),
+    /// tracefs or sysfs could not be read.
+    #[error("{0}")]
+    System(String),
+}
+
+/// Results of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+macro_rules! bail {
+    ($($t:tt)*) => { return Err(Error::Usage(format!($($t)*))) };
+}
+
+const BLK: &[&str] = &[
+    "block:block_bio_queue",
+    "block:block_getrq",
+    "block:block_rq_insert",
+    "block:block_rq_issue",
+    "block:block_rq_complete",
+    "block:block_io_start",
+    "block:block_io_done",
+    "block:block_bio_complete",
+    "block:block_bio_backmerge",
+    "block:block_bio_frontmerge",
+    "block:block_rq_merge",
+    "block:block_split",
+    "block:block_bio_remap",
+    "block:block_dirty_buffer",
+    "block:block_rq_requeue",
+    "block:block_rq_error",
+];
+const WB: &[&str] = &[
+    "writeback:writeback_dirty_folio",
+    "writeback:writeback_mark_inode_dirty",
+    "writeback:writeback_dirty_inode_start",
+    "writeback:writeback_dirty_inode",
+    "writeback:writeback_single_inode_start",
+    "writeback:writeback_single_inode",
+    "writeback:writeback_write_inode_start",
+    "writeback:writeback_write_inode",
+    "writeback:writeback_queue",
+    "writeback:writeback_exec",
+    "writeback:writeback_start",
+    "writeback:writeback_written",
+    "writeback:wbc_writepage",
+    "writeback:sb_mark_inode_writeback",
+    "writeback:sb_clear_inode_writeback",
+    "writeback:writeback_pages_written",
+];
+const EXT4: &[&str] = &[
+    "ext4:ext4_da_write_folios_start",
+    "ext4:ext4_da_write_folios_end",
+    "ext4:ext4_da_write_pages_extent",
+    "ext4:ext4_ext_map_blocks_enter",
+    "ext4:ext4_ext_map_blocks_exit",
+    "ext4:ext4_writepages",
+    "ext4:ext4_writepages_result",
+    "ext4:ext4_sync_file_enter",
+    "ext4:ext4_sync_file_exit",
+];
+const IOMAP: &[&str] = &[
+    "iomap:iomap_add_to_ioend",
+    "iomap:iomap_writeback_folio",
+    "iomap:iomap_iter_dstmap",
+    "iomap:iomap_dio_rw_begin",
+    "iomap:iomap_dio_complete",
+    "iomap:iomap_readahead",
+    "iomap:iomap_readpage",
+    "xfs:xfs_map_blocks_found",
+    "xfs:xfs_map_blocks_alloc",
+    "xfs:xfs_file_buffered_write",
+    "xfs:xfs_file_direct_write",
+    "xfs:xfs_file_direct_read",
+    "xfs:xfs_file_buffered_read",
+    "xfs:xfs_buf_submit",
+];
+const MISC: &[&str] = &[
+    "filemap:mm_filemap_add_to_page_cache",
+    "filemap:mm_filemap_delete_from_page_cache",
+    "readahead:page_cache_sync_ra",
+    "readahead:page_cache_async_ra",
+    "readahead:page_cache_ra_order",
+    "readahead:page_cache_ra_unbounded",
+    "jbd2:jbd2_start_commit",
+    "jbd2:jbd2_commit_flushing",
+    "jbd2:jbd2_commit_logging",
+    "jbd2:jbd2_end_commit",
+    "jbd2:jbd2_submit_inode_data",
+    "jbd2:jbd2_write_superblock",
+    "jbd2:jbd2_handle_start",
+    "sched:sched_process_exec",
+    "sched:sched_process_fork",
+    "sched:sched_process_exit",
+];
+const FULL_EXTRA: &[&str] = &[
+    "ext4:ext4_da_write_begin",
+    "ext4:ext4_da_write_end",
+    "iomap:iomap_iter",
+    "filemap:mm_filemap_fault",
+    "block:block_plug",
+    "block:block_unplug",
+];
+const MINIMAL: &[&str] = &[
+    "block:block_bio_queue",
+    "block:block_getrq",
+    "block:block_rq_insert",
+    "block:block_rq_issue",
+    "block:block_rq_complete",
+    "block:block_rq_requeue",
+    "block:block_rq_merge",
+    "block:block_bio_backmerge",
+    "block:block_bio_frontmerge",
+    "block:block_split",
+    "block:block_bio_remap",
+    "block:block_bio_complete",
+    "block:block_dirty_buffer",
+    "writeback:writeback_dirty_folio",
+    "writeback:writeback_start",
+    "writeback:writeback_written",
+    "writeback:writeback_single_inode_start",
+    "writeback:writeback_single_inode",
+    "filemap:mm_filemap_add_to_page_cache",
+    "ext4:ext4_ext_map_blocks_exit",
+    "iomap:iomap_add_to_ioend",
+    "iomap:iomap_iter_dstmap",
+    "readahead:page_cache_ra_order",
+];
+
+/// Events whose kernel stack is the intent: they get a callchain.
+pub const CALLCHAIN_EVENTS: &[&str] = &[
+    "writeback:writeback_dirty_folio",
+    "writeback:writeback_dirty_page",
+    "block:block_dirty_buffer",
+    "writeback:writeback_mark_inode_dirty",
+    "jbd2:jbd2_handle_start",
+    "block:block_bio_queue",
+];
+
+/// Older names to fall back on when the new one is absent: (new, old).
+pub const RENAMES: &[(&str, &str)] = &[
+    (
+        "writeback:writeback_dirty_folio",
+        "writeback:writeback_dirty_page",
+    ),
+    (
+        "ext4:ext4_da_write_folios_start",
+        "ext4:ext4_da_write_pages",
+    ),
+];
+
+/// The names of the predefined event sets, with a one-line description.
+pub const SETS: &[(&str, &str)] = &[
+    (
+        "default",
+        "everything the attribution needs on ext4, xfs and generic paths",
+    ),
+    (
+        "minimal",
+        "block layer core, dirtiers and the map events only",
+    ),
+    (
+        "full",
+        "default + per-write-call events, page faults and plugging",
+    ),
+];
+
+/// The event names of a set (`default`, `minimal`, `full`) or of a comma-separated list of
+/// `sys:name`.
+pub fn set_names(spec: &str) -> Result<Vec<String>> {
+    let v: Vec<&str> = match spec {
+        "default" => [BLK, WB, EXT4, IOMAP, MISC].concat(),
+        "minimal" => MINIMAL.to_vec(),
+        "full" => [BLK, WB, EXT4, IOMAP, MISC, FULL_EXTRA].concat(),
+        list => {
+            let mut v = Vec::new();
+            for n in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                match n.split_once(':') {
+                    Some((s, e))
+                        if !s.is_empty()
+                            && !e.is_empty()
+                            && !n.contains('/')
+                            && !n.contains("..") => {}
+                    _ => bail!(
+                        "--events: '{n}' is neither a set (default, minimal, full) nor sys:name"
+                    ),
+                }
+                v.push(n);
+            }
+            if v.is_empty() {
+                bail!("--events: empty event list");
+            }
+            v
+        }
+    };
+    let mut out: Vec<String> = Vec::new();
+    for n in v {
+        if !out.iter().any(|x| x == n) {
+            out.push(n.to_string());
+        }
+    }
+    Ok(out)
+}
+
+/// Finds the tracefs mount, mounting it at /sys/kernel/tracing when nothing is mounted.
+pub fn tracefs() -> Result<PathBuf> {
+    for p in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
+        if Path::new(p).join("events").is_dir() {
+            return Ok(PathBuf::from(p));
+        }
+    }
+    let target = c"/sys/kernel/tracing";
+    // SAFETY: all pointers are valid NUL-terminated strings; data is null.
+    let rc = unsafe {
+        libc::mount(
+            c"nodev".as_ptr(),
+            target.as_ptr(),
+            c"tracefs".as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(Error::System(format!(
+            "tracefs is not mounted and mounting it failed ({e}); run as root or \
+             `mount -t tracefs nodev /sys/kernel/tracing`"
+        )));
+    }
+    Ok(PathBuf::from("/sys/kernel/tracing"))
+}
+
+/// A tracepoint found in tracefs.
+#[derive(Debug, Clone)]
+pub struct Tracepoint {
+    /// `sys:name` as found on this kernel.
+    pub name: String,
+    /// tracefs id (the perf config).
+    pub id: u64,
+    /// The full `format` text.
+    pub format: String,
+    /// Whether its samples carry a callchain.
+    pub callchain: bool,
+}
+
+/// Looks one event up in tracefs; `Ok(None)` when this kernel lacks it.
+pub fn lookup(tfs: &Path, name: &str) -> Result<Option<Tracepoint>> {
+    let Some((sys, ev)) = name.split_once(':') else {
+        bail!("event '{name}' is not sys:name");
+    };
+    let dir = tfs.join("events").join(sys).join(ev);
+    let idp = dir.join("id");
+    let id = match std::fs::read_to_string(&idp) {
+        Ok(s) => s
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| Error::System(format!("{}: not a number", idp.display())))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            bail!(
+                "{}: permission denied; run ioblame-capture as root",
+                idp.display()
+            )
+        }
+        Err(e) => return Err(Error::System(format!("reading {}: {e}", idp.display()))),
+    };
+    let format = std::fs::read_to_string(dir.join("format"))
+        .map_err(|e| Error::System(format!("reading {}/format: {e}", dir.display())))?;
+    Ok(Some(Tracepoint {
+        name: name.to_string(),
+        id,
+        format,
+        callchain: CALLCHAIN_EVENTS.contains(&name),
+    }))
+}
+
+/// Resolves event names against this kernel: old names stand in for renamed events; missing
+/// events are skipped with a note (returned). With `strict`, a missing event is an error.
+pub fn resolve(
+    tfs: &Path,
+    names: &[String],
+    strict: bool,
+) -> Result<(Vec<Tracepoint>, Vec<String>)> {
+    let mut found: Vec<Tracepoint> = Vec::new();
+    let mut notes = Vec::new();
+    for n in names {
+        let mut tp = lookup(tfs, n)?;
+        if tp.is_none() {
+            if let Some((_, old)) = RENAMES.iter().find(|(new, _)| new == n) {
+                tp = lookup(tfs, old)?;
+                if tp.is_some() {
+                    notes.push(format!("{n} is absent on this kernel; using {old}"));
+                }
+            }
+        }
+        match tp {
+            Some(t) => {
+                if !found.iter().any(|f| f.name == t.name) {
+                    found.push(t);
+                }
+            }
+            None if strict => {
+                bail!("tracepoint {n} does not exist on this kernel (see `ioblame-capture events`)")
+            }
+            None => notes.push(format!("{n} does not exist on this kernel; skipped")),
+        }
+    }
+    if found.is_empty() {
+        bail!("none of the requested tracepoints exists on this kernel");
+    }
+    Ok((found, notes))
+}
+
+/// Filter that drops `block_dirty_buffer`'s delalloc sentinel events (blocks not mapped yet,
+/// `sector` = 2^62 and above).
+pub const DIRTY_BUFFER_FILTER: &str = "sector < 4611686018427387904";
+
+/// Filter that keeps only the `writeback_mark_inode_dirty` events that dirty the inode itself
+/// (`I_DIRTY_SYNC`/`I_DIRTY_DATASYNC`: bits 0-1 before the 6.x i_state reordering, bits 4-5
+/// after), the only ones the attribution uses (inode writeback charged to its dirtier). It
+/// drops the `I_DIRTY_PAGES` calls that come with every dirtied folio, each of which would
+/// otherwise cost a kernel callchain: a third of the events of small buffered writes.
+pub const MARK_INODE_DIRTY_FILTER: &str = "flags & 51";
+
+fn has_field(format: &str, decl: &str) -> bool {
+    format
+        .lines()
+        .any(|l| l.trim_start().starts_with(&format!("field:{decl};")))
+}
+
+/// Which device field an event can be filtered on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DevField {
+    Dev,
+    SDev,
+    BdiName,
+}
+
+fn dev_field(format: &str) -> Option<DevField> {
+    let has = |decl: &str| has_field(format, decl);
+    if has("dev_t dev") {
+        Some(DevField::Dev)
+    } else if has("dev_t s_dev") {
+        Some(DevField::SDev)
+    } else if has("char name[32]") {
+        Some(DevField::BdiName)
+    } else {
+        None
+    }
+}
+
+/// A device to filter on: its numbers and its whole disk's numbers (for the bdi name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FilterDev {
+    /// Major number.
+    pub major: u32,
+    /// Minor number.
+    pub minor: u32,
+    /// Whole disk major.
+    pub disk_major: u32,
+    /// Whole disk minor.
+    pub disk_minor: u32,
+}
+
+/// The in-kernel filter of one event (empty: none).
+pub fn filter_for(tp: &Tracepoint, devs: &[FilterDev]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    if !devs.is_empty() {
+        let or = |f: &dyn Fn(&FilterDev) -> String| {
+            let mut v: Vec<String> = devs.iter().map(f).collect();
+            v.dedup();
+            v.join(" || ")
+        };
+        match dev_field(&tp.format) {
+            Some(DevField::Dev) => parts.push(or(&|d| {
+                format!("dev == {}", ioblame_format::kernel_dev(d.major, d.minor))
+            })),
+            Some(DevField::SDev) => parts.push(or(&|d| {
+                format!("s_dev == {}", ioblame_format::kernel_dev(d.major, d.minor))
+            })),
+            Some(DevField::BdiName) => parts.push(or(&|d| {
+                format!("name == \"{}:{}\"", d.disk_major, d.disk_minor)
+            })),
+            None => {}
+        }
+    }
+    if tp.name == "block:block_dirty_buffer" {
+        parts.push(DIRTY_BUFFER_FILTER.to_string());
+    }
+    if tp.name == "writeback:writeback_mark_inode_dirty"
+        && has_field(&tp.format, "unsigned long flags")
+    {
+        parts.push(MARK_INODE_DIRTY_FILTER.to_string());
+    }
+    match parts.len() {
+        0 => String::new(),
+        1 => parts.remove(0),
+        _ => parts
+            .iter()
+            .map(|p| format!("({p})"))
+            .collect::<Vec<_>>()
+            .join(" && "),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tp(name: &str, fields: &str) -> Tracepoint {
+        Tracepoint {
+            name: name.into(),
+            id: 1,
+            format: format!("name: x\nID: 1\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n{fields}"),
+            callchain: false,
+        }
+    }
+
+    #[test]
+    fn sets_expand() {
+        let d = set_names("default").unwrap();
+        assert!(d.contains(&"block:block_bio_queue".to_string()));
+        assert!(d.contains(&"jbd2:jbd2_handle_start".to_string()));
+        assert!(!d.iter().any(|n| n.ends_with("block_plug")));
+        assert!(!d.iter().any(|n| n == "iomap:iomap_iter"));
+        assert!(!d.iter().any(|n| n == "ext4:ext4_da_write_begin"));
+        let f = set_names("full").unwrap();
+        assert!(f.contains(&"iomap:iomap_iter".to_string()));
+        assert!(f.len() > d.len());
+        let m = set_names("minimal").unwrap();
+        assert!(m.len() < d.len());
+        assert_eq!(
+            set_names("block:block_rq_issue, sched:sched_process_exec,block:block_rq_issue")
+                .unwrap(),
+            vec!["block:block_rq_issue", "sched:sched_process_exec"]
+        );
+        assert!(set_names("bogus").is_err());
+        assert!(set_names("a:../b").is_err());
+        assert!(set_names(",").is_err());
+    }
+
+    #[test]
+    fn filters() {
+        let devs = [
+            FilterDev {
+                major: 7,
+                minor: 0,
+                disk_major: 7,
+                disk_minor: 0,
+            },
+            FilterDev {
+                major: 8,
+                minor: 1,
+                disk_major: 8,
+                disk_minor: 0,
+            },
+        ];
+        let b = tp(
+            "block:block_bio_queue",
+            "\tfield:dev_t dev;\toffset:8;\tsize:4;\tsigned:0;\n",
+        );
+        assert_eq!(filter_for(&b, &devs), "dev == 7340032 || dev == 8388609");
+        let s = tp(
+            "filemap:x",
+            "\tfield:dev_t s_dev;\toffset:8;\tsize:4;\tsigned:0;\n",
+        );
+        assert_eq!(filter_for(&s, &devs[..1]), "s_dev == 7340032");
+        let n = tp(
+            "writeback:x",
+            "\tfield:char name[32];\toffset:8;\tsize:32;\tsigned:0;\n",
+        );
+        assert_eq!(filter_for(&n, &devs), "name == \"7:0\" || name == \"8:0\"");
+        let d = tp(
+            "block:block_dirty_buffer",
+            "\tfield:dev_t dev;\toffset:8;\tsize:4;\tsigned:0;\n",
+        );
+        assert_eq!(
+            filter_for(&d, &devs[..1]),
+            "(dev == 7340032) && (sector < 4611686018427387904)"
+        );
+        assert_eq!(filter_for(&d, &[]), "sector < 4611686018427387904");
+        let none = tp(
+            "sched:x",
+            "\tfield:pid_t pid;\toffset:8;\tsize:4;\tsigned:1;\n",
+        );
+        assert_eq!(filter_for(&none, &devs), "");
+        let mid = tp(
+            "writeback:writeback_mark_inode_dirty",
+            "\tfield:char name[32];\toffset:8;\tsize:32;\tsigned:0;\n\tfield:unsigned long flags;\toffset:56;\tsize:8;\tsigned:0;\n",
+        );
+        assert_eq!(filter_for(&mid, &[]), "flags & 51");
+        assert_eq!(
+            filter_for(&mid, &devs[..1]),
+            "(name == \"7:0\") && (flags & 51)"
+        );
+    }
+}
