@@ -1,0 +1,1978 @@
+//! The streaming attribution state machine.
+//!
+//! See `kernel-events.md` §6 for the algorithm. State kept, all removed when consumed:
+//! * dirty folios per `(bdi, ino)` (first dirtier since the last writeback), folio orders
+//!   per `(disk, ino, index)` while in the page cache;
+//! * dirty buffer_head sector ranges per disk, inode dirtiers per `(bdi, ino)`;
+//! * per thread: the brackets it is in and the sector->file maps it just emitted;
+//! * per disk: queued bio fragments (sector intervals carrying their charge), and the
+//!   issued requests keyed `(disk, current sector)`.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use ioblame_decode::{CommitPhase, Dev, Event, EventKind, Rwbs, WorkPhase, XfsFileOp};
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::context::{classify_stack, Context, DevInfo, STACK_DIO, STACK_JOURNAL};
+use crate::interval::{Advance, IntervalMap, Paint};
+use crate::model::*;
+use crate::summary::{LostWindow, Summary, UnknownContext};
+
+/// Interned stack id (0 = empty stack).
+type StackId = u32;
+
+const NO_OFF: u64 = u64::MAX;
+const NO_REASON: u32 = u32::MAX;
+const NO_TXN: u32 = u32::MAX;
+/// `I_DIRTY_SYNC | I_DIRTY_DATASYNC`.
+const I_DIRTY_INODE: u64 = 0x30;
+/// Blocknrs at or above this are delalloc/unmapped sentinels.
+const BH_SENTINEL: u64 = 1 << 62;
+/// `IOMAP_MAPPED`, `IOMAP_UNWRITTEN`.
+const IOMAP_MAPPED: u16 = 2;
+const IOMAP_UNWRITTEN: u16 = 3;
+/// A thread's sector->file maps beyond this many intervals are dropped (stale).
+const MAX_TID_RMAP: usize = 4096;
+/// Bios queued or requests issued this long ago without progress are forgotten (ns).
+const STALE_NS: u64 = 120_000_000_000;
+/// Queued bios between sweeps for stale state.
+const SWEEP_EVERY: u64 = 4096;
+/// Warnings kept in the summary; more are only counted.
+const MAX_WARNINGS: usize = 64;
+
+/// Adds a warning to the summary, up to [`MAX_WARNINGS`].
+fn warn(s: &mut Summary, msg: impl FnOnce() -> String) {
+    if s.warnings.len() < MAX_WARNINGS {
+        s.warnings.push(msg());
+    } else {
+        s.warnings_suppressed += 1;
+    }
+}
+
+/// Flushes waiting for completion per device beyond this many are forgotten.
+const MAX_FLUSHES: usize = 1024;
+/// Remap hints beyond this many are dropped.
+const MAX_REMAP_HINTS: usize = 4096;
+
+/// Who dirtied something: the role and its stack at that moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Dirtier {
+    role: RoleId,
+    stack: StackId,
+}
+
+/// What a sector of a queued bio is charged to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Charge {
+    role: RoleId,
+    stack: StackId,
+    via: Via,
+    fdev: Dev,
+    ino: u64,
+    issuer: RoleId,
+    reason: u32,
+    txn: u32,
+    qtime: u64,
+}
+
+/// A charge plus the file byte offset of the interval's first sector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Frag {
+    c: Charge,
+    foff: u64,
+}
+
+impl Advance for Frag {
+    fn advance(&self, sectors: u64) -> Self {
+        Frag {
+            c: self.c,
+            foff: adv_off(self.foff, sectors),
+        }
+    }
+}
+
+fn adv_off(off: u64, sectors: u64) -> u64 {
+    if off == NO_OFF {
+        NO_OFF
+    } else {
+        off.saturating_add(sectors.saturating_mul(512))
+    }
+}
+
+/// A sector->file mapping emitted by the filesystem just before the bio.
+#[derive(Debug, Clone, Copy)]
+struct Rmap {
+    ino: u64,
+    foff: u64,
+}
+
+impl Advance for Rmap {
+    fn advance(&self, sectors: u64) -> Self {
+        Rmap {
+            ino: self.ino,
+            foff: adv_off(self.foff, sectors),
+        }
+    }
+}
+
+/// A dirty buffer_head range's owner.
+#[derive(Debug, Clone, Copy)]
+struct BhEnt {
+    owner: Dirtier,
+    via: Via,
+    /// Inode known at dirtying time (inode-bh propagation), else 0.
+    ino: u64,
+}
+
+impl Advance for BhEnt {
+    fn advance(&self, _: u64) -> Self {
+        *self
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct FolioEnt {
+    pages: u64,
+    /// Bytes not yet seen written.
+    remaining: u64,
+    owner: Dirtier,
+    via: Via,
+}
+
+/// The dirty folios of one `(bdi, ino)`.
+#[derive(Debug, Default)]
+struct DirtyFile {
+    folios: BTreeMap<u64, FolioEnt>,
+    /// The largest folio (pages) ever recorded here: while it is 1, no folio can cover a
+    /// page other than its key, and the lookups skip the search for a covering predecessor.
+    max_pages: u64,
+    /// Distinct owners with their folio counts.
+    owners: Vec<(Dirtier, Via, u32)>,
+}
+
+impl DirtyFile {
+    fn inc(&mut self, d: Dirtier, via: Via) {
+        match self.owners.iter_mut().find(|o| o.0 == d && o.1 == via) {
+            Some(o) => o.2 += 1,
+            None => self.owners.push((d, via, 1)),
+        }
+    }
+    fn dec(&mut self, d: Dirtier, via: Via) {
+        if let Some(i) = self.owners.iter().position(|o| o.0 == d && o.1 == via) {
+            self.owners[i].2 -= 1;
+            if self.owners[i].2 == 0 {
+                self.owners.swap_remove(i);
+            }
+        }
+    }
+}
+
+/// Folio orders per `(disk, ino, index)` while in the page cache. Two generations bound
+/// the memory when `delete_from_page_cache` is not recorded: when the young one is full it
+/// becomes the old one; lookups refresh what they find.
+#[derive(Debug, Default)]
+struct FolioOrders {
+    young: FxHashMap<(Dev, u64, u64), u8>,
+    old: FxHashMap<(Dev, u64, u64), u8>,
+}
+
+/// Entries per generation of [`FolioOrders`].
+const FOLIO_ORDERS_CAP: usize = 1 << 21;
+
+impl FolioOrders {
+    /// Records the order of the folio at `k`. Order 0 is what a missing entry means, so it is
+    /// stored as the absence of one (small-folio workloads keep the maps small).
+    fn insert(&mut self, k: (Dev, u64, u64), order: u8) {
+        if order == 0 {
+            self.remove(k);
+            return;
+        }
+        if self.young.len() >= FOLIO_ORDERS_CAP {
+            self.old = std::mem::take(&mut self.young);
+        }
+        self.young.insert(k, order);
+    }
+    fn remove(&mut self, k: (Dev, u64, u64)) {
+        self.young.remove(&k);
+        self.old.remove(&k);
+    }
+    fn get(&mut self, k: (Dev, u64, u64)) -> Option<u8> {
+        if let Some(&o) = self.young.get(&k) {
+            return Some(o);
+        }
+        let o = self.old.remove(&k)?;
+        self.insert(k, o);
+        Some(o)
+    }
+}
+
+/// Per-thread context: brackets and fresh maps.
+#[derive(Debug)]
+struct TidCtx {
+    reason: u32,
+    wb_ino: Option<(Dev, u64)>,
+    wi_ino: Option<(Dev, u64)>,
+    wp_ino: Option<(Dev, u64)>,
+    /// Inside `ext4_writepages..ext4_writepages_result` (a closed bracket, unlike iomap's).
+    ext4_wp: bool,
+    dio: Option<(Dev, u64)>,
+    txn: u32,
+    read_file: Option<(Dev, u64)>,
+    /// Per disk: sector -> file maps.
+    rmap: Vec<(Dev, IntervalMap<Rmap>)>,
+}
+
+impl Default for TidCtx {
+    fn default() -> Self {
+        TidCtx {
+            reason: NO_REASON,
+            wb_ino: None,
+            wi_ino: None,
+            wp_ino: None,
+            ext4_wp: false,
+            dio: None,
+            txn: NO_TXN,
+            read_file: None,
+            rmap: Vec::new(),
+        }
+    }
+}
+
+impl TidCtx {
+    fn rmap_mut(&mut self, disk: Dev) -> &mut IntervalMap<Rmap> {
+        let i = match self.rmap.iter().position(|r| r.0 == disk) {
+            Some(i) => i,
+            None => {
+                self.rmap.push((disk, IntervalMap::default()));
+                self.rmap.len() - 1
+            }
+        };
+        &mut self.rmap[i].1
+    }
+}
+
+/// Queued bio fragments of one disk (may overlap: two readers of one block).
+#[derive(Debug, Default)]
+struct Pending {
+    /// `(start, seq) -> (end, frag)`; seq orders by queue time.
+    map: BTreeMap<(u64, u64), (u64, Frag)>,
+    max_len: u64,
+}
+
+impl Pending {
+    fn insert(&mut self, a: u64, b: u64, seq: u64, f: Frag) {
+        if a < b {
+            self.max_len = self.max_len.max(b - a);
+            self.map.insert((a, seq), (b, f));
+        }
+    }
+
+    /// Fragments overlapping `[a, b)`, in queue order.
+    fn overlapping(&self, a: u64, b: u64) -> Vec<(u64, u64, u64, Frag)> {
+        let lo = a.saturating_sub(self.max_len);
+        let mut v: Vec<_> = self
+            .map
+            .range((lo, 0)..(b, 0))
+            .filter(|(_, (e, _))| *e > a)
+            .map(|(&(s, q), &(e, f))| (q, s, e, f))
+            .collect();
+        v.sort_by_key(|x| x.0);
+        v
+    }
+
+    /// Takes the sectors of `[a, b)` (earliest queued first, each sector once); gaps are
+    /// left uncovered in the result.
+    fn take(&mut self, a: u64, b: u64) -> Paint<Frag> {
+        let mut paint = Paint::default();
+        for (seq, s, e, f) in self.overlapping(a, b) {
+            let mut filled = Vec::new();
+            let os = s.max(a);
+            let oe = e.min(b);
+            paint.fill(os, oe, &f.advance(os - s), Some(&mut filled));
+            if filled.is_empty() {
+                continue;
+            }
+            self.map.remove(&(s, seq));
+            // Put back what was not taken.
+            let mut cur = s;
+            for (fa, fb) in filled {
+                if fa > cur {
+                    self.map.insert((cur, seq), (fa, f.advance(cur - s)));
+                }
+                cur = fb;
+            }
+            if cur < e {
+                self.map.insert((cur, seq), (e, f.advance(cur - s)));
+            }
+        }
+        paint
+    }
+
+    fn peek(&self, a: u64, b: u64) -> Paint<Frag> {
+        let mut paint = Paint::default();
+        for (_, s, e, f) in self.overlapping(a, b) {
+            let os = s.max(a);
+            paint.fill(os, e.min(b), &f.advance(os - s), None);
+        }
+        paint
+    }
+}
+
+/// Sector intervals with their charges.
+type Parts = Vec<(u64, u64, Frag)>;
+
+/// An issued request.
+#[derive(Debug)]
+struct Req {
+    /// Sectors not completed yet, from the current key.
+    left: u64,
+    last_issue: u64,
+    rwbs: Rwbs,
+    /// Sorted parts.
+    parts: Vec<(u64, u64, Frag)>,
+}
+
+#[derive(Debug)]
+struct TaskState {
+    pid: u32,
+    comm: String,
+    role: Option<RoleId>,
+    generation: u32,
+    exited: bool,
+    fresh_exec: bool,
+}
+
+/// The result of [`Attributor::finish`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Attribution {
+    /// Roles, intents, acts and per-act totals.
+    pub tables: Tables,
+    /// Totals, leftovers, anomalies.
+    pub summary: Summary,
+    /// IOs produced since the last [`Attributor::drain_ios`].
+    pub ios: Vec<Io>,
+}
+
+/// Streaming attribution: feed time-ordered events with [`Attributor::push`], take the
+/// charged IOs with [`Attributor::drain_ios`], and end with [`Attributor::finish`].
+pub struct Attributor {
+    ctx: Context,
+    page: u64,
+    devs: FxHashMap<Dev, DevInfo>,
+    tables: Tables,
+    ios: Vec<Io>,
+    summary: Summary,
+
+    // roles
+    tasks: FxHashMap<u32, TaskState>,
+    unknown_role: Option<RoleId>,
+    // intents
+    stacks: Vec<Box<[u64]>>,
+    stack_flags: Vec<u8>,
+    last_stack: StackId,
+    stack_index: FxHashMap<Box<[u64]>, StackId>,
+    intent_index: FxHashMap<(u32, StackId), IntentId>,
+    act_index: FxHashMap<(RoleId, IntentId, Dev, u64, Via), ActId>,
+
+    // dirty state
+    folio_order: FolioOrders,
+    dirty: FxHashMap<(Dev, u64), DirtyFile>,
+    bh: FxHashMap<Dev, IntervalMap<BhEnt>>,
+    bsize: FxHashMap<Dev, u64>,
+    inode_owner: FxHashMap<(Dev, u64), Dirtier>,
+    tid_ctx: FxHashMap<u32, TidCtx>,
+
+    // requests
+    seq: u64,
+    pending: FxHashMap<Dev, Pending>,
+    inflight: FxHashMap<(Dev, u64), Req>,
+    flushes: FxHashMap<Dev, VecDeque<u64>>,
+    rq_based: FxHashSet<Dev>,
+    last_end: FxHashMap<Dev, u64>,
+    remap_hints: FxHashMap<(Dev, u64), Parts>,
+
+    // accounting
+    unknown_ctx: FxHashMap<(Dev, u64, RoleId, u32), (u64, u64)>,
+    lost_merged: Vec<(u64, u64)>,
+    cpu_last: Vec<u64>,
+    last_time: u64,
+    warned_no_size: FxHashSet<Dev>,
+}
+
+impl std::fmt::Debug for Attributor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Attributor")
+            .field("roles", &self.tables.roles.len())
+            .field("intents", &self.tables.intents.len())
+            .field("acts", &self.tables.acts.len())
+            .field("dirty_files", &self.dirty.len())
+            .field("inflight", &self.inflight.len())
+            .finish()
+    }
+}
+
+impl Attributor {
+    /// A fresh attributor for a trace described by `ctx`.
+    pub fn new(ctx: Context) -> Attributor {
+        let mut devs = FxHashMap::default();
+        for d in &ctx.devices {
+            let kd = d.kernel_dev();
+            let disk = if d.parent.is_empty() {
+                kd
+            } else {
+                ctx.devices
+                    .iter()
+                    .find(|p| p.name == d.parent)
+                    .map(|p| p.kernel_dev())
+                    .unwrap_or(kd)
+            };
+            devs.insert(
+                kd,
+                DevInfo {
+                    disk,
+                    part_start: if disk == kd { 0 } else { d.part_start },
+                    size: d.size_sectors,
+                },
+            );
+        }
+        let mut tasks = FxHashMap::default();
+        for t in &ctx.tasks {
+            tasks.insert(
+                t.tid,
+                TaskState {
+                    pid: t.pid,
+                    comm: t.comm.clone(),
+                    role: None,
+                    generation: 0,
+                    exited: false,
+                    fresh_exec: false,
+                },
+            );
+        }
+        let page = if ctx.page_size.is_power_of_two() && ctx.page_size >= 512 {
+            ctx.page_size as u64
+        } else {
+            4096
+        };
+        let mut stack_index = FxHashMap::default();
+        stack_index.insert(Box::from([] as [u64; 0]), 0);
+        Attributor {
+            ctx,
+            page,
+            devs,
+            tables: Tables {
+                intents: vec![
+                    Intent {
+                        modifier: 0,
+                        stack: Vec::new(),
+                    },
+                    Intent {
+                        modifier: 0,
+                        stack: Vec::new(),
+                    },
+                ],
+                ..Tables::default()
+            },
+            ios: Vec::new(),
+            summary: Summary::default(),
+            tasks,
+            unknown_role: None,
+            stacks: vec![Box::from([] as [u64; 0])],
+            stack_flags: vec![0],
+            last_stack: 0,
+            stack_index,
+            intent_index: FxHashMap::default(),
+            act_index: FxHashMap::default(),
+            folio_order: FolioOrders::default(),
+            dirty: FxHashMap::default(),
+            bh: FxHashMap::default(),
+            bsize: FxHashMap::default(),
+            inode_owner: FxHashMap::default(),
+            tid_ctx: FxHashMap::default(),
+            seq: 0,
+            pending: FxHashMap::default(),
+            inflight: FxHashMap::default(),
+            flushes: FxHashMap::default(),
+            rq_based: FxHashSet::default(),
+            last_end: FxHashMap::default(),
+            remap_hints: FxHashMap::default(),
+            unknown_ctx: FxHashMap::default(),
+            lost_merged: Vec::new(),
+            cpu_last: Vec::new(),
+            last_time: 0,
+            warned_no_size: FxHashSet::default(),
+        }
+    }
+
+    /// The tables so far (roles, intents, acts referenced by the IOs produced so far).
+    pub fn tables(&self) -> &Tables {
+        &self.tables
+    }
+
+    /// Takes the IOs charged since the last call.
+    pub fn drain_ios(&mut self) -> Vec<Io> {
+        std::mem::take(&mut self.ios)
+    }
+
+    /// Moves the IOs charged since the last call into `out` (keeps this buffer's capacity).
+    pub fn drain_ios_into(&mut self, out: &mut Vec<Io>) {
+        out.append(&mut self.ios);
+    }
+
+    /// Ends the attribution: leftovers go to the summary.
+    pub fn finish(mut self) -> Attribution {
+        let s = &mut self.summary;
+        for r in self.inflight.values() {
+            s.inflight_at_end += 1;
+            s.inflight_bytes_at_end += r.left * 512;
+        }
+        for p in self.pending.values() {
+            s.pending_bytes_at_end += p
+                .map
+                .iter()
+                .map(|(&(a, _), &(b, _))| (b - a) * 512)
+                .sum::<u64>();
+        }
+        for df in self.dirty.values() {
+            s.dirty_folios_left += df.folios.len() as u64;
+            s.dirty_pages_left += df.folios.values().map(|f| f.pages).sum::<u64>();
+        }
+        s.dirty_buffers_left = self.bh.values().map(|m| m.len() as u64).sum();
+        s.dirty_inodes_left = self.inode_owner.len() as u64;
+        let mut uc: Vec<UnknownContext> = self
+            .unknown_ctx
+            .iter()
+            .map(
+                |(&(dev, ino, issuer, reason), &(bytes, ios))| UnknownContext {
+                    file: FileKey { dev, ino },
+                    issuer,
+                    reason: (reason != NO_REASON).then_some(WbReason(reason)),
+                    bytes,
+                    ios,
+                },
+            )
+            .collect();
+        uc.sort_by(|a, b| {
+            b.bytes
+                .cmp(&a.bytes)
+                .then(a.file.cmp(&b.file))
+                .then(a.issuer.cmp(&b.issuer))
+                .then(a.reason.cmp(&b.reason))
+        });
+        s.unknown_contexts = uc;
+        if s.inflight_at_end > 0 {
+            let n = s.inflight_at_end;
+            warn(s, || {
+                format!("{n} requests were still in flight at the end of the trace")
+            });
+        }
+        Attribution {
+            tables: self.tables,
+            summary: self.summary,
+            ios: self.ios,
+        }
+    }
+
+    /// Feeds one event (events must come in time order).
+    pub fn push(&mut self, ev: &Event) {
+        if ev.time < self.last_time {
+            self.summary.out_of_order_events += 1;
+        } else {
+            self.last_time = ev.time;
+        }
+        let cpu = ev.cpu as usize;
+        if cpu < 4096 {
+            if cpu >= self.cpu_last.len() {
+                self.cpu_last.resize(cpu + 1, 0);
+            }
+            if !matches!(ev.kind, EventKind::Lost { .. }) {
+                self.cpu_last[cpu] = ev.time;
+            }
+        }
+        match &ev.kind {
+            // ---- dirtiers ----
+            EventKind::DirtyFolio { bdi, ino, index } => {
+                self.on_dirty_folio(ev, *bdi, *ino, *index)
+            }
+            EventKind::DirtyBuffer { dev, blocknr, size } => {
+                self.on_dirty_buffer(ev, *dev, *blocknr, *size)
+            }
+            EventKind::MarkInodeDirty {
+                bdi, ino, flags, ..
+            } => self.on_mark_inode_dirty(ev, *bdi, *ino, *flags),
+            EventKind::AddToPageCache {
+                s_dev,
+                ino,
+                index,
+                order,
+                ..
+            } => {
+                let disk = self.order_disk(*s_dev, *ino);
+                self.folio_order
+                    .insert((disk, *ino, *index), (*order).min(30));
+            }
+            EventKind::DeleteFromPageCache {
+                s_dev, ino, index, ..
+            } => {
+                let disk = self.order_disk(*s_dev, *ino);
+                self.folio_order.remove((disk, *ino, *index));
+            }
+
+            // ---- maps on the issuing thread ----
+            EventKind::Ext4MapBlocks {
+                dev,
+                ino,
+                pblk,
+                lblk,
+                ret,
+                ..
+            } if *ret > 0 && *pblk > 0 => {
+                let bs = self.bsize.get(dev).copied().unwrap_or(4096);
+                let spb = bs / 512;
+                let info = self.dev_info(*dev);
+                let a = pblk.saturating_mul(spb).saturating_add(info.part_start);
+                let b = a.saturating_add((*ret as u64).saturating_mul(spb));
+                let foff = lblk.saturating_mul(bs);
+                self.add_rmap(ev.tid, info.disk, a, b, Rmap { ino: *ino, foff });
+            }
+            EventKind::IomapAddToIoend {
+                dev,
+                ino,
+                pos,
+                dirty_len,
+                addr,
+                offset,
+                bdev,
+                ..
+            } => {
+                let bd = if *bdev != 0 { *bdev } else { *dev };
+                if *addr != u64::MAX && pos >= offset {
+                    let byte = addr.saturating_add(pos - offset);
+                    let info = self.dev_info(bd);
+                    let a = (byte / 512).saturating_add(info.part_start);
+                    let b = a.saturating_add(dirty_len.div_ceil(512));
+                    self.add_rmap(
+                        ev.tid,
+                        info.disk,
+                        a,
+                        b,
+                        Rmap {
+                            ino: *ino,
+                            foff: *pos,
+                        },
+                    );
+                }
+            }
+            EventKind::IomapIterDstmap {
+                dev,
+                ino,
+                addr,
+                offset,
+                length,
+                typ,
+                bdev,
+                ..
+            } => {
+                let bd = if *bdev != 0 { *bdev } else { *dev };
+                if (*typ == IOMAP_MAPPED || *typ == IOMAP_UNWRITTEN) && *addr != u64::MAX {
+                    let info = self.dev_info(bd);
+                    let a = (addr / 512).saturating_add(info.part_start);
+                    let b = a.saturating_add(length.div_ceil(512));
+                    self.add_rmap(
+                        ev.tid,
+                        info.disk,
+                        a,
+                        b,
+                        Rmap {
+                            ino: *ino,
+                            foff: *offset,
+                        },
+                    );
+                    self.tid(ev.tid).read_file = Some((*dev, *ino));
+                }
+            }
+
+            // ---- brackets ----
+            EventKind::WritebackWork { phase, reason, .. } => match phase {
+                WorkPhase::Start => self.tid(ev.tid).reason = *reason,
+                WorkPhase::Written => {
+                    let c = self.tid(ev.tid);
+                    c.reason = NO_REASON;
+                    c.wp_ino = None;
+                    c.rmap.clear();
+                }
+                WorkPhase::Queue | WorkPhase::Exec => {}
+            },
+            EventKind::SingleInodeStart { bdi, ino, .. } => {
+                self.tid(ev.tid).wb_ino = Some((*bdi, *ino))
+            }
+            EventKind::SingleInode { .. } => {
+                let c = self.tid(ev.tid);
+                c.wb_ino = None;
+                c.wp_ino = None;
+                c.rmap.clear();
+            }
+            EventKind::WriteInodeStart { bdi, ino, .. } => {
+                self.tid(ev.tid).wi_ino = Some((*bdi, *ino))
+            }
+            EventKind::WriteInode { bdi, ino, .. } => {
+                self.tid(ev.tid).wi_ino = None;
+                self.inode_owner.remove(&(*bdi, *ino));
+            }
+            EventKind::Ext4Writepages { dev, ino, .. } => {
+                let c = self.tid(ev.tid);
+                c.wp_ino = Some((*dev, *ino));
+                c.ext4_wp = true;
+                c.dio = None;
+            }
+            EventKind::Ext4WritepagesResult { .. } => {
+                let c = self.tid(ev.tid);
+                c.wp_ino = None;
+                c.ext4_wp = false;
+                c.rmap.clear();
+            }
+            EventKind::IomapWritebackFolio {
+                dev,
+                ino,
+                offset,
+                length,
+            } => {
+                let c = self.tid(ev.tid);
+                c.wp_ino = Some((*dev, *ino));
+                c.dio = None;
+                self.learn_folio_size(*dev, *ino, *offset, *length);
+            }
+            EventKind::IomapDioBegin { dev, ino, .. } => self.tid(ev.tid).dio = Some((*dev, *ino)),
+            EventKind::IomapDioComplete { .. } => {
+                if let Some(c) = self.tid_ctx.get_mut(&ev.tid) {
+                    c.dio = None;
+                    c.rmap.clear();
+                }
+            }
+            EventKind::Readahead { s_dev, ino, .. }
+            | EventKind::FilemapFault { s_dev, ino, .. } => {
+                self.tid(ev.tid).read_file = Some((*s_dev, *ino))
+            }
+            EventKind::IomapReadahead { dev, ino, .. } => {
+                self.tid(ev.tid).read_file = Some((*dev, *ino))
+            }
+            EventKind::XfsFile { op, dev, ino, .. } => {
+                if matches!(op, XfsFileOp::BufferedRead | XfsFileOp::DirectRead) {
+                    self.tid(ev.tid).read_file = Some((*dev, *ino))
+                }
+            }
+            EventKind::Jbd2Commit {
+                phase, transaction, ..
+            } => {
+                let c = self.tid(ev.tid);
+                match phase {
+                    CommitPhase::End => c.txn = NO_TXN,
+                    _ => c.txn = *transaction,
+                }
+            }
+
+            // ---- block layer ----
+            EventKind::BioQueue {
+                dev,
+                sector,
+                nr_sector,
+                rwbs,
+            } => self.on_bio_queue(ev, *dev, *sector, *nr_sector, *rwbs),
+            EventKind::BioRemap {
+                dev,
+                sector,
+                nr_sector,
+                old_dev,
+                old_sector,
+                ..
+            } => self.on_remap(*dev, *sector, *nr_sector, *old_dev, *old_sector),
+            EventKind::RqIssue {
+                dev,
+                sector,
+                nr_sector,
+                rwbs,
+                ..
+            } => self.on_issue(ev.time, *dev, *sector, *nr_sector, *rwbs),
+            EventKind::RqRequeue { dev, sector, .. } => {
+                let disk = self.dev_info(*dev).disk;
+                if self.inflight.contains_key(&(disk, *sector)) {
+                    self.summary.requeues += 1;
+                }
+            }
+            EventKind::RqComplete {
+                dev,
+                sector,
+                nr_sector,
+                error,
+                rwbs,
+            } => self.on_complete(ev.time, *dev, *sector, *nr_sector, *error, *rwbs),
+            EventKind::BioComplete {
+                dev,
+                sector,
+                nr_sector,
+                error,
+                rwbs,
+            } => self.on_bio_complete(ev.time, *dev, *sector, *nr_sector, *error, *rwbs),
+
+            // ---- tasks ----
+            EventKind::Comm {
+                pid,
+                tid,
+                comm,
+                exec,
+            } => self.on_comm(*pid, *tid, comm, *exec),
+            EventKind::SchedExec { pid, filename, .. } => {
+                let base = filename.rsplit('/').next().unwrap_or(filename);
+                let mut end = base.len().min(15);
+                while !base.is_char_boundary(end) {
+                    end -= 1;
+                }
+                let comm = &base[..end];
+                let pid_of = self.tasks.get(pid).map(|t| t.pid).unwrap_or(*pid);
+                self.on_exec(pid_of, *pid, comm, false);
+            }
+            EventKind::Fork { pid, tid, ptid, .. } => {
+                let comm = self.tasks.get(ptid).map(|t| t.comm.clone());
+                self.on_fork(*pid, *tid, comm, true);
+            }
+            EventKind::SchedFork {
+                child_pid,
+                child_comm,
+                ..
+            } => self.on_fork(*child_pid, *child_pid, Some(child_comm.clone()), false),
+            EventKind::Exit { tid, .. } => self.on_exit(*tid),
+            EventKind::SchedExit { pid, .. } => self.on_exit(*pid),
+
+            EventKind::Lost { lost } => {
+                let start = self
+                    .cpu_last
+                    .get(cpu)
+                    .copied()
+                    .filter(|&t| t > 0)
+                    .unwrap_or(ev.time);
+                let start = start.min(ev.time);
+                self.summary.lost_records += lost;
+                self.summary.lost_windows.push(LostWindow {
+                    start,
+                    end: ev.time,
+                    cpu: ev.cpu,
+                    count: *lost,
+                });
+                match self.lost_merged.last_mut() {
+                    Some(w) if start <= w.1 && ev.time >= w.0 => {
+                        w.0 = w.0.min(start);
+                        w.1 = w.1.max(ev.time);
+                    }
+                    Some(w) if w.0 <= start => self.lost_merged.push((start, ev.time)),
+                    None => self.lost_merged.push((start, ev.time)),
+                    _ => {
+                        self.lost_merged.push((start, ev.time));
+                        self.lost_merged.sort_unstable();
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    // ------------------------------------------------------------------ helpers
+
+    fn dev_info(&self, dev: Dev) -> DevInfo {
+        self.devs.get(&dev).copied().unwrap_or(DevInfo {
+            disk: dev,
+            part_start: 0,
+            size: 0,
+        })
+    }
+
+    /// The disk a page-cache event's folio belongs to (the bdev inode has `s_dev` 0).
+    fn order_disk(&self, s_dev: Dev, ino: u64) -> Dev {
+        if s_dev == 0 {
+            self.dev_info(ino as Dev).disk
+        } else {
+            self.dev_info(s_dev).disk
+        }
+    }
+
+    fn tid(&mut self, tid: u32) -> &mut TidCtx {
+        self.tid_ctx.entry(tid).or_default()
+    }
+
+    fn add_rmap(&mut self, tid: u32, disk: Dev, a: u64, b: u64, r: Rmap) {
+        let m = self.tid(tid).rmap_mut(disk);
+        if m.len() >= MAX_TID_RMAP {
+            m.clear();
+        }
+        m.insert(a, b, r);
+    }
+
+    fn intern_stack(&mut self, stack: Option<&[u64]>) -> StackId {
+        let s = stack.unwrap_or(&[]);
+        // Consecutive events often carry the same stack (one writer's page after page).
+        if *self.stacks[self.last_stack as usize] == *s {
+            return self.last_stack;
+        }
+        if let Some(&id) = self.stack_index.get(s) {
+            self.last_stack = id;
+            return id;
+        }
+        let id = self.stacks.len() as StackId;
+        let b: Box<[u64]> = Box::from(s);
+        let flags = self
+            .ctx
+            .symbols
+            .as_deref()
+            .map(|sym| classify_stack(sym, s))
+            .unwrap_or(0);
+        self.stacks.push(b.clone());
+        self.stack_flags.push(flags);
+        self.stack_index.insert(b, id);
+        self.last_stack = id;
+        id
+    }
+
+    fn intern_intent(&mut self, modifier: u32, stack: StackId) -> IntentId {
+        if let Some(&id) = self.intent_index.get(&(modifier, stack)) {
+            return id;
+        }
+        let id = self.tables.intents.len() as IntentId;
+        self.tables.intents.push(Intent {
+            modifier,
+            stack: self.stacks[stack as usize].to_vec(),
+        });
+        self.intent_index.insert((modifier, stack), id);
+        id
+    }
+
+    fn intern_act(&mut self, role: RoleId, intent: IntentId, file: FileKey, via: Via) -> ActId {
+        let key = (role, intent, file.dev, file.ino, via);
+        if let Some(&id) = self.act_index.get(&key) {
+            return id;
+        }
+        let id = self.tables.acts.len() as ActId;
+        let recorder = self
+            .ctx
+            .recorder_pid
+            .is_some_and(|p| self.tables.roles[role as usize].pid == p);
+        self.tables.acts.push(Act {
+            role,
+            intent,
+            file,
+            via,
+            recorder,
+        });
+        self.tables.totals.push(ActTotals::default());
+        self.act_index.insert(key, id);
+        id
+    }
+
+    // ------------------------------------------------------------------ roles
+
+    fn new_role(&mut self, pid: u32, tid: u32, comm: String, generation: u32) -> RoleId {
+        let id = self.tables.roles.len() as RoleId;
+        self.tables.roles.push(Role {
+            pid,
+            tid,
+            comm,
+            generation,
+        });
+        id
+    }
+
+    /// The role of the task running `tid` now.
+    fn role_for(&mut self, pid: u32, tid: u32) -> RoleId {
+        let st = self.tasks.entry(tid).or_insert_with(|| TaskState {
+            pid,
+            comm: format!("<{tid}>"),
+            role: None,
+            generation: 0,
+            exited: false,
+            fresh_exec: false,
+        });
+        st.fresh_exec = false;
+        if st.pid != pid {
+            if st.role.is_some() {
+                // tid reuse we did not see: a new task.
+                st.generation += 1;
+                st.role = None;
+                st.exited = false;
+            }
+            st.pid = pid;
+        }
+        if let Some(r) = st.role {
+            return r;
+        }
+        let (comm, generation) = (st.comm.clone(), st.generation);
+        let id = self.new_role(pid, tid, comm, generation);
+        if let Some(st) = self.tasks.get_mut(&tid) {
+            st.role = Some(id);
+        }
+        id
+    }
+
+    fn unknown_role(&mut self) -> RoleId {
+        if let Some(r) = self.unknown_role {
+            return r;
+        }
+        let r = self.new_role(0, 0, "<unknown>".to_string(), u32::MAX);
+        self.unknown_role = Some(r);
+        r
+    }
+
+    fn on_fork(&mut self, pid: u32, tid: u32, comm: Option<String>, exact_pid: bool) {
+        let comm = comm.unwrap_or_else(|| format!("<{tid}>"));
+        match self.tasks.get_mut(&tid) {
+            Some(st) if !st.exited && st.role.is_none() => {
+                // Same fork seen twice (perf FORK and sched_process_fork), or a tid
+                // known from the start list that never acted: just refresh.
+                if exact_pid {
+                    st.pid = pid;
+                }
+                st.comm = comm;
+            }
+            Some(st) => {
+                st.generation += 1;
+                st.pid = pid;
+                st.comm = comm;
+                st.role = None;
+                st.exited = false;
+                st.fresh_exec = false;
+            }
+            None => {
+                self.tasks.insert(
+                    tid,
+                    TaskState {
+                        pid,
+                        comm,
+                        role: None,
+                        generation: 0,
+                        exited: false,
+                        fresh_exec: false,
+                    },
+                );
+            }
+        }
+    }
+
+    fn on_exit(&mut self, tid: u32) {
+        if let Some(st) = self.tasks.get_mut(&tid) {
+            st.exited = true;
+        }
+        self.tid_ctx.remove(&tid);
+    }
+
+    fn on_comm(&mut self, pid: u32, tid: u32, comm: &str, exec: bool) {
+        if exec {
+            self.on_exec(pid, tid, comm, true);
+            return;
+        }
+        let st = self.tasks.entry(tid).or_insert_with(|| TaskState {
+            pid,
+            comm: String::new(),
+            role: None,
+            generation: 0,
+            exited: false,
+            fresh_exec: false,
+        });
+        st.comm = comm.to_string();
+        if let Some(r) = st.role {
+            self.tables.roles[r as usize].comm = comm.to_string();
+        }
+    }
+
+    /// An exec: a new role from now on. `from_comm_record` tells which of the two signals
+    /// (perf COMM with exec, sched_process_exec) this is; the second one of a pair only
+    /// renames.
+    fn on_exec(&mut self, pid: u32, tid: u32, comm: &str, from_comm_record: bool) {
+        match self.tasks.get_mut(&tid) {
+            Some(st) if st.fresh_exec => {
+                st.fresh_exec = false;
+                if from_comm_record || st.comm.is_empty() {
+                    st.comm = comm.to_string();
+                    if let Some(r) = st.role {
+                        self.tables.roles[r as usize].comm = comm.to_string();
+                    }
+                }
+            }
+            Some(st) => {
+                if st.role.is_some() {
+                    st.generation += 1;
+                    st.role = None;
+                }
+                st.pid = pid;
+                st.comm = comm.to_string();
+                st.exited = false;
+                st.fresh_exec = true;
+            }
+            None => {
+                self.tasks.insert(
+                    tid,
+                    TaskState {
+                        pid,
+                        comm: comm.to_string(),
+                        role: None,
+                        generation: 0,
+                        exited: false,
+                        fresh_exec: true,
+                    },
+                );
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ dirtiers
+
+    /// The owner to record for something dirtied now by `ev`'s task: inside a write_inode
+    /// bracket, the inode's dirtier.
+    fn dirtier_now(&mut self, ev: &Event, plain: Via) -> (Dirtier, Via, u64) {
+        if let Some(wi) = self.tid_ctx.get(&ev.tid).and_then(|c| c.wi_ino) {
+            if let Some(&d) = self.inode_owner.get(&wi) {
+                return (d, Via::Inode, wi.1);
+            }
+        }
+        let role = self.role_for(ev.pid, ev.tid);
+        let stack = self.intern_stack(ev.stack.as_deref());
+        (Dirtier { role, stack }, plain, 0)
+    }
+
+    fn on_mark_inode_dirty(&mut self, ev: &Event, bdi: Dev, ino: u64, flags: u64) {
+        if flags & I_DIRTY_INODE == 0 || self.inode_owner.contains_key(&(bdi, ino)) {
+            return;
+        }
+        let role = self.role_for(ev.pid, ev.tid);
+        if !self.tables.roles[role as usize].comm.starts_with("kworker") {
+            let stack = self.intern_stack(ev.stack.as_deref());
+            self.inode_owner.insert((bdi, ino), Dirtier { role, stack });
+        }
+    }
+
+    fn on_dirty_folio(&mut self, ev: &Event, bdi: Dev, ino: u64, index: u64) {
+        if let Some(c) = self.tid_ctx.get_mut(&ev.tid) {
+            c.dio = None;
+        }
+        let (owner, via, _) = self.dirtier_now(ev, Via::Page);
+        let order = self.folio_order.get((bdi, ino, index)).unwrap_or(0);
+        let pages = 1u64 << order;
+        let df = self.dirty.entry((bdi, ino)).or_default();
+        // A new clean->dirty event replaces whatever we had there (it was written).
+        let end = index.saturating_add(pages);
+        let mut gone: Vec<u64> = if pages == 1 {
+            // The common case (small folios): a point lookup, not a range walk.
+            df.folios
+                .get_key_value(&index)
+                .map(|(&k, _)| k)
+                .into_iter()
+                .collect()
+        } else {
+            df.folios.range(index..end).map(|(&k, _)| k).collect()
+        };
+        if df.max_pages > 1 {
+            if let Some((&k, f)) = df.folios.range(..index).next_back() {
+                if k.saturating_add(f.pages) > index {
+                    gone.push(k);
+                }
+            }
+        }
+        for k in gone {
+            if let Some(old) = df.folios.remove(&k) {
+                df.dec(old.owner, old.via);
+            }
+        }
+        df.max_pages = df.max_pages.max(pages);
+        df.folios.insert(
+            index,
+            FolioEnt {
+                pages,
+                remaining: pages * self.page,
+                owner,
+                via,
+            },
+        );
+        df.inc(owner, via);
+    }
+
+    /// iomap writeback names each folio it writes with its size: a folio added to the page
+    /// cache before the capture (order unknown, assumed one page when it was dirtied) gets its
+    /// real extent, so the IO covering its other pages finds the dirtier.
+    fn learn_folio_size(&mut self, s_dev: Dev, ino: u64, offset: u64, length: u64) {
+        let page = self.page;
+        if length <= page || offset % page != 0 || length % page != 0 {
+            return;
+        }
+        let pages = length / page;
+        let index = offset / page;
+        // Folios are naturally aligned powers of two pages.
+        if !pages.is_power_of_two() || index % pages != 0 || pages > 1 << 18 {
+            return;
+        }
+        let disk = self.order_disk(s_dev, ino);
+        self.folio_order
+            .insert((disk, ino, index), pages.trailing_zeros().min(30) as u8);
+        let key = if self.dirty.contains_key(&(disk, ino)) {
+            (disk, ino)
+        } else {
+            (0, ino)
+        };
+        let Some(df) = self.dirty.get_mut(&key) else {
+            return;
+        };
+        let end = index.saturating_add(pages);
+        // Only a lone short record at the folio's head is widened; other records inside the
+        // range would contradict the size, and are left as they are.
+        if df.folios.range(index + 1..end).next().is_some() {
+            return;
+        }
+        if let Some(f) = df.folios.get_mut(&index) {
+            if f.pages < pages {
+                f.remaining = f.remaining.saturating_add((pages - f.pages) * page);
+                f.pages = pages;
+                df.max_pages = df.max_pages.max(pages);
+            }
+        }
+    }
+
+    fn on_dirty_buffer(&mut self, ev: &Event, dev: Dev, blocknr: u64, size: u64) {
+        if (512..=1 << 16).contains(&size) && size.is_power_of_two() {
+            if self.bsize.get(&dev) != Some(&size) {
+                self.bsize.insert(dev, size);
+            }
+        } else {
+            return;
+        }
+        if blocknr >= BH_SENTINEL {
+            return;
+        }
+        let info = self.dev_info(dev);
+        let a = blocknr
+            .saturating_mul(size / 512)
+            .saturating_add(info.part_start);
+        let b = a.saturating_add(size / 512);
+        let (owner, via, ino) = self.dirtier_now(ev, Via::Buffer);
+        self.bh
+            .entry(info.disk)
+            .or_default()
+            .insert_if_free(a, b, BhEnt { owner, via, ino });
+    }
+
+    // ------------------------------------------------------------------ bio queue
+
+    fn on_bio_queue(&mut self, ev: &Event, dev: Dev, sector: u64, nr: u32, rwbs: Rwbs) {
+        if nr == 0 {
+            self.summary.empty_flush_bios += 1;
+            return;
+        }
+        let info = self.dev_info(dev);
+        let disk = info.disk;
+        let (s, e) = (sector, sector.saturating_add(nr as u64));
+        self.seq += 1;
+        let seq = self.seq;
+        if seq % SWEEP_EVERY == 0 {
+            self.sweep(ev.time);
+        }
+        if !self.remap_hints.is_empty() {
+            if let Some(parts) = self.remap_hints.remove(&(dev, sector)) {
+                let p = self.pending.entry(disk).or_default();
+                for (a, b, mut f) in parts {
+                    f.c.qtime = ev.time;
+                    p.insert(a, b, seq, f);
+                }
+                return;
+            }
+        }
+        let issuer = self.role_for(ev.pid, ev.tid);
+        let stack = self.intern_stack(ev.stack.as_deref());
+        let sflags = self.stack_flags[stack as usize];
+
+        // The thread's context, and the maps it emitted for these sectors (consumed).
+        let mut rm: Vec<(u64, u64, Rmap)> = Vec::new();
+        let (reason, wb_ino, wi_ino, wp_ino, ext4_wp, dio, txn, read_file) =
+            match self.tid_ctx.get_mut(&ev.tid) {
+                Some(c) => {
+                    if let Some(m) = c.rmap.iter_mut().find(|r| r.0 == disk) {
+                        m.1.take(s, e, &mut rm);
+                    }
+                    (
+                        c.reason,
+                        c.wb_ino,
+                        c.wi_ino,
+                        c.wp_ino,
+                        c.ext4_wp,
+                        c.dio,
+                        c.txn,
+                        c.read_file,
+                    )
+                }
+                None => (NO_REASON, None, None, None, false, None, NO_TXN, None),
+            };
+        let is_dio = dio.is_some() || sflags & STACK_DIO != 0;
+        let journal = txn != NO_TXN || sflags & STACK_JOURNAL != 0;
+        let base = Charge {
+            role: issuer,
+            stack,
+            via: Via::Unknown,
+            fdev: dev,
+            ino: 0,
+            issuer,
+            reason,
+            txn: if journal { txn } else { NO_TXN },
+            qtime: ev.time,
+        };
+        let mut paint: Paint<Frag> = Paint::default();
+        if !rwbs.is_write() || is_dio {
+            let via = if is_dio {
+                Via::Direct
+            } else if rwbs.has(Rwbs::AHEAD) {
+                Via::Readahead
+            } else {
+                Via::Read
+            };
+            let c = Charge { via, ..base };
+            for &(a, b, r) in &rm {
+                paint.fill(
+                    a,
+                    b,
+                    &Frag {
+                        c: Charge { ino: r.ino, ..c },
+                        foff: r.foff,
+                    },
+                    None,
+                );
+            }
+            let ino = if is_dio {
+                dio.map(|d| d.1).unwrap_or(0)
+            } else if rwbs.is_read() && !rwbs.has(Rwbs::META) {
+                read_file.map(|f| f.1).unwrap_or(0)
+            } else {
+                0
+            };
+            paint.fill(
+                s,
+                e,
+                &Frag {
+                    c: Charge { ino, ..c },
+                    foff: NO_OFF,
+                },
+                None,
+            );
+        } else {
+            let bracket_ino = wb_ino
+                .filter(|w| w.0 == disk || w.0 == 0)
+                .or(wp_ino)
+                .map(|w| w.1)
+                .unwrap_or(0);
+            // 1. buffer_head dirtiers: exact sectors.
+            let mut bhs = Vec::new();
+            if let Some(m) = self.bh.get_mut(&disk) {
+                m.take(s, e, &mut bhs);
+                if m.is_empty() {
+                    self.bh.remove(&disk);
+                }
+            }
+            for (a, b, bh) in bhs {
+                let hit = rm.iter().find(|r| r.0 <= a && a < r.1);
+                let (ino, foff) = match hit {
+                    Some(&(ra, _, r)) => (r.ino, adv_off(r.foff, a - ra)),
+                    None if bh.ino != 0 => (bh.ino, NO_OFF),
+                    None => (bracket_ino, NO_OFF),
+                };
+                let c = Charge {
+                    role: bh.owner.role,
+                    stack: bh.owner.stack,
+                    via: bh.via,
+                    ino,
+                    ..base
+                };
+                paint.fill(a, b, &Frag { c, foff }, None);
+            }
+            // 2. page dirtiers via the maps, then the block-device inode.
+            for &(a, b, r) in &rm {
+                self.page_owners(disk, r.ino, a, b, r.foff, &base, &mut paint);
+            }
+            let bdev_ino = dev as u64;
+            if self.dirty.contains_key(&(disk, bdev_ino)) && s >= info.part_start {
+                let foff = (s - info.part_start).saturating_mul(512);
+                self.page_owners(disk, bdev_ino, s, e, foff, &base, &mut paint);
+            }
+            // 3. journal IO: charged to the journal thread itself. A metadata write with
+            //    preflush or FUA is a log write too (xfs log, jbd2 commit record) even
+            //    without the bracket or symbols.
+            let log_write =
+                rwbs.has(Rwbs::META) && (rwbs.has(Rwbs::PREFLUSH) || rwbs.has(Rwbs::FUA));
+            if journal || log_write {
+                paint.fill(
+                    s,
+                    e,
+                    &Frag {
+                        c: Charge {
+                            via: Via::Journal,
+                            ..base
+                        },
+                        foff: NO_OFF,
+                    },
+                    None,
+                );
+            }
+            // 4. inside write_inode: the inode's dirtier.
+            if let Some(wi) = wi_ino {
+                if let Some(&d) = self.inode_owner.get(&wi) {
+                    let c = Charge {
+                        role: d.role,
+                        stack: d.stack,
+                        via: Via::Inode,
+                        ino: wi.1,
+                        ..base
+                    };
+                    paint.fill(s, e, &Frag { c, foff: NO_OFF }, None);
+                }
+            }
+            // 5. inside a single-inode (or ext4 writepages) bracket: the single dirtier of
+            //    that inode.
+            let single = wb_ino.filter(|w| w.0 == disk || w.0 == 0).or(wp_ino
+                .filter(|_| ext4_wp)
+                .map(|(d, i)| (self.dev_info(d).disk, i)));
+            if let Some(wb) = single {
+                if let Some(df) = self.dirty.get(&wb) {
+                    if let [(d, via, _)] = df.owners[..] {
+                        let c = Charge {
+                            role: d.role,
+                            stack: d.stack,
+                            via,
+                            ino: wb.1,
+                            ..base
+                        };
+                        paint.fill(s, e, &Frag { c, foff: NO_OFF }, None);
+                    }
+                }
+            }
+            // 6. unknown, with the best context known.
+            for &(a, b, r) in &rm {
+                paint.fill(
+                    a,
+                    b,
+                    &Frag {
+                        c: Charge { ino: r.ino, ..base },
+                        foff: r.foff,
+                    },
+                    None,
+                );
+            }
+            paint.fill(
+                s,
+                e,
+                &Frag {
+                    c: Charge {
+                        ino: bracket_ino,
+                        ..base
+                    },
+                    foff: NO_OFF,
+                },
+                None,
+            );
+        }
+        let p = self.pending.entry(disk).or_default();
+        let mut run: Option<(u64, u64, Frag)> = None;
+        for (a, b, f) in paint.segs {
+            match &mut run {
+                Some((ra, rb, rf))
+                    if *rb == a && rf.c == f.c && adv_off(rf.foff, a - *ra) == f.foff =>
+                {
+                    *rb = b;
+                }
+                _ => {
+                    if let Some((ra, rb, rf)) = run.take() {
+                        p.insert(ra, rb, seq, rf);
+                    }
+                    run = Some((a, b, f));
+                }
+            }
+        }
+        if let Some((ra, rb, rf)) = run {
+            p.insert(ra, rb, seq, rf);
+        }
+    }
+
+    /// Charges the dirty folios of `(bdi, ino)` that the sectors `[a, b)` (file bytes from
+    /// `foff`) write, and forgets the written parts.
+    #[allow(clippy::too_many_arguments)]
+    fn page_owners(
+        &mut self,
+        bdi: Dev,
+        ino: u64,
+        a: u64,
+        b: u64,
+        foff: u64,
+        base: &Charge,
+        paint: &mut Paint<Frag>,
+    ) {
+        if foff == NO_OFF {
+            return;
+        }
+        let key = if self.dirty.contains_key(&(bdi, ino)) {
+            (bdi, ino)
+        } else if self.dirty.contains_key(&(0, ino)) {
+            (0, ino)
+        } else {
+            return;
+        };
+        let page = self.page;
+        let Some(df) = self.dirty.get_mut(&key) else {
+            return;
+        };
+        let fb0 = foff;
+        let fb1 = foff.saturating_add((b - a).saturating_mul(512));
+        let p0 = fb0 / page;
+        let p1 = fb1.div_ceil(page);
+        let mut starts: Vec<u64> = Vec::new();
+        if df.max_pages > 1 {
+            if let Some((&k, f)) = df.folios.range(..p0).next_back() {
+                if k.saturating_add(f.pages) > p0 {
+                    starts.push(k);
+                }
+            }
+        }
+        starts.extend(df.folios.range(p0..p1).map(|(&k, _)| k));
+        for k in starts {
+            let Some(f) = df.folios.get_mut(&k) else {
+                continue;
+            };
+            let fs = k.saturating_mul(page);
+            let fe = k.saturating_add(f.pages).saturating_mul(page);
+            let ob0 = fs.max(fb0);
+            let ob1 = fe.min(fb1);
+            if ob0 >= ob1 {
+                continue;
+            }
+            let sa = a + (ob0 - fb0) / 512;
+            let sb = a.saturating_add((ob1 - fb0).div_ceil(512)).min(b);
+            let c = Charge {
+                role: f.owner.role,
+                stack: f.owner.stack,
+                via: f.via,
+                ino,
+                ..*base
+            };
+            paint.fill(sa, sb, &Frag { c, foff: ob0 }, None);
+            f.remaining = f.remaining.saturating_sub(ob1 - ob0);
+            if f.remaining == 0 {
+                let (o, v) = (f.owner, f.via);
+                df.folios.remove(&k);
+                df.dec(o, v);
+            }
+        }
+        if df.folios.is_empty() {
+            self.dirty.remove(&key);
+        }
+    }
+
+    fn on_remap(&mut self, dev: Dev, sector: u64, nr: u32, old_dev: Dev, old_sector: u64) {
+        if dev == old_dev {
+            // Partition remap: learn the partition start if the metadata lacked it.
+            if sector >= old_sector {
+                let start = sector - old_sector;
+                let e = self.devs.entry(dev).or_insert(DevInfo {
+                    disk: dev,
+                    part_start: 0,
+                    size: 0,
+                });
+                if e.part_start != start && start != 0 {
+                    if e.part_start != 0 {
+                        let old = e.part_start;
+                        warn(&mut self.summary, || {
+                            format!(
+                                "device {}:{}: partition start {start} from remap differs from metadata {old}",
+                                dev >> 20,
+                                dev & 0xfffff
+                            )
+                        });
+                    }
+                    e.part_start = start;
+                }
+            }
+            return;
+        }
+        // Stacked device: the lower bio inherits the upper bio's charges.
+        let old_disk = self.dev_info(old_dev).disk;
+        let Some(p) = self.pending.get(&old_disk) else {
+            return;
+        };
+        let n = nr as u64;
+        let paint = p.peek(old_sector, old_sector.saturating_add(n));
+        if paint.segs.is_empty() {
+            return;
+        }
+        let parts: Vec<(u64, u64, Frag)> = paint
+            .segs
+            .into_iter()
+            .map(|(a, b, f)| {
+                (
+                    (a - old_sector).saturating_add(sector),
+                    (b - old_sector).saturating_add(sector),
+                    f,
+                )
+            })
+            .collect();
+        if self.remap_hints.len() >= MAX_REMAP_HINTS {
+            self.remap_hints.clear();
+        }
+        self.remap_hints.insert((dev, sector), parts);
+    }
+
+    // ------------------------------------------------------------------ requests
+
+    fn on_issue(&mut self, time: u64, dev: Dev, sector: u64, nr: u32, rwbs: Rwbs) {
+        let disk = self.dev_info(dev).disk;
+        if nr == 0 {
+            let q = self.flushes.entry(disk).or_default();
+            if q.len() >= MAX_FLUSHES {
+                // Completions are not being seen: forget the oldest.
+                q.pop_front();
+            }
+            q.push_back(time);
+            self.summary.flushes_issued += 1;
+            return;
+        }
+        self.rq_based.insert(disk);
+        if let Some(r) = self.inflight.get_mut(&(disk, sector)) {
+            r.last_issue = time;
+            self.summary.reissues += 1;
+            return;
+        }
+        let e = sector.saturating_add(nr as u64);
+        let mut paint = match self.pending.get_mut(&disk) {
+            Some(p) => {
+                let paint = p.take(sector, e);
+                if p.map.is_empty() {
+                    self.pending.remove(&disk);
+                }
+                paint
+            }
+            None => Paint::default(),
+        };
+        if !paint.covers(sector, e) {
+            // Bios queued before the capture or lost: charged to the lost intent.
+            let unknown = self.unknown_role();
+            let c = Charge {
+                role: unknown,
+                stack: 0,
+                via: Via::Unknown,
+                fdev: dev,
+                ino: 0,
+                issuer: unknown,
+                reason: NO_REASON,
+                txn: NO_TXN,
+                qtime: time,
+            };
+            paint.fill(sector, e, &Frag { c, foff: NO_OFF }, None);
+        }
+        self.inflight.insert(
+            (disk, sector),
+            Req {
+                left: nr as u64,
+                last_issue: time,
+                rwbs,
+                parts: paint.segs,
+            },
+        );
+    }
+
+    fn on_complete(&mut self, time: u64, dev: Dev, sector: u64, nr: u32, error: i32, rwbs: Rwbs) {
+        let disk = self.dev_info(dev).disk;
+        if nr == 0 {
+            if rwbs.has(Rwbs::FLUSH)
+                && self
+                    .flushes
+                    .get_mut(&disk)
+                    .and_then(|q| q.pop_front())
+                    .is_some()
+            {
+                self.summary.flushes_completed += 1;
+            } else {
+                self.summary.ignored_zero_completions += 1;
+            }
+            return;
+        }
+        if error != 0 {
+            self.summary.io_errors += 1;
+        }
+        let n = nr as u64;
+        let Some(mut r) = self.inflight.remove(&(disk, sector)) else {
+            self.summary.unmatched_completions += 1;
+            let unknown = self.unknown_role();
+            let c = Charge {
+                role: unknown,
+                stack: 0,
+                via: Via::Unknown,
+                fdev: dev,
+                ino: 0,
+                issuer: unknown,
+                reason: NO_REASON,
+                txn: NO_TXN,
+                qtime: time,
+            };
+            let parts = vec![(sector, sector.saturating_add(n), Frag { c, foff: NO_OFF })];
+            self.emit(disk, &parts, rwbs, time, time);
+            return;
+        };
+        let done = n.min(r.left);
+        let cut = sector.saturating_add(done);
+        let rest_at = r.parts.partition_point(|p| p.1 <= cut);
+        let mut now: Vec<(u64, u64, Frag)> = r.parts.drain(..rest_at).collect();
+        if let Some(first) = r.parts.first_mut() {
+            if first.0 < cut {
+                now.push((first.0, cut, first.2));
+                first.2 = first.2.advance(cut - first.0);
+                first.0 = cut;
+            }
+        }
+        self.emit(disk, &now, r.rwbs, r.last_issue, time);
+        if done < r.left {
+            self.summary.partial_completions += 1;
+            r.left -= done;
+            if let std::collections::hash_map::Entry::Vacant(v) = self.inflight.entry((disk, cut)) {
+                v.insert(r);
+            } else {
+                warn(&mut self.summary, || {
+                    format!(
+                        "partial completion at {}:{} sector {cut} collides with another request; its rest is dropped",
+                        disk >> 20,
+                        disk & 0xfffff
+                    )
+                });
+                self.summary.inflight_bytes_at_end += r.left * 512;
+            }
+        }
+    }
+
+    fn on_bio_complete(
+        &mut self,
+        time: u64,
+        dev: Dev,
+        sector: u64,
+        nr: u32,
+        error: i32,
+        rwbs: Rwbs,
+    ) {
+        let disk = self.dev_info(dev).disk;
+        if self.rq_based.contains(&disk) || nr == 0 {
+            return;
+        }
+        if error != 0 {
+            self.summary.io_errors += 1;
+        }
+        let e = sector.saturating_add(nr as u64);
+        let parts = match self.pending.get_mut(&disk) {
+            Some(p) => {
+                let paint = p.take(sector, e);
+                if p.map.is_empty() {
+                    self.pending.remove(&disk);
+                }
+                paint.segs
+            }
+            None => Vec::new(),
+        };
+        if parts.is_empty() {
+            self.summary.unmatched_completions += 1;
+            let unknown = self.unknown_role();
+            let c = Charge {
+                role: unknown,
+                stack: 0,
+                via: Via::Unknown,
+                fdev: dev,
+                ino: 0,
+                issuer: unknown,
+                reason: NO_REASON,
+                txn: NO_TXN,
+                qtime: time,
+            };
+            self.emit(
+                disk,
+                &[(sector, e, Frag { c, foff: NO_OFF })],
+                rwbs,
+                time,
+                time,
+            );
+            return;
+        }
+        // No request layer: the device saw the bio when it was queued.
+        let issue = parts.iter().map(|p| p.2.c.qtime).min().unwrap_or(time);
+        self.emit(disk, &parts, rwbs, issue, time);
+    }
+
+    /// Forgets bios queued and requests issued longer than [`STALE_NS`] ago (their
+    /// issue or completion was not recorded), so memory stays bounded.
+    fn sweep(&mut self, now: u64) {
+        let limit = now.saturating_sub(STALE_NS);
+        let mut bytes = 0;
+        self.pending.retain(|_, p| {
+            p.map.retain(|&(a, _), (b, f)| {
+                let keep = f.c.qtime >= limit;
+                if !keep {
+                    bytes += (*b - a) * 512;
+                }
+                keep
+            });
+            !p.map.is_empty()
+        });
+        let mut stale = 0;
+        self.inflight.retain(|_, r| {
+            let keep = r.last_issue >= limit;
+            if !keep {
+                stale += 1;
+                bytes += r.left * 512;
+            }
+            keep
+        });
+        self.summary.stale_bytes += bytes;
+        self.summary.stale_requests += stale;
+    }
+
+    fn scale(&mut self, disk: Dev, sectors: u64) -> u32 {
+        let size = self.dev_info(disk).size;
+        if size == 0 {
+            if self.warned_no_size.insert(disk) {
+                warn(&mut self.summary, || {
+                    format!(
+                        "device {}:{} has no known size: offsets and seek distances are 0",
+                        disk >> 20,
+                        disk & 0xfffff
+                    )
+                });
+            }
+            return 0;
+        }
+        ((sectors as u128 * 65536 / size as u128).min(65535)) as u32
+    }
+
+    /// Emits the IOs of (the completed part of) one request: one per act.
+    fn emit(
+        &mut self,
+        disk: Dev,
+        parts: &[(u64, u64, Frag)],
+        rwbs: Rwbs,
+        issue: u64,
+        complete: u64,
+    ) {
+        let Some(&(first, _, _)) = parts.first() else {
+            return;
+        };
+        let last = parts.iter().map(|p| p.1).max().unwrap_or(first);
+        let total: u64 = parts.iter().map(|p| (p.1 - p.0) * 512).sum();
+        let Some(dir) = Dir::from_rwbs(rwbs) else {
+            self.summary.other_bytes += total;
+            self.summary.other_ios += 1;
+            return;
+        };
+        let prev_end = self.last_end.insert(disk, last);
+        let seek = match prev_end {
+            Some(pe) => self.scale(disk, first.abs_diff(pe)),
+            None => 0,
+        };
+        let offset_base = disk;
+        // Group parts by what they are charged to.
+        let mut groups: Vec<(Charge, u64, u64, u64, u64)> = Vec::new(); // charge, sector, bytes, qtime, foff
+        for &(a, b, f) in parts {
+            let key = Charge { qtime: 0, ..f.c };
+            match groups.iter_mut().find(|g| g.0 == key) {
+                Some(g) => {
+                    g.2 += (b - a) * 512;
+                    g.3 = g.3.min(f.c.qtime);
+                }
+                None => groups.push((key, a, (b - a) * 512, f.c.qtime, f.foff)),
+            }
+        }
+        let split = groups.len() > 1;
+        let in_lost = self.touches_lost(
+            parts.iter().map(|p| p.2.c.qtime).min().unwrap_or(issue),
+            complete,
+        );
+        for (c, sector, bytes, qtime, foff) in groups {
+            let reason = (c.reason != NO_REASON).then_some(WbReason(c.reason));
+            let intent = if c.via == Via::Unknown {
+                INTENT_LOST
+            } else {
+                self.intern_intent(reason.map(|r| r.modifier()).unwrap_or(0), c.stack)
+            };
+            let file = FileKey {
+                dev: c.fdev,
+                ino: c.ino,
+            };
+            let act = self.intern_act(c.role, intent, file, c.via);
+            let offset = self.scale(offset_base, sector);
+            self.tables.totals[act as usize].add(dir, bytes);
+            let s = &mut self.summary;
+            s.bytes[dir.index()] += bytes;
+            s.ios[dir.index()] += 1;
+            if in_lost {
+                s.bytes_in_lost_windows += bytes;
+            }
+            if c.via == Via::Unknown {
+                s.unknown_bytes += bytes;
+                s.unknown_ios += 1;
+                let u = self
+                    .unknown_ctx
+                    .entry((c.fdev, c.ino, c.issuer, c.reason))
+                    .or_default();
+                u.0 += bytes;
+                u.1 += 1;
+            }
+            let queue_time = qtime.min(issue);
+            self.ios.push(Io {
+                dev: disk,
+                sector,
+                size: bytes,
+                dir,
+                rwbs,
+                queue_time,
+                issue_time: issue,
+                complete_time: complete,
+                wait_time: issue.saturating_sub(queue_time) / 1000,
+                io_time: complete.saturating_sub(issue) / 1000,
+                offset,
+                seek_dist: seek,
+                issuer: c.issuer,
+                act,
+                via: c.via,
+                reason,
+                ino: (c.ino != 0).then_some(c.ino),
+                file_offset: (foff != NO_OFF).then_some(foff),
+                split,
+                journal_txn: (c.txn != NO_TXN).then_some(c.txn),
+            });
+        }
+    }
+
+    fn touches_lost(&self, start: u64, end: u64) -> bool {
+        if self.lost_merged.is_empty() {
+            return false;
+        }
+        let i = self.lost_merged.partition_point(|w| w.1 < start);
+        self.lost_merged.get(i).is_some_and(|w| w.0 <= end)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folio_orders_keep_recent_entries_within_two_generations() {
+        let mut f = FolioOrders::default();
+        f.insert((1, 1, 0), 8);
+        for i in 1..FOLIO_ORDERS_CAP as u64 {
+            f.insert((1, 2, i), 1);
+        }
+        // the young generation is full: the next insert retires it
+        f.insert((1, 3, 0), 4);
+        assert_eq!(f.young.len(), 1);
+        // found in the old generation, and refreshed
+        assert_eq!(f.get((1, 1, 0)), Some(8));
+        assert!(f.young.contains_key(&(1, 1, 0)));
+        f.remove((1, 1, 0));
+        assert_eq!(f.get((1, 1, 0)), None);
+        assert_eq!(f.get((1, 3, 0)), Some(4));
+        // order 0 is the default: stored as no entry, and it replaces a larger one
+        f.insert((1, 3, 0), 0);
+        assert_eq!(f.get((1, 3, 0)), None);
+        assert!(!f.young.contains_key(&(1, 3, 0)));
+    }
+}

@@ -1,0 +1,125 @@
+//! What the attribution needs to know about the recording host: devices, page size, the
+//! recorder, the tasks alive at start and, optionally, kernel symbols.
+
+use std::borrow::Cow;
+
+use ioblame_decode::Dev;
+use ioblame_format::{BlockDevice, Header, Metadata, Task};
+
+/// Resolves a kernel address to the name of the function containing it.
+///
+/// Used only to classify each distinct kernel stack once (direct IO, journal), never per
+/// event. Closures `Fn(u64) -> Option<String>` implement it.
+pub trait Symbolizer {
+    /// Name of the function containing `addr` (a `+0x..` suffix and `.isra.0`-style
+    /// suffixes are tolerated), or `None` if unknown.
+    fn symbol(&self, addr: u64) -> Option<Cow<'_, str>>;
+}
+
+impl<F: Fn(u64) -> Option<String>> Symbolizer for F {
+    fn symbol(&self, addr: u64) -> Option<Cow<'_, str>> {
+        self(addr).map(Cow::Owned)
+    }
+}
+
+/// The decoder's kallsyms symbolizer (clone it into [`Context::symbols`]).
+impl Symbolizer for ioblame_decode::Symbolizer {
+    fn symbol(&self, addr: u64) -> Option<Cow<'_, str>> {
+        self.resolve(addr).map(|s| Cow::Borrowed(s.name))
+    }
+}
+
+/// The trace's metadata as the attribution uses it.
+pub struct Context {
+    /// Block devices of the recording host (sizes for offset scaling, partitions).
+    pub devices: Vec<BlockDevice>,
+    /// Page size of the recording host in bytes.
+    pub page_size: u32,
+    /// Process id of the recorder: its acts are flagged [`crate::Act::recorder`].
+    pub recorder_pid: Option<u32>,
+    /// Tasks alive when the capture started (comm of tasks seen only in samples).
+    pub tasks: Vec<Task>,
+    /// Kernel symbol lookup, to recognise direct IO and journal stacks; without it only
+    /// the event brackets (`iomap_dio_rw_begin`, `jbd2_start_commit`) are used.
+    pub symbols: Option<Box<dyn Symbolizer + Send + Sync>>,
+}
+
+impl Default for Context {
+    fn default() -> Self {
+        Context {
+            devices: Vec::new(),
+            page_size: 4096,
+            recorder_pid: None,
+            tasks: Vec::new(),
+            symbols: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("devices", &self.devices)
+            .field("page_size", &self.page_size)
+            .field("recorder_pid", &self.recorder_pid)
+            .field("tasks", &self.tasks.len())
+            .field("symbols", &self.symbols.is_some())
+            .finish()
+    }
+}
+
+impl Context {
+    /// The context a trace's header and metadata describe (no symbols: set
+    /// [`Context::symbols`] from the trace's kallsyms if wanted).
+    pub fn from_trace(header: &Header, meta: &Metadata) -> Context {
+        Context {
+            devices: meta.block_devices.clone(),
+            page_size: if header.page_size.is_power_of_two() && header.page_size >= 512 {
+                header.page_size
+            } else {
+                4096
+            },
+            recorder_pid: (header.recorder_pid != 0).then_some(header.recorder_pid),
+            tasks: meta.tasks.clone(),
+            symbols: None,
+        }
+    }
+}
+
+/// What the attribution knows about one device, resolved once.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct DevInfo {
+    /// Whole disk holding this device (itself for a disk).
+    pub disk: Dev,
+    /// Partition start on the disk, in sectors.
+    pub part_start: u64,
+    /// Size in sectors (0 when unknown).
+    pub size: u64,
+}
+
+/// Stack classes found by symbol names.
+pub(crate) const STACK_DIO: u8 = 1;
+/// A journal commit stack (jbd2 commit or xfs log).
+pub(crate) const STACK_JOURNAL: u8 = 2;
+
+/// Classifies one kernel stack by its function names.
+pub(crate) fn classify_stack(sym: &dyn Symbolizer, stack: &[u64]) -> u8 {
+    let mut flags = 0;
+    for &a in stack {
+        let Some(name) = sym.symbol(a) else { continue };
+        let base = name.split(['+', '.', ' ']).next().unwrap_or("");
+        match base {
+            "iomap_dio_rw"
+            | "__iomap_dio_rw"
+            | "__blockdev_direct_IO"
+            | "blkdev_direct_IO"
+            | "__blkdev_direct_IO"
+            | "__blkdev_direct_IO_simple"
+            | "__blkdev_direct_IO_async" => flags |= STACK_DIO,
+            "jbd2_journal_commit_transaction" => flags |= STACK_JOURNAL,
+            b if b.starts_with("xlog_") => flags |= STACK_JOURNAL,
+            _ => {}
+        }
+    }
+    flags
+}

@@ -1,0 +1,262 @@
+//! Interval maps over 512-byte sectors.
+//!
+//! Values know how to describe a sub-interval that starts later ([`Advance`]), so cutting
+//! an interval keeps, for example, the file offset of each part right.
+
+use std::collections::BTreeMap;
+
+/// A value attached to a sector interval that can be cut.
+pub(crate) trait Advance: Clone {
+    /// The value of the part of the interval that starts `sectors` later.
+    fn advance(&self, sectors: u64) -> Self;
+}
+
+/// Non-overlapping intervals `[start, end)` with values.
+#[derive(Debug, Clone)]
+pub(crate) struct IntervalMap<V> {
+    map: BTreeMap<u64, (u64, V)>,
+}
+
+impl<V> Default for IntervalMap<V> {
+    fn default() -> Self {
+        IntervalMap {
+            map: BTreeMap::new(),
+        }
+    }
+}
+
+impl<V: Advance> IntervalMap<V> {
+    /// Number of intervals.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether the map is empty.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Removes everything.
+    pub fn clear(&mut self) {
+        self.map.clear()
+    }
+
+    /// Starts of the intervals overlapping `[a, b)`, in order.
+    fn overlapping(&self, a: u64, b: u64, out: &mut Vec<u64>) {
+        out.clear();
+        if a >= b {
+            return;
+        }
+        if let Some((&s, &(e, _))) = self.map.range(..a).next_back() {
+            if e > a {
+                out.push(s);
+            }
+        }
+        out.extend(self.map.range(a..b).map(|(&s, _)| s));
+    }
+
+    /// Removes the parts overlapping `[a, b)` and appends them (cut to `[a, b)`) to `out`;
+    /// the parts outside stay.
+    pub fn take(&mut self, a: u64, b: u64, out: &mut Vec<(u64, u64, V)>) {
+        if a >= b {
+            return;
+        }
+        let pred = match self.map.range(..a).next_back() {
+            Some((&s, &(e, _))) if e > a => Some(s),
+            _ => None,
+        };
+        if let Some(s) = pred {
+            if let Some((e, v)) = self.map.remove(&s) {
+                self.cut(s, e, v, a, b, out);
+            }
+        }
+        while let Some(s) = self.map.range(a..b).next().map(|(&s, _)| s) {
+            if let Some((e, v)) = self.map.remove(&s) {
+                self.cut(s, e, v, a, b, out);
+            }
+        }
+    }
+
+    /// Splits the removed interval `[s, e)` around `[a, b)`: the overlap goes to `out`,
+    /// the rest back into the map.
+    fn cut(&mut self, s: u64, e: u64, v: V, a: u64, b: u64, out: &mut Vec<(u64, u64, V)>) {
+        let os = s.max(a);
+        let oe = e.min(b);
+        out.push((os, oe, v.advance(os - s)));
+        if e > b {
+            self.map.insert(b, (e, v.advance(b - s)));
+        }
+        if s < a {
+            self.map.insert(s, (a, v));
+        }
+    }
+
+    /// The value at `sector`, with the start of its interval.
+    #[cfg(test)]
+    pub fn get(&self, sector: u64) -> Option<(u64, u64, &V)> {
+        let (&s, (e, v)) = self.map.range(..=sector).next_back()?;
+        (*e > sector).then_some((s, *e, v))
+    }
+
+    /// Inserts `[a, b)`, replacing whatever overlapped it.
+    pub fn insert(&mut self, a: u64, b: u64, v: V) {
+        if a >= b {
+            return;
+        }
+        let mut gone = Vec::new();
+        self.take(a, b, &mut gone);
+        self.map.insert(a, (b, v));
+    }
+
+    /// Inserts the parts of `[a, b)` not already covered (earlier values win).
+    pub fn insert_if_free(&mut self, a: u64, b: u64, v: V) {
+        if a >= b {
+            return;
+        }
+        let mut starts = Vec::new();
+        self.overlapping(a, b, &mut starts);
+        let mut cur = a;
+        let mut gaps = Vec::new();
+        for s in starts {
+            let e = self.map[&s].0;
+            if s > cur {
+                gaps.push((cur, s));
+            }
+            cur = cur.max(e);
+        }
+        if cur < b {
+            gaps.push((cur, b));
+        }
+        for (ga, gb) in gaps {
+            self.map.insert(ga, (gb, v.advance(ga - a)));
+        }
+    }
+
+    /// Iterates over all intervals.
+    #[cfg(test)]
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u64, &V)> {
+        self.map.iter().map(|(&s, (e, v))| (s, *e, v))
+    }
+}
+
+/// Sector intervals being assembled for one bio or request: earlier fills win.
+#[derive(Debug, Clone)]
+pub(crate) struct Paint<V> {
+    /// Sorted, non-overlapping.
+    pub segs: Vec<(u64, u64, V)>,
+}
+
+impl<V> Default for Paint<V> {
+    fn default() -> Self {
+        Paint { segs: Vec::new() }
+    }
+}
+
+impl<V: Advance> Paint<V> {
+    /// Fills the parts of `[a, b)` not yet covered with `v` (advanced to each part's
+    /// start); the filled parts are appended to `filled` when given.
+    pub fn fill(&mut self, a: u64, b: u64, v: &V, mut filled: Option<&mut Vec<(u64, u64)>>) {
+        if a >= b {
+            return;
+        }
+        let mut i = self.segs.partition_point(|s| s.1 <= a);
+        let mut cur = a;
+        while cur < b {
+            if i < self.segs.len() && self.segs[i].0 <= cur {
+                cur = cur.max(self.segs[i].1);
+                i += 1;
+                continue;
+            }
+            let next = if i < self.segs.len() {
+                self.segs[i].0.min(b)
+            } else {
+                b
+            };
+            if cur < next {
+                self.segs.insert(i, (cur, next, v.advance(cur - a)));
+                i += 1;
+                if let Some(f) = filled.as_deref_mut() {
+                    f.push((cur, next));
+                }
+            }
+            cur = next;
+        }
+    }
+
+    /// Whether `[a, b)` is entirely covered.
+    pub fn covers(&self, a: u64, b: u64) -> bool {
+        let mut cur = a;
+        let i = self.segs.partition_point(|s| s.1 <= a);
+        for s in &self.segs[i..] {
+            if s.0 > cur {
+                return false;
+            }
+            cur = cur.max(s.1);
+            if cur >= b {
+                return true;
+            }
+        }
+        cur >= b
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Clone, Debug, PartialEq)]
+    struct Off(u64);
+    impl Advance for Off {
+        fn advance(&self, s: u64) -> Self {
+            Off(self.0 + s)
+        }
+    }
+
+    #[test]
+    fn take_cuts_and_keeps_the_rest() {
+        let mut m = IntervalMap::default();
+        m.insert(10, 20, Off(100));
+        m.insert(30, 40, Off(300));
+        let mut out = Vec::new();
+        m.take(15, 35, &mut out);
+        assert_eq!(out, vec![(15, 20, Off(105)), (30, 35, Off(300))]);
+        assert_eq!(
+            m.iter().map(|(a, b, v)| (a, b, v.0)).collect::<Vec<_>>(),
+            vec![(10, 15, 100), (35, 40, 305)]
+        );
+        assert_eq!(m.get(36).map(|(a, b, v)| (a, b, v.0)), Some((35, 40, 305)));
+        assert!(m.get(20).is_none());
+    }
+
+    #[test]
+    fn insert_replaces_and_insert_if_free_keeps() {
+        let mut m = IntervalMap::default();
+        m.insert(0, 10, Off(0));
+        m.insert(5, 15, Off(50));
+        assert_eq!(
+            m.iter().map(|(a, b, v)| (a, b, v.0)).collect::<Vec<_>>(),
+            vec![(0, 5, 0), (5, 15, 50)]
+        );
+        m.insert_if_free(12, 20, Off(1000));
+        assert_eq!(
+            m.iter().map(|(a, b, v)| (a, b, v.0)).collect::<Vec<_>>(),
+            vec![(0, 5, 0), (5, 15, 50), (15, 20, 1003)]
+        );
+        assert_eq!(m.len(), 3);
+    }
+
+    #[test]
+    fn paint_first_fill_wins() {
+        let mut p = Paint::default();
+        p.fill(10, 20, &Off(0), None);
+        let mut f = Vec::new();
+        p.fill(0, 30, &Off(1000), Some(&mut f));
+        assert_eq!(f, vec![(0, 10), (20, 30)]);
+        assert_eq!(
+            p.segs,
+            vec![(0, 10, Off(1000)), (10, 20, Off(0)), (20, 30, Off(1020))]
+        );
+        assert!(p.covers(0, 30));
+        assert!(!p.covers(0, 31));
+    }
+}

@@ -1,0 +1,290 @@
+//! The attribution's output model: roles, intents, acts and IOs (ioblame's vocabulary).
+
+use ioblame_decode::{Dev, Rwbs};
+
+/// Index of a role in [`crate::Tables::roles`].
+pub type RoleId = u32;
+/// Index of an intent in [`crate::Tables::intents`]; also its `#NR` as ioblame prints it.
+pub type IntentId = u32;
+/// Index of an act in [`crate::Tables::acts`].
+pub type ActId = u32;
+
+/// Intent #0: ioblame's "nomem" intent (an intent could not be created).
+pub const INTENT_NOMEM: IntentId = 0;
+/// Intent #1: ioblame's "lost" intent: the origin of the IO is unknown (dirtied before the
+/// capture began, records lost, no link found).
+pub const INTENT_LOST: IntentId = 1;
+
+/// ioblame's direction classes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Dir {
+    /// Reads, readahead excluded.
+    R,
+    /// Readahead.
+    A,
+    /// Writes.
+    W,
+}
+
+impl Dir {
+    /// All directions, in index order.
+    pub const ALL: [Dir; 3] = [Dir::R, Dir::A, Dir::W];
+    /// Index 0..3 (R, A, W) for per-direction arrays.
+    pub fn index(self) -> usize {
+        match self {
+            Dir::R => 0,
+            Dir::A => 1,
+            Dir::W => 2,
+        }
+    }
+    /// The class of a block request from its rwbs: `None` for discards, flushes and
+    /// other ops.
+    pub fn from_rwbs(rwbs: Rwbs) -> Option<Dir> {
+        if rwbs.is_write() {
+            Some(Dir::W)
+        } else if rwbs.is_read() {
+            Some(if rwbs.has(Rwbs::AHEAD) {
+                Dir::A
+            } else {
+                Dir::R
+            })
+        } else {
+            None
+        }
+    }
+    /// The letter ioblame uses.
+    pub fn letter(self) -> char {
+        match self {
+            Dir::R => 'R',
+            Dir::A => 'A',
+            Dir::W => 'W',
+        }
+    }
+}
+
+/// How an IO was linked to the act it is charged to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Via {
+    /// A data page (folio) dirtier.
+    Page,
+    /// A buffer_head dirtier.
+    Buffer,
+    /// An inode dirtier.
+    Inode,
+    /// Journal IO, charged to the journal thread (with its transaction).
+    Journal,
+    /// Direct IO, charged to the issuer.
+    Direct,
+    /// A read, charged to the issuer.
+    Read,
+    /// Readahead, charged to the issuer.
+    Readahead,
+    /// No link found: charged to the lost intent with the best context known.
+    Unknown,
+}
+
+impl Via {
+    /// The lower-case name used in every output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Via::Page => "page",
+            Via::Buffer => "buffer",
+            Via::Inode => "inode",
+            Via::Journal => "journal",
+            Via::Direct => "direct",
+            Via::Read => "read",
+            Via::Readahead => "readahead",
+            Via::Unknown => "unknown",
+        }
+    }
+}
+
+/// The kernel's `enum wb_reason`, the modifier of writeback intents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WbReason(pub u32);
+
+impl WbReason {
+    /// The kernel's name for the reason.
+    pub fn name(self) -> &'static str {
+        match self.0 {
+            0 => "background",
+            1 => "vmscan",
+            2 => "sync",
+            3 => "periodic",
+            4 => "laptop_timer",
+            5 => "fs_free_space",
+            6 => "forker_thread",
+            7 => "foreign_flush",
+            _ => "other",
+        }
+    }
+    /// ioblame's intent modifier for this reason: `IOB_MODIFIER_WB | reason`.
+    pub fn modifier(self) -> u32 {
+        0x1000_0000 | self.0
+    }
+}
+
+/// Who acts: a task. pid reuse and exec start new roles.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Role {
+    /// Process id (thread group id).
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// Command name (the latest known for this role).
+    pub comm: String,
+    /// Generation: 0 for the first task seen with this tid, incremented on each exec or
+    /// tid reuse, so two tasks never merge.
+    pub generation: u32,
+}
+
+/// An intent: a kernel stack plus a modifier.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Intent {
+    /// ioblame's modifier: 0, or `0x10000000 | wb_reason` for writeback.
+    pub modifier: u32,
+    /// Kernel return addresses, innermost first.
+    pub stack: Vec<u64>,
+}
+
+/// A file: device and inode, with a path where the trace can name it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FileKey {
+    /// Device of the filesystem (kernel encoding); for block-device inodes, the device.
+    pub dev: Dev,
+    /// Inode number (0 when unknown).
+    pub ino: u64,
+}
+
+/// An act: role + intent + file, the unit IOs are charged to.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Act {
+    /// The role charged.
+    pub role: RoleId,
+    /// The intent (stack + modifier) of the charged action.
+    pub intent: IntentId,
+    /// The file.
+    pub file: FileKey,
+    /// How IOs of this act were linked.
+    pub via: Via,
+    /// Whether the role is the recorder itself (its IO is charged normally; outputs may
+    /// hide it).
+    pub recorder: bool,
+}
+
+/// Totals of the IOs charged to one act, per direction (indexed by [`Dir::index`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ActTotals {
+    /// Bytes per direction (R, A, W).
+    pub bytes: [u64; 3],
+    /// IO count per direction (R, A, W).
+    pub ios: [u64; 3],
+}
+
+impl ActTotals {
+    /// Adds one IO.
+    pub fn add(&mut self, dir: Dir, bytes: u64) {
+        self.bytes[dir.index()] += bytes;
+        self.ios[dir.index()] += 1;
+    }
+    /// Bytes over all directions.
+    pub fn total_bytes(&self) -> u64 {
+        self.bytes.iter().sum()
+    }
+    /// IOs over all directions.
+    pub fn total_ios(&self) -> u64 {
+        self.ios.iter().sum()
+    }
+}
+
+/// The interned tables of an attribution: what [`Io::issuer`], [`Io::act`], [`Act::role`]
+/// and [`Act::intent`] index into.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Tables {
+    /// Roles, in order of first use.
+    pub roles: Vec<Role>,
+    /// Intents; #0 is nomem and #1 lost (both with empty stacks), the others in order of
+    /// first use.
+    pub intents: Vec<Intent>,
+    /// Acts, in order of first use.
+    pub acts: Vec<Act>,
+    /// Totals per act, parallel to `acts`.
+    pub totals: Vec<ActTotals>,
+}
+
+impl Tables {
+    /// The acts with their ids and totals, in id order.
+    pub fn acts_with_totals(&self) -> impl Iterator<Item = (ActId, &Act, &ActTotals)> + '_ {
+        self.acts
+            .iter()
+            .zip(&self.totals)
+            .enumerate()
+            .map(|(i, (a, t))| (i as ActId, a, t))
+    }
+    /// The intents with their ids (ioblame's `#NR`), in id order.
+    pub fn intents_with_ids(&self) -> impl Iterator<Item = (IntentId, &Intent)> + '_ {
+        self.intents
+            .iter()
+            .enumerate()
+            .map(|(i, it)| (i as IntentId, it))
+    }
+    /// A role by id.
+    pub fn role(&self, id: RoleId) -> Option<&Role> {
+        self.roles.get(id as usize)
+    }
+    /// An intent by id.
+    pub fn intent(&self, id: IntentId) -> Option<&Intent> {
+        self.intents.get(id as usize)
+    }
+    /// An act by id.
+    pub fn act(&self, id: ActId) -> Option<&Act> {
+        self.acts.get(id as usize)
+    }
+}
+
+/// One IO as charged: a completed request, or the part of one charged to a single act when
+/// a request held pages of several dirtiers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Io {
+    /// Device the request ran on (kernel encoding).
+    pub dev: Dev,
+    /// First 512-byte sector of this IO (or of this part of the request).
+    pub sector: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// ioblame's direction class.
+    pub dir: Dir,
+    /// The request's rwbs.
+    pub rwbs: Rwbs,
+    /// Time the (earliest) bio was queued (ns, trace clock).
+    pub queue_time: u64,
+    /// Time the request was (last) issued to the device.
+    pub issue_time: u64,
+    /// Time the request completed.
+    pub complete_time: u64,
+    /// `issue - queue`, µs.
+    pub wait_time: u64,
+    /// `complete - issue`, µs.
+    pub io_time: u64,
+    /// Sector scaled to 0..=65535 over the device size.
+    pub offset: u32,
+    /// Distance from the end of the IO completed just before on this device, scaled like
+    /// `offset`.
+    pub seek_dist: u32,
+    /// The task that queued the bio.
+    pub issuer: RoleId,
+    /// The act charged.
+    pub act: ActId,
+    /// How the link was made.
+    pub via: Via,
+    /// Writeback reason, where writeback issued the IO.
+    pub reason: Option<WbReason>,
+    /// Inode where known.
+    pub ino: Option<u64>,
+    /// Byte offset in the file where known.
+    pub file_offset: Option<u64>,
+    /// Whether the request was split between several acts (this is one part).
+    pub split: bool,
+    /// The jbd2 transaction being committed, for journal IO issued inside a commit.
+    pub journal_txn: Option<u32>,
+}

@@ -1,0 +1,1881 @@
+//! Unit tests: synthetic event sequences modelled on the observed ones
+//! (`kernel-events.md` §2-§4).
+
+use ioblame_decode::{CommitPhase, Dev, Event, EventKind, RaKind, Rwbs, WorkPhase};
+use ioblame_format::{BlockDevice, Task};
+
+use crate::*;
+
+const LOOP0: Dev = 7 << 20;
+const LOOP1: Dev = (7 << 20) | 1;
+const ZRAM1: Dev = (253 << 20) | 1;
+const SDA: Dev = 8 << 20;
+const SDA1: Dev = (8 << 20) | 1;
+const MIB: u64 = 1 << 20;
+const FLUSHER: u32 = 50;
+const JBD2: u32 = 60;
+const DIRTY_STACK: &[u64] = &[0xffff_0001, 0xffff_0002, 0xffff_0003];
+const BIO_STACK: &[u64] = &[0xffff_1001, 0xffff_1002];
+
+fn dev(
+    name: &str,
+    major: u32,
+    minor: u32,
+    size_sectors: u64,
+    part_start: u64,
+    parent: &str,
+) -> BlockDevice {
+    BlockDevice {
+        name: name.into(),
+        major,
+        minor,
+        size_sectors,
+        part_start,
+        parent: parent.into(),
+        ..BlockDevice::default()
+    }
+}
+
+fn context() -> Context {
+    Context {
+        devices: vec![
+            dev("loop0", 7, 0, 2 << 20, 0, ""),
+            dev("loop1", 7, 1, 2 << 20, 0, ""),
+            dev("zram1", 253, 1, 128 << 10, 0, ""),
+            dev("sda", 8, 0, 4 << 20, 0, ""),
+            dev("sda1", 8, 1, (4 << 20) - 2048, 2048, "sda"),
+        ],
+        page_size: 4096,
+        recorder_pid: Some(999),
+        tasks: vec![
+            Task {
+                pid: FLUSHER,
+                tid: FLUSHER,
+                comm: "kworker/u8:0-flush-7:0".into(),
+            },
+            Task {
+                pid: JBD2,
+                tid: JBD2,
+                comm: "jbd2/loop0-8".into(),
+            },
+            Task {
+                pid: 70,
+                tid: 70,
+                comm: "kworker/1:1H".into(),
+            },
+        ],
+        symbols: None,
+    }
+}
+
+/// A test bench: feeds events one microsecond apart and checks that every completed
+/// byte is charged exactly once.
+struct Bench {
+    a: Attributor,
+    t: u64,
+    ios: Vec<Io>,
+    completed_bytes: u64,
+}
+
+impl Bench {
+    fn new() -> Bench {
+        Bench::with(context())
+    }
+    fn with(ctx: Context) -> Bench {
+        Bench {
+            a: Attributor::new(ctx),
+            t: 1_000_000,
+            ios: Vec::new(),
+            completed_bytes: 0,
+        }
+    }
+    fn push(&mut self, pid: u32, tid: u32, kind: EventKind, stack: Option<&[u64]>) {
+        self.t += 1000;
+        let ev = Event {
+            time: self.t,
+            cpu: 0,
+            pid,
+            tid,
+            kind,
+            stack: stack.map(Box::from),
+        };
+        self.a.push(&ev);
+        self.a.drain_ios_into(&mut self.ios);
+    }
+    fn wait(&mut self, ns: u64) {
+        self.t += ns;
+    }
+    fn comm(&mut self, pid: u32, comm: &str) {
+        self.push(
+            pid,
+            pid,
+            EventKind::Comm {
+                pid,
+                tid: pid,
+                comm: comm.into(),
+                exec: true,
+            },
+            None,
+        );
+    }
+    /// A folio of `1 << order` pages enters the cache and is dirtied by `pid`.
+    fn dirty(&mut self, pid: u32, bdi: Dev, ino: u64, index: u64, order: u8) {
+        self.push(
+            pid,
+            pid,
+            EventKind::AddToPageCache {
+                s_dev: bdi,
+                ino,
+                index,
+                order,
+                pfn: 0,
+            },
+            None,
+        );
+        self.push(
+            pid,
+            pid,
+            EventKind::DirtyFolio { bdi, ino, index },
+            Some(DIRTY_STACK),
+        );
+    }
+    /// `mib` MiB of 1 MiB folios from file offset `at_mib`.
+    fn dirty_mib(&mut self, pid: u32, bdi: Dev, ino: u64, at_mib: u64, mib: u64) {
+        for i in at_mib..at_mib + mib {
+            self.dirty(pid, bdi, ino, i * 256, 8);
+            // delalloc buffer_heads: skipped, but tell the block size
+            self.push(
+                pid,
+                pid,
+                EventKind::DirtyBuffer {
+                    dev: bdi,
+                    blocknr: 0xFFFF_FFFF_FFFF_0000,
+                    size: 4096,
+                },
+                Some(DIRTY_STACK),
+            );
+        }
+    }
+    fn map(&mut self, tid: u32, dev: Dev, ino: u64, lblk: u64, pblk: u64, n: u32) {
+        let kind = EventKind::Ext4MapBlocks {
+            dev,
+            ino,
+            flags: 0x21,
+            pblk,
+            lblk,
+            len: n,
+            mflags: 0,
+            ret: n as i32,
+        };
+        self.push(tid, tid, kind, None);
+    }
+    fn q(&mut self, tid: u32, dev: Dev, sector: u64, n: u32, rwbs: &str) {
+        let kind = EventKind::BioQueue {
+            dev,
+            sector,
+            nr_sector: n,
+            rwbs: Rwbs::parse(rwbs),
+        };
+        self.push(tid, tid, kind, Some(BIO_STACK));
+    }
+    fn issue(&mut self, dev: Dev, sector: u64, n: u32, rwbs: &str) {
+        let r = Rwbs::parse(rwbs);
+        self.push(
+            70,
+            70,
+            EventKind::RqIssue {
+                dev,
+                sector,
+                nr_sector: n,
+                bytes: n * 512,
+                rwbs: r,
+            },
+            None,
+        );
+    }
+    fn complete(&mut self, dev: Dev, sector: u64, n: u32, rwbs: &str) {
+        let r = Rwbs::parse(rwbs);
+        if n > 0 && (r.is_read() || r.is_write()) {
+            self.completed_bytes += n as u64 * 512;
+        }
+        self.push(
+            0,
+            0,
+            EventKind::RqComplete {
+                dev,
+                sector,
+                nr_sector: n,
+                error: 0,
+                rwbs: r,
+            },
+            None,
+        );
+    }
+    /// Splits `[s, s+n)` into requests of at most `max` sectors, issues and completes them.
+    fn requests(&mut self, dev: Dev, s: u64, n: u64, max: u64, rwbs: &str) {
+        let mut cur = s;
+        let mut keys = Vec::new();
+        while cur < s + n {
+            let len = max.min(s + n - cur) as u32;
+            self.push(
+                70,
+                70,
+                EventKind::GetRq {
+                    dev,
+                    sector: cur,
+                    nr_sector: len,
+                    rwbs: Rwbs::parse(rwbs),
+                },
+                None,
+            );
+            self.issue(dev, cur, len, rwbs);
+            keys.push((cur, len));
+            cur += len as u64;
+        }
+        self.wait(100_000);
+        for (k, len) in keys {
+            self.complete(dev, k, len, rwbs);
+        }
+    }
+    fn wb_start(&mut self, reason: u32) {
+        let kind = EventKind::WritebackWork {
+            phase: WorkPhase::Start,
+            bdi: LOOP0,
+            sb_dev: 0,
+            nr_pages: 0,
+            sync_mode: 0,
+            reason,
+        };
+        self.push(FLUSHER, FLUSHER, kind, None);
+    }
+    fn wb_end(&mut self) {
+        let kind = EventKind::WritebackWork {
+            phase: WorkPhase::Written,
+            bdi: LOOP0,
+            sb_dev: 0,
+            nr_pages: 0,
+            sync_mode: 0,
+            reason: 0,
+        };
+        self.push(FLUSHER, FLUSHER, kind, None);
+    }
+    fn inode_start(&mut self, tid: u32, bdi: Dev, ino: u64) {
+        self.push(
+            tid,
+            tid,
+            EventKind::SingleInodeStart {
+                bdi,
+                ino,
+                state: 0,
+                nr_to_write: 1024,
+            },
+            None,
+        );
+    }
+    fn inode_end(&mut self, tid: u32, bdi: Dev, ino: u64) {
+        self.push(
+            tid,
+            tid,
+            EventKind::SingleInode {
+                bdi,
+                ino,
+                state: 0,
+                nr_to_write: 0,
+                wrote: 0,
+            },
+            None,
+        );
+    }
+
+    /// Finishes and checks conservation: the IOs carry every completed byte exactly once.
+    fn finish(mut self) -> (Vec<Io>, Attribution) {
+        let out = std::mem::replace(&mut self.a, Attributor::new(Context::default())).finish();
+        self.ios.extend(out.ios.iter().cloned());
+        let charged: u64 = self.ios.iter().map(|i| i.size).sum();
+        assert_eq!(
+            charged, self.completed_bytes,
+            "every completed byte is charged exactly once"
+        );
+        assert_eq!(out.summary.total_bytes(), charged);
+        let per_act: u64 = out.tables.totals.iter().map(|t| t.total_bytes()).sum();
+        assert_eq!(per_act, charged);
+        (self.ios, out)
+    }
+}
+
+/// Bytes charged per (comm, via), for IOs in `dir`.
+fn charged(ios: &[Io], t: &Tables, comm: &str, via: Via) -> u64 {
+    ios.iter()
+        .filter(|i| {
+            let act = &t.acts[i.act as usize];
+            t.roles[act.role as usize].comm == comm && act.via == via
+        })
+        .map(|i| i.size)
+        .sum()
+}
+
+fn comm_bytes(ios: &[Io], t: &Tables, comm: &str) -> u64 {
+    ios.iter()
+        .filter(|i| t.roles[t.acts[i.act as usize].role as usize].comm == comm)
+        .map(|i| i.size)
+        .sum()
+}
+
+#[test]
+fn a_dd_fsync_ext4_charges_dd_via_page() {
+    let mut b = Bench::new();
+    b.comm(100, "dd");
+    b.dirty_mib(100, LOOP0, 12, 0, 16);
+    // fsync in dd's context: two 8 MiB extents, each one bio split into 2560-sector requests.
+    b.push(
+        100,
+        100,
+        EventKind::Ext4Writepages {
+            dev: LOOP0,
+            ino: 12,
+            sync_mode: 1,
+        },
+        None,
+    );
+    for (lblk, pblk) in [(0u64, 34816u64), (2048, 36864)] {
+        b.map(100, LOOP0, 12, lblk, pblk, 2048);
+        b.q(100, LOOP0, pblk * 8, 16384, "WS");
+        b.push(
+            100,
+            100,
+            EventKind::BioSplit {
+                dev: LOOP0,
+                sector: pblk * 8,
+                new_sector: pblk * 8 + 2560,
+                rwbs: Rwbs::parse("WS"),
+            },
+            None,
+        );
+        b.requests(LOOP0, pblk * 8, 16384, 2560, "WS");
+    }
+    b.push(
+        100,
+        100,
+        EventKind::Ext4WritepagesResult {
+            dev: LOOP0,
+            ino: 12,
+            pages_written: 4096,
+        },
+        None,
+    );
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    assert_eq!(charged(&ios, t, "dd", Via::Page), 16 * MIB);
+    assert_eq!(ios.len(), 14);
+    assert!(ios
+        .iter()
+        .all(|i| i.ino == Some(12) && i.reason.is_none() && i.dir == Dir::W && !i.split));
+    // file offsets follow the extents
+    let first = ios.iter().find(|i| i.sector == 294912).unwrap();
+    assert_eq!(first.file_offset, Some(8 * MIB));
+    // one act: dd + its dirtying stack (modifier 0: fsync, not writeback work)
+    assert_eq!(t.acts.len(), 1);
+    let intent = &t.intents[t.acts[0].intent as usize];
+    assert_eq!(intent.modifier, 0);
+    assert_eq!(intent.stack, DIRTY_STACK);
+    assert_eq!(
+        t.acts[0].intent, 2,
+        "first intent after the reserved #0 and #1"
+    );
+    assert_eq!(out.summary.dirty_folios_left, 0);
+    assert_eq!(out.summary.unknown_bytes, 0);
+    // wait and io times in µs from the Q/D/C times
+    assert!(ios.iter().all(|i| i.io_time >= 100 && i.wait_time > 0));
+}
+
+#[test]
+fn b_periodic_writeback_by_flusher_charges_dirtier_with_reason() {
+    let mut b = Bench::new();
+    b.comm(101, "dd");
+    b.dirty_mib(101, LOOP0, 13, 0, 8);
+    b.push(
+        101,
+        101,
+        EventKind::Exit {
+            pid: 101,
+            ppid: 1,
+            tid: 101,
+            ptid: 1,
+        },
+        None,
+    );
+    b.wait(30_000_000_000);
+    b.wb_start(3);
+    b.inode_start(FLUSHER, LOOP0, 13);
+    b.push(
+        FLUSHER,
+        FLUSHER,
+        EventKind::Ext4Writepages {
+            dev: LOOP0,
+            ino: 13,
+            sync_mode: 0,
+        },
+        None,
+    );
+    b.map(FLUSHER, LOOP0, 13, 0, 38912, 2048);
+    b.q(FLUSHER, LOOP0, 311296, 16384, "W");
+    // six requests issued inside the bracket, the last one after it closes
+    let mut cur = 311296;
+    for _ in 0..6 {
+        b.issue(LOOP0, cur, 2560, "W");
+        cur += 2560;
+    }
+    b.push(
+        FLUSHER,
+        FLUSHER,
+        EventKind::Ext4WritepagesResult {
+            dev: LOOP0,
+            ino: 13,
+            pages_written: 2048,
+        },
+        None,
+    );
+    b.inode_end(FLUSHER, LOOP0, 13);
+    b.issue(LOOP0, cur, 1024, "W");
+    b.wb_end();
+    let mut cur = 311296;
+    for _ in 0..6 {
+        b.complete(LOOP0, cur, 2560, "W");
+        cur += 2560;
+    }
+    b.complete(LOOP0, cur, 1024, "W");
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    assert_eq!(charged(&ios, t, "dd", Via::Page), 8 * MIB);
+    assert!(ios.iter().all(|i| i.reason == Some(WbReason(3))));
+    assert!(ios
+        .iter()
+        .all(|i| t.roles[i.issuer as usize].comm.starts_with("kworker")));
+    let intent = &t.intents[t.acts[ios[0].act as usize].intent as usize];
+    assert_eq!(intent.modifier, 0x1000_0003);
+    assert_eq!(intent.stack, DIRTY_STACK);
+}
+
+/// (g): writerA 8 MiB and writerB 4 MiB, then sync through the flusher.
+#[test]
+fn g_two_writers_then_sync() {
+    let mut b = Bench::new();
+    b.comm(201, "writerA");
+    b.comm(202, "writerB");
+    b.comm(203, "sync");
+    for i in 0..8 {
+        b.dirty_mib(201, LOOP0, 216, i, 1);
+        if i < 4 {
+            b.dirty_mib(202, LOOP0, 217, i, 1);
+        }
+    }
+    let kind = EventKind::WritebackWork {
+        phase: WorkPhase::Queue,
+        bdi: LOOP0,
+        sb_dev: LOOP0,
+        nr_pages: 0,
+        sync_mode: 1,
+        reason: 2,
+    };
+    b.push(203, 203, kind, None);
+    b.wb_start(2);
+    for (ino, pblk, blocks) in [(216u64, 40960u64, 2048u32), (217, 43008, 1024)] {
+        b.inode_start(FLUSHER, LOOP0, ino);
+        b.map(FLUSHER, LOOP0, ino, 0, pblk, blocks);
+        b.q(FLUSHER, LOOP0, pblk * 8, blocks * 8, "W");
+        b.inode_end(FLUSHER, LOOP0, ino);
+        b.requests(LOOP0, pblk * 8, blocks as u64 * 8, 2560, "W");
+    }
+    b.wb_end();
+    // sync's own empty preflush bio and the flush request
+    b.q(203, LOOP0, 0, 0, "FWS");
+    b.issue(LOOP0, 0, 0, "FF");
+    b.complete(LOOP0, u64::MAX, 0, "FF");
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    assert_eq!(charged(&ios, t, "writerA", Via::Page), 8 * MIB);
+    assert_eq!(charged(&ios, t, "writerB", Via::Page), 4 * MIB);
+    assert_eq!(comm_bytes(&ios, t, "sync"), 0);
+    assert!(ios.iter().all(|i| i.reason == Some(WbReason(2))));
+    assert!(ios
+        .iter()
+        .filter(|i| t.roles[t.acts[i.act as usize].role as usize].comm == "writerA")
+        .all(|i| i.ino == Some(216)));
+    assert_eq!(out.summary.flushes_issued, 1);
+    assert_eq!(out.summary.flushes_completed, 1);
+    assert_eq!(out.summary.empty_flush_bios, 1);
+}
+
+/// (h): two writers of disjoint halves of one file; one request straddles the boundary.
+#[test]
+fn h_request_straddling_two_dirtiers_is_split_by_sector() {
+    let mut b = Bench::new();
+    b.comm(211, "writerH1");
+    b.comm(212, "writerH2");
+    for i in 0..4 {
+        b.dirty_mib(211, LOOP0, 218, i, 1);
+        b.dirty_mib(212, LOOP0, 218, 4 + i, 1);
+    }
+    b.wb_start(2);
+    b.inode_start(FLUSHER, LOOP0, 218);
+    let base = 45056 * 8;
+    b.map(FLUSHER, LOOP0, 218, 0, 45056, 2048);
+    b.q(FLUSHER, LOOP0, base, 16384, "W");
+    b.inode_end(FLUSHER, LOOP0, 218);
+    b.wb_end();
+    b.requests(LOOP0, base, 16384, 2560, "W");
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    assert_eq!(charged(&ios, t, "writerH1", Via::Page), 4 * MIB);
+    assert_eq!(charged(&ios, t, "writerH2", Via::Page), 4 * MIB);
+    // The request [base+7680, base+10240) holds 256 KiB of H1 and 1 MiB of H2.
+    let mixed: Vec<&Io> = ios.iter().filter(|i| i.split).collect();
+    assert_eq!(mixed.len(), 2);
+    let mut sizes: Vec<(String, u64)> = mixed
+        .iter()
+        .map(|i| {
+            (
+                t.roles[t.acts[i.act as usize].role as usize].comm.clone(),
+                i.size,
+            )
+        })
+        .collect();
+    sizes.sort();
+    assert_eq!(
+        sizes,
+        vec![
+            ("writerH1".to_string(), 256 << 10),
+            ("writerH2".to_string(), 1024 << 10)
+        ]
+    );
+    assert_eq!(mixed.iter().map(|i| i.sector).min(), Some(base + 7680));
+    assert!(mixed
+        .iter()
+        .any(|i| i.sector == base + 8192 && i.file_offset == Some(4 * MIB)));
+}
+
+/// ext4 overwrite: no map event at writeback; the buffer_heads are the only link.
+#[test]
+fn ext4_overwrite_is_linked_by_dirty_buffers() {
+    let mut b = Bench::new();
+    b.comm(220, "writerO");
+    for i in 0..2u64 {
+        b.dirty(220, LOOP0, 218, 512 + i * 256, 8);
+        for blk in 0..256 {
+            let kind = EventKind::DirtyBuffer {
+                dev: LOOP0,
+                blocknr: 45568 + i * 256 + blk,
+                size: 4096,
+            };
+            b.push(220, 220, kind.clone(), Some(DIRTY_STACK));
+            // re-dirtying the same buffer does not change its owner
+            if blk == 0 {
+                b.push(221, 221, kind, Some(BIO_STACK));
+            }
+        }
+    }
+    b.wb_start(2);
+    b.inode_start(FLUSHER, LOOP0, 218);
+    b.q(FLUSHER, LOOP0, 45568 * 8, 4096, "W");
+    b.inode_end(FLUSHER, LOOP0, 218);
+    b.wb_end();
+    b.requests(LOOP0, 45568 * 8, 4096, 2560, "W");
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    assert_eq!(charged(&ios, t, "writerO", Via::Buffer), 2 * MIB);
+    assert!(ios.iter().all(|i| i.ino == Some(218)));
+    assert_eq!(out.summary.dirty_buffers_left, 0);
+}
+
+/// xfs: iomap_add_to_ioend per folio, then a single bio.
+#[test]
+fn xfs_writeback_is_linked_by_add_to_ioend() {
+    let mut b = Bench::new();
+    b.comm(230, "ddx");
+    b.dirty_mib(230, LOOP1, 131, 0, 8);
+    b.wb_start(3);
+    b.inode_start(FLUSHER, LOOP1, 131);
+    for i in 0..8u64 {
+        b.push(
+            FLUSHER,
+            FLUSHER,
+            EventKind::IomapWritebackFolio {
+                dev: LOOP1,
+                ino: 131,
+                offset: i * MIB,
+                length: MIB,
+            },
+            None,
+        );
+        let kind = EventKind::IomapAddToIoend {
+            dev: LOOP1,
+            ino: 131,
+            pos: i * MIB,
+            dirty_len: MIB,
+            addr: 0x18000,
+            offset: 0,
+            length: 8 * MIB,
+            typ: 3,
+            flags: 0,
+            bdev: LOOP1,
+        };
+        b.push(FLUSHER, FLUSHER, kind, None);
+    }
+    b.q(FLUSHER, LOOP1, 192, 16384, "W");
+    b.inode_end(FLUSHER, LOOP1, 131);
+    b.wb_end();
+    b.requests(LOOP1, 192, 16384, 2560, "W");
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    assert_eq!(charged(&ios, t, "ddx", Via::Page), 8 * MIB);
+    assert!(ios
+        .iter()
+        .all(|i| i.ino == Some(131) && i.reason == Some(WbReason(3))));
+    let second = ios.iter().find(|i| i.sector == 192 + 2560).unwrap();
+    assert_eq!(second.file_offset, Some(2560 * 512));
+    assert_eq!(out.summary.dirty_folios_left, 0);
+}
+
+/// O_DIRECT write and read: charged to the issuer via direct, file from the dstmap.
+#[test]
+fn direct_io_is_charged_to_the_issuer() {
+    let mut b = Bench::new();
+    b.comm(300, "dd");
+    for (rw, rwbs) in [(0, "WS"), (1, "RS")] {
+        b.push(
+            300,
+            300,
+            EventKind::IomapDioBegin {
+                dev: LOOP0,
+                ino: 14,
+                pos: 0,
+                count: MIB,
+            },
+            None,
+        );
+        let kind = EventKind::IomapIterDstmap {
+            dev: LOOP0,
+            ino: 14,
+            addr: 0x810_0000,
+            offset: 0,
+            length: 4 * MIB,
+            typ: 2,
+            flags: 0,
+            bdev: LOOP0,
+        };
+        b.push(300, 300, kind, None);
+        b.q(300, LOOP0, 264192, 2048, rwbs);
+        b.requests(LOOP0, 264192, 2048, 2560, rwbs);
+        b.push(
+            300,
+            300,
+            EventKind::IomapDioComplete {
+                dev: LOOP0,
+                ino: 14,
+                pos: 0,
+            },
+            None,
+        );
+        let _ = rw;
+    }
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    assert_eq!(charged(&ios, t, "dd", Via::Direct), 2 * MIB);
+    assert_eq!(ios.len(), 2);
+    assert_eq!(ios[0].dir, Dir::W);
+    assert_eq!(ios[1].dir, Dir::R);
+    assert!(ios
+        .iter()
+        .all(|i| i.ino == Some(14) && i.file_offset == Some(0)));
+    // intent = the bio_queue stack
+    assert_eq!(
+        t.intents[t.acts[ios[0].act as usize].intent as usize].stack,
+        BIO_STACK
+    );
+}
+
+/// Without the dio bracket, the symbol check on the stack recognises direct IO; without
+/// either, an unlinked write goes to the lost intent.
+#[test]
+fn direct_io_by_symbol() {
+    for with_symbols in [true, false] {
+        let mut ctx = context();
+        if with_symbols {
+            let sym = |a: u64| -> Option<String> {
+                (a == 0xffff_1002).then(|| "__iomap_dio_rw+0x1a0/0x800".to_string())
+            };
+            ctx.symbols = Some(Box::new(sym));
+        }
+        let mut b = Bench::with(ctx);
+        b.comm(301, "fio");
+        b.q(301, LOOP0, 1000, 8, "WS");
+        b.requests(LOOP0, 1000, 8, 2560, "WS");
+        let (ios, out) = b.finish();
+        let t = &out.tables;
+        if with_symbols {
+            assert_eq!(charged(&ios, t, "fio", Via::Direct), 4096);
+        } else {
+            assert_eq!(ios[0].via, Via::Unknown);
+            assert_eq!(t.acts[ios[0].act as usize].intent, INTENT_LOST);
+            assert_eq!(out.summary.unknown_bytes, 4096);
+        }
+    }
+}
+
+#[test]
+fn readahead_is_charged_to_the_reader() {
+    let mut b = Bench::new();
+    b.comm(400, "reader");
+    let kind = EventKind::Readahead {
+        kind: RaKind::Order,
+        s_dev: LOOP0,
+        ino: 12,
+        index: 0,
+        order: 0,
+        size: 16,
+        async_size: 0,
+    };
+    b.push(400, 400, kind, None);
+    b.push(
+        400,
+        400,
+        EventKind::AddToPageCache {
+            s_dev: LOOP0,
+            ino: 12,
+            index: 0,
+            order: 4,
+            pfn: 0,
+        },
+        None,
+    );
+    b.q(400, LOOP0, 278528, 128, "RA");
+    b.requests(LOOP0, 278528, 128, 2560, "RA");
+    // a plain metadata read by the same task is a read, with no file
+    b.q(400, LOOP0, 8, 8, "RM");
+    b.requests(LOOP0, 8, 8, 2560, "RM");
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    assert_eq!(charged(&ios, t, "reader", Via::Readahead), 64 << 10);
+    assert_eq!(charged(&ios, t, "reader", Via::Read), 4096);
+    assert_eq!(ios[0].dir, Dir::A);
+    assert_eq!(ios[0].ino, Some(12));
+    assert_eq!(ios[1].dir, Dir::R);
+    assert_eq!(ios[1].ino, None);
+    assert_eq!(out.summary.bytes, [4096, 64 << 10, 0]);
+}
+
+/// jbd2 checkpoint dirties home-location metadata (bdev inode pages and buffers); the
+/// flusher writes them later: charged to jbd2.
+#[test]
+fn bdev_inode_metadata_from_jbd2_checkpoint() {
+    let mut b = Bench::new();
+    let bdev_ino = LOOP0 as u64; // 7340032
+    b.push(
+        JBD2,
+        JBD2,
+        EventKind::Jbd2Commit {
+            phase: CommitPhase::Start,
+            dev: LOOP0,
+            transaction: 16,
+        },
+        None,
+    );
+    // page-only link (bdev inode rule): block 4241
+    b.push(
+        JBD2,
+        JBD2,
+        EventKind::DirtyFolio {
+            bdi: LOOP0,
+            ino: bdev_ino,
+            index: 4241,
+        },
+        Some(DIRTY_STACK),
+    );
+    // buffer link: block 145
+    b.push(
+        JBD2,
+        JBD2,
+        EventKind::DirtyBuffer {
+            dev: LOOP0,
+            blocknr: 145,
+            size: 4096,
+        },
+        Some(DIRTY_STACK),
+    );
+    b.push(
+        JBD2,
+        JBD2,
+        EventKind::Jbd2Commit {
+            phase: CommitPhase::End,
+            dev: LOOP0,
+            transaction: 16,
+        },
+        None,
+    );
+    b.wb_start(3);
+    b.inode_start(FLUSHER, LOOP0, bdev_ino);
+    b.q(FLUSHER, LOOP0, 4241 * 8, 8, "WM");
+    b.q(FLUSHER, LOOP0, 145 * 8, 8, "WM");
+    b.inode_end(FLUSHER, LOOP0, bdev_ino);
+    b.wb_end();
+    b.requests(LOOP0, 4241 * 8, 8, 2560, "WM");
+    b.requests(LOOP0, 145 * 8, 8, 2560, "WM");
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    assert_eq!(charged(&ios, t, "jbd2/loop0-8", Via::Page), 4096);
+    assert_eq!(charged(&ios, t, "jbd2/loop0-8", Via::Buffer), 4096);
+    assert!(ios.iter().all(|i| i.ino == Some(bdev_ino)));
+    assert_eq!(ios[0].file_offset, Some(4241 * 4096));
+    assert_eq!(out.summary.dirty_folios_left, 0);
+}
+
+/// Journal log writes and the commit record, with the flush sequence.
+#[test]
+fn journal_io_is_charged_to_jbd2_with_its_transaction() {
+    let mut b = Bench::new();
+    b.push(
+        JBD2,
+        JBD2,
+        EventKind::Jbd2Commit {
+            phase: CommitPhase::Start,
+            dev: LOOP0,
+            transaction: 17,
+        },
+        None,
+    );
+    b.q(JBD2, LOOP0, 2_000_000, 152, "WSM");
+    b.requests(LOOP0, 2_000_000, 152, 2560, "WSM");
+    // commit record: preflush + FUA
+    b.q(JBD2, LOOP0, 2_000_152, 8, "FWFSM");
+    b.issue(LOOP0, 0, 0, "FF");
+    b.complete(LOOP0, u64::MAX, 0, "FF");
+    b.issue(LOOP0, 2_000_152, 8, "WFSM");
+    b.complete(LOOP0, 2_000_152, 8, "WFSM");
+    b.complete(LOOP0, 2_000_152, 0, "WFSM"); // end of the flush sequence: ignored
+    b.push(
+        JBD2,
+        JBD2,
+        EventKind::Jbd2Commit {
+            phase: CommitPhase::End,
+            dev: LOOP0,
+            transaction: 17,
+        },
+        None,
+    );
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    assert_eq!(charged(&ios, t, "jbd2/loop0-8", Via::Journal), 80 << 10);
+    assert!(ios
+        .iter()
+        .all(|i| i.journal_txn == Some(17) && i.ino.is_none()));
+    assert_eq!(
+        t.acts[ios[0].act as usize].file,
+        FileKey { dev: LOOP0, ino: 0 }
+    );
+    assert_eq!(out.summary.flushes_issued, 1);
+    assert_eq!(out.summary.flushes_completed, 1);
+    assert_eq!(out.summary.ignored_zero_completions, 1);
+}
+
+/// An xfs log write (preflush + FUA metadata) from a kworker, with no bracket and no
+/// symbols: journal IO of the issuer.
+#[test]
+fn xfs_log_write_is_journal_io() {
+    let mut b = Bench::new();
+    b.q(FLUSHER, LOOP1, 5_000_000, 16, "FWFSM");
+    b.requests(LOOP1, 5_000_000, 16, 2560, "WFSM");
+    // a plain metadata write with no owner stays unknown
+    b.q(FLUSHER, LOOP1, 6_000_000, 8, "WM");
+    b.requests(LOOP1, 6_000_000, 8, 2560, "WM");
+    let (ios, out) = b.finish();
+    assert_eq!(
+        charged(&ios, &out.tables, "kworker/u8:0-flush-7:0", Via::Journal),
+        8192
+    );
+    assert_eq!(ios[0].journal_txn, None);
+    assert_eq!(ios[1].via, Via::Unknown);
+}
+
+/// Pages dirtied before the capture: lost intent, with the inode from the bracket, the
+/// issuer and the reason.
+#[test]
+fn pages_dirtied_before_capture_go_to_lost_with_context() {
+    let mut b = Bench::new();
+    b.wb_start(2);
+    b.inode_start(FLUSHER, LOOP0, 219);
+    b.map(FLUSHER, LOOP0, 219, 0, 50000, 1024);
+    b.q(FLUSHER, LOOP0, 400000, 8192, "W");
+    b.inode_end(FLUSHER, LOOP0, 219);
+    b.wb_end();
+    b.requests(LOOP0, 400000, 8192, 2560, "W");
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    assert!(ios
+        .iter()
+        .all(|i| i.via == Via::Unknown && t.acts[i.act as usize].intent == INTENT_LOST));
+    assert!(ios.iter().all(|i| i.ino == Some(219)));
+    assert_eq!(out.summary.unknown_bytes, 4 * MIB);
+    let uc = &out.summary.unknown_contexts;
+    assert_eq!(uc.len(), 1);
+    assert_eq!(
+        uc[0].file,
+        FileKey {
+            dev: LOOP0,
+            ino: 219
+        }
+    );
+    assert_eq!(uc[0].reason, Some(WbReason(2)));
+    assert_eq!(
+        t.roles[uc[0].issuer as usize].comm,
+        "kworker/u8:0-flush-7:0"
+    );
+    assert_eq!(uc[0].bytes, 4 * MIB);
+}
+
+/// The bracket heuristic: a single dirtier of the inode owns unmapped IO in its bracket.
+#[test]
+fn single_dirtier_of_the_bracketed_inode() {
+    let mut b = Bench::new();
+    b.comm(240, "solo");
+    b.dirty_mib(240, LOOP0, 300, 0, 1);
+    b.inode_start(FLUSHER, LOOP0, 300);
+    b.q(FLUSHER, LOOP0, 600000, 2048, "W");
+    b.inode_end(FLUSHER, LOOP0, 300);
+    b.requests(LOOP0, 600000, 2048, 2560, "W");
+    // a second file with two dirtiers: ambiguous, so lost (with the inode)
+    b.comm(241, "other");
+    b.dirty(240, LOOP0, 301, 0, 0);
+    b.dirty(241, LOOP0, 301, 1, 0);
+    b.inode_start(FLUSHER, LOOP0, 301);
+    b.q(FLUSHER, LOOP0, 700000, 16, "W");
+    b.inode_end(FLUSHER, LOOP0, 301);
+    b.requests(LOOP0, 700000, 16, 2560, "W");
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    assert_eq!(charged(&ios, t, "solo", Via::Page), MIB);
+    assert_eq!(out.summary.unknown_bytes, 8192);
+    assert_eq!(ios.last().unwrap().ino, Some(301));
+    assert_eq!(out.summary.reissues, 0);
+}
+
+/// fsync of an ext4 overwrite with no buffer_head events: the writepages bracket names
+/// the inode, whose single dirtier is charged.
+#[test]
+fn fsync_writepages_bracket_single_dirtier() {
+    let mut b = Bench::new();
+    b.comm(630, "db");
+    b.dirty(630, LOOP0, 140, 0, 2);
+    b.push(
+        630,
+        630,
+        EventKind::Ext4Writepages {
+            dev: LOOP0,
+            ino: 140,
+            sync_mode: 1,
+        },
+        None,
+    );
+    b.q(630, LOOP0, 1_100_000, 32, "WS");
+    b.push(
+        630,
+        630,
+        EventKind::Ext4WritepagesResult {
+            dev: LOOP0,
+            ino: 140,
+            pages_written: 4,
+        },
+        None,
+    );
+    // after the bracket: no owner
+    b.q(630, LOOP0, 1_200_000, 8, "WS");
+    b.requests(LOOP0, 1_100_000, 32, 2560, "WS");
+    b.requests(LOOP0, 1_200_000, 8, 2560, "WS");
+    let (ios, out) = b.finish();
+    assert_eq!(charged(&ios, &out.tables, "db", Via::Page), 16384);
+    assert_eq!(ios[1].via, Via::Unknown);
+}
+
+/// Inode writeback: the inode dirtier owns IO and buffers dirtied inside write_inode.
+#[test]
+fn inode_dirtier_owns_write_inode_io() {
+    let mut b = Bench::new();
+    b.comm(250, "toucher");
+    let kind = EventKind::MarkInodeDirty {
+        bdi: LOOP0,
+        ino: 32769,
+        state: 0,
+        flags: 0x10,
+    };
+    b.push(250, 250, kind, Some(DIRTY_STACK));
+    // a kworker dirtying the same inode later is not recorded (first dirtier, no kworkers)
+    b.push(
+        FLUSHER,
+        FLUSHER,
+        EventKind::MarkInodeDirty {
+            bdi: LOOP0,
+            ino: 32770,
+            state: 0,
+            flags: 0x10,
+        },
+        None,
+    );
+    b.inode_start(FLUSHER, LOOP0, 32769);
+    b.push(
+        FLUSHER,
+        FLUSHER,
+        EventKind::WriteInodeStart {
+            bdi: LOOP0,
+            ino: 32769,
+            sync_mode: 1,
+        },
+        None,
+    );
+    // the fs dirties the inode table block while writing the inode: inode-bh propagation
+    b.push(
+        FLUSHER,
+        FLUSHER,
+        EventKind::DirtyBuffer {
+            dev: LOOP0,
+            blocknr: 1000,
+            size: 4096,
+        },
+        None,
+    );
+    b.q(FLUSHER, LOOP0, 9000, 8, "WM"); // written inside the bracket, no other owner
+    b.push(
+        FLUSHER,
+        FLUSHER,
+        EventKind::WriteInode {
+            bdi: LOOP0,
+            ino: 32769,
+            sync_mode: 1,
+        },
+        None,
+    );
+    b.inode_end(FLUSHER, LOOP0, 32769);
+    b.q(FLUSHER, LOOP0, 8000, 8, "WM"); // the propagated buffer, written later
+    b.requests(LOOP0, 9000, 8, 2560, "WM");
+    b.requests(LOOP0, 8000, 8, 2560, "WM");
+    // inside a write_inode bracket of the kworker-dirtied inode: no owner -> lost
+    b.push(
+        FLUSHER,
+        FLUSHER,
+        EventKind::WriteInodeStart {
+            bdi: LOOP0,
+            ino: 32770,
+            sync_mode: 1,
+        },
+        None,
+    );
+    b.q(FLUSHER, LOOP0, 9100, 8, "WM");
+    b.push(
+        FLUSHER,
+        FLUSHER,
+        EventKind::WriteInode {
+            bdi: LOOP0,
+            ino: 32770,
+            sync_mode: 1,
+        },
+        None,
+    );
+    b.requests(LOOP0, 9100, 8, 2560, "WM");
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    assert_eq!(charged(&ios, t, "toucher", Via::Inode), 8192);
+    assert!(ios[..2].iter().all(|i| i.ino == Some(32769)));
+    assert_eq!(ios[2].via, Via::Unknown);
+    assert_eq!(out.summary.dirty_inodes_left, 0);
+}
+
+#[test]
+fn reissue_without_requeue_keeps_the_last_issue() {
+    let mut b = Bench::new();
+    b.comm(310, "fio");
+    b.push(
+        310,
+        310,
+        EventKind::IomapDioBegin {
+            dev: LOOP0,
+            ino: 9,
+            pos: 0,
+            count: 4096,
+        },
+        None,
+    );
+    b.q(310, LOOP0, 5000, 8, "WS");
+    b.issue(LOOP0, 5000, 8, "WS");
+    b.wait(50_000);
+    b.issue(LOOP0, 5000, 8, "WS"); // BLK_STS_RESOURCE retry, no requeue event
+    let second_issue = b.t;
+    b.wait(200_000);
+    b.complete(LOOP0, 5000, 8, "WS");
+    let done = b.t;
+    let (ios, out) = b.finish();
+    assert_eq!(ios.len(), 1);
+    assert_eq!(ios[0].issue_time, second_issue);
+    assert_eq!(ios[0].io_time, (done - second_issue) / 1000);
+    assert_eq!(ios[0].wait_time, (second_issue - ios[0].queue_time) / 1000);
+    assert_eq!(out.summary.reissues, 1);
+}
+
+#[test]
+fn flushes_match_fifo_and_zero_completions_are_ignored() {
+    let mut b = Bench::new();
+    b.issue(LOOP0, 0, 0, "FF");
+    b.issue(LOOP0, 0, 0, "FF");
+    b.complete(LOOP0, u64::MAX, 0, "FF");
+    b.complete(LOOP0, 100, 0, "WFS"); // end of a flush sequence
+    b.complete(LOOP0, u64::MAX, 0, "FF");
+    b.complete(LOOP0, u64::MAX, 0, "FF"); // no flush left
+    let (ios, out) = b.finish();
+    assert!(ios.is_empty());
+    assert_eq!(out.summary.flushes_issued, 2);
+    assert_eq!(out.summary.flushes_completed, 2);
+    assert_eq!(out.summary.ignored_zero_completions, 2);
+}
+
+#[test]
+fn partial_completion_is_tracked_by_position() {
+    let mut b = Bench::new();
+    b.comm(320, "dd");
+    b.dirty_mib(320, LOOP0, 40, 0, 1);
+    b.map(320, LOOP0, 40, 0, 70000, 256);
+    b.q(320, LOOP0, 560000, 2048, "WS");
+    b.issue(LOOP0, 560000, 2048, "WS");
+    b.complete(LOOP0, 560000, 1024, "WS");
+    b.complete(LOOP0, 561024, 1024, "WS");
+    let (ios, out) = b.finish();
+    assert_eq!(ios.len(), 2);
+    assert_eq!(ios[1].sector, 561024);
+    assert_eq!(ios[1].file_offset, Some(512 * 1024));
+    assert_eq!(out.summary.partial_completions, 1);
+    assert_eq!(out.summary.inflight_at_end, 0);
+    assert_eq!(charged(&ios, &out.tables, "dd", Via::Page), MIB);
+}
+
+#[test]
+fn pid_reuse_and_exec_make_new_roles() {
+    let mut b = Bench::new();
+    b.comm(500, "writer");
+    b.dirty(500, LOOP0, 60, 0, 0);
+    b.push(
+        500,
+        500,
+        EventKind::Exit {
+            pid: 500,
+            ppid: 1,
+            tid: 500,
+            ptid: 1,
+        },
+        None,
+    );
+    // the pid is reused by a new process which execs
+    b.push(
+        1,
+        1,
+        EventKind::Fork {
+            pid: 500,
+            ppid: 1,
+            tid: 500,
+            ptid: 1,
+        },
+        None,
+    );
+    b.push(
+        1,
+        1,
+        EventKind::SchedFork {
+            parent_pid: 1,
+            child_pid: 500,
+            child_comm: "init".into(),
+        },
+        None,
+    );
+    b.comm(500, "other");
+    b.push(
+        500,
+        500,
+        EventKind::SchedExec {
+            pid: 500,
+            old_pid: 500,
+            filename: "/usr/bin/other".into(),
+        },
+        None,
+    );
+    b.dirty(500, LOOP0, 60, 1, 0);
+    // exec without exit: a third role
+    b.comm(500, "third");
+    b.dirty(500, LOOP0, 60, 2, 0);
+    // a task only seen in samples: comm "<tid>"
+    b.dirty(777, LOOP0, 60, 3, 0);
+    b.map(FLUSHER, LOOP0, 60, 0, 80000, 4);
+    b.q(FLUSHER, LOOP0, 640000, 32, "W");
+    b.requests(LOOP0, 640000, 32, 2560, "W");
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    let mut roles: Vec<(String, u32, u32)> = ios
+        .iter()
+        .map(|i| {
+            let r = &t.roles[t.acts[i.act as usize].role as usize];
+            (r.comm.clone(), r.tid, r.generation)
+        })
+        .collect();
+    roles.sort();
+    assert_eq!(
+        roles,
+        vec![
+            ("<777>".to_string(), 777, 0),
+            ("other".to_string(), 500, 1),
+            ("third".to_string(), 500, 2),
+            ("writer".to_string(), 500, 0)
+        ]
+    );
+    assert!(ios.iter().all(|i| i.split && i.size == 4096));
+}
+
+#[test]
+fn recorder_acts_are_flagged_and_lost_windows_noted() {
+    let mut b = Bench::new();
+    b.comm(999, "ioblame-capture");
+    b.dirty(999, LOOP0, 70, 0, 0);
+    b.push(0, 0, EventKind::Lost { lost: 12 }, None);
+    b.map(999, LOOP0, 70, 0, 90000, 1);
+    b.q(999, LOOP0, 720000, 8, "WS");
+    b.requests(LOOP0, 720000, 8, 2560, "WS");
+    b.wait(1_000_000_000);
+    b.q(999, LOOP0, 820000, 8, "RS");
+    b.requests(LOOP0, 820000, 8, 2560, "RS");
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    assert!(t.acts.iter().all(|a| a.recorder));
+    assert_eq!(out.summary.lost_records, 12);
+    assert_eq!(out.summary.lost_windows.len(), 1);
+    assert!(out.summary.lost_windows[0].start < out.summary.lost_windows[0].end);
+    // the write was queued after the loss: outside the window
+    assert_eq!(out.summary.bytes_in_lost_windows, 0);
+    assert_eq!(ios.len(), 2);
+}
+
+#[test]
+fn io_spanning_a_loss_is_counted_in_the_lost_window() {
+    let mut b = Bench::new();
+    b.comm(330, "dd");
+    b.push(
+        330,
+        330,
+        EventKind::IomapDioBegin {
+            dev: LOOP0,
+            ino: 9,
+            pos: 0,
+            count: 4096,
+        },
+        None,
+    );
+    b.q(330, LOOP0, 5000, 8, "WS");
+    b.issue(LOOP0, 5000, 8, "WS");
+    b.push(0, 0, EventKind::Lost { lost: 3 }, None);
+    b.complete(LOOP0, 5000, 8, "WS");
+    // a completion whose issue was not seen, after the window
+    b.complete(LOOP0, 6000, 8, "W");
+    let (ios, out) = b.finish();
+    assert_eq!(out.summary.bytes_in_lost_windows, 4096);
+    assert_eq!(out.summary.unmatched_completions, 1);
+    assert_eq!(ios[1].via, Via::Unknown);
+    assert_eq!(out.summary.unknown_bytes, 4096);
+}
+
+/// Offsets and seek distances are scaled to 0..65535 over the device size.
+#[test]
+fn offset_and_seek_scaling() {
+    let mut b = Bench::new();
+    b.comm(340, "fio");
+    b.push(
+        340,
+        340,
+        EventKind::IomapDioBegin {
+            dev: LOOP0,
+            ino: 9,
+            pos: 0,
+            count: 4096,
+        },
+        None,
+    );
+    let size = 2u64 << 20; // sectors
+    for s in [size / 2, size / 4, size - 8] {
+        b.q(340, LOOP0, s, 8, "RS");
+        b.requests(LOOP0, s, 8, 2560, "RS");
+    }
+    let (ios, _) = b.finish();
+    assert_eq!(
+        ios.iter().map(|i| i.offset).collect::<Vec<_>>(),
+        vec![32768, 16384, 65535]
+    );
+    assert_eq!(ios[0].seek_dist, 0);
+    assert_eq!(
+        ios[1].seek_dist,
+        ((size / 2 + 8 - size / 4) * 65536 / size) as u32
+    );
+    assert_eq!(
+        ios[2].seek_dist,
+        ((size - 8 - (size / 4 + 8)) * 65536 / size) as u32
+    );
+}
+
+/// A bio-based device (zram): no request layer, bio_complete ends the IO.
+#[test]
+fn bio_based_device_completes_bios() {
+    let mut b = Bench::new();
+    b.comm(350, "dd");
+    b.push(
+        350,
+        350,
+        EventKind::IomapDioBegin {
+            dev: ZRAM1,
+            ino: 0,
+            pos: 0,
+            count: 4096,
+        },
+        None,
+    );
+    b.q(350, ZRAM1, 64, 8, "WS");
+    b.wait(5000);
+    b.completed_bytes += 4096;
+    b.push(
+        350,
+        350,
+        EventKind::BioComplete {
+            dev: ZRAM1,
+            sector: 64,
+            nr_sector: 8,
+            error: 0,
+            rwbs: Rwbs::parse("WS"),
+        },
+        None,
+    );
+    let (ios, out) = b.finish();
+    assert_eq!(charged(&ios, &out.tables, "dd", Via::Direct), 4096);
+    assert_eq!(ios[0].io_time, 6);
+    assert_eq!(ios[0].wait_time, 0);
+}
+
+/// A partition: bio events on the partition with absolute sectors, rq events on the disk,
+/// fs block numbers relative to the partition.
+#[test]
+fn partition_sectors_are_translated() {
+    let mut b = Bench::new();
+    b.comm(360, "dd");
+    b.dirty(360, SDA, 12, 0, 0); // bdi is the whole disk
+    b.map(360, SDA1, 12, 0, 100, 1);
+    let abs = 100 * 8 + 2048;
+    let kind = EventKind::BioRemap {
+        dev: SDA1,
+        sector: abs,
+        nr_sector: 8,
+        old_dev: SDA1,
+        old_sector: 800,
+        rwbs: Rwbs::parse("WS"),
+    };
+    b.push(360, 360, kind, None);
+    b.q(360, SDA1, abs, 8, "WS");
+    b.requests(SDA, abs, 8, 2560, "WS");
+    let (ios, out) = b.finish();
+    assert_eq!(charged(&ios, &out.tables, "dd", Via::Page), 4096);
+    assert_eq!(ios[0].dev, SDA);
+    assert_eq!(out.tables.acts[0].file, FileKey { dev: SDA1, ino: 12 });
+}
+
+/// Two readers of the same block queued at once: each request takes the sectors once.
+#[test]
+fn overlapping_pending_bios_are_taken_once_each() {
+    let mut b = Bench::new();
+    b.comm(370, "r1");
+    b.comm(371, "r2");
+    b.q(370, LOOP0, 9000, 8, "R");
+    b.q(371, LOOP0, 9000, 8, "R");
+    b.issue(LOOP0, 9000, 8, "R");
+    b.complete(LOOP0, 9000, 8, "R");
+    b.issue(LOOP0, 9000, 8, "R");
+    b.complete(LOOP0, 9000, 8, "R");
+    let (ios, out) = b.finish();
+    assert_eq!(charged(&ios, &out.tables, "r1", Via::Read), 4096);
+    assert_eq!(charged(&ios, &out.tables, "r2", Via::Read), 4096);
+    assert_eq!(out.summary.pending_bytes_at_end, 0);
+}
+
+/// Re-dirtying after writeback charges the new dirtier; the intents and acts are numbered
+/// in order of first use.
+#[test]
+fn redirty_after_writeback_charges_the_new_dirtier() {
+    let mut b = Bench::new();
+    b.comm(380, "first");
+    b.comm(381, "second");
+    for who in [380, 381] {
+        b.dirty(who, LOOP0, 80, 0, 0);
+        b.map(FLUSHER, LOOP0, 80, 0, 95000, 1);
+        b.q(FLUSHER, LOOP0, 760000, 8, "W");
+        b.requests(LOOP0, 760000, 8, 2560, "W");
+    }
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    assert_eq!(charged(&ios, t, "first", Via::Page), 4096);
+    assert_eq!(charged(&ios, t, "second", Via::Page), 4096);
+    assert_eq!(t.acts.len(), 2);
+    assert_eq!(
+        t.intents.len(),
+        3,
+        "#0 nomem, #1 lost, #2 the shared dirtying stack"
+    );
+    let walked: Vec<(ActId, u64)> = t
+        .acts_with_totals()
+        .map(|(id, _, tot)| (id, tot.bytes[Dir::W.index()]))
+        .collect();
+    assert_eq!(walked, vec![(0, 4096), (1, 4096)]);
+}
+
+/// Bios whose issue is never recorded are forgotten after two minutes of trace time.
+#[test]
+fn stale_pending_bios_are_swept() {
+    let mut b = Bench::new();
+    b.comm(620, "fio");
+    b.push(
+        620,
+        620,
+        EventKind::IomapDioBegin {
+            dev: LOOP0,
+            ino: 9,
+            pos: 0,
+            count: 4096,
+        },
+        None,
+    );
+    b.q(620, LOOP0, 100, 8, "WS");
+    b.issue(LOOP0, 100, 8, "WS"); // never completes
+    b.q(620, LOOP0, 200, 8, "WS"); // never issued
+    b.wait(121_000_000_000);
+    for i in 0..4096u64 {
+        b.q(620, LOOP0, 1000 + i * 8, 8, "WS");
+        b.requests(LOOP0, 1000 + i * 8, 8, 8, "WS");
+    }
+    let (_, out) = b.finish();
+    assert_eq!(out.summary.stale_bytes, 8192);
+    assert_eq!(out.summary.stale_requests, 1);
+    assert_eq!(out.summary.inflight_at_end, 0);
+    assert_eq!(out.summary.pending_bytes_at_end, 0);
+}
+
+/// Requests whose bios were never seen are still charged (lost), and leftovers at the
+/// end are reported.
+#[test]
+fn unseen_bios_and_leftovers() {
+    let mut b = Bench::new();
+    b.issue(LOOP0, 123456, 16, "W");
+    b.complete(LOOP0, 123456, 16, "W");
+    b.comm(390, "late");
+    b.dirty(390, LOOP0, 90, 0, 2);
+    b.push(
+        390,
+        390,
+        EventKind::DirtyBuffer {
+            dev: LOOP0,
+            blocknr: 77,
+            size: 4096,
+        },
+        None,
+    );
+    b.push(
+        390,
+        390,
+        EventKind::IomapDioBegin {
+            dev: LOOP0,
+            ino: 9,
+            pos: 0,
+            count: 4096,
+        },
+        None,
+    );
+    b.q(390, LOOP0, 200000, 8, "WS");
+    b.q(390, LOOP0, 300000, 8, "WS");
+    b.issue(LOOP0, 300000, 8, "WS");
+    let (ios, out) = b.finish();
+    assert_eq!(ios.len(), 1);
+    assert_eq!(ios[0].via, Via::Unknown);
+    let s = &out.summary;
+    assert_eq!(
+        (s.unknown_bytes, s.inflight_at_end, s.inflight_bytes_at_end),
+        (8192, 1, 4096)
+    );
+    assert_eq!(s.pending_bytes_at_end, 4096);
+    assert_eq!(
+        (
+            s.dirty_folios_left,
+            s.dirty_pages_left,
+            s.dirty_buffers_left
+        ),
+        (1, 4, 1)
+    );
+}
+
+/// fsync by C of a file dirtied by A: charged to A, issuer C, no writeback reason.
+#[test]
+fn fsync_by_another_task_charges_the_dirtier() {
+    let mut b = Bench::new();
+    b.comm(600, "A");
+    b.comm(601, "C");
+    b.dirty_mib(600, LOOP0, 120, 0, 2);
+    b.push(
+        601,
+        601,
+        EventKind::Ext4SyncFile {
+            dev: LOOP0,
+            ino: 120,
+            exit: false,
+        },
+        None,
+    );
+    b.push(
+        601,
+        601,
+        EventKind::Ext4Writepages {
+            dev: LOOP0,
+            ino: 120,
+            sync_mode: 1,
+        },
+        None,
+    );
+    b.map(601, LOOP0, 120, 0, 120000, 512);
+    b.q(601, LOOP0, 960000, 4096, "WS");
+    b.push(
+        601,
+        601,
+        EventKind::Ext4WritepagesResult {
+            dev: LOOP0,
+            ino: 120,
+            pages_written: 512,
+        },
+        None,
+    );
+    b.requests(LOOP0, 960000, 4096, 2560, "WS");
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    assert_eq!(charged(&ios, t, "A", Via::Page), 2 * MIB);
+    assert!(ios
+        .iter()
+        .all(|i| t.roles[i.issuer as usize].comm == "C" && i.reason.is_none()));
+    assert_eq!(comm_bytes(&ios, t, "C"), 0);
+}
+
+/// A stacked device: the lower bio inherits the upper bio's charge through the remap.
+#[test]
+fn stacked_remap_passes_the_charge_down() {
+    let mut b = Bench::new();
+    b.comm(610, "dd");
+    b.push(
+        610,
+        610,
+        EventKind::IomapDioBegin {
+            dev: ZRAM1,
+            ino: 5,
+            pos: 0,
+            count: 4096,
+        },
+        None,
+    );
+    b.q(610, ZRAM1, 64, 8, "WS");
+    let kind = EventKind::BioRemap {
+        dev: LOOP1,
+        sector: 1064,
+        nr_sector: 8,
+        old_dev: ZRAM1,
+        old_sector: 64,
+        rwbs: Rwbs::parse("WS"),
+    };
+    b.push(610, 610, kind, None);
+    b.q(70, LOOP1, 1064, 8, "WS"); // resubmitted by a worker
+    b.requests(LOOP1, 1064, 8, 2560, "WS");
+    b.completed_bytes += 4096;
+    b.push(
+        0,
+        0,
+        EventKind::BioComplete {
+            dev: ZRAM1,
+            sector: 64,
+            nr_sector: 8,
+            error: 0,
+            rwbs: Rwbs::parse("WS"),
+        },
+        None,
+    );
+    let (ios, out) = b.finish();
+    assert_eq!(ios.len(), 2, "one IO per device");
+    assert!(ios
+        .iter()
+        .all(|i| out.tables.roles[out.tables.acts[i.act as usize].role as usize].comm == "dd"));
+    assert_eq!(ios[0].dev, LOOP1);
+    assert_eq!(ios[1].dev, ZRAM1);
+}
+
+/// Random and extreme events never panic, and the totals stay consistent.
+#[test]
+fn hostile_event_soup_does_not_panic() {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut b = Bench::new();
+    let edge = [
+        0u64,
+        1,
+        7,
+        8,
+        4095,
+        1 << 20,
+        (1 << 62) - 1,
+        1 << 62,
+        u64::MAX - 8,
+        u64::MAX,
+    ];
+    let rws = ["W", "WS", "R", "RA", "FWFSM", "FF", "D", "N", "WM", ""];
+    let mut completed = 0u64;
+    for _ in 0..100_000 {
+        let r = rnd();
+        let big = if r & 1 == 0 {
+            edge[(r >> 1) as usize % edge.len()]
+        } else {
+            (r >> 8) % 4096
+        };
+        let n = ((r >> 20) % 64) as u32 * if r & 0x100 != 0 { 8 } else { 1 };
+        let dev = [LOOP0, LOOP1, ZRAM1, SDA, SDA1, 12345][(r >> 30) as usize % 6];
+        let rwbs = Rwbs::parse(rws[(r >> 34) as usize % rws.len()]);
+        let pid = 1000 + (r >> 40) as u32 % 5;
+        let kind = match (r >> 44) % 18 {
+            0 => EventKind::DirtyFolio {
+                bdi: dev,
+                ino: big % 5,
+                index: big,
+            },
+            1 => EventKind::AddToPageCache {
+                s_dev: dev,
+                ino: big % 5,
+                index: big,
+                order: (r >> 50) as u8,
+                pfn: 0,
+            },
+            2 => EventKind::DirtyBuffer {
+                dev,
+                blocknr: big,
+                size: [0, 512, 1024, 4096, 3000, u64::MAX][(r >> 50) as usize % 6],
+            },
+            3 => EventKind::Ext4MapBlocks {
+                dev,
+                ino: 3,
+                flags: 0,
+                pblk: big,
+                lblk: big,
+                len: n,
+                mflags: 0,
+                ret: n as i32,
+            },
+            4 => EventKind::IomapAddToIoend {
+                dev,
+                ino: 4,
+                pos: big,
+                dirty_len: big,
+                addr: big,
+                offset: big / 2,
+                length: big,
+                typ: 3,
+                flags: 0,
+                bdev: dev,
+            },
+            5 | 6 => EventKind::BioQueue {
+                dev,
+                sector: big,
+                nr_sector: n,
+                rwbs,
+            },
+            7 | 8 => EventKind::RqIssue {
+                dev,
+                sector: big,
+                nr_sector: n,
+                bytes: 0,
+                rwbs,
+            },
+            9 | 10 => {
+                if n > 0 && (rwbs.is_read() || rwbs.is_write()) {
+                    completed += 1;
+                }
+                EventKind::RqComplete {
+                    dev,
+                    sector: big,
+                    nr_sector: n,
+                    error: 0,
+                    rwbs,
+                }
+            }
+            11 => EventKind::BioComplete {
+                dev,
+                sector: big,
+                nr_sector: n,
+                error: -5,
+                rwbs,
+            },
+            12 => EventKind::BioRemap {
+                dev,
+                sector: big,
+                nr_sector: n,
+                old_dev: LOOP0,
+                old_sector: big / 3,
+                rwbs,
+            },
+            13 => EventKind::SingleInodeStart {
+                bdi: dev,
+                ino: big % 5,
+                state: 0,
+                nr_to_write: 0,
+            },
+            14 => EventKind::WriteInodeStart {
+                bdi: dev,
+                ino: big % 5,
+                sync_mode: 0,
+            },
+            15 => EventKind::MarkInodeDirty {
+                bdi: dev,
+                ino: big % 5,
+                state: 0,
+                flags: 0x30,
+            },
+            16 => EventKind::Fork {
+                pid,
+                ppid: 1,
+                tid: pid,
+                ptid: 1,
+            },
+            _ => EventKind::Lost { lost: 1 },
+        };
+        b.push(pid, pid, kind, Some(BIO_STACK));
+        b.wait(r % 10_000_000);
+        if r % 97 == 0 {
+            b.t = b.t.saturating_sub(20_000_000); // time going backwards
+        }
+    }
+    let out = std::mem::replace(&mut b.a, Attributor::new(Context::default())).finish();
+    b.ios.extend(out.ios.iter().cloned());
+    let charged: u64 = b.ios.iter().map(|i| i.size).sum();
+    assert_eq!(charged, out.summary.total_bytes());
+    assert_eq!(
+        out.tables
+            .totals
+            .iter()
+            .map(|t| t.total_bytes())
+            .sum::<u64>(),
+        charged
+    );
+    assert!(out.summary.out_of_order_events > 0);
+    assert!(completed > 0);
+    assert!(out.summary.stale_bytes > 0, "old pending bios were swept");
+    assert!(out.summary.warnings.len() <= 64);
+}
+
+#[test]
+fn context_from_trace_metadata() {
+    use ioblame_format::{ByteOrder, Header, Metadata};
+    let header = Header {
+        byte_order: ByteOrder::Little,
+        word_size: 8,
+        page_size: 16384,
+        cpu_count: 2,
+        clock_id: 1,
+        recorder_pid: 4242,
+        file_index: 0,
+        start_time_ns: 0,
+        start_clock_ns: 0,
+        trace_id: 1,
+        hostname: "h".into(),
+        kernel_release: "6.18".into(),
+        machine: "x86_64".into(),
+        recorder_version: "t".into(),
+    };
+    let meta = Metadata {
+        block_devices: context().devices,
+        tasks: vec![Task {
+            pid: 1,
+            tid: 1,
+            comm: "init".into(),
+        }],
+        ..Metadata::default()
+    };
+    let ctx = Context::from_trace(&header, &meta);
+    assert_eq!(
+        (
+            ctx.page_size,
+            ctx.recorder_pid,
+            ctx.devices.len(),
+            ctx.tasks.len()
+        ),
+        (16384, Some(4242), 5, 1)
+    );
+    let bad = Header {
+        page_size: 3000,
+        recorder_pid: 0,
+        ..header
+    };
+    let ctx = Context::from_trace(&bad, &meta);
+    assert_eq!((ctx.page_size, ctx.recorder_pid), (4096, None));
+    // 16 KiB pages: the block-device inode rule maps sector 64 to page 2
+    let mut c = context();
+    c.page_size = 16384;
+    let mut b = Bench::with(c);
+    b.push(
+        JBD2,
+        JBD2,
+        EventKind::DirtyFolio {
+            bdi: LOOP0,
+            ino: LOOP0 as u64,
+            index: 2,
+        },
+        Some(DIRTY_STACK),
+    );
+    b.q(FLUSHER, LOOP0, 64, 32, "WM");
+    b.requests(LOOP0, 64, 32, 2560, "WM");
+    let (ios, out) = b.finish();
+    assert_eq!(charged(&ios, &out.tables, "jbd2/loop0-8", Via::Page), 16384);
+}
+
+/// The decoder's kallsyms symbolizer classifies stacks: a jbd2 commit stack is journal IO.
+#[test]
+fn kallsyms_symbolizer_recognises_journal_stacks() {
+    let text = "ffff00000000f000 T jbd2_journal_commit_transaction\nffff00000000ff00 T kjournald2\nffff000000001000 T __iomap_dio_rw\n";
+    let mut ctx = context();
+    ctx.symbols = Some(Box::new(ioblame_decode::Symbolizer::from_kallsyms(text)));
+    let mut b = Bench::with(ctx);
+    b.push(
+        JBD2,
+        JBD2,
+        EventKind::BioQueue {
+            dev: LOOP0,
+            sector: 3000,
+            nr_sector: 8,
+            rwbs: Rwbs::parse("WS"),
+        },
+        Some(&[0xffff_0000_0000_f010, 0xffff_0000_0000_ff10]),
+    );
+    b.requests(LOOP0, 3000, 8, 2560, "WS");
+    b.push(
+        301,
+        301,
+        EventKind::BioQueue {
+            dev: LOOP0,
+            sector: 4000,
+            nr_sector: 8,
+            rwbs: Rwbs::parse("WS"),
+        },
+        Some(&[0xffff_0000_0000_1010]),
+    );
+    b.requests(LOOP0, 4000, 8, 2560, "WS");
+    let (ios, _) = b.finish();
+    assert_eq!(ios[0].via, Via::Journal);
+    assert_eq!(ios[1].via, Via::Direct);
+}

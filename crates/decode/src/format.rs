@@ -1,0 +1,625 @@
+//! The tracefs `format` text of a tracepoint, and typed access to the fields of its raw
+//! payload.
+//!
+//! ```
+//! use ioblame_decode::format::EventFormat;
+//! use ioblame_format::ByteOrder;
+//! let text = "name: demo\nID: 7\nformat:\n\
+//!     \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+//!     \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+//!     \tfield:char rwbs[4];\toffset:8;\tsize:4;\tsigned:0;\n\n\
+//!     print fmt: \"%s\", REC->rwbs\n";
+//! let f = EventFormat::parse(text).unwrap();
+//! assert_eq!((f.name.as_str(), f.id, f.fields.len()), ("demo", 7, 3));
+//! let raw = [7, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, b'W', b'S', 0, 0];
+//! let pid = f.field("common_pid").unwrap();
+//! assert_eq!(pid.i64(&raw, ByteOrder::Little).unwrap(), -1);
+//! assert_eq!(f.field("rwbs").unwrap().bytes(&raw, ByteOrder::Little).unwrap(), b"WS");
+//! ```
+
+use ioblame_format::ByteOrder;
+use nom::branch::alt;
+use nom::bytes::complete::{tag, take_till, take_while1};
+use nom::character::complete::{digit1, space0};
+use nom::combinator::{map_res, opt, rest};
+use nom::sequence::{delimited, preceded, terminated};
+use nom::{IResult, Parser};
+
+/// A malformed `format` text: which line, and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("format of `{event}`, line {line}: {what}: {text:?}")]
+pub struct FormatError {
+    /// Event name as far as known (the `name:` line), or empty.
+    pub event: String,
+    /// 1-based line number.
+    pub line: usize,
+    /// The offending line.
+    pub text: String,
+    /// What is wrong.
+    pub what: String,
+}
+
+/// Why a field of a payload could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FieldError {
+    /// The event's format has no field of this name.
+    #[error("event `{event}` has no field `{field}`")]
+    MissingField {
+        /// The event.
+        event: String,
+        /// The field looked for.
+        field: String,
+    },
+    /// The field exists but cannot be read as asked (e.g. a 16-byte integer).
+    #[error("event `{event}`, field `{field}`: {what}")]
+    BadField {
+        /// The event.
+        event: String,
+        /// The field.
+        field: String,
+        /// What does not fit.
+        what: String,
+    },
+    /// The field (or the string a `__data_loc` points at) runs past the payload.
+    #[error("field bytes {offset}..{end} run past the {len}-byte payload")]
+    OutOfBounds {
+        /// First byte of the field.
+        offset: usize,
+        /// One past its last byte.
+        end: usize,
+        /// Payload length.
+        len: usize,
+    },
+}
+
+/// One `field:` line of a format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldSpec {
+    /// Field name, e.g. `rwbs`.
+    pub name: String,
+    /// Declared type without the name and the array suffix, e.g. `unsigned long`, `char`,
+    /// `__data_loc char[]`, `const void *`.
+    pub type_name: String,
+    /// Byte offset in the payload.
+    pub offset: usize,
+    /// Size in bytes (for `__data_loc`: the 4-byte locator).
+    pub size: usize,
+    /// Whether the kernel declares the field signed.
+    pub signed: bool,
+    /// For `TYPE NAME[N]`: `Some(N)`; `Some(0)` when `N` is not a number (a macro name).
+    pub array_len: Option<usize>,
+    /// A `__data_loc` (or `__rel_loc`) field: a u32 locator of a variable-length array.
+    pub data_loc: bool,
+    /// A `__rel_loc` field: the locator's offset counts from the end of the locator itself.
+    pub rel_loc: bool,
+}
+
+/// A parsed tracefs `format` text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventFormat {
+    /// The `name:` (without the subsystem).
+    pub name: String,
+    /// The `ID:` (the payload's `common_type`).
+    pub id: u32,
+    /// The fields, common ones included, in file order.
+    pub fields: Vec<FieldSpec>,
+    /// The `print fmt:` text, empty when absent.
+    pub print_fmt: String,
+}
+
+enum Line<'a> {
+    Name(&'a str),
+    Id(u32),
+    FormatStart,
+    Field(FieldSpec),
+    PrintFmt(&'a str),
+    Blank,
+}
+
+fn number<T: std::str::FromStr>(i: &str) -> IResult<&str, T> {
+    map_res(digit1, str::parse::<T>).parse(i)
+}
+
+/// `NAME:NUMBER;` with surrounding blanks.
+fn attr<'a>(
+    name: &'static str,
+) -> impl Parser<&'a str, Output = usize, Error = nom::error::Error<&'a str>> {
+    delimited((space0, tag(name), tag(":")), number::<usize>, tag(";"))
+}
+
+fn field_line(i: &str) -> IResult<&str, FieldSpec> {
+    let (i, _) = (space0, tag("field"), opt(tag(" special")), tag(":")).parse(i)?;
+    let (i, decl) = terminated(take_till(|c| c == ';'), tag(";")).parse(i)?;
+    let (i, offset) = attr("offset").parse(i)?;
+    let (i, size) = attr("size").parse(i)?;
+    let (i, signed) = opt(attr("signed")).parse(i)?;
+    let (i, _) = space0(i)?;
+    let spec = parse_decl(decl, offset, size, signed.unwrap_or(0) != 0).ok_or_else(|| {
+        nom::Err::Failure(nom::error::Error::new(decl, nom::error::ErrorKind::Verify))
+    })?;
+    Ok((i, spec))
+}
+
+/// Splits `TYPE NAME`, `TYPE NAME[N]`, `__data_loc TYPE[] NAME` into a spec.
+fn parse_decl(decl: &str, offset: usize, size: usize, signed: bool) -> Option<FieldSpec> {
+    let decl = decl.trim();
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    // The name is the last identifier, possibly followed by `[N]`.
+    let (head, array_len) = match decl.strip_suffix(']') {
+        Some(d) => {
+            let open = d.rfind('[')?;
+            let n = &d[open + 1..];
+            let len = if n.is_empty() {
+                None
+            } else {
+                Some(n.parse().unwrap_or(0))
+            };
+            (&d[..open], len)
+        }
+        None => (decl, None),
+    };
+    let head = head.trim_end();
+    let name_start = head
+        .char_indices()
+        .rev()
+        .take_while(|&(_, c)| ident(c))
+        .last()
+        .map(|(i, _)| i)?;
+    let name = &head[name_start..];
+    let type_name = head[..name_start].trim();
+    if name.is_empty() || type_name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    let data_loc = type_name.starts_with("__data_loc") || type_name.starts_with("__rel_loc");
+    Some(FieldSpec {
+        name: name.to_string(),
+        type_name: type_name.to_string(),
+        offset,
+        size,
+        signed,
+        array_len,
+        data_loc,
+        rel_loc: type_name.starts_with("__rel_loc"),
+    })
+}
+
+fn line(i: &str) -> IResult<&str, Line<'_>> {
+    alt((
+        preceded(
+            (tag("name:"), space0),
+            take_while1(|c: char| !c.is_whitespace()),
+        )
+        .map(Line::Name),
+        preceded((tag("ID:"), space0), number::<u32>).map(Line::Id),
+        (tag("format:"), space0).map(|_| Line::FormatStart),
+        preceded((space0, tag("print fmt:"), space0), rest).map(Line::PrintFmt),
+        field_line.map(Line::Field),
+        space0.map(|_| Line::Blank),
+    ))
+    .parse(i)
+}
+
+impl EventFormat {
+    /// Parses a tracefs `format` text. Errors name the offending line.
+    pub fn parse(text: &str) -> Result<EventFormat, FormatError> {
+        let mut name = None;
+        let mut id = None;
+        let mut fields: Vec<FieldSpec> = Vec::new();
+        let mut print_fmt = String::new();
+        let mut last_line = 0;
+        for (n, l) in text.lines().enumerate() {
+            last_line = n + 1;
+            let err = |what: &str, name: &Option<String>| FormatError {
+                event: name.clone().unwrap_or_default(),
+                line: n + 1,
+                text: l.to_string(),
+                what: what.to_string(),
+            };
+            if !print_fmt.is_empty() {
+                // Continuation of a multi-line print fmt (not produced by current kernels).
+                print_fmt.push('\n');
+                print_fmt.push_str(l);
+                continue;
+            }
+            match line(l) {
+                Ok((rest, parsed)) if rest.trim().is_empty() => match parsed {
+                    Line::Name(s) => name = Some(s.to_string()),
+                    Line::Id(v) => id = Some(v),
+                    Line::FormatStart | Line::Blank => {}
+                    Line::Field(f) => {
+                        if f.offset
+                            .checked_add(f.size)
+                            .is_none_or(|e| e > u16::MAX as usize)
+                        {
+                            return Err(err("field lies beyond 64 KiB", &name));
+                        }
+                        if fields.iter().any(|g| g.name == f.name) {
+                            return Err(err("duplicate field name", &name));
+                        }
+                        fields.push(f)
+                    }
+                    Line::PrintFmt(s) => print_fmt = s.to_string(),
+                },
+                Ok(_) | Err(_) => {
+                    let what = if l.trim_start().starts_with("field") {
+                        "malformed field line (expected `field:TYPE NAME;\toffset:N;\tsize:N;\tsigned:N;`)"
+                    } else {
+                        "unrecognised line"
+                    };
+                    return Err(err(what, &name));
+                }
+            }
+        }
+        let missing = |what: &str| FormatError {
+            event: name.clone().unwrap_or_default(),
+            line: last_line,
+            text: String::new(),
+            what: what.to_string(),
+        };
+        let Some(id) = id else {
+            return Err(missing("no `ID:` line"));
+        };
+        let Some(name) = name.clone() else {
+            return Err(missing("no `name:` line"));
+        };
+        Ok(EventFormat {
+            name,
+            id,
+            fields,
+            print_fmt,
+        })
+    }
+
+    /// The spec of a field, by name.
+    pub fn spec(&self, name: &str) -> Option<&FieldSpec> {
+        self.fields.iter().find(|f| f.name == name)
+    }
+
+    /// A resolved accessor for a field, or [`FieldError::MissingField`].
+    pub fn field(&self, name: &str) -> Result<Field, FieldError> {
+        let s = self.spec(name).ok_or_else(|| FieldError::MissingField {
+            event: self.name.clone(),
+            field: name.to_string(),
+        })?;
+        Ok(Field::from_spec(s))
+    }
+}
+
+/// How a field's bytes are laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldLayout {
+    /// Bytes in place at the field's offset (integers, fixed arrays).
+    Inline,
+    /// A u32 locator: offset (low 16 bits) from the payload start, length (high 16 bits).
+    DataLoc,
+    /// Like `DataLoc`, but the offset counts from the end of the locator.
+    RelLoc,
+}
+
+/// A field resolved once from a format: reading it from a payload is a bounds check and a
+/// load. Cheap to copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Field {
+    /// Byte offset in the payload.
+    pub offset: u16,
+    /// Size in bytes.
+    pub size: u16,
+    /// Signed integer.
+    pub signed: bool,
+    /// Whether the field is a fixed array (`TYPE NAME[N]`).
+    pub array: bool,
+    /// Where the bytes are.
+    pub layout: FieldLayout,
+}
+
+impl Field {
+    /// The accessor of a spec.
+    pub fn from_spec(s: &FieldSpec) -> Field {
+        Field {
+            offset: s.offset as u16,
+            size: s.size as u16,
+            signed: s.signed,
+            array: s.array_len.is_some(),
+            layout: if s.rel_loc {
+                FieldLayout::RelLoc
+            } else if s.data_loc {
+                FieldLayout::DataLoc
+            } else {
+                FieldLayout::Inline
+            },
+        }
+    }
+
+    /// Whether the field can be read as an integer (inline, size 1, 2, 4 or 8).
+    pub fn is_integer(&self) -> bool {
+        self.layout == FieldLayout::Inline && !self.array && matches!(self.size, 1 | 2 | 4 | 8)
+    }
+
+    /// Whether the field can be read as a string (a fixed array or a `__data_loc`).
+    pub fn is_string(&self) -> bool {
+        self.layout != FieldLayout::Inline || self.array
+    }
+
+    #[inline]
+    fn slice(raw: &[u8], offset: usize, len: usize) -> Result<&[u8], FieldError> {
+        let end = offset + len;
+        raw.get(offset..end).ok_or(FieldError::OutOfBounds {
+            offset,
+            end,
+            len: raw.len(),
+        })
+    }
+
+    /// The field's own bytes (for a `__data_loc`: the locator).
+    #[inline]
+    pub fn raw_bytes<'a>(&self, raw: &'a [u8]) -> Result<&'a [u8], FieldError> {
+        Self::slice(raw, self.offset as usize, self.size as usize)
+    }
+
+    /// The integer value zero-extended (or sign-extended, for signed fields) to 64 bits.
+    /// Fields whose size is not 1, 2, 4 or 8 read as [`FieldError::BadField`].
+    #[inline]
+    pub fn u64(&self, raw: &[u8], order: ByteOrder) -> Result<u64, FieldError> {
+        let b = self.raw_bytes(raw)?;
+        let v = match *b {
+            [a] => {
+                if self.signed {
+                    a as i8 as i64 as u64
+                } else {
+                    a as u64
+                }
+            }
+            [a, c] => {
+                let v = order.u16([a, c]);
+                if self.signed {
+                    v as i16 as i64 as u64
+                } else {
+                    v as u64
+                }
+            }
+            [a, c, d, e] => {
+                let v = order.u32([a, c, d, e]);
+                if self.signed {
+                    v as i32 as i64 as u64
+                } else {
+                    v as u64
+                }
+            }
+            [a, c, d, e, f, g, h, k] => order.u64([a, c, d, e, f, g, h, k]),
+            _ => {
+                return Err(FieldError::BadField {
+                    event: String::new(),
+                    field: String::new(),
+                    what: format!("a {}-byte field is not an integer", b.len()),
+                })
+            }
+        };
+        Ok(v)
+    }
+
+    /// The integer value as signed (sign-extended when the field is signed).
+    #[inline]
+    pub fn i64(&self, raw: &[u8], order: ByteOrder) -> Result<i64, FieldError> {
+        self.u64(raw, order).map(|v| v as i64)
+    }
+
+    /// The bytes of a string field up to (not including) the first NUL: a fixed `char[N]`
+    /// array, or the array a `__data_loc` points at.
+    #[inline]
+    pub fn bytes<'a>(&self, raw: &'a [u8], order: ByteOrder) -> Result<&'a [u8], FieldError> {
+        let b = match self.layout {
+            FieldLayout::Inline => self.raw_bytes(raw)?,
+            FieldLayout::DataLoc | FieldLayout::RelLoc => {
+                let loc = self.raw_bytes(raw)?;
+                let [a, c, d, e] = *loc else {
+                    return Err(FieldError::BadField {
+                        event: String::new(),
+                        field: String::new(),
+                        what: format!("a __data_loc locator of {} bytes", loc.len()),
+                    });
+                };
+                let loc = order.u32([a, c, d, e]);
+                let mut off = (loc & 0xffff) as usize;
+                if self.layout == FieldLayout::RelLoc {
+                    off += self.offset as usize + 4;
+                }
+                Self::slice(raw, off, (loc >> 16) as usize)?
+            }
+        };
+        Ok(match memchr(b) {
+            Some(n) => &b[..n],
+            None => b,
+        })
+    }
+
+    /// A string field as text (invalid UTF-8 replaced).
+    pub fn string(&self, raw: &[u8], order: ByteOrder) -> Result<String, FieldError> {
+        Ok(String::from_utf8_lossy(self.bytes(raw, order)?).into_owned())
+    }
+}
+
+#[inline]
+fn memchr(b: &[u8]) -> Option<usize> {
+    b.iter().position(|&c| c == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixtures() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/tracefs-formats")
+    }
+
+    fn load(name: &str) -> EventFormat {
+        let t = std::fs::read_to_string(fixtures().join(name)).unwrap();
+        EventFormat::parse(&t).unwrap()
+    }
+
+    #[test]
+    fn every_fixture_parses() {
+        let mut n = 0;
+        for e in std::fs::read_dir(fixtures()).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "format") {
+                let t = std::fs::read_to_string(&p).unwrap();
+                let f = EventFormat::parse(&t).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+                // The file name is `<subsystem>_<name>.format`.
+                let stem = p.file_stem().unwrap().to_str().unwrap();
+                assert!(stem.ends_with(&f.name), "{stem} vs {}", f.name);
+                assert!(f.id > 0);
+                assert_eq!(f.spec("common_type").unwrap().offset, 0);
+                assert_eq!(f.spec("common_pid").unwrap().offset, 4);
+                assert!(f.spec("common_pid").unwrap().signed);
+                assert!(!f.print_fmt.is_empty());
+                assert!(f.fields.len() > 4, "{stem}");
+                n += 1;
+            }
+        }
+        assert!(n >= 90, "only {n} format files");
+    }
+
+    fn check(f: &EventFormat, name: &str, ty: &str, off: usize, size: usize) {
+        let s = f
+            .spec(name)
+            .unwrap_or_else(|| panic!("{}: no {name}", f.name));
+        assert_eq!(
+            (s.type_name.as_str(), s.offset, s.size),
+            (ty, off, size),
+            "{}.{name}",
+            f.name
+        );
+    }
+
+    #[test]
+    fn offsets_match_the_kernel_events_table() {
+        let f = load("block_block_rq_issue.format");
+        assert_eq!((f.name.as_str(), f.id), ("block_rq_issue", 2104));
+        check(&f, "dev", "dev_t", 8, 4);
+        check(&f, "sector", "sector_t", 16, 8);
+        check(&f, "nr_sector", "unsigned int", 24, 4);
+        check(&f, "bytes", "unsigned int", 28, 4);
+        check(&f, "ioprio", "unsigned short", 32, 2);
+        check(&f, "rwbs", "char", 34, 10);
+        check(&f, "comm", "char", 44, 16);
+        check(&f, "cmd", "__data_loc char[]", 60, 4);
+        let rwbs = f.spec("rwbs").unwrap();
+        assert_eq!(rwbs.array_len, Some(10));
+        assert!(!rwbs.data_loc);
+        let cmd = f.spec("cmd").unwrap();
+        assert!(cmd.data_loc && cmd.array_len.is_none());
+
+        let f = load("writeback_writeback_single_inode_start.format");
+        check(&f, "name", "char", 8, 32);
+        check(&f, "nr_to_write", "long", 72, 8);
+        assert!(f.spec("nr_to_write").unwrap().signed);
+        check(&f, "cgroup_ino", "ino_t", 88, 8);
+
+        let f = load("iomap_iomap_add_to_ioend.format");
+        check(&f, "addr", "u64", 40, 8);
+        check(&f, "type", "u16", 64, 2);
+        check(&f, "bdev", "dev_t", 68, 4);
+
+        let f = load("xfs_xfs_buf_submit.format");
+        check(&f, "buf_ops", "const void *", 56, 8);
+        check(&f, "lockval", "unsigned", 36, 4);
+
+        let f = load("filemap_mm_filemap_add_to_page_cache.format");
+        check(&f, "pfn", "unsigned long", 8, 8);
+        check(&f, "order", "unsigned char", 36, 1);
+
+        let f = load("sched_sched_process_fork.format");
+        check(&f, "child_comm", "__data_loc char[]", 16, 4);
+        check(&f, "child_pid", "pid_t", 20, 4);
+
+        let f = load("ext4_ext4_writepages.format");
+        check(&f, "for_kupdate", "char", 68, 1);
+        check(&f, "range_cyclic", "char", 69, 1);
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let t = "name: x\nID: 3\nformat:\n\tfield:int a;\toffset:0;\tsize:4;\tsigned:1;\n\tfield:int b;\toffset:zz;\tsize:4;\n";
+        let e = EventFormat::parse(t).unwrap_err();
+        assert_eq!(e.line, 5);
+        assert!(e.to_string().contains("line 5"), "{e}");
+        assert!(e.text.contains("offset:zz"));
+        let e = EventFormat::parse("name: x\nformat:\n").unwrap_err();
+        assert!(e.what.contains("ID"), "{e}");
+        let e = EventFormat::parse("name: x\nID: 1\nbogus here\n").unwrap_err();
+        assert_eq!(e.line, 3);
+        let e = EventFormat::parse("name: x\nID: 1\n\tfield:int;\toffset:0;\tsize:4;\tsigned:1;\n")
+            .unwrap_err();
+        assert_eq!(e.line, 3);
+    }
+
+    #[test]
+    fn old_kernels_without_signed_and_with_macro_arrays() {
+        let t = "name: old\nID: 9\nformat:\n\tfield:char comm[TASK_COMM_LEN];\toffset:8;\tsize:16;\n\tfield special:int x;\toffset:24;\tsize:4;\tsigned:1;\n\tfield:__rel_loc char[] s;\toffset:28;\tsize:4;\tsigned:0;\n";
+        let f = EventFormat::parse(t).unwrap();
+        assert_eq!(f.spec("comm").unwrap().array_len, Some(0));
+        assert!(!f.spec("comm").unwrap().signed);
+        assert!(f.spec("x").unwrap().signed);
+        assert!(f.spec("s").unwrap().rel_loc);
+        assert!(f.print_fmt.is_empty());
+    }
+
+    #[test]
+    fn integer_access_both_orders_and_sign_extension() {
+        let t = "name: n\nID: 1\nformat:\n\tfield:u8 a;\toffset:0;\tsize:1;\tsigned:0;\n\tfield:s8 b;\toffset:1;\tsize:1;\tsigned:1;\n\tfield:short c;\toffset:2;\tsize:2;\tsigned:1;\n\tfield:int d;\toffset:4;\tsize:4;\tsigned:1;\n\tfield:u32 e;\toffset:4;\tsize:4;\tsigned:0;\n\tfield:u64 f;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:char g[3];\toffset:16;\tsize:3;\tsigned:0;\n";
+        let f = EventFormat::parse(t).unwrap();
+        let mut le = vec![0xfeu8, 0xff, 0xfe, 0xff, 0xfd, 0xff, 0xff, 0xff];
+        le.extend_from_slice(&0x0102030405060708u64.to_le_bytes());
+        le.extend_from_slice(b"ab\0");
+        let mut be = vec![0xfeu8, 0xff, 0xff, 0xfe, 0xff, 0xff, 0xff, 0xfd];
+        be.extend_from_slice(&0x0102030405060708u64.to_be_bytes());
+        be.extend_from_slice(b"ab\0");
+        for (raw, o) in [(&le, ByteOrder::Little), (&be, ByteOrder::Big)] {
+            let g = |n: &str| f.field(n).unwrap();
+            assert_eq!(g("a").u64(raw, o).unwrap(), 0xfe);
+            assert_eq!(g("b").i64(raw, o).unwrap(), -1);
+            assert_eq!(g("c").i64(raw, o).unwrap(), -2);
+            assert_eq!(g("d").i64(raw, o).unwrap(), -3);
+            assert_eq!(g("e").u64(raw, o).unwrap(), 0xfffffffd);
+            assert_eq!(g("f").u64(raw, o).unwrap(), 0x0102030405060708);
+            assert_eq!(g("g").bytes(raw, o).unwrap(), b"ab");
+            assert!(g("g").u64(raw, o).is_err());
+        }
+        // Out of bounds is an error, not a panic.
+        let short = &le[..12];
+        assert!(matches!(
+            f.field("f").unwrap().u64(short, ByteOrder::Little),
+            Err(FieldError::OutOfBounds {
+                offset: 8,
+                end: 16,
+                len: 12
+            })
+        ));
+        let e = f.field("nope").unwrap_err();
+        assert_eq!(e.to_string(), "event `n` has no field `nope`");
+    }
+
+    #[test]
+    fn data_loc_strings() {
+        let f = load("sched_sched_process_exec.format");
+        let fl = f.field("filename").unwrap();
+        for o in [ByteOrder::Little, ByteOrder::Big] {
+            let mut raw = vec![0u8; 20];
+            let loc: u32 = (9 << 16) | 20;
+            let b = match o {
+                ByteOrder::Little => loc.to_le_bytes(),
+                ByteOrder::Big => loc.to_be_bytes(),
+            };
+            raw[8..12].copy_from_slice(&b);
+            raw.extend_from_slice(b"/bin/dd\0\0");
+            assert_eq!(fl.bytes(&raw, o).unwrap(), b"/bin/dd");
+            assert_eq!(fl.string(&raw, o).unwrap(), "/bin/dd");
+            raw.truncate(25);
+            assert!(matches!(
+                fl.bytes(&raw, o),
+                Err(FieldError::OutOfBounds { .. })
+            ));
+        }
+    }
+}

@@ -1,0 +1,363 @@
+//! Streaming decode of a whole trace: chunks are decompressed and decoded in parallel
+//! (rayon), a window at a time, and the per-CPU streams are merged into one time order.
+//!
+//! The merge is a k-way merge of the per-CPU record streams keyed by `(time, cpu)` (ties on
+//! one CPU keep record order). A CPU whose next events are not decoded yet stands in the
+//! merge with a lower bound of its next chunk's first event time (from the chunk headers),
+//! so the merge never emits past data it has not seen. The output is the same whatever the
+//! number of threads or the window size, and equals a full k-way merge of the streams.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::time::{Duration, Instant};
+
+use ioblame_format::Trace;
+use rayon::prelude::*;
+
+use crate::decoder::{DecodeStats, DecodedChunk, Decoder};
+use crate::event::Event;
+
+/// Limits of the decode windows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamOptions {
+    /// Most chunks decoded per window (at least 1).
+    pub window_chunks: usize,
+    /// Most uncompressed bytes per window (a window holds at least one chunk).
+    pub window_bytes: u64,
+}
+
+impl Default for StreamOptions {
+    fn default() -> Self {
+        StreamOptions {
+            // Measured with the analyzer benchmark (2 cores): 12 chunks keep the events decoded
+            // by the worker warm in cache when the merge consumes them; 32 was ~10% slower.
+            window_chunks: 12,
+            window_bytes: 64 << 20,
+        }
+    }
+}
+
+/// A chunk that could not be read, reported and skipped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DamagedChunk {
+    /// CPU of the chunk.
+    pub cpu: u32,
+    /// Its sequence number.
+    pub seq: u64,
+    /// The reader's error.
+    pub error: String,
+}
+
+/// What a streaming decode did.
+#[derive(Debug, Clone, Default)]
+pub struct StreamStats {
+    /// Chunks in the trace.
+    pub chunks: u64,
+    /// Uncompressed bytes of the chunks read.
+    pub bytes: u64,
+    /// Chunks that could not be read (skipped).
+    pub damaged: Vec<DamagedChunk>,
+    /// Record and event counts, errors by reason (summed over chunks).
+    pub decode: DecodeStats,
+    /// Events emitted.
+    pub events: u64,
+    /// Events emitted with a time earlier than the one before (a CPU's own records out of
+    /// order; the merge keeps each CPU's record order).
+    pub out_of_order: u64,
+    /// Time spent decompressing, summed over threads.
+    pub decompress_time: Duration,
+    /// Time spent decoding records to events, summed over threads.
+    pub decode_time: Duration,
+    /// Time spent merging on the calling thread (the callback included).
+    pub merge_time: Duration,
+    /// Wall-clock time of the whole stream.
+    pub wall_time: Duration,
+}
+
+impl StreamStats {
+    /// Event counts by kind name: trace events by `subsystem:name`, then the task and loss
+    /// records. Zero counts omitted.
+    pub fn counts_by_kind(&self, decoder: &Decoder) -> Vec<(String, u64)> {
+        let mut v: Vec<(String, u64)> = self
+            .decode
+            .per_event
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(i, &n)| (decoder.event_name(i as u16).unwrap_or("?").to_string(), n))
+            .collect();
+        for (name, n) in [
+            ("COMM", self.decode.comm),
+            ("FORK", self.decode.fork),
+            ("EXIT", self.decode.exit),
+            ("LOST", self.decode.lost_records),
+        ] {
+            if n > 0 {
+                v.push((name.to_string(), n));
+            }
+        }
+        v
+    }
+}
+
+struct Decoded {
+    chunk: usize,
+    result: Result<DecodedChunk, String>,
+    bytes: u64,
+    decompress: Duration,
+    decode: Duration,
+}
+
+struct CpuStream {
+    cpu: u32,
+    /// Indices into `trace.chunks()`, in sequence order.
+    chunks: Vec<usize>,
+    /// Next chunk not yet handed to a window.
+    scheduled: usize,
+    /// Next chunk whose events are not yet in `pending`.
+    integrated: usize,
+    pending: VecDeque<Event>,
+}
+
+/// Head of a CPU in the merge: `(time, cpu index, virtual)`. A virtual head stands for the
+/// first record of a chunk not decoded yet.
+type Head = Reverse<(u64, u32, bool)>;
+
+/// Decodes every chunk of `trace` and calls `f` with each event in time order.
+pub fn for_each_event<F: FnMut(Event)>(
+    trace: &Trace,
+    decoder: &Decoder,
+    opts: &StreamOptions,
+    mut f: F,
+) -> StreamStats {
+    let start = Instant::now();
+    let all = trace.chunks();
+    let mut stats = StreamStats {
+        chunks: all.len() as u64,
+        decode: DecodeStats {
+            per_event: vec![0; decoder.event_count()],
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+
+    // Per-CPU chunk lists in sequence order (then file order for duplicates).
+    let mut cpus: Vec<CpuStream> = Vec::new();
+    {
+        let mut order: Vec<usize> = (0..all.len()).collect();
+        order.sort_by_key(|&i| {
+            (
+                all[i].header.cpu,
+                all[i].header.seq,
+                all[i].file,
+                all[i].offset,
+            )
+        });
+        for i in order {
+            let cpu = all[i].header.cpu;
+            match cpus.last_mut() {
+                Some(s) if s.cpu == cpu => s.chunks.push(i),
+                _ => cpus.push(CpuStream {
+                    cpu,
+                    chunks: vec![i],
+                    scheduled: 0,
+                    integrated: 0,
+                    pending: VecDeque::new(),
+                }),
+            }
+        }
+    }
+    let chunk_cpu: Vec<u32> = {
+        let mut v = vec![0u32; all.len()];
+        for (k, s) in cpus.iter().enumerate() {
+            for &c in &s.chunks {
+                v[c] = k as u32;
+            }
+        }
+        v
+    };
+
+    let decode_one = |ci: usize| -> Decoded {
+        let t0 = Instant::now();
+        let c = trace.decompress(&all[ci]);
+        let t1 = Instant::now();
+        let (result, bytes) = match c {
+            Ok(chunk) => {
+                let n = chunk.data.len() as u64;
+                (Ok(decoder.decode_chunk(&chunk)), n)
+            }
+            Err(e) => (Err(e.to_string()), 0),
+        };
+        Decoded {
+            chunk: ci,
+            result,
+            bytes,
+            decompress: t1 - t0,
+            decode: t1.elapsed(),
+        }
+    };
+    let decode_window =
+        |w: &[usize]| -> Vec<Decoded> { w.par_iter().map(|&ci| decode_one(ci)).collect() };
+
+    let mut last_time = 0u64;
+    let mut ready: Vec<Decoded> = Vec::new();
+    loop {
+        // Integrate the decoded window: per CPU, chunks arrive in sequence order.
+        for d in ready.drain(..) {
+            let k = chunk_cpu[d.chunk] as usize;
+            let s = &mut cpus[k];
+            debug_assert_eq!(s.chunks.get(s.integrated), Some(&d.chunk));
+            s.integrated += 1;
+            stats.bytes += d.bytes;
+            stats.decompress_time += d.decompress;
+            stats.decode_time += d.decode;
+            match d.result {
+                Ok(dc) => {
+                    stats.decode.merge(&dc.stats);
+                    s.pending.extend(dc.events);
+                }
+                Err(error) => stats.damaged.push(DamagedChunk {
+                    cpu: all[d.chunk].header.cpu,
+                    seq: all[d.chunk].header.seq,
+                    error,
+                }),
+            }
+        }
+        let window = next_window(&mut cpus, trace, opts);
+        let mut decoded: Vec<Decoded> = Vec::new();
+        let merge_time = rayon::in_place_scope(|scope| {
+            if !window.is_empty() {
+                let out = &mut decoded;
+                let w = &window;
+                let dw = &decode_window;
+                scope.spawn(move |_| *out = dw(w));
+            }
+            let t = Instant::now();
+            merge(
+                &mut cpus,
+                trace,
+                &mut f,
+                &mut stats.events,
+                &mut stats.out_of_order,
+                &mut last_time,
+            );
+            t.elapsed()
+        });
+        stats.merge_time += merge_time;
+        if window.is_empty() {
+            break;
+        }
+        ready = decoded;
+    }
+    stats.wall_time = start.elapsed();
+    stats
+}
+
+/// Picks the next chunks to decode, in the order the merge will need them: by the first
+/// timestamp of each CPU's next chunk (then CPU), each CPU in sequence order.
+fn next_window(cpus: &mut [CpuStream], trace: &Trace, opts: &StreamOptions) -> Vec<usize> {
+    let all = trace.chunks();
+    let mut heap: BinaryHeap<Reverse<(u64, u32, usize)>> = cpus
+        .iter()
+        .enumerate()
+        .filter_map(|(k, s)| {
+            s.chunks.get(s.scheduled)?;
+            Some(Reverse((chunk_key(s, s.scheduled, trace), s.cpu, k)))
+        })
+        .collect();
+    let mut w = Vec::new();
+    let mut bytes = 0u64;
+    while let Some(Reverse((_, _, k))) = heap.pop() {
+        let s = &mut cpus[k];
+        let c = s.chunks[s.scheduled];
+        let len = all[c].header.uncompressed_len as u64;
+        if !w.is_empty()
+            && (w.len() >= opts.window_chunks.max(1) || bytes + len > opts.window_bytes)
+        {
+            break;
+        }
+        w.push(c);
+        bytes += len;
+        s.scheduled += 1;
+        if s.chunks.get(s.scheduled).is_some() {
+            heap.push(Reverse((chunk_key(s, s.scheduled, trace), s.cpu, k)));
+        }
+    }
+    w
+}
+
+fn head(s: &CpuStream, k: usize, trace: &Trace) -> Option<Head> {
+    if let Some(e) = s.pending.front() {
+        return Some(Reverse((e.time, k as u32, false)));
+    }
+    s.chunks.get(s.integrated)?;
+    Some(Reverse((chunk_key(s, s.integrated, trace), k as u32, true)))
+}
+
+/// A lower bound of the time of the first event of chunk `i` of a CPU stream, known before
+/// decoding it: its `first_ts` (the time of its first record), but no more than the previous
+/// chunk's `last_ts` (a record at time 0 does not set `first_ts`), and 0 for a CPU's first
+/// chunk. The merge treats it as the CPU's head, so it must not exceed the real one.
+fn chunk_key(s: &CpuStream, i: usize, trace: &Trace) -> u64 {
+    let all = trace.chunks();
+    match i.checked_sub(1) {
+        Some(p) => all[s.chunks[i]]
+            .header
+            .first_ts
+            .min(all[s.chunks[p]].header.last_ts),
+        None => 0,
+    }
+}
+
+/// Emits events while the smallest head is a decoded one. CPU streams are indexed by their
+/// position in `cpus`, which is sorted by CPU number, so `(time, index)` orders like
+/// `(time, cpu)`.
+fn merge<F: FnMut(Event)>(
+    cpus: &mut [CpuStream],
+    trace: &Trace,
+    f: &mut F,
+    emitted: &mut u64,
+    out_of_order: &mut u64,
+    last_time: &mut u64,
+) {
+    let mut heap: BinaryHeap<Head> = cpus
+        .iter()
+        .enumerate()
+        .filter_map(|(k, s)| head(s, k, trace))
+        .collect();
+    while let Some(Reverse((_, k, virt))) = heap.pop() {
+        if virt {
+            // The next events of this CPU are not decoded yet.
+            return;
+        }
+        let limit = heap.peek().map(|Reverse((t, k, _))| (*t, *k));
+        let s = &mut cpus[k as usize];
+        while let Some(ev) = s.pending.pop_front() {
+            if ev.time < *last_time {
+                *out_of_order += 1;
+            }
+            *last_time = ev.time;
+            *emitted += 1;
+            f(ev);
+            match (s.pending.front(), limit) {
+                (Some(next), Some(l)) if (next.time, k) < l => continue,
+                (Some(_), None) => continue,
+                _ => break,
+            }
+        }
+        if let Some(h) = head(s, k as usize, trace) {
+            heap.push(h);
+        }
+    }
+}
+
+/// Decodes a whole trace into a vector of time-ordered events (for tests and small traces).
+pub fn decode_all(
+    trace: &Trace,
+    decoder: &Decoder,
+    opts: &StreamOptions,
+) -> (Vec<Event>, StreamStats) {
+    let mut v = Vec::new();
+    let stats = for_each_event(trace, decoder, opts, |e| v.push(e));
+    (v, stats)
+}

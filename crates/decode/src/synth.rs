@@ -1,0 +1,689 @@
+//! Synthetic traces: encode perf records and tracepoint payloads from typed values, in
+//! either byte order, and write them as an ioblame trace. For tests of this crate and of the
+//! attribution, and for benchmark generators.
+//!
+//! ```
+//! use ioblame_decode::synth::{TraceBuilder, Val, builtin_format};
+//! use ioblame_format::ByteOrder;
+//! let mut t = TraceBuilder::new(ByteOrder::Big, 2);
+//! let q = t.add_event("block:block_bio_queue", builtin_format("block:block_bio_queue").unwrap(), true).unwrap();
+//! t.sample(1, q, 1000, 42, 43, &[0xffffffff81000000], &[
+//!     ("dev", Val::U(7 << 20)), ("sector", Val::U(2048)), ("nr_sector", Val::U(8)),
+//!     ("rwbs", Val::Str("WS")), ("comm", Val::Str("dd")),
+//! ]).unwrap();
+//! let dir = tempfile::tempdir().unwrap();
+//! t.write(dir.path()).unwrap();
+//! ```
+
+use std::path::Path;
+
+use ioblame_format::{
+    ByteOrder, ChunkBuilder, EncodedChunk, EventDesc, Header, Metadata, RingOptions, RingStats,
+    RingWriter, EVENT_CALLCHAIN, EVENT_TASK_RECORDS,
+};
+
+use crate::format::{EventFormat, FieldError, FieldLayout, FormatError};
+use crate::record::{
+    CONTEXT_KERNEL, MISC_COMM_EXEC, RECORD_COMM, RECORD_LOST, RECORD_LOST_SAMPLES, RECORD_SAMPLE,
+    SAMPLE_ADDR, SAMPLE_CALLCHAIN, SAMPLE_CPU, SAMPLE_ID, SAMPLE_IDENTIFIER, SAMPLE_IP,
+    SAMPLE_PERIOD, SAMPLE_RAW, SAMPLE_STREAM_ID, SAMPLE_TID, SAMPLE_TIME,
+};
+
+/// The sample type the ioblame capture uses (callchains added per event).
+pub const CAPTURE_SAMPLE_TYPE: u64 =
+    SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_RAW;
+
+/// Values of a sample record; those absent from the sample type are ignored.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SampleValues {
+    /// `IDENTIFIER`.
+    pub identifier: u64,
+    /// `IP`.
+    pub ip: u64,
+    /// `TID` pid.
+    pub pid: u32,
+    /// `TID` tid.
+    pub tid: u32,
+    /// `TIME`.
+    pub time: u64,
+    /// `ADDR`.
+    pub addr: u64,
+    /// `ID`.
+    pub id: u64,
+    /// `STREAM_ID`.
+    pub stream_id: u64,
+    /// `CPU`.
+    pub cpu: u32,
+    /// `PERIOD`.
+    pub period: u64,
+    /// `CALLCHAIN` entries as the kernel writes them (markers included).
+    pub callchain: Vec<u64>,
+    /// `RAW` payload.
+    pub raw: Vec<u8>,
+}
+
+/// Values of a `sample_id_all` trailer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SampleIdValues {
+    /// pid.
+    pub pid: u32,
+    /// tid.
+    pub tid: u32,
+    /// time.
+    pub time: u64,
+    /// `ID`.
+    pub id: u64,
+    /// `STREAM_ID`.
+    pub stream_id: u64,
+    /// cpu.
+    pub cpu: u32,
+    /// `IDENTIFIER`.
+    pub identifier: u64,
+}
+
+struct W {
+    b: Vec<u8>,
+    o: ByteOrder,
+}
+
+impl W {
+    fn new(o: ByteOrder, kind: u32, misc: u16) -> W {
+        let mut w = W {
+            b: Vec::with_capacity(64),
+            o,
+        };
+        w.u32(kind);
+        w.u16(misc);
+        w.u16(0);
+        w
+    }
+    fn u16(&mut self, v: u16) {
+        let b = match self.o {
+            ByteOrder::Little => v.to_le_bytes(),
+            ByteOrder::Big => v.to_be_bytes(),
+        };
+        self.b.extend_from_slice(&b);
+    }
+    fn u32(&mut self, v: u32) {
+        let b = match self.o {
+            ByteOrder::Little => v.to_le_bytes(),
+            ByteOrder::Big => v.to_be_bytes(),
+        };
+        self.b.extend_from_slice(&b);
+    }
+    fn u64(&mut self, v: u64) {
+        let b = match self.o {
+            ByteOrder::Little => v.to_le_bytes(),
+            ByteOrder::Big => v.to_be_bytes(),
+        };
+        self.b.extend_from_slice(&b);
+    }
+    fn pad8(&mut self) {
+        while self.b.len() % 8 != 0 {
+            self.b.push(0);
+        }
+    }
+    fn sample_id(&mut self, st: u64, s: &SampleIdValues) {
+        if st & SAMPLE_TID != 0 {
+            self.u32(s.pid);
+            self.u32(s.tid);
+        }
+        if st & SAMPLE_TIME != 0 {
+            self.u64(s.time);
+        }
+        if st & SAMPLE_ID != 0 {
+            self.u64(s.id);
+        }
+        if st & SAMPLE_STREAM_ID != 0 {
+            self.u64(s.stream_id);
+        }
+        if st & SAMPLE_CPU != 0 {
+            self.u32(s.cpu);
+            self.u32(0);
+        }
+        if st & SAMPLE_IDENTIFIER != 0 {
+            self.u64(s.identifier);
+        }
+    }
+    fn finish(mut self) -> Vec<u8> {
+        self.pad8();
+        let n = self.b.len().min(u16::MAX as usize) as u16;
+        let b = match self.o {
+            ByteOrder::Little => n.to_le_bytes(),
+            ByteOrder::Big => n.to_be_bytes(),
+        };
+        self.b[6..8].copy_from_slice(&b);
+        self.b
+    }
+}
+
+/// Encodes a whole `PERF_RECORD_SAMPLE` (header included) for `sample_type`.
+pub fn sample_record(sample_type: u64, order: ByteOrder, v: &SampleValues) -> Vec<u8> {
+    let mut w = W::new(order, RECORD_SAMPLE, 1);
+    let has = |b: u64| sample_type & b != 0;
+    if has(SAMPLE_IDENTIFIER) {
+        w.u64(v.identifier);
+    }
+    if has(SAMPLE_IP) {
+        w.u64(v.ip);
+    }
+    if has(SAMPLE_TID) {
+        w.u32(v.pid);
+        w.u32(v.tid);
+    }
+    if has(SAMPLE_TIME) {
+        w.u64(v.time);
+    }
+    if has(SAMPLE_ADDR) {
+        w.u64(v.addr);
+    }
+    if has(SAMPLE_ID) {
+        w.u64(v.id);
+    }
+    if has(SAMPLE_STREAM_ID) {
+        w.u64(v.stream_id);
+    }
+    if has(SAMPLE_CPU) {
+        w.u32(v.cpu);
+        w.u32(0);
+    }
+    if has(SAMPLE_PERIOD) {
+        w.u64(v.period);
+    }
+    if has(SAMPLE_CALLCHAIN) {
+        w.u64(v.callchain.len() as u64);
+        for &ip in &v.callchain {
+            w.u64(ip);
+        }
+    }
+    if has(SAMPLE_RAW) {
+        // The kernel pads `u32 size` + data to a multiple of 8 and counts the padding in size.
+        let padded = (v.raw.len() + 4).div_ceil(8) * 8 - 4;
+        w.u32(padded as u32);
+        w.b.extend_from_slice(&v.raw);
+        w.b.resize(w.b.len() + padded - v.raw.len(), 0);
+    }
+    w.finish()
+}
+
+/// Encodes a `PERF_RECORD_COMM` with its trailer for `sample_type`.
+pub fn comm_record(
+    sample_type: u64,
+    order: ByteOrder,
+    pid: u32,
+    tid: u32,
+    comm: &str,
+    exec: bool,
+    sid: &SampleIdValues,
+) -> Vec<u8> {
+    let mut w = W::new(order, RECORD_COMM, if exec { MISC_COMM_EXEC } else { 0 });
+    w.u32(pid);
+    w.u32(tid);
+    w.b.extend_from_slice(comm.as_bytes());
+    w.b.push(0);
+    w.pad8();
+    w.sample_id(sample_type, sid);
+    w.finish()
+}
+
+/// Encodes a `PERF_RECORD_FORK` or `PERF_RECORD_EXIT` (`kind` 7 or 4); `ids` is
+/// `(pid, ppid, tid, ptid)`.
+pub fn fork_exit_record(
+    kind: u32,
+    sample_type: u64,
+    order: ByteOrder,
+    ids: (u32, u32, u32, u32),
+    time: u64,
+    sid: &SampleIdValues,
+) -> Vec<u8> {
+    let mut w = W::new(order, kind, 0);
+    w.u32(ids.0);
+    w.u32(ids.1);
+    w.u32(ids.2);
+    w.u32(ids.3);
+    w.u64(time);
+    w.sample_id(sample_type, sid);
+    w.finish()
+}
+
+/// Encodes a `PERF_RECORD_LOST`.
+pub fn lost_record(
+    sample_type: u64,
+    order: ByteOrder,
+    id: u64,
+    lost: u64,
+    sid: &SampleIdValues,
+) -> Vec<u8> {
+    let mut w = W::new(order, RECORD_LOST, 0);
+    w.u64(id);
+    w.u64(lost);
+    w.sample_id(sample_type, sid);
+    w.finish()
+}
+
+/// Encodes a `PERF_RECORD_LOST_SAMPLES`.
+pub fn lost_samples_record(
+    sample_type: u64,
+    order: ByteOrder,
+    lost: u64,
+    sid: &SampleIdValues,
+) -> Vec<u8> {
+    let mut w = W::new(order, RECORD_LOST_SAMPLES, 0);
+    w.u64(lost);
+    w.sample_id(sample_type, sid);
+    w.finish()
+}
+
+/// A value for a payload field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Val<'a> {
+    /// An unsigned integer (truncated to the field's size).
+    U(u64),
+    /// A signed integer (two's complement, truncated to the field's size).
+    I(i64),
+    /// A string for a `char[N]` (NUL-padded, cut to `N - 1`) or a `__data_loc` field.
+    Str(&'a str),
+}
+
+/// Builds a tracepoint payload for a format: `common_type` is the format's id, every other
+/// field starts at zero.
+pub fn payload(
+    fmt: &EventFormat,
+    order: ByteOrder,
+    common_pid: i32,
+    values: &[(&str, Val<'_>)],
+) -> Result<Vec<u8>, FieldError> {
+    let fixed = fmt
+        .fields
+        .iter()
+        .map(|f| f.offset + f.size)
+        .max()
+        .unwrap_or(0);
+    let mut b = vec![0u8; fixed];
+    let put = |b: &mut Vec<u8>, off: usize, size: usize, v: u64| {
+        let bytes = match order {
+            ByteOrder::Little => v.to_le_bytes(),
+            ByteOrder::Big => v.to_be_bytes(),
+        };
+        let src = match order {
+            ByteOrder::Little => &bytes[..size],
+            ByteOrder::Big => &bytes[8 - size..],
+        };
+        b[off..off + size].copy_from_slice(src);
+    };
+    let mut all: Vec<(&str, Val<'_>)> = vec![
+        ("common_type", Val::U(fmt.id as u64)),
+        ("common_pid", Val::I(common_pid as i64)),
+    ];
+    all.extend_from_slice(values);
+    for (name, v) in all {
+        let spec = fmt.spec(name).ok_or_else(|| FieldError::MissingField {
+            event: fmt.name.clone(),
+            field: name.to_string(),
+        })?;
+        let f = crate::format::Field::from_spec(spec);
+        let bad = |what: &str| FieldError::BadField {
+            event: fmt.name.clone(),
+            field: name.to_string(),
+            what: what.to_string(),
+        };
+        match v {
+            Val::U(x) => {
+                if !f.is_integer() {
+                    return Err(bad("not an integer field"));
+                }
+                put(&mut b, spec.offset, spec.size, x);
+            }
+            Val::I(x) => {
+                if !f.is_integer() {
+                    return Err(bad("not an integer field"));
+                }
+                put(&mut b, spec.offset, spec.size, x as u64);
+            }
+            Val::Str(s) => match f.layout {
+                FieldLayout::Inline if f.array => {
+                    let n = s.len().min(spec.size.saturating_sub(1));
+                    b[spec.offset..spec.offset + spec.size].fill(0);
+                    b[spec.offset..spec.offset + n].copy_from_slice(&s.as_bytes()[..n]);
+                }
+                FieldLayout::Inline => return Err(bad("not a string field")),
+                FieldLayout::DataLoc | FieldLayout::RelLoc => {
+                    let at = b.len();
+                    b.extend_from_slice(s.as_bytes());
+                    b.push(0);
+                    let len = s.len() + 1;
+                    let off = if f.layout == FieldLayout::RelLoc {
+                        at - (spec.offset + 4)
+                    } else {
+                        at
+                    };
+                    if off > 0xffff || len > 0xffff {
+                        return Err(bad("string does not fit a __data_loc"));
+                    }
+                    put(&mut b, spec.offset, 4, ((len as u64) << 16) | off as u64);
+                }
+            },
+        }
+    }
+    Ok(b)
+}
+
+/// The 6.18 format text of an event this crate decodes (`subsystem:name`), from the
+/// repository's `fixtures/tracefs-formats/`.
+pub fn builtin_format(name: &str) -> Option<&'static str> {
+    macro_rules! formats {
+        ($($sys:literal : $ev:literal),* $(,)?) => {
+            match name {
+                $(concat!($sys, ":", $ev) => Some(include_str!(concat!(
+                    env!("CARGO_MANIFEST_DIR"), "/../../fixtures/tracefs-formats/", $sys, "_", $ev, ".format"
+                ))),)*
+                _ => None,
+            }
+        };
+    }
+    formats!(
+        "block":"block_bio_queue", "block":"block_bio_backmerge", "block":"block_bio_frontmerge",
+        "block":"block_split", "block":"block_bio_remap", "block":"block_bio_complete",
+        "block":"block_getrq", "block":"block_rq_insert", "block":"block_rq_issue",
+        "block":"block_rq_merge", "block":"block_rq_requeue", "block":"block_rq_complete",
+        "block":"block_rq_error", "block":"block_dirty_buffer",
+        "writeback":"writeback_dirty_folio", "writeback":"writeback_mark_inode_dirty",
+        "writeback":"writeback_dirty_inode_start", "writeback":"writeback_dirty_inode",
+        "writeback":"writeback_single_inode_start", "writeback":"writeback_single_inode",
+        "writeback":"writeback_write_inode_start", "writeback":"writeback_write_inode",
+        "writeback":"writeback_queue", "writeback":"writeback_exec", "writeback":"writeback_start",
+        "writeback":"writeback_written", "writeback":"sb_mark_inode_writeback",
+        "writeback":"sb_clear_inode_writeback",
+        "filemap":"mm_filemap_add_to_page_cache", "filemap":"mm_filemap_delete_from_page_cache",
+        "readahead":"page_cache_sync_ra", "readahead":"page_cache_async_ra",
+        "readahead":"page_cache_ra_order", "readahead":"page_cache_ra_unbounded",
+        "ext4":"ext4_da_write_begin", "ext4":"ext4_write_begin", "ext4":"ext4_ext_map_blocks_exit",
+        "ext4":"ext4_da_write_pages_extent", "ext4":"ext4_writepages",
+        "ext4":"ext4_writepages_result", "ext4":"ext4_sync_file_enter", "ext4":"ext4_sync_file_exit",
+        "iomap":"iomap_add_to_ioend", "iomap":"iomap_writeback_folio", "iomap":"iomap_iter_dstmap",
+        "iomap":"iomap_dio_rw_begin", "iomap":"iomap_dio_complete", "iomap":"iomap_readahead",
+        "xfs":"xfs_file_buffered_write", "xfs":"xfs_file_buffered_read",
+        "xfs":"xfs_file_direct_write", "xfs":"xfs_file_direct_read", "xfs":"xfs_buf_submit",
+        "jbd2":"jbd2_handle_start", "jbd2":"jbd2_start_commit", "jbd2":"jbd2_commit_flushing",
+        "jbd2":"jbd2_commit_logging", "jbd2":"jbd2_end_commit", "jbd2":"jbd2_submit_inode_data",
+        "sched":"sched_process_exec", "sched":"sched_process_fork", "sched":"sched_process_exit",
+    )
+}
+
+/// Builds a synthetic trace: events, per-CPU chunks of hand-made records, then writes it.
+#[derive(Debug)]
+pub struct TraceBuilder {
+    order: ByteOrder,
+    header: Header,
+    meta: Metadata,
+    formats: Vec<EventFormat>,
+    builders: Vec<ChunkBuilder>,
+    chunks: Vec<EncodedChunk>,
+    next_id: u64,
+    task_sample_type: u64,
+}
+
+impl TraceBuilder {
+    /// A builder for a trace of `cpus` CPUs recorded on a host of byte order `order`.
+    pub fn new(order: ByteOrder, cpus: u32) -> Self {
+        TraceBuilder {
+            order,
+            header: Header {
+                byte_order: order,
+                word_size: 8,
+                page_size: 4096,
+                cpu_count: cpus,
+                clock_id: 1,
+                recorder_pid: 1,
+                file_index: 0,
+                start_time_ns: 0,
+                start_clock_ns: 0,
+                trace_id: 0x5eed,
+                hostname: "synth".into(),
+                kernel_release: "6.18.0-synth".into(),
+                machine: "x86_64".into(),
+                recorder_version: "ioblame-decode synth".into(),
+            },
+            meta: Metadata::default(),
+            formats: Vec::new(),
+            builders: (0..cpus).map(ChunkBuilder::new).collect(),
+            chunks: Vec::new(),
+            next_id: 1,
+            task_sample_type: CAPTURE_SAMPLE_TYPE,
+        }
+    }
+
+    /// Adds an event (`subsystem:name`, its format text) sampled with
+    /// [`CAPTURE_SAMPLE_TYPE`] (plus `CALLCHAIN` when `callchain`). Returns its index.
+    pub fn add_event(
+        &mut self,
+        name: &str,
+        format: &str,
+        callchain: bool,
+    ) -> Result<u16, FormatError> {
+        let st = CAPTURE_SAMPLE_TYPE | if callchain { SAMPLE_CALLCHAIN } else { 0 };
+        self.add_event_with(name, format, st)
+    }
+
+    /// Adds an event with an explicit `sample_type`. The first event added carries the task
+    /// records (and its sample type lays out their trailers).
+    pub fn add_event_with(
+        &mut self,
+        name: &str,
+        format: &str,
+        sample_type: u64,
+    ) -> Result<u16, FormatError> {
+        let fmt = EventFormat::parse(format)?;
+        let ids: Vec<u64> = (0..self.header.cpu_count as u64)
+            .map(|i| self.next_id + i)
+            .collect();
+        self.next_id += self.header.cpu_count as u64;
+        let mut flags = 0;
+        if sample_type & SAMPLE_CALLCHAIN != 0 {
+            flags |= EVENT_CALLCHAIN;
+        }
+        if self.meta.events.is_empty() {
+            flags |= EVENT_TASK_RECORDS;
+            self.task_sample_type = sample_type;
+        }
+        self.meta.events.push(EventDesc {
+            name: name.to_string(),
+            tracefs_id: fmt.id,
+            sample_type,
+            read_format: 0,
+            flags,
+            max_stack: if sample_type & SAMPLE_CALLCHAIN != 0 {
+                32
+            } else {
+                0
+            },
+            filter: String::new(),
+            format: format.to_string(),
+            ids,
+        });
+        self.formats.push(fmt);
+        Ok((self.meta.events.len() - 1) as u16)
+    }
+
+    /// The header the trace will have.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+    /// The metadata the trace will have (events added so far).
+    pub fn metadata(&self) -> &Metadata {
+        &self.meta
+    }
+    /// Mutable metadata (to add block devices, kallsyms, ...).
+    pub fn metadata_mut(&mut self) -> &mut Metadata {
+        &mut self.meta
+    }
+
+    fn sid(&self, cpu: u32, time: u64, pid: u32, tid: u32) -> SampleIdValues {
+        let identifier = self
+            .meta
+            .events
+            .first()
+            .and_then(|e| e.ids.get(cpu as usize))
+            .copied()
+            .unwrap_or(0);
+        SampleIdValues {
+            pid,
+            tid,
+            time,
+            id: identifier,
+            stream_id: identifier,
+            cpu,
+            identifier,
+        }
+    }
+
+    fn builder(&mut self, cpu: u32) -> &mut ChunkBuilder {
+        let n = self.builders.len();
+        &mut self.builders[(cpu as usize).min(n.saturating_sub(1))]
+    }
+
+    /// Encodes a sample of event `event` on `cpu`; `stack` is the kernel callchain, innermost
+    /// first (the `PERF_CONTEXT_KERNEL` marker is added).
+    #[allow(clippy::too_many_arguments)]
+    pub fn sample_record(
+        &self,
+        cpu: u32,
+        event: u16,
+        time: u64,
+        pid: u32,
+        tid: u32,
+        stack: &[u64],
+        fields: &[(&str, Val<'_>)],
+    ) -> Result<Vec<u8>, FieldError> {
+        let ev = &self.meta.events[event as usize];
+        let raw = payload(
+            &self.formats[event as usize],
+            self.order,
+            tid as i32,
+            fields,
+        )?;
+        let mut callchain = vec![CONTEXT_KERNEL];
+        callchain.extend_from_slice(stack);
+        let v = SampleValues {
+            identifier: ev.ids.get(cpu as usize).copied().unwrap_or(0),
+            ip: stack.first().copied().unwrap_or(0),
+            pid,
+            tid,
+            time,
+            addr: 0,
+            id: ev.ids.get(cpu as usize).copied().unwrap_or(0),
+            stream_id: 0,
+            cpu,
+            period: 1,
+            callchain,
+            raw,
+        };
+        Ok(sample_record(ev.sample_type, self.order, &v))
+    }
+
+    /// Appends a sample of event `event` to `cpu`'s current chunk.
+    #[allow(clippy::too_many_arguments)]
+    pub fn sample(
+        &mut self,
+        cpu: u32,
+        event: u16,
+        time: u64,
+        pid: u32,
+        tid: u32,
+        stack: &[u64],
+        fields: &[(&str, Val<'_>)],
+    ) -> Result<(), FieldError> {
+        let rec = self.sample_record(cpu, event, time, pid, tid, stack, fields)?;
+        self.builder(cpu).push(&rec, Some(time));
+        Ok(())
+    }
+
+    /// Appends a COMM record.
+    pub fn comm(&mut self, cpu: u32, time: u64, pid: u32, tid: u32, comm: &str, exec: bool) {
+        let sid = self.sid(cpu, time, pid, tid);
+        let rec = comm_record(
+            self.task_sample_type,
+            self.order,
+            pid,
+            tid,
+            comm,
+            exec,
+            &sid,
+        );
+        self.builder(cpu).push(&rec, Some(time));
+    }
+
+    /// Appends a FORK (`fork == true`) or EXIT record; `ids` is `(pid, ppid, tid, ptid)`.
+    pub fn fork_exit(&mut self, cpu: u32, time: u64, fork: bool, ids: (u32, u32, u32, u32)) {
+        let sid = self.sid(cpu, time, ids.0, ids.2);
+        let kind = if fork { 7 } else { 4 };
+        let rec = fork_exit_record(kind, self.task_sample_type, self.order, ids, time, &sid);
+        self.builder(cpu).push(&rec, Some(time));
+    }
+
+    /// Appends a LOST record.
+    pub fn lost(&mut self, cpu: u32, time: u64, lost: u64) {
+        let sid = self.sid(cpu, time, 0, 0);
+        let rec = lost_record(
+            self.task_sample_type,
+            self.order,
+            sid.identifier,
+            lost,
+            &sid,
+        );
+        let b = self.builder(cpu);
+        b.push(&rec, Some(time));
+        b.add_lost(lost);
+    }
+
+    /// Appends raw bytes as a record (for damaged-input tests); `bytes` must be a whole
+    /// record as far as the perf header's size goes.
+    pub fn raw(&mut self, cpu: u32, bytes: &[u8], ts: Option<u64>) {
+        self.builder(cpu).push(bytes, ts);
+    }
+
+    /// Ends `cpu`'s current chunk (it is written in this order).
+    pub fn flush(&mut self, cpu: u32) {
+        if let Some(c) = self.builder(cpu).finish(1) {
+            self.chunks.push(c);
+        }
+    }
+
+    /// Ends every CPU's current chunk.
+    pub fn flush_all(&mut self) {
+        for cpu in 0..self.builders.len() as u32 {
+            self.flush(cpu);
+        }
+    }
+
+    /// Flushes everything and writes the trace into directory `dir` (one ring file unless the
+    /// trace is large).
+    pub fn write(mut self, dir: &Path) -> Result<RingStats, ioblame_format::Error> {
+        self.flush_all();
+        let mut w = RingWriter::create(
+            dir,
+            self.header.clone(),
+            self.meta.clone(),
+            RingOptions {
+                file_size: 0,
+                max_size: 0,
+            },
+        )?;
+        for c in &self.chunks {
+            w.write_chunk(c)?;
+        }
+        w.finish()
+    }
+
+    /// Takes the chunks finished so far, in write order, so that a generator of large traces
+    /// can write them out as it goes (with a `RingWriter` made from [`Self::header`] and
+    /// [`Self::metadata`]) instead of holding the whole trace.
+    pub fn take_chunks(&mut self) -> Vec<EncodedChunk> {
+        std::mem::take(&mut self.chunks)
+    }
+
+    /// The chunks finished so far, in write order.
+    pub fn chunks(&self) -> &[EncodedChunk] {
+        &self.chunks
+    }
+}
