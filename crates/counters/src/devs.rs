@@ -1,0 +1,129 @@
+//! Device selection (`--devs`), with the semantics of ioblame's `devs` file.
+
+use ioblame_attrib::Io;
+use ioblame_format::{kernel_dev, BlockDevice};
+
+use crate::error::DevError;
+use crate::filter::parse_dec_u32;
+
+/// Which devices are analysed.
+///
+/// Parsed from white-space separated items, each a device name (`sda`, `/dev/sda`) or
+/// `MAJ:MIN`, optionally preceded by `!`. Items apply in order: a plain item enables its
+/// device, a `!` item disables it. With no item at all every device is enabled; if the first
+/// item is a plain one, every other device starts disabled (as `echo sda sdb > devs` did),
+/// otherwise every device starts enabled.
+///
+/// Names are resolved against the trace's own device table, not the analysing machine's.
+/// A `MAJ:MIN` need not be in the table (the trace may hold IO of a device created after the
+/// table was taken). Devices are matched exactly: selecting a partition does not select IO
+/// that the block layer reports on its whole disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DevSelection {
+    /// State of every device not in `overrides`.
+    default: bool,
+    /// Devices (kernel encoding) with their final state, in first-mention order.
+    overrides: Vec<(u32, bool)>,
+}
+
+impl Default for DevSelection {
+    fn default() -> Self {
+        DevSelection::all()
+    }
+}
+
+impl DevSelection {
+    /// Every device enabled.
+    pub fn all() -> DevSelection {
+        DevSelection {
+            default: true,
+            overrides: Vec::new(),
+        }
+    }
+
+    /// Parses a selection such as `sda sdb !8:0`, resolving names against `devices`.
+    pub fn parse(spec: &str, devices: &[BlockDevice]) -> Result<DevSelection, DevError> {
+        let mut sel = DevSelection::all();
+        for (n, item) in spec.split_whitespace().enumerate() {
+            let (enable, name) = match item.strip_prefix('!') {
+                Some(rest) => (false, rest),
+                None => (true, item),
+            };
+            if name.is_empty() {
+                return Err(DevError::Syntax {
+                    item: item.to_string(),
+                    why: "expected a device name or MAJ:MIN after '!'".to_string(),
+                });
+            }
+            let dev = resolve(name, item, devices)?;
+            if n == 0 {
+                sel.default = !enable;
+            }
+            match sel.overrides.iter_mut().find(|(d, _)| *d == dev) {
+                Some(o) => o.1 = enable,
+                None => sel.overrides.push((dev, enable)),
+            }
+        }
+        Ok(sel)
+    }
+
+    /// Whether a device (kernel encoding `major << 20 | minor`) is enabled.
+    #[inline]
+    pub fn enabled(&self, dev: u32) -> bool {
+        self.overrides
+            .iter()
+            .find(|(d, _)| *d == dev)
+            .map_or(self.default, |(_, e)| *e)
+    }
+
+    /// Whether the device of an IO is enabled.
+    #[inline]
+    pub fn enabled_io(&self, io: &Io) -> bool {
+        self.enabled(io.dev)
+    }
+
+    /// Whether every device is enabled.
+    pub fn is_all(&self) -> bool {
+        self.default && self.overrides.iter().all(|(_, e)| *e)
+    }
+
+    /// The devices of the table that are enabled, in table order (what `cat devs` listed).
+    pub fn enabled_devices<'d>(&self, devices: &'d [BlockDevice]) -> Vec<&'d BlockDevice> {
+        devices
+            .iter()
+            .filter(|d| self.enabled(d.kernel_dev()))
+            .collect()
+    }
+}
+
+fn resolve(name: &str, item: &str, devices: &[BlockDevice]) -> Result<u32, DevError> {
+    if let Some((ma, mi)) = name.split_once(':') {
+        return match (parse_dec_u32(ma), parse_dec_u32(mi)) {
+            (Some(ma), Some(mi)) if ma < (1 << 12) && mi < (1 << 20) => Ok(kernel_dev(ma, mi)),
+            _ => Err(DevError::Syntax {
+                item: item.to_string(),
+                why: "MAJ:MIN needs two decimal numbers (major below 4096, minor below 1048576)"
+                    .to_string(),
+            }),
+        };
+    }
+    let bare = name.strip_prefix("/dev/").unwrap_or(name);
+    match devices.iter().find(|d| d.name == bare) {
+        Some(d) => Ok(d.kernel_dev()),
+        None => {
+            let known = if devices.is_empty() {
+                "none".to_string()
+            } else {
+                devices
+                    .iter()
+                    .map(|d| format!("{} ({}:{})", d.name, d.major, d.minor))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            Err(DevError::Unknown {
+                name: name.to_string(),
+                known,
+            })
+        }
+    }
+}

@@ -1,0 +1,721 @@
+//! Counter filters in the style of the kernel's trace event filters.
+//!
+//! ```text
+//! filter    := or
+//! or        := and ( '||' and )*
+//! and       := unary ( '&&' unary )*
+//! unary     := '!' unary | '(' or ')' | predicate
+//! predicate := FIELD OP VALUE
+//! ```
+//!
+//! Precedence: `!` > comparisons > `&&` > `||`; `!` applies to the condition or the
+//! parenthesized group right after it. Numbers are decimal or `0x` hexadecimal. Fields:
+//!
+//! | field | values | operators |
+//! | --- | --- | --- |
+//! | `offset`, `size`, `wait_time`, `io_time`, `seek_dist` | numbers (decimal or `0x` hex) | `== != < <= > >=` |
+//! | `pid` (of the charged role), `ino` (of the IO, 0 when unknown) | numbers | `== != < <= > >=` |
+//! | `comm` (of the charged role) | strings, quoted (`"..."` or `'...'`) or bare | `==`, `!=`, `~` (glob: `*`, `?`, `[a-z]`, `[!x]`) |
+//! | `dev` (of the IO) | `"MAJ:MIN"`, bare `MAJ:MIN`, or the kernel encoding `major << 20 \| minor` as a number | `==`, `!=` |
+//! | `via` | `page buffer inode journal direct read readahead unknown` | `==`, `!=` |
+//! | `reason` (writeback reason) | `background vmscan sync periodic laptop_timer fs_free_space forker_thread foreign_flush other`, `none` (no writeback reason), or a number | `==`, `!=` |
+//!
+//! Evaluation allocates nothing: strings and globs are parsed once, here.
+
+use ioblame_attrib::{Io, Via, WbReason};
+use ioblame_format::kernel_dev;
+use nom::bytes::complete::{tag, take_while1};
+use nom::character::complete::digit1;
+use nom::Parser;
+
+use crate::error::{Location, SpecError};
+use crate::parse::{fail, found, is_mismatch, number, word, ws, PErr, Res};
+use crate::IoContext;
+
+/// Maximum nesting of parentheses and `!` in a filter (deeper input is rejected rather than
+/// risking the stack).
+pub const MAX_DEPTH: usize = 64;
+
+/// A parsed filter.
+#[derive(Debug, Clone)]
+pub struct Filter {
+    text: String,
+    root: Node,
+}
+
+impl Filter {
+    /// Parses a filter on its own (errors are located as `filter, column C`).
+    pub fn parse(text: &str) -> Result<Filter, SpecError> {
+        let run = |text| -> Res<'_, Filter> {
+            let (i, _) = ws(text)?;
+            if i.is_empty() {
+                return fail(i, "empty filter");
+            }
+            whole_filter(i, "", text)
+        };
+        match run(text) {
+            Ok((_, f)) => Ok(f),
+            Err(nom::Err::Error(e) | nom::Err::Failure(e)) => {
+                Err(e.into_spec_error(text, Location::Filter))
+            }
+            Err(nom::Err::Incomplete(_)) => Err(SpecError {
+                location: Location::Filter,
+                column: text.chars().count() + 1,
+                message: "incomplete filter".to_string(),
+            }),
+        }
+    }
+
+    /// The filter's text as given (trimmed).
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether an IO passes the filter.
+    #[inline]
+    pub fn matches(&self, io: &Io, ctx: &IoContext<'_>) -> bool {
+        self.root.eval(io, ctx)
+    }
+}
+
+/// A filter expression.
+#[derive(Debug, Clone)]
+enum Node {
+    Or(Vec<Node>),
+    And(Vec<Node>),
+    Not(Box<Node>),
+    Num {
+        field: NumField,
+        op: CmpOp,
+        value: u64,
+    },
+    Comm {
+        negate: bool,
+        pat: StrPat,
+    },
+    Dev {
+        negate: bool,
+        dev: u32,
+    },
+    Via {
+        negate: bool,
+        via: Via,
+    },
+    Reason {
+        negate: bool,
+        reason: ReasonPat,
+    },
+}
+
+/// What `reason` is compared with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ReasonPat {
+    /// `none`: not issued by writeback.
+    None,
+    /// A number: that exact `enum wb_reason` value.
+    Is(u32),
+    /// A name ([`WbReason::name`]); `other` covers every value without a name.
+    Name(&'static str),
+}
+
+impl ReasonPat {
+    #[inline]
+    fn matches(self, r: Option<WbReason>) -> bool {
+        match (self, r) {
+            (ReasonPat::None, r) => r.is_none(),
+            (ReasonPat::Is(n), Some(r)) => r.0 == n,
+            (ReasonPat::Name(n), Some(r)) => r.name() == n,
+            (_, None) => false,
+        }
+    }
+}
+
+impl Node {
+    fn eval(&self, io: &Io, ctx: &IoContext<'_>) -> bool {
+        match self {
+            Node::Or(v) => v.iter().any(|n| n.eval(io, ctx)),
+            Node::And(v) => v.iter().all(|n| n.eval(io, ctx)),
+            Node::Not(n) => !n.eval(io, ctx),
+            Node::Num { field, op, value } => op.apply(field.value(io, ctx), *value),
+            Node::Comm { negate, pat } => pat.matches(ctx.comm.as_bytes()) != *negate,
+            Node::Dev { negate, dev } => (io.dev == *dev) != *negate,
+            Node::Via { negate, via } => (io.via == *via) != *negate,
+            Node::Reason { negate, reason } => reason.matches(io.reason) != *negate,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NumField {
+    Offset,
+    Size,
+    WaitTime,
+    IoTime,
+    SeekDist,
+    Pid,
+    Ino,
+}
+
+impl NumField {
+    #[inline]
+    fn value(self, io: &Io, ctx: &IoContext<'_>) -> u64 {
+        match self {
+            NumField::Offset => u64::from(io.offset),
+            NumField::Size => io.size,
+            NumField::WaitTime => io.wait_time,
+            NumField::IoTime => io.io_time,
+            NumField::SeekDist => u64::from(io.seek_dist),
+            NumField::Pid => u64::from(ctx.pid),
+            NumField::Ino => io.ino.unwrap_or(0),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CmpOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Glob,
+}
+
+impl CmpOp {
+    #[inline]
+    fn apply(self, a: u64, b: u64) -> bool {
+        match self {
+            CmpOp::Eq => a == b,
+            CmpOp::Ne => a != b,
+            CmpOp::Lt => a < b,
+            CmpOp::Le => a <= b,
+            CmpOp::Gt => a > b,
+            CmpOp::Ge => a >= b,
+            CmpOp::Glob => false,
+        }
+    }
+}
+
+/// A string pattern: exact bytes or a glob.
+#[derive(Debug, Clone)]
+enum StrPat {
+    Exact(Box<[u8]>),
+    Glob(Glob),
+}
+
+impl StrPat {
+    #[inline]
+    fn matches(&self, s: &[u8]) -> bool {
+        match self {
+            StrPat::Exact(p) => **p == *s,
+            StrPat::Glob(g) => g.matches(s),
+        }
+    }
+}
+
+/// One element of a glob.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum GlobTok {
+    Lit(u8),
+    /// `?`: any one byte.
+    Any,
+    /// `*`: any run of bytes.
+    Star,
+    /// `[...]`: inclusive byte ranges, possibly negated with `!` or `^`.
+    Class {
+        negated: bool,
+        ranges: Vec<(u8, u8)>,
+    },
+}
+
+impl GlobTok {
+    #[inline]
+    fn matches_one(&self, c: u8) -> bool {
+        match self {
+            GlobTok::Lit(l) => *l == c,
+            GlobTok::Any => true,
+            GlobTok::Star => false,
+            GlobTok::Class { negated, ranges } => {
+                ranges.iter().any(|&(lo, hi)| lo <= c && c <= hi) != *negated
+            }
+        }
+    }
+}
+
+/// A glob pattern as the kernel's filters take it (`glob_match`): `*`, `?`, `[...]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Glob(Vec<GlobTok>);
+
+impl Glob {
+    /// Compiles a pattern; `Err` is the byte offset of an unterminated `[` and a message.
+    fn compile(p: &[u8]) -> Result<Glob, (usize, &'static str)> {
+        let mut toks = Vec::new();
+        let mut i = 0;
+        while i < p.len() {
+            match p[i] {
+                b'*' => {
+                    if toks.last() != Some(&GlobTok::Star) {
+                        toks.push(GlobTok::Star);
+                    }
+                    i += 1;
+                }
+                b'?' => {
+                    toks.push(GlobTok::Any);
+                    i += 1;
+                }
+                b'[' => {
+                    let start = i;
+                    i += 1;
+                    let negated = matches!(p.get(i), Some(b'!' | b'^'));
+                    if negated {
+                        i += 1;
+                    }
+                    let mut ranges = Vec::new();
+                    let mut first = true;
+                    loop {
+                        let Some(&c) = p.get(i) else {
+                            return Err((start, "unterminated '[' in glob pattern"));
+                        };
+                        // A ']' right after '[' (or '[!') is a literal member.
+                        if c == b']' && !first {
+                            i += 1;
+                            break;
+                        }
+                        first = false;
+                        if p.get(i + 1) == Some(&b'-') && p.get(i + 2).is_some_and(|&e| e != b']') {
+                            let hi = p[i + 2];
+                            ranges.push((c.min(hi), c.max(hi)));
+                            i += 3;
+                        } else {
+                            ranges.push((c, c));
+                            i += 1;
+                        }
+                    }
+                    toks.push(GlobTok::Class { negated, ranges });
+                }
+                c => {
+                    toks.push(GlobTok::Lit(c));
+                    i += 1;
+                }
+            }
+        }
+        Ok(Glob(toks))
+    }
+
+    /// Whether `s` matches the whole pattern. Backtracks to the last `*` only, so it runs in
+    /// O(len(s) * len(pattern)) and allocates nothing.
+    fn matches(&self, s: &[u8]) -> bool {
+        let p = &self.0;
+        let (mut pi, mut si) = (0, 0);
+        let mut star: Option<(usize, usize)> = None;
+        while si < s.len() {
+            match p.get(pi) {
+                Some(GlobTok::Star) => {
+                    star = Some((pi, si));
+                    pi += 1;
+                }
+                Some(t) if t.matches_one(s[si]) => {
+                    pi += 1;
+                    si += 1;
+                }
+                _ => match star {
+                    Some((sp, ss)) => {
+                        pi = sp + 1;
+                        si = ss + 1;
+                        star = Some((sp, ss + 1));
+                    }
+                    None => return false,
+                },
+            }
+        }
+        p[pi..].iter().all(|t| *t == GlobTok::Star)
+    }
+}
+
+/// Parses `if FILTER` up to the end of the spec: `i` is just after `if`.
+pub(crate) fn filter_after_if<'a>(i: &'a str, whole: &'a str) -> Res<'a, Filter> {
+    let (at, _) = ws(i)?;
+    if at.is_empty() {
+        return fail(at, "expected a filter after 'if'");
+    }
+    whole_filter(at, "if", whole)
+}
+
+/// A filter that must extend to the end of `i` (which starts at its first token).
+fn whole_filter<'a>(i: &'a str, after: &str, whole: &str) -> Res<'a, Filter> {
+    let (rest, root) = or_expr(i, after, 0, whole)?;
+    let (rest, _) = ws(rest)?;
+    if !rest.is_empty() {
+        let msg = match rest.as_bytes()[0] {
+            b'&' | b'|' => format!(
+                "expected '&&', '||' or the end of the filter, {} (a single '&' or '|' is not an operator)",
+                found(rest)
+            ),
+            b')' => "unmatched ')'".to_string(),
+            _ => format!("expected '&&', '||' or the end of the filter, {}", found(rest)),
+        };
+        return fail(rest, msg);
+    }
+    let text = i[..i.len() - rest.len()].trim_end().to_string();
+    Ok((rest, Filter { text, root }))
+}
+
+fn or_expr<'a>(i: &'a str, after: &str, depth: usize, whole: &str) -> Res<'a, Node> {
+    let (mut i, first) = and_expr(i, after, depth, whole)?;
+    let mut terms = vec![first];
+    loop {
+        let (at, _) = ws(i)?;
+        match tag::<_, _, PErr<'a>>("||").parse(at) {
+            Ok((rest, _)) => {
+                let (rest, n) = and_expr(rest, "||", depth, whole)?;
+                terms.push(n);
+                i = rest;
+            }
+            Err(_) => break,
+        }
+    }
+    Ok((
+        i,
+        if terms.len() == 1 {
+            terms.remove(0)
+        } else {
+            Node::Or(terms)
+        },
+    ))
+}
+
+fn and_expr<'a>(i: &'a str, after: &str, depth: usize, whole: &str) -> Res<'a, Node> {
+    let (mut i, first) = unary(i, after, depth, whole)?;
+    let mut terms = vec![first];
+    loop {
+        let (at, _) = ws(i)?;
+        match tag::<_, _, PErr<'a>>("&&").parse(at) {
+            Ok((rest, _)) => {
+                let (rest, n) = unary(rest, "&&", depth, whole)?;
+                terms.push(n);
+                i = rest;
+            }
+            Err(_) => break,
+        }
+    }
+    Ok((
+        i,
+        if terms.len() == 1 {
+            terms.remove(0)
+        } else {
+            Node::And(terms)
+        },
+    ))
+}
+
+fn unary<'a>(i: &'a str, after: &str, depth: usize, whole: &str) -> Res<'a, Node> {
+    let (at, _) = ws(i)?;
+    if depth >= MAX_DEPTH {
+        return fail(at, format!("filter nested deeper than {MAX_DEPTH} levels"));
+    }
+    if let Some(rest) = at.strip_prefix('!') {
+        if !rest.starts_with('=') {
+            let (rest, n) = unary(rest, "!", depth + 1, whole)?;
+            return Ok((rest, Node::Not(Box::new(n))));
+        }
+    }
+    if let Some(rest) = at.strip_prefix('(') {
+        let (rest, n) = or_expr(rest, "(", depth + 1, whole)?;
+        let (close, _) = ws(rest)?;
+        return match close.strip_prefix(')') {
+            Some(rest) => Ok((rest, n)),
+            None => fail(
+                close,
+                format!(
+                    "expected ')' to close the '(' at column {}, {}",
+                    crate::parse::column_of(whole, at),
+                    found(close)
+                ),
+            ),
+        };
+    }
+    predicate(at, after)
+}
+
+const FIELDS: &str =
+    "offset, size, wait_time, io_time, seek_dist, pid, comm, dev, ino, via or reason";
+
+fn predicate<'a>(at: &'a str, after: &str) -> Res<'a, Node> {
+    let (rest, name) = match word(at) {
+        Ok(x) => x,
+        Err(e) if is_mismatch(&e) => {
+            let msg = if after.is_empty() {
+                format!("expected a condition, {}", found(at))
+            } else {
+                format!("expected a condition after '{after}', {}", found(at))
+            };
+            return fail(at, msg);
+        }
+        Err(e) => return Err(e),
+    };
+    enum Kind {
+        Num(NumField),
+        Comm,
+        Dev,
+        Via,
+        Reason,
+    }
+    let kind = match name {
+        "offset" => Kind::Num(NumField::Offset),
+        "size" => Kind::Num(NumField::Size),
+        "wait_time" => Kind::Num(NumField::WaitTime),
+        "io_time" => Kind::Num(NumField::IoTime),
+        "seek_dist" => Kind::Num(NumField::SeekDist),
+        "pid" => Kind::Num(NumField::Pid),
+        "ino" => Kind::Num(NumField::Ino),
+        "comm" => Kind::Comm,
+        "dev" => Kind::Dev,
+        "via" => Kind::Via,
+        "reason" => Kind::Reason,
+        _ => {
+            return fail(
+                at,
+                format!("unknown filter field '{name}' (expected {FIELDS})"),
+            )
+        }
+    };
+    let (op_at, _) = ws(rest)?;
+    let (val_at, (op, op_text)) = match cmp_op(op_at) {
+        Ok((r, x)) => (r, x),
+        Err(_) => {
+            let ops = match kind {
+                Kind::Num(_) => "==, !=, <, <=, >, >=",
+                Kind::Comm => "==, != or ~",
+                _ => "== or !=",
+            };
+            return fail(
+                op_at,
+                format!(
+                    "expected a comparison operator ({ops}) after '{name}', {}",
+                    found(op_at)
+                ),
+            );
+        }
+    };
+    let allowed = match kind {
+        Kind::Num(_) => op != CmpOp::Glob,
+        Kind::Comm => matches!(op, CmpOp::Eq | CmpOp::Ne | CmpOp::Glob),
+        _ => matches!(op, CmpOp::Eq | CmpOp::Ne),
+    };
+    if !allowed {
+        let hint = match kind {
+            Kind::Num(_) => "'~' is only for comm",
+            Kind::Comm => "use ==, != or ~",
+            _ => "use == or !=",
+        };
+        return fail(
+            op_at,
+            format!("operator '{op_text}' cannot be used with {name} ({hint})"),
+        );
+    }
+    let ctx = format!("{name} {op_text}");
+    let (v_at, _) = ws(val_at)?;
+    let negate = op == CmpOp::Ne;
+    match kind {
+        Kind::Num(field) => match number(v_at) {
+            Ok((rest, value)) => Ok((rest, Node::Num { field, op, value })),
+            Err(e) if is_mismatch(&e) => fail(v_at, format!("expected a number after '{ctx}'")),
+            Err(e) => Err(e),
+        },
+        Kind::Comm => {
+            let (rest, s) = string(v_at, &ctx)?;
+            let pat = if op == CmpOp::Glob {
+                let quoted = v_at.starts_with(['"', '\'']);
+                match Glob::compile(s.as_bytes()) {
+                    Ok(g) => StrPat::Glob(g),
+                    Err((off, msg)) => {
+                        let pos = off + usize::from(quoted);
+                        return fail(v_at.get(pos..).unwrap_or(v_at), msg);
+                    }
+                }
+            } else {
+                StrPat::Exact(s.as_bytes().into())
+            };
+            Ok((rest, Node::Comm { negate, pat }))
+        }
+        Kind::Dev => {
+            let (rest, dev) = dev_value(v_at, &ctx)?;
+            Ok((rest, Node::Dev { negate, dev }))
+        }
+        Kind::Via => {
+            let (rest, s) = string(v_at, &ctx)?;
+            let via = match s {
+                "page" => Via::Page,
+                "buffer" => Via::Buffer,
+                "inode" => Via::Inode,
+                "journal" => Via::Journal,
+                "direct" => Via::Direct,
+                "read" => Via::Read,
+                "readahead" => Via::Readahead,
+                "unknown" => Via::Unknown,
+                _ => {
+                    return fail(
+                        v_at,
+                        format!(
+                            "unknown via '{s}' (expected page, buffer, inode, journal, direct, read, readahead or unknown)"
+                        ),
+                    )
+                }
+            };
+            Ok((rest, Node::Via { negate, via }))
+        }
+        Kind::Reason => {
+            if let Ok((rest, n)) = number(v_at) {
+                return Ok((
+                    rest,
+                    Node::Reason {
+                        negate,
+                        reason: ReasonPat::Is(u32::try_from(n).unwrap_or(u32::MAX)),
+                    },
+                ));
+            }
+            let (rest, s) = string(v_at, &ctx)?;
+            let reason = match s {
+                "none" => ReasonPat::None,
+                _ => match (0..=8u32).map(|r| WbReason(r).name()).find(|&n| n == s) {
+                    Some(n) => ReasonPat::Name(n),
+                    None => {
+                        return fail(
+                            v_at,
+                            format!(
+                                "unknown reason '{s}' (expected background, vmscan, sync, periodic, laptop_timer, fs_free_space, forker_thread, foreign_flush, other, none or a number)"
+                            ),
+                        )
+                    }
+                },
+            };
+            Ok((rest, Node::Reason { negate, reason }))
+        }
+    }
+}
+
+fn cmp_op(i: &str) -> Res<'_, (CmpOp, &str)> {
+    for (t, op) in [
+        ("==", CmpOp::Eq),
+        ("!=", CmpOp::Ne),
+        ("<=", CmpOp::Le),
+        (">=", CmpOp::Ge),
+        ("<", CmpOp::Lt),
+        (">", CmpOp::Gt),
+        ("~", CmpOp::Glob),
+    ] {
+        if let Ok((rest, m)) = tag::<_, _, PErr<'_>>(t).parse(i) {
+            return Ok((rest, (op, m)));
+        }
+    }
+    Err(nom::Err::Error(PErr {
+        at: i,
+        msg: String::new(),
+    }))
+}
+
+/// A string value: `"..."`, `'...'` (no escapes, as in the kernel's filters) or a bare run
+/// of characters that are not blank, quotes, parentheses or operators.
+fn string<'a>(i: &'a str, ctx: &str) -> Res<'a, &'a str> {
+    if let Some(q) = i.chars().next().filter(|c| *c == '"' || *c == '\'') {
+        let body = &i[1..];
+        return match body.find(q) {
+            Some(end) => Ok((&body[end + 1..], &body[..end])),
+            None => fail(i, format!("unterminated string (missing closing {q})")),
+        };
+    }
+    match take_while1::<_, _, PErr<'a>>(|c: char| {
+        !c.is_whitespace()
+            && !matches!(
+                c,
+                '"' | '\'' | '(' | ')' | '&' | '|' | '!' | '=' | '<' | '>' | '~'
+            )
+    })
+    .parse(i)
+    {
+        Ok(x) => Ok(x),
+        Err(_) => fail(i, format!("expected a string after '{ctx}'")),
+    }
+}
+
+/// A device: `"MAJ:MIN"`, bare `MAJ:MIN`, or a number in the kernel encoding.
+fn dev_value<'a>(i: &'a str, ctx: &str) -> Res<'a, u32> {
+    let quoted = i.starts_with(['"', '\'']);
+    let (rest, s) = if quoted {
+        string(i, ctx)?
+    } else {
+        match take_while1::<_, _, PErr<'a>>(|c: char| c.is_ascii_alphanumeric() || c == ':')
+            .parse(i)
+        {
+            Ok(x) => x,
+            Err(_) => {
+                return fail(
+                    i,
+                    format!("expected a device (MAJ:MIN or a number) after '{ctx}'"),
+                )
+            }
+        }
+    };
+    let bad = || {
+        fail(
+            i,
+            format!("expected a device (MAJ:MIN or a number) after '{ctx}', found '{s}'"),
+        )
+    };
+    if let Some((ma, mi)) = s.split_once(':') {
+        match (parse_dec_u32(ma), parse_dec_u32(mi)) {
+            (Some(ma), Some(mi)) if ma < (1 << 12) && mi < (1 << 20) => {
+                Ok((rest, kernel_dev(ma, mi)))
+            }
+            _ => bad(),
+        }
+    } else {
+        match number(s) {
+            Ok(("", v)) if v <= u64::from(u32::MAX) => Ok((rest, v as u32)),
+            _ => bad(),
+        }
+    }
+}
+
+/// A decimal u32 (the whole string).
+pub(crate) fn parse_dec_u32(s: &str) -> Option<u32> {
+    match digit1::<_, PErr<'_>>(s) {
+        Ok(("", d)) => d.parse().ok(),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn g(p: &str) -> Glob {
+        Glob::compile(p.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn globs() {
+        assert!(g("dd*").matches(b"dd"));
+        assert!(g("dd*").matches(b"ddrescue"));
+        assert!(!g("dd*").matches(b"add"));
+        assert!(g("*dd").matches(b"add"));
+        assert!(g("*d*").matches(b"xdx"));
+        assert!(!g("*d*").matches(b"xxx"));
+        assert!(g("k?orker").matches(b"kworker"));
+        assert!(!g("k?orker").matches(b"korker"));
+        assert!(g("kworker/[0-9]*").matches(b"kworker/3:1"));
+        assert!(!g("kworker/[0-9]*").matches(b"kworker/u8:1"));
+        assert!(g("kworker/[!0-9]*").matches(b"kworker/u8:1"));
+        assert!(g("[]x]").matches(b"]"));
+        assert!(g("a*b*c").matches(b"aXbYbZc"));
+        assert!(!g("a*b*c").matches(b"aXbYbZ"));
+        assert!(g("").matches(b""));
+        assert!(!g("").matches(b"a"));
+        assert!(g("**").matches(b""));
+        assert_eq!(
+            Glob::compile(b"ab[cd"),
+            Err((2, "unterminated '[' in glob pattern"))
+        );
+    }
+}

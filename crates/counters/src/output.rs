@@ -1,0 +1,212 @@
+//! The counters outputs: ioblame's `counters_pipe` text, a readable variant and JSON lines.
+//!
+//! Every function writes the acts of `acts` (the attribution's act table, indexed by
+//! [`ActId`]) that have at least one nonzero count, in act order; `roles` is the role table
+//! the acts point into. An act whose role is missing from `roles` is printed with pid 0 and
+//! no comm.
+
+use std::io::{self, Write};
+
+use ioblame_attrib::{Act, ActId, Role};
+use serde::Serialize;
+
+use crate::set::{CounterSet, Histogram};
+use crate::spec::SLOTS;
+
+fn counted<'a>(
+    set: &'a CounterSet,
+    acts: &'a [Act],
+    roles: &'a [Role],
+) -> impl Iterator<Item = (ActId, &'a Act, Option<&'a Role>)> + 'a {
+    acts.iter().enumerate().filter_map(move |(i, a)| {
+        let id = ActId::try_from(i).ok()?;
+        set.is_counted(id)
+            .then(|| (id, a, roles.get(a.role as usize)))
+    })
+}
+
+fn maj_min(dev: u32) -> String {
+    format!("{}:{}", dev >> 20, dev & 0xfffff)
+}
+
+/// ioblame's `counters_pipe` format: per act a line
+/// `pid-N (comm) int=NR dev=0x... ino=0x... gen=0x0` (dev in the kernel encoding
+/// `major << 20 | minor`; `(comm)` left out when unknown; `gen` is always 0, traces have no
+/// inode generations), then one line per counter: a tab and the eight counts, the first
+/// right-aligned in 3 columns, the others in 7 columns after a space.
+pub fn counters_pipe(
+    mut w: impl Write,
+    set: &CounterSet,
+    acts: &[Act],
+    roles: &[Role],
+) -> io::Result<()> {
+    for (id, act, role) in counted(set, acts, roles) {
+        write!(w, "pid-{}", role.map_or(0, |r| r.pid))?;
+        if let Some(r) = role.filter(|r| !r.comm.is_empty()) {
+            write!(w, " ({})", r.comm)?;
+        }
+        writeln!(
+            w,
+            " int={} dev={:#x} ino={:#x} gen=0x0",
+            act.intent, act.file.dev, act.file.ino
+        )?;
+        for h in set.act_histograms(id) {
+            write!(w, "\t{:>3}", h[0])?;
+            for c in &h[1..] {
+                write!(w, " {c:>7}")?;
+            }
+            writeln!(w)?;
+        }
+    }
+    Ok(())
+}
+
+/// A readable report: each counter with its spec, unit and slot ranges, then per act a
+/// header (comm, pid, intent, dev as MAJ:MIN, ino, via) and a table of its counts with a
+/// total per counter, and finally the totals over all acts.
+pub fn pretty(mut w: impl Write, set: &CounterSet, acts: &[Act], roles: &[Role]) -> io::Result<()> {
+    let specs = set.specs();
+    let mut totals = vec![[0u64; SLOTS]; specs.len()];
+    let mut n_acts = 0usize;
+    let mut widest = 0u64;
+    for (id, _, _) in counted(set, acts, roles) {
+        n_acts += 1;
+        for (t, h) in totals.iter_mut().zip(set.act_histograms(id)) {
+            for (x, y) in t.iter_mut().zip(h) {
+                *x += *y;
+            }
+        }
+    }
+    for t in &totals {
+        widest = widest.max(t.iter().sum());
+    }
+    let width = widest.to_string().len().max(6) + 2;
+    let labels: Vec<String> = specs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| format!("#{i} {} {}", s.dirs, s.field.name()))
+        .collect();
+    let label_w = labels
+        .iter()
+        .map(|l| l.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(7);
+
+    writeln!(w, "Counters ({}):", specs.len())?;
+    for (i, s) in specs.iter().enumerate() {
+        writeln!(w, "  #{i} {s}")?;
+        write!(w, "     slots ({}):", s.field.unit())?;
+        for k in 0..SLOTS {
+            write!(w, " {}", s.slot_range(k))?;
+        }
+        writeln!(w)?;
+    }
+
+    let table_head = |w: &mut dyn Write| -> io::Result<()> {
+        write!(w, "  {:<label_w$}", "counter")?;
+        for k in 0..SLOTS {
+            write!(w, "{:>width$}", format!("slot{k}"))?;
+        }
+        writeln!(w, "{:>width$}", "total")
+    };
+    let row = |w: &mut dyn Write, label: &str, h: &Histogram| -> io::Result<()> {
+        write!(w, "  {label:<label_w$}")?;
+        for c in h {
+            write!(w, "{c:>width$}")?;
+        }
+        writeln!(w, "{:>width$}", h.iter().sum::<u64>())
+    };
+
+    for (id, act, role) in counted(set, acts, roles) {
+        writeln!(w)?;
+        let comm = role.map_or("?", |r| if r.comm.is_empty() { "?" } else { &r.comm });
+        write!(
+            w,
+            "act {id}: {comm} pid {} intent #{} dev {} ino {} via {}",
+            role.map_or(0, |r| r.pid),
+            act.intent,
+            maj_min(act.file.dev),
+            act.file.ino,
+            act.via.name()
+        )?;
+        if act.recorder {
+            write!(w, " (recorder)")?;
+        }
+        writeln!(w)?;
+        table_head(&mut w)?;
+        for (label, h) in labels.iter().zip(set.act_histograms(id)) {
+            row(&mut w, label, h)?;
+        }
+    }
+
+    writeln!(w)?;
+    writeln!(w, "Totals over {n_acts} acts:")?;
+    table_head(&mut w)?;
+    for (label, h) in labels.iter().zip(&totals) {
+        row(&mut w, label, h)?;
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct JsonCounter<'a> {
+    spec: String,
+    dir: String,
+    field: &'a str,
+    bounds: &'a [u64; 9],
+    filter: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct JsonHeader<'a> {
+    counters: Vec<JsonCounter<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonAct<'a> {
+    act: ActId,
+    pid: u32,
+    comm: &'a str,
+    intent: u32,
+    dev: String,
+    ino: u64,
+    via: &'a str,
+    counters: &'a [Histogram],
+}
+
+/// JSON lines: first `{"counters":[{"spec","dir","field","bounds","filter"}...]}`, then one
+/// object per act: `act` (its id), `pid`, `comm` (empty when unknown), `intent`, `dev`
+/// (`MAJ:MIN`), `ino`, `via`, `counters` (one array of eight counts per counter).
+pub fn json(mut w: impl Write, set: &CounterSet, acts: &[Act], roles: &[Role]) -> io::Result<()> {
+    let header = JsonHeader {
+        counters: set
+            .specs()
+            .iter()
+            .map(|s| JsonCounter {
+                spec: s.spec_text(),
+                dir: s.dirs.to_string(),
+                field: s.field.name(),
+                bounds: &s.bounds,
+                filter: s.filter.as_ref().map(|f| f.text()),
+            })
+            .collect(),
+    };
+    serde_json::to_writer(&mut w, &header)?;
+    writeln!(w)?;
+    for (id, act, role) in counted(set, acts, roles) {
+        let line = JsonAct {
+            act: id,
+            pid: role.map_or(0, |r| r.pid),
+            comm: role.map_or("", |r| &r.comm),
+            intent: act.intent,
+            dev: maj_min(act.file.dev),
+            ino: act.file.ino,
+            via: act.via.name(),
+            counters: set.act_histograms(id),
+        };
+        serde_json::to_writer(&mut w, &line)?;
+        writeln!(w)?;
+    }
+    Ok(())
+}
