@@ -1,0 +1,237 @@
+//! Bounded in-memory aggregates of the IO stream: per act, per role and time bucket, a
+//! decimated sample of IO positions and per-via latency histograms.
+
+use std::collections::BTreeMap;
+
+use ioblame_attrib::{Dir, Io, RoleId, Tables, Via};
+
+/// Most time buckets kept; past it the bucket width doubles and pairs merge.
+pub(crate) const MAX_BUCKETS: u64 = 512;
+/// First bucket width: 10 ms.
+const FIRST_BUCKET_NS: u64 = 10_000_000;
+/// Most offset points kept for the seekwatcher chart; past it every other point is dropped
+/// and only every `2^k`-th IO is sampled.
+pub(crate) const MAX_POINTS: usize = 20_000;
+/// Latency histogram buckets: bucket `i` holds `2^(i-1) <= µs < 2^i` (bucket 0: 0 µs).
+pub(crate) const LAT_BUCKETS: usize = 32;
+
+/// All via classes, in output order.
+pub(crate) const VIAS: [Via; 8] = [
+    Via::Page,
+    Via::Buffer,
+    Via::Inode,
+    Via::Journal,
+    Via::Direct,
+    Via::Read,
+    Via::Readahead,
+    Via::Unknown,
+];
+
+pub(crate) fn via_index(v: Via) -> usize {
+    VIAS.iter().position(|&x| x == v).unwrap_or(VIAS.len() - 1)
+}
+
+/// One sampled IO position.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Point {
+    /// Completion time relative to the base, ns.
+    pub t: u64,
+    /// Offset scaled to 0..=65535.
+    pub offset: u32,
+    pub dir: Dir,
+}
+
+/// What [`crate::ReportWriter::push_io`] accumulates.
+#[derive(Debug, Default)]
+pub(crate) struct Aggregates {
+    /// Base time (ns, trace clock) of the charts' time axis.
+    pub base: Option<u64>,
+    /// Latest completion seen, relative to the base.
+    pub end: u64,
+    /// Sum of io_time (µs) per act id.
+    pub act_io_us: Vec<u64>,
+    /// Sum of wait_time (µs) per act id.
+    pub act_wait_us: Vec<u64>,
+    /// Width of a time bucket, ns.
+    pub bucket_ns: u64,
+    /// Bytes per (bucket, role), sparse.
+    pub role_buckets: BTreeMap<(u64, RoleId), u64>,
+    /// Bytes per role (for choosing the top roles).
+    pub role_bytes: BTreeMap<RoleId, u64>,
+    /// Sampled positions.
+    pub points: Vec<Point>,
+    /// Sample every `2^stride_log`-th IO.
+    pub stride_log: u32,
+    /// IOs seen.
+    pub n_ios: u64,
+    /// Wait (0) and io (1) time histograms per via class.
+    pub latency: [[[u64; LAT_BUCKETS]; VIAS.len()]; 2],
+}
+
+/// The latency bucket of a value in µs.
+pub(crate) fn lat_bucket(us: u64) -> usize {
+    ((64 - us.leading_zeros()) as usize).min(LAT_BUCKETS - 1)
+}
+
+impl Aggregates {
+    pub(crate) fn new(base: Option<u64>) -> Aggregates {
+        Aggregates {
+            base,
+            bucket_ns: FIRST_BUCKET_NS,
+            ..Aggregates::default()
+        }
+    }
+
+    pub(crate) fn push(&mut self, io: &Io, tables: &Tables) {
+        let base = *self.base.get_or_insert(io.queue_time.min(io.complete_time));
+        let t = io.complete_time.saturating_sub(base);
+        self.end = self.end.max(t);
+        let a = io.act as usize;
+        // Per-act sums only for acts the tables hold (bounds the vectors by the act table).
+        if a < tables.acts.len() && self.act_io_us.len() <= a {
+            self.act_io_us.resize(a + 1, 0);
+            self.act_wait_us.resize(a + 1, 0);
+        }
+        if let (Some(x), Some(y)) = (self.act_io_us.get_mut(a), self.act_wait_us.get_mut(a)) {
+            *x = x.saturating_add(io.io_time);
+            *y = y.saturating_add(io.wait_time);
+        }
+
+        let role = tables.act(io.act).map_or(RoleId::MAX, |x| x.role);
+        while t / self.bucket_ns >= MAX_BUCKETS {
+            self.bucket_ns *= 2;
+            let old = std::mem::take(&mut self.role_buckets);
+            for ((b, r), v) in old {
+                *self.role_buckets.entry((b / 2, r)).or_default() += v;
+            }
+        }
+        *self
+            .role_buckets
+            .entry((t / self.bucket_ns, role))
+            .or_default() += io.size;
+        *self.role_bytes.entry(role).or_default() += io.size;
+
+        if self.n_ios & ((1u64 << self.stride_log) - 1) == 0 {
+            if self.points.len() >= MAX_POINTS {
+                let mut i = 0;
+                self.points.retain(|_| {
+                    i += 1;
+                    i % 2 == 1
+                });
+                self.stride_log += 1;
+            }
+            if self.n_ios & ((1u64 << self.stride_log) - 1) == 0 {
+                self.points.push(Point {
+                    t,
+                    offset: io.offset,
+                    dir: io.dir,
+                });
+            }
+        }
+        self.n_ios += 1;
+
+        let v = via_index(io.via);
+        self.latency[0][v][lat_bucket(io.wait_time)] += 1;
+        self.latency[1][v][lat_bucket(io.io_time)] += 1;
+    }
+
+    /// The io_time sum of an act (0 when it had no IO).
+    pub(crate) fn io_us(&self, act: u32) -> u64 {
+        self.act_io_us.get(act as usize).copied().unwrap_or(0)
+    }
+
+    /// The wait_time sum of an act.
+    pub(crate) fn wait_us(&self, act: u32) -> u64 {
+        self.act_wait_us.get(act as usize).copied().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use ioblame_attrib::{Act, ActTotals, FileKey, Role, Tables};
+    use ioblame_decode::Rwbs;
+
+    fn io(i: u64, t: u64) -> Io {
+        Io {
+            dev: 1,
+            sector: i,
+            size: 4096,
+            dir: if i % 2 == 0 { Dir::R } else { Dir::W },
+            rwbs: Rwbs(Rwbs::READ),
+            queue_time: t,
+            issue_time: t,
+            complete_time: t,
+            wait_time: i % 1000,
+            io_time: i % 5000,
+            offset: (i % 65536) as u32,
+            seek_dist: 0,
+            issuer: 0,
+            act: (i % 3) as u32,
+            via: Via::Read,
+            reason: None,
+            ino: None,
+            file_offset: None,
+            split: false,
+            journal_txn: None,
+        }
+    }
+
+    #[test]
+    fn aggregates_stay_bounded() {
+        let act = |role| Act {
+            role,
+            intent: 1,
+            file: FileKey { dev: 1, ino: 0 },
+            via: Via::Read,
+            recorder: false,
+        };
+        let t = Tables {
+            roles: vec![
+                Role {
+                    pid: 1,
+                    tid: 1,
+                    comm: "a".into(),
+                    generation: 0,
+                };
+                2
+            ],
+            intents: vec![],
+            acts: vec![act(0), act(1)],
+            totals: vec![ActTotals::default(); 2],
+        };
+        let mut a = Aggregates::new(None);
+        let n = 100_000u64;
+        // One IO every 10 ms for 1000 s; act 2 is not in the tables.
+        for i in 0..n {
+            a.push(&io(i, 5_000_000_000 + i * 10_000_000), &t);
+        }
+        assert_eq!(a.n_ios, n);
+        assert_eq!(a.base, Some(5_000_000_000));
+        assert!(a.role_buckets.keys().all(|&(b, _)| b < MAX_BUCKETS));
+        assert!(a.bucket_ns * MAX_BUCKETS > a.end);
+        let bytes: u64 = a.role_buckets.values().sum();
+        assert_eq!(bytes, n * 4096);
+        assert_eq!(a.role_bytes.values().sum::<u64>(), n * 4096);
+        assert!(a.points.len() <= MAX_POINTS && a.points.len() > MAX_POINTS / 2);
+        // Points are every 2^k-th IO, in time order.
+        let step = 1u64 << a.stride_log;
+        assert_eq!(a.points[1].t - a.points[0].t, step * 10_000_000);
+        assert_eq!(a.act_io_us.len(), 2, "no room made for an unknown act");
+        let want: u64 = (0..n).filter(|i| i % 3 == 0).map(|i| i % 5000).sum();
+        assert_eq!(a.io_us(0), want);
+        let lat: u64 = a.latency[1].iter().flatten().sum();
+        assert_eq!(lat, n);
+    }
+
+    #[test]
+    fn latency_buckets() {
+        assert_eq!(lat_bucket(0), 0);
+        assert_eq!(lat_bucket(1), 1);
+        assert_eq!(lat_bucket(2), 2);
+        assert_eq!(lat_bucket(3), 2);
+        assert_eq!(lat_bucket(1024), 11);
+        assert_eq!(lat_bucket(u64::MAX), LAT_BUCKETS - 1);
+    }
+}

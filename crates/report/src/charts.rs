@@ -1,0 +1,426 @@
+//! Charts drawn with plotters: SVG always, PNG for the IO position scatter (a bitmap suits
+//! thousands of points). Text uses the bundled DejaVu Sans, registered through plotters'
+//! `ab_glyph` feature, so no system font is needed.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use ioblame_attrib::{ActId, Dir, RoleId, Tables};
+use ioblame_counters::{CounterSet, CounterSpec, Field, SLOTS};
+use plotters::coord::ranged1d::Ranged;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use crate::agg::{Aggregates, LAT_BUCKETS, VIAS};
+use crate::error::ReportError;
+use crate::util::{act_comm, label};
+
+/// The bundled font (DejaVu Sans, see `assets/DejaVuSans-LICENSE.txt`).
+static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+/// The family name charts ask for; the bundled font is registered under it.
+pub(crate) const FAMILY: &str = "sans-serif";
+
+/// Chart size in pixels.
+pub(crate) const SIZE: (u32, u32) = (900, 420);
+
+/// Registers the bundled font once.
+pub(crate) fn register_font() -> Result<(), ReportError> {
+    static DONE: OnceLock<bool> = OnceLock::new();
+    let ok = *DONE.get_or_init(|| {
+        plotters::style::register_font(FAMILY, FontStyle::Normal, FONT).is_ok()
+            && plotters::style::register_font(FAMILY, FontStyle::Bold, FONT).is_ok()
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(ReportError::Font)
+    }
+}
+
+/// Series colours (colour-blind friendly, Okabe-Ito).
+const COLORS: [RGBColor; 8] = [
+    RGBColor(0, 114, 178),
+    RGBColor(213, 94, 0),
+    RGBColor(0, 158, 115),
+    RGBColor(204, 121, 167),
+    RGBColor(230, 159, 0),
+    RGBColor(86, 180, 233),
+    RGBColor(120, 120, 120),
+    RGBColor(0, 0, 0),
+];
+
+fn color(i: usize) -> RGBColor {
+    COLORS[i % COLORS.len()]
+}
+
+/// Colour of a direction class in the position chart.
+pub(crate) fn dir_color(d: Dir) -> RGBColor {
+    match d {
+        Dir::R => RGBColor(0, 114, 178),
+        Dir::A => RGBColor(0, 158, 115),
+        Dir::W => RGBColor(213, 94, 0),
+    }
+}
+
+type DrawResult = Result<(), String>;
+
+fn e2s<E: std::fmt::Display>(e: E) -> String {
+    e.to_string()
+}
+
+/// Renders a chart into an SVG string.
+pub(crate) fn svg_string(
+    path: &Path,
+    draw: impl FnOnce(DrawingArea<SVGBackend<'_>, Shift>) -> DrawResult,
+) -> Result<String, ReportError> {
+    register_font()?;
+    let mut s = String::new();
+    {
+        let root = SVGBackend::with_string(&mut s, SIZE).into_drawing_area();
+        draw(root).map_err(|e| ReportError::chart(path, e))?;
+    }
+    Ok(s)
+}
+
+/// Renders a chart into a PNG file.
+pub(crate) fn png_file(
+    path: &Path,
+    draw: impl FnOnce(DrawingArea<BitMapBackend<'_>, Shift>) -> DrawResult,
+) -> Result<(), ReportError> {
+    register_font()?;
+    let root = BitMapBackend::new(path, SIZE).into_drawing_area();
+    draw(root).map_err(|e| ReportError::chart(path, e))
+}
+
+fn caption_style() -> TextStyle<'static> {
+    (FAMILY, 20).into_font().into()
+}
+
+/// A boundary value of a counter in its unit, short.
+fn bound_label(field: Field, v: u64) -> String {
+    match field {
+        Field::Size => {
+            if v >= 1 << 20 && v % (1 << 20) == 0 {
+                format!("{}M", v >> 20)
+            } else if v >= 1024 && v % 1024 == 0 {
+                format!("{}K", v >> 10)
+            } else {
+                format!("{v}")
+            }
+        }
+        Field::WaitTime | Field::IoTime => {
+            if v >= 1000 && v % 100 == 0 {
+                format!("{}ms", v as f64 / 1000.0)
+            } else {
+                format!("{v}µs")
+            }
+        }
+        Field::Offset | Field::SeekDist => format!("{:.1}%", v as f64 * 100.0 / 65536.0),
+    }
+}
+
+/// The x axis description of a counter's histogram.
+fn field_desc(field: Field) -> &'static str {
+    match field {
+        Field::Size => "IO size (bytes; slot boundaries)",
+        Field::WaitTime => "wait time, queued -> issued (slot boundaries)",
+        Field::IoTime => "device time, issued -> completed (slot boundaries)",
+        Field::Offset => "offset on the device (% of the device; slot boundaries)",
+        Field::SeekDist => "seek distance (% of the device; slot boundaries)",
+    }
+}
+
+/// A label for an act in legends: `comm #intent act N`.
+pub(crate) fn act_label(t: &Tables, id: ActId) -> String {
+    let intent = t.act(id).map_or(0, |a| a.intent);
+    format!("{} #{intent} (act {id})", label(act_comm(t, id), 16))
+}
+
+/// One counter's eight-slot histogram for the given acts, as grouped bars.
+pub(crate) fn counter_chart<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    index: usize,
+    spec: &CounterSpec,
+    series: &[(String, [u64; SLOTS])],
+) -> DrawResult {
+    root.fill(&WHITE).map_err(e2s)?;
+    let ymax = series
+        .iter()
+        .flat_map(|(_, h)| h.iter().copied())
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64
+        * 1.1;
+    let mut title = format!("counter #{index}: {spec}");
+    if title.chars().count() > 90 {
+        title = label(&title, 90);
+    }
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, caption_style())
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(65)
+        .build_cartesian_2d(0f64..SLOTS as f64, 0f64..ymax)
+        .map_err(e2s)?;
+    let field = spec.field;
+    let bounds = spec.bounds;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(SLOTS + 1)
+        .x_label_formatter(&|x| {
+            let k = x.round() as usize;
+            if (x - x.round()).abs() > 1e-6 || k > SLOTS {
+                String::new()
+            } else if k == SLOTS && bounds[SLOTS] == 0 {
+                "∞".to_string()
+            } else {
+                bound_label(field, bounds[k])
+            }
+        })
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .x_desc(field_desc(field))
+        .y_desc("IOs")
+        .label_style((FAMILY, 13))
+        .axis_desc_style((FAMILY, 14))
+        .draw()
+        .map_err(e2s)?;
+    let n = series.len().max(1) as f64;
+    let w = 0.8 / n;
+    for (j, (name, h)) in series.iter().enumerate() {
+        let c = color(j);
+        chart
+            .draw_series((0..SLOTS).map(|s| {
+                let x0 = s as f64 + 0.1 + j as f64 * w;
+                Rectangle::new([(x0, 0.0), (x0 + w, h[s] as f64)], c.filled())
+            }))
+            .map_err(e2s)?
+            .label(name.as_str())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
+    }
+    legend(&mut chart)?;
+    root.present().map_err(e2s)
+}
+
+fn legend<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+) -> DrawResult {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FAMILY, 13))
+        .draw()
+        .map_err(e2s)
+}
+
+/// The top acts for a counter's chart: those of `top` with a nonzero count in it.
+pub(crate) fn counter_series(
+    t: &Tables,
+    set: &CounterSet,
+    counter: usize,
+    top: &[ActId],
+    max: usize,
+) -> Vec<(String, [u64; SLOTS])> {
+    top.iter()
+        .filter_map(|&a| {
+            let h = set.histogram(a, counter)?;
+            (h.iter().any(|&c| c != 0)).then(|| (act_label(t, a), *h))
+        })
+        .take(max)
+        .collect()
+}
+
+/// Most points per line of the throughput chart.
+const CHART_BUCKETS: u64 = 100;
+
+/// Throughput (MiB/s) over time of the top roles.
+pub(crate) fn throughput_chart<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    t: &Tables,
+    agg: &Aggregates,
+    roles: &[RoleId],
+) -> DrawResult {
+    root.fill(&WHITE).map_err(e2s)?;
+    // At most ~CHART_BUCKETS points per line: merge `k` aggregate buckets per point.
+    let k = (agg.end / agg.bucket_ns + 1).div_ceil(CHART_BUCKETS).max(1);
+    let bucket_ns = agg.bucket_ns * k;
+    let width_s = bucket_ns as f64 / 1e9;
+    let n_buckets = agg.end / bucket_ns + 1;
+    let mut lines: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    let mut ymax: f64 = 0.0;
+    for &r in roles {
+        let mut v = vec![0u64; n_buckets as usize];
+        for (&(b, role), &bytes) in agg.role_buckets.range((0, r)..) {
+            if role == r {
+                if let Some(x) = v.get_mut((b / k) as usize) {
+                    *x += bytes;
+                }
+            }
+        }
+        let pts: Vec<(f64, f64)> = v
+            .iter()
+            .enumerate()
+            .map(|(b, &bytes)| {
+                let mib_s = bytes as f64 / 1048576.0 / width_s;
+                ymax = ymax.max(mib_s);
+                (b as f64 * width_s, mib_s)
+            })
+            .collect();
+        let name = t.role(r).map_or_else(
+            || "?".to_string(),
+            |x| format!("{} ({})", label(&x.comm, 16), x.pid),
+        );
+        lines.push((name, pts));
+    }
+    let xmax = (n_buckets as f64 * width_s).max(width_s);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!(
+                "Throughput of the top roles ({:.0} ms buckets)",
+                width_s * 1e3
+            ),
+            caption_style(),
+        )
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(65)
+        .build_cartesian_2d(0f64..xmax, 0f64..(ymax.max(0.001) * 1.1))
+        .map_err(e2s)?;
+    chart
+        .configure_mesh()
+        .x_desc("time since start (s)")
+        .y_desc("throughput (MiB/s)")
+        .label_style((FAMILY, 13))
+        .axis_desc_style((FAMILY, 14))
+        .draw()
+        .map_err(e2s)?;
+    for (j, (name, pts)) in lines.into_iter().enumerate() {
+        let c = color(j);
+        chart
+            .draw_series(LineSeries::new(pts, c.stroke_width(2)))
+            .map_err(e2s)?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
+    }
+    legend(&mut chart)?;
+    root.present().map_err(e2s)
+}
+
+/// Device position over time (seekwatcher style), one colour per direction class.
+pub(crate) fn offset_chart<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    agg: &Aggregates,
+) -> DrawResult {
+    root.fill(&WHITE).map_err(e2s)?;
+    let xmax = (agg.end as f64 / 1e9).max(0.001) * 1.02;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("IO position on the device over time", caption_style())
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(65)
+        .build_cartesian_2d(0f64..xmax, 0f64..100f64)
+        .map_err(e2s)?;
+    chart
+        .configure_mesh()
+        .x_desc("time since start (s)")
+        .y_desc("offset (% of the device)")
+        .label_style((FAMILY, 13))
+        .axis_desc_style((FAMILY, 14))
+        .draw()
+        .map_err(e2s)?;
+    for (d, name) in [(Dir::R, "read"), (Dir::A, "readahead"), (Dir::W, "write")] {
+        let c = dir_color(d);
+        chart
+            .draw_series(agg.points.iter().filter(|p| p.dir == d).map(|p| {
+                Circle::new(
+                    (p.t as f64 / 1e9, p.offset as f64 * 100.0 / 65536.0),
+                    2,
+                    c.filled(),
+                )
+            }))
+            .map_err(e2s)?
+            .label(name)
+            .legend(move |(x, y)| Circle::new((x + 6, y), 4, c.filled()));
+    }
+    legend(&mut chart)?;
+    root.present().map_err(e2s)
+}
+
+/// Latency distribution per via class: `which` 0 = wait time, 1 = device time.
+pub(crate) fn latency_chart<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    agg: &Aggregates,
+    which: usize,
+) -> DrawResult {
+    root.fill(&WHITE).map_err(e2s)?;
+    let hists = &agg.latency[which.min(1)];
+    let last = hists
+        .iter()
+        .flat_map(|h| h.iter().rposition(|&c| c != 0))
+        .max()
+        .unwrap_or(1)
+        .max(1);
+    let ymax = hists.iter().flatten().copied().max().unwrap_or(0).max(1) as f64 * 1.1;
+    let title = if which == 0 {
+        "Wait time (queued -> issued) by via class"
+    } else {
+        "Device time (issued -> completed) by via class"
+    };
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, caption_style())
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(65)
+        .build_cartesian_2d(0f64..(last + 1) as f64, 0f64..ymax)
+        .map_err(e2s)?;
+    chart
+        .configure_mesh()
+        .x_labels((last + 2).min(LAT_BUCKETS))
+        .x_label_formatter(&|x| {
+            let k = x.round();
+            if (x - k).abs() > 1e-6 || k < 0.0 {
+                return String::new();
+            }
+            // Bucket k holds [2^(k-1), 2^k) µs; label its lower edge.
+            let lo = if k < 1.0 { 0 } else { 1u64 << (k as u32 - 1) };
+            if lo < 1000 {
+                format!("{lo}µs")
+            } else if lo < 10_000 {
+                format!("{:.1}ms", lo as f64 / 1e3)
+            } else if lo < 1_000_000 {
+                format!("{:.0}ms", lo as f64 / 1e3)
+            } else {
+                format!("{:.1}s", lo as f64 / 1e6)
+            }
+        })
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .x_desc("latency (µs, log2 buckets: lower edge)")
+        .y_desc("IOs")
+        .label_style((FAMILY, 12))
+        .axis_desc_style((FAMILY, 14))
+        .draw()
+        .map_err(e2s)?;
+    for (j, (via, h)) in VIAS.iter().zip(hists).enumerate() {
+        if h.iter().all(|&c| c == 0) {
+            continue;
+        }
+        let c = color(j);
+        let pts: Vec<(f64, f64)> = (0..=last).map(|k| (k as f64 + 0.5, h[k] as f64)).collect();
+        chart
+            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
+            .map_err(e2s)?
+            .label(via.name())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
+        chart
+            .draw_series(
+                pts.into_iter()
+                    .filter(|p| p.1 > 0.0)
+                    .map(|p| Circle::new(p, 3, c.filled())),
+            )
+            .map_err(e2s)?;
+    }
+    legend(&mut chart)?;
+    root.present().map_err(e2s)
+}

@@ -1,0 +1,53 @@
+//! The report's errors.
+
+use std::path::PathBuf;
+
+/// What can go wrong while writing a report. Every variant names the file concerned.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReportError {
+    /// Creating the output directory or writing a file failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Building or writing a Parquet table failed.
+    #[error("{}: writing Parquet: {source}", path.display())]
+    Parquet {
+        /// The table file.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: polars::error::PolarsError,
+    },
+    /// Drawing a chart failed.
+    #[error("{}: drawing chart: {message}", path.display())]
+    Chart {
+        /// The chart file.
+        path: PathBuf,
+        /// What the drawing backend said.
+        message: String,
+    },
+    /// The bundled font could not be registered.
+    #[error("the bundled font could not be loaded")]
+    Font,
+}
+
+impl ReportError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> ReportError {
+        ReportError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+    pub(crate) fn chart(path: impl Into<PathBuf>, e: impl std::fmt::Display) -> ReportError {
+        ReportError::Chart {
+            path: path.into(),
+            message: e.to_string(),
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! IO flame graphs: folded stacks `comm;outer;...;inner weight` of the charged intents,
+//! drawn with inferno.
+
+use std::collections::BTreeMap;
+
+use ioblame_attrib::{Symbolizer, Tables, INTENT_LOST, INTENT_NOMEM};
+
+use crate::util::{frame_name, modifier_reason};
+
+/// What a flame graph is weighted by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Weight {
+    /// Bytes charged.
+    Bytes,
+    /// Device time (µs) of the IOs charged.
+    IoTime,
+}
+
+/// A frame name safe in folded stacks: no `;`, no line breaks, no control characters.
+fn clean(s: &str) -> String {
+    let s: String = s
+        .chars()
+        .map(|c| match c {
+            ';' => ':',
+            c if c.is_control() => '?',
+            c => c,
+        })
+        .collect();
+    if s.trim().is_empty() {
+        "?".to_string()
+    } else {
+        s
+    }
+}
+
+/// Folded stacks, one line per distinct stack (sorted): the role's comm at the root, then
+/// the writeback reason where the intent has one (`[wb:sync]`), then the intent's frames
+/// outermost first. Intents without a stack show as `[lost]` / `[nomem]` / `[no stack]`.
+/// `weight(act)` gives each act's weight; zero weights are left out.
+pub fn folded_stacks(t: &Tables, sym: &dyn Symbolizer, weight: impl Fn(u32) -> u64) -> Vec<String> {
+    let mut names: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+    let mut acc: BTreeMap<String, u64> = BTreeMap::new();
+    for (id, a, _) in t.acts_with_totals() {
+        let w = weight(id);
+        if w == 0 {
+            continue;
+        }
+        let Some(intent) = t.intent(a.intent) else {
+            continue;
+        };
+        let frames = names.entry(a.intent).or_insert_with(|| {
+            let mut v = Vec::new();
+            if let Some(r) = modifier_reason(intent.modifier) {
+                v.push(format!("[wb:{}]", r.name()));
+            }
+            if intent.stack.is_empty() {
+                v.push(
+                    match a.intent {
+                        INTENT_LOST => "[lost]",
+                        INTENT_NOMEM => "[nomem]",
+                        _ => "[no stack]",
+                    }
+                    .to_string(),
+                );
+            }
+            v.extend(
+                intent
+                    .stack
+                    .iter()
+                    .rev()
+                    .map(|&x| clean(&frame_name(sym, x))),
+            );
+            v
+        });
+        let comm = t
+            .role(a.role)
+            .map(|r| clean(&r.comm))
+            .unwrap_or_else(|| "?".to_string());
+        let mut line = comm;
+        for f in frames.iter() {
+            line.push(';');
+            line.push_str(f);
+        }
+        *acc.entry(line).or_default() += w;
+    }
+    acc.into_iter().map(|(k, w)| format!("{k} {w}")).collect()
+}
+
+/// Draws a flame graph of folded stacks. `interactive` keeps inferno's JavaScript (search,
+/// zoom) for a standalone file; without it the SVG can be inlined in a page.
+pub fn flame_svg(
+    lines: &[String],
+    title: &str,
+    count_name: &str,
+    interactive: bool,
+) -> std::io::Result<String> {
+    let mut opt = inferno::flamegraph::Options::default();
+    opt.title = title.to_string();
+    opt.count_name = count_name.to_string();
+    opt.no_javascript = !interactive;
+    opt.deterministic = true;
+    opt.hash = true;
+    opt.image_width = Some(1200);
+    opt.colors = inferno::flamegraph::Palette::Basic(inferno::flamegraph::color::BasicPalette::Io);
+    let mut out = Vec::new();
+    if lines.is_empty() {
+        // inferno refuses an empty profile; draw a graph with a single zero-width note.
+        inferno::flamegraph::from_lines(&mut opt, ["[no IO] 1"], &mut out)?;
+    } else {
+        inferno::flamegraph::from_lines(&mut opt, lines.iter().map(|s| s.as_str()), &mut out)?;
+    }
+    String::from_utf8(out).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clean_names() {
+        assert_eq!(clean("a;b\nc"), "a:b?c");
+        assert_eq!(clean(""), "?");
+    }
+}

@@ -1,0 +1,428 @@
+//! End-to-end tests of the report: summary golden, Parquet round trips (polars and DuckDB),
+//! charts (SVG parsed as XML, PNG decoded), flame graphs and the page in headless Chromium.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{fixture, out_dir, sym, write_report};
+use ioblame_report::{folded_stacks, summary_text, SummaryInput, IOS_ROW_GROUP};
+use polars::prelude::*;
+
+fn golden(name: &str, actual: &str) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with BLESS=1 to create it)", path.display()));
+    assert_eq!(
+        actual,
+        expected,
+        "{} differs (BLESS=1 rewrites it)",
+        path.display()
+    );
+}
+
+/// In CI a missing tool is a failure; elsewhere the test says why it skips.
+fn missing(what: &str) {
+    if std::env::var_os("CI").is_some() {
+        panic!("{what} is required in CI (scripts/install-test-deps.sh installs it)");
+    }
+    eprintln!("SKIPPED: {what} is not available (scripts/install-test-deps.sh installs it)");
+}
+
+#[test]
+fn summary_text_golden() {
+    let f = fixture(0);
+    let mut io_us = vec![0u64; f.tables.acts.len()];
+    for io in &f.ios {
+        io_us[io.act as usize] += io.io_time;
+    }
+    let files = vec!["report.html".to_string(), "ios.parquet".to_string()];
+    let text = summary_text(
+        &SummaryInput {
+            tables: &f.tables,
+            summary: &f.summary,
+            act_io_us: &io_us,
+            paths: &f.paths,
+            top: 3,
+            files: Some((Path::new("OUT"), &files)),
+        },
+        &sym,
+    );
+    golden("summary.txt", &text);
+}
+
+fn read_parquet(path: &Path) -> DataFrame {
+    let f = std::fs::File::open(path).unwrap();
+    ParquetReader::new(f).finish().unwrap()
+}
+
+fn sum_u64(df: &DataFrame, col: &str) -> u64 {
+    let ca = df
+        .column(col)
+        .unwrap()
+        .as_materialized_series()
+        .u64()
+        .unwrap()
+        .clone();
+    (0..ca.len()).map(|i| ca.get(i).unwrap_or(0)).sum()
+}
+
+#[test]
+fn parquet_round_trip_polars() {
+    let f = fixture(0);
+    let dir = out_dir("polars");
+    let r = write_report(&f, &dir);
+    assert_eq!(r.ios_rows, f.ios.len() as u64);
+
+    let ios = read_parquet(&dir.join("ios.parquet"));
+    assert_eq!(ios.height(), f.ios.len());
+    let total: u64 = f.ios.iter().map(|i| i.size).sum();
+    assert_eq!(sum_u64(&ios, "size"), total);
+
+    let acts = read_parquet(&dir.join("acts.parquet"));
+    assert_eq!(acts.height(), f.tables.acts.len());
+    for (d, col) in ["read_bytes", "readahead_bytes", "write_bytes"]
+        .iter()
+        .enumerate()
+    {
+        let want: u64 = f.tables.totals.iter().map(|t| t.bytes[d]).sum();
+        assert_eq!(sum_u64(&acts, col), want, "{col}");
+    }
+    let comm = acts.column("comm").unwrap().str().unwrap().get(1).unwrap();
+    assert_eq!(
+        comm, "<script>alert(1)</script>",
+        "the table keeps raw values"
+    );
+
+    let intents = read_parquet(&dir.join("intents.parquet"));
+    assert_eq!(intents.height(), f.tables.intents.len());
+    let frames = intents
+        .column("frames")
+        .unwrap()
+        .list()
+        .unwrap()
+        .get_as_series(2)
+        .unwrap();
+    let frames = frames.str().unwrap();
+    let frames: Vec<&str> = (0..frames.len()).map(|i| frames.get(i).unwrap()).collect();
+    assert_eq!(
+        frames,
+        [
+            "folio_mark_dirty",
+            "generic_perform_write",
+            "vfs_write",
+            "ksys_write"
+        ]
+    );
+
+    let roles = read_parquet(&dir.join("roles.parquet"));
+    assert_eq!(roles.height(), f.tables.roles.len());
+    let files = read_parquet(&dir.join("files.parquet"));
+    assert_eq!(files.height(), 5, "distinct (dev, ino) of the acts");
+
+    // Histograms: every counted act x counter x slot, counts equal to the counter set.
+    let h = read_parquet(&dir.join("histograms.parquet"));
+    let counted = (0..f.tables.acts.len() as u32)
+        .filter(|&a| f.counters.is_counted(a))
+        .count();
+    assert_eq!(h.height(), counted * f.counters.len() * 8);
+    let mut want = 0;
+    for a in 0..f.tables.acts.len() as u32 {
+        want += f.counters.act_histograms(a).iter().flatten().sum::<u64>();
+    }
+    assert_eq!(sum_u64(&h, "count"), want);
+    assert!(want > 0);
+}
+
+#[test]
+fn parquet_duckdb() {
+    let ok = Command::new("python3")
+        .args(["-c", "import duckdb"])
+        .status()
+        .is_ok_and(|s| s.success())
+        || Command::new("python3")
+            .args(["-m", "pip", "install", "--quiet", "duckdb"])
+            .status()
+            .is_ok_and(|s| s.success());
+    if !ok {
+        return missing("the DuckDB Python package (pip install duckdb)");
+    }
+    // More IOs than one row group, so ios.parquet is streamed in several.
+    let f = fixture(IOS_ROW_GROUP);
+    let dir = out_dir("duckdb");
+    write_report(&f, &dir);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/duckdb_check.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let j = |k: &str| -> String {
+        // The script prints one flat JSON object; find `"k": value`.
+        let start = text
+            .find(&format!("\"{k}\": "))
+            .unwrap_or_else(|| panic!("{k} in {text}"));
+        let rest = &text[start + k.len() + 4..];
+        let end = rest
+            .char_indices()
+            .scan(0i32, |depth, (i, c)| {
+                match c {
+                    '[' => *depth += 1,
+                    ']' => *depth -= 1,
+                    ',' | '}' if *depth == 0 => return Some(Some(i)),
+                    _ => {}
+                }
+                Some(None)
+            })
+            .flatten()
+            .next()
+            .unwrap();
+        rest[..end].trim().to_string()
+    };
+    let total: u64 = f.ios.iter().map(|i| i.size).sum();
+    assert_eq!(j("ios_rows"), f.ios.len().to_string());
+    assert_eq!(j("acts_rows"), f.tables.acts.len().to_string());
+    assert_eq!(j("intents_rows"), f.tables.intents.len().to_string());
+    assert_eq!(j("roles_rows"), f.tables.roles.len().to_string());
+    assert_eq!(j("act_mismatches"), "0");
+    assert_eq!(j("total_bytes"), total.to_string());
+    assert_eq!(j("roles_bytes"), total.to_string());
+    assert_eq!(j("files_bytes"), total.to_string());
+    let hist_total: u64 = (0..f.tables.acts.len() as u32)
+        .map(|a| f.counters.act_histograms(a).iter().flatten().sum::<u64>())
+        .sum();
+    assert_eq!(j("histogram_count"), hist_total.to_string());
+    // Counter 2 (W size) of act 0, slot by slot with bounds (upper null = unbounded).
+    let h = f.counters.histogram(0, 2).unwrap();
+    let b = [0u64, 4096, 8192, 16384, 32768, 65536, 131072, 524288];
+    let want: Vec<String> = (0..8)
+        .map(|s| {
+            let hi = if s == 7 {
+                "null".to_string()
+            } else {
+                b[s + 1].to_string()
+            };
+            format!("[2, {s}, {}, {hi}, {}]", b[s], h[s])
+        })
+        .collect();
+    assert_eq!(j("histogram_act0"), format!("[{}]", want.join(", ")));
+    assert_eq!(
+        j("intent_frames"),
+        r#"["folio_mark_dirty", "generic_perform_write", "vfs_write", "ksys_write"]"#
+    );
+    assert_eq!(j("paths"), r#"["/data/big&file.bin", "/etc/<odd>name"]"#);
+    assert_eq!(j("row_groups"), "2");
+    assert_eq!(j("compression"), r#"["ZSTD"]"#);
+}
+
+fn svg_doc(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    let opt = roxmltree::ParsingOptions {
+        allow_dtd: true,
+        ..Default::default()
+    };
+    let doc = roxmltree::Document::parse_with_options(&text, opt)
+        .unwrap_or_else(|e| panic!("{} is not valid XML: {e}", path.display()));
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    // All text of the chart, to look for series names.
+    doc.descendants()
+        .filter_map(|n| n.text())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn charts_and_flame_graphs() {
+    let f = fixture(0);
+    let dir = out_dir("charts");
+    let r = write_report(&f, &dir);
+    let c = dir.join("charts");
+    let counter = svg_doc(&c.join("counter-02.svg"));
+    assert!(counter.contains("dd #2 (act 0)"), "{counter}");
+    assert!(counter.contains("dd #5 (act 3)"), "{counter}");
+    assert!(counter.contains("IO size"), "axis label: {counter}");
+    let tp = svg_doc(&c.join("throughput.svg"));
+    assert!(tp.contains("dd (100)") && tp.contains("MiB/s"), "{tp}");
+    let lat = svg_doc(&c.join("latency-io.svg"));
+    for via in ["page", "read", "readahead", "journal", "direct", "unknown"] {
+        assert!(lat.lines().any(|l| l == via), "{via} in {lat}");
+    }
+    assert!(!lat.lines().any(|l| l == "inode"), "no inode IO: {lat}");
+    let off = svg_doc(&c.join("offset.svg"));
+    for s in ["read", "readahead", "write", "offset (% of the device)"] {
+        assert!(off.lines().any(|l| l == s), "{s} in {off}");
+    }
+    assert_eq!(
+        r.files.charts.len(),
+        f.counters.len() + 5,
+        "{:?}",
+        r.files.charts
+    );
+    for p in r
+        .files
+        .charts
+        .iter()
+        .filter(|p| p.extension().unwrap() == "svg")
+    {
+        svg_doc(p);
+    }
+
+    // PNG: magic, decodes, expected size.
+    let png_bytes = std::fs::read(c.join("offset.png")).unwrap();
+    assert_eq!(&png_bytes[..8], b"\x89PNG\r\n\x1a\n");
+    let dec = png::Decoder::new(std::io::Cursor::new(png_bytes));
+    let mut reader = dec.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    assert_eq!((info.width, info.height), (900, 420));
+    // Not blank: some pixels are neither white nor black (the coloured points).
+    assert!(buf
+        .chunks(info.line_size / info.width as usize)
+        .any(|p| p.len() >= 3 && p[0] != p[1]));
+
+    // Flame graphs: folded stacks with the role at the root, frames outermost first.
+    let folded = std::fs::read_to_string(dir.join("flame-bytes.folded")).unwrap();
+    let w0 = f.tables.totals[0].total_bytes();
+    assert!(
+        folded.contains(&format!(
+            "dd;[wb:background];ksys_write;vfs_write;generic_perform_write;folio_mark_dirty {w0}\n"
+        )),
+        "{folded}"
+    );
+    assert!(folded.contains("kworker/u8:2;[lost] "), "{folded}");
+    assert!(
+        folded.contains(";0xffffffff81000000;"),
+        "unknown frames in hex: {folded}"
+    );
+    let lines = folded_stacks(&f.tables, &sym, |a| u64::from(a == 2));
+    assert_eq!(lines, ["jbd2/sda1-8;jbd2_journal_commit_transaction 1"]);
+    let flame = svg_doc(&dir.join("flame-bytes.svg"));
+    assert!(flame.contains("ksys_write"), "{flame}");
+    svg_doc(&dir.join("flame-iotime.svg"));
+}
+
+#[test]
+fn html_escapes_trace_text() {
+    let f = fixture(0);
+    let dir = out_dir("escape");
+    write_report(&f, &dir);
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(!html.contains("<script>alert"), "raw comm in the page");
+    assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(html.contains("/data/big&amp;file.bin"));
+    assert!(
+        !html.contains("http://") || !html.contains("src=\"http"),
+        "no network"
+    );
+    // No file name comes from the trace.
+    for e in std::fs::read_dir(dir.join("charts")).unwrap() {
+        let name = e.unwrap().file_name().into_string().unwrap();
+        assert!(
+            name.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.'),
+            "{name}"
+        );
+    }
+}
+
+fn chromium() -> Option<PathBuf> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find_map(|n| {
+            std::env::split_paths(&std::env::var_os("PATH")?)
+                .map(|d| d.join(n))
+                .find(|p| p.is_file())
+        })
+}
+
+fn run_chromium(bin: &Path, profile: &Path, extra: &[String], url: &str) -> (String, String) {
+    let out = Command::new(bin)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--window-size=1300,2400",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(extra)
+        .arg(url)
+        .output()
+        .expect("run chromium");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn html_in_headless_chromium() {
+    let Some(bin) = chromium() else {
+        return missing("chromium (apt-get install chromium)");
+    };
+    let f = fixture(0);
+    let dir = out_dir("html");
+    write_report(&f, &dir);
+    let page = dir.join("report.html").canonicalize().unwrap();
+    let url = format!("file://{}", page.display());
+    let profile = tempfile::tempdir().unwrap();
+
+    let (dom, log) = run_chromium(&bin, profile.path(), &["--dump-dom".into()], &url);
+    std::fs::write(dir.join("chromium-dom.log"), &log).unwrap();
+    for bad in ["Uncaught", "ERROR:CONSOLE"] {
+        assert!(!log.contains(bad), "console error in the page:\n{log}");
+    }
+    let acts = dom
+        .split("id=\"acts\"")
+        .nth(1)
+        .expect("acts table in the DOM")
+        .split("</table>")
+        .next()
+        .unwrap();
+    assert_eq!(acts.matches("<tr>").count(), 1 + 6, "header + 6 acts");
+    assert!(dom.contains("id=\"intents\""));
+    let svgs = dom.matches("<svg").count();
+    // Counter charts, throughput, two latency charts, two flame graphs.
+    assert!(svgs >= f.counters.len() + 5, "{svgs} svg elements");
+    assert!(dom.contains("data:image/png;base64,"));
+    assert!(dom.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+
+    let shot = dir.join("report.png");
+    let (_, log) = run_chromium(
+        &bin,
+        profile.path(),
+        &[format!("--screenshot={}", shot.display())],
+        &url,
+    );
+    assert!(shot.is_file(), "no screenshot:\n{log}");
+    assert_eq!(&std::fs::read(&shot).unwrap()[..4], b"\x89PNG");
+}
+
+#[test]
+fn unwritable_outdir_is_an_error() {
+    let dir = out_dir("unwritable");
+    let file = dir.join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let err =
+        ioblame_report::ReportWriter::create(file.join("out"), Default::default()).unwrap_err();
+    assert!(err.to_string().contains("a-file"), "{err}");
+}
