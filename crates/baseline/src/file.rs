@@ -1,0 +1,543 @@
+//! The baseline file: a TOML document written for people to read and edit.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use ioblame_counters::SLOTS;
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::error::{line_col, BaselineError};
+use crate::keys::ReasonClass;
+use crate::model::{
+    Baseline, Counter, Defaults, Group, GroupHist, GroupKey, Tol, Tolerances, ViaKey,
+    FORMAT_VERSION, TOLERANCE_KEYS,
+};
+
+/// Most frames an intent key may hold.
+const MAX_FRAMES: usize = 64;
+
+/// What each tolerance means, as written next to it in `[defaults]`.
+fn tolerance_comment(key: &str) -> &'static str {
+    match key {
+        "read_bytes" => {
+            "factor: bytes may grow x(1+t) or shrink /(1+t); reads depend on the page cache"
+        }
+        "readahead_bytes" => "readahead windows adapt to timing: loose",
+        "write_bytes" => "what the application writes is the most stable metric",
+        "read_io_size" => {
+            "average bytes per IO, same factor; catches reads that turned small/random"
+        }
+        "readahead_io_size" => "",
+        "write_io_size" => "IO counts jitter with merging: fails only past 2.5x",
+        "sync_write_share" => {
+            "absolute change of the share of write bytes with S (0.15 = 15 points)"
+        }
+        "hist_size" => "histogram shapes: earth mover's distance in slots, or \"off\"",
+        "hist_offset" => "where on the device: host and filesystem state, not the application",
+        "hist_seek_dist" => "",
+        "hist_wait_time" => "timing: the CI host's load, not the application",
+        "hist_io_time" => "",
+        _ => "",
+    }
+}
+
+/// A TOML basic string.
+fn toml_str(s: &str) -> String {
+    let mut o = String::with_capacity(s.len() + 2);
+    o.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            '\n' => o.push_str("\\n"),
+            '\t' => o.push_str("\\t"),
+            '\r' => o.push_str("\\r"),
+            c if c.is_control() => {
+                let _ = write!(o, "\\u{:04X}", c as u32);
+            }
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+/// A float as a TOML float, with at most `dec` decimals and at least one.
+fn toml_float(v: f64, dec: usize) -> String {
+    let mut s = format!("{v:.dec$}");
+    if s.contains('.') {
+        while s.ends_with('0') {
+            s.pop();
+        }
+        if s.ends_with('.') {
+            s.push('0');
+        }
+    }
+    if s == "-0.0" {
+        s = "0.0".into();
+    }
+    s
+}
+
+/// A tolerance as TOML.
+fn toml_tol(t: Tol) -> String {
+    match t {
+        Tol::Off => "\"off\"".to_string(),
+        Tol::Value(v) => toml_float(v, 4),
+    }
+}
+
+/// Bytes for people.
+pub(crate) fn human_bytes(b: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b;
+    let mut u = 0;
+    while v.abs() >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{} B", b.round() as i64)
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+impl Baseline {
+    /// The baseline as a commented TOML document (see `docs/ci-regression.md`).
+    pub fn to_toml(&self) -> String {
+        let mut o = String::new();
+        let d = &self.defaults;
+        let _ = writeln!(
+            o,
+            "# ioblame baseline: the IO behaviour a trace showed, grouped by stable keys.\n\
+             # Made by `ioblame baseline`; checked by `ioblame check TRACE --baseline FILE`.\n\
+             # Edit freely: tolerances here or per group (`tolerance.write_bytes = 0.10`, or \"off\"),\n\
+             # globs in role/file (`*` any text, `?` one character). See docs/ci-regression.md."
+        );
+        let _ = writeln!(o, "version = {FORMAT_VERSION}\n");
+        let _ = writeln!(o, "[keys]");
+        let _ = writeln!(
+            o,
+            "frames = {}  # distinctive innermost frames kept in intent keys\n",
+            self.frames
+        );
+        let _ = writeln!(o, "[defaults]");
+        let _ = writeln!(
+            o,
+            "min_bytes = {}  # groups and changes below max(min_bytes, min_share * total bytes) are ignored",
+            d.min_bytes
+        );
+        let _ = writeln!(o, "min_share = {}", toml_float(d.min_share, 6));
+        let _ = writeln!(
+            o,
+            "min_ios = {}  # IO sizes and histograms are compared with at least this many IOs on both sides",
+            d.min_ios
+        );
+        for k in TOLERANCE_KEYS {
+            if let Some(t) = d.tolerances.get(k) {
+                let c = tolerance_comment(k);
+                if c.is_empty() {
+                    let _ = writeln!(o, "{k} = {}", toml_tol(t));
+                } else {
+                    let _ = writeln!(o, "{k} = {}  # {c}", toml_tol(t));
+                }
+            }
+        }
+        let _ = writeln!(o, "\n[totals]  # the whole trace, small groups included");
+        let _ = writeln!(o, "read_bytes = {}", self.total_bytes[0]);
+        let _ = writeln!(o, "readahead_bytes = {}", self.total_bytes[1]);
+        let _ = writeln!(o, "write_bytes = {}", self.total_bytes[2]);
+        for (i, c) in self.counters.iter().enumerate() {
+            let _ = writeln!(o, "\n[[counter]]  # {i}");
+            let _ = writeln!(o, "spec = {}", toml_str(&c.spec));
+        }
+        for g in &self.groups {
+            o.push('\n');
+            write_group(&mut o, g);
+        }
+        o
+    }
+
+    /// Reads a baseline file. Errors name the line and column.
+    pub fn from_toml(text: &str) -> Result<Baseline, BaselineError> {
+        let doc: Doc = toml::from_str(text).map_err(|e| match e.span() {
+            Some(span) => {
+                let (line, column) = line_col(text, span.start);
+                BaselineError::Parse {
+                    line,
+                    column,
+                    message: e.message().trim().to_string(),
+                }
+            }
+            None => BaselineError::Invalid(e.message().trim().to_string()),
+        })?;
+        let at = |span: std::ops::Range<usize>, message: String| {
+            let (line, column) = line_col(text, span.start);
+            BaselineError::Parse {
+                line,
+                column,
+                message,
+            }
+        };
+        if *doc.version.get_ref() != FORMAT_VERSION {
+            return Err(at(
+                doc.version.span(),
+                format!(
+                    "unsupported baseline version {} (this ioblame reads version {FORMAT_VERSION})",
+                    doc.version.get_ref()
+                ),
+            ));
+        }
+        let frames = *doc.keys.frames.get_ref();
+        if frames == 0 || frames > MAX_FRAMES {
+            return Err(at(
+                doc.keys.frames.span(),
+                format!("frames must be 1..={MAX_FRAMES}"),
+            ));
+        }
+        let mut defaults = Defaults::default();
+        let mut tolerances = Tolerances::default();
+        for (k, v) in &doc.defaults {
+            match k.as_str() {
+                "min_bytes" | "min_ios" => {
+                    let n = v
+                        .get_ref()
+                        .as_integer()
+                        .filter(|&n| n >= 0)
+                        .ok_or_else(|| at(v.span(), format!("{k} must be a whole number >= 0")))?
+                        as u64;
+                    if k == "min_bytes" {
+                        defaults.min_bytes = n;
+                    } else {
+                        defaults.min_ios = n;
+                    }
+                }
+                "min_share" => {
+                    defaults.min_share = number(v.get_ref())
+                        .filter(|x| (0.0..=1.0).contains(x))
+                        .ok_or_else(|| {
+                            at(v.span(), "min_share must be a number in 0..=1".into())
+                        })?;
+                }
+                _ => {
+                    let t = tol_value(k, v).map_err(|m| at(v.span(), m))?;
+                    tolerances.set(k, t);
+                }
+            }
+        }
+        // Keys left out of a hand-edited file keep the recommended values.
+        defaults.tolerances = tolerances.or(&Tolerances::recommended());
+        let mut counters = Vec::with_capacity(doc.counter.len());
+        for (i, c) in doc.counter.iter().enumerate() {
+            let parsed = Counter::parse(c.spec.get_ref(), i + 1).map_err(|e| {
+                let span = c.spec.span();
+                // Point into the string: one past the opening quote.
+                let (line, column) = line_col(text, span.start);
+                BaselineError::Parse {
+                    line,
+                    column: column + e.column,
+                    message: format!("counter spec: {}", e.message),
+                }
+            })?;
+            counters.push(parsed);
+        }
+        let mut groups = Vec::with_capacity(doc.group.len());
+        for g in doc.group {
+            groups.push(group_from_doc(g, counters.len(), frames, &at)?);
+        }
+        let mut total_bytes = [
+            doc.totals.read_bytes,
+            doc.totals.readahead_bytes,
+            doc.totals.write_bytes,
+        ];
+        if total_bytes.iter().all(|&b| b == 0) {
+            for g in &groups {
+                for (t, b) in total_bytes.iter_mut().zip(g.bytes) {
+                    *t = t.saturating_add(b);
+                }
+            }
+        }
+        Ok(Baseline {
+            frames,
+            defaults,
+            counters,
+            total_bytes,
+            groups,
+        })
+    }
+}
+
+/// Writes one `[[group]]`.
+fn write_group(o: &mut String, g: &Group) {
+    let k = &g.key;
+    let _ = writeln!(o, "[[group]]");
+    let _ = writeln!(o, "name = {}", toml_str(&g.name));
+    let _ = writeln!(o, "role = {}", toml_str(&k.role));
+    let _ = writeln!(o, "via = {}", toml_str(k.via.name()));
+    let _ = writeln!(o, "reason = {}", toml_str(k.reason.name()));
+    let _ = writeln!(o, "file = {}", toml_str(&k.file));
+    let frames: Vec<String> = k.frames.iter().map(|f| toml_str(f)).collect();
+    let _ = writeln!(o, "frames = [{}]", frames.join(", "));
+    for (i, w) in ["read", "readahead", "write"].iter().enumerate() {
+        if g.bytes[i] > 0 || g.ios[i] > 0 {
+            let _ = writeln!(
+                o,
+                "{w}_bytes = {}  # {}",
+                g.bytes[i],
+                human_bytes(g.bytes[i] as f64)
+            );
+            let _ = writeln!(o, "{w}_ios = {}", g.ios[i]);
+        }
+    }
+    if g.bytes[2] > 0 {
+        let _ = writeln!(
+            o,
+            "sync_write_share = {}",
+            toml_float(g.sync_write_share, 4)
+        );
+    }
+    if !g.hist.is_empty() {
+        let _ = writeln!(o, "hist = [  # per counter: IOs counted, share per slot");
+        for h in &g.hist {
+            let p: Vec<String> = h.p.iter().map(|&x| toml_float(x, 3)).collect();
+            let _ = writeln!(
+                o,
+                "  {{ counter = {}, n = {}, p = [{}] }},",
+                h.counter,
+                h.n,
+                p.join(", ")
+            );
+        }
+        let _ = writeln!(o, "]");
+    }
+    for key in TOLERANCE_KEYS {
+        if let Some(t) = g.tolerance.get(key) {
+            let _ = writeln!(o, "tolerance.{key} = {}", toml_tol(t));
+        }
+    }
+}
+
+/// A TOML number as f64.
+fn number(v: &toml::Value) -> Option<f64> {
+    match v {
+        toml::Value::Float(f) if f.is_finite() => Some(*f),
+        toml::Value::Integer(i) => Some(*i as f64),
+        _ => None,
+    }
+}
+
+/// A tolerance value: a number >= 0 or "off".
+fn tol_value(key: &str, v: &Spanned<toml::Value>) -> Result<Tol, String> {
+    if !TOLERANCE_KEYS.contains(&key) {
+        return Err(format!(
+            "unknown setting '{key}' (expected min_bytes, min_share, min_ios or a tolerance: {})",
+            TOLERANCE_KEYS.join(", ")
+        ));
+    }
+    match v.get_ref() {
+        toml::Value::String(s) if s == "off" => Ok(Tol::Off),
+        other => number(other)
+            .filter(|x| *x >= 0.0)
+            .map(Tol::Value)
+            .ok_or_else(|| format!("tolerance {key} must be a number >= 0 or \"off\"")),
+    }
+}
+
+/// Converts a parsed `[[group]]`, checking what serde cannot.
+fn group_from_doc(
+    g: GroupDoc,
+    n_counters: usize,
+    frames: usize,
+    at: &dyn Fn(std::ops::Range<usize>, String) -> BaselineError,
+) -> Result<Group, BaselineError> {
+    let via = ViaKey::from_name(g.via.get_ref()).ok_or_else(|| {
+        at(
+            g.via.span(),
+            format!(
+                "unknown via '{}' (expected page, buffer, inode, journal, direct, read, readahead or unknown)",
+                g.via.get_ref()
+            ),
+        )
+    })?;
+    if g.frames.get_ref().len() > frames {
+        return Err(at(
+            g.frames.span(),
+            format!(
+                "{} frames, more than [keys] frames = {frames}: they could never match",
+                g.frames.get_ref().len()
+            ),
+        ));
+    }
+    let share = *g.sync_write_share.get_ref();
+    if !(0.0..=1.0).contains(&share) {
+        return Err(at(
+            g.sync_write_share.span(),
+            "sync_write_share must be in 0..=1".into(),
+        ));
+    }
+    let mut hist = Vec::with_capacity(g.hist.len());
+    for h in g.hist {
+        let c = *h.counter.get_ref();
+        if c >= n_counters {
+            return Err(at(
+                h.counter.span(),
+                format!("counter {c} does not exist (the baseline has {n_counters} [[counter]] entries, numbered from 0)"),
+            ));
+        }
+        let v = h.p.get_ref();
+        if v.len() != SLOTS || v.iter().any(|x| !x.is_finite() || *x < 0.0) {
+            return Err(at(h.p.span(), format!("p must hold {SLOTS} numbers >= 0")));
+        }
+        // Kept as written (rounded); the check normalises.
+        let mut p = [0.0; SLOTS];
+        for (o, x) in p.iter_mut().zip(v) {
+            *o = *x;
+        }
+        hist.push(GroupHist {
+            counter: c,
+            n: h.n,
+            p,
+        });
+    }
+    let mut tolerance = Tolerances::default();
+    for (k, v) in &g.tolerance {
+        if !TOLERANCE_KEYS.contains(&k.as_str()) {
+            return Err(at(
+                v.span(),
+                format!(
+                    "unknown tolerance '{k}' (expected one of: {})",
+                    TOLERANCE_KEYS.join(", ")
+                ),
+            ));
+        }
+        tolerance.set(k, tol_value(k, v).map_err(|m| at(v.span(), m))?);
+    }
+    let key = GroupKey {
+        role: g.role,
+        via,
+        reason: g.reason,
+        file: g.file,
+        frames: g.frames.into_inner(),
+    };
+    Ok(Group {
+        name: g.name.unwrap_or_else(|| crate::model::key_label(&key)),
+        key,
+        bytes: [g.read_bytes, g.readahead_bytes, g.write_bytes],
+        ios: [g.read_ios, g.readahead_ios, g.write_ios],
+        sync_write_share: share,
+        hist,
+        tolerance,
+    })
+}
+
+/// The document as serde reads it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Doc {
+    version: Spanned<u32>,
+    #[serde(default)]
+    keys: KeysDoc,
+    #[serde(default)]
+    defaults: BTreeMap<String, Spanned<toml::Value>>,
+    #[serde(default)]
+    totals: TotalsDoc,
+    #[serde(default)]
+    counter: Vec<CounterDoc>,
+    #[serde(default)]
+    group: Vec<GroupDoc>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeysDoc {
+    #[serde(default = "default_frames")]
+    frames: Spanned<usize>,
+}
+
+impl Default for KeysDoc {
+    fn default() -> Self {
+        KeysDoc {
+            frames: default_frames(),
+        }
+    }
+}
+
+fn default_frames() -> Spanned<usize> {
+    Spanned::new(0..0, 4)
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct TotalsDoc {
+    #[serde(default)]
+    read_bytes: u64,
+    #[serde(default)]
+    readahead_bytes: u64,
+    #[serde(default)]
+    write_bytes: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CounterDoc {
+    spec: Spanned<String>,
+}
+
+fn default_file() -> String {
+    "-".to_string()
+}
+
+fn default_share() -> Spanned<f64> {
+    Spanned::new(0..0, 0.0)
+}
+
+fn default_frames_list() -> Spanned<Vec<String>> {
+    Spanned::new(0..0, Vec::new())
+}
+
+fn default_reason() -> ReasonClass {
+    ReasonClass::None
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GroupDoc {
+    #[serde(default)]
+    name: Option<String>,
+    role: String,
+    via: Spanned<String>,
+    #[serde(default = "default_reason")]
+    reason: ReasonClass,
+    #[serde(default = "default_file")]
+    file: String,
+    #[serde(default = "default_frames_list")]
+    frames: Spanned<Vec<String>>,
+    #[serde(default)]
+    read_bytes: u64,
+    #[serde(default)]
+    read_ios: u64,
+    #[serde(default)]
+    readahead_bytes: u64,
+    #[serde(default)]
+    readahead_ios: u64,
+    #[serde(default)]
+    write_bytes: u64,
+    #[serde(default)]
+    write_ios: u64,
+    #[serde(default = "default_share")]
+    sync_write_share: Spanned<f64>,
+    #[serde(default)]
+    hist: Vec<HistDoc>,
+    #[serde(default)]
+    tolerance: BTreeMap<String, Spanned<toml::Value>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HistDoc {
+    counter: Spanned<usize>,
+    n: u64,
+    p: Spanned<Vec<f64>>,
+}

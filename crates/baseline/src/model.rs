@@ -1,0 +1,613 @@
+//! The baseline: groups of acts under stable keys, their metrics and the tolerances.
+
+use std::collections::BTreeMap;
+
+use ioblame_attrib::{ActTotals, Dir, Intent, Role, Via, WbReason};
+use ioblame_counters::{CounterSpec, Field, Location, SLOTS};
+
+use crate::error::BaselineError;
+use crate::keys::{file_pattern, intent_frames, role_pattern, ReasonClass};
+
+/// Version of the baseline file format written by this crate.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// One act of the attribution, as the driver hands it over (see the crate docs).
+#[derive(Debug, Clone)]
+pub struct ActInput<'a> {
+    /// The role charged (only its `comm` is used: pids change between runs).
+    pub role: &'a Role,
+    /// The intent (only its modifier is used, when `reason` is `None`).
+    pub intent: &'a Intent,
+    /// The intent's stack, symbolized, innermost first (`name+0xoff/0xsize`, bare names or
+    /// raw addresses are all accepted).
+    pub frames: Vec<String>,
+    /// The file's path where the trace names it.
+    pub file_path: Option<String>,
+    /// How the act's IOs were linked.
+    pub via: Via,
+    /// The writeback reason of the intent (`None`: taken from the intent's modifier).
+    pub reason: Option<WbReason>,
+    /// Whether the act belongs to the recorder itself (such acts are skipped).
+    pub recorder: bool,
+    /// Bytes and IOs per direction.
+    pub totals: ActTotals,
+    /// Bytes of the act's writes whose rwbs has `S`.
+    pub sync_write_bytes: u64,
+    /// One histogram per counter, in the order of the counter specs.
+    pub histograms: Vec<[u64; SLOTS]>,
+}
+
+/// A tolerance: a number, or `off` (the check is not made).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Tol {
+    /// The check is not made.
+    Off,
+    /// The allowed deviation (its meaning depends on the metric, see [`Tolerances`]).
+    Value(f64),
+}
+
+impl Tol {
+    /// The value, `None` when off.
+    pub fn value(self) -> Option<f64> {
+        match self {
+            Tol::Off => None,
+            Tol::Value(v) => Some(v),
+        }
+    }
+}
+
+/// Tolerances per metric; `None` means "not set here" (a group falls back to the defaults).
+///
+/// * `*_bytes` (per direction): a factor. With `t`, bytes may grow to `(1+t)` times the
+///   baseline or shrink to `1/(1+t)` of it (`0.15`: +15% / -13%).
+/// * `*_io_size` (per direction): the same factor for the average IO size (bytes per IO):
+///   what changes when IOs turn small or random, or stop merging.
+/// * `sync_write_share`: the largest allowed absolute change of the share of write bytes
+///   whose requests had `S` (`0.15`: 15 points).
+/// * `hist_*` (per counter field): the largest allowed earth mover's distance between the
+///   baseline's and the trace's histogram shapes, in slots (`1.5`: all of the distribution
+///   may move by one slot and half of it by one more, or a quarter of it by six).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Tolerances {
+    /// Read bytes factor.
+    pub read_bytes: Option<Tol>,
+    /// Readahead bytes factor.
+    pub readahead_bytes: Option<Tol>,
+    /// Write bytes factor.
+    pub write_bytes: Option<Tol>,
+    /// Average read size factor.
+    pub read_io_size: Option<Tol>,
+    /// Average readahead size factor.
+    pub readahead_io_size: Option<Tol>,
+    /// Average write size factor.
+    pub write_io_size: Option<Tol>,
+    /// Absolute change of the sync-write share.
+    pub sync_write_share: Option<Tol>,
+    /// Shape distance of `size` counters.
+    pub hist_size: Option<Tol>,
+    /// Shape distance of `offset` counters.
+    pub hist_offset: Option<Tol>,
+    /// Shape distance of `seek_dist` counters.
+    pub hist_seek_dist: Option<Tol>,
+    /// Shape distance of `wait_time` counters.
+    pub hist_wait_time: Option<Tol>,
+    /// Shape distance of `io_time` counters.
+    pub hist_io_time: Option<Tol>,
+}
+
+/// The names of the tolerance keys, in file order.
+pub const TOLERANCE_KEYS: [&str; 12] = [
+    "read_bytes",
+    "readahead_bytes",
+    "write_bytes",
+    "read_io_size",
+    "readahead_io_size",
+    "write_io_size",
+    "sync_write_share",
+    "hist_size",
+    "hist_offset",
+    "hist_seek_dist",
+    "hist_wait_time",
+    "hist_io_time",
+];
+
+impl Tolerances {
+    /// The defaults written into new baselines (see `docs/ci-regression.md` for the
+    /// reasoning).
+    pub fn recommended() -> Tolerances {
+        Tolerances {
+            read_bytes: Some(Tol::Value(0.25)),
+            readahead_bytes: Some(Tol::Value(0.5)),
+            write_bytes: Some(Tol::Value(0.15)),
+            read_io_size: Some(Tol::Value(1.5)),
+            readahead_io_size: Some(Tol::Value(1.5)),
+            write_io_size: Some(Tol::Value(1.5)),
+            sync_write_share: Some(Tol::Value(0.15)),
+            hist_size: Some(Tol::Value(1.5)),
+            hist_offset: Some(Tol::Off),
+            hist_seek_dist: Some(Tol::Value(2.0)),
+            hist_wait_time: Some(Tol::Off),
+            hist_io_time: Some(Tol::Off),
+        }
+    }
+
+    /// The tolerance of a key by name (see [`TOLERANCE_KEYS`]).
+    pub fn get(&self, key: &str) -> Option<Tol> {
+        *self.slot(key)?
+    }
+
+    /// The slot of a key by name.
+    fn slot(&self, key: &str) -> Option<&Option<Tol>> {
+        Some(match key {
+            "read_bytes" => &self.read_bytes,
+            "readahead_bytes" => &self.readahead_bytes,
+            "write_bytes" => &self.write_bytes,
+            "read_io_size" => &self.read_io_size,
+            "readahead_io_size" => &self.readahead_io_size,
+            "write_io_size" => &self.write_io_size,
+            "sync_write_share" => &self.sync_write_share,
+            "hist_size" => &self.hist_size,
+            "hist_offset" => &self.hist_offset,
+            "hist_seek_dist" => &self.hist_seek_dist,
+            "hist_wait_time" => &self.hist_wait_time,
+            "hist_io_time" => &self.hist_io_time,
+            _ => return None,
+        })
+    }
+
+    /// Sets a key by name; `false` when there is no such key.
+    pub fn set(&mut self, key: &str, tol: Tol) -> bool {
+        let slot = match key {
+            "read_bytes" => &mut self.read_bytes,
+            "readahead_bytes" => &mut self.readahead_bytes,
+            "write_bytes" => &mut self.write_bytes,
+            "read_io_size" => &mut self.read_io_size,
+            "readahead_io_size" => &mut self.readahead_io_size,
+            "write_io_size" => &mut self.write_io_size,
+            "sync_write_share" => &mut self.sync_write_share,
+            "hist_size" => &mut self.hist_size,
+            "hist_offset" => &mut self.hist_offset,
+            "hist_seek_dist" => &mut self.hist_seek_dist,
+            "hist_wait_time" => &mut self.hist_wait_time,
+            "hist_io_time" => &mut self.hist_io_time,
+            _ => return false,
+        };
+        *slot = Some(tol);
+        true
+    }
+
+    /// This set with the unset keys taken from `defaults`.
+    pub fn or(&self, defaults: &Tolerances) -> Tolerances {
+        let mut t = *self;
+        for k in TOLERANCE_KEYS {
+            if t.get(k).is_none() {
+                if let Some(d) = defaults.get(k) {
+                    t.set(k, d);
+                }
+            }
+        }
+        t
+    }
+
+    /// Whether no key is set.
+    pub fn is_empty(&self) -> bool {
+        TOLERANCE_KEYS.iter().all(|k| self.get(k).is_none())
+    }
+}
+
+/// The tolerance key of a direction's bytes.
+pub(crate) fn bytes_key(d: Dir) -> &'static str {
+    match d {
+        Dir::R => "read_bytes",
+        Dir::A => "readahead_bytes",
+        Dir::W => "write_bytes",
+    }
+}
+
+/// The tolerance key of a direction's average IO size.
+pub(crate) fn io_size_key(d: Dir) -> &'static str {
+    match d {
+        Dir::R => "read_io_size",
+        Dir::A => "readahead_io_size",
+        Dir::W => "write_io_size",
+    }
+}
+
+/// The tolerance key of a counter field's histograms.
+pub(crate) fn hist_key(f: Field) -> &'static str {
+    match f {
+        Field::Size => "hist_size",
+        Field::Offset => "hist_offset",
+        Field::SeekDist => "hist_seek_dist",
+        Field::WaitTime => "hist_wait_time",
+        Field::IoTime => "hist_io_time",
+    }
+}
+
+/// The words used for a direction in messages.
+pub(crate) fn dir_word(d: Dir) -> &'static str {
+    match d {
+        Dir::R => "read",
+        Dir::A => "readahead",
+        Dir::W => "write",
+    }
+}
+
+/// The global settings of a baseline (`[defaults]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Defaults {
+    /// Absolute significance floor in bytes.
+    pub min_bytes: u64,
+    /// Relative significance floor, a share of the run's total bytes.
+    pub min_share: f64,
+    /// IOs needed on both sides before average IO sizes and histogram shapes are compared.
+    pub min_ios: u64,
+    /// The tolerances (every key set).
+    pub tolerances: Tolerances,
+}
+
+impl Default for Defaults {
+    fn default() -> Self {
+        Defaults {
+            min_bytes: 256 * 1024,
+            min_share: 0.01,
+            min_ios: 32,
+            tolerances: Tolerances::recommended(),
+        }
+    }
+}
+
+impl Defaults {
+    /// The significance floor for runs of these total byte counts:
+    /// `max(min_bytes, min_share * max(totals))`.
+    pub fn floor(&self, totals: &[u64]) -> u64 {
+        let t = totals.iter().copied().max().unwrap_or(0);
+        self.min_bytes.max((self.min_share * t as f64) as u64)
+    }
+}
+
+/// A counter of the baseline.
+#[derive(Debug, Clone)]
+pub struct Counter {
+    /// The normalized spec text (what counters are matched by).
+    pub spec: String,
+    /// The parsed spec.
+    pub parsed: CounterSpec,
+}
+
+impl Counter {
+    /// Parses a spec (`n`: 1-based number for errors).
+    pub fn parse(text: &str, n: usize) -> Result<Counter, ioblame_counters::SpecError> {
+        let parsed = CounterSpec::parse(text, Location::Counter(n))?;
+        Ok(Counter {
+            spec: parsed.to_string(),
+            parsed,
+        })
+    }
+}
+
+/// The key a group is matched by. Strings may be globs in a hand-edited baseline.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GroupKey {
+    /// Role pattern ([`crate::keys::role_pattern`]).
+    pub role: String,
+    /// How the IOs were linked.
+    pub via: ViaKey,
+    /// Writeback reason class.
+    pub reason: ReasonClass,
+    /// File pattern ([`crate::keys::file_pattern`]), `-` when unknown.
+    pub file: String,
+    /// Intent frames ([`crate::keys::intent_frames`]), innermost first.
+    pub frames: Vec<String>,
+}
+
+/// [`Via`] with an order and the names of the file format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ViaKey(pub u8);
+
+const VIAS: [Via; 8] = [
+    Via::Page,
+    Via::Buffer,
+    Via::Inode,
+    Via::Journal,
+    Via::Direct,
+    Via::Read,
+    Via::Readahead,
+    Via::Unknown,
+];
+
+impl ViaKey {
+    /// The key of a via.
+    pub fn of(v: Via) -> ViaKey {
+        ViaKey(VIAS.iter().position(|&x| x == v).unwrap_or(7) as u8)
+    }
+    /// The via.
+    pub fn via(self) -> Via {
+        VIAS.get(self.0 as usize).copied().unwrap_or(Via::Unknown)
+    }
+    /// The via by name.
+    pub fn from_name(s: &str) -> Option<ViaKey> {
+        VIAS.iter()
+            .position(|v| v.name() == s)
+            .map(|i| ViaKey(i as u8))
+    }
+    /// The name.
+    pub fn name(self) -> &'static str {
+        self.via().name()
+    }
+}
+
+/// A histogram of a group, as proportions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupHist {
+    /// Index of the counter in [`Baseline::counters`].
+    pub counter: usize,
+    /// IOs counted.
+    pub n: u64,
+    /// Proportion of IOs per slot (sums to 1).
+    pub p: [f64; SLOTS],
+}
+
+/// One group: the acts that share a key, with their metrics.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Group {
+    /// A readable label used in messages (editable; not part of the key).
+    pub name: String,
+    /// The key.
+    pub key: GroupKey,
+    /// Bytes per direction (R, A, W).
+    pub bytes: [u64; 3],
+    /// IOs per direction (R, A, W).
+    pub ios: [u64; 3],
+    /// Share of write bytes whose requests had `S`.
+    pub sync_write_share: f64,
+    /// Histogram shapes, for counters that counted at least one IO.
+    pub hist: Vec<GroupHist>,
+    /// Per-group tolerance overrides.
+    pub tolerance: Tolerances,
+}
+
+impl Group {
+    /// Bytes over all directions.
+    pub fn total_bytes(&self) -> u64 {
+        sat_sum(self.bytes.iter().copied())
+    }
+    /// Whether the group holds unattributed IO (the lost intent).
+    pub fn is_unknown(&self) -> bool {
+        self.key.via.via() == Via::Unknown
+    }
+}
+
+/// Options of [`Baseline::build`].
+#[derive(Debug, Clone)]
+pub struct BuildOptions {
+    /// Frames kept in intent keys.
+    pub frames: usize,
+    /// Global settings and tolerances written into the baseline.
+    pub defaults: Defaults,
+    /// Groups smaller than this fraction of the significance floor are left out of the file
+    /// (they could never be compared); `0.0` keeps every group.
+    pub keep_fraction: f64,
+}
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        BuildOptions {
+            frames: 4,
+            defaults: Defaults::default(),
+            keep_fraction: 0.125,
+        }
+    }
+}
+
+/// A baseline: what a trace showed, grouped by stable keys, and how much may change.
+#[derive(Debug, Clone)]
+pub struct Baseline {
+    /// Frames kept in intent keys (the check normalises its trace the same way).
+    pub frames: usize,
+    /// Global settings and tolerances.
+    pub defaults: Defaults,
+    /// The counters the histograms belong to.
+    pub counters: Vec<Counter>,
+    /// Total bytes of the trace per direction (R, A, W), left-out groups included.
+    pub total_bytes: [u64; 3],
+    /// The groups, largest first.
+    pub groups: Vec<Group>,
+}
+
+/// The acts of one trace summed by key (shared by build and check).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Sum {
+    pub bytes: [u64; 3],
+    pub ios: [u64; 3],
+    pub sync_write_bytes: u64,
+    /// Per counter (of the trace's own counter list).
+    pub hist: Vec<[u64; SLOTS]>,
+}
+
+impl Sum {
+    pub fn total(&self) -> u64 {
+        sat_sum(self.bytes.iter().copied())
+    }
+
+    pub fn add(&mut self, other: &Sum) {
+        for i in 0..3 {
+            self.bytes[i] = self.bytes[i].saturating_add(other.bytes[i]);
+            self.ios[i] = self.ios[i].saturating_add(other.ios[i]);
+        }
+        self.sync_write_bytes = self.sync_write_bytes.saturating_add(other.sync_write_bytes);
+        if self.hist.len() < other.hist.len() {
+            self.hist.resize(other.hist.len(), [0; SLOTS]);
+        }
+        for (a, b) in self.hist.iter_mut().zip(&other.hist) {
+            for (x, y) in a.iter_mut().zip(b) {
+                *x = x.saturating_add(*y);
+            }
+        }
+    }
+
+    pub fn sync_share(&self) -> f64 {
+        let w = self.bytes[Dir::W.index()];
+        if w == 0 {
+            0.0
+        } else {
+            (self.sync_write_bytes.min(w)) as f64 / w as f64
+        }
+    }
+}
+
+/// A sum that saturates instead of overflowing (hand-edited files may hold anything).
+pub(crate) fn sat_sum(it: impl Iterator<Item = u64>) -> u64 {
+    it.fold(0, u64::saturating_add)
+}
+
+/// A byte count as a signed amount (saturating).
+pub(crate) fn si(x: u64) -> i64 {
+    i64::try_from(x).unwrap_or(i64::MAX)
+}
+
+/// Parses counter spec texts.
+pub(crate) fn parse_counters<S: AsRef<str>>(specs: &[S]) -> Result<Vec<Counter>, BaselineError> {
+    specs
+        .iter()
+        .enumerate()
+        .map(|(i, s)| Counter::parse(s.as_ref(), i + 1).map_err(BaselineError::Counter))
+        .collect()
+}
+
+/// Sums the inputs by key (recorder acts skipped).
+pub(crate) fn sum_inputs(
+    inputs: &[ActInput<'_>],
+    n_counters: usize,
+    frames: usize,
+) -> Result<BTreeMap<GroupKey, Sum>, BaselineError> {
+    let mut out: BTreeMap<GroupKey, Sum> = BTreeMap::new();
+    for (i, a) in inputs.iter().enumerate() {
+        if a.recorder {
+            continue;
+        }
+        if a.histograms.len() != n_counters && !a.histograms.is_empty() {
+            return Err(BaselineError::Input(format!(
+                "act {i} has {} histograms for {n_counters} counters",
+                a.histograms.len()
+            )));
+        }
+        let reason = match a.reason {
+            Some(r) => ReasonClass::of(Some(r)),
+            None => ReasonClass::of_modifier(a.intent.modifier),
+        };
+        let key = GroupKey {
+            role: role_pattern(&a.role.comm),
+            via: ViaKey::of(a.via),
+            reason,
+            file: file_pattern(a.file_path.as_deref()),
+            frames: intent_frames(&a.frames, frames),
+        };
+        let s = out.entry(key).or_default();
+        s.add(&Sum {
+            bytes: a.totals.bytes,
+            ios: a.totals.ios,
+            sync_write_bytes: a.sync_write_bytes,
+            hist: a.histograms.clone(),
+        });
+    }
+    Ok(out)
+}
+
+/// Proportions of a histogram (all zero for an empty one).
+pub(crate) fn proportions(h: &[u64; SLOTS]) -> [f64; SLOTS] {
+    let n = sat_sum(h.iter().copied());
+    let mut p = [0.0; SLOTS];
+    if n > 0 {
+        for (o, &c) in p.iter_mut().zip(h) {
+            *o = c as f64 / n as f64;
+        }
+    }
+    p
+}
+
+/// The readable label of a key.
+pub(crate) fn key_label(k: &GroupKey) -> String {
+    let mut s = format!("{} via {}", k.role, k.via.name());
+    if k.reason != ReasonClass::None {
+        s.push_str(&format!(" ({} writeback)", k.reason));
+    }
+    if k.file != "-" {
+        s.push_str(" on ");
+        s.push_str(&k.file);
+    }
+    s
+}
+
+impl Baseline {
+    /// Builds a baseline from the acts of a trace and the counter specs their histograms
+    /// follow (one histogram per spec per act, or none).
+    pub fn build<S: AsRef<str>>(
+        inputs: &[ActInput<'_>],
+        counter_specs: &[S],
+        opts: &BuildOptions,
+    ) -> Result<Baseline, BaselineError> {
+        let counters = parse_counters(counter_specs)?;
+        let frames = opts.frames.max(1);
+        let sums = sum_inputs(inputs, counters.len(), frames)?;
+        let mut total_bytes = [0u64; 3];
+        for s in sums.values() {
+            for (t, b) in total_bytes.iter_mut().zip(s.bytes) {
+                *t = t.saturating_add(b);
+            }
+        }
+        let floor = opts.defaults.floor(&[sat_sum(total_bytes.iter().copied())]);
+        let keep = (floor as f64 * opts.keep_fraction.max(0.0)) as u64;
+        let mut groups: Vec<Group> = sums
+            .into_iter()
+            .filter(|(_, s)| s.total() > 0 && s.total() >= keep)
+            .map(|(key, s)| Group {
+                name: key_label(&key),
+                bytes: s.bytes,
+                ios: s.ios,
+                sync_write_share: s.sync_share(),
+                hist: s
+                    .hist
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, h)| h.iter().any(|&c| c > 0))
+                    .map(|(i, h)| GroupHist {
+                        counter: i,
+                        n: sat_sum(h.iter().copied()),
+                        p: proportions(h),
+                    })
+                    .collect(),
+                tolerance: Tolerances::default(),
+                key,
+            })
+            .collect();
+        groups.sort_by(|a, b| {
+            b.total_bytes()
+                .cmp(&a.total_bytes())
+                .then_with(|| a.key.cmp(&b.key))
+        });
+        // Distinct names: same role, via, reason and file with other frames get `#2`, ...
+        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        for g in &mut groups {
+            let n = seen.entry(g.name.clone()).or_insert(0);
+            *n += 1;
+            if *n > 1 {
+                g.name = format!("{} #{}", g.name, n);
+            }
+        }
+        let mut defaults = opts.defaults.clone();
+        defaults.tolerances = defaults.tolerances.or(&Tolerances::recommended());
+        Ok(Baseline {
+            frames,
+            defaults,
+            counters,
+            total_bytes,
+            groups,
+        })
+    }
+
+    /// Total bytes over all directions.
+    pub fn total(&self) -> u64 {
+        sat_sum(self.total_bytes.iter().copied())
+    }
+}

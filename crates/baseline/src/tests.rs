@@ -1,0 +1,1062 @@
+//! Unit tests with constructed workloads.
+
+use ioblame_attrib::{ActTotals, Intent, Role, Via, WbReason};
+use ioblame_counters::{DEFAULT_COUNTERS, SLOTS};
+
+use crate::*;
+
+const MIB: u64 = 1 << 20;
+const KIB: u64 = 1 << 10;
+
+/// One act of a constructed workload, owning what [`ActInput`] borrows.
+#[derive(Clone)]
+struct Act {
+    role: Role,
+    intent: Intent,
+    frames: Vec<String>,
+    path: Option<String>,
+    via: Via,
+    reason: Option<WbReason>,
+    bytes: [u64; 3],
+    ios: [u64; 3],
+    sync: u64,
+    hist: Vec<[u64; SLOTS]>,
+}
+
+impl Act {
+    fn input(&self) -> ActInput<'_> {
+        ActInput {
+            role: &self.role,
+            intent: &self.intent,
+            frames: self.frames.clone(),
+            file_path: self.path.clone(),
+            via: self.via,
+            reason: self.reason,
+            recorder: false,
+            totals: ActTotals {
+                bytes: self.bytes,
+                ios: self.ios,
+            },
+            sync_write_bytes: self.sync,
+            histograms: self.hist.clone(),
+        }
+    }
+}
+
+/// Symbolized frames as the analyzer prints them; `build` shifts addresses and offsets
+/// like another kernel build would.
+fn frames(names: &[&str], build: u64) -> Vec<String> {
+    names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let addr = 0xffff_ffff_8100_0000u64 + build * 0x10_0000 + i as u64 * 0x1234;
+            format!(
+                "[{addr:x}] {n}+{:#x}/{:#x}",
+                0x20 + build * 8 + i as u64,
+                0x300 + build * 16
+            )
+        })
+        .collect()
+}
+
+const DIRTY_EXT4: &[&str] = &[
+    "__folio_mark_dirty",
+    "mark_buffer_dirty",
+    "block_commit_write",
+    "block_write_end",
+    "ext4_da_write_end",
+    "generic_perform_write",
+    "ext4_buffered_write_iter",
+    "vfs_write",
+    "ksys_write",
+    "do_syscall_64",
+];
+const DIO_EXT4: &[&str] = &[
+    "submit_bio_noacct_nocheck",
+    "iomap_dio_bio_iter",
+    "__iomap_dio_rw",
+    "iomap_dio_rw",
+    "ext4_file_write_iter",
+    "vfs_write",
+];
+const READ_XFS: &[&str] = &[
+    "submit_bio_noacct_nocheck",
+    "iomap_read_folio_iter",
+    "iomap_readahead",
+    "read_pages",
+    "page_cache_ra_order",
+    "filemap_get_pages",
+    "filemap_read",
+];
+const JOURNAL: &[&str] = &[
+    "submit_bio_noacct_nocheck",
+    "jbd2_journal_commit_transaction",
+    "kjournald2",
+];
+
+/// Histograms for the default counters: all IOs of direction `dir` of the given size slot,
+/// with wait/io times and offsets spread over a few slots.
+fn hists(dir: usize, ios: u64, size_slot: usize) -> Vec<[u64; SLOTS]> {
+    let mut h = vec![[0u64; SLOTS]; DEFAULT_COUNTERS.len()];
+    let spread = |slots: &[(usize, u64)]| {
+        let mut x = [0u64; SLOTS];
+        let total: u64 = slots.iter().map(|s| s.1).sum();
+        let mut left = ios;
+        for (k, &(s, w)) in slots.iter().enumerate() {
+            let c = if k + 1 == slots.len() {
+                left
+            } else {
+                ios * w / total
+            };
+            x[s] += c;
+            left -= c;
+        }
+        x
+    };
+    h[dir] = spread(&[(size_slot, 1)]);
+    h[3 + dir] = spread(&[(0, 3), (1, 2), (3, 1)]);
+    h[6 + dir] = spread(&[(1, 1), (2, 4), (4, 1)]);
+    h[if dir == 2 { 10 } else { 9 }] = spread(&[(2, 2), (3, 1)]);
+    h
+}
+
+fn role(comm: &str, pid: u32) -> Role {
+    Role {
+        pid,
+        tid: pid,
+        comm: comm.to_string(),
+        generation: 0,
+    }
+}
+
+/// `build` varies what changes between runs and hosts: pids, per-CPU kworker names, loop
+/// device numbers, kernel addresses and frame offsets.
+struct World {
+    build: u64,
+}
+
+impl World {
+    #[allow(clippy::too_many_arguments)]
+    fn act(
+        &self,
+        comm: &str,
+        names: &[&str],
+        path: Option<&str>,
+        via: Via,
+        reason: Option<u32>,
+        dir: usize,
+        bytes: u64,
+        io_size: u64,
+        sync: bool,
+    ) -> Act {
+        let ios = bytes.div_ceil(io_size);
+        let size_slot = match io_size {
+            s if s < 4096 => 0,
+            s if s < 8192 => 1,
+            s if s < 16384 => 2,
+            s if s < 32768 => 3,
+            s if s < 65536 => 4,
+            s if s < 131072 => 5,
+            s if s < 524288 => 6,
+            _ => 7,
+        };
+        let mut b = [0; 3];
+        let mut n = [0; 3];
+        b[dir] = bytes;
+        n[dir] = ios;
+        Act {
+            role: role(comm, 1000 + self.build as u32 * 7),
+            intent: Intent {
+                modifier: reason.map_or(0, |r| WbReason(r).modifier()),
+                stack: vec![0xffff_ffff_8100_0000 + self.build],
+            },
+            frames: frames(names, self.build),
+            path: path.map(str::to_string),
+            via,
+            reason: reason.map(WbReason),
+            bytes: b,
+            ios: n,
+            sync: if sync && dir == 2 { bytes } else { 0 },
+            hist: hists(dir, ios, size_slot),
+        }
+    }
+
+    /// The application's test workload.
+    fn workload(&self) -> Vec<Act> {
+        let kw = format!("kworker/u{}:{}", 8 + self.build * 8, self.build % 5);
+        let jbd = format!("jbd2/loop{}-8", 3 + self.build);
+        vec![
+            // A buffered writer flushed by the flusher.
+            self.act(
+                "writerA",
+                DIRTY_EXT4,
+                Some("/data/a.bin"),
+                Via::Page,
+                Some(3),
+                2,
+                8 * MIB,
+                128 * KIB,
+                false,
+            ),
+            // A database file written with fsync.
+            self.act(
+                "dbwriter",
+                DIRTY_EXT4,
+                Some("/data/db/000042.log"),
+                Via::Page,
+                None,
+                2,
+                4 * MIB,
+                16 * KIB,
+                true,
+            ),
+            // A reader.
+            self.act(
+                "reader",
+                READ_XFS,
+                Some("/data/in.bin"),
+                Via::Readahead,
+                None,
+                1,
+                16 * MIB,
+                128 * KIB,
+                false,
+            ),
+            // Journal commits.
+            self.act(
+                &jbd,
+                JOURNAL,
+                None,
+                Via::Journal,
+                None,
+                2,
+                2 * MIB,
+                16 * KIB,
+                true,
+            ),
+            // Writeback the attribution could not link.
+            self.act(
+                &kw,
+                &[],
+                Some("/data/a.bin"),
+                Via::Unknown,
+                Some(3),
+                2,
+                512 * KIB,
+                128 * KIB,
+                false,
+            ),
+            // Small metadata writes.
+            self.act(
+                &kw,
+                &["__mark_inode_dirty", "ext4_dirty_inode"],
+                None,
+                Via::Inode,
+                Some(3),
+                2,
+                48 * KIB,
+                4 * KIB,
+                false,
+            ),
+        ]
+    }
+}
+
+fn specs() -> Vec<&'static str> {
+    DEFAULT_COUNTERS.to_vec()
+}
+
+fn inputs(acts: &[Act]) -> Vec<ActInput<'_>> {
+    acts.iter().map(Act::input).collect()
+}
+
+fn baseline() -> Baseline {
+    let acts = World { build: 0 }.workload();
+    Baseline::build(&inputs(&acts), &specs(), &BuildOptions::default()).unwrap()
+}
+
+fn run_check(base: &Baseline, acts: &[Act]) -> CheckReport {
+    check(base, &inputs(acts), &specs()).unwrap()
+}
+
+fn text(r: &CheckReport) -> String {
+    let mut v = Vec::new();
+    r.render_text(&mut v).unwrap();
+    String::from_utf8(v).unwrap()
+}
+
+/// A small deterministic generator.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+    /// Uniform in -1.0..1.0.
+    fn unit(&mut self) -> f64 {
+        (self.next() % 20001) as f64 / 10000.0 - 1.0
+    }
+}
+
+/// The ordinary jitter of a real capture.
+fn jitter(acts: &mut Vec<Act>, rng: &mut Rng) {
+    let mut moved = Vec::new();
+    for a in acts.iter_mut() {
+        for d in 0..3 {
+            if a.bytes[d] == 0 {
+                continue;
+            }
+            // Bytes +-5%, IO counts +-40%.
+            let nb = (a.bytes[d] as f64 * (1.0 + 0.05 * rng.unit())) as u64;
+            if a.sync > 0 {
+                a.sync = nb;
+            }
+            a.bytes[d] = nb;
+            let ni = ((a.ios[d] as f64) * (1.0 + 0.4 * rng.unit())).max(1.0) as u64;
+            a.ios[d] = ni;
+        }
+        // Histogram shapes: a fraction of each slot moves one slot up or down; the counts
+        // follow the new IO count.
+        for h in a.hist.iter_mut() {
+            let n: u64 = h.iter().sum();
+            if n == 0 {
+                continue;
+            }
+            let frac = 0.5 * (rng.unit() + 1.0) / 2.0;
+            let up = rng.next() % 2 == 0;
+            let mut out = [0u64; SLOTS];
+            for (s, &c) in h.iter().enumerate() {
+                let m = (c as f64 * frac) as u64;
+                let t = if up {
+                    (s + 1).min(SLOTS - 1)
+                } else {
+                    s.saturating_sub(1)
+                };
+                out[t] += m;
+                out[s] += c - m;
+            }
+            let total = a.ios.iter().sum::<u64>().max(1);
+            for x in out.iter_mut() {
+                *x = *x * total / n;
+            }
+            *h = out;
+        }
+        // Writeback links a varying share of the flusher's pages to their dirtier.
+        if a.via == Via::Page && a.reason.is_some() {
+            let share = 0.4 * (rng.unit() + 1.0) / 2.0;
+            let m = (a.bytes[2] as f64 * share) as u64;
+            let mi = (a.ios[2] as f64 * share) as u64;
+            a.bytes[2] -= m;
+            a.ios[2] -= mi;
+            let mut lost = a.clone();
+            lost.via = Via::Unknown;
+            lost.frames.clear();
+            lost.intent.stack.clear();
+            if rng.next() % 2 == 0 {
+                lost.role.comm = "kworker/u8:2-flush-7:0".into();
+            }
+            lost.bytes = [0, 0, m];
+            lost.ios = [0, 0, mi.max(1)];
+            moved.push(lost);
+        }
+        // The flusher's reason depends on timing.
+        if a.reason == Some(WbReason(3)) && rng.next() % 2 == 0 {
+            a.reason = Some(WbReason(0));
+            a.intent.modifier = WbReason(0).modifier();
+        }
+    }
+    acts.extend(moved);
+}
+
+#[test]
+fn own_trace_passes() {
+    let base = baseline();
+    let r = run_check(&base, &World { build: 0 }.workload());
+    assert!(!r.regressed(), "{}", text(&r));
+    assert!(r.groups_compared >= 4, "{}", text(&r));
+    assert_eq!(r.trace_groups, base.groups.len());
+}
+
+#[test]
+fn keys_are_stable() {
+    let base = baseline();
+    let roles: Vec<&str> = base.groups.iter().map(|g| g.key.role.as_str()).collect();
+    assert!(roles.contains(&"kworker/*"), "{roles:?}");
+    assert!(roles.contains(&"jbd2/*"), "{roles:?}");
+    assert!(roles.contains(&"writerA"), "{roles:?}");
+    let a = base
+        .groups
+        .iter()
+        .find(|g| g.key.role == "writerA")
+        .unwrap();
+    assert_eq!(
+        a.key.frames,
+        [
+            "ext4_da_write_end",
+            "generic_perform_write",
+            "ext4_buffered_write_iter",
+            "vfs_write"
+        ]
+    );
+    assert_eq!(a.key.reason, ReasonClass::Flusher);
+    assert_eq!(a.key.file, "/data/a.bin");
+    let db = base
+        .groups
+        .iter()
+        .find(|g| g.key.role == "dbwriter")
+        .unwrap();
+    assert_eq!(db.key.file, "/data/db/*.log");
+    assert_eq!(db.sync_write_share, 1.0);
+    let j = base.groups.iter().find(|g| g.key.role == "jbd2/*").unwrap();
+    assert_eq!(j.key.file, "-");
+    assert_eq!(
+        j.key.frames,
+        ["jbd2_journal_commit_transaction", "kjournald2"]
+    );
+    // Proportions sum to one.
+    for g in &base.groups {
+        for h in &g.hist {
+            assert!((h.p.iter().sum::<f64>() - 1.0).abs() < 1e-9);
+        }
+    }
+}
+
+#[test]
+fn other_kernel_build_matches() {
+    let base = baseline();
+    for build in 1..4 {
+        let r = run_check(&base, &World { build }.workload());
+        assert!(!r.regressed(), "build {build}: {}", text(&r));
+        assert_eq!(r.trace_groups, base.groups.len());
+        assert!(
+            r.notes.iter().all(|n| !n.contains("new group")),
+            "{:?}",
+            r.notes
+        );
+    }
+}
+
+#[test]
+fn jitter_passes() {
+    let base = baseline();
+    for seed in 0..40 {
+        let mut rng = Rng(seed * 7919 + 1);
+        let mut acts = World { build: seed % 3 }.workload();
+        jitter(&mut acts, &mut rng);
+        let r = run_check(&base, &acts);
+        assert!(!r.regressed(), "seed {seed}: {}", text(&r));
+    }
+}
+
+#[test]
+fn jittered_baseline_passes_jittered_runs() {
+    // The baseline itself comes from a noisy run.
+    let mut acts = World { build: 2 }.workload();
+    jitter(&mut acts, &mut Rng(99));
+    let base = Baseline::build(&inputs(&acts), &specs(), &BuildOptions::default()).unwrap();
+    let base = Baseline::from_toml(&base.to_toml()).unwrap();
+    for seed in 0..40 {
+        let mut acts = World { build: seed % 4 }.workload();
+        jitter(&mut acts, &mut Rng(seed * 31 + 5));
+        let r = run_check(&base, &acts);
+        assert!(!r.regressed(), "seed {seed}: {}", text(&r));
+    }
+}
+
+#[test]
+fn doubled_writer_fails() {
+    let base = baseline();
+    let mut acts = World { build: 1 }.workload();
+    acts[0].bytes[2] *= 2;
+    acts[0].ios[2] *= 2;
+    let r = run_check(&base, &acts);
+    assert!(r.regressed());
+    assert_eq!(r.regressions.len(), 1, "{}", text(&r));
+    let f = &r.regressions[0];
+    assert_eq!(f.kind, FindingKind::Bytes);
+    assert_eq!(f.metric, "write_bytes");
+    assert_eq!(
+        f.message,
+        "writerA via page (flusher writeback) on /data/a.bin: write bytes 16.0 MiB vs 8.0 MiB baseline (+100%, tolerance 15%)"
+    );
+    assert_eq!(f.baseline, (8 * MIB) as f64);
+    assert_eq!(f.current, (16 * MIB) as f64);
+    // Also under jitter.
+    for seed in 0..20 {
+        let mut acts = World { build: 0 }.workload();
+        jitter(&mut acts, &mut Rng(seed + 1000));
+        for a in acts.iter_mut().filter(|a| a.role.comm == "writerA") {
+            a.bytes[2] *= 2;
+        }
+        let r = run_check(&base, &acts);
+        assert!(r.regressed(), "seed {seed}: {}", text(&r));
+        assert!(
+            r.regressions.iter().all(|f| f.role == "writerA"),
+            "seed {seed}: {}",
+            text(&r)
+        );
+        assert!(
+            r.regressions.iter().any(|f| f.kind == FindingKind::Bytes),
+            "seed {seed}: {}",
+            text(&r)
+        );
+    }
+}
+
+#[test]
+fn halved_writer_fails() {
+    let base = baseline();
+    let mut acts = World { build: 0 }.workload();
+    acts[1].bytes[2] /= 2;
+    acts[1].sync /= 2;
+    let r = run_check(&base, &acts);
+    assert_eq!(r.regressions.len(), 1, "{}", text(&r));
+    assert_eq!(
+        r.regressions[0].message,
+        "dbwriter via page on /data/db/*.log: write bytes 2.0 MiB vs 4.0 MiB baseline (-50%, tolerance 15%)"
+    );
+}
+
+#[test]
+fn buffered_to_direct_fails() {
+    let base = baseline();
+    let w = World { build: 1 };
+    let mut acts = w.workload();
+    // writerA opens its file with O_DIRECT: the IO is charged to it directly, WS.
+    acts[0] = w.act(
+        "writerA",
+        DIO_EXT4,
+        Some("/data/a.bin"),
+        Via::Direct,
+        None,
+        2,
+        8 * MIB,
+        128 * KIB,
+        true,
+    );
+    // No more flusher leftovers on that file.
+    acts.retain(|a| a.via != Via::Unknown);
+    let r = run_check(&base, &acts);
+    let t = text(&r);
+    assert!(r.regressed(), "{t}");
+    let new = r
+        .regressions
+        .iter()
+        .find(|f| f.kind == FindingKind::NewGroup)
+        .expect(&t);
+    assert_eq!(new.via.as_deref(), Some("direct"));
+    assert_eq!(new.role, "writerA");
+    assert_eq!(
+        new.message,
+        "new group writerA via direct on /data/a.bin: write 8.0 MiB in 64 IOs (27% of the trace), not in the baseline"
+    );
+    assert_eq!(
+        new.frames,
+        [
+            "iomap_dio_bio_iter",
+            "__iomap_dio_rw",
+            "iomap_dio_rw",
+            "ext4_file_write_iter"
+        ]
+    );
+    let gone = r
+        .regressions
+        .iter()
+        .find(|f| f.kind == FindingKind::VanishedGroup)
+        .expect(&t);
+    assert_eq!(gone.via.as_deref(), Some("page"));
+    assert_eq!(
+        gone.message,
+        "writerA via page (flusher writeback) on /data/a.bin: vanished: write 8.0 MiB in the baseline (26% of it), none in this trace"
+    );
+    // The role's bytes on the file did not change: no aggregate finding.
+    assert_eq!(r.regressions.len(), 2, "{t}");
+    assert!(
+        t.contains("intent: iomap_dio_bio_iter <- __iomap_dio_rw"),
+        "{t}"
+    );
+}
+
+#[test]
+fn new_writer_fails() {
+    let base = baseline();
+    let w = World { build: 0 };
+    let mut acts = w.workload();
+    acts.push(w.act(
+        "writerC",
+        DIRTY_EXT4,
+        Some("/data/c.bin"),
+        Via::Page,
+        Some(0),
+        2,
+        4 * MIB,
+        128 * KIB,
+        false,
+    ));
+    let r = run_check(&base, &acts);
+    assert_eq!(r.regressions.len(), 1, "{}", text(&r));
+    let f = &r.regressions[0];
+    assert_eq!(f.kind, FindingKind::NewGroup);
+    assert_eq!(f.role, "writerC");
+    assert!(
+        f.message.starts_with(
+            "new group writerC via page (flusher writeback) on /data/c.bin: write 4.0 MiB"
+        ),
+        "{}",
+        f.message
+    );
+    // A tiny new writer is only a note.
+    let mut acts = w.workload();
+    acts.push(w.act(
+        "writerC",
+        DIRTY_EXT4,
+        Some("/data/c.bin"),
+        Via::Page,
+        Some(0),
+        2,
+        64 * KIB,
+        4 * KIB,
+        false,
+    ));
+    let r = run_check(&base, &acts);
+    assert!(!r.regressed(), "{}", text(&r));
+    assert!(r
+        .notes
+        .iter()
+        .any(|n| n.contains("1 new group below the floor")));
+}
+
+#[test]
+fn new_sync_path_fails() {
+    // writerA now fsyncs: its bytes are issued by itself (reason none) with S.
+    let base = baseline();
+    let w = World { build: 0 };
+    let mut acts = w.workload();
+    acts[0] = w.act(
+        "writerA",
+        DIRTY_EXT4,
+        Some("/data/a.bin"),
+        Via::Page,
+        None,
+        2,
+        8 * MIB,
+        128 * KIB,
+        true,
+    );
+    let r = run_check(&base, &acts);
+    let kinds: Vec<FindingKind> = r.regressions.iter().map(|f| f.kind).collect();
+    assert!(kinds.contains(&FindingKind::NewGroup), "{}", text(&r));
+    assert!(kinds.contains(&FindingKind::VanishedGroup), "{}", text(&r));
+}
+
+#[test]
+fn reads_turned_random_fail() {
+    let base = baseline();
+    let w = World { build: 0 };
+    let mut acts = w.workload();
+    acts[2] = w.act(
+        "reader",
+        READ_XFS,
+        Some("/data/in.bin"),
+        Via::Readahead,
+        None,
+        1,
+        16 * MIB,
+        4 * KIB,
+        false,
+    );
+    let r = run_check(&base, &acts);
+    let t = text(&r);
+    let size = r
+        .regressions
+        .iter()
+        .find(|f| f.kind == FindingKind::IoSize)
+        .expect(&t);
+    assert_eq!(
+        size.message,
+        "reader via readahead on /data/in.bin: average readahead size 4.0 KiB vs 128.0 KiB baseline (-97%, tolerance 150%; 4096 IOs vs 128)"
+    );
+    let hist = r
+        .regressions
+        .iter()
+        .find(|f| f.kind == FindingKind::Histogram)
+        .expect(&t);
+    assert!(hist.metric.starts_with("A size"), "{t}");
+    assert_eq!(hist.current, 5.0);
+}
+
+#[test]
+fn shifts_to_unattributed_pass_but_not_without_them() {
+    let base = baseline();
+    let w = World { build: 0 };
+    // 6 of writerA's 8 MiB were not linked: charged to the flusher as unknown.
+    let mut acts = w.workload();
+    acts[0].bytes[2] = 2 * MIB;
+    acts[0].ios[2] /= 4;
+    acts[4].bytes[2] += 6 * MIB;
+    let r = run_check(&base, &acts);
+    assert!(!r.regressed(), "{}", text(&r));
+    // All of it.
+    let mut acts = w.workload();
+    acts[4].bytes[2] += acts[0].bytes[2];
+    acts.remove(0);
+    let r = run_check(&base, &acts);
+    assert!(!r.regressed(), "{}", text(&r));
+    assert!(r
+        .notes
+        .iter()
+        .any(|n| n.contains("unattributed in this trace")));
+    // The same loss without the unknown bytes is a regression.
+    let mut acts = w.workload();
+    acts[0].bytes[2] = 2 * MIB;
+    acts[0].ios[2] /= 4;
+    let r = run_check(&base, &acts);
+    assert_eq!(r.regressions.len(), 1, "{}", text(&r));
+    assert_eq!(r.regressions[0].kind, FindingKind::Bytes);
+}
+
+#[test]
+fn toml_round_trips() {
+    let base = baseline();
+    let text1 = base.to_toml();
+    let back = Baseline::from_toml(&text1).unwrap();
+    let text2 = back.to_toml();
+    assert_eq!(text1, text2);
+    assert_eq!(back.groups.len(), base.groups.len());
+    assert_eq!(back.counters.len(), DEFAULT_COUNTERS.len());
+    assert_eq!(back.total_bytes, base.total_bytes);
+    assert_eq!(back.defaults.tolerances, base.defaults.tolerances);
+    for (a, b) in base.groups.iter().zip(&back.groups) {
+        assert_eq!(a.key, b.key);
+        assert_eq!(a.bytes, b.bytes);
+        assert_eq!(a.ios, b.ios);
+        assert_eq!(a.name, b.name);
+        for (x, y) in a.hist.iter().zip(&b.hist) {
+            for (p, q) in x.p.iter().zip(&y.p) {
+                assert!((p - q).abs() < 0.002);
+            }
+        }
+    }
+    // The read-back baseline judges like the original.
+    let r = run_check(&back, &World { build: 2 }.workload());
+    assert!(!r.regressed(), "{}", crate::tests::text(&r));
+    assert!(text1.contains("[defaults]\nmin_bytes = 262144"));
+    assert!(text1.contains("write_bytes = 0.15  #"));
+    assert!(text1.contains("hist_offset = \"off\""));
+    assert!(text1.contains("role = \"kworker/*\""));
+}
+
+/// The baseline text with `line` added after the first line starting with `after` in the
+/// group whose role is `role`.
+fn edit_group(text: &str, role: &str, after: &str, line: &str) -> String {
+    let mut out = String::new();
+    let mut in_group = false;
+    let mut done = false;
+    for l in text.lines() {
+        out.push_str(l);
+        out.push('\n');
+        if l.starts_with("role = ") {
+            in_group = l == format!("role = \"{role}\"");
+        }
+        if in_group && !done && l.starts_with(after) {
+            out.push_str(line);
+            out.push('\n');
+            done = true;
+        }
+    }
+    assert!(done, "no line {after} in group {role}");
+    out
+}
+
+#[test]
+fn hand_edited_tolerance_takes_effect() {
+    let base = baseline();
+    let mut acts = World { build: 0 }.workload();
+    acts[0].bytes[2] *= 2;
+    assert!(run_check(&base, &acts).regressed());
+    // Loosened for this group: the doubling is accepted, at group and role level.
+    let edited = edit_group(
+        &base.to_toml(),
+        "writerA",
+        "frames = ",
+        "tolerance.write_bytes = 1.5",
+    );
+    let loose = Baseline::from_toml(&edited).unwrap();
+    let g = loose
+        .groups
+        .iter()
+        .find(|g| g.key.role == "writerA")
+        .unwrap();
+    assert_eq!(g.tolerance.write_bytes, Some(Tol::Value(1.5)));
+    assert!(loose.to_toml().contains("tolerance.write_bytes = 1.5\n"));
+    let r = run_check(&loose, &acts);
+    assert!(!r.regressed(), "{}", text(&r));
+    // "off" disables it.
+    let edited = edit_group(
+        &base.to_toml(),
+        "writerA",
+        "frames = ",
+        "tolerance.write_bytes = \"off\"",
+    );
+    let off = Baseline::from_toml(&edited).unwrap();
+    assert!(!run_check(&off, &acts).regressed());
+    // Tightened: +8% now fails.
+    let edited = edit_group(
+        &base.to_toml(),
+        "writerA",
+        "frames = ",
+        "tolerance.write_bytes = 0.02",
+    );
+    let tight = Baseline::from_toml(&edited).unwrap();
+    let mut acts = World { build: 0 }.workload();
+    acts[0].bytes[2] = acts[0].bytes[2] * 108 / 100;
+    assert!(!run_check(&base, &acts).regressed());
+    let r = run_check(&tight, &acts);
+    assert_eq!(r.regressions.len(), 1, "{}", text(&r));
+    assert!(r.regressions[0].message.ends_with("(+8%, tolerance 2%)"));
+    // A global default edited in [defaults].
+    let edited = base
+        .to_toml()
+        .replace("\nwrite_bytes = 0.15", "\nwrite_bytes = 0.05");
+    let strict = Baseline::from_toml(&edited).unwrap();
+    assert_eq!(
+        strict.defaults.tolerances.write_bytes,
+        Some(Tol::Value(0.05))
+    );
+    assert!(run_check(&strict, &acts).regressed());
+}
+
+#[test]
+fn hand_edited_globs_match() {
+    let base = baseline();
+    // Two writer processes instead of one, with numbered names: a glob covers them.
+    let text = base
+        .to_toml()
+        .replace("role = \"writerA\"", "role = \"writer*\"");
+    let globbed = Baseline::from_toml(&text).unwrap();
+    let w = World { build: 0 };
+    let mut acts = w.workload();
+    let mut second = acts[0].clone();
+    second.role.comm = "writerB".into();
+    acts[0].bytes[2] /= 2;
+    second.bytes[2] /= 2;
+    acts.push(second);
+    let r = run_check(&globbed, &acts);
+    assert!(!r.regressed(), "{}", crate::tests::text(&r));
+    // Without the glob writerB is a new group and writerA halved.
+    assert!(run_check(&base, &acts).regressed());
+}
+
+/// The 1-based line of the first line of `text` containing `needle`.
+fn line_of(text: &str, needle: &str) -> usize {
+    text.lines()
+        .position(|l| !l.starts_with('#') && l.contains(needle))
+        .unwrap()
+        + 1
+}
+
+#[test]
+fn malformed_baselines_name_the_line() {
+    let good = baseline().to_toml();
+    let cases: Vec<(String, &str, &str)> = vec![
+        (
+            good.replacen("via = \"page\"", "via = \"pagee\"", 1),
+            "via = \"pagee\"",
+            "unknown via 'pagee'",
+        ),
+        (
+            good.replacen("via = \"page\"", "via = \"page", 1),
+            "via = \"page",
+            "",
+        ),
+        (
+            edit_group(&good, "writerA", "frames = ", "tolerance.write_byte = 0.1"),
+            "tolerance.write_byte",
+            "unknown tolerance 'write_byte'",
+        ),
+        (
+            edit_group(&good, "writerA", "frames = ", "tolerance.write_bytes = -1"),
+            "tolerance.write_bytes = -1",
+            "must be a number >= 0",
+        ),
+        (
+            good.replacen("reason = \"flusher\"", "reason = \"periodic\"", 1),
+            "reason = \"periodic\"",
+            "unknown writeback reason class 'periodic'",
+        ),
+        (
+            good.replacen("spec = \"R size", "spec = \"Q size", 1),
+            "spec = \"Q size",
+            "counter spec",
+        ),
+        (
+            good.replacen("role = \"writerA\"", "rol = \"writerA\"", 1),
+            "rol = \"writerA\"",
+            "unknown field `rol`",
+        ),
+        (
+            good.replacen("min_share = 0.01", "min_share = \"x\"", 1),
+            "min_share = \"x\"",
+            "min_share",
+        ),
+        (
+            good.replacen("{ counter = 2,", "{ counter = 99,", 1),
+            "{ counter = 99,",
+            "counter 99 does not exist",
+        ),
+        (
+            good.replacen("version = 1", "version = 7", 1),
+            "version = 7",
+            "unsupported baseline version 7",
+        ),
+    ];
+    for (text, needle, what) in cases {
+        let err = Baseline::from_toml(&text).unwrap_err();
+        let want = line_of(&text, needle);
+        match &err {
+            BaselineError::Parse { line, message, .. } => {
+                assert_eq!(*line, want, "{needle}: {err}");
+                assert!(message.contains(what), "{needle}: {err}");
+            }
+            other => panic!("{needle}: no line: {other}"),
+        }
+        assert!(err
+            .to_string()
+            .starts_with(&format!("baseline line {want}, column ")));
+    }
+    assert!(Baseline::from_toml("").is_err());
+}
+
+#[test]
+fn json_is_one_document() {
+    let base = baseline();
+    let mut acts = World { build: 0 }.workload();
+    acts[0].bytes[2] *= 2;
+    let r = run_check(&base, &acts);
+    let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+    assert_eq!(v["regressed"], true);
+    assert_eq!(v["regressions"][0]["kind"], "bytes");
+    assert_eq!(v["regressions"][0]["scope"], "group");
+    assert_eq!(v["regressions"][0]["role"], "writerA");
+    assert_eq!(v["regressions"][0]["via"], "page");
+    assert_eq!(v["regressions"][0]["tolerance"], 0.15);
+    assert_eq!(v["regressions"][0]["change"], 1.0);
+    let ok = run_check(&base, &World { build: 0 }.workload());
+    let v: serde_json::Value = serde_json::from_str(&ok.to_json()).unwrap();
+    assert_eq!(v["regressed"], false);
+    assert!(text(&ok).starts_with("ioblame check: OK"));
+}
+
+#[test]
+fn counters_must_match_to_compare_histograms() {
+    let base = baseline();
+    let w = World { build: 0 };
+    let mut acts = w.workload();
+    // Reads turned random, but the trace was analysed with one counter only.
+    acts[2] = w.act(
+        "reader",
+        READ_XFS,
+        Some("/data/in.bin"),
+        Via::Readahead,
+        None,
+        1,
+        16 * MIB,
+        4 * KIB,
+        false,
+    );
+    for a in &mut acts {
+        a.hist = vec![a.hist[0]];
+    }
+    let r = check(&base, &inputs(&acts), &[DEFAULT_COUNTERS[0]]).unwrap();
+    assert!(r
+        .regressions
+        .iter()
+        .all(|f| f.kind != FindingKind::Histogram));
+    assert!(r.notes.iter().any(|n| n.contains("not compared")));
+    // Mismatched histogram counts are an input error.
+    let err = check(&base, &inputs(&acts), &specs()).unwrap_err();
+    assert!(matches!(err, BaselineError::Input(_)), "{err}");
+}
+
+#[test]
+fn sync_share_change_fails() {
+    let base = baseline();
+    let mut acts = World { build: 0 }.workload();
+    // dbwriter stopped using fsync for half of its writes (same path, same group).
+    acts[1].sync /= 2;
+    let r = run_check(&base, &acts);
+    assert_eq!(r.regressions.len(), 1, "{}", text(&r));
+    assert_eq!(
+        r.regressions[0].message,
+        "dbwriter via page on /data/db/*.log: sync writes 50% of write bytes vs 100% baseline (tolerance 15 points)"
+    );
+}
+
+#[test]
+fn text_report() {
+    let base = baseline();
+    let w = World { build: 1 };
+    let mut acts = w.workload();
+    acts[0] = w.act(
+        "writerA",
+        DIO_EXT4,
+        Some("/data/a.bin"),
+        Via::Direct,
+        None,
+        2,
+        8 * MIB,
+        128 * KIB,
+        true,
+    );
+    let r = run_check(&base, &acts);
+    assert_eq!(
+        text(&r),
+        "\
+ioblame check: REGRESSION: 2 findings
+  - writerA via page (flusher writeback) on /data/a.bin: vanished: write 8.0 MiB in the baseline (26% of it), none in this trace
+      intent: ext4_da_write_end <- generic_perform_write <- ext4_buffered_write_iter <- vfs_write
+  - new group writerA via direct on /data/a.bin: write 8.0 MiB in 64 IOs (26% of the trace), not in the baseline
+      intent: iomap_dio_bio_iter <- __iomap_dio_rw <- iomap_dio_rw <- ext4_file_write_iter
+notes:
+  - unattributed bytes (lost intent): 512.0 KiB vs 512.0 KiB baseline; shifts between attributed and unattributed bytes are not regressions
+compared 4 of 6 baseline groups with 6 groups of the trace; 30.5 MiB vs 30.5 MiB baseline in total; changes below 312.8 KiB ignored
+"
+    );
+}
+
+#[test]
+fn absurd_hand_edits_do_not_panic() {
+    let good = baseline().to_toml();
+    let big = regex_free_replace_all(
+        &good,
+        "write_bytes = ",
+        "write_bytes = 9223372036854775807 #",
+    );
+    let base = Baseline::from_toml(&big).unwrap();
+    let r = run_check(&base, &World { build: 0 }.workload());
+    assert!(r.regressed());
+    let zero = regex_free_replace_all(&good, "_ios = ", "_ios = 0 #");
+    let base = Baseline::from_toml(&zero).unwrap();
+    let _ = run_check(&base, &World { build: 0 }.workload());
+}
+
+/// Replaces every line prefix `from` (after the `[totals]` section) by `to`.
+fn regex_free_replace_all(text: &str, from: &str, to: &str) -> String {
+    let mut out = String::new();
+    let mut groups = false;
+    for l in text.lines() {
+        groups |= l.starts_with("[[group]]");
+        if groups && l.starts_with(from) {
+            out.push_str(to);
+            out.push_str(&l[from.len()..]);
+        } else {
+            out.push_str(l);
+        }
+        out.push('\n');
+    }
+    out
+}
