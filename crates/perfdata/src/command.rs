@@ -1,0 +1,125 @@
+//! The `perf record` command line that records what the attribution needs: the recorder's
+//! default event set and filters (`ioblame-tracepoints`), spelled for stock perf.
+
+use ioblame_tracepoints::{self as tp, FilterDev, Tracepoint};
+
+use crate::PerfDataError;
+
+/// Quotes `s` for a POSIX shell when needed.
+pub(crate) fn shell_quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || b"_-.,:/=@%+".contains(&c));
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// Builds the command line from the events that exist here and the devices to filter on.
+pub(crate) fn build_command(events: &[Tracepoint], devs: &[FilterDev]) -> String {
+    let mut args: Vec<String> = [
+        "perf",
+        "record",
+        "-a",
+        "-g",
+        "--kernel-callchains",
+        "-m",
+        "16M",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for t in events {
+        args.push("-e".into());
+        args.push(t.name.clone());
+        let f = tp::filter_for(t, devs);
+        if !f.is_empty() {
+            args.push("--filter".into());
+            args.push(f);
+        }
+    }
+    for a in ["-o", "perf.data", "--"] {
+        args.push(a.into());
+    }
+    let mut line: Vec<String> = args.iter().map(|a| shell_quote(a)).collect();
+    line.push("COMMAND".into());
+    line.join(" ")
+}
+
+/// The exact `perf record` command line recording what the attribution needs on the running
+/// kernel, with notes on events this kernel lacks or has under an older name. The events are
+/// `ioblame-capture`'s default set as found in tracefs (mounted at /sys/kernel/tracing if
+/// needed); `devices` (`sda`, `loop0`, `/dev/loop0`, `MAJ:MIN`) restrict every event that has
+/// a `dev`, `s_dev` or bdi `name` field with the same in-kernel filters the recorder sets. The
+/// line ends with `-o perf.data -- COMMAND`, `COMMAND` being a placeholder for the workload.
+pub fn perf_command_with_notes(devices: &[String]) -> Result<(String, Vec<String>), PerfDataError> {
+    let devs = if devices.is_empty() {
+        Vec::new()
+    } else {
+        tp::resolve_devices(&devices.join(","), &tp::block_devices())?
+    };
+    let tfs = tp::tracefs()?;
+    let names = tp::set_names("default")?;
+    let (events, notes) = tp::resolve(&tfs, &names, false)?;
+    Ok((build_command(&events, &devs), notes))
+}
+
+/// [`perf_command_with_notes`] without the notes.
+pub fn perf_command(devices: &[String]) -> Result<String, PerfDataError> {
+    Ok(perf_command_with_notes(devices)?.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting() {
+        assert_eq!(
+            shell_quote("block:block_bio_queue"),
+            "block:block_bio_queue"
+        );
+        assert_eq!(shell_quote("dev == 1"), "'dev == 1'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(shell_quote(""), "''");
+    }
+
+    fn tracepoint(name: &str, fields: &str) -> Tracepoint {
+        Tracepoint {
+            name: name.into(),
+            id: 1,
+            format: format!("name: x\nID: 1\nformat:\n{fields}"),
+            callchain: false,
+        }
+    }
+
+    #[test]
+    fn command_line() {
+        let evs = [
+            tracepoint(
+                "block:block_dirty_buffer",
+                "\tfield:dev_t dev;\toffset:8;\tsize:4;\tsigned:0;\n",
+            ),
+            tracepoint("sched:sched_process_exec", ""),
+        ];
+        let loop0 = FilterDev {
+            major: 7,
+            minor: 0,
+            disk_major: 7,
+            disk_minor: 0,
+        };
+        assert_eq!(
+            build_command(&evs, &[loop0]),
+            "perf record -a -g --kernel-callchains -m 16M -e block:block_dirty_buffer \
+             --filter '(dev == 7340032) && (sector < 4611686018427387904)' \
+             -e sched:sched_process_exec -o perf.data -- COMMAND"
+        );
+        assert_eq!(
+            build_command(&evs[..1], &[]),
+            "perf record -a -g --kernel-callchains -m 16M -e block:block_dirty_buffer \
+             --filter 'sector < 4611686018427387904' -o perf.data -- COMMAND"
+        );
+    }
+}

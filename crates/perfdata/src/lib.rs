@@ -1,0 +1,827 @@
+//! Reads `perf.data` files recorded with stock `perf record` as ioblame traces.
+//!
+//! [`open_perf_data`] converts a perf.data file into an in-memory [`ioblame_format::Trace`], so
+//! that the decoder and the attribution work on it unchanged. [`perf_command`] prints the
+//! `perf record` command line that records what the attribution needs on the running kernel.
+//!
+//! The perf.data file is parsed with the `linux-perf-data` crate (which also undoes
+//! `perf record -z` zstd compression and handles both byte orders). The conversion:
+//!
+//! * **Header**: the file's byte order, word size 8 (4 when the tracing data says `long` is 4 bytes), page size from the tracing data (else
+//!   4096), host name, kernel release, machine and CPU count from the feature sections, the
+//!   attr's clock id (or -1), start times from `HEADER_CLOCK_DATA` (else 0), recorder pid 0,
+//!   recorder version `perf <version>`.
+//! * **Events**: one [`EventDesc`] per perf attr, in attr order, named from `EVENT_DESC`, with
+//!   the tracefs `format` text from `HEADER_TRACING_DATA` matched by tracefs id, the attr's
+//!   sample type, read format, `sample_max_stack` and ids, and the `--filter` found in the
+//!   recorded command line. Non-tracepoint attrs (perf's `dummy:HG` tracking event) are kept
+//!   with tracefs id 0 and an empty format so that their ids stay known.
+//! * **Records**: SAMPLE, COMM, FORK, EXIT, LOST and LOST_SAMPLES records are re-emitted in the
+//!   file's byte order into chunks of one CPU each (~1 MiB), CPU from the sample's `CPU` field
+//!   or the `sample_id_all` trailer (records without one go to CPU 0). Records come in the order
+//!   `linux-perf-data` yields them: file order sorted by time within each `FINISHED_ROUND`,
+//!   which per CPU is the ring-buffer order. Other record types are dropped and counted in
+//!   the notes.
+//! * **IDENTIFIER**: ioblame identifies samples by `PERF_SAMPLE_IDENTIFIER`. For an attr whose
+//!   sample type lacks it (perf leaves it out when there is a single event), the converter
+//!   sets the bit in the event's sample type, prepends the attr's first id to each SAMPLE body,
+//!   and, when the attr has `sample_id_all`, appends the same id to the trailer of its
+//!   non-sample records (the kernel ABI puts IDENTIFIER last in that trailer). An attr without
+//!   ids gets a synthetic one (`u64::MAX - attr index`).
+#![deny(missing_docs)]
+
+mod command;
+mod tracing;
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use ioblame_format::{
+    ByteOrder, ChunkBuilder, EncodedChunk, EventDesc, FileWriter, Header, Kallsyms, Metadata,
+    Trace, TraceFile, EVENT_CALLCHAIN, EVENT_TASK_RECORDS,
+};
+use linux_perf_data::linux_perf_event_reader::{
+    AttrFlags, Endianness, PerfClock, PerfEventType, RecordType, SampleFormat,
+};
+use linux_perf_data::{PerfFileReader, PerfFileRecord};
+
+pub use command::{perf_command, perf_command_with_notes};
+
+/// Target size of the uncompressed records of one chunk.
+const CHUNK_TARGET: usize = 1 << 20;
+/// zstd level of the converted chunks.
+const ZSTD_LEVEL: i32 = 3;
+/// Size of `struct perf_file_header`.
+const PERF_FILE_HEADER_LEN: u64 = 104;
+
+const PERF_RECORD_LOST: u32 = 2;
+const PERF_RECORD_COMM: u32 = 3;
+const PERF_RECORD_EXIT: u32 = 4;
+const PERF_RECORD_FORK: u32 = 7;
+const PERF_RECORD_SAMPLE: u32 = 9;
+const PERF_RECORD_LOST_SAMPLES: u32 = 13;
+
+/// Options of the conversion.
+#[derive(Debug, Clone, Default)]
+pub struct PerfDataOptions {
+    /// A copy of `/proc/kallsyms` of the recording host. When given it is always used;
+    /// otherwise this host's `/proc/kallsyms` is used if the file's host name and kernel
+    /// release match this host, else the kallsyms copy in the tracing data if perf stored one
+    /// (modern perf stores none), else the trace has no symbols (and a note says so).
+    pub kallsyms: Option<PathBuf>,
+}
+
+/// A converted perf.data file.
+#[derive(Debug)]
+pub struct Converted {
+    /// The trace, as if `ioblame-capture` had recorded it.
+    pub trace: Trace,
+    /// What the user should know: missing events and what they cost, missing callchains,
+    /// where kernel symbols came from, records dropped.
+    pub notes: Vec<String>,
+}
+
+/// Why a perf.data file could not be converted.
+#[derive(Debug, thiserror::Error)]
+pub enum PerfDataError {
+    /// The file could not be read.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file does not start with the perf.data magic.
+    #[error("{}: not a perf.data file (no PERFILE2 magic)", path.display())]
+    NotPerfData {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file is truncated or damaged.
+    #[error("{}: corrupt or truncated perf.data: {what}", path.display())]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        what: String,
+    },
+    /// The perf.data parser panicked on this input (a bug in it, caught; the file is damaged
+    /// in a way it does not check).
+    #[error("{}: corrupt perf.data: the parser failed: {what}", path.display())]
+    ParserPanicked {
+        /// The file.
+        path: PathBuf,
+        /// The panic message.
+        what: String,
+    },
+    /// `linux-perf-data` rejected the file.
+    #[error("{}: cannot parse perf.data: {source}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's error.
+        #[source]
+        source: linux_perf_data::Error,
+    },
+    /// Writing or reading the converted trace failed.
+    #[error("{}: converting to an ioblame trace: {source}", path.display())]
+    Trace {
+        /// The perf.data file.
+        path: PathBuf,
+        /// The format crate's error.
+        #[source]
+        source: ioblame_format::Error,
+    },
+    /// The kallsyms file given could not be read.
+    #[error("kallsyms file {}: {source}", path.display())]
+    Kallsyms {
+        /// The kallsyms file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The recording could not be planned (tracefs, devices).
+    #[error(transparent)]
+    Plan(#[from] ioblame_tracepoints::Error),
+}
+
+/// Whether `path` starts with the perf.data magic (`PERFILE2`, or `2ELIFREP` for a file of the
+/// other byte order).
+pub fn is_perf_data(path: &Path) -> bool {
+    let mut magic = [0u8; 8];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && (&magic == b"PERFILE2" || &magic == b"2ELIFREP")
+}
+
+/// Events the attribution needs, with what is lost without them.
+const NEEDED: &[(&str, &str)] = &[
+    (
+        "writeback:writeback_dirty_folio",
+        "buffered writes cannot be charged to the task that dirtied the pages",
+    ),
+    (
+        "block:block_dirty_buffer",
+        "metadata and buffer-head writes cannot be charged to their dirtier",
+    ),
+    (
+        "block:block_bio_queue",
+        "IOs are never seen entering the block layer: nothing can be attributed",
+    ),
+    (
+        "block:block_rq_issue",
+        "IOs are never issued: no device time, nothing can be charged",
+    ),
+    (
+        "block:block_rq_complete",
+        "IOs never complete, nothing can be charged",
+    ),
+    (
+        "filemap:mm_filemap_add_to_page_cache",
+        "folio sizes are unknown: large folios are charged as their first page only",
+    ),
+    (
+        "ext4:ext4_ext_map_blocks_exit",
+        "ext4 sectors cannot be mapped back to file pages: ext4 writeback is charged by bracket heuristics or to UNKNOWN",
+    ),
+    (
+        "iomap:iomap_add_to_ioend",
+        "xfs/iomap sectors cannot be mapped back to file pages: their writeback is charged by bracket heuristics or to UNKNOWN",
+    ),
+    (
+        "writeback:writeback_single_inode_start",
+        "writeback cannot be tied to the inode being written",
+    ),
+    (
+        "writeback:writeback_start",
+        "writeback reasons (periodic, background, sync...) are unknown",
+    ),
+];
+
+/// Events whose callchains are the intents.
+const STACK_EVENTS: &[&str] = &[
+    "writeback:writeback_dirty_folio",
+    "block:block_dirty_buffer",
+    "writeback:writeback_mark_inode_dirty",
+    "jbd2:jbd2_handle_start",
+    "block:block_bio_queue",
+];
+
+/// Checks the perf file header and the feature section table against the file size, so that
+/// the parser never allocates for a section that is not there.
+fn check_layout(path: &Path, f: &mut std::fs::File) -> Result<(), PerfDataError> {
+    let io = |source| PerfDataError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let corrupt = |what: String| PerfDataError::Corrupt {
+        path: path.to_path_buf(),
+        what,
+    };
+    let len = f.metadata().map_err(io)?.len();
+    let mut h = [0u8; PERF_FILE_HEADER_LEN as usize];
+    if len < PERF_FILE_HEADER_LEN {
+        let mut m = [0u8; 8];
+        if f.read_exact(&mut m).is_ok() && (&m == b"PERFILE2" || &m == b"2ELIFREP") {
+            return Err(corrupt(format!(
+                "{len} bytes, shorter than the 104-byte header"
+            )));
+        }
+        return Err(PerfDataError::NotPerfData {
+            path: path.to_path_buf(),
+        });
+    }
+    f.read_exact(&mut h).map_err(io)?;
+    let big = match &h[..8] {
+        b"PERFILE2" => false,
+        b"2ELIFREP" => true,
+        _ => {
+            return Err(PerfDataError::NotPerfData {
+                path: path.to_path_buf(),
+            })
+        }
+    };
+    let u64at = |o: usize| {
+        let b: [u8; 8] = h[o..o + 8].try_into().unwrap_or([0; 8]);
+        if big {
+            u64::from_be_bytes(b)
+        } else {
+            u64::from_le_bytes(b)
+        }
+    };
+    let section = |name: &str, o: usize| -> Result<(u64, u64), PerfDataError> {
+        let (off, size) = (u64at(o), u64at(o + 8));
+        match off.checked_add(size) {
+            Some(end) if end <= len => Ok((off, size)),
+            _ => Err(corrupt(format!(
+                "the {name} section ({size} bytes at offset {off}) runs past the end of the file ({len} bytes)"
+            ))),
+        }
+    };
+    let header_size = u64at(8);
+    if header_size != PERF_FILE_HEADER_LEN {
+        return Err(corrupt(format!("header size {header_size}, expected 104")));
+    }
+    section("attrs", 24)?;
+    let (data_off, data_size) = section("data", 40)?;
+    section("event types", 56)?;
+    if data_size == 0 && data_off == 0 {
+        return Err(corrupt(
+            "the header was never completed (perf record did not exit cleanly)".into(),
+        ));
+    }
+    let mut features = 0u64;
+    for i in 0..4 {
+        features += u64::from(u64at(72 + 8 * i).count_ones());
+    }
+    let table = data_off + data_size;
+    if table + 16 * features > len {
+        return Err(corrupt(format!(
+            "the table of {features} feature sections at offset {table} runs past the end of the file ({len} bytes)"
+        )));
+    }
+    f.seek(SeekFrom::Start(table)).map_err(io)?;
+    let mut t = vec![0u8; 16 * features as usize];
+    f.read_exact(&mut t).map_err(io)?;
+    for (i, e) in t.chunks_exact(16).enumerate() {
+        let rd = |b: &[u8]| {
+            let b: [u8; 8] = b.try_into().unwrap_or([0; 8]);
+            if big {
+                u64::from_be_bytes(b)
+            } else {
+                u64::from_le_bytes(b)
+            }
+        };
+        let (off, size) = (rd(&e[..8]), rd(&e[8..]));
+        if off.checked_add(size).is_none_or(|end| end > len) {
+            return Err(corrupt(format!(
+                "feature section {i} ({size} bytes at offset {off}) runs past the end of the file ({len} bytes)"
+            )));
+        }
+    }
+    f.seek(SeekFrom::Start(0)).map_err(io)?;
+    Ok(())
+}
+
+fn read_trim(p: &str) -> Option<String> {
+    std::fs::read_to_string(p)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// Extracts `-e EVENT ... --filter F` pairs from perf's recorded command line.
+fn filters_from_cmdline(args: &[&str]) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    let mut last: Vec<String> = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let (flag, val) = match a.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ => (*a, None),
+        };
+        match flag {
+            "-e" | "--event" => {
+                let v = val.or_else(|| it.next().map(|s| s.to_string()));
+                last = v
+                    .map(|v| v.split(',').map(|s| s.to_string()).collect())
+                    .unwrap_or_default();
+            }
+            "--filter" => {
+                if let Some(v) = val.or_else(|| it.next().map(|s| s.to_string())) {
+                    for e in &last {
+                        out.insert(e.clone(), v.clone());
+                    }
+                }
+            }
+            "--" => break,
+            _ => {}
+        }
+    }
+    out
+}
+
+fn clock_number(c: &PerfClock) -> i32 {
+    use linux_perf_data::linux_perf_event_reader::ClockId;
+    match c {
+        PerfClock::Default => -1,
+        PerfClock::ClockId(id) => match id {
+            ClockId::Realtime => 0,
+            ClockId::Monotonic => 1,
+            ClockId::ProcessCputimeId => 2,
+            ClockId::ThreadCputimeId => 3,
+            ClockId::MonotonicRaw => 4,
+            ClockId::RealtimeCoarse => 5,
+            ClockId::MonotonicCoarse => 6,
+            ClockId::Boottime => 7,
+            ClockId::RealtimeAlarm => 8,
+            ClockId::BoottimeAlarm => 9,
+            _ => -1,
+        },
+    }
+}
+
+fn record_name(t: u32) -> String {
+    format!("{:?}", RecordType(t))
+}
+
+/// Converts the perf.data file at `path` into an in-memory ioblame trace.
+pub fn open_perf_data(path: &Path, opts: &PerfDataOptions) -> Result<Converted, PerfDataError> {
+    let io = |source| PerfDataError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    check_layout(path, &mut file)?;
+    // The parser is third-party code fed with untrusted bytes: a panic in it is reported as
+    // a corrupt file instead of taking the analyzer down.
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| convert(path, file, opts))) {
+        Ok(r) => r,
+        Err(p) => {
+            let what = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "the parser panicked".into());
+            Err(PerfDataError::ParserPanicked {
+                path: path.to_path_buf(),
+                what,
+            })
+        }
+    }
+}
+
+/// Per-attr conversion state.
+struct AttrInfo {
+    /// The id to prepend/append when the attr lacks IDENTIFIER.
+    add_id: Option<u64>,
+    sample_id_all: bool,
+}
+
+fn convert(
+    path: &Path,
+    file: std::fs::File,
+    opts: &PerfDataOptions,
+) -> Result<Converted, PerfDataError> {
+    let parse_err = |source| PerfDataError::Parse {
+        path: path.to_path_buf(),
+        source,
+    };
+    let corrupt = |what: String| PerfDataError::Corrupt {
+        path: path.to_path_buf(),
+        what,
+    };
+    let PerfFileReader {
+        mut perf_file,
+        mut record_iter,
+    } = PerfFileReader::parse_file(BufReader::new(file)).map_err(parse_err)?;
+    let mut notes = Vec::new();
+    let order = match perf_file.endian() {
+        Endianness::LittleEndian => ByteOrder::Little,
+        Endianness::BigEndian => ByteOrder::Big,
+    };
+
+    let tracing = match perf_file.feature_section_data(linux_perf_data::Feature::TRACING_DATA) {
+        Some(b) => tracing::parse(b).map_err(corrupt)?,
+        None => {
+            notes.push(
+                "the file has no tracing data section: tracepoint payloads cannot be decoded"
+                    .into(),
+            );
+            tracing::TracingData::default()
+        }
+    };
+    let hostname = perf_file
+        .hostname()
+        .map_err(parse_err)?
+        .unwrap_or("")
+        .to_string();
+    let osrelease = perf_file
+        .os_release()
+        .map_err(parse_err)?
+        .unwrap_or("")
+        .to_string();
+    let arch = perf_file
+        .arch()
+        .map_err(parse_err)?
+        .unwrap_or("")
+        .to_string();
+    let version = perf_file
+        .perf_version()
+        .map_err(parse_err)?
+        .unwrap_or("unknown")
+        .to_string();
+    let nr_cpus = perf_file.nr_cpus().map_err(parse_err)?;
+    let clock_data = perf_file.clock_data().unwrap_or(None);
+    let cmdline: Vec<String> = perf_file
+        .cmdline()
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|s| s.to_string())
+        .collect();
+    let filters = filters_from_cmdline(&cmdline.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+
+    // Events.
+    let mut events = Vec::new();
+    let mut infos = Vec::new();
+    let mut clock_id = -1;
+    for (i, a) in perf_file.event_attributes().iter().enumerate() {
+        let attr = a.attributes();
+        let tracefs_id = match attr.type_ {
+            PerfEventType::Tracepoint(c) => c,
+            _ => 0,
+        };
+        let traced = tracing.formats.get(&tracefs_id).filter(|_| tracefs_id != 0);
+        let name = a
+            .name()
+            .map(str::to_string)
+            .or_else(|| traced.map(|t| t.0.clone()))
+            .unwrap_or_else(|| format!("attr{i}"));
+        let format = traced.map(|t| t.1.clone()).unwrap_or_default();
+        if tracefs_id != 0 && format.is_empty() {
+            notes.push(format!(
+                "{name}: no tracefs format for id {tracefs_id} in the file: its payloads cannot be decoded"
+            ));
+        }
+        let sf = attr.sample_format;
+        let mut sample_type = sf.bits();
+        let mut ids = a.ids().to_vec();
+        let add_id = if sf.contains(SampleFormat::IDENTIFIER) {
+            None
+        } else {
+            if ids.is_empty() {
+                ids.push(u64::MAX - i as u64);
+            }
+            sample_type |= SampleFormat::IDENTIFIER.bits();
+            Some(ids[0])
+        };
+        let mut flags = 0;
+        if sf.contains(SampleFormat::CALLCHAIN) {
+            flags |= EVENT_CALLCHAIN;
+        }
+        if attr.flags.intersects(AttrFlags::COMM | AttrFlags::TASK) {
+            flags |= EVENT_TASK_RECORDS;
+        }
+        if attr.flags.contains(AttrFlags::USE_CLOCKID) && clock_id == -1 {
+            clock_id = clock_number(&attr.clock);
+        }
+        infos.push(AttrInfo {
+            add_id,
+            sample_id_all: attr.flags.contains(AttrFlags::SAMPLE_ID_ALL),
+        });
+        events.push(EventDesc {
+            filter: filters.get(&name).cloned().unwrap_or_default(),
+            name,
+            tracefs_id: u32::try_from(tracefs_id).unwrap_or(0),
+            sample_type,
+            read_format: attr.read_format.bits(),
+            flags,
+            max_stack: attr.sample_max_stack,
+            format,
+            ids,
+        });
+    }
+    if infos.iter().any(|i| i.add_id.is_some()) {
+        notes.push(
+            "the file's samples lack PERF_SAMPLE_IDENTIFIER: the converter added it (the attr's id \
+             prepended to samples, appended to sample_id_all trailers)"
+                .into(),
+        );
+    }
+
+    // Records.
+    let mut builders: BTreeMap<u32, ChunkBuilder> = BTreeMap::new();
+    let mut chunks: Vec<EncodedChunk> = Vec::new();
+    let mut dropped: BTreeMap<String, u64> = BTreeMap::new();
+    let mut max_cpu = 0u32;
+    let mut buf = Vec::with_capacity(256);
+    loop {
+        let rec = match record_iter.next_record(&mut perf_file) {
+            Ok(Some(r)) => r,
+            Ok(None) => break,
+            Err(e) => return Err(parse_err(e)),
+        };
+        let (attr_index, record) = match rec {
+            PerfFileRecord::EventRecord { attr_index, record } => (attr_index, record),
+            PerfFileRecord::UserRecord(u) => {
+                let name = format!("{:?}", u.record_type).replace('"', "");
+                *dropped.entry(name).or_default() += 1;
+                continue;
+            }
+        };
+        let t = record.record_type.0;
+        if !matches!(
+            t,
+            PERF_RECORD_SAMPLE
+                | PERF_RECORD_COMM
+                | PERF_RECORD_FORK
+                | PERF_RECORD_EXIT
+                | PERF_RECORD_LOST
+                | PERF_RECORD_LOST_SAMPLES
+        ) {
+            *dropped.entry(record_name(t)).or_default() += 1;
+            continue;
+        }
+        let common = record
+            .common_data()
+            .map_err(|e| corrupt(format!("{} record: {e}", record_name(t))))?;
+        let cpu = common.cpu.unwrap_or(0);
+        let body = record.data.as_slice();
+        let info = infos
+            .get(attr_index)
+            .ok_or_else(|| corrupt(format!("record of unknown attr {attr_index}")))?;
+        let (pre, post) = match info.add_id {
+            Some(id) if t == PERF_RECORD_SAMPLE => (Some(id), None),
+            Some(id) if info.sample_id_all => (None, Some(id)),
+            _ => (None, None),
+        };
+        let size = 8 + body.len() + 8 * usize::from(pre.is_some() || post.is_some());
+        let size = u16::try_from(size)
+            .map_err(|_| corrupt(format!("a record of {size} bytes exceeds 65535")))?;
+        buf.clear();
+        buf.extend_from_slice(&put32(order, t));
+        buf.extend_from_slice(&put16(order, record.misc));
+        buf.extend_from_slice(&put16(order, size));
+        if let Some(id) = pre {
+            buf.extend_from_slice(&put64(order, id));
+        }
+        buf.extend_from_slice(&body);
+        if let Some(id) = post {
+            buf.extend_from_slice(&put64(order, id));
+        }
+        let lost = match t {
+            // LOST: { u64 id; u64 lost; }, LOST_SAMPLES: { u64 lost; }.
+            PERF_RECORD_LOST => body.get(8..16),
+            PERF_RECORD_LOST_SAMPLES => body.get(..8),
+            _ => None,
+        }
+        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+        .map(|b| order.u64(b));
+        max_cpu = max_cpu.max(cpu);
+        let b = builders
+            .entry(cpu)
+            .or_insert_with(|| ChunkBuilder::new(cpu));
+        // perf's synthesized records (tasks alive at start) carry a zero time: not a time.
+        b.push(&buf, common.timestamp.filter(|&t| t != 0));
+        if let Some(n) = lost {
+            b.add_lost(n);
+        }
+        if b.len() >= CHUNK_TARGET {
+            chunks.extend(b.finish(ZSTD_LEVEL));
+        }
+    }
+    for b in builders.values_mut() {
+        chunks.extend(b.finish(ZSTD_LEVEL));
+    }
+    if !dropped.is_empty() {
+        let list: Vec<String> = dropped.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        notes.push(format!(
+            "records ioblame does not use were dropped: {}",
+            list.join(", ")
+        ));
+    }
+
+    // Missing events and callchains.
+    let has = |n: &str| events.iter().any(|e| e.name == n);
+    for (ev, why) in NEEDED {
+        if !has(ev) {
+            notes.push(format!("no {ev}: {why}; add -e {ev}"));
+        }
+    }
+    if events
+        .iter()
+        .any(|e| STACK_EVENTS.contains(&e.name.as_str()) && !e.callchain())
+    {
+        notes.push("recorded without -g: intents have no stacks".into());
+    }
+
+    // Kernel symbols.
+    let this_host = read_trim("/proc/sys/kernel/hostname");
+    let this_release = read_trim("/proc/sys/kernel/osrelease");
+    let kallsyms = if let Some(p) = &opts.kallsyms {
+        let text = std::fs::read_to_string(p).map_err(|source| PerfDataError::Kallsyms {
+            path: p.clone(),
+            source,
+        })?;
+        notes.push(format!("kernel symbols from {}", p.display()));
+        Some(text)
+    } else if this_host.as_deref() == Some(hostname.as_str())
+        && this_release.as_deref() == Some(osrelease.as_str())
+        && !hostname.is_empty()
+    {
+        match std::fs::read_to_string("/proc/kallsyms") {
+            Ok(t) => {
+                notes.push("using this host's /proc/kallsyms (the recording host)".into());
+                Some(t)
+            }
+            Err(_) => None,
+        }
+    } else if !tracing.kallsyms.is_empty() {
+        notes.push("kernel symbols from the kallsyms copy in the file's tracing data".into());
+        Some(tracing.kallsyms.clone())
+    } else {
+        None
+    };
+    let kallsyms = kallsyms.map(|text| {
+        let restricted = text
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .all(|a| a.bytes().all(|c| c == b'0'));
+        Kallsyms { text, restricted }
+    });
+    if kallsyms.as_ref().is_none_or(|k| k.restricted) {
+        notes.push(
+            "no kernel symbols: pass --kallsyms FILE (a copy of /proc/kallsyms from the recording \
+             host); stacks are printed as addresses"
+                .into(),
+        );
+    }
+
+    let cpu_count = nr_cpus
+        .map_or(0, |n| n.nr_cpus_available.max(n.nr_cpus_online))
+        .max(max_cpu + 1);
+    let (start_time_ns, start_clock_ns) = clock_data
+        .as_ref()
+        .map_or((0, 0), |c| (c.wall_clock_ns, c.clockid_time_ns));
+    let trace_id = {
+        let mut h = fnv1a(path.to_string_lossy().as_bytes());
+        h ^= start_clock_ns.rotate_left(17) ^ chunks.len() as u64;
+        h
+    };
+    let header = Header {
+        byte_order: order,
+        word_size: if tracing.long_size == 4 { 4 } else { 8 },
+        page_size: if tracing.page_size.is_power_of_two() && tracing.page_size >= 1024 {
+            tracing.page_size
+        } else {
+            4096
+        },
+        cpu_count,
+        clock_id,
+        recorder_pid: 0,
+        file_index: 0,
+        start_time_ns,
+        start_clock_ns,
+        trace_id,
+        hostname,
+        kernel_release: osrelease,
+        machine: arch,
+        recorder_version: format!("perf {version}"),
+    };
+    let mut capture_info = vec![("source".to_string(), "perf.data".to_string())];
+    if !cmdline.is_empty() {
+        capture_info.push(("command".into(), cmdline.join(" ")));
+    }
+    let meta = Metadata {
+        events,
+        kallsyms,
+        capture_info,
+        ..Default::default()
+    };
+
+    // The format crate writes traces to files only: write a temporary file and read it back.
+    let trace_err = |source| PerfDataError::Trace {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = tempfile::tempdir().map_err(|source| PerfDataError::Io {
+        path: std::env::temp_dir(),
+        source,
+    })?;
+    let tmp = dir.path().join("converted.iob");
+    let mut w = FileWriter::create(&tmp, &header, &meta).map_err(trace_err)?;
+    for c in &chunks {
+        w.write_chunk(c).map_err(trace_err)?;
+    }
+    w.finish().map_err(trace_err)?;
+    drop(chunks);
+    let bytes = std::fs::read(&tmp).map_err(|source| PerfDataError::Io {
+        path: tmp.clone(),
+        source,
+    })?;
+    let tf = TraceFile::from_bytes(path, bytes).map_err(trace_err)?;
+    let trace = Trace::from_files(vec![tf], Vec::new());
+    Ok(Converted { trace, notes })
+}
+
+fn put16(o: ByteOrder, v: u16) -> [u8; 2] {
+    match o {
+        ByteOrder::Little => v.to_le_bytes(),
+        ByteOrder::Big => v.to_be_bytes(),
+    }
+}
+
+fn put32(o: ByteOrder, v: u32) -> [u8; 4] {
+    match o {
+        ByteOrder::Little => v.to_le_bytes(),
+        ByteOrder::Big => v.to_be_bytes(),
+    }
+}
+
+fn put64(o: ByteOrder, v: u64) -> [u8; 8] {
+    match o {
+        ByteOrder::Little => v.to_le_bytes(),
+        ByteOrder::Big => v.to_be_bytes(),
+    }
+}
+
+/// FNV-1a, to derive a stable trace id from the file name.
+fn fnv1a(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf29ce484222325u64, |h, &c| {
+        (h ^ u64::from(c)).wrapping_mul(0x100000001b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cmdline_filters() {
+        let args = [
+            "perf",
+            "record",
+            "-e",
+            "block:block_dirty_buffer",
+            "--filter",
+            "sector < 4",
+            "-e",
+            "block:a,block:b",
+            "--filter=dev == 1",
+            "-e",
+            "x:y",
+            "--",
+            "--filter",
+            "z",
+        ];
+        let f = filters_from_cmdline(&args);
+        assert_eq!(f["block:block_dirty_buffer"], "sector < 4");
+        assert_eq!(f["block:a"], "dev == 1");
+        assert_eq!(f["block:b"], "dev == 1");
+        assert!(!f.contains_key("x:y"));
+    }
+
+    #[test]
+    fn not_perf_data() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("x");
+        std::fs::write(&p, b"hello world, this is not perf data").unwrap();
+        assert!(!is_perf_data(&p));
+        assert!(matches!(
+            open_perf_data(&p, &PerfDataOptions::default()),
+            Err(PerfDataError::NotPerfData { .. })
+        ));
+        std::fs::write(&p, b"PERFILE2").unwrap();
+        assert!(is_perf_data(&p));
+        assert!(matches!(
+            open_perf_data(&p, &PerfDataOptions::default()),
+            Err(PerfDataError::Corrupt { .. })
+        ));
+    }
+}

@@ -1,0 +1,239 @@
+//! Issue 8: a perf.data recording and an ioblame capture of the same workload give the same
+//! attribution.
+//!
+//! `ioblame-capture record` and `perf record` (the exact line [`perf_command`] prints) record
+//! system-wide at the same time, the capture running perf which runs the workload, so both
+//! see every event of the workload. Both traces go through the same decode + attribution
+//! (as `ioblame analyze` does it), and the acts of the workload's processes must agree
+//! exactly: role comm, via and inode, with the same bytes and IO count per direction, and the
+//! known ground truth (8 MiB buffered + fsync, 4 MiB direct write, 4 MiB direct read).
+//!
+//! Needs root, loop devices, mkfs.ext4 and `/usr/bin/perf`; skips otherwise, except in CI
+//! (`CI` set) where that is a failure. The `ioblame-capture` binary is taken from the target
+//! directory this test runs from, and built there with cargo when missing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+use std::process::Command;
+use std::time::Instant;
+
+use ioblame_attrib::{Attribution, Attributor, Context, Io, Via};
+use ioblame_decode::{for_each_event, Decoder, StreamOptions, Symbolizer};
+use ioblame_format::Trace;
+use ioblame_perfdata::{open_perf_data, perf_command, PerfDataOptions};
+
+const MIB: u64 = 1 << 20;
+
+/// An act as compared: role comm, via and inode.
+type Key = (String, Via, u64);
+
+#[path = "../../../capture/tests/common/mod.rs"]
+mod common;
+
+use common::LoopFs;
+
+/// Decode + attribution of a whole trace, as `ioblame analyze` runs it.
+fn attribute(trace: &Trace) -> (Vec<Io>, Attribution) {
+    let decoder = Decoder::new(trace.header(), trace.metadata());
+    assert!(decoder.problems().is_empty(), "{:?}", decoder.problems());
+    let mut ctx = Context::from_trace(trace.header(), trace.metadata());
+    let k = trace.metadata().kallsyms.as_ref().expect("kernel symbols");
+    ctx.symbols = Some(Box::new(Symbolizer::from_kallsyms(&k.text)));
+    let mut a = Attributor::new(ctx);
+    let mut ios = Vec::new();
+    for_each_event(trace, &decoder, &StreamOptions::default(), |ev| {
+        a.push(&ev);
+        a.drain_ios_into(&mut ios);
+    });
+    let out = a.finish();
+    ios.extend(out.ios.iter().cloned());
+    (ios, out)
+}
+
+/// Per direction (R, A, W): bytes and IO count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Tot {
+    bytes: [u64; 3],
+    ios: [u64; 3],
+}
+
+/// The workload's acts, keyed by (role comm, via, inode), with their totals summed over the
+/// IOs charged to them.
+fn workload_acts(ios: &[Io], out: &Attribution, comms: &[&str]) -> BTreeMap<Key, Tot> {
+    let t = &out.tables;
+    let mut m: BTreeMap<Key, Tot> = BTreeMap::new();
+    for io in ios {
+        let act = &t.acts[io.act as usize];
+        let comm = &t.roles[act.role as usize].comm;
+        if !comms.contains(&comm.as_str()) {
+            continue;
+        }
+        let e = m.entry((comm.clone(), act.via, act.file.ino)).or_default();
+        e.bytes[io.dir.index()] += io.size;
+        e.ios[io.dir.index()] += 1;
+    }
+    m
+}
+
+fn show(m: &BTreeMap<Key, Tot>) -> String {
+    m.iter()
+        .map(|((c, v, i), t)| {
+            format!(
+                "  {c} {} ino {i}: R {} B/{} A {} B/{} W {} B/{}\n",
+                v.name(),
+                t.bytes[0],
+                t.ios[0],
+                t.bytes[1],
+                t.ios[1],
+                t.bytes[2],
+                t.ios[2]
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn perf_data_and_capture_give_the_same_acts() {
+    if !common::ready(&["mkfs.ext4", "mount", "dd", "perf"]) {
+        return;
+    }
+    let _g = common::lock();
+    let t0 = Instant::now();
+    let cap = common::bin();
+    let fs = LoopFs::new("ext4", 128);
+    let d = fs.dir.path();
+    // Renamed copies of dd: one comm per role of the workload.
+    let comms = ["writerA", "writerD", "readerR"];
+    for n in comms {
+        let p = d.join(n);
+        std::fs::copy("/bin/dd", &p)
+            .or_else(|_| std::fs::copy("/usr/bin/dd", &p))
+            .unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let (m, e) = (fs.mnt.display(), d.display());
+    let workload = format!(
+        "{e}/writerA if=/dev/urandom of={m}/a bs=1M count=8 conv=fsync status=none && \
+         {e}/writerD if=/dev/urandom of={m}/d bs=1M count=4 oflag=direct status=none && \
+         {e}/readerR if={m}/d of=/dev/null bs=256k iflag=direct status=none"
+    );
+    let line = perf_command(std::slice::from_ref(&fs.name)).expect("perf_command");
+    let tail = " -o perf.data -- COMMAND";
+    assert!(line.ends_with(tail), "{line}");
+    let perf_data = d.join("perf.data");
+    let perf_line = format!(
+        "{} -o {} -- sh -c '{workload}' 2>{}",
+        &line[..line.len() - tail.len()],
+        perf_data.display(),
+        d.join("perf.log").display()
+    );
+    let cap_dir = d.join("capture");
+    let o = Command::new(&cap)
+        .args(["record", "-o"])
+        .arg(&cap_dir)
+        .args(["--devices", &fs.name, "--", "sh", "-c", &perf_line])
+        .output()
+        .unwrap();
+    let perf_log = std::fs::read_to_string(d.join("perf.log")).unwrap_or_default();
+    assert!(
+        o.status.success(),
+        "capture (running perf) failed: {}\nperf: {perf_log}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let ino_a = std::fs::metadata(fs.mnt.join("a")).unwrap().ino();
+    let ino_d = std::fs::metadata(fs.mnt.join("d")).unwrap().ino();
+    let t_rec = t0.elapsed();
+
+    let ours = Trace::open(&cap_dir).unwrap();
+    assert!(ours.problems().is_empty(), "{:?}", ours.problems());
+    let conv = open_perf_data(&perf_data, &PerfDataOptions::default()).unwrap();
+    assert!(
+        conv.trace.problems().is_empty(),
+        "{:?}",
+        conv.trace.problems()
+    );
+    let (ios_c, out_c) = attribute(&ours);
+    let (ios_p, out_p) = attribute(&conv.trace);
+    for (what, out) in [("capture", &out_c), ("perf.data", &out_p)] {
+        assert_eq!(out.summary.lost_records, 0, "{what}: {:?}", out.summary);
+    }
+    let acts_c = workload_acts(&ios_c, &out_c, &comms);
+    let acts_p = workload_acts(&ios_p, &out_p, &comms);
+    let report = format!(
+        "capture acts:\n{}perf.data acts:\n{}perf notes: {:?}",
+        show(&acts_c),
+        show(&acts_p),
+        conv.notes
+    );
+    eprintln!("{report}");
+
+    // Diagnostics only (not compared): the whole traces, whose first and last moments differ
+    // (the capture starts before perf and stops after it, so e.g. a jbd2 commit may fall in
+    // one only).
+    for (what, ios, out) in [("capture", &ios_c, &out_c), ("perf.data", &ios_p, &out_p)] {
+        eprintln!(
+            "{what}: all IO {} B in {} IOs, {} acts",
+            out.summary.total_bytes(),
+            ios.len(),
+            out.tables.acts.len()
+        );
+    }
+
+    // Both give the same acts with the same bytes and IO counts.
+    assert_eq!(acts_c, acts_p, "{report}");
+
+    // The same intents too: per act key, the writeback modifiers and kernel stacks, cut to
+    // the capture's 32 frames (perf records deeper stacks).
+    let intents = |ios: &[Io], out: &Attribution| {
+        let t = &out.tables;
+        let mut m: BTreeMap<Key, BTreeSet<(u32, Vec<u64>)>> = BTreeMap::new();
+        for io in ios {
+            let a = &t.acts[io.act as usize];
+            let comm = &t.roles[a.role as usize].comm;
+            if comms.contains(&comm.as_str()) {
+                let i = &t.intents[a.intent as usize];
+                let stack = i.stack[..i.stack.len().min(32)].to_vec();
+                m.entry((comm.clone(), a.via, a.file.ino))
+                    .or_default()
+                    .insert((i.modifier, stack));
+            }
+        }
+        m
+    };
+    let (ic, ip) = (intents(&ios_c, &out_c), intents(&ios_p, &out_p));
+    assert_eq!(ic, ip, "intents of the workload's acts");
+
+    // And the ground truth.
+    let bytes = |comm: &str, via: Via, ino: u64, dir: usize| {
+        acts_c
+            .get(&(comm.to_string(), via, ino))
+            .map_or(0, |t| t.bytes[dir])
+    };
+    assert_eq!(bytes("writerA", Via::Page, ino_a, 2), 8 * MIB, "{report}");
+    assert_eq!(bytes("writerD", Via::Direct, ino_d, 2), 4 * MIB, "{report}");
+    assert_eq!(bytes("readerR", Via::Direct, ino_d, 0), 4 * MIB, "{report}");
+    // Nothing else is written for the workload: its metadata goes through the journal
+    // (charged to jbd2). Besides the data, its processes only read a few file system metadata
+    // blocks (ino 0; seen: 2 KiB read + 4 KiB readahead, presumably bitmaps and inode table,
+    // 1 KiB fs blocks) when they first allocate; which process meets them first is up to ext4.
+    let sum = |f: &dyn Fn(&Key) -> bool, dir: usize| -> u64 {
+        acts_c
+            .iter()
+            .filter(|(k, _)| f(k))
+            .map(|(_, t)| t.bytes[dir])
+            .sum()
+    };
+    assert_eq!(sum(&|_| true, 2), 12 * MIB, "all writes: {report}");
+    assert_eq!(
+        sum(&|k| k.2 != 0, 0) + sum(&|k| k.2 != 0, 1),
+        4 * MIB,
+        "{report}"
+    );
+    let meta = sum(&|k| k.2 == 0, 0) + sum(&|k| k.2 == 0, 1);
+    assert!(meta < 256 * 1024, "metadata reads {meta} B: {report}");
+    eprintln!(
+        "compare_capture: recording {t_rec:?}, total {:?}",
+        t0.elapsed()
+    );
+}

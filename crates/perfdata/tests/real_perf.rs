@@ -1,0 +1,450 @@
+//! Records real workloads with the installed `perf` and checks the conversion against what
+//! perf itself reports about the same files.
+//!
+//! Needs root and `/usr/bin/perf`; without them the tests say so and return.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+use ioblame_perfdata::{open_perf_data, perf_command, Converted, PerfDataError, PerfDataOptions};
+
+/// Recordings are system-wide: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn can_record() -> bool {
+    let root = std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false);
+    if !root || !Path::new("/usr/bin/perf").exists() {
+        // CI installs perf and runs as root: skipping there would hide a broken setup.
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run these tests: needs root and /usr/bin/perf (scripts/install-test-deps.sh)"
+        );
+        eprintln!("SKIPPED: needs root and /usr/bin/perf");
+        return false;
+    }
+    true
+}
+
+fn sh(cmd: &str) -> String {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .output()
+        .expect("run sh");
+    assert!(
+        out.status.success(),
+        "`{cmd}` failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// An ext4 file system on a loop device, removed on drop.
+struct LoopFs {
+    dev: String,
+    mnt: tempfile::TempDir,
+    _img_dir: tempfile::TempDir,
+}
+
+impl LoopFs {
+    fn new() -> LoopFs {
+        let img_dir = tempfile::tempdir().unwrap();
+        let img = img_dir.path().join("fs.img");
+        sh(&format!("truncate -s 64M {}", img.display()));
+        let dev = sh(&format!("losetup -f --show {}", img.display()))
+            .trim()
+            .to_string();
+        let mnt = tempfile::tempdir().unwrap();
+        let fs = LoopFs {
+            dev,
+            mnt,
+            _img_dir: img_dir,
+        };
+        sh(&format!("mkfs.ext4 -q -F {}", fs.dev));
+        sh(&format!("mount {} {}", fs.dev, fs.mnt.path().display()));
+        fs
+    }
+    fn name(&self) -> String {
+        self.dev.trim_start_matches("/dev/").to_string()
+    }
+}
+
+impl Drop for LoopFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.mnt.path()).status();
+        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+    }
+}
+
+/// Runs `perf_command` for the loop device, adapted by `edit`, on `workload`.
+fn record(fs: &LoopFs, out: &Path, edit: impl Fn(String) -> String, workload: &str) {
+    let line = perf_command(&[fs.name()]).expect("perf_command");
+    let line = edit(line);
+    let tail = " -o perf.data -- COMMAND";
+    assert!(line.ends_with(tail), "{line}");
+    let line = format!(
+        "{} -o {} -- sh -c '{workload}' 2>&1",
+        &line[..line.len() - tail.len()],
+        out.display()
+    );
+    sh(&line);
+}
+
+fn workload(fs: &LoopFs) -> String {
+    format!(
+        "dd if=/dev/zero of={}/x bs=1M count=4 conv=fsync 2>/dev/null; sync",
+        fs.mnt.path().display()
+    )
+}
+
+/// Record counts by type, as perf's raw dump shows them (compressed records included).
+fn perf_counts(file: &Path) -> BTreeMap<String, u64> {
+    let dump = sh(&format!("perf report -D -i {} 2>/dev/null", file.display()));
+    let mut m = BTreeMap::new();
+    for line in dump.lines() {
+        for name in ["SAMPLE", "COMM", "FORK", "EXIT", "LOST", "LOST_SAMPLES"] {
+            let tok = format!("PERF_RECORD_{name}");
+            if let Some(i) = line.find(&tok) {
+                let next = line.as_bytes().get(i + tok.len()).copied();
+                if !matches!(next, Some(b'_' | b'A'..=b'Z')) {
+                    *m.entry(name.to_string()).or_insert(0) += 1;
+                }
+            }
+        }
+    }
+    m
+}
+
+fn script_samples(file: &Path) -> u64 {
+    sh(&format!(
+        "perf script -i {} -F event 2>/dev/null",
+        file.display()
+    ))
+    .lines()
+    .filter(|l| !l.trim().is_empty())
+    .count() as u64
+}
+
+/// Record counts by type in the converted trace.
+fn converted_counts(c: &Converted) -> BTreeMap<String, u64> {
+    let t = &c.trace;
+    let mut m = BTreeMap::new();
+    for ch in t.chunks() {
+        let chunk = t.decompress(ch).expect("chunk decompresses");
+        for r in chunk.records(t.header().byte_order) {
+            let r = r.expect("record walks");
+            let name = match r.kind {
+                9 => "SAMPLE",
+                3 => "COMM",
+                7 => "FORK",
+                4 => "EXIT",
+                2 => "LOST",
+                13 => "LOST_SAMPLES",
+                k => panic!("unexpected record type {k} in the converted trace"),
+            };
+            *m.entry(name.to_string()).or_insert(0) += 1;
+        }
+    }
+    m
+}
+
+/// Decodes every chunk with the decode crate: every record must decode.
+fn decode_all(c: &Converted) -> ioblame_decode::DecodeStats {
+    let t = &c.trace;
+    let d = ioblame_decode::Decoder::new(t.header(), t.metadata());
+    assert!(
+        d.problems().is_empty(),
+        "decoder problems: {:?}",
+        d.problems()
+    );
+    let mut stats = ioblame_decode::DecodeStats::default();
+    let lo = t
+        .chunks()
+        .iter()
+        .map(|c| c.header.first_ts)
+        .filter(|&x| x > 0)
+        .min()
+        .unwrap();
+    let hi = t.chunks().iter().map(|c| c.header.last_ts).max().unwrap();
+    for ch in t.chunks() {
+        let chunk = t.decompress(ch).unwrap();
+        let dc = d.decode_chunk(&chunk);
+        for e in &dc.events {
+            assert!(e.time == 0 || (lo..=hi).contains(&e.time), "{e:?}");
+            assert_eq!(e.cpu, ch.header.cpu, "{e:?}");
+        }
+        stats.merge(&dc.stats);
+    }
+    assert_eq!(stats.error_count(), 0, "{stats:?}");
+    stats
+}
+
+#[test]
+fn full_event_set_converts_like_perf_sees_it() {
+    if !can_record() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let fs = LoopFs::new();
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("plain.data");
+    let zst = dir.path().join("z.data");
+    record(&fs, &plain, |l| l, &workload(&fs));
+    record(
+        &fs,
+        &zst,
+        |l| l.replacen("perf record", "perf record -z", 1),
+        &workload(&fs),
+    );
+
+    let c = open_perf_data(&plain, &PerfDataOptions::default()).unwrap();
+    assert!(c.trace.problems().is_empty(), "{:?}", c.trace.problems());
+    let meta = c.trace.metadata();
+    // Every tracepoint has its name and its tracefs format, matched by id.
+    for e in meta.events.iter().filter(|e| e.tracefs_id != 0) {
+        let (sys, name) = e.name.split_once(':').expect("sys:name");
+        assert!(
+            e.format
+                .starts_with(&format!("name: {name}\nID: {}\n", e.tracefs_id)),
+            "{}: {:?}",
+            e.name,
+            &e.format[..e.format.len().min(60)]
+        );
+        let live =
+            std::fs::read_to_string(format!("/sys/kernel/tracing/events/{sys}/{name}/format"))
+                .unwrap();
+        assert_eq!(e.format.trim_end(), live.trim_end(), "{}", e.name);
+        assert!(e.callchain(), "{} recorded with -g", e.name);
+        assert_ne!(e.sample_type & (1 << 16), 0, "IDENTIFIER");
+    }
+    for needed in [
+        "block:block_bio_queue",
+        "block:block_rq_complete",
+        "writeback:writeback_dirty_folio",
+    ] {
+        assert!(meta.events.iter().any(|e| e.name == needed), "{needed}");
+    }
+    let dirty = meta
+        .events
+        .iter()
+        .find(|e| e.name == "block:block_dirty_buffer")
+        .unwrap();
+    assert!(
+        dirty.filter.contains("sector < 4611686018427387904"),
+        "{}",
+        dirty.filter
+    );
+    assert!(
+        !c.notes.iter().any(|n| n.contains("without -g")),
+        "{:?}",
+        c.notes
+    );
+    assert!(
+        !c.notes.iter().any(|n| n.starts_with("no ")),
+        "{:?}",
+        c.notes
+    );
+    assert!(
+        c.notes.iter().any(|n| n.contains("/proc/kallsyms")),
+        "{:?}",
+        c.notes
+    );
+    assert!(c.trace.metadata().kallsyms.is_some());
+    let h = c.trace.header();
+    assert_eq!(
+        h.hostname,
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .unwrap()
+            .trim()
+    );
+    assert!(h.recorder_version.starts_with("perf "));
+    assert!(h.cpu_count >= 1);
+
+    // Same records as perf sees, sample count as perf script prints.
+    let perf = perf_counts(&plain);
+    eprintln!("perf sees {perf:?}");
+    let ours = converted_counts(&c);
+    assert_eq!(ours, perf);
+    assert!(ours["SAMPLE"] > 10, "{ours:?}");
+    assert_eq!(ours["SAMPLE"], script_samples(&plain));
+    let stats = decode_all(&c);
+    assert_eq!(stats.per_event.iter().sum::<u64>(), ours["SAMPLE"]);
+    assert_eq!(stats.comm, ours["COMM"]);
+
+    // The compressed recording converts the same way.
+    let cz = open_perf_data(&zst, &PerfDataOptions::default()).unwrap();
+    let perf_z = perf_counts(&zst);
+    let ours_z = converted_counts(&cz);
+    assert_eq!(ours_z, perf_z);
+    assert_eq!(ours_z["SAMPLE"], script_samples(&zst));
+    assert!(ours_z["SAMPLE"] > 10);
+    decode_all(&cz);
+    let zinfo = sh(&format!(
+        "perf report --header-only -i {} 2>/dev/null",
+        zst.display()
+    ));
+    assert!(zinfo.contains("compressed"), "recorded with -z: {zinfo}");
+
+    // Truncated or damaged copies give errors, never panics.
+    let bytes = std::fs::read(&plain).unwrap();
+    let cut_dir = tempfile::tempdir().unwrap();
+    let cut_path = cut_dir.path().join("cut.data");
+    let n = bytes.len();
+    for cut in [
+        0,
+        4,
+        8,
+        50,
+        103,
+        104,
+        200,
+        1000,
+        n / 3,
+        n / 2,
+        n - 4096,
+        n - 100,
+        n - 1,
+    ] {
+        std::fs::write(&cut_path, &bytes[..cut.min(n)]).unwrap();
+        match open_perf_data(&cut_path, &PerfDataOptions::default()) {
+            Ok(_) => panic!("a file cut at {cut} of {n} converted"),
+            Err(PerfDataError::ParserPanicked { what, .. }) => {
+                panic!("cut at {cut}: the parser panicked: {what}")
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(msg.contains("cut.data"), "{msg}");
+            }
+        }
+    }
+    // Damage inside the data section: errors or a conversion, never a panic.
+    for pos in (104..n).step_by(n / 40 + 1) {
+        let mut b = bytes.clone();
+        b[pos] ^= 0xff;
+        b[pos.saturating_sub(1)] ^= 0x5a;
+        std::fs::write(&cut_path, &b).unwrap();
+        if let Err(PerfDataError::ParserPanicked { what, .. }) =
+            open_perf_data(&cut_path, &PerfDataOptions::default())
+        {
+            panic!("damage at {pos}: the parser panicked: {what}");
+        }
+    }
+}
+
+#[test]
+fn without_callchains_or_identifier() {
+    if !can_record() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let fs = LoopFs::new();
+    let dir = tempfile::tempdir().unwrap();
+    let nog = dir.path().join("nog.data");
+    record(
+        &fs,
+        &nog,
+        |l| l.replacen(" -g --kernel-callchains", "", 1),
+        &workload(&fs),
+    );
+    let c = open_perf_data(&nog, &PerfDataOptions::default()).unwrap();
+    assert!(
+        c.notes
+            .iter()
+            .any(|n| n == "recorded without -g: intents have no stacks"),
+        "{:?}",
+        c.notes
+    );
+    assert_eq!(converted_counts(&c), perf_counts(&nog));
+    decode_all(&c);
+
+    // A single event, not system-wide: perf leaves PERF_SAMPLE_IDENTIFIER out; the converter
+    // adds it, and the decoder still attributes every sample and task record.
+    let single = dir.path().join("single.data");
+    sh(&format!(
+        "perf record -e block:block_rq_issue -o {} -- sh -c '{}' 2>&1",
+        single.display(),
+        workload(&fs)
+    ));
+    let ev = sh(&format!("perf evlist -v -i {}", single.display()));
+    assert!(!ev.contains("IDENTIFIER"), "{ev}");
+    let c = open_perf_data(&single, &PerfDataOptions::default()).unwrap();
+    assert_eq!(c.trace.metadata().events.len(), 1);
+    let e = &c.trace.metadata().events[0];
+    assert_ne!(e.sample_type & (1 << 16), 0);
+    assert!(c
+        .notes
+        .iter()
+        .any(|n| n.contains("lack PERF_SAMPLE_IDENTIFIER")));
+    assert!(c
+        .notes
+        .iter()
+        .any(|n| n.contains("no block:block_rq_complete: IOs never complete")));
+    let ours = converted_counts(&c);
+    assert_eq!(ours, perf_counts(&single));
+    let stats = decode_all(&c);
+    assert_eq!(stats.per_event[0], ours["SAMPLE"]);
+    assert_eq!(stats.comm, ours.get("COMM").copied().unwrap_or(0));
+}
+
+#[test]
+fn clockid_gives_clock_and_start_times() {
+    if !can_record() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let p: PathBuf = dir.path().join("mono.data");
+    sh(&format!(
+        "perf record -a -k mono -e sched:sched_process_exec -o {} -- sh -c 'ls >/dev/null' 2>&1",
+        p.display()
+    ));
+    let c = open_perf_data(&p, &PerfDataOptions::default()).unwrap();
+    let h = c.trace.header();
+    assert_eq!(h.clock_id, 1);
+    assert!(h.start_time_ns > 1_600_000_000_000_000_000, "{h:?}");
+    assert!(h.start_clock_ns > 0);
+}
+
+#[test]
+fn kallsyms_option_is_used() {
+    if !can_record() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("k.data");
+    sh(&format!(
+        "perf record -a -e sched:sched_process_exec -o {} -- true 2>&1",
+        p.display()
+    ));
+    let k = dir.path().join("kallsyms");
+    std::fs::write(&k, "ffffffff81000000 T _stext\n").unwrap();
+    let c = open_perf_data(
+        &p,
+        &PerfDataOptions {
+            kallsyms: Some(k.clone()),
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        c.trace.metadata().kallsyms.as_ref().unwrap().text,
+        "ffffffff81000000 T _stext\n"
+    );
+    let missing = dir.path().join("nope");
+    assert!(matches!(
+        open_perf_data(
+            &p,
+            &PerfDataOptions {
+                kallsyms: Some(missing)
+            }
+        ),
+        Err(PerfDataError::Kallsyms { .. })
+    ));
+}
