@@ -1,0 +1,156 @@
+//! `ioblame info`: header, metadata and chunk statistics of a trace.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use ioblame_format::{Trace, EVENT_CALLCHAIN};
+
+#[derive(Default)]
+struct CpuStats {
+    chunks: u64,
+    records: u64,
+    lost: u64,
+    first: u64,
+    last: u64,
+}
+
+/// Writes the `info` report.
+pub fn print(out: &mut impl Write, t: &Trace) -> std::io::Result<()> {
+    let h = t.header();
+    let m = t.metadata();
+    writeln!(out, "trace")?;
+    writeln!(out, "  files            {}", t.files().len())?;
+    for f in t.files() {
+        writeln!(
+            out,
+            "    {} ({} bytes, {} chunks{})",
+            f.path().display(),
+            f.len(),
+            f.chunk_count(),
+            if f.indexed() {
+                ""
+            } else {
+                ", not closed cleanly"
+            }
+        )?;
+    }
+    writeln!(out, "  host             {} ({})", h.hostname, h.machine)?;
+    writeln!(out, "  kernel           {}", h.kernel_release)?;
+    writeln!(
+        out,
+        "  recorder         {} (pid {})",
+        h.recorder_version, h.recorder_pid
+    )?;
+    writeln!(
+        out,
+        "  byte order       {:?}, word size {}, page size {}",
+        h.byte_order, h.word_size, h.page_size
+    )?;
+    writeln!(out, "  cpus             {}", h.cpu_count)?;
+    writeln!(out, "  clock id         {}", h.clock_id)?;
+    writeln!(
+        out,
+        "  started          {} ns since the epoch",
+        h.start_time_ns
+    )?;
+    writeln!(out, "  trace id         {:#018x}", h.trace_id)?;
+    for (k, v) in &m.capture_info {
+        writeln!(out, "  {k:<16} {v}")?;
+    }
+    let with_cc = m
+        .events
+        .iter()
+        .filter(|e| e.flags & EVENT_CALLCHAIN != 0)
+        .count();
+    writeln!(
+        out,
+        "events             {} ({} with callchains)",
+        m.events.len(),
+        with_cc
+    )?;
+    for e in &m.events {
+        writeln!(
+            out,
+            "  {:<48} id {:<5}{}{}",
+            e.name,
+            e.tracefs_id,
+            if e.flags & EVENT_CALLCHAIN != 0 {
+                " callchain"
+            } else {
+                ""
+            },
+            if e.filter.is_empty() {
+                String::new()
+            } else {
+                format!(" filter: {}", e.filter)
+            }
+        )?;
+    }
+    match &m.kallsyms {
+        Some(k) => writeln!(
+            out,
+            "kallsyms           {} symbols{}",
+            k.text.lines().count(),
+            if k.restricted {
+                " (addresses hidden on the recording host)"
+            } else {
+                ""
+            }
+        )?,
+        None => writeln!(out, "kallsyms           none")?,
+    }
+    writeln!(out, "block devices      {}", m.block_devices.len())?;
+    for d in &m.block_devices {
+        write!(
+            out,
+            "  {:<12} {}:{} {} sectors",
+            d.name, d.major, d.minor, d.size_sectors
+        )?;
+        if !d.parent.is_empty() {
+            write!(out, " partition of {} at {}", d.parent, d.part_start)?;
+        }
+        if !d.loop_backing_file.is_empty() {
+            write!(out, " backed by {}", d.loop_backing_file)?;
+        }
+        writeln!(out)?;
+    }
+    writeln!(out, "mounts             {}", m.mounts.len())?;
+    writeln!(out, "tasks at start     {}", m.tasks.len())?;
+
+    let mut per_cpu: BTreeMap<u32, CpuStats> = BTreeMap::new();
+    for c in t.chunks() {
+        let s = per_cpu.entry(c.header.cpu).or_default();
+        s.chunks += 1;
+        s.records += c.header.records as u64;
+        s.lost += c.header.lost;
+        if c.header.first_ts != 0 && (s.first == 0 || c.header.first_ts < s.first) {
+            s.first = c.header.first_ts;
+        }
+        s.last = s.last.max(c.header.last_ts);
+    }
+    let total: CpuStats = per_cpu.values().fold(CpuStats::default(), |mut a, s| {
+        a.chunks += s.chunks;
+        a.records += s.records;
+        a.lost += s.lost;
+        a
+    });
+    writeln!(
+        out,
+        "chunks             {} ({} records, {} lost)",
+        total.chunks, total.records, total.lost
+    )?;
+    writeln!(out, "  cpu   chunks    records   lost  span (s)")?;
+    for (cpu, s) in &per_cpu {
+        writeln!(
+            out,
+            "  {:<5} {:>6} {:>10} {:>6}  {:.3}",
+            cpu,
+            s.chunks,
+            s.records,
+            s.lost,
+            s.last.saturating_sub(s.first) as f64 / 1e9
+        )?;
+    }
+    writeln!(out, "problems           {}", t.problems().len())?;
+    Ok(())
+}

@@ -1,0 +1,373 @@
+//! `ioblame`: the analyzer. Reads traces recorded by `ioblame-capture` and tells who caused
+//! each IO.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, Result};
+use clap::{Args, Parser, Subcommand};
+use ioblame_counters::{CounterSet, DevSelection, IoContext};
+
+/// Events are decoded on worker threads and freed on the merging thread, where glibc's
+/// malloc costs the analyzer about 40% of its speed (measured with `ioblame-bench run`).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+mod info;
+mod pipeline;
+mod regress;
+mod report_cmd;
+mod text;
+
+/// Who caused this IO? Offline dirtier-to-IO attribution of ioblame traces.
+#[derive(Parser, Debug)]
+#[command(name = "ioblame", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Command,
+    /// A copy of the recording host's /proc/kallsyms, to name kernel frames of a perf.data
+    /// recording analysed on another host (ioblame traces carry their own symbols).
+    #[arg(long, global = true, value_name = "FILE")]
+    kallsyms: Option<PathBuf>,
+}
+
+/// The input: an ioblame trace (directory, or ring files of one capture) or a perf.data file.
+#[derive(Args, Debug, Clone)]
+struct TraceArgs {
+    /// An ioblame trace directory, one or more of its ring files (.iob), or a perf.data
+    /// recording.
+    #[arg(value_name = "TRACE", required = true, num_args = 1..)]
+    trace: Vec<PathBuf>,
+}
+
+/// Device selection, as ioblame's `devs` file.
+#[derive(Args, Debug, Clone, Default)]
+struct DevArgs {
+    /// Devices to analyse: white-space separated names or MAJ:MIN, `!` negates
+    /// (e.g. 'sda sdb !8:0'), resolved against the trace's own device table.
+    #[arg(long, value_name = "LIST")]
+    devs: Option<String>,
+    /// Also show the recorder's own IO (hidden by default).
+    #[arg(long)]
+    show_recorder: bool,
+}
+
+/// Counter configuration, as ioblame's `counters/NR` and `NR_filter` files.
+#[derive(Args, Debug, Clone, Default)]
+struct CounterArgs {
+    /// A counter: 'DIR FIELD B0 .. B8 [if FILTER]', e.g. 'RA offset 0 8192 16384 24576
+    /// 32768 40960 49152 57344 0 if size >= 4096'. Repeatable.
+    #[arg(long = "counter", value_name = "SPEC")]
+    counter: Vec<String>,
+    /// A file of counters, one per line, `#` comments.
+    #[arg(long = "counters", value_name = "FILE")]
+    counters_file: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+#[allow(clippy::enum_variant_names)]
+enum Command {
+    /// Print a trace's header, metadata and chunk statistics.
+    Info {
+        #[command(flatten)]
+        trace: TraceArgs,
+    },
+    /// One row per act (role + intent + file) with bytes and IOs per direction.
+    Acts {
+        #[command(flatten)]
+        trace: TraceArgs,
+        /// One JSON object per line (keys documented in docs/outputs.md).
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        devs: DevArgs,
+    },
+    /// Per-IO log as ioblame's iolog: direction, size @ sector, role, file, intent and stack.
+    Iolog {
+        #[command(flatten)]
+        trace: TraceArgs,
+        #[command(flatten)]
+        devs: DevArgs,
+    },
+    /// The intents (kernel stack + modifier) that `int=NR` numbers refer to.
+    Intents {
+        #[command(flatten)]
+        trace: TraceArgs,
+    },
+    /// ioblame's eight-slot histogram counters per act.
+    Counters {
+        #[command(flatten)]
+        trace: TraceArgs,
+        #[command(flatten)]
+        counters: CounterArgs,
+        #[command(flatten)]
+        devs: DevArgs,
+        /// A readable variant with headers.
+        #[arg(long, conflicts_with = "json")]
+        pretty: bool,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Analyse once and write Parquet tables, charts, flame graphs and an HTML report.
+    Report {
+        #[command(flatten)]
+        trace: TraceArgs,
+        /// Output directory (created; files in it are replaced).
+        #[arg(
+            short = 'o',
+            long = "output",
+            value_name = "OUTDIR",
+            default_value = "ioblame-report"
+        )]
+        outdir: PathBuf,
+        #[command(flatten)]
+        counters: CounterArgs,
+        #[command(flatten)]
+        devs: DevArgs,
+    },
+    /// Write a CI baseline (TOML, human-editable) of what the trace shows.
+    Baseline {
+        #[command(flatten)]
+        trace: TraceArgs,
+        /// The baseline file to write.
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        output: PathBuf,
+        #[command(flatten)]
+        counters: CounterArgs,
+        #[command(flatten)]
+        devs: DevArgs,
+    },
+    /// Compare a trace with a baseline: exit 0 within tolerance, 1 on a regression, 2 on a
+    /// usage or input error.
+    Check {
+        #[command(flatten)]
+        trace: TraceArgs,
+        /// The baseline written by `ioblame baseline`.
+        #[arg(long, value_name = "FILE")]
+        baseline: PathBuf,
+        /// Counters to compare (default: the baseline's own counters).
+        #[command(flatten)]
+        counters: CounterArgs,
+        #[command(flatten)]
+        devs: DevArgs,
+        /// One JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the `perf record` command line that records what the attribution needs on this
+    /// kernel, for hosts with stock perf and no ioblame-capture.
+    PerfCommand {
+        /// Devices to record (names or MAJ:MIN); default all.
+        #[arg(long, value_delimiter = ',', value_name = "DEV,...")]
+        devices: Vec<String>,
+    },
+}
+
+/// Parses counters before any trace is read (a bad spec fails fast).
+fn counter_set(c: &CounterArgs) -> Result<CounterSet> {
+    Ok(match &c.counters_file {
+        Some(f) => {
+            let set = CounterSet::parse_file(f)?;
+            if !c.counter.is_empty() {
+                anyhow::bail!(
+                    "give counters either with --counter or with --counters FILE, not both"
+                );
+            }
+            set
+        }
+        None => CounterSet::parse_args(&c.counter)?,
+    })
+}
+
+fn dev_selection(d: &DevArgs, trace: &ioblame_format::Trace) -> Result<DevSelection> {
+    match &d.devs {
+        Some(s) => Ok(DevSelection::parse(s, &trace.metadata().block_devices)?),
+        None => Ok(DevSelection::all()),
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    let ks = cli.kallsyms.as_deref();
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    match cli.cmd {
+        Command::Info { trace } => {
+            let t = pipeline::open_trace(&trace.trace, ks)?;
+            info::print(&mut out, &t)?;
+        }
+        Command::Acts { trace, json, devs } => {
+            let t = pipeline::open_trace(&trace.trace, ks)?;
+            let sel = dev_selection(&devs, &t)?;
+            let sym = pipeline::symbols_of(&t);
+            let a = pipeline::analyze(t, &sym, &sel, |_, _| {})?;
+            let frames = SymFrames(&sym);
+            if json {
+                text::acts_json(&mut out, &a.tables, &frames, devs.show_recorder)?;
+            } else {
+                text::acts_table(&mut out, &a.tables, &frames, devs.show_recorder)?;
+            }
+        }
+        Command::Iolog { trace, devs } => {
+            let t = pipeline::open_trace(&trace.trace, ks)?;
+            let sel = dev_selection(&devs, &t)?;
+            let sym = pipeline::symbols_of(&t);
+            let frames = SymFrames(&sym);
+            let mut err = None;
+            pipeline::analyze(t, &sym, &sel, |io, tables| {
+                if err.is_some() {
+                    return;
+                }
+                let a = &tables.acts[io.act as usize];
+                if a.recorder && !devs.show_recorder {
+                    return;
+                }
+                if let Err(e) = text::iolog_entry(&mut out, io, tables, &frames) {
+                    err = Some(e);
+                }
+            })?;
+            if let Some(e) = err {
+                return Err(e.into());
+            }
+        }
+        Command::Intents { trace } => {
+            let t = pipeline::open_trace(&trace.trace, ks)?;
+            let sym = pipeline::symbols_of(&t);
+            let a = pipeline::analyze(t, &sym, &DevSelection::all(), |_, _| {})?;
+            text::intents(&mut out, &a.tables, &SymFrames(&sym))?;
+        }
+        Command::Counters {
+            trace,
+            counters,
+            devs,
+            pretty,
+            json,
+        } => {
+            let mut set = counter_set(&counters)?;
+            let t = pipeline::open_trace(&trace.trace, ks)?;
+            let sel = dev_selection(&devs, &t)?;
+            let show_recorder = devs.show_recorder;
+            let sym = pipeline::symbols_of(&t);
+            let a = pipeline::analyze(t, &sym, &sel, |io, tables| {
+                let act = &tables.acts[io.act as usize];
+                if act.recorder && !show_recorder {
+                    return;
+                }
+                set.record(io, &IoContext::for_io(tables, io));
+            })?;
+            let (acts, roles) = (&a.tables.acts, &a.tables.roles);
+            if json {
+                ioblame_counters::output::json(&mut out, &set, acts, roles)?;
+            } else if pretty {
+                ioblame_counters::output::pretty(&mut out, &set, acts, roles)?;
+            } else {
+                ioblame_counters::output::counters_pipe(&mut out, &set, acts, roles)?;
+            }
+        }
+        Command::Report {
+            trace,
+            outdir,
+            counters,
+            devs,
+        } => {
+            let set = counter_set(&counters)?;
+            let t = pipeline::open_trace(&trace.trace, ks)?;
+            let sel = dev_selection(&devs, &t)?;
+            report_cmd::run(
+                &mut out,
+                t,
+                &trace.trace,
+                &outdir,
+                set,
+                &sel,
+                devs.show_recorder,
+            )?;
+        }
+        Command::Baseline {
+            trace,
+            output,
+            counters,
+            devs,
+        } => {
+            let set = counter_set(&counters)?;
+            let t = pipeline::open_trace(&trace.trace, ks)?;
+            let sel = dev_selection(&devs, &t)?;
+            regress::baseline(t, set, &sel, devs.show_recorder, &output)?;
+        }
+        Command::Check {
+            trace,
+            baseline,
+            counters,
+            devs,
+            json,
+        } => {
+            let text = std::fs::read_to_string(&baseline)
+                .with_context(|| format!("cannot read baseline {}", baseline.display()))?;
+            let base = ioblame_baseline::Baseline::from_toml(&text)
+                .with_context(|| format!("baseline {}", baseline.display()))?;
+            let set = if counters.counter.is_empty() && counters.counters_file.is_none() {
+                let specs: Vec<&str> = base.counters.iter().map(|c| c.spec.as_str()).collect();
+                CounterSet::parse_args(&specs).context("the baseline's counters")?
+            } else {
+                counter_set(&counters)?
+            };
+            let t = pipeline::open_trace(&trace.trace, ks)?;
+            let sel = dev_selection(&devs, &t)?;
+            let report = regress::check(t, set, &sel, devs.show_recorder, &base)?;
+            if json {
+                writeln!(out, "{}", report.to_json())?;
+            } else {
+                report.render_text(&mut out)?;
+            }
+            out.flush().context("writing the output")?;
+            return Ok(if report.regressed() {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            });
+        }
+        Command::PerfCommand { devices } => {
+            let (cmd, notes) = ioblame_perfdata::perf_command_with_notes(&devices)?;
+            for n in notes {
+                eprintln!("ioblame: note: {n}");
+            }
+            writeln!(out, "{cmd}")?;
+        }
+    }
+    out.flush().context("writing the output")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Stack frames through the trace's kernel symbols.
+struct SymFrames<'a>(&'a ioblame_decode::Symbolizer);
+
+impl text::Frames for SymFrames<'_> {
+    fn frame_line(&self, addr: u64) -> String {
+        self.0.format_frame(addr)
+    }
+    fn name(&self, addr: u64) -> String {
+        match self.0.resolve(addr) {
+            Some(s) => s.name.to_string(),
+            None => format!("{addr:#x}"),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            // A closed pipe (`ioblame ... | head`) is not an error.
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("ioblame: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! The analysis driver: trace -> decode -> attribution -> per-IO consumers, run once.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use ioblame_attrib::{ActTotals, Attributor, Context, Io, Summary, Tables};
+use ioblame_counters::DevSelection;
+use ioblame_decode::stream::{for_each_event, StreamOptions, StreamStats};
+use ioblame_decode::{Decoder, Symbolizer};
+use ioblame_format::{Trace, TraceFile};
+use ioblame_perfdata::PerfDataOptions;
+
+/// What one analysis run produced (the IOs went to the caller's consumer as they came).
+pub struct Analysis {
+    /// Roles, intents, acts; `totals` count only IOs on the selected devices.
+    pub tables: Tables,
+    /// Totals, leftovers, anomalies of the attribution.
+    pub summary: Summary,
+}
+
+/// Opens what the user named: an ioblame trace directory, one or more ring files of one
+/// capture, or a `perf.data` recording (converted in memory; its notes go to stderr). Damage
+/// the reader found is reported on stderr, and reading goes on up to it.
+pub fn open_trace(paths: &[PathBuf], kallsyms: Option<&Path>) -> Result<Trace> {
+    let t = match paths {
+        [] => anyhow::bail!("no trace given"),
+        [one] if ioblame_perfdata::is_perf_data(one) => {
+            let opts = PerfDataOptions {
+                kallsyms: kallsyms.map(Path::to_path_buf),
+            };
+            let c = ioblame_perfdata::open_perf_data(one, &opts)
+                .with_context(|| format!("cannot read perf.data {}", one.display()))?;
+            for n in &c.notes {
+                eprintln!("ioblame: note: {n}");
+            }
+            c.trace
+        }
+        [one] => {
+            if kallsyms.is_some() {
+                eprintln!("ioblame: note: --kallsyms is ignored for ioblame traces (they carry the recording host's symbols)");
+            }
+            Trace::open(one).with_context(|| format!("cannot read trace {}", one.display()))?
+        }
+        many => {
+            let mut files = Vec::new();
+            for p in many {
+                if p.is_dir() || ioblame_perfdata::is_perf_data(p) {
+                    anyhow::bail!(
+                        "{}: several inputs must all be ring files (.iob) of one capture; give a directory or a perf.data file alone",
+                        p.display()
+                    );
+                }
+                files.push(
+                    TraceFile::open(p)
+                        .with_context(|| format!("cannot read trace file {}", p.display()))?,
+                );
+            }
+            files.sort_by_key(|f| f.header().file_index);
+            if let Some(w) = files
+                .windows(2)
+                .find(|w| w[0].header().file_index == w[1].header().file_index)
+            {
+                anyhow::bail!(
+                    "{} and {} are the same ring file (index {}) of one capture; give each once",
+                    w[0].path().display(),
+                    w[1].path().display(),
+                    w[0].header().file_index
+                );
+            }
+            let id = files[0].header().trace_id;
+            if let Some(f) = files.iter().find(|f| f.header().trace_id != id) {
+                anyhow::bail!(
+                    "{} belongs to another capture than {} (trace ids differ)",
+                    f.path().display(),
+                    files[0].path().display()
+                );
+            }
+            Trace::from_files(files, Vec::new())
+        }
+    };
+    for p in t.problems() {
+        eprintln!("ioblame: warning: {p}");
+    }
+    Ok(t)
+}
+
+/// Symbols of a trace, with a note on stderr when it has none.
+pub fn symbols_of(trace: &Trace) -> Symbolizer {
+    match &trace.metadata().kallsyms {
+        Some(k) if !k.restricted => Symbolizer::from_kallsyms(&k.text),
+        Some(_) => {
+            eprintln!(
+                "ioblame: note: the recording host hid kernel addresses (kptr_restrict); stacks are shown as addresses"
+            );
+            Symbolizer::default()
+        }
+        None => {
+            eprintln!(
+                "ioblame: note: the trace has no kernel symbols; stacks are shown as addresses"
+            );
+            Symbolizer::default()
+        }
+    }
+}
+
+/// Runs decode and attribution over the whole trace, calling `on_io` for each charged IO on
+/// a selected device, in completion order, with the tables as they are at that point.
+pub fn analyze(
+    trace: Trace,
+    symbols: &Symbolizer,
+    devs: &DevSelection,
+    mut on_io: impl FnMut(&Io, &Tables),
+) -> Result<Analysis> {
+    let decoder = Decoder::new(trace.header(), trace.metadata());
+    for p in decoder.problems() {
+        eprintln!("ioblame: warning: {p}");
+    }
+    let mut ctx = Context::from_trace(trace.header(), trace.metadata());
+    if !symbols.is_empty() {
+        let s = symbols.clone();
+        ctx.symbols = Some(Box::new(move |a: u64| {
+            s.resolve(a).map(|x| x.name.to_string())
+        }));
+    }
+    let mut attr = Attributor::new(ctx);
+    let progress = Progress::new(&trace);
+    let mut totals: Vec<ActTotals> = Vec::new();
+    let mut buf: Vec<Io> = Vec::new();
+    let stream = for_each_event(&trace, &decoder, &StreamOptions::default(), |ev| {
+        progress.tick(ev.time);
+        attr.push(&ev);
+        attr.drain_ios_into(&mut buf);
+        if !buf.is_empty() {
+            let tables = attr.tables();
+            for io in buf.drain(..) {
+                if !devs.enabled(io.dev) {
+                    continue;
+                }
+                let i = io.act as usize;
+                if totals.len() <= i {
+                    totals.resize(i + 1, ActTotals::default());
+                }
+                totals[i].add(io.dir, io.size);
+                on_io(&io, tables);
+            }
+        }
+    });
+    progress.done();
+    let done = attr.finish();
+    let mut tables = done.tables;
+    for io in &done.ios {
+        if devs.enabled(io.dev) {
+            let i = io.act as usize;
+            if totals.len() <= i {
+                totals.resize(i + 1, ActTotals::default());
+            }
+            totals[i].add(io.dir, io.size);
+            on_io(io, &tables);
+        }
+    }
+    totals.resize(tables.acts.len(), ActTotals::default());
+    tables.totals = totals;
+    report_stream(&stream, &decoder);
+    report_summary(&done.summary, &trace);
+    Ok(Analysis {
+        tables,
+        summary: done.summary,
+    })
+}
+
+fn report_stream(s: &StreamStats, _decoder: &Decoder) {
+    for d in &s.damaged {
+        eprintln!(
+            "ioblame: warning: cpu {} chunk {} unreadable, skipped: {}",
+            d.cpu, d.seq, d.error
+        );
+    }
+    let errors: Vec<String> = s
+        .decode
+        .error_reasons()
+        .map(|(r, n)| format!("{n} {}", r.as_str()))
+        .collect();
+    if !errors.is_empty() {
+        eprintln!("ioblame: warning: records skipped: {}", errors.join(", "));
+    }
+}
+
+fn report_summary(s: &Summary, trace: &Trace) {
+    if s.lost_records > 0 {
+        let start = trace.header().start_clock_ns;
+        let when: Vec<String> = s
+            .lost_windows
+            .iter()
+            .take(8)
+            .map(|w| {
+                format!(
+                    "{} on cpu {} at {:.3}s",
+                    w.count,
+                    w.cpu,
+                    w.end.saturating_sub(start) as f64 / 1e9
+                )
+            })
+            .collect();
+        eprintln!(
+            "ioblame: warning: the kernel lost {} records during the capture ({}{}); {} bytes of IO overlap those windows and may be misattributed",
+            s.lost_records,
+            when.join(", "),
+            if s.lost_windows.len() > 8 { ", ..." } else { "" },
+            s.bytes_in_lost_windows
+        );
+    }
+    for w in &s.warnings {
+        eprintln!("ioblame: warning: {w}");
+    }
+    if s.warnings_suppressed > 0 {
+        eprintln!(
+            "ioblame: warning: ... and {} more warnings",
+            s.warnings_suppressed
+        );
+    }
+}
+
+/// A progress bar on stderr over the trace's time span (hidden when stderr is not a terminal).
+struct Progress {
+    bar: ProgressBar,
+    first: u64,
+    n: std::cell::Cell<u64>,
+}
+
+impl Progress {
+    fn new(trace: &Trace) -> Progress {
+        let first = trace
+            .chunks()
+            .iter()
+            .map(|c| c.header.first_ts)
+            .min()
+            .unwrap_or(0);
+        let last = trace
+            .chunks()
+            .iter()
+            .map(|c| c.header.last_ts)
+            .max()
+            .unwrap_or(0);
+        let span_ms = last.saturating_sub(first) / 1_000_000;
+        let bar = ProgressBar::with_draw_target(
+            Some(span_ms.max(1)),
+            indicatif::ProgressDrawTarget::stderr(),
+        );
+        if let Ok(style) = ProgressStyle::with_template(
+            "{spinner} analysing [{bar:30}] {percent}% of the trace's time, {msg} ({elapsed}, eta {eta})",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        Progress {
+            bar,
+            first,
+            n: std::cell::Cell::new(0),
+        }
+    }
+
+    /// Called per event; redraws every 64Ki events.
+    fn tick(&self, time: u64) {
+        let n = self.n.get() + 1;
+        self.n.set(n);
+        if n % 65_536 == 0 {
+            self.bar
+                .set_position(time.saturating_sub(self.first) / 1_000_000);
+            self.bar.set_message(format!("{n} events"));
+        }
+    }
+
+    fn done(&self) {
+        self.bar.finish_and_clear();
+    }
+}

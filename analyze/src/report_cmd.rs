@@ -1,0 +1,58 @@
+//! `ioblame report`: one analysis feeding the Parquet tables, charts, flame graphs and page.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result};
+use ioblame_counters::{CounterSet, DevSelection, IoContext};
+use ioblame_format::Trace;
+use ioblame_report::{ReportInput, ReportWriter};
+
+use crate::pipeline;
+
+/// Analyses `trace` once, writes the report into `outdir` and prints the terminal summary.
+pub fn run(
+    out: &mut impl Write,
+    trace: Trace,
+    paths: &[PathBuf],
+    outdir: &Path,
+    mut set: CounterSet,
+    devs: &DevSelection,
+    show_recorder: bool,
+) -> Result<()> {
+    let input = ReportInput {
+        header: Some(trace.header().clone()),
+        block_devices: trace.metadata().block_devices.clone(),
+        traces: paths.iter().map(|p| p.display().to_string()).collect(),
+        ..ReportInput::default()
+    };
+    let mut writer = ReportWriter::create(outdir, input)
+        .with_context(|| format!("cannot write the report into {}", outdir.display()))?;
+    let sym = pipeline::symbols_of(&trace);
+    let mut failed = None;
+    let a = pipeline::analyze(trace, &sym, devs, |io, tables| {
+        if tables.acts[io.act as usize].recorder && !show_recorder {
+            return;
+        }
+        set.record(io, &IoContext::for_io(tables, io));
+        if failed.is_none() {
+            if let Err(e) = writer.push_io(io, tables) {
+                failed = Some(e);
+            }
+        }
+    })?;
+    if let Some(e) = failed {
+        return Err(e).context("writing ios.parquet");
+    }
+    let report = writer
+        .finish(&a.tables, &set, &a.summary, &sym)
+        .with_context(|| format!("writing the report into {}", outdir.display()))?;
+    out.write_all(report.summary_text.as_bytes())?;
+    writeln!(
+        out,
+        "\n{} IO rows; open {} in a browser",
+        report.ios_rows,
+        report.files.html.display()
+    )?;
+    Ok(())
+}

@@ -1,0 +1,201 @@
+//! Text outputs of `acts`, `iolog` and `intents`, in ioblame's formats where it had one.
+
+use std::io::{self, Write};
+
+use ioblame_attrib::{Act, ActId, Io, Tables, Via, WbReason};
+use ioblame_decode::{dev_major, dev_minor};
+use ioblame_report::human_bytes;
+
+/// How stack frames are shown: `[addr] name+0xoff/0xsize` and the bare function name.
+pub trait Frames {
+    /// A frame as ioblame printed it: `[ffffffff811c55b0] __mark_inode_dirty+0x220/0x330`.
+    fn frame_line(&self, addr: u64) -> String;
+    /// The function name alone (`__mark_inode_dirty`), or the hex address when unknown.
+    fn name(&self, addr: u64) -> String;
+}
+
+/// `MAJ:MIN` of a kernel-encoded device.
+pub fn dev_str(dev: u32) -> String {
+    format!("{}:{}", dev_major(dev), dev_minor(dev))
+}
+
+fn reason_name(r: Option<WbReason>) -> &'static str {
+    r.map_or("-", |r| r.name())
+}
+
+/// The writeback reason an intent's modifier encodes (`0x10000000 | reason`).
+pub fn modifier_reason(modifier: u32) -> Option<WbReason> {
+    (modifier >> 28 == 1).then_some(WbReason(modifier & 0x0fff_ffff))
+}
+
+/// Acts in report order: most bytes first, then by id (deterministic).
+pub fn sorted_acts(tables: &Tables, show_recorder: bool) -> Vec<ActId> {
+    let mut ids: Vec<ActId> = tables
+        .acts_with_totals()
+        .filter(|(_, a, t)| (show_recorder || !a.recorder) && t.total_ios() > 0)
+        .map(|(id, _, _)| id)
+        .collect();
+    ids.sort_by_key(|&id| {
+        let t = &tables.totals[id as usize];
+        (std::cmp::Reverse(t.total_bytes()), id)
+    });
+    ids
+}
+
+/// `ioblame acts`: one row per act.
+pub fn acts_table(
+    out: &mut impl Write,
+    tables: &Tables,
+    frames: &dyn Frames,
+    show_recorder: bool,
+) -> io::Result<()> {
+    writeln!(
+        out,
+        "{:>7} {:<16} {:>6} {:>10} {:>7} {:>10} {:<9} {:<10} {:>12} {:>7} {:>12} {:>7}  FRAMES",
+        "PID",
+        "COMM",
+        "INTENT",
+        "MODIFIER",
+        "DEV",
+        "INO",
+        "VIA",
+        "REASON",
+        "READ",
+        "R_IOS",
+        "WRITE",
+        "W_IOS"
+    )?;
+    for id in sorted_acts(tables, show_recorder) {
+        let a = &tables.acts[id as usize];
+        let t = &tables.totals[id as usize];
+        let role = &tables.roles[a.role as usize];
+        let intent = &tables.intents[a.intent as usize];
+        let top: Vec<String> = intent
+            .stack
+            .iter()
+            .take(4)
+            .map(|&x| frames.name(x))
+            .collect();
+        writeln!(
+            out,
+            "{:>7} {:<16} {:>6} {:>#10x} {:>7} {:>10} {:<9} {:<10} {:>12} {:>7} {:>12} {:>7}  {}",
+            role.pid,
+            role.comm,
+            format!("#{}", a.intent),
+            intent.modifier,
+            dev_str(a.file.dev),
+            a.file.ino,
+            a.via.name(),
+            reason_name(modifier_reason(intent.modifier)),
+            human_bytes(t.bytes[0] + t.bytes[1]),
+            t.ios[0] + t.ios[1],
+            human_bytes(t.bytes[2]),
+            t.ios[2],
+            if top.is_empty() {
+                "-".to_string()
+            } else {
+                top.join(" <- ")
+            }
+        )?;
+    }
+    Ok(())
+}
+
+/// `ioblame acts --json`: one JSON object per act and line.
+pub fn acts_json(
+    out: &mut impl Write,
+    tables: &Tables,
+    frames: &dyn Frames,
+    show_recorder: bool,
+) -> io::Result<()> {
+    for id in sorted_acts(tables, show_recorder) {
+        let a: &Act = &tables.acts[id as usize];
+        let t = &tables.totals[id as usize];
+        let role = &tables.roles[a.role as usize];
+        let intent = &tables.intents[a.intent as usize];
+        let v = serde_json::json!({
+            "act": id,
+            "pid": role.pid,
+            "tid": role.tid,
+            "comm": role.comm,
+            "intent": a.intent,
+            "modifier": intent.modifier,
+            "dev": dev_str(a.file.dev),
+            "ino": a.file.ino,
+            "path": serde_json::Value::Null,
+            "via": a.via.name(),
+            "reason": modifier_reason(intent.modifier).map(|r| r.name()),
+            "read_bytes": t.bytes[0] + t.bytes[1],
+            "read_ios": t.ios[0] + t.ios[1],
+            "readahead_bytes": t.bytes[1],
+            "readahead_ios": t.ios[1],
+            "write_bytes": t.bytes[2],
+            "write_ios": t.ios[2],
+            "recorder": a.recorder,
+            "frames": intent.stack.iter().map(|&x| frames.name(x)).collect::<Vec<_>>(),
+        });
+        writeln!(out, "{v}")?;
+    }
+    Ok(())
+}
+
+/// `ioblame intents`: the intents dump as ioblame printed it.
+pub fn intents(out: &mut impl Write, tables: &Tables, frames: &dyn Frames) -> io::Result<()> {
+    for (id, it) in tables.intents_with_ids() {
+        writeln!(out, "#{id} modifier={:#x}", it.modifier)?;
+        for &a in &it.stack {
+            writeln!(out, "{}", frames.frame_line(a))?;
+        }
+    }
+    Ok(())
+}
+
+/// One `iolog` entry: ioblame's header line and intent, with the link, reason and issuer
+/// appended.
+pub fn iolog_entry(
+    out: &mut impl Write,
+    io: &Io,
+    tables: &Tables,
+    frames: &dyn Frames,
+) -> io::Result<()> {
+    let a = &tables.acts[io.act as usize];
+    let role = &tables.roles[a.role as usize];
+    let issuer = &tables.roles[io.issuer as usize];
+    let intent = &tables.intents[a.intent as usize];
+    write!(
+        out,
+        "{} {} @ {} pid-{} ({}) dev={:#x} ino={:#x} gen=0x0 via={}",
+        io.dir.letter(),
+        io.size,
+        io.sector,
+        role.pid,
+        role.comm,
+        a.file.dev,
+        a.file.ino,
+        io.via.name()
+    )?;
+    if let Some(r) = io.reason {
+        write!(out, " reason={}", r.name())?;
+    }
+    if io.issuer != a.role {
+        write!(out, " issuer=pid-{} ({})", issuer.pid, issuer.comm)?;
+    }
+    if let Some(off) = io.file_offset {
+        write!(out, " file_offset={off}")?;
+    }
+    if io.via == Via::Journal {
+        if let Some(t) = io.journal_txn {
+            write!(out, " txn={t}")?;
+        }
+    }
+    writeln!(
+        out,
+        " rwbs={} wait={}us io={}us",
+        io.rwbs, io.wait_time, io.io_time
+    )?;
+    writeln!(out, "  #{} modifier={:#x}", a.intent, intent.modifier)?;
+    for &x in &intent.stack {
+        writeln!(out, "  {}", frames.frame_line(x))?;
+    }
+    Ok(())
+}

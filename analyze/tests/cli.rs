@@ -1,0 +1,527 @@
+//! The `ioblame` command line on the bundled fixture traces: known answers of the
+//! ground-truth workloads, golden text outputs, the report, baseline and check commands,
+//! perf.data input and error handling. (`BLESS=1` rewrites the golden files.)
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn fixture(name: &str) -> String {
+    root()
+        .join("fixtures")
+        .join(name)
+        .join("trace")
+        .display()
+        .to_string()
+}
+
+fn ioblame(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ioblame"))
+        .args(args)
+        .output()
+        .expect("runs ioblame")
+}
+
+/// Runs ioblame and expects success; returns stdout.
+fn ok(args: &[&str]) -> String {
+    let o = ioblame(args);
+    assert!(
+        o.status.success(),
+        "ioblame {args:?} failed: {}\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).expect("utf-8 output")
+}
+
+fn golden(name: &str, actual: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("BLESS").is_some() {
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("{} missing: run with BLESS=1", path.display()));
+    assert_eq!(
+        expected, actual,
+        "{name} differs from the golden file (BLESS=1 rewrites it)"
+    );
+}
+
+/// Bytes per (comm, via, ino, direction) from `acts --json`.
+fn charges(trace: &str) -> BTreeMap<(String, String, u64, &'static str), u64> {
+    let mut m = BTreeMap::new();
+    for line in ok(&["acts", "--json", trace]).lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("one JSON object per line");
+        // `read_bytes` includes readahead (docs/outputs.md).
+        let ra = v["readahead_bytes"].as_u64().unwrap();
+        for (key, dir) in [
+            ("read_bytes", "R"),
+            ("readahead_bytes", "A"),
+            ("write_bytes", "W"),
+        ] {
+            let mut b = v[key].as_u64().unwrap();
+            if dir == "R" {
+                b -= ra;
+            }
+            if b > 0 {
+                *m.entry((
+                    v["comm"].as_str().unwrap().to_string(),
+                    v["via"].as_str().unwrap().to_string(),
+                    v["ino"].as_u64().unwrap(),
+                    dir,
+                ))
+                .or_insert(0) += b;
+            }
+        }
+    }
+    m
+}
+
+fn charged(
+    m: &BTreeMap<(String, String, u64, &'static str), u64>,
+    comm: &str,
+    via: &str,
+    ino: u64,
+    dir: &'static str,
+) -> u64 {
+    m.get(&(comm.to_string(), via.to_string(), ino, dir))
+        .copied()
+        .unwrap_or(0)
+}
+
+const MIB: u64 = 1 << 20;
+
+#[test]
+fn ext4_two_writers_known_answer() {
+    let m = charges(&fixture("ext4-two-writers"));
+    assert_eq!(charged(&m, "writerA", "page", 13, "W"), 8 * MIB);
+    assert_eq!(charged(&m, "writerB", "page", 12, "W"), 4 * MIB);
+    assert_eq!(charged(&m, "writerH1", "page", 14, "W"), 4 * MIB);
+    assert_eq!(charged(&m, "writerH2", "page", 14, "W"), 4 * MIB);
+    assert_eq!(charged(&m, "writerO", "buffer", 14, "W"), 4 * MIB);
+    // `sync` only started writeback: no data charged to it.
+    assert!(m.keys().all(|k| k.0 != "sync" || k.1 == "journal"), "{m:?}");
+    // Nothing unknown.
+    assert!(m.keys().all(|k| k.1 != "unknown"), "{m:?}");
+}
+
+#[test]
+fn xfs_two_writers_known_answer() {
+    let m = charges(&fixture("xfs-two-writers"));
+    assert_eq!(charged(&m, "writerA", "page", 132, "W"), 8 * MIB);
+    assert_eq!(charged(&m, "writerB", "page", 131, "W"), 4 * MIB);
+    for w in ["writerH1", "writerH2", "writerO"] {
+        assert_eq!(charged(&m, w, "page", 133, "W"), 4 * MIB, "{w}");
+    }
+    assert!(m.keys().all(|k| k.1 != "unknown"), "{m:?}");
+}
+
+#[test]
+fn direct_readahead_mmap_known_answers() {
+    let m = charges(&fixture("ext4-direct"));
+    assert_eq!(charged(&m, "writerD", "direct", 12, "W"), 4 * MIB);
+    assert_eq!(charged(&m, "readerR", "direct", 12, "R"), 4 * MIB);
+
+    let m = charges(&fixture("ext4-readahead"));
+    assert_eq!(charged(&m, "readerR", "readahead", 12, "A"), 16 * MIB);
+    assert_eq!(charged(&m, "readerR", "readahead", 12, "R"), 0);
+    assert!(m.keys().all(|k| k.3 != "W"), "no writes: {m:?}");
+
+    let m = charges(&fixture("ext4-mmap"));
+    assert_eq!(charged(&m, "python3", "page", 12, "W"), 4 * MIB);
+}
+
+#[test]
+fn golden_text_outputs() {
+    let t = fixture("ext4-two-writers");
+    golden("ext4-two-writers.acts.txt", &ok(&["acts", &t]));
+    golden("ext4-two-writers.intents.txt", &ok(&["intents", &t]));
+    golden("ext4-two-writers.counters.txt", &ok(&["counters", &t]));
+    golden(
+        "ext4-two-writers.counters-pretty.txt",
+        &ok(&["counters", "--pretty", &t]),
+    );
+    golden(
+        "ext4-direct.iolog.txt",
+        &ok(&["iolog", &fixture("ext4-direct")]),
+    );
+}
+
+#[test]
+fn counters_json_matches_acts() {
+    // The write-size counter (default set) counts every write IO of each act exactly once.
+    let t = fixture("ext4-two-writers");
+    let spec = "W size 0 4096 16384 65536 262144 1048576 4194304 16777216 0";
+    let out = ok(&["counters", "--json", "--counter", spec, &t]);
+    let mut ios_by_pid = BTreeMap::<u64, u64>::new();
+    for line in out.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if v.get("act").is_none() {
+            // The first line describes the counters.
+            assert_eq!(v["counters"][0]["spec"], spec);
+            continue;
+        }
+        let n: u64 = v["counters"][0]
+            .as_array()
+            .expect("slots")
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .sum();
+        *ios_by_pid.entry(v["pid"].as_u64().unwrap()).or_insert(0) += n;
+    }
+    let mut expected = BTreeMap::<u64, u64>::new();
+    for line in ok(&["acts", "--json", &t]).lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let w = v["write_ios"].as_u64().unwrap();
+        if w > 0 {
+            *expected.entry(v["pid"].as_u64().unwrap()).or_insert(0) += w;
+        }
+    }
+    assert_eq!(
+        ios_by_pid
+            .into_iter()
+            .filter(|e| e.1 > 0)
+            .collect::<BTreeMap<_, _>>(),
+        expected
+    );
+}
+
+#[test]
+fn bad_counter_spec_is_rejected_before_reading() {
+    let o = ioblame(&[
+        "counters",
+        "--counter",
+        "W size 0 4096 8192 16384 32768 65536 131072 262144 0 if size <",
+        "/nonexistent/trace",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("counter 1, column"), "{err}");
+    assert!(
+        !err.contains("nonexistent"),
+        "the spec is checked first: {err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn device_selection() {
+    let t = fixture("ext4-direct");
+    assert_eq!(ok(&["acts", "--devs", "loop0", &t]), ok(&["acts", &t]));
+    let none = ok(&["acts", "--json", "--devs", "!7:0", &t]);
+    for line in none.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(
+            v["read_bytes"].as_u64().unwrap() + v["write_bytes"].as_u64().unwrap(),
+            0,
+            "{line}"
+        );
+    }
+    let o = ioblame(&["acts", "--devs", "nosuchdisk", &t]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("nosuchdisk"));
+}
+
+#[test]
+fn unreadable_input_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.iob");
+    std::fs::write(&junk, b"this is not a trace").unwrap();
+    for args in [
+        vec!["acts", "/nonexistent/trace"],
+        vec!["acts", junk.to_str().unwrap()],
+    ] {
+        let o = ioblame(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.starts_with("ioblame: error:"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn ring_files_given_one_by_one() {
+    let dir = root().join("fixtures/ext4-direct/trace");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path().display().to_string())
+        .filter(|p| p.ends_with(".iob"))
+        .collect();
+    files.sort();
+    let mut args = vec!["acts"];
+    args.extend(files.iter().map(String::as_str));
+    assert_eq!(ok(&args), ok(&["acts", dir.to_str().unwrap()]));
+    // The same file twice would count its IO twice: refused.
+    let twice = ioblame(&["acts", &files[0], &files[0]]);
+    assert_eq!(twice.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&twice.stderr).contains("give each once"));
+}
+
+#[test]
+fn report_writes_everything() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("rep");
+    let text = ok(&[
+        "report",
+        &fixture("ext4-two-writers"),
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(text.contains("writerA"), "{text}");
+    assert!(text.contains("report.html"), "{text}");
+    for f in [
+        "report.html",
+        "ios.parquet",
+        "acts.parquet",
+        "intents.parquet",
+        "roles.parquet",
+        "files.parquet",
+        "histograms.parquet",
+        "flame-bytes.svg",
+        "flame-iotime.svg",
+        "charts/offset.svg",
+        "charts/offset.png",
+        "charts/throughput.svg",
+    ] {
+        let p = dir.join(f);
+        assert!(
+            p.metadata().map(|m| m.len() > 0).unwrap_or(false),
+            "{f} missing or empty"
+        );
+    }
+}
+
+#[test]
+fn baseline_and_check() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("b.toml");
+    let ext4 = fixture("ext4-two-writers");
+    ok(&["baseline", &ext4, "-o", base.to_str().unwrap()]);
+    let text = std::fs::read_to_string(&base).unwrap();
+    assert!(text.contains("writerA"), "{text}");
+    // Its own trace passes.
+    let o = ioblame(&["check", &ext4, "--baseline", base.to_str().unwrap()]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    // The same workload on xfs goes through other code paths: new and vanished intents.
+    let o = ioblame(&[
+        "check",
+        &fixture("xfs-two-writers"),
+        "--baseline",
+        base.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("new group writerA via page"), "{out}");
+    assert!(out.contains("vanished"), "{out}");
+    // A direct-IO trace: the writers vanished.
+    let o = ioblame(&[
+        "check",
+        &fixture("ext4-direct"),
+        "--baseline",
+        base.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON document");
+    assert_eq!(v["regressed"], serde_json::Value::Bool(true));
+    // A missing baseline is an input error.
+    let o = ioblame(&["check", &ext4, "--baseline", "/nonexistent.toml"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn perf_data_input() {
+    let data = root().join("crates/perfdata/tests/data/loop0-full-z.data");
+    let o = ioblame(&["acts", "--json", data.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.lines().count() > 0, "acts from a perf.data file");
+    // Every command accepts it.
+    for cmd in ["intents", "counters", "iolog"] {
+        let o = ioblame(&[cmd, data.to_str().unwrap()]);
+        assert!(
+            o.status.success(),
+            "{cmd}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
+#[test]
+fn info_describes_the_fixture() {
+    let out = ok(&["info", &fixture("ext4-direct")]);
+    assert!(out.contains("6.18"), "{out}");
+    assert!(out.contains("loop0"), "{out}");
+}
+
+/// The report's Parquet tables, read by DuckDB as users would, agree with `acts --json` and
+/// `counters --json` on a real trace (skipped without the Python package, except in CI).
+#[test]
+fn report_tables_in_duckdb_match_text_outputs() {
+    let has_duckdb = Command::new("python3")
+        .args(["-c", "import duckdb"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !has_duckdb {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "DuckDB is required in CI (scripts/install-test-deps.sh installs it)"
+        );
+        eprintln!("SKIPPED: python3 -c 'import duckdb' failed");
+        return;
+    }
+    let t = fixture("ext4-two-writers");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("rep");
+    ok(&["report", &t, "-o", dir.to_str().unwrap()]);
+    let script = r#"
+import duckdb, json, sys
+d = sys.argv[1]
+q = lambda s: duckdb.sql(s.replace("$D", d)).fetchall()
+acts = {r[0]: r[1:] for r in q("select act, pid, comm, ino, via, read_bytes, readahead_bytes, write_bytes, write_ios from '$D/acts.parquet'")}
+# ios joined to acts: per-act bytes recomputed from the IO rows
+ios = {r[0]: r[1] for r in q("select i.act, sum(i.size) from '$D/ios.parquet' i join '$D/acts.parquet' a on i.act = a.act where i.dir = 'W' group by i.act")}
+hist = {(r[0], r[1]): r[2] for r in q("select act, counter, sum(count) from '$D/histograms.parquet' group by act, counter")}
+print(json.dumps({"acts": {str(k): list(v) for k, v in acts.items()}, "ios_w": {str(k): int(v) for k, v in ios.items()}, "hist": {f"{a}/{c}": int(n) for (a, c), n in hist.items()}}))
+"#;
+    let o = Command::new("python3")
+        .args(["-c", script, dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let db: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mut compared = 0;
+    for line in ok(&["acts", "--json", &t]).lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let id = v["act"].as_u64().unwrap().to_string();
+        let row = &db["acts"][&id];
+        assert!(row.is_array(), "act {id} missing from acts.parquet");
+        assert_eq!(row[0], v["pid"], "act {id} pid");
+        assert_eq!(row[1], v["comm"], "act {id} comm");
+        assert_eq!(row[2], v["ino"], "act {id} ino");
+        assert_eq!(row[3], v["via"], "act {id} via");
+        // acts.parquet splits reads from readahead; `acts --json` counts readahead in reads.
+        assert_eq!(
+            row[4].as_u64().unwrap() + row[5].as_u64().unwrap(),
+            v["read_bytes"].as_u64().unwrap(),
+            "act {id} read bytes"
+        );
+        assert_eq!(row[5], v["readahead_bytes"], "act {id} readahead bytes");
+        assert_eq!(row[6], v["write_bytes"], "act {id} write bytes");
+        let w = v["write_bytes"].as_u64().unwrap();
+        if w > 0 {
+            assert_eq!(
+                db["ios_w"][&id].as_u64(),
+                Some(w),
+                "act {id}: ios.parquet sums"
+            );
+        }
+        compared += 1;
+    }
+    assert!(compared >= 10, "{compared} acts compared");
+    // histograms.parquet holds exactly the counts `counters --json` prints.
+    let mut hist_compared = 0;
+    for line in ok(&["counters", "--json", &t]).lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let Some(act) = v.get("act") else { continue };
+        for (c, slots) in v["counters"].as_array().unwrap().iter().enumerate() {
+            let n: u64 = slots
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap())
+                .sum();
+            let key = format!("{act}/{c}");
+            assert_eq!(db["hist"][&key].as_u64().unwrap_or(0), n, "histogram {key}");
+            hist_compared += 1;
+        }
+    }
+    assert!(hist_compared > 0);
+}
+
+/// A trace whose kernel lost records says so on stderr, with how many and when, and the
+/// analysis still runs.
+#[test]
+fn lost_records_are_reported() {
+    use ioblame_decode::synth::{builtin_format, TraceBuilder, Val};
+    let mut t = TraceBuilder::new(ioblame_format::ByteOrder::native(), 2);
+    let q = t
+        .add_event(
+            "block:block_bio_queue",
+            builtin_format("block:block_bio_queue").unwrap(),
+            true,
+        )
+        .unwrap();
+    let start = t.header().start_clock_ns;
+    let base = start + 1_000_000_000;
+    t.comm(0, base, 42, 42, "writer", true);
+    t.sample(
+        0,
+        q,
+        base + 10,
+        42,
+        42,
+        &[0xffff_ffff_8100_0000],
+        &[
+            ("dev", Val::U(7 << 20)),
+            ("sector", Val::U(2048)),
+            ("nr_sector", Val::U(8)),
+            ("rwbs", Val::Str("W")),
+            ("comm", Val::Str("writer")),
+        ],
+    )
+    .unwrap();
+    t.lost(1, base + 2_500_000_000, 1234);
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t");
+    t.write(&trace).unwrap();
+    let o = ioblame(&["acts", trace.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.contains("lost"))
+        .unwrap_or_else(|| panic!("no lost-records warning: {err}"));
+    assert!(line.contains("1234 records"), "how many: {line}");
+    assert!(line.contains("1234 on cpu 1 at 3.500s"), "when: {line}");
+}
+
+/// A trace file cut in the middle of a chunk is read up to the damage, with a warning, and
+/// gives the answer of the complete chunks.
+#[test]
+fn truncated_trace_is_read_up_to_the_damage() {
+    let src = root().join("fixtures/ext4-two-writers/trace");
+    let file = std::fs::read_dir(&src)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "iob"))
+        .unwrap();
+    let bytes = std::fs::read(&file).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cut = dir.path().join("cut.iob");
+    // The metadata (kallsyms mostly) comes first; 20 kB before the end cuts the last chunk.
+    std::fs::write(&cut, &bytes[..bytes.len() - 20_000]).unwrap();
+    let o = ioblame(&["acts", "--json", cut.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("warning"), "the damage is reported: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.contains("truncated"), "{err}");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("\"comm\":\"writerA\""),
+        "acts from the chunks before the cut: {out}"
+    );
+}

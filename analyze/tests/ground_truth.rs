@@ -1,0 +1,198 @@
+//! Ground truth on real captures (issue 4): real processes write known bytes to known files on
+//! a fresh ext4 or xfs loop device under `ioblame-capture`, and `ioblame acts --json` must
+//! charge exactly those bytes to exactly those tasks and inodes. The workload tools are
+//! renamed copies of `dd` and `sync`, so each phase has its own comm.
+//!
+//! Needs root, loop devices, tracefs, mkfs.ext4/mkfs.xfs; skips otherwise, except in CI.
+
+mod support;
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use support::{capture, charges, sh, tools, Charges, LoopFs};
+
+const MIB: u64 = 1 << 20;
+
+/// Write bytes charged to `comm` on `ino`, over the vias in `vias`.
+fn written(m: &Charges, comm: &str, ino: u64, vias: &[&str]) -> u64 {
+    m.iter()
+        .filter(|((c, v, i), _)| c == comm && *i == ino && vias.contains(&v.as_str()))
+        .map(|(_, b)| b[2])
+        .sum()
+}
+
+/// Data (non-journal) write bytes charged to `comm` anywhere.
+fn data_written(m: &Charges, comm: &str) -> u64 {
+    m.iter()
+        .filter(|((c, v, _), _)| c == comm && v != "journal")
+        .map(|(_, b)| b[2])
+        .sum()
+}
+
+fn ino(p: &Path) -> u64 {
+    std::fs::metadata(p).unwrap().ino()
+}
+
+/// The writeback scenarios of kernel-events.md on one filesystem, in one capture:
+/// fsync by the writer, fsync by another task, overwrite of allocated blocks, two writers of
+/// disjoint halves of one file, a `sync` from a third task, and pages dirtied before the
+/// capture began.
+fn writeback_scenarios(fstype: &str) {
+    if !support::ready(&["mkfs.ext4", "mkfs.xfs", "dd", "sync"]) {
+        return;
+    }
+    let _g = support::lock();
+    let fs = LoopFs::new(fstype, 320);
+    let bin = tools(
+        &fs,
+        &[
+            ("writerF", "/bin/dd"),
+            ("writerW", "/bin/dd"),
+            ("writerO", "/bin/dd"),
+            ("writerH1", "/bin/dd"),
+            ("writerH2", "/bin/dd"),
+            ("fsyncer", "/bin/sync"),
+            ("syncer", "/bin/sync"),
+        ],
+    );
+    let m = fs.mnt.display();
+    // Before the capture: o.dat allocated and on disk; pre.dat dirtied and left dirty.
+    sh(&format!(
+        "dd if=/dev/urandom of={m}/o.dat bs=1M count=4 conv=fsync 2>/dev/null && \
+         dd if=/dev/urandom of={m}/pre.dat bs=1M count=4 2>/dev/null"
+    ));
+    let script = "set -e
+        writerF if=/dev/zero of=$M/f.dat bs=1M count=4 conv=fsync 2>/dev/null
+        writerW if=/dev/zero of=$M/w.dat bs=1M count=4 2>/dev/null
+        fsyncer $M/w.dat
+        writerO if=/dev/zero of=$M/o.dat bs=1M count=4 conv=notrunc,fsync 2>/dev/null
+        writerH1 if=/dev/zero of=$M/h.dat bs=1M count=2 conv=notrunc 2>/dev/null &
+        writerH2 if=/dev/zero of=$M/h.dat bs=1M seek=2 count=2 conv=notrunc 2>/dev/null &
+        wait
+        syncer
+        sleep 0.2";
+    let c = charges(&capture(&fs, &bin, "trace", script));
+    let ino_of = |n: &str| ino(&fs.mnt.join(n));
+    let data = &["page", "buffer"];
+    let ctx = format!("{fstype}: {c:#?}");
+    assert_eq!(
+        written(&c, "writerF", ino_of("f.dat"), data),
+        4 * MIB,
+        "fsync by the writer; {ctx}"
+    );
+    assert_eq!(
+        written(&c, "writerW", ino_of("w.dat"), data),
+        4 * MIB,
+        "fsync by another task: the writer is charged; {ctx}"
+    );
+    assert_eq!(
+        data_written(&c, "fsyncer"),
+        0,
+        "the fsyncing task gets no data bytes; {ctx}"
+    );
+    assert_eq!(
+        written(&c, "writerO", ino_of("o.dat"), data),
+        4 * MIB,
+        "overwrite of allocated blocks; {ctx}"
+    );
+    assert_eq!(
+        written(&c, "writerH1", ino_of("h.dat"), data),
+        2 * MIB,
+        "first half; {ctx}"
+    );
+    assert_eq!(
+        written(&c, "writerH2", ino_of("h.dat"), data),
+        2 * MIB,
+        "second half; {ctx}"
+    );
+    assert_eq!(
+        data_written(&c, "syncer"),
+        0,
+        "the syncer gets no data bytes; {ctx}"
+    );
+    // Dirtied before the capture: unknown dirtier, but the right inode, never dropped.
+    let pre = ino_of("pre.dat");
+    let unknown: u64 = c
+        .iter()
+        .filter(|((_, v, i), _)| v == "unknown" && *i == pre)
+        .map(|(_, b)| b[2])
+        .sum();
+    assert_eq!(unknown, 4 * MIB, "pages dirtied before the capture; {ctx}");
+    // No other data bytes on these files.
+    let files = ["f.dat", "w.dat", "o.dat", "h.dat", "pre.dat"].map(ino_of);
+    let total: u64 = c
+        .iter()
+        .filter(|((_, v, i), _)| files.contains(i) && v != "journal")
+        .map(|(_, b)| b[2])
+        .sum();
+    assert_eq!(total, 20 * MIB, "every data byte charged once; {ctx}");
+}
+
+#[test]
+fn ext4_writeback_scenarios() {
+    writeback_scenarios("ext4");
+}
+
+#[test]
+fn xfs_writeback_scenarios() {
+    writeback_scenarios("xfs");
+}
+
+/// Restores a sysctl on drop.
+struct Sysctl {
+    path: &'static str,
+    old: String,
+}
+
+impl Sysctl {
+    fn set(path: &'static str, value: &str) -> Sysctl {
+        let old = std::fs::read_to_string(path).unwrap();
+        std::fs::write(path, value).unwrap();
+        Sysctl { path, old }
+    }
+}
+
+impl Drop for Sysctl {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.path, self.old.trim());
+    }
+}
+
+/// Periodic writeback: nobody syncs; the flusher writes the expired pages on its own timer.
+/// The kernel's timers are shortened (expiry 1 s, wakeups every 0.5 s) so this takes seconds,
+/// not the default 30; the charge must still go to the writer, with the periodic reason.
+/// (8 s of waiting, not 2: a flusher wakeup armed before the change keeps its old 5 s delay,
+/// seen here as a capture of 4 s that held no writeback when another test ran just before.)
+#[test]
+fn periodic_writeback_charges_the_writer() {
+    if !support::ready(&["mkfs.ext4", "dd"]) {
+        return;
+    }
+    let _g = support::lock();
+    let _expire = Sysctl::set("/proc/sys/vm/dirty_expire_centisecs", "100");
+    let _wake = Sysctl::set("/proc/sys/vm/dirty_writeback_centisecs", "50");
+    let fs = LoopFs::new("ext4", 128);
+    let bin = tools(&fs, &[("writerP", "/bin/dd")]);
+    let script = "writerP if=/dev/zero of=$M/p.dat bs=1M count=4 2>/dev/null; sleep 8";
+    let c = charges(&capture(&fs, &bin, "trace", script));
+    let p = ino(&fs.mnt.join("p.dat"));
+    assert_eq!(
+        written(&c, "writerP", p, &["page", "buffer"]),
+        4 * MIB,
+        "{c:#?}"
+    );
+    // The reason: the JSON names it; check with the acts of the writer.
+    let trace = fs.dir.path().join("trace");
+    let o = support::ioblame(&["acts".as_ref(), "--json".as_ref(), trace.as_os_str()]);
+    let reasons: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["comm"] == "writerP" && v["write_bytes"].as_u64() > Some(0))
+        .map(|v| v["reason"].as_str().unwrap_or("-").to_string())
+        .collect();
+    assert!(
+        !reasons.is_empty() && reasons.iter().all(|r| r == "periodic"),
+        "writeback reasons of writerP: {reasons:?}"
+    );
+}

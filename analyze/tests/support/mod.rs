@@ -1,0 +1,90 @@
+//! Real captures for the analyzer's tests: a loop-device filesystem (from the recorder's test
+//! helpers), renamed workload tools, `ioblame-capture record` around a shell script, and the
+//! `ioblame` binary's answers.
+#![allow(dead_code)]
+
+#[path = "../../../capture/tests/common/mod.rs"]
+pub mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub use common::{lock, ready, LoopFs};
+
+/// (comm, via, ino) -> [read (without readahead), readahead, write] bytes.
+pub type Charges = BTreeMap<(String, String, u64), [u64; 3]>;
+
+/// Runs `cmd` with sh and expects success.
+pub fn sh(cmd: &str) {
+    let o = Command::new("sh").arg("-c").arg(cmd).output().unwrap();
+    assert!(
+        o.status.success(),
+        "`{cmd}`: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// A directory of renamed copies of system tools (`(new name, path)`), so each workload
+/// phase has its own comm.
+pub fn tools(fs: &LoopFs, names: &[(&str, &str)]) -> PathBuf {
+    let dir = fs.dir.path().join("bin");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, from) in names {
+        std::fs::copy(from, dir.join(name)).unwrap();
+    }
+    dir
+}
+
+/// Records `script` (run by sh with `bindir` first on PATH and `$M` the mount point) on `fs`
+/// into `fs.dir/NAME`, expecting a clean capture with no lost records.
+pub fn capture(fs: &LoopFs, bindir: &Path, name: &str, script: &str) -> PathBuf {
+    let trace = fs.dir.path().join(name);
+    let path = format!(
+        "{}:{}",
+        bindir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let o = Command::new(common::bin())
+        .args(["record", "-o"])
+        .arg(&trace)
+        .args(["--devices", &fs.name, "--", "sh", "-c", script])
+        .env("PATH", path)
+        .env("M", &fs.mnt)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "capture failed: {err}");
+    assert!(err.contains(" 0 lost"), "records were lost: {err}");
+    trace
+}
+
+/// Runs the analyzer.
+pub fn ioblame(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ioblame"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `ioblame acts --json TRACE` as charges.
+pub fn charges(trace: &Path) -> Charges {
+    let o = ioblame(&["acts".as_ref(), "--json".as_ref(), trace.as_os_str()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut m = Charges::new();
+    for line in String::from_utf8_lossy(&o.stdout).lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let ra = v["readahead_bytes"].as_u64().unwrap();
+        let e = m
+            .entry((
+                v["comm"].as_str().unwrap().to_string(),
+                v["via"].as_str().unwrap().to_string(),
+                v["ino"].as_u64().unwrap(),
+            ))
+            .or_default();
+        e[0] += v["read_bytes"].as_u64().unwrap() - ra;
+        e[1] += ra;
+        e[2] += v["write_bytes"].as_u64().unwrap();
+    }
+    m
+}

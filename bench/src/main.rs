@@ -1,0 +1,123 @@
+//! `ioblame-bench`: the analyzer's speed and memory (issue 4's benchmark). Not a test: it
+//! prints figures.
+//!
+//! * `ioblame-bench gen -o DIR [--events N] [--seed S]` writes a deterministic, realistic
+//!   trace (see `gen.rs`), streaming to disk.
+//! * `ioblame-bench stats TRACE` prints the shape of a trace (event mix, tasks, files,
+//!   stacks, bytes per event), to compare a generated trace with a real capture.
+//! * `ioblame-bench run TRACE [--threads 1,2] [--repeat 3]` measures each stage (decompress,
+//!   decode, decode+merge, end to end with the attribution) in a fresh child process per
+//!   measurement, printing events/s and peak RSS, and the 2-thread/1-thread ratios.
+//! * `ioblame-bench vs-perf [--secs 4] [--keep]` (root) records one real workload with
+//!   `perf record` (the line `ioblame perf-command` prints) and `ioblame-capture` at once,
+//!   then times `perf script -F comm,pid,tid,time,event,trace,ip,sym` against ioblame's
+//!   end-to-end analysis.
+
+mod gen;
+mod measure;
+mod stats;
+mod vsperf;
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+/// The analyzer's allocator (events are decoded on worker threads and freed on the merging
+/// thread; glibc's malloc is slow at that).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "ioblame-bench", about = "ioblame analyzer benchmark")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Generate a deterministic trace.
+    Gen {
+        /// Output directory.
+        #[arg(short = 'o')]
+        out: PathBuf,
+        /// Events (samples), at least.
+        #[arg(long, default_value_t = 5_000_000)]
+        events: u64,
+        /// Seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Measure every stage on a trace, 1 and 2 threads.
+    Run {
+        /// The trace.
+        trace: PathBuf,
+        /// Thread counts.
+        #[arg(long, value_delimiter = ',', default_value = "1,2")]
+        threads: Vec<usize>,
+        /// Runs of each measurement; the fastest is shown (peaks are the highest).
+        #[arg(long, default_value_t = 3)]
+        repeat: usize,
+    },
+    /// One measurement (run by `run` in a child process).
+    #[command(hide = true)]
+    Measure {
+        stage: String,
+        threads: usize,
+        trace: PathBuf,
+    },
+    /// The shape of a trace: event mix, stacks, tasks, files, bytes per event.
+    Stats {
+        /// The trace.
+        trace: PathBuf,
+    },
+    /// perf script vs ioblame on one real workload (root).
+    VsPerf {
+        /// Seconds of workload.
+        #[arg(long, default_value_t = 4)]
+        secs: u32,
+        /// Keep the ioblame trace and the perf.data (under /var/tmp/iob-vsperf.*).
+        #[arg(long)]
+        keep: bool,
+    },
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().cmd {
+        Cmd::Gen { out, events, seed } => {
+            let t0 = std::time::Instant::now();
+            let o = gen::GenOptions {
+                events,
+                seed,
+                ..Default::default()
+            };
+            let n = gen::generate(&out, &o)?;
+            let bytes: u64 = std::fs::read_dir(&out)?
+                .flatten()
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum();
+            println!(
+                "generated {n} events into {} ({:.1} MiB, {:.1} bytes/event) in {:.1} s",
+                out.display(),
+                bytes as f64 / 1048576.0,
+                bytes as f64 / n as f64,
+                t0.elapsed().as_secs_f64()
+            );
+        }
+        Cmd::Run {
+            trace,
+            threads,
+            repeat,
+        } => measure::run_all(&trace, &threads, repeat)?,
+        Cmd::Measure {
+            stage,
+            threads,
+            trace,
+        } => measure::measure_here(&stage, threads, &trace)?,
+        Cmd::Stats { trace } => stats::print(&trace)?,
+        Cmd::VsPerf { secs, keep } => vsperf::run(secs, keep)?,
+    }
+    Ok(())
+}

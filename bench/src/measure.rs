@@ -1,0 +1,317 @@
+//! Per-stage measurements, each in a fresh child process so peak memory is its own.
+//!
+//! Every stage is timed from `Trace::open` (which maps the ring files and reads their index)
+//! to its last event, and includes the stages before it:
+//!
+//! * `decompress`: every chunk decompressed (in parallel), nothing else;
+//! * `decode`: every chunk decompressed and decoded to typed events (in parallel), no merge;
+//! * `merge`: the analyzer's stream (`for_each_event`: parallel decode windows merged into
+//!   one time-ordered stream) with a consumer that only counts;
+//! * `attribute`: what `ioblame` does end to end (`analyze/src/pipeline.rs`): the stream fed
+//!   to the attribution with the trace's kernel symbols, every charged IO drained and summed
+//!   per act with the tables at hand, then `finish()` and its leftover IOs.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _, Result};
+use ioblame_attrib::{ActTotals, Attributor, Context, Io};
+use ioblame_decode::stream::{for_each_event, StreamOptions};
+use ioblame_decode::{Decoder, Symbolizer};
+use ioblame_format::Trace;
+
+/// The stages, each including the ones before it.
+pub const STAGES: &[&str] = &["decompress", "decode", "merge", "attribute"];
+
+/// What one measurement printed.
+#[derive(Debug, Clone, Default)]
+pub struct Figures {
+    /// Records (decompress) or events (other stages) processed.
+    pub events: u64,
+    /// Wall seconds of the stage, from opening the trace.
+    pub secs: f64,
+    /// Peak resident memory of the process (`VmHWM`), KiB: heap plus the pages of the
+    /// memory-mapped trace files that were read.
+    pub peak_kib: u64,
+    /// Peak anonymous resident memory (`RssAnon`, sampled every 2 ms), KiB: the heap alone.
+    pub peak_anon_kib: u64,
+    /// What the stage said about its result (attribute: acts, bytes charged).
+    pub note: String,
+    /// Wall seconds of the whole child process (start-up and exit included).
+    pub process_secs: f64,
+}
+
+impl Figures {
+    /// Events per second.
+    pub fn rate(&self) -> f64 {
+        self.events as f64 / self.secs
+    }
+}
+
+fn status_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Samples `RssAnon` until dropped.
+struct AnonPeak {
+    stop: Arc<AtomicBool>,
+    peak: Arc<AtomicU64>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl AnonPeak {
+    fn start() -> AnonPeak {
+        let stop = Arc::new(AtomicBool::new(false));
+        let peak = Arc::new(AtomicU64::new(0));
+        let (s, p) = (stop.clone(), peak.clone());
+        let thread = std::thread::spawn(move || loop {
+            p.fetch_max(status_kib("RssAnon:"), Ordering::Relaxed);
+            if s.load(Ordering::Relaxed) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        });
+        AnonPeak {
+            stop,
+            peak,
+            thread: Some(thread),
+        }
+    }
+    fn finish(mut self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.peak.load(Ordering::Relaxed)
+    }
+}
+
+/// Runs `stage` on `trace` with a pool of `threads`, in this process; prints the figures
+/// (`events secs peak_kib peak_anon_kib`, then the note).
+pub fn measure_here(stage: &str, threads: usize, trace: &Path) -> Result<()> {
+    if !STAGES.contains(&stage) {
+        bail!("unknown stage {stage} (expected {})", STAGES.join(", "));
+    }
+    let so = StreamOptions::default();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()?;
+    let anon = AnonPeak::start();
+    let t0 = Instant::now();
+    let mut note = String::new();
+    let events = pool.install(|| -> Result<u64> {
+        let t = Trace::open(trace).with_context(|| format!("opening {}", trace.display()))?;
+        Ok(match stage {
+            "decompress" => t
+                .par_map_chunks(|c, r| r.map(|_| c.header.records as u64).unwrap_or(0))
+                .iter()
+                .sum(),
+            "decode" => {
+                let d = Decoder::new(t.header(), t.metadata());
+                t.par_map_chunks(|_, r| {
+                    r.map(|ch| d.decode_chunk(&ch).events.len() as u64)
+                        .unwrap_or(0)
+                })
+                .iter()
+                .sum()
+            }
+            "merge" => {
+                let d = Decoder::new(t.header(), t.metadata());
+                let mut n = 0u64;
+                for_each_event(&t, &d, &so, |_| n += 1);
+                n
+            }
+            _ => {
+                // As analyze/src/pipeline.rs::analyze, all devices selected.
+                let d = Decoder::new(t.header(), t.metadata());
+                let mut ctx = Context::from_trace(t.header(), t.metadata());
+                if let Some(k) = t.metadata().kallsyms.as_ref().filter(|k| !k.restricted) {
+                    let s = Symbolizer::from_kallsyms(&k.text);
+                    ctx.symbols = Some(Box::new(move |a: u64| {
+                        s.resolve(a).map(|x| x.name.to_string())
+                    }));
+                }
+                let mut attr = Attributor::new(ctx);
+                let mut totals: Vec<ActTotals> = Vec::new();
+                let mut buf: Vec<Io> = Vec::new();
+                let (mut n, mut ios, mut bytes) = (0u64, 0u64, 0u64);
+                let mut charge = |io: &Io, totals: &mut Vec<ActTotals>| {
+                    let i = io.act as usize;
+                    if totals.len() <= i {
+                        totals.resize(i + 1, ActTotals::default());
+                    }
+                    totals[i].add(io.dir, io.size);
+                    ios += 1;
+                    bytes += io.size;
+                };
+                for_each_event(&t, &d, &so, |ev| {
+                    n += 1;
+                    attr.push(&ev);
+                    attr.drain_ios_into(&mut buf);
+                    if !buf.is_empty() {
+                        let tables = attr.tables();
+                        for io in buf.drain(..) {
+                            charge(&io, &mut totals);
+                            std::hint::black_box(tables.acts.len());
+                        }
+                    }
+                });
+                let done = attr.finish();
+                for io in &done.ios {
+                    charge(io, &mut totals);
+                }
+                note = format!(
+                    "attribution: {ios} IOs, {:.1} GiB, {} acts, {} roles, {} intents, {:.2}% of the bytes unknown",
+                    bytes as f64 / (1u64 << 30) as f64,
+                    done.tables.acts.len(),
+                    done.tables.roles.len(),
+                    done.tables.intents.len(),
+                    100.0 * done.summary.unknown_bytes as f64 / bytes.max(1) as f64
+                );
+                n
+            }
+        })
+    })?;
+    let secs = t0.elapsed().as_secs_f64();
+    let peak_anon = anon.finish();
+    println!("{events} {secs:.6} {} {peak_anon}", status_kib("VmHWM:"));
+    if !note.is_empty() {
+        println!("{note}");
+    }
+    Ok(())
+}
+
+/// Runs `stage` in a child process of this binary.
+pub fn measure_child(stage: &str, threads: usize, trace: &Path) -> Result<Figures> {
+    let exe = std::env::current_exe()?;
+    let t0 = Instant::now();
+    let o = Command::new(exe)
+        .args(["measure", stage, &threads.to_string()])
+        .arg(trace)
+        .output()?;
+    let process_secs = t0.elapsed().as_secs_f64();
+    if !o.status.success() {
+        bail!("measure {stage}: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    let err = String::from_utf8_lossy(&o.stderr);
+    if !err.trim().is_empty() {
+        eprint!("{err}");
+    }
+    let out = String::from_utf8_lossy(&o.stdout);
+    let mut lines = out.lines();
+    let first = lines.next().unwrap_or("");
+    let f: Vec<&str> = first.split_whitespace().collect();
+    let [e, s, p, a] = f[..] else {
+        bail!("measure {stage}: unexpected output {out:?}")
+    };
+    Ok(Figures {
+        events: e.parse()?,
+        secs: s.parse()?,
+        peak_kib: p.parse()?,
+        peak_anon_kib: a.parse()?,
+        note: lines.collect::<Vec<_>>().join("\n"),
+        process_secs,
+    })
+}
+
+/// Every stage for every thread count, with the ratios of the last thread count to the
+/// first.
+pub fn run_all(trace: &Path, threads: &[usize], repeat: usize) -> Result<()> {
+    let compressed: u64 = std::fs::read_dir(trace)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or_else(|_| std::fs::metadata(trace).map(|m| m.len()).unwrap_or(0));
+    println!(
+        "trace {} ({:.1} MiB on disk); each figure from a fresh process, timed from opening the \
+         trace, best of {repeat}; load average before: {}",
+        trace.display(),
+        compressed as f64 / 1048576.0,
+        loadavg()
+    );
+    println!(
+        "{:<11} {:>7} {:>11} {:>8} {:>14} {:>9} {:>9}",
+        "stage", "threads", "events", "secs", "events/s", "peak RSS", "peak anon"
+    );
+    let mut notes = Vec::new();
+    let mut ratios = Vec::new();
+    for stage in STAGES {
+        let mut per_thread = Vec::new();
+        for &n in threads {
+            let mut f = measure_child(stage, n, trace)?;
+            for _ in 1..repeat.max(1) {
+                let g = measure_child(stage, n, trace)?;
+                let peak = (
+                    f.peak_kib.max(g.peak_kib),
+                    f.peak_anon_kib.max(g.peak_anon_kib),
+                );
+                if g.secs < f.secs {
+                    f = g;
+                }
+                (f.peak_kib, f.peak_anon_kib) = peak;
+            }
+            println!(
+                "{:<11} {:>7} {:>11} {:>8.3} {:>14} {:>5.0} MiB {:>5.0} MiB",
+                stage,
+                n,
+                f.events,
+                f.secs,
+                group(f.rate()),
+                f.peak_kib as f64 / 1024.0,
+                f.peak_anon_kib as f64 / 1024.0
+            );
+            if !f.note.is_empty() && !notes.contains(&f.note) {
+                notes.push(f.note.clone());
+            }
+            per_thread.push((n, f));
+        }
+        if let (Some((a, fa)), Some((b, fb))) = (per_thread.first(), per_thread.last()) {
+            if a != b {
+                ratios.push(format!("{stage} x{:.2}", fb.rate() / fa.rate()));
+            }
+        }
+    }
+    if let (Some(a), Some(b)) = (threads.first(), threads.last()) {
+        if a != b && !ratios.is_empty() {
+            println!("{b} vs {a} threads: {}", ratios.join(", "));
+        }
+    }
+    for n in notes {
+        println!("{n}");
+    }
+    println!("load average after: {}", loadavg());
+    Ok(())
+}
+
+/// The 1, 5 and 15 minute load averages (other work on the machine skews the figures).
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// `12345678.9` as `12,345,679`.
+pub fn group(x: f64) -> String {
+    let s = format!("{:.0}", x);
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
