@@ -55,12 +55,14 @@ const ZSTD_LEVEL: i32 = 3;
 /// Size of `struct perf_file_header`.
 const PERF_FILE_HEADER_LEN: u64 = 104;
 
+const PERF_RECORD_MMAP: u32 = 1;
 const PERF_RECORD_LOST: u32 = 2;
 const PERF_RECORD_COMM: u32 = 3;
 const PERF_RECORD_EXIT: u32 = 4;
 const PERF_RECORD_FORK: u32 = 7;
 const PERF_RECORD_SAMPLE: u32 = 9;
 const PERF_RECORD_LOST_SAMPLES: u32 = 13;
+const PERF_RECORD_MMAP2: u32 = 10;
 
 /// Options of the conversion.
 #[derive(Debug, Clone, Default)]
@@ -540,6 +542,8 @@ fn convert(
     let mut chunks: Vec<EncodedChunk> = Vec::new();
     let mut dropped: BTreeMap<String, u64> = BTreeMap::new();
     let mut max_cpu = 0u32;
+    // perf's kernel map record names a reference symbol and its address at recording time.
+    let mut kernel_ref: Option<(String, u64)> = None;
     let mut buf = Vec::with_capacity(256);
     loop {
         let rec = match record_iter.next_record(&mut perf_file) {
@@ -556,6 +560,9 @@ fn convert(
             }
         };
         let t = record.record_type.0;
+        if kernel_ref.is_none() && matches!(t, PERF_RECORD_MMAP | PERF_RECORD_MMAP2) {
+            kernel_ref = kernel_ref_symbol(order, t, record.data.as_slice().as_ref());
+        }
         if !matches!(
             t,
             PERF_RECORD_SAMPLE
@@ -668,6 +675,31 @@ fn convert(
     } else {
         None
     };
+    // Check the symbols against the recording's own kernel map: a copy from another boot
+    // (KASLR) or another kernel build would name the wrong functions.
+    let kallsyms = match (kallsyms, &kernel_ref) {
+        (Some(text), Some((sym, addr))) => match kallsyms_address(&text, sym) {
+            Some(a) if a == *addr || a == 0 => Some(text),
+            Some(a) => {
+                let delta = addr.wrapping_sub(a);
+                notes.push(format!(
+                    "the kernel symbols are from another boot: {sym} is at {a:#x} there and at \
+                     {addr:#x} in the recording; core kernel symbols were shifted by {:#x}, \
+                     module symbols are left as they are and may be wrong",
+                    delta as i64
+                ));
+                Some(relocate_kallsyms(&text, delta))
+            }
+            None => {
+                notes.push(format!(
+                    "the kernel symbols lack {sym}, the recording's reference symbol: they may \
+                     be from another kernel"
+                ));
+                Some(text)
+            }
+        },
+        (k, _) => k,
+    };
     let kallsyms = kallsyms.map(|text| {
         let restricted = text
             .lines()
@@ -750,6 +782,55 @@ fn convert(
     Ok(Converted { trace, notes })
 }
 
+/// The kernel reference symbol of a `PERF_RECORD_MMAP`/`MMAP2` body, if it is perf's kernel
+/// map (`[kernel.kallsyms]_text`, pid -1): perf stores the symbol's address in `pgoff`.
+fn kernel_ref_symbol(order: ByteOrder, t: u32, body: &[u8]) -> Option<(String, u64)> {
+    let u32_at = |o: usize| Some(order.u32(body.get(o..o + 4)?.try_into().ok()?));
+    let u64_at = |o: usize| Some(order.u64(body.get(o..o + 8)?.try_into().ok()?));
+    if u32_at(0)? != u32::MAX {
+        return None;
+    }
+    let pgoff = u64_at(24)?;
+    // MMAP: pid, tid, addr, len, pgoff, filename. MMAP2 adds 24 bytes of device/inode or
+    // build id and 8 of prot/flags before the filename.
+    let name_at = if t == PERF_RECORD_MMAP { 32 } else { 64 };
+    let name = body.get(name_at..)?;
+    let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+    let sym = std::str::from_utf8(name)
+        .ok()?
+        .strip_prefix("[kernel.kallsyms]")?;
+    (!sym.is_empty() && pgoff != 0).then(|| (sym.to_string(), pgoff))
+}
+
+/// The address of `sym` among the core kernel symbols of a kallsyms text.
+fn kallsyms_address(text: &str, sym: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        let (addr, _kind, name) = (f.next()?, f.next()?, f.next()?);
+        (name == sym && f.next().is_none())
+            .then(|| u64::from_str_radix(addr, 16).ok())
+            .flatten()
+    })
+}
+
+/// Shifts the core kernel symbols of a kallsyms text by `delta` (a KASLR offset); module
+/// symbols (`[module]` suffix) load elsewhere on every boot and are kept.
+fn relocate_kallsyms(text: &str, delta: u64) -> String {
+    let mut out = String::with_capacity(text.len());
+    for l in text.lines() {
+        let shifted = (!l.trim_end().ends_with(']'))
+            .then(|| l.split_once(' '))
+            .flatten()
+            .and_then(|(a, rest)| {
+                let a = u64::from_str_radix(a, 16).ok()?;
+                Some(format!("{:016x} {rest}", a.wrapping_add(delta)))
+            });
+        out.push_str(shifted.as_deref().unwrap_or(l));
+        out.push('\n');
+    }
+    out
+}
+
 fn put16(o: ByteOrder, v: u16) -> [u8; 2] {
     match o {
         ByteOrder::Little => v.to_le_bytes(),
@@ -805,6 +886,42 @@ mod tests {
         assert_eq!(f["block:a"], "dev == 1");
         assert_eq!(f["block:b"], "dev == 1");
         assert!(!f.contains_key("x:y"));
+    }
+
+    #[test]
+    fn kernel_reference_symbol_and_relocation() {
+        let mut mmap = Vec::new();
+        mmap.extend_from_slice(&u32::MAX.to_le_bytes());
+        mmap.extend_from_slice(&u32::MAX.to_le_bytes());
+        for v in [0xffffffff81000000u64, 0x1000000, 0xffffffff81000000] {
+            mmap.extend_from_slice(&v.to_le_bytes());
+        }
+        mmap.extend_from_slice(b"[kernel.kallsyms]_text\0\0");
+        assert_eq!(
+            kernel_ref_symbol(ByteOrder::Little, PERF_RECORD_MMAP, &mmap),
+            Some(("_text".to_string(), 0xffffffff81000000))
+        );
+        // A user mapping, or a body cut short, is not the kernel map.
+        assert_eq!(
+            kernel_ref_symbol(ByteOrder::Little, PERF_RECORD_MMAP, &mmap[..30]),
+            None
+        );
+        let mut user = mmap.clone();
+        user[..4].copy_from_slice(&7u32.to_le_bytes());
+        assert_eq!(
+            kernel_ref_symbol(ByteOrder::Little, PERF_RECORD_MMAP, &user),
+            None
+        );
+
+        let text =
+            "ffffffff8a000000 T _text\nffffffff8a001000 T foo\nffffffffc0001000 t m [ext4]\n";
+        assert_eq!(kallsyms_address(text, "_text"), Some(0xffffffff8a000000));
+        assert_eq!(kallsyms_address(text, "m"), None);
+        let moved = relocate_kallsyms(text, 0xffffffff81000000u64.wrapping_sub(0xffffffff8a000000));
+        assert_eq!(
+            moved,
+            "ffffffff81000000 T _text\nffffffff81001000 T foo\nffffffffc0001000 t m [ext4]\n"
+        );
     }
 
     #[test]

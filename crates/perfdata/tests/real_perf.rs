@@ -437,6 +437,40 @@ fn kallsyms_option_is_used() {
         c.trace.metadata().kallsyms.as_ref().unwrap().text,
         "ffffffff81000000 T _stext\n"
     );
+    // The recording's kernel map says where `_text` was: a copy from another boot is shifted.
+    let here = std::fs::read_to_string("/proc/kallsyms").unwrap();
+    let text_at = here
+        .lines()
+        .find_map(|l| l.strip_suffix(" T _text"))
+        .map(|a| u64::from_str_radix(a, 16).unwrap())
+        .unwrap();
+    if text_at != 0 {
+        let other_boot = format!(
+            "{:016x} T _text\n{:016x} T some_function\n",
+            text_at + 0x200000,
+            text_at + 0x201000
+        );
+        std::fs::write(&k, other_boot).unwrap();
+        let c = open_perf_data(
+            &p,
+            &PerfDataOptions {
+                kallsyms: Some(k.clone()),
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            c.trace.metadata().kallsyms.as_ref().unwrap().text,
+            format!(
+                "{text_at:016x} T _text\n{:016x} T some_function\n",
+                text_at + 0x1000
+            )
+        );
+        assert!(
+            c.notes.iter().any(|n| n.contains("another boot")),
+            "{:?}",
+            c.notes
+        );
+    }
     let missing = dir.path().join("nope");
     assert!(matches!(
         open_perf_data(
