@@ -8,6 +8,7 @@ command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
 command -v mkfs.xfs >/dev/null || need+=(xfsprogs)
 command -v losetup >/dev/null || need+=(util-linux)
 command -v python3 >/dev/null || need+=(python3)
+python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 command -v fio >/dev/null || need+=(fio)
 command -v perf >/dev/null || need+=(linux-perf)
 command -v chromium >/dev/null || need+=(chromium)
@@ -19,7 +20,11 @@ if [ "${#need[@]}" -gt 0 ]; then
 fi
 
 # The report tests read the Parquet tables with DuckDB, as users do.
-python3 -c 'import duckdb' 2>/dev/null || python3 -m pip install --quiet duckdb
+# Debian's own python3 refuses pip installs into the system (PEP 668) unless told to.
+if ! python3 -c 'import duckdb' 2>/dev/null; then
+    python3 -m pip install --quiet duckdb 2>/dev/null ||
+        python3 -m pip install --quiet --break-system-packages duckdb
+fi
 
 # The capture reads tracepoint ids and formats from tracefs.
 if [ ! -e /sys/kernel/tracing/events ]; then
