@@ -653,13 +653,28 @@ impl Trace {
                     ),
                 });
             }
-            for w in seqs.windows(2) {
-                if w[1] > w[0] + 1 {
+            // Runs of equal numbers are duplicates; a step over 1 is a gap. No arithmetic can
+            // overflow: `w[0] < w[1]` in the gap case, so `w[0] + 1` fits.
+            let mut i = 0;
+            while i < seqs.len() {
+                let s = seqs[i];
+                let run = seqs[i..].iter().take_while(|&&x| x == s).count();
+                if run > 1 {
                     problems.push(Problem {
                         path: files[0].path.clone(),
                         offset: 0,
-                        what: format!("cpu {cpu}: chunks {}..{} are missing", w[0] + 1, w[1]),
+                        what: format!("cpu {cpu}: chunk {s} appears {run} times"),
                     });
+                }
+                i += run;
+                if let Some(&next) = seqs.get(i) {
+                    if next - s > 1 {
+                        problems.push(Problem {
+                            path: files[0].path.clone(),
+                            offset: 0,
+                            what: format!("cpu {cpu}: chunks {}..{next} are missing", s + 1),
+                        });
+                    }
                 }
             }
         }

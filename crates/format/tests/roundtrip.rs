@@ -579,3 +579,41 @@ fn crc32(b: &[u8]) -> u32 {
     }
     !crc
 }
+
+/// A chunk of CPU `cpu` with sequence number `seq` holding one record.
+fn chunk_with_seq(cpu: u32, seq: u64) -> EncodedChunk {
+    let mut b = ChunkBuilder::new(cpu);
+    b.push(&record(ByteOrder::native(), 9, 16, seq | 1), Some(seq | 1));
+    let (mut h, recs) = b.take_raw().unwrap();
+    h.seq = seq;
+    encode_chunk(h, &recs, 1)
+}
+
+#[test]
+fn sequence_numbers_near_u64_max_and_duplicates_are_reported() {
+    // Regression (audit item 2): `w[0] + 1` overflowed for a chunk numbered u64::MAX.
+    let chunks = [
+        chunk_with_seq(0, 0),
+        chunk_with_seq(0, 1),
+        chunk_with_seq(0, u64::MAX - 1),
+        chunk_with_seq(0, u64::MAX),
+        chunk_with_seq(0, u64::MAX),
+        chunk_with_seq(1, 0),
+        chunk_with_seq(1, 0),
+        chunk_with_seq(1, 1),
+    ];
+    let bytes = hand_made(ByteOrder::native(), &[], &chunks);
+    let f = TraceFile::from_bytes(Path::new("x.iob"), bytes).unwrap();
+    let t = Trace::from_files(vec![f], vec![]);
+    assert_eq!(t.chunks().len(), chunks.len());
+    let what: Vec<&str> = t.problems().iter().map(|p| p.what.as_str()).collect();
+    assert_eq!(
+        what,
+        [
+            format!("cpu 0: chunks 2..{} are missing", u64::MAX - 1),
+            format!("cpu 0: chunk {} appears 2 times", u64::MAX),
+            "cpu 1: chunk 0 appears 2 times".to_string(),
+        ],
+        "{what:?}"
+    );
+}
