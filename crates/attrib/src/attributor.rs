@@ -26,6 +26,8 @@ const NO_REASON: u32 = u32::MAX;
 const NO_TXN: u32 = u32::MAX;
 /// `I_DIRTY_SYNC | I_DIRTY_DATASYNC`.
 const I_DIRTY_INODE: u64 = 0x30;
+/// `I_DIRTY_PAGES`.
+const I_DIRTY_PAGES: u64 = 0x40;
 /// Blocknrs at or above this are delalloc/unmapped sentinels.
 const BH_SENTINEL: u64 = 1 << 62;
 /// `IOMAP_MAPPED`, `IOMAP_UNWRITTEN`.
@@ -137,6 +139,8 @@ struct FolioEnt {
     remaining: u64,
     owner: Dirtier,
     via: Via,
+    /// When it was dirtied.
+    t: u64,
 }
 
 /// The dirty folios of one `(bdi, ino)`.
@@ -162,6 +166,76 @@ impl DirtyFile {
             self.owners[i].2 -= 1;
             if self.owners[i].2 == 0 {
                 self.owners.swap_remove(i);
+            }
+        }
+    }
+
+    /// Forgets the folios overlapping pages `[index, end)`.
+    fn remove_pages(&mut self, index: u64, end: u64) {
+        let mut gone: Vec<u64> = if end == index.saturating_add(1) {
+            // The common case (small folios): a point lookup, not a range walk.
+            self.folios
+                .get_key_value(&index)
+                .map(|(&k, _)| k)
+                .into_iter()
+                .collect()
+        } else {
+            self.folios.range(index..end).map(|(&k, _)| k).collect()
+        };
+        if self.max_pages > 1 {
+            if let Some((&k, f)) = self.folios.range(..index).next_back() {
+                if k.saturating_add(f.pages) > index {
+                    gone.push(k);
+                }
+            }
+        }
+        for k in gone {
+            if let Some(old) = self.folios.remove(&k) {
+                self.dec(old.owner, old.via);
+            }
+        }
+    }
+
+    /// Forgets the folios dirtied before `t`.
+    fn remove_older_than(&mut self, t: u64) {
+        let gone: Vec<u64> = self
+            .folios
+            .iter()
+            .filter(|(_, f)| f.t < t)
+            .map(|(&k, _)| k)
+            .collect();
+        for k in gone {
+            if let Some(old) = self.folios.remove(&k) {
+                self.dec(old.owner, old.via);
+            }
+        }
+    }
+
+    /// Counts `bytes` of `d`'s folios as written when the IO that wrote them gives no file
+    /// offset (a buffer_head link, the single-dirtier rule): lowest index first, as
+    /// writeback goes. Returns nothing; emptied folios are forgotten.
+    fn consume(&mut self, d: Dirtier, via: Via, mut bytes: u64) {
+        if bytes == 0 || !self.owners.iter().any(|o| o.0 == d && o.1 == via) {
+            return;
+        }
+        let mut gone = Vec::new();
+        for (&k, f) in self.folios.iter_mut() {
+            if bytes == 0 {
+                break;
+            }
+            if f.owner != d || f.via != via {
+                continue;
+            }
+            let n = bytes.min(f.remaining);
+            f.remaining -= n;
+            bytes -= n;
+            if f.remaining == 0 {
+                gone.push(k);
+            }
+        }
+        for k in gone {
+            if let Some(old) = self.folios.remove(&k) {
+                self.dec(old.owner, old.via);
             }
         }
     }
@@ -211,6 +285,8 @@ impl FolioOrders {
 struct TidCtx {
     reason: u32,
     wb_ino: Option<(Dev, u64)>,
+    /// When the `single_inode` bracket of `wb_ino` began.
+    wb_since: u64,
     wi_ino: Option<(Dev, u64)>,
     wp_ino: Option<(Dev, u64)>,
     /// Inside `ext4_writepages..ext4_writepages_result` (a closed bracket, unlike iomap's).
@@ -227,6 +303,7 @@ impl Default for TidCtx {
         TidCtx {
             reason: NO_REASON,
             wb_ino: None,
+            wb_since: 0,
             wi_ino: None,
             wp_ino: None,
             ext4_wp: false,
@@ -612,10 +689,26 @@ impl Attributor {
                     .insert((disk, *ino, *index), (*order).min(30));
             }
             EventKind::DeleteFromPageCache {
-                s_dev, ino, index, ..
+                s_dev,
+                ino,
+                index,
+                order,
+                ..
             } => {
                 let disk = self.order_disk(*s_dev, *ino);
                 self.folio_order.remove((disk, *ino, *index));
+                // A folio leaving the page cache is no longer dirty (truncated, or written
+                // and evicted): forget its dirtier.
+                let end = index.saturating_add(1u64 << (*order).min(30));
+                for key in [(disk, *ino), (0, *ino)] {
+                    if let Some(df) = self.dirty.get_mut(&key) {
+                        df.remove_pages(*index, end);
+                        if df.folios.is_empty() {
+                            self.dirty.remove(&key);
+                        }
+                        break;
+                    }
+                }
             }
 
             // ---- maps on the issuing thread ----
@@ -704,13 +797,26 @@ impl Attributor {
                 WorkPhase::Queue | WorkPhase::Exec => {}
             },
             EventKind::SingleInodeStart { bdi, ino, .. } => {
-                self.tid(ev.tid).wb_ino = Some((*bdi, *ino))
-            }
-            EventKind::SingleInode { .. } => {
                 let c = self.tid(ev.tid);
+                c.wb_ino = Some((*bdi, *ino));
+                c.wb_since = ev.time;
+            }
+            EventKind::SingleInode {
+                bdi, ino, state, ..
+            } => {
+                let c = self.tid(ev.tid);
+                let began = (c.wb_ino == Some((*bdi, *ino))).then_some(c.wb_since);
                 c.wb_ino = None;
                 c.wp_ino = None;
                 c.rmap.clear();
+                // The inode left writeback with no dirty page: every folio dirtied before
+                // the bracket began was written (or dropped), whether or not its IO could
+                // be linked to it.
+                if let Some(t) = began {
+                    if *state & I_DIRTY_PAGES == 0 {
+                        self.forget_dirty_before(*bdi, *ino, t);
+                    }
+                }
             }
             EventKind::WriteInodeStart { bdi, ino, .. } => {
                 self.tid(ev.tid).wi_ino = Some((*bdi, *ino))
@@ -883,6 +989,45 @@ impl Attributor {
             part_start: 0,
             size: 0,
         })
+    }
+
+    /// The dirty folios of `(bdi, ino)` (or of `(0, ino)` when the bdi name was not a
+    /// device), as the page lookups find them.
+    fn dirty_key(&self, bdi: Dev, ino: u64) -> Option<(Dev, u64)> {
+        if self.dirty.contains_key(&(bdi, ino)) {
+            Some((bdi, ino))
+        } else if self.dirty.contains_key(&(0, ino)) {
+            Some((0, ino))
+        } else {
+            None
+        }
+    }
+
+    /// Forgets the folios of `(bdi, ino)` dirtied before `t`.
+    fn forget_dirty_before(&mut self, bdi: Dev, ino: u64, t: u64) {
+        let Some(key) = self.dirty_key(bdi, ino) else {
+            return;
+        };
+        if let Some(df) = self.dirty.get_mut(&key) {
+            df.remove_older_than(t);
+            if df.folios.is_empty() {
+                self.dirty.remove(&key);
+            }
+        }
+    }
+
+    /// Counts `bytes` of `d`'s dirty folios of `(bdi, ino)` as written (see
+    /// [`DirtyFile::consume`]).
+    fn consume_dirty(&mut self, bdi: Dev, ino: u64, d: Dirtier, via: Via, bytes: u64) {
+        let Some(key) = self.dirty_key(bdi, ino) else {
+            return;
+        };
+        if let Some(df) = self.dirty.get_mut(&key) {
+            df.consume(d, via, bytes);
+            if df.folios.is_empty() {
+                self.dirty.remove(&key);
+            }
+        }
     }
 
     /// The disk a page-cache event's folio belongs to (the bdev inode has `s_dev` 0).
@@ -1155,29 +1300,7 @@ impl Attributor {
         let pages = 1u64 << order;
         let df = self.dirty.entry((bdi, ino)).or_default();
         // A new clean->dirty event replaces whatever we had there (it was written).
-        let end = index.saturating_add(pages);
-        let mut gone: Vec<u64> = if pages == 1 {
-            // The common case (small folios): a point lookup, not a range walk.
-            df.folios
-                .get_key_value(&index)
-                .map(|(&k, _)| k)
-                .into_iter()
-                .collect()
-        } else {
-            df.folios.range(index..end).map(|(&k, _)| k).collect()
-        };
-        if df.max_pages > 1 {
-            if let Some((&k, f)) = df.folios.range(..index).next_back() {
-                if k.saturating_add(f.pages) > index {
-                    gone.push(k);
-                }
-            }
-        }
-        for k in gone {
-            if let Some(old) = df.folios.remove(&k) {
-                df.dec(old.owner, old.via);
-            }
-        }
+        df.remove_pages(index, index.saturating_add(pages));
         df.max_pages = df.max_pages.max(pages);
         df.folios.insert(
             index,
@@ -1186,6 +1309,7 @@ impl Attributor {
                 remaining: pages * self.page,
                 owner,
                 via,
+                t: ev.time,
             },
         );
         df.inc(owner, via);
@@ -1368,6 +1492,7 @@ impl Attributor {
                     self.bh.remove(&disk);
                 }
             }
+            let bdev_ino = dev as u64;
             for (a, b, bh) in bhs {
                 let hit = rm.iter().find(|r| r.0 <= a && a < r.1);
                 let (ino, foff) = match hit {
@@ -1383,12 +1508,23 @@ impl Attributor {
                     ..base
                 };
                 paint.fill(a, b, &Frag { c, foff }, None);
+                // A data buffer written with no map (an ext4 overwrite): the page holding
+                // it is written too, though which one is not known; count the bytes
+                // against the dirtier's folios of the file (the maps do it exactly).
+                if hit.is_none()
+                    && bh.ino == 0
+                    && bh.via == Via::Buffer
+                    && ino != 0
+                    && ino != bdev_ino
+                    && !rwbs.has(Rwbs::META)
+                {
+                    self.consume_dirty(disk, ino, bh.owner, Via::Page, (b - a) * 512);
+                }
             }
             // 2. page dirtiers via the maps, then the block-device inode.
             for &(a, b, r) in &rm {
                 self.page_owners(disk, r.ino, a, b, r.foff, &base, &mut paint);
             }
-            let bdev_ino = dev as u64;
             if self.dirty.contains_key(&(disk, bdev_ino)) && s >= info.part_start {
                 let foff = (s - info.part_start).saturating_mul(512);
                 self.page_owners(disk, bdev_ino, s, e, foff, &base, &mut paint);
@@ -1431,17 +1567,23 @@ impl Attributor {
                 .filter(|_| ext4_wp)
                 .map(|(d, i)| (self.dev_info(d).disk, i)));
             if let Some(wb) = single {
-                if let Some(df) = self.dirty.get(&wb) {
-                    if let [(d, via, _)] = df.owners[..] {
-                        let c = Charge {
-                            role: d.role,
-                            stack: d.stack,
-                            via,
-                            ino: wb.1,
-                            ..base
-                        };
-                        paint.fill(s, e, &Frag { c, foff: NO_OFF }, None);
-                    }
+                let only = self.dirty.get(&wb).and_then(|df| match df.owners[..] {
+                    [(d, via, _)] => Some((d, via)),
+                    _ => None,
+                });
+                if let Some((d, via)) = only {
+                    let c = Charge {
+                        role: d.role,
+                        stack: d.stack,
+                        via,
+                        ino: wb.1,
+                        ..base
+                    };
+                    let mut filled = Vec::new();
+                    paint.fill(s, e, &Frag { c, foff: NO_OFF }, Some(&mut filled));
+                    // The pages written are the owner's, at offsets not known.
+                    let bytes = filled.iter().map(|(a, b)| (b - a) * 512).sum();
+                    self.consume_dirty(wb.0, wb.1, d, via, bytes);
                 }
             }
             // 6. unknown, with the best context known.

@@ -585,6 +585,155 @@ fn ext4_overwrite_is_linked_by_dirty_buffers() {
     assert_eq!(charged(&ios, t, "writerO", Via::Buffer), 2 * MIB);
     assert!(ios.iter().all(|i| i.ino == Some(218)));
     assert_eq!(out.summary.dirty_buffers_left, 0);
+    assert_eq!(
+        out.summary.dirty_folios_left, 0,
+        "the pages were written too"
+    );
+}
+
+/// fsync of an ext4 overwrite by the writer: no single_inode bracket, no map; the buffers
+/// link the IO, and the folios they belong to are counted as written.
+#[test]
+fn buffer_linked_fsync_forgets_the_written_folios() {
+    let mut b = Bench::new();
+    b.comm(222, "writerO");
+    b.dirty(222, LOOP0, 218, 0, 2);
+    for blk in 0..4 {
+        let kind = EventKind::DirtyBuffer {
+            dev: LOOP0,
+            blocknr: 5000 + blk,
+            size: 4096,
+        };
+        b.push(222, 222, kind, Some(DIRTY_STACK));
+    }
+    // another writer's folio of the same file stays dirty
+    b.comm(223, "other");
+    b.dirty(223, LOOP0, 218, 64, 0);
+    let wp = |start| {
+        if start {
+            EventKind::Ext4Writepages {
+                dev: LOOP0,
+                ino: 218,
+                sync_mode: 1,
+            }
+        } else {
+            EventKind::Ext4WritepagesResult {
+                dev: LOOP0,
+                ino: 218,
+                pages_written: 4,
+            }
+        }
+    };
+    b.push(222, 222, wp(true), None);
+    b.q(222, LOOP0, 40000, 32, "WS");
+    b.push(222, 222, wp(false), None);
+    b.requests(LOOP0, 40000, 32, 2560, "WS");
+    let (ios, out) = b.finish();
+    assert_eq!(charged(&ios, &out.tables, "writerO", Via::Buffer), 16384);
+    assert_eq!(out.summary.dirty_buffers_left, 0);
+    assert_eq!(
+        (out.summary.dirty_folios_left, out.summary.dirty_pages_left),
+        (1, 1),
+        "only the other writer's page is left"
+    );
+}
+
+/// The single-dirtier rule charges pages without offsets: they are counted as written.
+#[test]
+fn single_dirtier_rule_forgets_the_written_folios() {
+    let mut b = Bench::new();
+    b.comm(631, "db");
+    b.dirty(631, LOOP0, 141, 0, 2);
+    b.dirty(631, LOOP0, 141, 4, 2);
+    b.push(
+        631,
+        631,
+        EventKind::Ext4Writepages {
+            dev: LOOP0,
+            ino: 141,
+            sync_mode: 1,
+        },
+        None,
+    );
+    b.q(631, LOOP0, 1_100_000, 32, "WS");
+    b.push(
+        631,
+        631,
+        EventKind::Ext4WritepagesResult {
+            dev: LOOP0,
+            ino: 141,
+            pages_written: 4,
+        },
+        None,
+    );
+    b.requests(LOOP0, 1_100_000, 32, 2560, "WS");
+    let (ios, out) = b.finish();
+    assert_eq!(charged(&ios, &out.tables, "db", Via::Page), 16384);
+    assert_eq!(
+        (out.summary.dirty_folios_left, out.summary.dirty_pages_left),
+        (1, 4),
+        "the second folio was not written"
+    );
+}
+
+/// The flusher leaves an inode with no dirty page: whatever was dirty before its bracket
+/// was written, linked or not; pages dirtied during the bracket, or an inode still dirty,
+/// keep their dirtiers.
+#[test]
+fn clean_inode_after_writeback_forgets_its_folios() {
+    let mut b = Bench::new();
+    b.comm(640, "w");
+    b.dirty(640, LOOP0, 150, 0, 0);
+    b.dirty(640, LOOP0, 151, 0, 0);
+    b.dirty(640, LOOP0, 152, 0, 0);
+    // 150: written with no link at all (say, the bio was lost), state clean at the end
+    b.inode_start(FLUSHER, LOOP0, 150);
+    b.dirty(640, LOOP0, 150, 9, 0); // dirtied during the bracket: kept
+    b.inode_end(FLUSHER, LOOP0, 150);
+    // 151: still has dirty pages at the end of its bracket (I_DIRTY_PAGES)
+    b.inode_start(FLUSHER, LOOP0, 151);
+    b.push(
+        FLUSHER,
+        FLUSHER,
+        EventKind::SingleInode {
+            bdi: LOOP0,
+            ino: 151,
+            state: 0x40,
+            nr_to_write: 0,
+            wrote: 0,
+        },
+        None,
+    );
+    let (_, out) = b.finish();
+    assert_eq!(
+        out.summary.dirty_folios_left, 3,
+        "150's late page, 151 and 152 are left"
+    );
+}
+
+/// A dirty folio truncated from the page cache is forgotten.
+#[test]
+fn truncated_dirty_folio_is_forgotten() {
+    let mut b = Bench::new();
+    b.comm(650, "t");
+    b.dirty(650, LOOP0, 160, 0, 8);
+    b.dirty(650, LOOP0, 160, 256, 0);
+    for (index, order) in [(0, 8), (256, 0)] {
+        b.push(
+            650,
+            650,
+            EventKind::DeleteFromPageCache {
+                s_dev: LOOP0,
+                ino: 160,
+                index,
+                order,
+                pfn: 0,
+            },
+            None,
+        );
+    }
+    let (_, out) = b.finish();
+    assert_eq!(out.summary.dirty_folios_left, 0);
 }
 
 /// xfs: iomap_add_to_ioend per folio, then a single bio.
