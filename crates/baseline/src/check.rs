@@ -8,11 +8,12 @@ use ioblame_counters::SLOTS;
 use serde::Serialize;
 
 use crate::error::BaselineError;
-use crate::file::human_bytes;
+use crate::file::{hist_decimals, human_bytes, rounded};
 use crate::keys::{glob_match, ReasonClass};
 use crate::model::{
-    bytes_key, dir_word, hist_key, io_size_key, key_label, parse_counters, proportions, sat_sum,
-    si, sum_inputs, ActInput, Baseline, Group, GroupKey, Sum, Tol, Tolerances, TOLERANCE_KEYS,
+    bytes_key, dir_word, hist_key, inputs_symbolized, io_size_key, key_label, parse_counters,
+    proportions, sat_sum, si, sum_inputs, ActInput, Baseline, Group, GroupKey, Sum, Tol,
+    Tolerances, Unattributed, ViaKey, TOLERANCE_KEYS,
 };
 
 /// What kind of regression a finding is.
@@ -158,14 +159,16 @@ impl CheckReport {
 }
 
 /// Unattributed bytes (the lost intent) per file pattern and direction, trace minus
-/// baseline: what shifts of attributed bytes may be explained by.
+/// baseline: what shifts of attributed bytes may be explained by (`unattributed = "pool"`;
+/// empty and unused when strict).
 struct Pool {
     delta: BTreeMap<String, [i64; 3]>,
 }
 
 impl Pool {
-    /// How much of `delta` (a group's change in direction `d`) the pool explains, taken out
-    /// of it: a positive return means "add this to the group's trace bytes".
+    /// How much of `delta` (a change in direction `d` of bytes that writeback links to their
+    /// dirtier) the pool explains, taken out of it: a positive return means "add this to the
+    /// trace's bytes". The return has the opposite sign of `delta` and is at most as large.
     fn take(&mut self, file: &str, d: usize, delta: i64) -> i64 {
         let mut want = si(delta.unsigned_abs());
         let mut comp = 0;
@@ -195,6 +198,13 @@ impl Pool {
         }
         comp
     }
+}
+
+/// Whether unattributed IO can stand for IO of this via: only writeback loses the link to
+/// the dirtier (page, buffer and inode dirtiers); direct IO, reads and journal IO are
+/// charged to their issuer and never become unattributed.
+fn pool_eligible(v: ViaKey) -> bool {
+    matches!(v.via(), Via::Page | Via::Buffer | Via::Inode)
 }
 
 /// `c/b` bounded by a tolerance factor: within when `1/(1+t) <= c/b <= 1+t`.
@@ -239,14 +249,58 @@ fn shape_text(p: &[f64; SLOTS]) -> String {
     format!("[{}]%", v.join(" "))
 }
 
-/// A finding about a group or aggregate, with the fields filled from its key.
-struct Subject<'a> {
+/// What a finding is about, with the fields it fills.
+struct Subject {
     scope: Scope,
     name: String,
-    key: &'a GroupKey,
+    role: String,
+    via: Option<String>,
+    reason: Option<String>,
+    file: String,
+    frames: Vec<String>,
 }
 
-impl Subject<'_> {
+impl Subject {
+    /// A group (or a family of sibling groups) with the reason classes it spans.
+    fn group(name: String, key: &GroupKey, reasons: &BTreeSet<ReasonClass>) -> Subject {
+        let reason = if reasons.is_empty() {
+            key.reason.name().to_string()
+        } else {
+            reasons
+                .iter()
+                .map(|r| r.name())
+                .collect::<Vec<_>>()
+                .join("+")
+        };
+        Subject {
+            scope: Scope::Group,
+            name,
+            role: key.role.clone(),
+            via: Some(key.via.name().to_string()),
+            reason: Some(reason),
+            file: key.file.clone(),
+            frames: key.frames.clone(),
+        }
+    }
+
+    /// A role's IO on a file over all its vias and intents.
+    fn role(role: &str, file: &str) -> Subject {
+        let name = if file == "-" {
+            format!("{role} (all intents)")
+        } else {
+            format!("{role} on {file} (all intents)")
+        };
+        Subject {
+            scope: Scope::Role,
+            name,
+            role: role.to_string(),
+            via: None,
+            reason: None,
+            file: file.to_string(),
+            frames: Vec::new(),
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn finding(
         &self,
@@ -258,20 +312,15 @@ impl Subject<'_> {
         tolerance: Option<f64>,
         message: String,
     ) -> Finding {
-        let group = self.scope == Scope::Group;
         Finding {
             kind,
             scope: self.scope,
             subject: self.name.clone(),
-            role: self.key.role.clone(),
-            via: group.then(|| self.key.via.name().to_string()),
-            reason: group.then(|| self.key.reason.name().to_string()),
-            file: self.key.file.clone(),
-            frames: if group {
-                self.key.frames.clone()
-            } else {
-                Vec::new()
-            },
+            role: self.role.clone(),
+            via: self.via.clone(),
+            reason: self.reason.clone(),
+            file: self.file.clone(),
+            frames: self.frames.clone(),
             metric: metric.to_string(),
             baseline,
             current,
@@ -280,12 +329,96 @@ impl Subject<'_> {
             message,
         }
     }
+
+    /// The byte check of one direction: `None` within tolerance (or below the floor).
+    /// `credit` is what unattributed bytes explain of the change (0 when strict); the
+    /// change and the verdict are computed after it, and the message says how much it was.
+    #[allow(clippy::too_many_arguments)]
+    fn bytes_finding(
+        &self,
+        dir: Dir,
+        b: u64,
+        c: u64,
+        credit: i64,
+        tol: &Tolerances,
+        floor: u64,
+    ) -> Option<Finding> {
+        let delta = si(c).saturating_sub(si(b));
+        let eff = delta.saturating_add(credit);
+        if eff.unsigned_abs() < floor {
+            return None;
+        }
+        let t = tol.get(bytes_key(dir)).and_then(|t| t.value())?;
+        let ce = si(b).saturating_add(eff).max(0) as f64;
+        if ratio_within(b as f64, ce, t) {
+            return None;
+        }
+        let explained = if credit != 0 {
+            format!(
+                "; {} of the change matched by unattributed bytes",
+                human_bytes(credit.unsigned_abs() as f64)
+            )
+        } else {
+            String::new()
+        };
+        Some(self.finding(
+            FindingKind::Bytes,
+            bytes_key(dir),
+            b as f64,
+            c as f64,
+            (b > 0).then(|| ce / b as f64 - 1.0),
+            Some(t),
+            format!(
+                "{}: {} bytes {} vs {} baseline ({}, tolerance {}{explained})",
+                self.name,
+                dir_word(dir),
+                human_bytes(c as f64),
+                human_bytes(b as f64),
+                change_text(b as f64, ce),
+                pct(t)
+            ),
+        ))
+    }
+
+    /// The sync-write share check of a write-byte sum.
+    fn sync_finding(&self, b: &Sum, c: &Sum, tol: &Tolerances, floor: u64) -> Option<Finding> {
+        let w = Dir::W.index();
+        let t = tol.sync_write_share.and_then(|t| t.value())?;
+        if b.bytes[w] == 0 || c.bytes[w] == 0 || b.bytes[w] < floor || c.bytes[w] < floor {
+            return None;
+        }
+        let (sb, sc) = (b.sync_share(), c.sync_share());
+        if (sc - sb).abs() <= t + 1e-9 {
+            return None;
+        }
+        Some(self.finding(
+            FindingKind::SyncWriteShare,
+            "sync_write_share",
+            sb,
+            sc,
+            None,
+            Some(t),
+            format!(
+                "{}: sync writes {} of write bytes vs {} baseline (tolerance {:.0} points)",
+                self.name,
+                pct(sc),
+                pct(sb),
+                t * 100.0
+            ),
+        ))
+    }
 }
 
 /// Whether a trace key matches a baseline key (globs in the baseline's strings).
 fn key_matches(base: &GroupKey, k: &GroupKey) -> bool {
+    base.reason == k.reason && family_matches(base, k)
+}
+
+/// Whether a trace key matches a baseline key but for the writeback reason: the two are
+/// siblings (the same role, via, file and code path), whose bytes move between reasons with
+/// timing (sync(2) or the flusher's own schedule, or the task's fsync).
+fn family_matches(base: &GroupKey, k: &GroupKey) -> bool {
     base.via == k.via
-        && base.reason == k.reason
         && base.frames.len() == k.frames.len()
         && glob_match(&base.role, &k.role)
         && glob_match(&base.file, &k.file)
@@ -294,6 +427,38 @@ fn key_matches(base: &GroupKey, k: &GroupKey) -> bool {
             .iter()
             .zip(&k.frames)
             .all(|(p, f)| glob_match(p, f))
+}
+
+/// Whether two keys are the same but for the reason (exact strings).
+fn same_family(a: &GroupKey, b: &GroupKey) -> bool {
+    a.role == b.role && a.via == b.via && a.file == b.file && a.frames == b.frames
+}
+
+/// The label of a family of sibling groups spanning `reasons`.
+fn family_label(k: &GroupKey, reasons: &BTreeSet<ReasonClass>) -> String {
+    if reasons.len() <= 1 {
+        let mut k = k.clone();
+        if let Some(r) = reasons.iter().next() {
+            k.reason = *r;
+        }
+        return key_label(&k);
+    }
+    let mut s = format!("{} via {}", k.role, k.via.name());
+    let wb: Vec<&str> = reasons
+        .iter()
+        .filter(|r| **r != ReasonClass::None)
+        .map(|r| r.name())
+        .collect();
+    if reasons.contains(&ReasonClass::None) {
+        s.push_str(&format!(" (own IO or {} writeback)", wb.join(" or ")));
+    } else {
+        s.push_str(&format!(" ({} writeback)", wb.join(" or ")));
+    }
+    if k.file != "-" {
+        s.push_str(" on ");
+        s.push_str(&k.file);
+    }
+    s
 }
 
 /// The metrics of a baseline group as a [`Sum`] (histograms as proportions, not counts).
@@ -306,15 +471,82 @@ fn group_sum(g: &Group) -> Sum {
     }
 }
 
-/// Compares the acts of a trace with a baseline. `counter_specs` are the counters the
-/// inputs' histograms follow; histograms are compared for counters whose spec is also in
-/// the baseline.
+/// Baseline groups that differ only in their writeback reason, and the trace's IO that
+/// matched any of them: bytes move freely between them (compared as one).
+struct Family {
+    /// The key of the first member (its reason is not part of the family).
+    key: GroupKey,
+    /// Indexes of the member groups in the baseline.
+    members: Vec<usize>,
+    /// The members' metrics summed.
+    base: Sum,
+    /// The trace's IO of the family.
+    trace: Sum,
+    /// Reason classes on either side.
+    reasons: BTreeSet<ReasonClass>,
+    /// The loosest of the members' tolerances.
+    tol: Tolerances,
+}
+
+/// Trace keys that match no baseline group, summed by family.
+struct NewFamily {
+    key: GroupKey,
+    sum: Sum,
+    reasons: BTreeSet<ReasonClass>,
+}
+
+/// Options of [`check_with`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CheckOptions {
+    /// Judge unattributed IO strictly whatever the baseline says (`ioblame check
+    /// --strict`): it is compared like any other group and explains nothing, so a writer
+    /// whose bytes went unattributed has vanished (see [`Unattributed::Strict`]).
+    pub strict: bool,
+}
+
+/// Compares the acts of a trace with a baseline, with the baseline's own settings. See
+/// [`check_with`].
 pub fn check<S: AsRef<str>>(
     baseline: &Baseline,
     inputs: &[ActInput<'_>],
     counter_specs: &[S],
 ) -> Result<CheckReport, BaselineError> {
+    check_with(baseline, inputs, counter_specs, &CheckOptions::default())
+}
+
+/// Compares the acts of a trace with a baseline. `counter_specs` are the counters the
+/// inputs' histograms follow; histograms are compared for counters whose spec is also in
+/// the baseline.
+///
+/// Fails with [`BaselineError::Symbols`] when one side has kernel symbols and the other has
+/// none: their intent keys could never match, and every group would look new or vanished.
+pub fn check_with<S: AsRef<str>>(
+    baseline: &Baseline,
+    inputs: &[ActInput<'_>],
+    counter_specs: &[S],
+    opts: &CheckOptions,
+) -> Result<CheckReport, BaselineError> {
     let counters = parse_counters(counter_specs)?;
+    match (baseline.symbolized, inputs_symbolized(inputs)) {
+        (true, Some(false)) => {
+            return Err(BaselineError::Symbols(
+                "the trace has no kernel symbols (every intent frame is \"?\") but the baseline \
+                 was made with them: the intents cannot be compared. For a perf.data recording \
+                 pass --kallsyms FILE (a copy of the recording host's /proc/kallsyms)"
+                    .into(),
+            ))
+        }
+        (false, Some(true)) => {
+            return Err(BaselineError::Symbols(
+                "the baseline was made without kernel symbols (every intent frame is \"?\", \
+                 `symbols = false`) but the trace has them: the intents cannot be compared. \
+                 Make the baseline again from a trace with symbols"
+                    .into(),
+            ))
+        }
+        _ => {}
+    }
+    let strict = opts.strict || baseline.defaults.unattributed == Unattributed::Strict;
     let mut notes = Vec::new();
     // Trace counter j -> baseline counter.
     let cmap: Vec<Option<usize>> = counters
@@ -356,6 +588,8 @@ pub fn check<S: AsRef<str>>(
     let base_total = baseline.total();
     let d = &baseline.defaults;
     let floor = d.floor(&[base_total, trace_total]);
+    // What is compared as a group: everything when strict, else all but unattributed IO.
+    let counted = |v: ViaKey| strict || v.via() != Via::Unknown;
 
     // Match every trace key to the most specific baseline group.
     let assign: Vec<Option<usize>> = sums
@@ -368,24 +602,95 @@ pub fn check<S: AsRef<str>>(
                 .or_else(|| baseline.groups.iter().position(|g| key_matches(&g.key, k)))
         })
         .collect();
+
+    // Families of sibling groups.
+    let mut families: Vec<Family> = Vec::new();
+    let mut family_of: Vec<Option<usize>> = vec![None; baseline.groups.len()];
+    for (i, g) in baseline.groups.iter().enumerate() {
+        if !counted(g.key.via) {
+            continue;
+        }
+        let t = g.tolerance.or(&d.tolerances);
+        let f = match families.iter().position(|f| same_family(&f.key, &g.key)) {
+            Some(f) => {
+                let fam = &mut families[f];
+                fam.tol = loosest(&fam.tol, &t);
+                f
+            }
+            None => {
+                families.push(Family {
+                    key: g.key.clone(),
+                    members: Vec::new(),
+                    base: Sum::default(),
+                    trace: Sum::default(),
+                    reasons: BTreeSet::new(),
+                    tol: t,
+                });
+                families.len() - 1
+            }
+        };
+        let fam = &mut families[f];
+        fam.members.push(i);
+        fam.base.add(&group_sum(g));
+        fam.reasons.insert(g.key.reason);
+        family_of[i] = Some(f);
+    }
     let mut matched: Vec<Option<Sum>> = vec![None; baseline.groups.len()];
-    let mut unmatched: Vec<(GroupKey, Sum)> = Vec::new();
+    let mut new_families: Vec<NewFamily> = Vec::new();
     for ((k, s), a) in sums.iter().zip(&assign) {
-        match a {
-            Some(i) => matched[*i].get_or_insert_with(Sum::default).add(s),
-            None => unmatched.push((k.clone(), s.clone())),
+        if !counted(k.via) {
+            continue;
+        }
+        if let Some(i) = *a {
+            if let Some(f) = family_of[i] {
+                matched[i].get_or_insert_with(Sum::default).add(s);
+                families[f].trace.add(s);
+                families[f].reasons.insert(k.reason);
+                continue;
+            }
+        }
+        if let Some(f) = families.iter_mut().find(|f| family_matches(&f.key, k)) {
+            f.trace.add(s);
+            f.reasons.insert(k.reason);
+            continue;
+        }
+        match new_families.iter_mut().find(|n| same_family(&n.key, k)) {
+            Some(n) => {
+                n.sum.add(s);
+                n.reasons.insert(k.reason);
+            }
+            None => new_families.push(NewFamily {
+                key: k.clone(),
+                sum: s.clone(),
+                reasons: BTreeSet::from([k.reason]),
+            }),
         }
     }
 
     // The pool of unattributed bytes.
     let (pool_delta, base_unknown, trace_unknown) = unknown_pool(baseline, &sums, &assign);
-    if base_unknown > 0 || trace_unknown > 0 {
+    if strict {
+        if base_unknown > 0 || trace_unknown > 0 {
+            notes.push(format!(
+                "unattributed bytes (lost intent): {} vs {} baseline; strict: compared like any group, they explain no other change",
+                human_bytes(trace_unknown as f64),
+                human_bytes(base_unknown as f64)
+            ));
+        }
+    } else if base_unknown > 0 || trace_unknown > 0 {
         notes.push(format!(
-            "unattributed bytes (lost intent): {} vs {} baseline; shifts between attributed and unattributed bytes are not regressions",
+            "unattributed bytes (lost intent): {} vs {} baseline; shifts between them and writeback-linked bytes (via page, buffer, inode) are not regressions",
             human_bytes(trace_unknown as f64),
             human_bytes(base_unknown as f64)
         ));
     }
+    let fresh_pool = || Pool {
+        delta: if strict {
+            BTreeMap::new()
+        } else {
+            pool_delta.clone()
+        },
+    };
 
     let mut regressions: Vec<Finding> = Vec::new();
     // (role, file) patterns of aggregates already reported at group level for bytes or
@@ -396,47 +701,47 @@ pub fn check<S: AsRef<str>>(
     let (mut small_new, mut small_new_bytes) = (0usize, 0u64);
 
     // Group checks, largest change first (they draw on the pool in that order).
-    enum Item<'a> {
+    enum Item {
         Base(usize),
-        New(&'a GroupKey, &'a Sum),
+        New(usize),
     }
-    let zero = Sum::default();
     let mut items: Vec<(u64, Item)> = Vec::new();
-    for (i, g) in baseline.groups.iter().enumerate() {
-        if g.is_unknown() {
-            continue;
-        }
-        let c = matched[i].as_ref().map_or(0, Sum::total);
-        items.push((g.total_bytes().abs_diff(c), Item::Base(i)));
+    for (f, fam) in families.iter().enumerate() {
+        items.push((fam.base.total().abs_diff(fam.trace.total()), Item::Base(f)));
     }
-    for (k, s) in &unmatched {
-        if k.via.via() != Via::Unknown {
-            items.push((s.total(), Item::New(k, s)));
-        }
+    for (n, nf) in new_families.iter().enumerate() {
+        items.push((nf.sum.total(), Item::New(n)));
     }
     items.sort_by_key(|a| std::cmp::Reverse(a.0));
-    let mut pool = Pool { delta: pool_delta };
+    let mut pool = fresh_pool();
 
     for (_, item) in &items {
-        match item {
-            Item::New(k, s) => {
-                let mut eff = 0i64;
-                for dd in 0..3 {
-                    let delta = si(s.bytes[dd]);
-                    eff = eff.saturating_add(delta.saturating_add(pool.take(&k.file, dd, delta)));
+        match *item {
+            Item::New(n) => {
+                let NewFamily { key: k, sum: s, .. } = &new_families[n];
+                let label = family_label(k, &new_families[n].reasons);
+                if s.total() == 0 {
+                    continue;
                 }
-                let label = key_label(k);
                 if s.total() < floor {
                     small_new += 1;
                     small_new_bytes = small_new_bytes.saturating_add(s.total());
                     continue;
                 }
-                if eff < si(floor) {
-                    notes.push(format!(
-                        "{label}: new group of {} matched by fewer unattributed bytes: not a regression",
-                        human_bytes(s.total() as f64)
-                    ));
-                    continue;
+                if pool_eligible(k.via) {
+                    let mut eff = 0i64;
+                    for dd in 0..3 {
+                        let delta = si(s.bytes[dd]);
+                        eff =
+                            eff.saturating_add(delta.saturating_add(pool.take(&k.file, dd, delta)));
+                    }
+                    if eff < si(floor) {
+                        notes.push(format!(
+                            "{label}: new group of {} matched by fewer unattributed bytes: not a regression",
+                            human_bytes(s.total() as f64)
+                        ));
+                        continue;
+                    }
                 }
                 let what: Vec<String> = Dir::ALL
                     .iter()
@@ -450,11 +755,7 @@ pub fn check<S: AsRef<str>>(
                         )
                     })
                     .collect();
-                let subj = Subject {
-                    scope: Scope::Group,
-                    name: label.clone(),
-                    key: k,
-                };
+                let subj = Subject::group(label.clone(), k, &new_families[n].reasons);
                 regressions.push(subj.finding(
                     FindingKind::NewGroup,
                     "bytes",
@@ -473,39 +774,52 @@ pub fn check<S: AsRef<str>>(
                     flagged_sync.insert(a);
                 }
             }
-            Item::Base(i) => {
-                let g = &baseline.groups[*i];
-                let c = matched[*i].as_ref().unwrap_or(&zero);
-                let (bt, ct) = (g.total_bytes(), c.total());
+            Item::Base(f) => {
+                let fam = &families[f];
+                let (bt, ct) = (fam.base.total(), fam.trace.total());
                 if bt < floor && ct < floor {
                     continue;
                 }
-                groups_compared += 1;
-                let tol = g.tolerance.or(&d.tolerances);
-                let agg = (g.key.role.clone(), g.key.file.clone());
-                let subj = Subject {
-                    scope: Scope::Group,
-                    name: g.name.clone(),
-                    key: &g.key,
+                groups_compared += fam.members.len();
+                let tol = &fam.tol;
+                let agg = (fam.key.role.clone(), fam.key.file.clone());
+                let first = &baseline.groups[fam.members[0]];
+                let name = if fam.members.len() == 1 && fam.reasons.len() == 1 {
+                    first.name.clone()
+                } else {
+                    family_label(&fam.key, &fam.reasons)
                 };
+                let subj = Subject::group(name, &fam.key, &fam.reasons);
+                let eligible = pool_eligible(fam.key.via);
+                let dominant = dominant_dir(&fam.base.bytes);
                 if ct == 0 {
                     let mut eff = 0i64;
-                    for dd in 0..3 {
-                        let delta = -si(g.bytes[dd]);
-                        eff = eff.saturating_add(pool.take(&g.key.file, dd, delta));
+                    if eligible {
+                        for dd in 0..3 {
+                            let delta = -si(fam.base.bytes[dd]);
+                            eff = eff.saturating_add(pool.take(&fam.key.file, dd, delta));
+                        }
                     }
                     if bt < floor {
                         continue;
                     }
-                    let t = tol.get(bytes_key(dominant_dir(g))).and_then(|t| t.value());
-                    if eff as f64 * (1.0 + t.unwrap_or(0.0)) >= bt as f64 {
+                    let t = tol.get(bytes_key(dominant)).and_then(|t| t.value());
+                    if eff > 0 && eff as f64 * (1.0 + t.unwrap_or(0.0)) >= bt as f64 {
                         notes.push(format!(
                             "{}: all its {} are unattributed in this trace: not a regression",
-                            g.name,
+                            subj.name,
                             human_bytes(bt as f64)
                         ));
                         continue;
                     }
+                    let explained = if eff > 0 {
+                        format!(
+                            "; {} of it matched by unattributed bytes",
+                            human_bytes(eff as f64)
+                        )
+                    } else {
+                        String::new()
+                    };
                     regressions.push(subj.finding(
                         FindingKind::VanishedGroup,
                         "bytes",
@@ -514,9 +828,9 @@ pub fn check<S: AsRef<str>>(
                         Some(-1.0),
                         None,
                         format!(
-                            "{}: vanished: {} {} in the baseline ({} of it), none in this trace",
-                            g.name,
-                            dir_word(dominant_dir(g)),
+                            "{}: vanished: {} {} in the baseline ({} of it), none in this trace{explained}",
+                            subj.name,
+                            dir_word(dominant),
                             human_bytes(bt as f64),
                             pct(bt as f64 / base_total.max(1) as f64)
                         ),
@@ -527,65 +841,52 @@ pub fn check<S: AsRef<str>>(
                 }
                 for dir in Dir::ALL {
                     let dd = dir.index();
-                    let (b, cb) = (g.bytes[dd], c.bytes[dd]);
-                    if b.max(cb) < floor {
+                    let (b, cb) = (fam.base.bytes[dd], fam.trace.bytes[dd]);
+                    if b.max(cb) < floor || b.max(cb) == 0 {
                         continue;
                     }
                     let delta = si(cb).saturating_sub(si(b));
-                    let eff = delta.saturating_add(pool.take(&g.key.file, dd, delta));
-                    if eff.unsigned_abs() < floor {
-                        continue;
-                    }
-                    let Some(t) = tol.get(bytes_key(dir)).and_then(|t| t.value()) else {
-                        continue;
-                    };
-                    let ce = si(b).saturating_add(eff).max(0) as f64;
-                    if ratio_within(b as f64, ce, t) {
-                        continue;
-                    }
-                    let explained = if eff != delta {
-                        format!(
-                            "; {} of the change matched by unattributed bytes",
-                            human_bytes(delta.saturating_sub(eff).unsigned_abs() as f64)
-                        )
+                    let credit = if eligible {
+                        pool.take(&fam.key.file, dd, delta)
                     } else {
-                        String::new()
+                        0
                     };
-                    regressions.push(subj.finding(
-                        FindingKind::Bytes,
-                        bytes_key(dir),
-                        b as f64,
-                        cb as f64,
-                        (b > 0).then(|| ce / b as f64 - 1.0),
-                        Some(t),
-                        format!(
-                            "{}: {} bytes {} vs {} baseline ({}, tolerance {}{explained})",
-                            g.name,
-                            dir_word(dir),
-                            human_bytes(cb as f64),
-                            human_bytes(b as f64),
-                            change_text(b as f64, ce),
-                            pct(t)
-                        ),
-                    ));
-                    flagged_bytes.insert(agg.clone());
+                    if let Some(fi) = subj.bytes_finding(dir, b, cb, credit, tol, floor) {
+                        regressions.push(fi);
+                        flagged_bytes.insert(agg.clone());
+                    }
                 }
-                shape_checks(
-                    baseline,
-                    &subj,
-                    g.bytes,
-                    g.ios,
-                    g.sync_write_share,
-                    &g.hist
-                        .iter()
-                        .map(|h| (h.counter, h.n, h.p))
-                        .collect::<Vec<_>>(),
-                    c,
-                    &tol,
-                    floor,
-                    &mut regressions,
-                    &mut flagged_sync,
-                );
+                if let Some(fi) = subj.sync_finding(&fam.base, &fam.trace, tol, floor) {
+                    regressions.push(fi);
+                    flagged_sync.insert(agg.clone());
+                }
+                // IO sizes and histogram shapes per member: bytes moving between siblings
+                // move their IOs along.
+                for &i in &fam.members {
+                    let g = &baseline.groups[i];
+                    let Some(c) = matched[i].as_ref() else {
+                        continue;
+                    };
+                    let name = if fam.members.len() == 1 {
+                        subj.name.clone()
+                    } else {
+                        g.name.clone()
+                    };
+                    let msubj = Subject::group(name, &g.key, &BTreeSet::new());
+                    shape_checks(
+                        baseline,
+                        &msubj,
+                        g.bytes,
+                        g.ios,
+                        &g.hist
+                            .iter()
+                            .map(|h| (h.counter, h.n, h.p))
+                            .collect::<Vec<_>>(),
+                        c,
+                        &g.tolerance.or(&d.tolerances),
+                        &mut regressions,
+                    );
+                }
             }
         }
     }
@@ -601,115 +902,90 @@ pub fn check<S: AsRef<str>>(
     // measure of how much it does.
     // The tolerance of an aggregate is the loosest of its groups' (a group loosened by hand
     // loosens its role's aggregate too).
-    let mut aggs: Vec<((String, String), Sum, Sum, Tolerances)> = Vec::new();
-    for g in baseline.groups.iter().filter(|g| !g.is_unknown()) {
-        let k = (g.key.role.clone(), g.key.file.clone());
+    struct Agg {
+        role: String,
+        file: String,
+        base: Sum,
+        trace: Sum,
+        /// Bytes per direction of vias that unattributed IO may stand for.
+        base_eligible: [u64; 3],
+        trace_eligible: [u64; 3],
+        tol: Tolerances,
+    }
+    let mut aggs: Vec<Agg> = Vec::new();
+    for g in baseline.groups.iter().filter(|g| counted(g.key.via)) {
         let t = g.tolerance.or(&d.tolerances);
-        match aggs.iter_mut().find(|a| a.0 == k) {
-            Some(a) => {
-                a.1.add(&group_sum(g));
-                a.3 = loosest(&a.3, &t);
+        let i = match aggs
+            .iter()
+            .position(|a| a.role == g.key.role && a.file == g.key.file)
+        {
+            Some(i) => {
+                aggs[i].tol = loosest(&aggs[i].tol, &t);
+                i
             }
-            None => aggs.push((k, group_sum(g), Sum::default(), t)),
+            None => {
+                aggs.push(Agg {
+                    role: g.key.role.clone(),
+                    file: g.key.file.clone(),
+                    base: Sum::default(),
+                    trace: Sum::default(),
+                    base_eligible: [0; 3],
+                    trace_eligible: [0; 3],
+                    tol: t,
+                });
+                aggs.len() - 1
+            }
+        };
+        let a = &mut aggs[i];
+        a.base.add(&group_sum(g));
+        if pool_eligible(g.key.via) {
+            for (x, b) in a.base_eligible.iter_mut().zip(g.bytes) {
+                *x = x.saturating_add(b);
+            }
         }
     }
     for (k, s) in &sums {
-        if k.via.via() == Via::Unknown {
+        if !counted(k.via) {
             continue;
         }
         if let Some(a) = aggs
             .iter_mut()
-            .find(|a| glob_match(&a.0 .0, &k.role) && glob_match(&a.0 .1, &k.file))
+            .find(|a| glob_match(&a.role, &k.role) && glob_match(&a.file, &k.file))
         {
             let mut s = s.clone();
             s.hist.clear();
-            a.2.add(&s);
+            a.trace.add(&s);
+            if pool_eligible(k.via) {
+                for (x, b) in a.trace_eligible.iter_mut().zip(s.bytes) {
+                    *x = x.saturating_add(b);
+                }
+            }
         }
     }
     // A fresh pool for this layer: the same bytes may explain a group and its aggregate.
-    let mut pool = Pool {
-        delta: unknown_pool(baseline, &sums, &assign).0,
-    };
-    for ((role, file), b, c, tol) in &aggs {
-        let key = GroupKey {
-            role: role.clone(),
-            via: crate::model::ViaKey::of(Via::Page),
-            reason: ReasonClass::None,
-            file: file.clone(),
-            frames: Vec::new(),
-        };
-        let name = if file == "-" {
-            format!("{role} (all intents)")
-        } else {
-            format!("{role} on {file} (all intents)")
-        };
-        let subj = Subject {
-            scope: Scope::Role,
-            name,
-            key: &key,
-        };
-        let agg = (role.clone(), file.clone());
-        if !flagged_bytes.contains(&agg) {
+    let mut pool = fresh_pool();
+    for a in &aggs {
+        let subj = Subject::role(&a.role, &a.file);
+        let key = (a.role.clone(), a.file.clone());
+        if !flagged_bytes.contains(&key) {
             for dir in Dir::ALL {
                 let dd = dir.index();
-                let (bb, cb) = (b.bytes[dd], c.bytes[dd]);
+                let (bb, cb) = (a.base.bytes[dd], a.trace.bytes[dd]);
                 if bb.max(cb) < floor || bb == 0 {
                     continue;
                 }
-                let delta = si(cb).saturating_sub(si(bb));
-                let eff = delta.saturating_add(pool.take(file, dd, delta));
-                if eff.unsigned_abs() < floor {
-                    continue;
+                // Only the change of writeback-linked bytes can be explained by the pool.
+                let eligible_delta =
+                    si(a.trace_eligible[dd]).saturating_sub(si(a.base_eligible[dd]));
+                let credit = pool.take(&a.file, dd, eligible_delta);
+                if let Some(fi) = subj.bytes_finding(dir, bb, cb, credit, &a.tol, floor) {
+                    regressions.push(fi);
                 }
-                let Some(t) = tol.get(bytes_key(dir)).and_then(|t| t.value()) else {
-                    continue;
-                };
-                let ce = si(bb).saturating_add(eff).max(0) as f64;
-                if ratio_within(bb as f64, ce, t) {
-                    continue;
-                }
-                regressions.push(subj.finding(
-                    FindingKind::Bytes,
-                    bytes_key(dir),
-                    bb as f64,
-                    cb as f64,
-                    Some(ce / bb as f64 - 1.0),
-                    Some(t),
-                    format!(
-                        "{}: {} bytes {} vs {} baseline ({}, tolerance {})",
-                        subj.name,
-                        dir_word(dir),
-                        human_bytes(cb as f64),
-                        human_bytes(bb as f64),
-                        change_text(bb as f64, ce),
-                        pct(t)
-                    ),
-                ));
             }
         }
-        if !flagged_sync.contains(&agg) {
-            let w = Dir::W.index();
-            if let Some(t) = tol.sync_write_share.and_then(|t| t.value()) {
-                if b.bytes[w] >= floor && c.bytes[w] >= floor {
-                    let (sb, sc) = (b.sync_share(), c.sync_share());
-                    if (sc - sb).abs() > t + 1e-9 {
-                        regressions.push(subj.finding(
-                            FindingKind::SyncWriteShare,
-                            "sync_write_share",
-                            sb,
-                            sc,
-                            None,
-                            Some(t),
-                            format!(
-                                "{}: sync writes {} of write bytes vs {} baseline (tolerance {:.0} points)",
-                                subj.name,
-                                pct(sc),
-                                pct(sb),
-                                t * 100.0
-                            ),
-                        ));
-                    }
-                }
+        if !flagged_sync.contains(&key) {
+            if let Some(fi) = subj.sync_finding(&a.base, &a.trace, &a.tol, floor) {
+                regressions.push(fi);
             }
         }
     }
@@ -771,11 +1047,11 @@ fn loosest(a: &Tolerances, b: &Tolerances) -> Tolerances {
     out
 }
 
-/// The direction with the most bytes of a group.
-fn dominant_dir(g: &Group) -> Dir {
+/// The direction with the most bytes.
+fn dominant_dir(bytes: &[u64; 3]) -> Dir {
     Dir::ALL
         .into_iter()
-        .max_by_key(|d| g.bytes[d.index()])
+        .max_by_key(|d| bytes[d.index()])
         .unwrap_or(Dir::W)
 }
 
@@ -790,20 +1066,17 @@ fn aggregate_of(baseline: &Baseline, k: &GroupKey) -> Option<(String, String)> {
         .or_else(|| Some((k.role.clone(), k.file.clone())))
 }
 
-/// Average IO sizes, sync-write share and histogram shapes of one group.
+/// Average IO sizes and histogram shapes of one group.
 #[allow(clippy::too_many_arguments)]
 fn shape_checks(
     baseline: &Baseline,
-    subj: &Subject<'_>,
+    subj: &Subject,
     bytes: [u64; 3],
     ios: [u64; 3],
-    sync_share: f64,
     hist: &[(usize, u64, [f64; SLOTS])],
     c: &Sum,
     tol: &Tolerances,
-    floor: u64,
     out: &mut Vec<Finding>,
-    flagged_sync: &mut BTreeSet<(String, String)>,
 ) {
     let min_ios = baseline.defaults.min_ios.max(1);
     for dir in Dir::ALL {
@@ -839,30 +1112,6 @@ fn shape_checks(
             ),
         ));
     }
-    let w = Dir::W.index();
-    if let Some(t) = tol.sync_write_share.and_then(|t| t.value()) {
-        if bytes[w] >= floor && c.bytes[w] >= floor {
-            let sc = c.sync_share();
-            if (sc - sync_share).abs() > t + 1e-9 {
-                out.push(subj.finding(
-                    FindingKind::SyncWriteShare,
-                    "sync_write_share",
-                    sync_share,
-                    sc,
-                    None,
-                    Some(t),
-                    format!(
-                        "{}: sync writes {} of write bytes vs {} baseline (tolerance {:.0} points)",
-                        subj.name,
-                        pct(sc),
-                        pct(sync_share),
-                        t * 100.0
-                    ),
-                ));
-                flagged_sync.insert((subj.key.role.clone(), subj.key.file.clone()));
-            }
-        }
-    }
     for &(counter, n, p) in hist {
         let Some(cnt) = baseline.counters.get(counter) else {
             continue;
@@ -877,7 +1126,9 @@ fn shape_checks(
         let Some(t) = tol.get(hist_key(cnt.parsed.field)).and_then(|t| t.value()) else {
             continue;
         };
-        let q = proportions(h);
+        // Rounded as the baseline file rounds its own: an unchanged histogram is equal.
+        let dec = hist_decimals(n);
+        let q = proportions(h).map(|x| rounded(x, dec));
         let dist = emd(&p, &q);
         if dist <= t + 1e-9 {
             continue;

@@ -22,6 +22,10 @@ pub enum BaselineError {
     /// The inputs are inconsistent (e.g. histograms not matching the counters).
     #[error("invalid input: {0}")]
     Input(String),
+    /// The trace and the baseline cannot be compared: one has kernel symbols and the other
+    /// not, so their intent keys (function names vs `?`) never match.
+    #[error("{0}")]
+    Symbols(String),
 }
 
 /// 1-based line and column of byte offset `at` in `text`.

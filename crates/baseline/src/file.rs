@@ -10,7 +10,7 @@ use toml::Spanned;
 use crate::error::{line_col, BaselineError};
 use crate::keys::ReasonClass;
 use crate::model::{
-    Baseline, Counter, Defaults, Group, GroupHist, GroupKey, Tol, Tolerances, ViaKey,
+    Baseline, Counter, Defaults, Group, GroupHist, GroupKey, Tol, Tolerances, Unattributed, ViaKey,
     FORMAT_VERSION, TOLERANCE_KEYS,
 };
 
@@ -80,6 +80,19 @@ fn toml_float(v: f64, dec: usize) -> String {
     s
 }
 
+/// Decimals of the proportions of a histogram of `n` IOs: 3, or enough that two different
+/// counts never round to the same proportion (the check rounds the trace's proportions the
+/// same way, so an unchanged histogram compares as exactly equal).
+pub(crate) fn hist_decimals(n: u64) -> usize {
+    let digits = n.max(1).ilog10() as usize + 1;
+    (digits + 1).clamp(3, 12)
+}
+
+/// `v` rounded to `dec` decimals as the file writes and reads it back.
+pub(crate) fn rounded(v: f64, dec: usize) -> f64 {
+    toml_float(v, dec).parse().unwrap_or(v)
+}
+
 /// A tolerance as TOML.
 fn toml_tol(t: Tol) -> String {
     match t {
@@ -120,9 +133,16 @@ impl Baseline {
         let _ = writeln!(o, "[keys]");
         let _ = writeln!(
             o,
-            "frames = {}  # distinctive innermost frames kept in intent keys\n",
+            "frames = {}  # distinctive innermost frames kept in intent keys",
             self.frames
         );
+        if !self.symbolized {
+            let _ = writeln!(
+                o,
+                "symbols = false  # made without kernel symbols: every frame is \"?\""
+            );
+        }
+        o.push('\n');
         let _ = writeln!(o, "[defaults]");
         let _ = writeln!(
             o,
@@ -134,6 +154,11 @@ impl Baseline {
             o,
             "min_ios = {}  # IO sizes and histograms are compared with at least this many IOs on both sides",
             d.min_ios
+        );
+        let _ = writeln!(
+            o,
+            "unattributed = \"{}\"  # \"pool\": unattributed bytes explain changes of writeback groups; \"strict\": compared like any group",
+            d.unattributed.name()
         );
         for k in TOLERANCE_KEYS {
             if let Some(t) = d.tolerances.get(k) {
@@ -214,6 +239,18 @@ impl Baseline {
                         defaults.min_ios = n;
                     }
                 }
+                "unattributed" => {
+                    defaults.unattributed = v
+                        .get_ref()
+                        .as_str()
+                        .and_then(Unattributed::from_name)
+                        .ok_or_else(|| {
+                            at(
+                                v.span(),
+                                "unattributed must be \"pool\" or \"strict\"".into(),
+                            )
+                        })?;
+                }
                 "min_share" => {
                     defaults.min_share = number(v.get_ref())
                         .filter(|x| (0.0..=1.0).contains(x))
@@ -259,12 +296,18 @@ impl Baseline {
                 }
             }
         }
+        // Files written before `symbols` existed: unsymbolized when every frame is `?`.
+        let symbolized = doc.keys.symbols.unwrap_or_else(|| {
+            let mut all = groups.iter().flat_map(|g| g.key.frames.iter()).peekable();
+            all.peek().is_none() || all.any(|f| f != "?")
+        });
         Ok(Baseline {
             frames,
             defaults,
             counters,
             total_bytes,
             groups,
+            symbolized,
         })
     }
 }
@@ -301,7 +344,8 @@ fn write_group(o: &mut String, g: &Group) {
     if !g.hist.is_empty() {
         let _ = writeln!(o, "hist = [  # per counter: IOs counted, share per slot");
         for h in &g.hist {
-            let p: Vec<String> = h.p.iter().map(|&x| toml_float(x, 3)).collect();
+            let dec = hist_decimals(h.n);
+            let p: Vec<String> = h.p.iter().map(|&x| toml_float(x, dec)).collect();
             let _ = writeln!(
                 o,
                 "  {{ counter = {}, n = {}, p = [{}] }},",
@@ -332,7 +376,7 @@ fn number(v: &toml::Value) -> Option<f64> {
 fn tol_value(key: &str, v: &Spanned<toml::Value>) -> Result<Tol, String> {
     if !TOLERANCE_KEYS.contains(&key) {
         return Err(format!(
-            "unknown setting '{key}' (expected min_bytes, min_share, min_ios or a tolerance: {})",
+            "unknown setting '{key}' (expected min_bytes, min_share, min_ios, unattributed or a tolerance: {})",
             TOLERANCE_KEYS.join(", ")
         ));
     }
@@ -454,12 +498,15 @@ struct Doc {
 struct KeysDoc {
     #[serde(default = "default_frames")]
     frames: Spanned<usize>,
+    #[serde(default)]
+    symbols: Option<bool>,
 }
 
 impl Default for KeysDoc {
     fn default() -> Self {
         KeysDoc {
             frames: default_frames(),
+            symbols: None,
         }
     }
 }

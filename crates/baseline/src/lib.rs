@@ -28,16 +28,25 @@
 //!
 //! * Per role and file, over all vias and intents: bytes per direction (the stable measure
 //!   of how much a role does) and the sync-write share.
-//! * Per group: bytes per direction, the average IO size (bytes per IO: robust to bytes
-//!   moving between groups, sensitive to IO turning small or random), the sync-write share,
-//!   histogram shapes (earth mover's distance in slots), and whether the group is new or
-//!   vanished.
-//! * Unattributed IO (via `unknown`, the lost intent) is never a regression by itself: a
-//!   change of a group's bytes matched by an opposite change of unattributed bytes on the
-//!   same file (or of unattributed bytes of unknown file) is not counted, because writeback
-//!   links a varying share of pages to their dirtiers from run to run.
+//! * Per family of sibling groups (groups that differ only in their writeback reason: the
+//!   same role, via, file and code path, written back by the task's fsync, by sync(2) or by
+//!   the flusher on its own schedule, which depends on timing): bytes per direction, the
+//!   sync-write share, and whether the family is new or vanished. Bytes moving between
+//!   siblings are not a change.
+//! * Per group: the average IO size (bytes per IO: robust to bytes moving between groups,
+//!   sensitive to IO turning small or random) and histogram shapes (earth mover's distance
+//!   in slots).
+//! * Unattributed IO (via `unknown`, the lost intent) depends on [`Unattributed`]: with
+//!   `"pool"` (the default) it is never a regression by itself, and a change of the bytes
+//!   of a writeback-linked group (via page, buffer, inode) matched by an opposite change of
+//!   unattributed bytes on the same file (or of unknown file) is not counted, because
+//!   writeback links a varying share of pages to their dirtiers from run to run. With
+//!   `"strict"` (or [`CheckOptions::strict`]) it is compared like any other group and
+//!   explains nothing. [`Defaults::exact`] is for deterministic inputs.
 //! * Groups and changes smaller than `max(min_bytes, min_share * total)` are ignored; IO
 //!   sizes and histograms need `min_ios` IOs on both sides.
+//! * A trace without kernel symbols is not compared with a baseline made with them, nor the
+//!   other way round ([`BaselineError::Symbols`]).
 //!
 //! ```
 //! use ioblame_attrib::{ActTotals, Intent, Role, Via};
@@ -78,10 +87,10 @@ mod model;
 #[cfg(test)]
 mod tests;
 
-pub use check::{check, CheckReport, Finding, FindingKind, Scope};
+pub use check::{check, check_with, CheckOptions, CheckReport, Finding, FindingKind, Scope};
 pub use error::BaselineError;
 pub use keys::ReasonClass;
 pub use model::{
-    ActInput, Baseline, BuildOptions, Counter, Defaults, Group, GroupHist, GroupKey, Tol,
-    Tolerances, ViaKey, FORMAT_VERSION, TOLERANCE_KEYS,
+    inputs_symbolized, ActInput, Baseline, BuildOptions, Counter, Defaults, Group, GroupHist,
+    GroupKey, Tol, Tolerances, Unattributed, ViaKey, FORMAT_VERSION, TOLERANCE_KEYS,
 };

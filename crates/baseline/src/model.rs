@@ -6,7 +6,7 @@ use ioblame_attrib::{ActTotals, Dir, Intent, Role, Via, WbReason};
 use ioblame_counters::{CounterSpec, Field, Location, SLOTS};
 
 use crate::error::BaselineError;
-use crate::keys::{file_pattern, intent_frames, role_pattern, ReasonClass};
+use crate::keys::{file_pattern, frame_name, intent_frames, role_pattern, ReasonClass};
 
 /// Version of the baseline file format written by this crate.
 pub const FORMAT_VERSION: u32 = 1;
@@ -131,6 +131,20 @@ impl Tolerances {
         }
     }
 
+    /// Tolerances for a deterministic input checked against its own baseline (the fixture
+    /// traces of ioblame's own CI): nothing may move. Byte counts, average IO sizes and
+    /// histogram shapes must be equal (histograms are compared as the file rounds them, one
+    /// IO moving to another slot fails); the sync-write share may differ by the rounding of
+    /// the file (4 decimals); every histogram is compared.
+    pub fn exact() -> Tolerances {
+        let mut t = Tolerances::default();
+        for k in TOLERANCE_KEYS {
+            let v = if k == "sync_write_share" { 0.001 } else { 0.0 };
+            t.set(k, Tol::Value(v));
+        }
+        t
+    }
+
     /// The tolerance of a key by name (see [`TOLERANCE_KEYS`]).
     pub fn get(&self, key: &str) -> Option<Tol> {
         *self.slot(key)?
@@ -233,6 +247,41 @@ pub(crate) fn dir_word(d: Dir) -> &'static str {
     }
 }
 
+/// How unattributed IO (via `unknown`, the lost intent) is judged (`[defaults]
+/// unattributed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Unattributed {
+    /// `"pool"`: unattributed bytes are a pool that explains changes of the groups whose IO
+    /// writeback links to a dirtier (via page, buffer or inode): a group losing bytes that
+    /// the unattributed IO gained is not a regression. For noisy real captures, where
+    /// writeback links a varying share of pages to their dirtiers from run to run.
+    #[default]
+    Pool,
+    /// `"strict"`: unattributed IO is compared like any other group (`kworker/* via
+    /// unknown`), and explains nothing: a writer whose bytes went unattributed has vanished.
+    /// For deterministic inputs and for catching an analyzer that loses attribution.
+    Strict,
+}
+
+impl Unattributed {
+    /// The name used in the baseline file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unattributed::Pool => "pool",
+            Unattributed::Strict => "strict",
+        }
+    }
+
+    /// The mode by its name.
+    pub fn from_name(s: &str) -> Option<Unattributed> {
+        match s {
+            "pool" => Some(Unattributed::Pool),
+            "strict" => Some(Unattributed::Strict),
+            _ => None,
+        }
+    }
+}
+
 /// The global settings of a baseline (`[defaults]`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Defaults {
@@ -242,6 +291,8 @@ pub struct Defaults {
     pub min_share: f64,
     /// IOs needed on both sides before average IO sizes and histogram shapes are compared.
     pub min_ios: u64,
+    /// How unattributed IO is judged.
+    pub unattributed: Unattributed,
     /// The tolerances (every key set).
     pub tolerances: Tolerances,
 }
@@ -252,12 +303,26 @@ impl Default for Defaults {
             min_bytes: 256 * 1024,
             min_share: 0.01,
             min_ios: 32,
+            unattributed: Unattributed::Pool,
             tolerances: Tolerances::recommended(),
         }
     }
 }
 
 impl Defaults {
+    /// Settings for a deterministic input (a committed trace analysed again by a changed
+    /// analyzer): no significance floor, every group and IO count compared, unattributed IO
+    /// [strict](Unattributed::Strict), [exact tolerances](Tolerances::exact).
+    pub fn exact() -> Defaults {
+        Defaults {
+            min_bytes: 0,
+            min_share: 0.0,
+            min_ios: 1,
+            unattributed: Unattributed::Strict,
+            tolerances: Tolerances::exact(),
+        }
+    }
+
     /// The significance floor for runs of these total byte counts:
     /// `max(min_bytes, min_share * max(totals))`.
     pub fn floor(&self, totals: &[u64]) -> u64 {
@@ -413,6 +478,10 @@ pub struct Baseline {
     pub total_bytes: [u64; 3],
     /// The groups, largest first.
     pub groups: Vec<Group>,
+    /// Whether the intents were symbolized (function names). `false` when the trace had no
+    /// kernel symbols (every frame `?`): such a baseline cannot tell code paths apart, and a
+    /// trace is only comparable with it when it lacks symbols too (see [`crate::check`]).
+    pub symbolized: bool,
 }
 
 /// The acts of one trace summed by key (shared by build and check).
@@ -514,6 +583,22 @@ pub(crate) fn sum_inputs(
     Ok(out)
 }
 
+/// Whether the inputs' stacks were symbolized: `Some(false)` when they have frames and none
+/// of them resolved to a function name, `Some(true)` when one did, `None` without frames
+/// (a recording without callchains).
+pub fn inputs_symbolized(inputs: &[ActInput<'_>]) -> Option<bool> {
+    let mut any = false;
+    for a in inputs.iter().filter(|a| !a.recorder) {
+        for f in &a.frames {
+            any = true;
+            if frame_name(f) != "?" {
+                return Some(true);
+            }
+        }
+    }
+    any.then_some(false)
+}
+
 /// Proportions of a histogram (all zero for an empty one).
 pub(crate) fn proportions(h: &[u64; SLOTS]) -> [f64; SLOTS] {
     let n = sat_sum(h.iter().copied());
@@ -603,6 +688,7 @@ impl Baseline {
             counters,
             total_bytes,
             groups,
+            symbolized: inputs_symbolized(inputs) != Some(false),
         })
     }
 
