@@ -525,3 +525,189 @@ fn truncated_trace_is_read_up_to_the_damage() {
         "acts from the chunks before the cut: {out}"
     );
 }
+
+/// A synthetic trace of reads on loop0 (7:0, with a partition loop0p1 7:1 in the device
+/// table): `reader` (pid 42) reads `reader_ios` times 4 KiB, the recorder itself (pid 1, the
+/// header's recorder pid) `recorder_ios` times 8 KiB. Returns the trace directory.
+fn reads_trace(dir: &Path, reader_ios: u64, recorder_ios: u64) -> PathBuf {
+    use ioblame_decode::synth::{builtin_format, TraceBuilder, Val};
+    let mut t = TraceBuilder::new(ioblame_format::ByteOrder::native(), 1);
+    let mut ev = |name: &str, stack: bool| {
+        t.add_event(name, builtin_format(name).unwrap(), stack)
+            .unwrap()
+    };
+    let (q, getrq, issue, complete) = (
+        ev("block:block_bio_queue", true),
+        ev("block:block_getrq", false),
+        ev("block:block_rq_issue", false),
+        ev("block:block_rq_complete", false),
+    );
+    for (name, minor, size, start, parent) in [
+        ("loop0", 0, 1 << 21, 0, ""),
+        ("loop0p1", 1, 1 << 20, 2048, "loop0"),
+    ] {
+        t.metadata_mut()
+            .block_devices
+            .push(ioblame_format::BlockDevice {
+                name: name.into(),
+                major: 7,
+                minor,
+                size_sectors: size,
+                part_start: start,
+                parent: parent.into(),
+                logical_block_size: 512,
+                ..Default::default()
+            });
+    }
+    let dev = Val::U(7 << 20);
+    let mut now = t.header().start_clock_ns + 1_000_000_000;
+    t.comm(0, now, 1, 1, "ioblame-capture", true);
+    t.comm(0, now, 42, 42, "reader", true);
+    let mut sector = 4096u64;
+    let mut plan: Vec<(u32, &str, u64)> = Vec::new();
+    for i in 0..reader_ios.max(recorder_ios) {
+        if i < reader_ios {
+            plan.push((42, "reader", 8));
+        }
+        if i < recorder_ios {
+            plan.push((1, "ioblame-capture", 16));
+        }
+    }
+    for (pid, comm, n) in plan {
+        now += 1_000_000;
+        let common = [
+            ("dev", dev),
+            ("sector", Val::U(sector)),
+            ("nr_sector", Val::U(n)),
+            ("rwbs", Val::Str("R")),
+        ];
+        let mut f = common.to_vec();
+        f.push(("comm", Val::Str(comm)));
+        t.sample(0, q, now, pid, pid, &[0xffff_ffff_8100_0000], &f)
+            .unwrap();
+        t.sample(0, getrq, now + 10, pid, pid, &[], &f).unwrap();
+        let mut f = f.clone();
+        f.push(("bytes", Val::U(n * 512)));
+        t.sample(0, issue, now + 20_000, pid, pid, &[], &f).unwrap();
+        t.sample(0, complete, now + 300_000, 0, 0, &[], &common)
+            .unwrap();
+        sector += 4096;
+    }
+    let trace = dir.join("t");
+    t.write(&trace).unwrap();
+    trace
+}
+
+/// DuckDB is required in CI; elsewhere a test without it says it skips.
+fn has_duckdb() -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import duckdb"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "DuckDB is required in CI (scripts/install-test-deps.sh installs it)"
+        );
+        eprintln!("SKIPPED: python3 -c 'import duckdb' failed");
+    }
+    ok
+}
+
+/// Facts of a report's tables read by DuckDB: acts whose bytes or IOs differ from the sum of
+/// their ios.parquet rows (per direction), IO rows, bytes in ios, acts, roles, files and
+/// intents, and the bytes of recorder acts.
+fn report_join_facts(dir: &Path) -> serde_json::Value {
+    let script = r#"
+import duckdb, json, sys
+d = sys.argv[1]
+q = lambda s: duckdb.sql(s.replace("$D", d)).fetchall()
+f = {}
+f["mismatches"] = q("""
+  with i as (select act,
+      sum(case when dir = 'R' then size else 0 end) r,
+      sum(case when dir = 'A' then size else 0 end) a,
+      sum(case when dir = 'W' then size else 0 end) w, count(*) n
+    from '$D/ios.parquet' group by act)
+  select count(*) from '$D/acts.parquet' a left join i on a.act = i.act
+  where coalesce(i.r, 0) != a.read_bytes or coalesce(i.a, 0) != a.readahead_bytes
+     or coalesce(i.w, 0) != a.write_bytes or coalesce(i.r + i.a + i.w, 0) != a.bytes
+     or coalesce(i.n, 0) != a.read_ios + a.readahead_ios + a.write_ios""")[0][0]
+f["orphans"] = q("select count(*) from '$D/ios.parquet' i anti join '$D/acts.parquet' a on i.act = a.act")[0][0]
+f["ios_rows"] = q("select count(*) from '$D/ios.parquet'")[0][0]
+f["ios_bytes"] = int(q("select coalesce(sum(size), 0) from '$D/ios.parquet'")[0][0])
+for t in ["acts", "roles", "files", "intents"]:
+    f[t + "_bytes"] = int(q(f"select coalesce(sum(read_bytes + readahead_bytes + write_bytes), 0) from '$D/{t}.parquet'")[0][0])
+f["recorder_bytes"] = int(q("select coalesce(sum(bytes), 0) from '$D/acts.parquet' where recorder")[0][0])
+f["hist_acts"] = q("select count(distinct act) from '$D/histograms.parquet'")[0][0]
+print(json.dumps(f))
+"#;
+    let o = Command::new("python3")
+        .args(["-c", script, dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// The recorder's own IO on a traced device: hidden by default, shown with
+/// `--show-recorder`, and either way every table counts the IOs of ios.parquet
+/// (`sum(ios.size) group by act == acts.bytes`, docs/report.md).
+#[test]
+fn report_tables_are_consistent_with_recorder_io() {
+    if !has_duckdb() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = reads_trace(tmp.path(), 3, 2);
+    let trace = trace.to_str().unwrap();
+    for (args, rows, bytes, recorder) in [
+        (vec![], 3, 3 * 4096, 0),
+        (vec!["--show-recorder"], 5, 3 * 4096 + 2 * 8192, 2 * 8192),
+    ] {
+        let dir = tmp.path().join(format!("rep{}", args.len()));
+        let mut a = vec!["report", trace, "-o", dir.to_str().unwrap()];
+        a.extend(args.iter().copied());
+        let text = ok(&a);
+        let f = report_join_facts(&dir);
+        assert_eq!(f["mismatches"], 0, "{args:?}: {f}");
+        assert_eq!(f["orphans"], 0, "{args:?}: {f}");
+        assert_eq!(f["ios_rows"], rows, "{args:?}: {f}");
+        for t in ["ios", "acts", "roles", "files", "intents"] {
+            assert_eq!(f[format!("{t}_bytes")], bytes, "{args:?} {t}: {f}");
+        }
+        assert_eq!(f["recorder_bytes"], recorder, "{args:?}: {f}");
+        assert_eq!(
+            text.contains("ioblame-capture"),
+            recorder > 0,
+            "{args:?}: {text}"
+        );
+        let folded = std::fs::read_to_string(dir.join("flame-bytes.folded")).unwrap();
+        let flame: u64 = folded
+            .lines()
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(flame, bytes, "{args:?}: {folded}");
+    }
+}
+
+/// The terminal summary counts the IO of the selected devices only (as ios.parquet).
+#[test]
+fn report_summary_honours_devs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("rep");
+    let text = ok(&[
+        "report",
+        &fixture("ext4-two-writers"),
+        "--devs",
+        "!7:0",
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(
+        text.starts_with("ioblame report: 0 B in 0 IOs charged to 0 acts\n"),
+        "{text}"
+    );
+    assert!(text.contains("\n0 IO rows;"), "{text}");
+    assert!(!text.contains("writerA"), "{text}");
+}

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use ioblame_attrib::{Dir, Io, RoleId, Tables, Via};
+use ioblame_attrib::{ActTotals, Dir, Io, RoleId, Tables, Via};
 
 /// Most time buckets kept; past it the bucket width doubles and pairs merge.
 pub(crate) const MAX_BUCKETS: u64 = 512;
@@ -48,6 +48,8 @@ pub(crate) struct Aggregates {
     pub base: Option<u64>,
     /// Latest completion seen, relative to the base.
     pub end: u64,
+    /// Bytes and IOs per direction per act id, of the IOs given (what `ios.parquet` holds).
+    pub act_totals: Vec<ActTotals>,
     /// Sum of io_time (µs) per act id.
     pub act_io_us: Vec<u64>,
     /// Sum of wait_time (µs) per act id.
@@ -91,10 +93,16 @@ impl Aggregates {
         if a < tables.acts.len() && self.act_io_us.len() <= a {
             self.act_io_us.resize(a + 1, 0);
             self.act_wait_us.resize(a + 1, 0);
+            self.act_totals.resize(a + 1, ActTotals::default());
         }
-        if let (Some(x), Some(y)) = (self.act_io_us.get_mut(a), self.act_wait_us.get_mut(a)) {
+        if let (Some(x), Some(y), Some(tot)) = (
+            self.act_io_us.get_mut(a),
+            self.act_wait_us.get_mut(a),
+            self.act_totals.get_mut(a),
+        ) {
             *x = x.saturating_add(io.io_time);
             *y = y.saturating_add(io.wait_time);
+            tot.add(io.dir, io.size);
         }
 
         let role = tables.act(io.act).map_or(RoleId::MAX, |x| x.role);
@@ -138,6 +146,14 @@ impl Aggregates {
     /// The io_time sum of an act (0 when it had no IO).
     pub(crate) fn io_us(&self, act: u32) -> u64 {
         self.act_io_us.get(act as usize).copied().unwrap_or(0)
+    }
+
+    /// The per-act totals of the IOs given, one per act of `tables` (so that every output
+    /// counts exactly the IOs of `ios.parquet`).
+    pub(crate) fn totals_for(&self, tables: &Tables) -> Vec<ActTotals> {
+        let mut v = self.act_totals.clone();
+        v.resize(tables.acts.len(), ActTotals::default());
+        v
     }
 
     /// The wait_time sum of an act.
@@ -219,6 +235,9 @@ mod tests {
         let step = 1u64 << a.stride_log;
         assert_eq!(a.points[1].t - a.points[0].t, step * 10_000_000);
         assert_eq!(a.act_io_us.len(), 2, "no room made for an unknown act");
+        assert_eq!(a.act_totals.len(), 2);
+        let ios: u64 = a.act_totals.iter().map(|t| t.total_ios()).sum();
+        assert_eq!(ios, (0..n).filter(|i| i % 3 != 2).count() as u64);
         let want: u64 = (0..n).filter(|i| i % 3 == 0).map(|i| i % 5000).sum();
         assert_eq!(a.io_us(0), want);
         let lat: u64 = a.latency[1].iter().flatten().sum();

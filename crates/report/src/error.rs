@@ -15,8 +15,8 @@ pub enum ReportError {
         #[source]
         source: std::io::Error,
     },
-    /// Building or writing a Parquet table failed.
-    #[error("{}: writing Parquet: {source}", path.display())]
+    /// Building, writing or reading back a Parquet table failed.
+    #[error("{}: Parquet: {source}", path.display())]
     Parquet {
         /// The table file.
         path: PathBuf,

@@ -209,6 +209,26 @@ impl ReportWriter {
             agg,
         } = self;
         let ios_rows = ios.finish()?;
+        // Every output counts the IOs given to `push_io`, exactly those of `ios.parquet`: the
+        // attribution's totals may also hold IO the caller left out (other devices, the
+        // recorder).
+        let shown = Tables {
+            roles: t.roles.clone(),
+            intents: t.intents.clone(),
+            acts: t.acts.clone(),
+            totals: agg.totals_for(t),
+        };
+        let t = &shown;
+        let lost_window_bytes = if summary.lost_windows.is_empty() || ios_rows == 0 {
+            0
+        } else {
+            let windows: Vec<(u64, u64)> = summary
+                .lost_windows
+                .iter()
+                .map(|w| (w.start, w.end))
+                .collect();
+            tables::bytes_in_windows(&dir.join("ios.parquet"), ios_rows, &windows)?
+        };
         let mut files = ReportFiles {
             dir: dir.clone(),
             html: dir.join("report.html"),
@@ -337,6 +357,7 @@ impl ReportWriter {
             &SummaryInput {
                 tables: t,
                 summary,
+                lost_window_bytes: Some(lost_window_bytes),
                 act_io_us: &agg.act_io_us,
                 paths: &input.paths,
                 top: input.top_summary,

@@ -3,17 +3,27 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use ioblame_attrib::{ActId, Dir, Summary, Symbolizer, Tables};
+use ioblame_attrib::{ActId, Dir, Summary, Symbolizer, Tables, Via};
 
 use crate::util::{act_comm, dev_str, frame_name, human_bytes, human_us, modifier_reason};
 
 /// What [`summary_text`] prints beyond the attribution's own tables.
+///
+/// The IO figures (totals per direction, the unknown share, the top acts) are computed from
+/// `tables.totals`, which must count exactly the IOs the report shows (the report passes the
+/// totals of the IOs given to [`crate::ReportWriter::push_io`]: a device selection or the
+/// hidden recorder leaves the others out). `summary` gives what only the attribution knows:
+/// lost records, requests in flight at the end, discards; those are about the whole trace.
 #[derive(Debug, Clone, Copy)]
 pub struct SummaryInput<'a> {
-    /// The attribution's tables.
+    /// The attribution's tables, with the totals of the IOs shown.
     pub tables: &'a Tables,
     /// The attribution's summary.
     pub summary: &'a Summary,
+    /// Bytes of the IOs shown whose queue..completion span touched a lost-record window;
+    /// `None`: the attribution's figure for the whole trace
+    /// ([`Summary::bytes_in_lost_windows`]).
+    pub lost_window_bytes: Option<u64>,
     /// Device time (µs) summed per act id (missing ids count 0).
     pub act_io_us: &'a [u64],
     /// File paths by (dev, ino) where known.
@@ -118,12 +128,24 @@ pub fn summary_text(inp: &SummaryInput<'_>, sym: &dyn Symbolizer) -> String {
     let s = inp.summary;
     let t = inp.tables;
     let mut out = String::new();
-    let total: u64 = s.bytes.iter().sum();
-    let ios: u64 = s.ios.iter().sum();
+    let (mut bytes, mut ios) = ([0u64; 3], [0u64; 3]);
+    let (mut unknown_bytes, mut unknown_ios) = (0u64, 0u64);
+    for (_, a, tot) in t.acts_with_totals() {
+        for d in 0..3 {
+            bytes[d] += tot.bytes[d];
+            ios[d] += tot.ios[d];
+        }
+        if a.via == Via::Unknown {
+            unknown_bytes += tot.total_bytes();
+            unknown_ios += tot.total_ios();
+        }
+    }
+    let total: u64 = bytes.iter().sum();
+    let n_ios: u64 = ios.iter().sum();
     let acts = acts_by_bytes(t);
     let _ = writeln!(
         out,
-        "ioblame report: {} in {ios} IOs charged to {} acts",
+        "ioblame report: {} in {n_ios} IOs charged to {} acts",
         human_bytes(total),
         acts.len()
     );
@@ -132,14 +154,14 @@ pub fn summary_text(inp: &SummaryInput<'_>, sym: &dyn Symbolizer) -> String {
         let _ = writeln!(
             out,
             "  {name:<10} {:>11} {:>8} IOs",
-            human_bytes(s.bytes[i]),
-            s.ios[i]
+            human_bytes(bytes[i]),
+            ios[i]
         );
     }
     if s.other_ios > 0 {
         let _ = writeln!(
             out,
-            "  {:<10} {:>11} {:>8} IOs (discard and other ops, not charged)",
+            "  {:<10} {:>11} {:>8} IOs (discards and other ops in the whole trace, not charged)",
             "other",
             human_bytes(s.other_bytes),
             s.other_ios
@@ -148,26 +170,26 @@ pub fn summary_text(inp: &SummaryInput<'_>, sym: &dyn Symbolizer) -> String {
     let _ = writeln!(
         out,
         "unknown origin: {} in {} IOs ({} of the bytes)",
-        human_bytes(s.unknown_bytes),
-        s.unknown_ios,
-        pct(s.unknown_bytes, total)
+        human_bytes(unknown_bytes),
+        unknown_ios,
+        pct(unknown_bytes, total)
     );
     if s.lost_records == 0 {
         let _ = writeln!(out, "lost records: none");
     } else {
         let _ = writeln!(
             out,
-            "lost records: {} in {} window{}; {} of IO overlapped them (attribution may be incomplete)",
+            "lost records: {} in {} window{}; {} of the IO shown overlapped them (attribution may be incomplete)",
             s.lost_records,
             s.lost_windows.len(),
             if s.lost_windows.len() == 1 { "" } else { "s" },
-            human_bytes(s.bytes_in_lost_windows)
+            human_bytes(inp.lost_window_bytes.unwrap_or(s.bytes_in_lost_windows))
         );
     }
     if s.inflight_at_end > 0 {
         let _ = writeln!(
             out,
-            "in flight at the end: {} requests, {}",
+            "in flight at the end of the trace: {} requests, {}",
             s.inflight_at_end,
             human_bytes(s.inflight_bytes_at_end)
         );

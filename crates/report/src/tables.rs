@@ -197,6 +197,66 @@ impl IosWriter {
     }
 }
 
+/// Bytes of the rows of `ios.parquet` (`rows` of them) whose `queue_ns..=complete_ns` span
+/// touches one of `windows` (`(start, end)` in ns, any order): read back one row group at a
+/// time, three columns only.
+pub(crate) fn bytes_in_windows(
+    path: &Path,
+    rows: u64,
+    windows: &[(u64, u64)],
+) -> Result<u64, ReportError> {
+    let mut merged: Vec<(u64, u64)> = windows.iter().map(|&(a, b)| (a.min(b), a.max(b))).collect();
+    merged.sort_unstable();
+    let mut w: Vec<(u64, u64)> = Vec::with_capacity(merged.len());
+    for (a, b) in merged {
+        match w.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => w.push((a, b)),
+        }
+    }
+    if w.is_empty() {
+        return Ok(0);
+    }
+    let mut total = 0u64;
+    let mut off = 0u64;
+    while off < rows {
+        let n = (rows - off).min(IOS_ROW_GROUP as u64);
+        let f = File::open(path).map_err(|e| ReportError::io(path, e))?;
+        let df = ParquetReader::new(f)
+            .with_columns(Some(vec![
+                "queue_ns".into(),
+                "complete_ns".into(),
+                "size".into(),
+            ]))
+            .with_slice(Some((off as usize, n as usize)))
+            .finish()
+            .map_err(pq_err(path))?;
+        let get = |name: &str| -> Result<UInt64Chunked, ReportError> {
+            Ok(df
+                .column(name)
+                .map_err(pq_err(path))?
+                .as_materialized_series()
+                .u64()
+                .map_err(pq_err(path))?
+                .clone())
+        };
+        let (q, c, size) = (get("queue_ns")?, get("complete_ns")?, get("size")?);
+        for ((q, c), size) in q.iter().zip(c.iter()).zip(size.iter()) {
+            let (Some(q), Some(c), Some(size)) = (q, c, size) else {
+                continue;
+            };
+            let (start, end) = (q.min(c), q.max(c));
+            // The first window not ending before the IO starts: does it start before it ends?
+            let i = w.partition_point(|x| x.1 < start);
+            if w.get(i).is_some_and(|x| x.0 <= end) {
+                total = total.saturating_add(size);
+            }
+        }
+        off += n.max(1);
+    }
+    Ok(total)
+}
+
 /// `acts.parquet`.
 pub(crate) fn write_acts(path: &Path, t: &Tables, agg: &Aggregates) -> Result<(), ReportError> {
     let n = t.acts.len();

@@ -49,6 +49,7 @@ fn summary_text_golden() {
         &SummaryInput {
             tables: &f.tables,
             summary: &f.summary,
+            lost_window_bytes: None,
             act_io_us: &io_us,
             paths: &f.paths,
             top: 3,
@@ -411,6 +412,160 @@ fn html_in_headless_chromium() {
     );
     assert!(shot.is_file(), "no screenshot:\n{log}");
     assert_eq!(&std::fs::read(&shot).unwrap()[..4], b"\x89PNG");
+}
+
+/// Writes a report of the fixture giving only the IOs `keep` accepts (as `--devs` or the
+/// hidden recorder do), while the tables' totals and the summary still count every IO.
+fn write_report_of(
+    f: &common::Fixture,
+    dir: &Path,
+    keep: impl Fn(&ioblame_attrib::Io) -> bool,
+) -> ioblame_report::Report {
+    let input = ioblame_report::ReportInput {
+        paths: f.paths.clone(),
+        ..Default::default()
+    };
+    let mut w = ioblame_report::ReportWriter::create(dir, input).unwrap();
+    let mut counters = ioblame_counters::CounterSet::default_set();
+    for io in f.ios.iter().filter(|io| keep(io)) {
+        counters.record(io, &ioblame_counters::IoContext::for_io(&f.tables, io));
+        w.push_io(io, &f.tables).unwrap();
+    }
+    w.finish(&f.tables, &counters, &f.summary, &sym).unwrap()
+}
+
+/// Per act, (bytes per direction, IOs) of the given IOs.
+fn per_act(ios: &[&ioblame_attrib::Io], n: usize) -> Vec<([u64; 3], u64)> {
+    let mut v = vec![([0u64; 3], 0u64); n];
+    for io in ios {
+        v[io.act as usize].0[io.dir.index()] += io.size;
+        v[io.act as usize].1 += 1;
+    }
+    v
+}
+
+/// The summary's totals, unknown share and top lists count only the IOs the report was given
+/// (a device selection leaves the others out), not the attribution's whole-trace summary.
+#[test]
+fn summary_counts_only_the_ios_given() {
+    let f = fixture(0);
+    // Leave out the direct writes (act 3) and the unknown ones (act 4).
+    let keep = |io: &ioblame_attrib::Io| io.act != 3 && io.act != 4;
+    let kept: Vec<_> = f.ios.iter().filter(|io| keep(io)).collect();
+    let r = write_report_of(&f, &out_dir("summary-subset"), keep);
+    let total: u64 = kept.iter().map(|i| i.size).sum();
+    let first = r.summary_text.lines().next().unwrap();
+    assert_eq!(
+        first,
+        format!(
+            "ioblame report: {} in {} IOs charged to 4 acts",
+            ioblame_report::human_bytes(total),
+            kept.len()
+        )
+    );
+    let w: u64 = kept
+        .iter()
+        .filter(|i| i.dir == ioblame_attrib::Dir::W)
+        .map(|i| i.size)
+        .sum();
+    assert!(
+        r.summary_text.contains(&format!(
+            "  {:<10} {:>11}",
+            "write",
+            ioblame_report::human_bytes(w)
+        )),
+        "{}",
+        r.summary_text
+    );
+    assert!(
+        r.summary_text.contains("unknown origin: 0 B in 0 IOs"),
+        "{}",
+        r.summary_text
+    );
+    assert!(!r.summary_text.contains("via direct"), "{}", r.summary_text);
+    // The lost window (1.5 s) overlaps one read of act 1, kept.
+    assert!(
+        r.summary_text
+            .contains("4.00 KiB of the IO shown overlapped them"),
+        "{}",
+        r.summary_text
+    );
+
+    // Nothing given: no IO anywhere in the summary.
+    let r = write_report_of(&f, &out_dir("summary-none"), |_| false);
+    assert!(
+        r.summary_text
+            .starts_with("ioblame report: 0 B in 0 IOs charged to 0 acts\n"),
+        "{}",
+        r.summary_text
+    );
+    assert!(
+        r.summary_text
+            .contains("0 B of the IO shown overlapped them"),
+        "{}",
+        r.summary_text
+    );
+}
+
+/// Every table agrees with ios.parquet when some IOs are left out (the recorder's, or a
+/// device's): `sum(ios.size) group by act == acts.bytes`, and roles, files, intents and the
+/// flame graph count the same IOs.
+#[test]
+fn tables_count_only_the_ios_given() {
+    let f = fixture(0);
+    let keep = |io: &ioblame_attrib::Io| io.act != 0;
+    let kept: Vec<_> = f.ios.iter().filter(|io| keep(io)).collect();
+    let dir = out_dir("tables-subset");
+    let r = write_report_of(&f, &dir, keep);
+    assert_eq!(r.ios_rows, kept.len() as u64);
+    let want = per_act(&kept, f.tables.acts.len());
+    let acts = read_parquet(&dir.join("acts.parquet"));
+    let col = |name: &str| -> Vec<u64> {
+        let c = acts
+            .column(name)
+            .unwrap()
+            .as_materialized_series()
+            .u64()
+            .unwrap()
+            .clone();
+        (0..c.len()).map(|i| c.get(i).unwrap()).collect()
+    };
+    let (r_, a_, w_) = (
+        col("read_bytes"),
+        col("readahead_bytes"),
+        col("write_bytes"),
+    );
+    let bytes = col("bytes");
+    let ios: Vec<u64> = col("read_ios")
+        .iter()
+        .zip(col("readahead_ios"))
+        .zip(col("write_ios"))
+        .map(|((a, b), c)| a + b + c)
+        .collect();
+    for (id, (b, n)) in want.iter().enumerate() {
+        assert_eq!([r_[id], a_[id], w_[id]], *b, "act {id} bytes per direction");
+        assert_eq!(bytes[id], b.iter().sum::<u64>(), "act {id} bytes");
+        assert_eq!(ios[id], *n, "act {id} IOs");
+    }
+    let total: u64 = kept.iter().map(|i| i.size).sum();
+    for t in ["roles", "files", "intents"] {
+        let df = read_parquet(&dir.join(format!("{t}.parquet")));
+        let s = sum_u64(&df, "read_bytes")
+            + sum_u64(&df, "readahead_bytes")
+            + sum_u64(&df, "write_bytes");
+        assert_eq!(s, total, "{t}.parquet");
+    }
+    let folded = std::fs::read_to_string(dir.join("flame-bytes.folded")).unwrap();
+    let flame: u64 = folded
+        .lines()
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(flame, total, "{folded}");
+    assert!(
+        !folded.contains("folio_mark_dirty"),
+        "act 0 left out: {folded}"
+    );
+    assert!(!r.summary_text.contains("via page"), "{}", r.summary_text);
 }
 
 #[test]
