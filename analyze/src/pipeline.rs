@@ -210,6 +210,9 @@ fn report_summary(s: &Summary, trace: &Trace) {
             s.bytes_in_lost_windows
         );
     }
+    for line in byte_accounting(s) {
+        eprintln!("ioblame: {line}");
+    }
     for w in &s.warnings {
         eprintln!("ioblame: warning: {w}");
     }
@@ -219,6 +222,32 @@ fn report_summary(s: &Summary, trace: &Trace) {
             s.warnings_suppressed
         );
     }
+}
+
+/// The lines that account for IO bytes not charged to a known act: charged to the lost
+/// intent after two minutes without progress, left queued or in flight at the end, or
+/// neither reads nor writes. Every byte the trace shows is either in an act or here.
+pub fn byte_accounting(s: &Summary) -> Vec<String> {
+    let mut v = Vec::new();
+    if s.stale_bytes > 0 {
+        v.push(format!(
+            "warning: {} bytes of IO ({} requests issued, the rest bios queued) saw no issue or completion for two minutes of trace time; they are charged to the lost intent (#1) with their file, issuer and reason",
+            s.stale_bytes, s.stale_requests
+        ));
+    }
+    if s.pending_bytes_at_end > 0 || s.inflight_bytes_at_end > 0 {
+        v.push(format!(
+            "note: at the end of the trace {} bytes were queued but not issued and {} bytes ({} requests) were in flight; they are not charged",
+            s.pending_bytes_at_end, s.inflight_bytes_at_end, s.inflight_at_end
+        ));
+    }
+    if s.other_bytes > 0 {
+        v.push(format!(
+            "note: {} requests ({} bytes) were neither reads nor writes (discards, ...); they are not charged to acts",
+            s.other_ios, s.other_bytes
+        ));
+    }
+    v
 }
 
 /// A progress bar on stderr over the trace's time span (hidden when stderr is not a terminal).
@@ -272,5 +301,79 @@ impl Progress {
 
     fn done(&self) {
         self.bar.finish_and_clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ioblame_decode::synth::{builtin_format, TraceBuilder, Val};
+
+    /// A bio queued and never issued, and a discard: neither is charged to an act, and both
+    /// are accounted for on stderr.
+    #[test]
+    fn bytes_not_charged_are_accounted_for() {
+        let mut t = TraceBuilder::new(ioblame_format::ByteOrder::native(), 1);
+        let ev = |t: &mut TraceBuilder, name: &str| {
+            t.add_event(name, builtin_format(name).unwrap(), false)
+                .unwrap()
+        };
+        let q = ev(&mut t, "block:block_bio_queue");
+        let d = ev(&mut t, "block:block_rq_issue");
+        let c = ev(&mut t, "block:block_rq_complete");
+        let base = t.header().start_clock_ns + 1_000_000;
+        let dev = Val::U(7 << 20);
+        let bio = |sector: u64, rwbs: &'static str| {
+            vec![
+                ("dev", dev),
+                ("sector", Val::U(sector)),
+                ("nr_sector", Val::U(8)),
+                ("rwbs", Val::Str(rwbs)),
+                ("comm", Val::Str("w")),
+            ]
+        };
+        t.sample(0, q, base, 42, 42, &[], &bio(2048, "W")).unwrap();
+        let mut issue = bio(4096, "D");
+        issue.push(("bytes", Val::U(4096)));
+        t.sample(0, d, base + 10, 0, 0, &[], &issue).unwrap();
+        let done = vec![
+            ("dev", dev),
+            ("sector", Val::U(4096)),
+            ("nr_sector", Val::U(8)),
+            ("error", Val::I(0)),
+            ("rwbs", Val::Str("D")),
+        ];
+        t.sample(0, c, base + 20, 0, 0, &[], &done).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        t.write(&path).unwrap();
+        let trace = Trace::open(&path).unwrap();
+        let a = analyze(
+            trace,
+            &Symbolizer::default(),
+            &DevSelection::all(),
+            |_, _| {},
+        )
+        .unwrap();
+        assert_eq!(
+            a.tables.totals.iter().map(|t| t.total_bytes()).sum::<u64>(),
+            0
+        );
+        let lines = byte_accounting(&a.summary);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(
+            lines[0].contains("4096 bytes were queued but not issued"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[1].contains("1 requests (4096 bytes) were neither reads nor writes"),
+            "{lines:?}"
+        );
+        let stale = Summary {
+            stale_bytes: 8192,
+            stale_requests: 1,
+            ..Summary::default()
+        };
+        assert!(byte_accounting(&stale)[0].contains("8192 bytes of IO (1 requests issued"));
     }
 }

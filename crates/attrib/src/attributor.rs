@@ -75,6 +75,8 @@ struct Charge {
     reason: u32,
     txn: u32,
     qtime: u64,
+    /// The rwbs of the bio (the request's, for sectors no bio was seen for).
+    rwbs: Rwbs,
 }
 
 /// A charge plus the file byte offset of the interval's first sector.
@@ -637,12 +639,6 @@ impl Attributor {
                 .then(a.reason.cmp(&b.reason))
         });
         s.unknown_contexts = uc;
-        if s.inflight_at_end > 0 {
-            let n = s.inflight_at_end;
-            warn(s, || {
-                format!("{n} requests were still in flight at the end of the trace")
-            });
-        }
         Attribution {
             tables: self.tables,
             summary: self.summary,
@@ -1440,6 +1436,7 @@ impl Attributor {
             reason,
             txn: if journal { txn } else { NO_TXN },
             qtime: ev.time,
+            rwbs,
         };
         let mut paint: Paint<Frag> = Paint::default();
         if !rwbs.is_write() || is_dio {
@@ -1803,6 +1800,7 @@ impl Attributor {
                 reason: NO_REASON,
                 txn: NO_TXN,
                 qtime: time,
+                rwbs,
             };
             paint.fill(sector, e, &Frag { c, foff: NO_OFF }, None);
         }
@@ -1850,9 +1848,10 @@ impl Attributor {
                 reason: NO_REASON,
                 txn: NO_TXN,
                 qtime: time,
+                rwbs,
             };
             let parts = vec![(sector, sector.saturating_add(n), Frag { c, foff: NO_OFF })];
-            self.emit(disk, &parts, rwbs, time, time);
+            self.emit(disk, &parts, rwbs, time, time, false);
             return;
         };
         let done = n.min(r.left);
@@ -1866,7 +1865,7 @@ impl Attributor {
                 first.0 = cut;
             }
         }
-        self.emit(disk, &now, r.rwbs, r.last_issue, time);
+        self.emit(disk, &now, r.rwbs, r.last_issue, time, false);
         if done < r.left {
             self.summary.partial_completions += 1;
             r.left -= done;
@@ -1925,6 +1924,7 @@ impl Attributor {
                 reason: NO_REASON,
                 txn: NO_TXN,
                 qtime: time,
+                rwbs,
             };
             self.emit(
                 disk,
@@ -1932,40 +1932,65 @@ impl Attributor {
                 rwbs,
                 time,
                 time,
+                false,
             );
             return;
         }
         // No request layer: the device saw the bio when it was queued.
         let issue = parts.iter().map(|p| p.2.c.qtime).min().unwrap_or(time);
-        self.emit(disk, &parts, rwbs, issue, time);
+        self.emit(disk, &parts, rwbs, issue, time, false);
     }
 
-    /// Forgets bios queued and requests issued longer than [`STALE_NS`] ago (their
-    /// issue or completion was not recorded), so memory stays bounded.
+    /// Charges bios queued and requests issued longer than [`STALE_NS`] ago to the lost
+    /// intent (their issue or completion was not recorded), with the context they had, so
+    /// memory stays bounded and no byte goes uncounted.
     fn sweep(&mut self, now: u64) {
         let limit = now.saturating_sub(STALE_NS);
+        let mut stale: Vec<(Dev, Parts, Rwbs, u64)> = Vec::new();
         let mut bytes = 0;
-        self.pending.retain(|_, p| {
+        self.pending.retain(|&disk, p| {
             p.map.retain(|&(a, _), (b, f)| {
                 let keep = f.c.qtime >= limit;
                 if !keep {
                     bytes += (*b - a) * 512;
+                    stale.push((disk, vec![(a, *b, *f)], f.c.rwbs, f.c.qtime));
                 }
                 keep
             });
             !p.map.is_empty()
         });
-        let mut stale = 0;
-        self.inflight.retain(|_, r| {
+        let mut requests = 0;
+        self.inflight.retain(|&(disk, _), r| {
             let keep = r.last_issue >= limit;
             if !keep {
-                stale += 1;
+                requests += 1;
                 bytes += r.left * 512;
+                stale.push((disk, std::mem::take(&mut r.parts), r.rwbs, r.last_issue));
             }
             keep
         });
         self.summary.stale_bytes += bytes;
-        self.summary.stale_requests += stale;
+        self.summary.stale_requests += requests;
+        stale.sort_by_key(|s| s.3);
+        for (disk, parts, rwbs, at) in stale {
+            self.emit_lost(disk, parts, rwbs, at);
+        }
+    }
+
+    /// Emits parts that will never complete as IOs charged to the lost intent, with the
+    /// file, issuer and reason they were queued with (no device time, no seek).
+    fn emit_lost(&mut self, disk: Dev, mut parts: Parts, rwbs: Rwbs, at: u64) {
+        let unknown = self.unknown_role();
+        for p in &mut parts {
+            p.2.c = Charge {
+                role: unknown,
+                stack: 0,
+                via: Via::Unknown,
+                txn: NO_TXN,
+                ..p.2.c
+            };
+        }
+        self.emit(disk, &parts, rwbs, at, at, true);
     }
 
     fn scale(&mut self, disk: Dev, sectors: u64) -> u32 {
@@ -1993,6 +2018,7 @@ impl Attributor {
         rwbs: Rwbs,
         issue: u64,
         complete: u64,
+        swept: bool,
     ) {
         let Some(&(first, _, _)) = parts.first() else {
             return;
@@ -2004,7 +2030,11 @@ impl Attributor {
             self.summary.other_ios += 1;
             return;
         };
-        let prev_end = self.last_end.insert(disk, last);
+        let prev_end = if swept {
+            None
+        } else {
+            self.last_end.insert(disk, last)
+        };
         let seek = match prev_end {
             Some(pe) => self.scale(disk, first.abs_diff(pe)),
             None => 0,
@@ -2013,7 +2043,11 @@ impl Attributor {
         // Group parts by what they are charged to.
         let mut groups: Vec<(Charge, u64, u64, u64, u64)> = Vec::new(); // charge, sector, bytes, qtime, foff
         for &(a, b, f) in parts {
-            let key = Charge { qtime: 0, ..f.c };
+            let key = Charge {
+                qtime: 0,
+                rwbs: Rwbs::default(),
+                ..f.c
+            };
             match groups.iter_mut().find(|g| g.0 == key) {
                 Some(g) => {
                     g.2 += (b - a) * 512;

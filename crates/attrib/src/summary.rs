@@ -89,9 +89,10 @@ pub struct Summary {
     /// Events whose time went backwards.
     pub out_of_order_events: u64,
     /// Bytes of bios queued or requests issued that saw no progress for two minutes of
-    /// trace time and were forgotten (their issue or completion was not recorded).
+    /// trace time (their issue or completion was not recorded): they were charged to the
+    /// lost intent with the file, issuer and reason they were queued with.
     pub stale_bytes: u64,
-    /// Requests forgotten that way.
+    /// Issued requests charged that way.
     pub stale_requests: u64,
     /// Human-readable warnings (the first 64).
     pub warnings: Vec<String>,

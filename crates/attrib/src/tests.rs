@@ -1605,11 +1605,29 @@ fn stale_pending_bios_are_swept() {
         b.q(620, LOOP0, 1000 + i * 8, 8, "WS");
         b.requests(LOOP0, 1000 + i * 8, 8, 8, "WS");
     }
-    let (_, out) = b.finish();
+    // The forgotten bytes are charged to the lost intent, not dropped.
+    b.completed_bytes += 8192;
+    let (ios, out) = b.finish();
     assert_eq!(out.summary.stale_bytes, 8192);
     assert_eq!(out.summary.stale_requests, 1);
     assert_eq!(out.summary.inflight_at_end, 0);
     assert_eq!(out.summary.pending_bytes_at_end, 0);
+    let t = &out.tables;
+    let lost: Vec<&Io> = ios.iter().filter(|i| i.via == Via::Unknown).collect();
+    assert_eq!(lost.len(), 2, "{lost:?}");
+    for i in &lost {
+        assert_eq!(i.size, 4096);
+        assert_eq!(i.dir, Dir::W);
+        assert_eq!(t.acts[i.act as usize].intent, INTENT_LOST);
+        assert_eq!(i.ino, Some(9), "the file is kept");
+        assert_eq!(t.roles[i.issuer as usize].comm, "fio", "the issuer is kept");
+        assert_eq!(i.io_time, 0);
+    }
+    assert_eq!(
+        lost.iter().map(|i| i.sector).collect::<Vec<_>>(),
+        vec![100, 200]
+    );
+    assert_eq!(out.summary.unknown_bytes, 8192);
 }
 
 /// Requests whose bios were never seen are still charged (lost), and leftovers at the
