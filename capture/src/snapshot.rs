@@ -52,16 +52,37 @@ pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
             mount_point: unescape(f[4]),
             fs_type: f[sep + 1].to_string(),
             source: unescape(f[sep + 2]),
+            block_size: 0,
         });
     }
     out
 }
 
-/// Mounts of this mount namespace.
+/// Mounts of this mount namespace, with the block size of the filesystems on block devices.
 pub fn mounts() -> Vec<Mount> {
-    std::fs::read_to_string("/proc/self/mountinfo")
+    let mut v = std::fs::read_to_string("/proc/self/mountinfo")
         .map(|t| parse_mountinfo(&t))
-        .unwrap_or_default()
+        .unwrap_or_default();
+    for m in &mut v {
+        // Only block-device filesystems: statfs of a network or FUSE mount can hang.
+        if m.major != 0 {
+            m.block_size = block_size(Path::new(&m.mount_point)).unwrap_or(0);
+        }
+    }
+    v
+}
+
+/// `statfs` `f_bsize` of the filesystem holding `p`.
+pub fn block_size(p: &Path) -> Option<u32> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statfs is plain old data; all-zero is a valid value.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is a NUL-terminated path and st a valid statfs to fill.
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    u32::try_from(st.f_bsize).ok().filter(|b| *b > 0)
 }
 
 /// Tasks alive now.
@@ -206,6 +227,20 @@ mod tests {
             (98, 0, "ext3")
         );
         assert_eq!(m[1].source, "/dev/loop0");
+        assert_eq!(m[1].block_size, 0);
+    }
+
+    #[test]
+    fn block_sizes() {
+        assert!(block_size(Path::new("/")).is_some_and(|b| b >= 512 && b.is_power_of_two()));
+        assert_eq!(block_size(Path::new("/nonexistent/x")), None);
+        // Every mounted block-device filesystem reports one.
+        for m in mounts()
+            .iter()
+            .filter(|m| m.major != 0 && m.fs_type == "ext4")
+        {
+            assert!(m.block_size >= 1024, "{m:?}");
+        }
     }
 
     #[test]

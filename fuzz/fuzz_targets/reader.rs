@@ -1,5 +1,6 @@
 //! Fuzzes the trace reader: any bytes must give a trace or a clear error, never a panic, and
-//! every chunk found must decompress or fail cleanly, and its records iterate without panic.
+//! every chunk found must decompress or fail cleanly, and its records iterate without panic;
+//! the metadata and FILES sections decode or fail cleanly.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -11,6 +12,9 @@ fuzz_target!(|data: &[u8]| {
     };
     let order = f.header().byte_order;
     let t = ioblame_format::Trace::from_files(vec![f], vec![]);
+    // Every metadata section and FILES table decodes or fails cleanly.
+    let _ = t.metadata().events.len();
+    let _ = t.paths().iter().count();
     for c in t.chunks() {
         if let Ok(chunk) = t.decompress(c) {
             for r in chunk.records(order) {

@@ -14,13 +14,17 @@ pub const CHUNK_HEADER_LEN: usize = 64;
 pub const MAX_CHUNK_UNCOMPRESSED: u32 = 64 << 20;
 /// Size of a perf record header (`struct perf_event_header`).
 pub const PERF_HEADER_LEN: usize = 8;
+/// `ChunkHeader::flags` bit: the recorder found this CPU's perf ring buffer inconsistent
+/// within the chunk's span and discarded `ChunkHeader::discarded` bytes of ring data: records
+/// of an unknown number are missing between the chunk's first and last timestamps.
+pub const CHUNK_RING_DISCARDED: u32 = 1;
 
 /// The header of a chunk, describing the records it holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ChunkHeader {
     /// CPU whose ring buffer the records come from.
     pub cpu: u32,
-    /// Chunk flags (none defined yet).
+    /// Chunk flags (`CHUNK_*`).
     pub flags: u32,
     /// Sequence number of this chunk among the chunks of the same CPU, from 0, continuous
     /// across the ring files of one capture. A gap means chunks were lost or deleted.
@@ -31,6 +35,9 @@ pub struct ChunkHeader {
     pub last_ts: u64,
     /// Number of perf records in the chunk.
     pub records: u32,
+    /// Bytes of perf ring data the recorder discarded within this chunk's span (the ring was
+    /// inconsistent), saturating at `u32::MAX`; 0 unless [`CHUNK_RING_DISCARDED`] is set.
+    pub discarded: u32,
     /// Records the kernel reported lost (PERF_RECORD_LOST / LOST_SAMPLES) within this span.
     pub lost: u64,
     /// Length of the decompressed record bytes.
@@ -49,7 +56,7 @@ impl ChunkHeader {
             .u64(self.first_ts)
             .u64(self.last_ts)
             .u32(self.records)
-            .u32(0)
+            .u32(self.discarded)
             .u64(self.lost)
             .u32(self.uncompressed_len)
             .u32(self.compressed_len)
@@ -65,11 +72,8 @@ impl ChunkHeader {
             seq: d.u64("seq")?,
             first_ts: d.u64("first timestamp")?,
             last_ts: d.u64("last timestamp")?,
-            records: {
-                let r = d.u32("record count")?;
-                d.u32("reserved")?;
-                r
-            },
+            records: d.u32("record count")?,
+            discarded: d.u32("discarded bytes")?,
             lost: d.u64("lost count")?,
             uncompressed_len: d.u32("uncompressed length")?,
             compressed_len: d.u32("compressed length")?,
@@ -86,6 +90,12 @@ impl ChunkHeader {
             ));
         }
         Ok(h)
+    }
+
+    /// Whether the recorder discarded ring data within this chunk's span
+    /// ([`CHUNK_RING_DISCARDED`]): records are missing there.
+    pub fn ring_discarded(&self) -> bool {
+        self.flags & CHUNK_RING_DISCARDED != 0
     }
 }
 
@@ -109,6 +119,7 @@ pub struct ChunkBuilder {
     buf: Vec<u8>,
     records: u32,
     lost: u64,
+    discarded: Option<u32>,
     first_ts: u64,
     last_ts: u64,
     has_ts: bool,
@@ -132,6 +143,7 @@ impl ChunkBuilder {
             buf: Vec::new(),
             records: 0,
             lost: 0,
+            discarded: None,
             first_ts: 0,
             last_ts: 0,
             has_ts: false,
@@ -156,14 +168,21 @@ impl ChunkBuilder {
         self.lost += n;
     }
 
+    /// Marks that `bytes` of ring data were discarded (the ring was inconsistent) within the
+    /// current chunk's span: the chunk gets [`CHUNK_RING_DISCARDED`] and the byte count.
+    pub fn add_discarded(&mut self, bytes: u64) {
+        let b = u32::try_from(bytes).unwrap_or(u32::MAX);
+        self.discarded = Some(self.discarded.unwrap_or(0).saturating_add(b));
+    }
+
     /// Bytes of records accumulated so far.
     pub fn len(&self) -> usize {
         self.buf.len()
     }
 
-    /// Whether nothing (neither records nor losses) is pending.
+    /// Whether nothing (neither records nor losses nor discarded ring data) is pending.
     pub fn is_empty(&self) -> bool {
-        self.records == 0 && self.lost == 0
+        self.records == 0 && self.lost == 0 && self.discarded.is_none()
     }
 
     /// Compresses what has accumulated into a chunk (zstd level `level`) and starts the next
@@ -182,11 +201,16 @@ impl ChunkBuilder {
         }
         let header = ChunkHeader {
             cpu: self.cpu,
-            flags: 0,
+            flags: if self.discarded.is_some() {
+                CHUNK_RING_DISCARDED
+            } else {
+                0
+            },
             seq: self.next_seq,
             first_ts: self.first_ts,
             last_ts: self.last_ts,
             records: self.records,
+            discarded: self.discarded.unwrap_or(0),
             lost: self.lost,
             uncompressed_len: self.buf.len() as u32,
             compressed_len: 0,
@@ -195,6 +219,7 @@ impl ChunkBuilder {
         self.next_seq += 1;
         self.records = 0;
         self.lost = 0;
+        self.discarded = None;
         self.first_ts = 0;
         self.last_ts = 0;
         self.has_ts = false;

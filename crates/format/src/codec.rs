@@ -128,3 +128,69 @@ impl<'a> Dec<'a> {
         Ok(n)
     }
 }
+
+/// Largest element count a decoder reserves room for before it has decoded the elements:
+/// a declared count only bounds what may follow, so vectors start at most this large and grow
+/// with what is actually decoded.
+pub(crate) const INITIAL_CAPACITY: usize = 1024;
+
+/// Largest ratio of a metadata frame's declared uncompressed length to its compressed length
+/// that the reader accepts. Real kallsyms text compresses about 6:1 (9:1 with hidden
+/// addresses) and path tables about 10-30:1; zstd can reach several thousand to one on
+/// repetitive input, which would let a few kilobytes of a hostile file claim the whole
+/// 256 MiB cap.
+pub const MAX_METADATA_RATIO: usize = 256;
+
+/// Decompresses `z`, which must be exactly one zstd frame declaring exactly `declared` bytes
+/// of content, without allocating more than `declared` bytes, and only after checking
+/// `declared` against `cap` and (if given) against `max_ratio` times the frame's size.
+pub(crate) fn zstd_frame(
+    z: &[u8],
+    declared: usize,
+    cap: usize,
+    max_ratio: Option<usize>,
+) -> Result<Vec<u8>, String> {
+    if declared > cap {
+        return Err(format!(
+            "declares {declared} uncompressed bytes, over the cap of {cap}"
+        ));
+    }
+    if let Some(r) = max_ratio {
+        let most = z.len().saturating_mul(r).max(1 << 16);
+        if declared > most {
+            return Err(format!(
+                "declares {declared} uncompressed bytes from a {}-byte frame, more than \
+                 {r} times its size",
+                z.len()
+            ));
+        }
+    }
+    match zstd::zstd_safe::find_frame_compressed_size(z) {
+        Ok(n) if n == z.len() => {}
+        Ok(n) => {
+            return Err(format!(
+                "zstd frame of {n} bytes does not fill its {} bytes",
+                z.len()
+            ))
+        }
+        Err(_) => return Err("not a valid zstd frame".to_string()),
+    }
+    match zstd::zstd_safe::get_frame_content_size(z) {
+        Ok(Some(n)) if n == declared as u64 => {}
+        Ok(Some(n)) => {
+            return Err(format!(
+                "zstd frame holds {n} bytes, the header declares {declared}"
+            ))
+        }
+        Ok(None) => return Err("zstd frame does not declare its content size".to_string()),
+        Err(_) => return Err("not a valid zstd frame header".to_string()),
+    }
+    let raw = zstd::bulk::decompress(z, declared).map_err(|e| format!("zstd: {e}"))?;
+    if raw.len() != declared {
+        return Err(format!(
+            "decompressed to {} bytes, the header declares {declared}",
+            raw.len()
+        ));
+    }
+    Ok(raw)
+}

@@ -41,16 +41,17 @@ mod writer;
 
 pub use chunk::{
     encode_chunk, ChunkBuilder, ChunkHeader, EncodedChunk, RawRecord, RecordIter, CHUNK_HEADER_LEN,
-    MAX_CHUNK_UNCOMPRESSED, PERF_HEADER_LEN,
+    CHUNK_RING_DISCARDED, MAX_CHUNK_UNCOMPRESSED, PERF_HEADER_LEN,
 };
-pub use codec::MAX_STRING;
+pub use codec::{MAX_METADATA_RATIO, MAX_STRING};
 pub use error::{DecodeError, Error, Result};
 pub use meta::{
-    kernel_dev, user_dev, BlockDevice, ByteOrder, EventDesc, Header, Kallsyms, Metadata, Mount,
-    Task, EVENT_CALLCHAIN, EVENT_TASK_RECORDS, MAX_KALLSYMS,
+    kernel_dev, user_dev, BlockDevice, ByteOrder, EventDesc, FileEntry, FileTable, Header,
+    Kallsyms, Metadata, Mount, Task, EVENT_CALLCHAIN, EVENT_TASK_RECORDS, FILES_AT_END,
+    FILES_CAPPED, FILES_TIMED_OUT, MAX_FILES_TABLE, MAX_KALLSYMS,
 };
 #[cfg(feature = "reader")]
-pub use reader::{Chunk, ChunkRef, Problem, Trace, TraceFile};
+pub use reader::{Chunk, ChunkRef, PathTable, Problem, Trace, TraceFile};
 pub use writer::{
     ring_file_name, FileWriter, IndexEntry, RingOptions, RingStats, RingWriter, INDEX_ENTRY_LEN,
 };

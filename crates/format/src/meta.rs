@@ -6,7 +6,7 @@
 // without it and only encodes.
 #![cfg_attr(not(feature = "reader"), allow(dead_code))]
 
-use crate::codec::{Dec, Enc};
+use crate::codec::{zstd_frame, Dec, Enc, INITIAL_CAPACITY, MAX_METADATA_RATIO};
 use crate::error::DecodeError;
 
 /// Byte order of the recording host, which is the byte order of every raw perf record.
@@ -247,6 +247,9 @@ pub struct Mount {
     pub fs_type: String,
     /// Mount source, e.g. `/dev/loop0`.
     pub source: String,
+    /// Block size of the mounted filesystem in bytes (`statfs` `f_bsize`), 0 when unknown
+    /// (not recorded, or files of format 1.0).
+    pub block_size: u32,
 }
 
 /// A task alive when the capture (or this ring file) started.
@@ -323,7 +326,7 @@ pub(crate) fn encode_events(events: &[EventDesc]) -> Vec<u8> {
 pub(crate) fn decode_events(b: &[u8]) -> Result<Vec<EventDesc>, DecodeError> {
     let mut d = Dec::new(b);
     let n = d.count(40, "event count")?;
-    let mut v = Vec::with_capacity(n);
+    let mut v = Vec::with_capacity(n.min(INITIAL_CAPACITY));
     for _ in 0..n {
         let name = d.str("event name")?;
         let tracefs_id = d.u32("tracefs id")?;
@@ -335,7 +338,7 @@ pub(crate) fn decode_events(b: &[u8]) -> Result<Vec<EventDesc>, DecodeError> {
         let filter = d.str("filter")?;
         let format = d.str("format")?;
         let nids = d.count(8, "id count")?;
-        let mut ids = Vec::with_capacity(nids);
+        let mut ids = Vec::with_capacity(nids.min(INITIAL_CAPACITY));
         for _ in 0..nids {
             ids.push(d.u64("sample id")?);
         }
@@ -366,21 +369,9 @@ pub(crate) fn decode_kallsyms(b: &[u8]) -> Result<Kallsyms, DecodeError> {
     let mut d = Dec::new(b);
     let flags = d.u32("kallsyms flags")?;
     let len = d.u32("kallsyms length")? as usize;
-    if len > MAX_KALLSYMS {
-        return Err(DecodeError::new(
-            4,
-            format!("kallsyms length {len} exceeds the cap"),
-        ));
-    }
     let z = d.take(d.remaining(), "kallsyms")?;
-    let raw = zstd::bulk::decompress(z, len)
-        .map_err(|e| DecodeError::new(8, format!("kallsyms: zstd: {e}")))?;
-    if raw.len() != len {
-        return Err(DecodeError::new(
-            8,
-            "kallsyms: decompressed length differs from the declared one",
-        ));
-    }
+    let raw = zstd_frame(z, len, MAX_KALLSYMS, Some(MAX_METADATA_RATIO))
+        .map_err(|e| DecodeError::new(4, format!("kallsyms: {e}")))?;
     let text = String::from_utf8(raw).map_err(|_| DecodeError::new(8, "kallsyms: not UTF-8"))?;
     Ok(Kallsyms {
         text,
@@ -409,7 +400,7 @@ pub(crate) fn encode_block_devices(v: &[BlockDevice]) -> Vec<u8> {
 pub(crate) fn decode_block_devices(b: &[u8]) -> Result<Vec<BlockDevice>, DecodeError> {
     let mut d = Dec::new(b);
     let n = d.count(52, "device count")?;
-    let mut v = Vec::with_capacity(n);
+    let mut v = Vec::with_capacity(n.min(INITIAL_CAPACITY));
     for _ in 0..n {
         let name = d.str("device name")?;
         let major = d.u32("major")?;
@@ -443,13 +434,19 @@ pub(crate) fn encode_mounts(v: &[Mount]) -> Vec<u8> {
             .str(&m.fs_type)
             .str(&m.source);
     }
+    // Format 1.1: the block sizes follow the entries, so 1.0 readers (which ignore trailing
+    // bytes) still read the entries.
+    e.u32(v.len() as u32);
+    for m in v {
+        e.u32(m.block_size);
+    }
     e.buf
 }
 
 pub(crate) fn decode_mounts(b: &[u8]) -> Result<Vec<Mount>, DecodeError> {
     let mut d = Dec::new(b);
     let n = d.count(28, "mount count")?;
-    let mut v = Vec::with_capacity(n);
+    let mut v = Vec::with_capacity(n.min(INITIAL_CAPACITY));
     for _ in 0..n {
         v.push(Mount {
             mount_id: d.u32("mount id")?,
@@ -459,7 +456,21 @@ pub(crate) fn decode_mounts(b: &[u8]) -> Result<Vec<Mount>, DecodeError> {
             mount_point: d.str("mount point")?,
             fs_type: d.str("fs type")?,
             source: d.str("source")?,
+            block_size: 0,
         });
+    }
+    if d.remaining() > 0 {
+        let at = b.len() - d.remaining();
+        let nb = d.count(4, "mount block size count")?;
+        if nb != n {
+            return Err(DecodeError::new(
+                at,
+                format!("{nb} mount block sizes for {n} mounts"),
+            ));
+        }
+        for m in &mut v {
+            m.block_size = d.u32("mount block size")?;
+        }
     }
     Ok(v)
 }
@@ -476,7 +487,7 @@ pub(crate) fn encode_tasks(v: &[Task]) -> Vec<u8> {
 pub(crate) fn decode_tasks(b: &[u8]) -> Result<Vec<Task>, DecodeError> {
     let mut d = Dec::new(b);
     let n = d.count(12, "task count")?;
-    let mut v = Vec::with_capacity(n);
+    let mut v = Vec::with_capacity(n.min(INITIAL_CAPACITY));
     for _ in 0..n {
         v.push(Task {
             pid: d.u32("pid")?,
@@ -499,9 +510,91 @@ pub(crate) fn encode_info(v: &[(String, String)]) -> Vec<u8> {
 pub(crate) fn decode_info(b: &[u8]) -> Result<Vec<(String, String)>, DecodeError> {
     let mut d = Dec::new(b);
     let n = d.count(8, "info count")?;
-    let mut v = Vec::with_capacity(n);
+    let mut v = Vec::with_capacity(n.min(INITIAL_CAPACITY));
     for _ in 0..n {
         v.push((d.str("key")?, d.str("value")?));
     }
     Ok(v)
+}
+
+/// One file of the recording host: which inode of which filesystem had which path.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FileEntry {
+    /// The filesystem's device in the kernel encoding (`major << 20 | minor`), as in the
+    /// `dev`/`s_dev` fields of tracepoint payloads.
+    pub dev: u32,
+    /// Inode number.
+    pub ino: u64,
+    /// Absolute path on the recording host (non-UTF-8 bytes replaced by U+FFFD).
+    pub path: String,
+}
+
+/// `FileTable::flags` bit: the walk stopped at its entry cap; other files exist.
+pub const FILES_CAPPED: u32 = 1;
+/// `FileTable::flags` bit: the walk stopped at its time budget; other files exist.
+pub const FILES_TIMED_OUT: u32 = 2;
+/// `FileTable::flags` bit: the table was taken when the capture ended (else when it started).
+pub const FILES_AT_END: u32 = 4;
+
+/// Cap on the uncompressed size of a FILES table.
+pub const MAX_FILES_TABLE: usize = 256 << 20;
+
+/// A FILES section: paths of the inodes of the recorded filesystems (format 1.1).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FileTable {
+    /// `FILES_*` flags.
+    pub flags: u32,
+    /// The files, in walk order.
+    pub entries: Vec<FileEntry>,
+}
+
+/// Smallest encoded entry: dev, ino and an empty path.
+const FILE_ENTRY_MIN: usize = 16;
+
+pub(crate) fn encode_files(t: &FileTable) -> Vec<u8> {
+    let mut raw = Enc::default();
+    for f in &t.entries {
+        raw.u32(f.dev).u64(f.ino).str(&f.path);
+    }
+    let z = zstd::bulk::compress(&raw.buf, 3).unwrap_or_default();
+    let mut e = Enc::default();
+    e.u32(t.flags)
+        .u32(t.entries.len() as u32)
+        .u32(raw.buf.len() as u32)
+        .bytes(&z);
+    e.buf
+}
+
+/// Decodes a FILES payload, calling `f(dev, ino, path)` for each entry; returns the flags.
+pub(crate) fn decode_files(
+    b: &[u8],
+    mut f: impl FnMut(u32, u64, &str),
+) -> Result<u32, DecodeError> {
+    let mut d = Dec::new(b);
+    let flags = d.u32("files flags")?;
+    let n = d.u32("file count")? as usize;
+    let len = d.u32("file table length")? as usize;
+    if n.saturating_mul(FILE_ENTRY_MIN) > len {
+        return Err(DecodeError::new(
+            4,
+            format!("{n} files cannot fit in a table of {len} bytes"),
+        ));
+    }
+    let z = d.take(d.remaining(), "file table")?;
+    let raw = zstd_frame(z, len, MAX_FILES_TABLE, Some(MAX_METADATA_RATIO))
+        .map_err(|e| DecodeError::new(8, format!("file table: {e}")))?;
+    let mut d = Dec::new(&raw);
+    let inner = |e: DecodeError| {
+        DecodeError::new(
+            12,
+            format!("file table, at byte {} of the table: {}", e.at, e.what),
+        )
+    };
+    for _ in 0..n {
+        let dev = d.u32("file dev").map_err(inner)?;
+        let ino = d.u64("file inode").map_err(inner)?;
+        let path = d.str("file path").map_err(inner)?;
+        f(dev, ino, &path);
+    }
+    Ok(flags)
 }

@@ -1,17 +1,18 @@
 //! The reader: memory-maps trace files, finds their chunks (through the index or by scanning),
 //! reports damage, and hands out decompressed chunks.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use crate::block::{
     kind, BlockHeader, HeaderFault, BLOCK_HEADER_LEN, BLOCK_MAGIC, FILE_MAGIC, FOOTER_LEN,
     FOOTER_MAGIC, FORMAT_MAJOR, PREAMBLE_LEN,
 };
-use crate::chunk::{ChunkHeader, RecordIter, CHUNK_HEADER_LEN};
-use crate::codec::Dec;
+use crate::chunk::{ChunkHeader, RecordIter, CHUNK_HEADER_LEN, MAX_CHUNK_UNCOMPRESSED};
+use crate::codec::{zstd_frame, Dec};
 use crate::error::{DecodeError, Error, Result};
 use crate::meta::{self, Header, Metadata};
 use crate::writer::INDEX_ENTRY_LEN;
@@ -82,11 +83,20 @@ impl Chunk {
 }
 
 /// One trace file, memory-mapped.
+///
+/// Opening a file finds its blocks and checks their checksums, but decodes no metadata: the
+/// metadata sections are decoded on the first call of [`TraceFile::metadata`], and the FILES
+/// sections only through [`Trace::paths`]. A trace of many ring files thus holds the decoded
+/// metadata (kernel symbols included) of the files that are asked for, normally only the
+/// oldest one.
 pub struct TraceFile {
     path: PathBuf,
     data: Data,
     header: Header,
-    meta: Metadata,
+    /// Metadata blocks (kinds below 0x100 but the header) whose checksums hold, in file order.
+    meta_blocks: Vec<(u64, BlockHeader)>,
+    /// The decoded metadata and the faults found decoding it.
+    meta: OnceLock<(Metadata, Vec<Problem>)>,
     chunks: Vec<(u64, ChunkHeader)>,
     problems: Vec<Problem>,
     indexed: bool,
@@ -103,10 +113,24 @@ impl std::fmt::Debug for TraceFile {
     }
 }
 
-/// Result of scanning a byte range for blocks.
+/// Result of looking for a block at a position.
 enum Step {
+    /// A block whose header checks out starts here.
     Block(BlockHeader, u64),
+    /// A damaged stretch was skipped: continue at this offset.
+    Resync(u64),
+    /// Nothing more can be read.
     End,
+}
+
+/// What a block walk may take.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Walk {
+    /// Everything: metadata and chunks (a scan of a file without a usable index).
+    All,
+    /// Metadata only, between the chunks an index lists. A chunk or damage found there means
+    /// the index does not describe the file.
+    Gap,
 }
 
 impl TraceFile {
@@ -176,7 +200,8 @@ impl TraceFile {
         let mut f = TraceFile {
             path: path.to_path_buf(),
             header: placeholder_header(),
-            meta: Metadata::default(),
+            meta_blocks: Vec::new(),
+            meta: OnceLock::new(),
             chunks: Vec::new(),
             problems: Vec::new(),
             indexed: false,
@@ -212,14 +237,23 @@ impl TraceFile {
         let after_header = first + (BLOCK_HEADER_LEN as u64) + hdr.len as u64;
 
         if !f.read_index(b, after_header) {
-            f.scan(b, after_header);
+            // The index was unusable or did not describe the file: forget what it gave.
+            f.chunks.clear();
+            f.meta_blocks.clear();
+            f.problems.clear();
+            f.indexed = false;
+            f.scan_range(b, after_header, b.len() as u64, Walk::All);
         }
         f.data = data;
         Ok(f)
     }
 
-    /// Uses the index of a cleanly closed file. Returns false (nothing changed) when there is
-    /// no usable index, in which case the file must be scanned.
+    /// Uses the index of a cleanly closed file. Returns false when there is no usable index or
+    /// it does not describe the file, in which case the file must be scanned.
+    ///
+    /// The blocks between the chunks the index lists (metadata before the first chunk, and any
+    /// written later, such as a FILES table at the end of a capture) are walked, so an indexed
+    /// file yields the same metadata as a scan.
     fn read_index(&mut self, b: &[u8], start: u64) -> bool {
         let Some(footer) = b.len().checked_sub(FOOTER_LEN).map(|o| &b[o..]) else {
             return false;
@@ -250,7 +284,7 @@ impl TraceFile {
         let Ok(n) = d.count(INDEX_ENTRY_LEN, "index entries") else {
             return false;
         };
-        let mut offsets = Vec::with_capacity(n);
+        let mut pos = start;
         for _ in 0..n {
             let Ok(off) = d.u64("offset") else {
                 return false;
@@ -258,14 +292,8 @@ impl TraceFile {
             if d.take(INDEX_ENTRY_LEN - 8, "entry").is_err() {
                 return false;
             }
-            offsets.push(off);
-        }
-        // Metadata blocks sit between the header and the first chunk: read them by scanning that
-        // stretch (every block is checked).
-        let first_chunk = offsets.first().copied().unwrap_or(index_off);
-        let mut chunks = Vec::with_capacity(n);
-        for off in offsets {
-            if off < start || off >= index_off {
+            // Entries are in file order and point at whole chunk blocks before the index.
+            if off < pos || off >= index_off {
                 return false;
             }
             let Ok(h) = BlockHeader::parse(&b[off as usize..]) else {
@@ -274,35 +302,41 @@ impl TraceFile {
             let Some(p) = payload_of(b, off, h) else {
                 return false;
             };
-            if h.kind != kind::CHUNK {
+            let end = off + BLOCK_HEADER_LEN as u64 + h.len as u64;
+            if h.kind != kind::CHUNK || end > index_off {
                 return false;
             }
-            match ChunkHeader::decode(p) {
-                Ok(ch) if ch.compressed_len as usize + CHUNK_HEADER_LEN == p.len() => {
-                    chunks.push((off, ch))
-                }
-                _ => return false,
+            if !self.scan_range(b, pos, off, Walk::Gap) {
+                return false;
             }
+            match self.check_chunk(p) {
+                Ok(ch) => self.chunks.push((off, ch)),
+                Err(e) => self.chunk_problem(off, e),
+            }
+            pos = end;
         }
-        self.scan_range(b, start, first_chunk, false);
-        self.chunks = chunks;
+        if !self.scan_range(b, pos, index_off, Walk::Gap) {
+            return false;
+        }
         self.indexed = true;
         true
     }
 
-    fn scan(&mut self, b: &[u8], start: u64) {
-        self.scan_range(b, start, b.len() as u64, true);
-    }
-
-    /// Walks blocks in `[start, end)`, decoding metadata and (if `take_chunks`) chunk headers.
-    fn scan_range(&mut self, b: &[u8], start: u64, end: u64, take_chunks: bool) {
+    /// Walks the blocks in `[start, end)`. Returns false, in [`Walk::Gap`] mode, when it met a
+    /// chunk or damage (the index does not describe the file).
+    fn scan_range(&mut self, b: &[u8], start: u64, end: u64, walk: Walk) -> bool {
+        let problems_before = self.problems.len();
         let mut pos = start;
         while pos < end {
             match self.next_block(b, pos, end) {
                 Step::End => break,
+                Step::Resync(to) => pos = to,
                 Step::Block(h, at) => {
                     let next = at + BLOCK_HEADER_LEN as u64 + h.len as u64;
                     if let Some(payload) = payload_of(b, at, h) {
+                        if walk == Walk::Gap && h.kind == kind::CHUNK {
+                            return false;
+                        }
                         if crc32fast::hash(payload) != h.payload_crc {
                             self.problem(
                                 at,
@@ -312,13 +346,14 @@ impl TraceFile {
                                 ),
                             );
                         } else {
-                            self.take_block(at, h, payload, take_chunks);
+                            self.take_block(at, h, payload);
                         }
                     }
                     pos = next;
                 }
             }
         }
+        walk == Walk::All || self.problems.len() == problems_before
     }
 
     /// Finds the next valid block header at or after `pos`, recording problems on the way.
@@ -354,30 +389,27 @@ impl TraceFile {
                 Step::End
             }
             Err(fault) => {
-                // Resynchronise: look for the next block magic whose header checks out.
+                // Resynchronise on the next block magic whose header checks out. Whether its
+                // block is whole is for the next step to say (it may be cut by the file end).
                 let mut i = 1;
                 while i + BLOCK_HEADER_LEN <= rest.len() {
-                    if rest[i..i + 4] == BLOCK_MAGIC {
-                        if let Ok(h) = BlockHeader::parse(&rest[i..]) {
-                            if h.len as usize <= rest.len() - i - BLOCK_HEADER_LEN {
-                                self.problem(
-                                    pos,
-                                    format!(
-                                        "{}; skipped {} bytes to the next valid block",
-                                        describe_fault(fault, "block header"),
-                                        i
-                                    ),
-                                );
-                                return Step::Block(h, pos + i as u64);
-                            }
-                        }
+                    if rest[i..i + 4] == BLOCK_MAGIC && BlockHeader::parse(&rest[i..]).is_ok() {
+                        self.problem(
+                            pos,
+                            format!(
+                                "{}; skipped {} bytes to the next valid block header",
+                                describe_fault(fault, "block header"),
+                                i
+                            ),
+                        );
+                        return Step::Resync(pos + i as u64);
                     }
                     i += 1;
                 }
                 self.problem(
                     pos,
                     format!(
-                        "{}; no valid block follows, {} bytes ignored",
+                        "{}; no valid block header follows, {} bytes ignored",
                         describe_fault(fault, "block header"),
                         rest.len()
                     ),
@@ -387,40 +419,49 @@ impl TraceFile {
         }
     }
 
-    fn take_block(&mut self, at: u64, h: BlockHeader, p: &[u8], take_chunks: bool) {
-        let body = at + BLOCK_HEADER_LEN as u64;
-        let res: std::result::Result<(), DecodeError> = match h.kind {
-            kind::CHUNK if take_chunks => match ChunkHeader::decode(p) {
-                Ok(ch) if ch.compressed_len as usize + CHUNK_HEADER_LEN == p.len() => {
-                    self.chunks.push((at, ch));
-                    Ok(())
-                }
-                Ok(ch) => Err(DecodeError::new(
-                    52,
-                    format!(
-                        "chunk declares {} compressed bytes but its block holds {}",
-                        ch.compressed_len,
-                        p.len().saturating_sub(CHUNK_HEADER_LEN)
-                    ),
-                )),
-                Err(e) => Err(e),
+    /// Checks a chunk block's payload: its header, its length and its CPU.
+    fn check_chunk(&self, p: &[u8]) -> std::result::Result<ChunkHeader, DecodeError> {
+        let ch = ChunkHeader::decode(p)?;
+        if ch.compressed_len as usize + CHUNK_HEADER_LEN != p.len() {
+            return Err(DecodeError::new(
+                52,
+                format!(
+                    "chunk declares {} compressed bytes but its block holds {}",
+                    ch.compressed_len,
+                    p.len().saturating_sub(CHUNK_HEADER_LEN)
+                ),
+            ));
+        }
+        if ch.cpu >= self.header.cpu_count {
+            return Err(DecodeError::new(
+                0,
+                format!(
+                    "chunk of cpu {}, but the header counts {} CPUs",
+                    ch.cpu, self.header.cpu_count
+                ),
+            ));
+        }
+        Ok(ch)
+    }
+
+    fn chunk_problem(&mut self, at: u64, e: DecodeError) {
+        self.problem(
+            at + BLOCK_HEADER_LEN as u64 + e.at as u64,
+            format!("block of kind {:#x}: {}; skipped", kind::CHUNK, e.what),
+        );
+    }
+
+    fn take_block(&mut self, at: u64, h: BlockHeader, p: &[u8]) {
+        match h.kind {
+            kind::CHUNK => match self.check_chunk(p) {
+                Ok(ch) => self.chunks.push((at, ch)),
+                Err(e) => self.chunk_problem(at, e),
             },
-            kind::EVENTS => meta::decode_events(p).map(|v| self.meta.events = v),
-            kind::KALLSYMS => meta::decode_kallsyms(p).map(|v| self.meta.kallsyms = Some(v)),
-            kind::BLOCK_DEVICES => {
-                meta::decode_block_devices(p).map(|v| self.meta.block_devices = v)
-            }
-            kind::MOUNTS => meta::decode_mounts(p).map(|v| self.meta.mounts = v),
-            kind::TASKS => meta::decode_tasks(p).map(|v| self.meta.tasks = v),
-            kind::CAPTURE_INFO => meta::decode_info(p).map(|v| self.meta.capture_info = v),
-            // The header again, the index, and kinds from newer versions: skipped.
-            _ => Ok(()),
-        };
-        if let Err(e) = res {
-            self.problem(
-                body + e.at as u64,
-                format!("block of kind {:#x}: {}; skipped", h.kind, e.what),
-            );
+            // The header again: skipped. Other metadata is decoded when asked for.
+            kind::HEADER => {}
+            k if k < kind::CHUNK => self.meta_blocks.push((at, h)),
+            // The index, and kinds from newer versions: skipped.
+            _ => {}
         }
     }
 
@@ -432,6 +473,40 @@ impl TraceFile {
         });
     }
 
+    /// Decodes the metadata blocks in file order; for each kind the last valid one wins.
+    fn decode_metadata(&self) -> (Metadata, Vec<Problem>) {
+        let b: &[u8] = &self.data;
+        let mut m = Metadata::default();
+        let mut problems = Vec::new();
+        for &(at, h) in &self.meta_blocks {
+            let Some(p) = payload_of(b, at, h) else {
+                continue;
+            };
+            let res: std::result::Result<(), DecodeError> = match h.kind {
+                kind::EVENTS => meta::decode_events(p).map(|v| m.events = v),
+                kind::KALLSYMS => meta::decode_kallsyms(p).map(|v| m.kallsyms = Some(v)),
+                kind::BLOCK_DEVICES => meta::decode_block_devices(p).map(|v| m.block_devices = v),
+                kind::MOUNTS => meta::decode_mounts(p).map(|v| m.mounts = v),
+                kind::TASKS => meta::decode_tasks(p).map(|v| m.tasks = v),
+                kind::CAPTURE_INFO => meta::decode_info(p).map(|v| m.capture_info = v),
+                // FILES is read by `Trace::paths`; kinds of newer minor versions are skipped.
+                _ => Ok(()),
+            };
+            if let Err(e) = res {
+                problems.push(Problem {
+                    path: self.path.clone(),
+                    offset: at + BLOCK_HEADER_LEN as u64 + e.at as u64,
+                    what: format!("block of kind {:#x}: {}; skipped", h.kind, e.what),
+                });
+            }
+        }
+        (m, problems)
+    }
+
+    fn decoded(&self) -> &(Metadata, Vec<Problem>) {
+        self.meta.get_or_init(|| self.decode_metadata())
+    }
+
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
@@ -440,11 +515,17 @@ impl TraceFile {
     pub fn header(&self) -> &Header {
         &self.header
     }
-    /// The file's metadata.
+    /// The file's metadata, decoded on the first call.
     pub fn metadata(&self) -> &Metadata {
-        &self.meta
+        &self.decoded().0
     }
-    /// Damage found while opening the file.
+    /// Faults found decoding the metadata (each faulty block was skipped; an earlier block of
+    /// the same kind, if any, stands). Decodes the metadata on the first call.
+    pub fn metadata_problems(&self) -> &[Problem] {
+        &self.decoded().1
+    }
+    /// Damage found while opening the file: in its block structure, checksums and chunk
+    /// headers (faults inside metadata sections are in [`TraceFile::metadata_problems`]).
     pub fn problems(&self) -> &[Problem] {
         &self.problems
     }
@@ -479,18 +560,13 @@ impl TraceFile {
         let ch = ChunkHeader::decode(p)
             .map_err(|e| bad(offset + BLOCK_HEADER_LEN as u64 + e.at as u64, e.what))?;
         let z = p.get(CHUNK_HEADER_LEN..).unwrap_or_default();
-        let data = zstd::bulk::decompress(z, ch.uncompressed_len as usize)
-            .map_err(|e| bad(offset, format!("chunk zstd frame: {e}")))?;
-        if data.len() != ch.uncompressed_len as usize {
-            return Err(bad(
-                offset,
-                format!(
-                    "chunk decompressed to {} bytes, header says {}",
-                    data.len(),
-                    ch.uncompressed_len
-                ),
-            ));
-        }
+        let data = zstd_frame(
+            z,
+            ch.uncompressed_len as usize,
+            MAX_CHUNK_UNCOMPRESSED as usize,
+            None,
+        )
+        .map_err(|e| bad(offset, format!("chunk: {e}")))?;
         if crc32fast::hash(&data) != ch.content_crc {
             return Err(bad(offset, "chunk content checksum mismatch".into()));
         }
@@ -511,6 +587,94 @@ impl TraceFile {
             ));
         }
         Ok(Chunk { header: ch, data })
+    }
+
+    /// The FILES blocks of this file, latest first.
+    fn files_blocks(&self) -> impl Iterator<Item = (u64, BlockHeader)> + '_ {
+        self.meta_blocks
+            .iter()
+            .rev()
+            .filter(|(_, h)| h.kind == kind::FILES)
+            .copied()
+    }
+}
+
+/// Paths of inodes, merged from the FILES sections of a trace (see [`Trace::paths`]).
+#[derive(Debug, Default)]
+pub struct PathTable {
+    map: HashMap<(u32, u64), Box<str>>,
+    flags: u32,
+    tables: usize,
+    problems: Vec<Problem>,
+}
+
+impl PathTable {
+    /// The path of inode `ino` on the filesystem whose kernel dev_t (`major << 20 | minor`, as
+    /// in tracepoint payloads) is `dev`.
+    pub fn get(&self, dev: u32, ino: u64) -> Option<&str> {
+        self.map.get(&(dev, ino)).map(|p| &**p)
+    }
+    /// Number of (dev, inode) pairs with a path.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+    /// Whether no path is known (the trace has no FILES section, or they were empty).
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+    /// Every known `(dev, ino, path)`, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, u64, &str)> {
+        self.map.iter().map(|(&(d, i), p)| (d, i, &**p))
+    }
+    /// The union of the `FILES_*` flags of the tables read: [`crate::FILES_CAPPED`] or
+    /// [`crate::FILES_TIMED_OUT`] mean a walk stopped early and some paths are unknown.
+    pub fn flags(&self) -> u32 {
+        self.flags
+    }
+    /// Number of distinct FILES tables read.
+    pub fn tables(&self) -> usize {
+        self.tables
+    }
+    /// Damaged FILES sections (skipped).
+    pub fn problems(&self) -> &[Problem] {
+        &self.problems
+    }
+
+    /// Reads the FILES blocks of `files` (oldest file first), newest first: a path found in
+    /// a later table wins over an older one for the same inode. Identical tables (the ring
+    /// files repeat the start-of-capture table) are read once.
+    fn build(files: &[TraceFile]) -> PathTable {
+        let mut t = PathTable::default();
+        let mut seen: HashSet<(u32, u32)> = HashSet::new();
+        for f in files.iter().rev() {
+            let b: &[u8] = &f.data;
+            for (at, h) in f.files_blocks() {
+                if !seen.insert((h.len, h.payload_crc)) {
+                    continue;
+                }
+                let Some(p) = payload_of(b, at, h) else {
+                    continue;
+                };
+                // Entries go to a scratch map first, so that a table damaged half way adds
+                // nothing.
+                let mut one: Vec<(u32, u64, Box<str>)> = Vec::new();
+                match meta::decode_files(p, |dev, ino, path| one.push((dev, ino, path.into()))) {
+                    Ok(flags) => {
+                        t.flags |= flags;
+                        t.tables += 1;
+                        for (dev, ino, path) in one {
+                            t.map.entry((dev, ino)).or_insert(path);
+                        }
+                    }
+                    Err(e) => t.problems.push(Problem {
+                        path: f.path.clone(),
+                        offset: at + BLOCK_HEADER_LEN as u64 + e.at as u64,
+                        what: format!("FILES block: {}; skipped", e.what),
+                    }),
+                }
+            }
+        }
+        t
     }
 }
 
@@ -553,6 +717,7 @@ pub struct Trace {
     files: Vec<TraceFile>,
     chunks: Vec<ChunkRef>,
     problems: Vec<Problem>,
+    paths: OnceLock<PathTable>,
 }
 
 impl Trace {
@@ -620,15 +785,40 @@ impl Trace {
     }
 
     /// Builds a trace from files already opened (in ring order).
+    ///
+    /// The metadata of the first (oldest) file, which [`Trace::metadata`] returns, is decoded
+    /// here and its faults join [`Trace::problems`]; the other files' metadata stays undecoded
+    /// unless asked for through [`TraceFile::metadata`].
     pub fn from_files(files: Vec<TraceFile>, mut problems: Vec<Problem>) -> Trace {
         let mut chunks = Vec::new();
         for (i, f) in files.iter().enumerate() {
             problems.extend(f.problems.iter().cloned());
+            if i == 0 {
+                problems.extend(f.metadata_problems().iter().cloned());
+            }
             chunks.extend(f.chunks.iter().map(|&(offset, header)| ChunkRef {
                 file: i,
                 offset,
                 header,
             }));
+        }
+        // Ring data the recorder discarded is a loss of unknown size: say where.
+        for c in &chunks {
+            if c.header.ring_discarded() {
+                problems.push(Problem {
+                    path: files[c.file].path.clone(),
+                    offset: c.offset,
+                    what: format!(
+                        "cpu {}: chunk {}: the recorder discarded {} bytes of inconsistent perf \
+                         ring data; records between {} and {} are missing",
+                        c.header.cpu,
+                        c.header.seq,
+                        c.header.discarded,
+                        c.header.first_ts,
+                        c.header.last_ts
+                    ),
+                });
+            }
         }
         // Report gaps in each CPU's chunk sequence (deleted files, damaged chunks).
         let mut per_cpu: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
@@ -682,6 +872,7 @@ impl Trace {
             files,
             chunks,
             problems,
+            paths: OnceLock::new(),
         }
     }
 
@@ -691,7 +882,7 @@ impl Trace {
     }
     /// The metadata of the oldest surviving file.
     pub fn metadata(&self) -> &Metadata {
-        &self.files[0].meta
+        self.files[0].metadata()
     }
     /// The files of the trace, oldest first.
     pub fn files(&self) -> &[TraceFile] {
@@ -701,9 +892,21 @@ impl Trace {
     pub fn chunks(&self) -> &[ChunkRef] {
         &self.chunks
     }
-    /// Damage found while opening.
+    /// Damage found while opening, and chunks whose span lost ring data
+    /// ([`ChunkHeader::ring_discarded`]).
     pub fn problems(&self) -> &[Problem] {
         &self.problems
+    }
+    /// Paths of inodes from the FILES sections of every file of the trace (a table taken at
+    /// the end of the capture wins over the one taken at its start). Read on the first call.
+    /// Empty for traces without FILES sections (format 1.0, or recorded with `--no-paths`).
+    pub fn paths(&self) -> &PathTable {
+        self.paths.get_or_init(|| PathTable::build(&self.files))
+    }
+    /// The path of inode `ino` on the filesystem of kernel dev_t `dev` (`major << 20 |
+    /// minor`, as in tracepoint payloads), if the recorder found it. See [`Trace::paths`].
+    pub fn path_of(&self, dev: u32, ino: u64) -> Option<&str> {
+        self.paths().get(dev, ino)
     }
     /// Decompresses and checks one chunk.
     pub fn decompress(&self, c: &ChunkRef) -> Result<Chunk> {

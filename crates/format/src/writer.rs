@@ -9,7 +9,7 @@ use crate::block::{encode_block, kind, preamble, FOOTER_MAGIC};
 use crate::chunk::EncodedChunk;
 use crate::codec::Enc;
 use crate::error::{Error, Result};
-use crate::meta::{self, Header, Metadata, Task};
+use crate::meta::{self, FileTable, Header, Metadata, Task};
 
 /// One entry of the chunk index that closes a finished file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,38 +38,73 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     }
 }
 
-/// Encodes the metadata blocks that follow the header in every file.
-fn metadata_blocks(meta: &Metadata) -> Vec<u8> {
-    let mut out = Vec::new();
-    out.extend(encode_block(
-        kind::EVENTS,
-        0,
-        &meta::encode_events(&meta.events),
-    ));
-    if let Some(k) = &meta.kallsyms {
-        out.extend(encode_block(kind::KALLSYMS, 0, &meta::encode_kallsyms(k)));
+/// The encoded metadata blocks that follow the header in every file. The static sections are
+/// encoded once per capture (kallsyms compression is the costly part); the task list can be
+/// replaced between files, and a FILES block is added once known.
+#[derive(Debug, Clone, Default)]
+struct EncodedMeta {
+    /// EVENTS, KALLSYMS, BLOCK_DEVICES, MOUNTS.
+    head: Vec<u8>,
+    /// TASKS.
+    tasks: Vec<u8>,
+    /// CAPTURE_INFO.
+    info: Vec<u8>,
+    /// FILES, when the recorder has walked the filesystems.
+    files: Vec<u8>,
+}
+
+impl EncodedMeta {
+    fn new(meta: &Metadata) -> Self {
+        let mut head = Vec::new();
+        head.extend(encode_block(
+            kind::EVENTS,
+            0,
+            &meta::encode_events(&meta.events),
+        ));
+        if let Some(k) = &meta.kallsyms {
+            head.extend(encode_block(kind::KALLSYMS, 0, &meta::encode_kallsyms(k)));
+        }
+        head.extend(encode_block(
+            kind::BLOCK_DEVICES,
+            0,
+            &meta::encode_block_devices(&meta.block_devices),
+        ));
+        head.extend(encode_block(
+            kind::MOUNTS,
+            0,
+            &meta::encode_mounts(&meta.mounts),
+        ));
+        EncodedMeta {
+            head,
+            tasks: encode_tasks_block(&meta.tasks),
+            info: encode_block(
+                kind::CAPTURE_INFO,
+                0,
+                &meta::encode_info(&meta.capture_info),
+            ),
+            files: Vec::new(),
+        }
     }
-    out.extend(encode_block(
-        kind::BLOCK_DEVICES,
-        0,
-        &meta::encode_block_devices(&meta.block_devices),
-    ));
-    out.extend(encode_block(
-        kind::MOUNTS,
-        0,
-        &meta::encode_mounts(&meta.mounts),
-    ));
-    out.extend(encode_block(
-        kind::TASKS,
-        0,
-        &meta::encode_tasks(&meta.tasks),
-    ));
-    out.extend(encode_block(
-        kind::CAPTURE_INFO,
-        0,
-        &meta::encode_info(&meta.capture_info),
-    ));
-    out
+
+    fn bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(
+            self.head.len() + self.tasks.len() + self.info.len() + self.files.len(),
+        );
+        out.extend_from_slice(&self.head);
+        out.extend_from_slice(&self.tasks);
+        out.extend_from_slice(&self.info);
+        out.extend_from_slice(&self.files);
+        out
+    }
+}
+
+fn encode_tasks_block(tasks: &[Task]) -> Vec<u8> {
+    encode_block(kind::TASKS, 0, &meta::encode_tasks(tasks))
+}
+
+/// Encodes a FILES block.
+fn encode_files_block(t: &FileTable) -> Vec<u8> {
+    encode_block(kind::FILES, 0, &meta::encode_files(t))
 }
 
 /// Writes one trace file: preamble, header, metadata, then chunks, then (on `finish`) the
@@ -90,6 +125,10 @@ pub struct FileWriter {
 impl FileWriter {
     /// Creates `path` (which must not exist) and writes the header and metadata.
     pub fn create(path: &Path, header: &Header, meta: &Metadata) -> Result<Self> {
+        Self::create_encoded(path, header, &EncodedMeta::new(meta).bytes())
+    }
+
+    fn create_encoded(path: &Path, header: &Header, meta_blocks: &[u8]) -> Result<Self> {
         let file = OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -104,7 +143,7 @@ impl FileWriter {
         };
         let mut start = preamble().to_vec();
         start.extend(encode_block(kind::HEADER, 0, &header.encode()));
-        start.extend(metadata_blocks(meta));
+        start.extend_from_slice(meta_blocks);
         w.append(&start)?;
         Ok(w)
     }
@@ -155,6 +194,13 @@ impl FileWriter {
             last_ts: h.last_ts,
         });
         Ok(())
+    }
+
+    /// Appends a FILES block (paths of inodes; see `docs/format.md`). Readers use every FILES
+    /// block of a file, later ones first, so a table taken when the capture ends may follow
+    /// the chunks.
+    pub fn write_files(&mut self, table: &FileTable) -> Result<()> {
+        self.append(&encode_files_block(table))
     }
 
     /// Forces written data to stable storage (`fdatasync`).
@@ -216,6 +262,8 @@ pub struct RingStats {
     pub bytes_written: u64,
     /// Bytes currently on disk.
     pub bytes_on_disk: u64,
+    /// Times the current file's data was forced to stable storage ([`RingWriter::sync`]).
+    pub syncs: u64,
 }
 
 /// File name of ring file number `index`.
@@ -232,7 +280,7 @@ pub struct RingWriter {
     dir: PathBuf,
     opts: RingOptions,
     header: Header,
-    meta: Metadata,
+    meta: EncodedMeta,
     current: Option<FileWriter>,
     closed: VecDeque<(PathBuf, u64)>,
     stats: RingStats,
@@ -259,7 +307,7 @@ impl RingWriter {
             dir: dir.to_path_buf(),
             opts,
             header,
-            meta,
+            meta: EncodedMeta::new(&meta),
             current: None,
             closed: VecDeque::new(),
             stats: RingStats::default(),
@@ -271,7 +319,11 @@ impl RingWriter {
     fn open_next(&mut self) -> Result<()> {
         self.header.file_index = self.stats.files_created;
         let path = self.dir.join(ring_file_name(self.header.file_index));
-        let f = FileWriter::create(&path, &self.header, &self.meta)?;
+        let f = FileWriter::create_encoded(&path, &self.header, &self.meta.bytes())?;
+        // Make the new directory entry durable too; a failure only weakens crash safety.
+        if let Ok(d) = File::open(&self.dir) {
+            let _ = d.sync_all();
+        }
         self.stats.files_created += 1;
         self.stats.bytes_written += f.len();
         self.current = Some(f);
@@ -285,9 +337,35 @@ impl RingWriter {
         })
     }
 
-    /// Replaces the task list written into files opened from now on.
+    /// Replaces the task list written into files opened from now on (the recorder refreshes
+    /// it before each new file, see [`RingWriter::needs_roll`]).
     pub fn set_tasks(&mut self, tasks: Vec<Task>) {
-        self.meta.tasks = tasks;
+        self.meta.tasks = encode_tasks_block(&tasks);
+    }
+
+    /// Appends a FILES block to the current file, and repeats it in the metadata of every file
+    /// opened from now on.
+    pub fn write_files(&mut self, table: &FileTable) -> Result<()> {
+        let block = encode_files_block(table);
+        let cur = self.current()?;
+        let before = cur.len();
+        cur.append(&block)?;
+        let added = cur.len() - before;
+        self.stats.bytes_written += added;
+        self.meta.files = block;
+        self.enforce_cap()
+    }
+
+    /// Whether writing a chunk block of `block_len` bytes now would start a new file (so the
+    /// caller can refresh the task list first).
+    pub fn needs_roll(&self, block_len: usize) -> bool {
+        let file_size = self.opts.file_size;
+        match &self.current {
+            Some(cur) => {
+                file_size > 0 && !cur.is_empty() && cur.len() + block_len as u64 > file_size
+            }
+            None => false,
+        }
     }
 
     /// The path of the file being written.
@@ -297,9 +375,8 @@ impl RingWriter {
 
     /// Appends a chunk, rolling to a new file and deleting old ones as the limits require.
     pub fn write_chunk(&mut self, chunk: &EncodedChunk) -> Result<()> {
-        let file_size = self.opts.file_size;
-        let cur = self.current()?;
-        if file_size > 0 && !cur.is_empty() && cur.len() + chunk.block.len() as u64 > file_size {
+        self.current()?;
+        if self.needs_roll(chunk.block.len()) {
             self.roll()?;
         }
         let cur = self.current()?;
@@ -339,9 +416,12 @@ impl RingWriter {
         Ok(())
     }
 
-    /// Forces the current file's data to stable storage.
+    /// Forces the current file's data to stable storage (`fdatasync`). Closed files were
+    /// synced when they were closed.
     pub fn sync(&mut self) -> Result<()> {
-        self.current()?.sync()
+        self.current()?.sync()?;
+        self.stats.syncs += 1;
+        Ok(())
     }
 
     /// Closes the current file with its index and footer.

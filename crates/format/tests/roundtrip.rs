@@ -88,6 +88,7 @@ fn metadata() -> Metadata {
             mount_point: "/mnt/x".into(),
             fs_type: "ext4".into(),
             source: "/dev/loop0".into(),
+            block_size: 4096,
         }],
         tasks: vec![Task {
             pid: 1,
@@ -491,9 +492,11 @@ fn absurd_lengths_are_rejected_without_allocating() {
     let bytes = hand_made(ByteOrder::native(), &[tasks], &[]);
     let f = TraceFile::from_bytes(Path::new("x.iob"), bytes).unwrap();
     assert!(
-        f.problems().iter().any(|p| p.what.contains("cannot fit")),
+        f.metadata_problems()
+            .iter()
+            .any(|p| p.what.contains("cannot fit")),
         "{:?}",
-        f.problems()
+        f.metadata_problems()
     );
     assert_eq!(
         f.metadata().tasks,
@@ -616,4 +619,323 @@ fn sequence_numbers_near_u64_max_and_duplicates_are_reported() {
         ],
         "{what:?}"
     );
+}
+
+/// Drops the index and footer of a cleanly closed file.
+fn without_index(bytes: &[u8]) -> Vec<u8> {
+    let idx_off = u64::from_le_bytes(bytes[bytes.len() - 8..].try_into().unwrap()) as usize;
+    bytes[..idx_off].to_vec()
+}
+
+#[test]
+fn chunks_of_a_cpu_beyond_the_cpu_count_are_rejected() {
+    // header() declares 4 CPUs.
+    let chunks = [
+        chunk_with_seq(3, 0),
+        chunk_with_seq(4, 0),
+        chunk_with_seq(9, 0),
+    ];
+    let bytes = hand_made(ByteOrder::native(), &[], &chunks);
+    let f = TraceFile::from_bytes(Path::new("x.iob"), bytes).unwrap();
+    assert_eq!(f.chunk_count(), 1);
+    let what: Vec<&str> = f.problems().iter().map(|p| p.what.as_str()).collect();
+    assert_eq!(what.len(), 2, "{what:?}");
+    assert!(what[0].contains("chunk of cpu 4, but the header counts 4 CPUs"));
+    assert!(what[1].contains("chunk of cpu 9"));
+}
+
+#[test]
+fn metadata_after_the_chunks_is_read_with_and_without_the_index() {
+    // A ring writer's file with a FILES table written after the chunks, then a later TASKS
+    // block by hand: the last valid block of a kind wins whether the file is opened through
+    // its index or scanned.
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = RingWriter::create(
+        dir.path(),
+        header(ByteOrder::native()),
+        metadata(),
+        RingOptions::default(),
+    )
+    .unwrap();
+    w.write_chunk(&chunk_with_seq(0, 0)).unwrap();
+    w.write_files(&FileTable {
+        flags: FILES_AT_END,
+        entries: vec![FileEntry {
+            dev: 7 << 20,
+            ino: 12,
+            path: "/mnt/x/a.dat".into(),
+        }],
+    })
+    .unwrap();
+    w.finish().unwrap();
+    let file = dir.path().join(ring_file_name(0));
+    let closed = std::fs::read(&file).unwrap();
+    // Rebuild it with a TASKS block between two chunks and a fresh index.
+    let t = Trace::open(&file).unwrap();
+    assert!(t.files()[0].indexed());
+    assert_eq!(t.path_of(7 << 20, 12), Some("/mnt/x/a.dat"));
+    let tasks = vec![Task {
+        pid: 99,
+        tid: 100,
+        comm: "later".into(),
+    }];
+    let mut fw_meta = metadata();
+    fw_meta.tasks = tasks.clone();
+    let later = {
+        // Take the TASKS block a writer makes for `tasks`.
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t.iob");
+        FileWriter::create(&p, &header(ByteOrder::native()), &fw_meta)
+            .unwrap()
+            .finish()
+            .unwrap();
+        let f = TraceFile::open(&p).unwrap();
+        assert_eq!(f.metadata().tasks, tasks);
+        let b = std::fs::read(&p).unwrap();
+        // Find the TASKS block: the 5th block after the header (EVENTS, KALLSYMS, DEVICES,
+        // MOUNTS, TASKS).
+        let mut pos = 16;
+        let mut found = None;
+        while pos + 24 <= b.len() {
+            let k = u16::from_le_bytes([b[pos + 4], b[pos + 5]]);
+            let len = u32::from_le_bytes(b[pos + 8..pos + 12].try_into().unwrap()) as usize;
+            if k == kind::TASKS {
+                found = Some(b[pos..pos + 24 + len].to_vec());
+                break;
+            }
+            pos += 24 + len;
+        }
+        found.unwrap()
+    };
+    let mut w = FileWriter::create(
+        &dir.path().join("y.iob"),
+        &header(ByteOrder::native()),
+        &metadata(),
+    )
+    .unwrap();
+    w.write_chunk(&chunk_with_seq(0, 0)).unwrap();
+    drop(w);
+    let mut bytes = std::fs::read(dir.path().join("y.iob")).unwrap();
+    bytes.extend(&later);
+    // Close it by hand: append a chunk through a writer is not possible after raw bytes, so
+    // build the index of the single chunk ourselves.
+    let chunk_off = Trace::open(&dir.path().join("y.iob")).unwrap().chunks()[0].offset;
+    let mut idx = 1u32.to_le_bytes().to_vec();
+    idx.extend(chunk_off.to_le_bytes());
+    idx.extend([0u8; 32]);
+    let index_off = bytes.len() as u64;
+    bytes.extend(encode_block(kind::INDEX, 0, &idx));
+    bytes.extend(b"IOBINDX\n");
+    bytes.extend(index_off.to_le_bytes());
+    let indexed = TraceFile::from_bytes(Path::new("y.iob"), bytes.clone()).unwrap();
+    assert!(indexed.indexed());
+    let scanned = TraceFile::from_bytes(Path::new("y.iob"), without_index(&bytes)).unwrap();
+    assert!(!scanned.indexed());
+    for f in [&indexed, &scanned] {
+        assert!(f.problems().is_empty(), "{:?}", f.problems());
+        assert_eq!(f.metadata().tasks, tasks, "indexed: {}", f.indexed());
+        assert_eq!(f.chunk_count(), 1);
+    }
+    // And the FILES table after the chunks of the ring writer's file, scanned.
+    let f = TraceFile::from_bytes(&file, without_index(&closed)).unwrap();
+    let t = Trace::from_files(vec![f], vec![]);
+    assert_eq!(t.path_of(7 << 20, 12), Some("/mnt/x/a.dat"));
+}
+
+#[test]
+fn a_damaged_header_then_a_cut_block_is_reported_as_truncated() {
+    let chunks = [
+        chunk_with_seq(0, 0),
+        chunk_with_seq(0, 1),
+        chunk_with_seq(0, 2),
+    ];
+    let bytes = hand_made(ByteOrder::native(), &[], &chunks);
+    let f = TraceFile::from_bytes(Path::new("x.iob"), bytes.clone()).unwrap();
+    let offs = chunk_offsets(&Trace::from_files(vec![f], vec![]));
+    let mut b = bytes.clone();
+    b[offs[1] as usize] ^= 0xff; // the magic of chunk 1
+    b.truncate(b.len() - 5); // chunk 2 is cut
+    let f = TraceFile::from_bytes(Path::new("x.iob"), b).unwrap();
+    let what: Vec<&str> = f.problems().iter().map(|p| p.what.as_str()).collect();
+    assert_eq!(what.len(), 2, "{what:?}");
+    assert!(what[0].contains("damaged block header"), "{what:?}");
+    assert!(what[1].starts_with("truncated"), "{what:?}");
+    assert_eq!(f.problems()[1].offset, offs[2]);
+    assert_eq!(f.chunk_count(), 1);
+}
+
+#[test]
+fn discarded_ring_data_is_flagged_in_the_chunk_and_reported() {
+    let mut b = ChunkBuilder::new(1);
+    b.push(&record(ByteOrder::native(), 9, 16, 10), Some(10));
+    b.add_discarded(4096);
+    b.add_discarded(8);
+    b.push(&record(ByteOrder::native(), 9, 16, 20), Some(20));
+    let ch = b.finish(1).unwrap();
+    assert!(ch.header.ring_discarded());
+    assert_eq!(ch.header.flags, CHUNK_RING_DISCARDED);
+    assert_eq!(ch.header.discarded, 4104);
+    // A chunk holding nothing but the mark is still written.
+    b.add_discarded(u64::MAX);
+    let only = b.finish(1).unwrap();
+    assert_eq!((only.header.records, only.header.discarded), (0, u32::MAX));
+    let clean = chunk_with_seq(1, 2);
+    assert!(!clean.header.ring_discarded());
+    let bytes = hand_made(ByteOrder::native(), &[], &[ch, only, clean]);
+    let f = TraceFile::from_bytes(Path::new("x.iob"), bytes).unwrap();
+    let t = Trace::from_files(vec![f], vec![]);
+    let got: Vec<(bool, u32)> = t
+        .chunks()
+        .iter()
+        .map(|c| (c.header.ring_discarded(), c.header.discarded))
+        .collect();
+    assert_eq!(got, [(true, 4104), (true, u32::MAX), (false, 0)]);
+    let what: Vec<&str> = t.problems().iter().map(|p| p.what.as_str()).collect();
+    assert_eq!(
+        what,
+        [
+            "cpu 1: chunk 0: the recorder discarded 4104 bytes of inconsistent perf ring data; \
+             records between 10 and 20 are missing",
+            "cpu 1: chunk 1: the recorder discarded 4294967295 bytes of inconsistent perf ring \
+             data; records between 0 and 0 are missing",
+        ]
+    );
+}
+
+fn entry(dev: u32, ino: u64, path: &str) -> FileEntry {
+    FileEntry {
+        dev,
+        ino,
+        path: path.into(),
+    }
+}
+
+#[test]
+fn file_tables_repeat_in_every_ring_file_and_the_last_one_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = RingOptions {
+        file_size: 16 << 10,
+        max_size: 0,
+    };
+    let mut w =
+        RingWriter::create(dir.path(), header(ByteOrder::native()), metadata(), opts).unwrap();
+    let start = FileTable {
+        flags: FILES_CAPPED,
+        entries: vec![
+            entry(7 << 20, 2, "/mnt/x"),
+            entry(7 << 20, 12, "/mnt/x/old-name"),
+            entry(7 << 20, 13, "/mnt/x/deleted-during-capture"),
+            entry(8 << 20 | 1, 12, "/srv/same-ino-other-fs"),
+        ],
+    };
+    w.write_files(&start).unwrap();
+    let mut b = ChunkBuilder::new(0);
+    for i in 0..40u64 {
+        for j in 0..60 {
+            b.push(&record(ByteOrder::native(), 9, 64, i * 100 + j), Some(i));
+        }
+        w.write_chunk(&b.finish(1).unwrap()).unwrap();
+    }
+    let end = FileTable {
+        flags: FILES_AT_END,
+        entries: vec![
+            entry(7 << 20, 12, "/mnt/x/new-name"),
+            entry(7 << 20, 14, "/mnt/x/created"),
+        ],
+    };
+    w.write_files(&end).unwrap();
+    let stats = w.finish().unwrap();
+    assert!(stats.files_created > 2, "{stats:?}");
+    let t = Trace::open(dir.path()).unwrap();
+    assert!(t.problems().is_empty(), "{:?}", t.problems());
+    // Two distinct tables, although the first is repeated in every file.
+    assert_eq!(t.paths().tables(), 2);
+    assert_eq!(t.paths().flags(), FILES_CAPPED | FILES_AT_END);
+    assert_eq!(t.paths().len(), 5);
+    assert_eq!(t.path_of(7 << 20, 12), Some("/mnt/x/new-name"));
+    assert_eq!(
+        t.path_of(7 << 20, 13),
+        Some("/mnt/x/deleted-during-capture")
+    );
+    assert_eq!(t.path_of(7 << 20, 14), Some("/mnt/x/created"));
+    assert_eq!(t.path_of(8 << 20 | 1, 12), Some("/srv/same-ino-other-fs"));
+    assert_eq!(t.path_of(7 << 20, 99), None);
+    // Every file alone knows the start table; a middle file does not know the end one.
+    for f in &t.files()[..t.files().len() - 1] {
+        let one = Trace::open(f.path()).unwrap();
+        assert_eq!(one.path_of(7 << 20, 12), Some("/mnt/x/old-name"));
+        assert_eq!(one.path_of(7 << 20, 14), None);
+        assert_eq!(one.metadata(), &metadata());
+    }
+}
+
+#[test]
+fn mounts_of_format_1_0_have_no_block_size() {
+    // A 1.0 MOUNTS payload: the entries only.
+    let mut p = 1u32.to_le_bytes().to_vec();
+    for v in [42u32, 7, 0] {
+        p.extend(v.to_le_bytes());
+    }
+    for s in ["/", "/mnt/x", "ext4", "/dev/loop0"] {
+        p.extend((s.len() as u32).to_le_bytes());
+        p.extend(s.as_bytes());
+    }
+    let bytes = hand_made(
+        ByteOrder::native(),
+        &[encode_block(kind::MOUNTS, 0, &p)],
+        &[],
+    );
+    let f = TraceFile::from_bytes(Path::new("x.iob"), bytes).unwrap();
+    assert!(
+        f.metadata_problems().is_empty(),
+        "{:?}",
+        f.metadata_problems()
+    );
+    let mut want = metadata().mounts;
+    want[0].block_size = 0;
+    assert_eq!(f.metadata().mounts, want);
+    // A block size list that does not match the mounts is a fault (the earlier block stands).
+    p.extend(2u32.to_le_bytes());
+    p.extend([0u8; 8]);
+    let bytes = hand_made(
+        ByteOrder::native(),
+        &[encode_block(kind::MOUNTS, 0, &p)],
+        &[],
+    );
+    let f = TraceFile::from_bytes(Path::new("x.iob"), bytes).unwrap();
+    assert_eq!(f.metadata().mounts, metadata().mounts);
+    assert!(f.metadata_problems()[0]
+        .what
+        .contains("2 mount block sizes for 1 mounts"));
+}
+
+#[test]
+fn committed_fixtures_still_read() {
+    // Traces recorded by earlier versions (format 1.0) must read with this reader.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let mut n = 0;
+    for e in std::fs::read_dir(&root).unwrap() {
+        let dir = e.unwrap().path().join("trace");
+        if !dir.is_dir() {
+            continue;
+        }
+        let t = Trace::open(&dir).unwrap();
+        assert!(
+            t.problems().is_empty(),
+            "{}: {:?}",
+            dir.display(),
+            t.problems()
+        );
+        assert!(!t.metadata().events.is_empty());
+        assert!(t.metadata().kallsyms.is_some());
+        for c in t.chunks() {
+            let ch = t.decompress(c).unwrap();
+            assert_eq!(
+                ch.records(t.header().byte_order).count() as u32,
+                c.header.records
+            );
+        }
+        n += 1;
+    }
+    assert!(n >= 1, "no fixture under {}", root.display());
 }
