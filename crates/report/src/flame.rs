@@ -1,5 +1,5 @@
-//! IO flame graphs: folded stacks `comm;outer;...;inner weight` of the charged intents,
-//! drawn with inferno.
+//! IO flame graphs: folded stacks `outer;...;inner;[wb:reason];comm weight` of the charged
+//! intents, drawn with inferno: the code path at the root, the role that took it on top.
 
 use std::collections::BTreeMap;
 
@@ -33,12 +33,13 @@ fn clean(s: &str) -> String {
     }
 }
 
-/// Folded stacks, one line per distinct stack (sorted): the role's comm at the root, then
-/// the writeback reason where the intent has one (`[wb:sync]`), then the intent's frames
-/// outermost first. Intents without a stack show as `[lost]` / `[nomem]` / `[no stack]`.
-/// `weight(act)` gives each act's weight; zero weights are left out.
+/// Folded stacks, one line per distinct stack (sorted): the intent's frames outermost first
+/// (so a code path taken by several roles is one tower), then the writeback reason where the
+/// intent has one (`[wb:sync]`), then the role's comm as the leaf. Intents without a stack
+/// show as `[lost]` / `[nomem]` / `[no stack]`. `weight(act)` gives each act's weight; zero
+/// weights are left out.
 pub fn folded_stacks(t: &Tables, sym: &dyn Symbolizer, weight: impl Fn(u32) -> u64) -> Vec<String> {
-    let mut names: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+    let mut names: BTreeMap<u32, String> = BTreeMap::new();
     let mut acc: BTreeMap<String, u64> = BTreeMap::new();
     for (id, a, _) in t.acts_with_totals() {
         let w = weight(id);
@@ -49,38 +50,28 @@ pub fn folded_stacks(t: &Tables, sym: &dyn Symbolizer, weight: impl Fn(u32) -> u
             continue;
         };
         let frames = names.entry(a.intent).or_insert_with(|| {
-            let mut v = Vec::new();
-            if let Some(r) = modifier_reason(intent.modifier) {
-                v.push(format!("[wb:{}]", r.name()));
+            let mut line = String::new();
+            for f in intent.stack.iter().rev() {
+                line.push_str(&clean(&frame_name(sym, *f)));
+                line.push(';');
             }
             if intent.stack.is_empty() {
-                v.push(
-                    match a.intent {
-                        INTENT_LOST => "[lost]",
-                        INTENT_NOMEM => "[nomem]",
-                        _ => "[no stack]",
-                    }
-                    .to_string(),
-                );
+                line.push_str(match a.intent {
+                    INTENT_LOST => "[lost];",
+                    INTENT_NOMEM => "[nomem];",
+                    _ => "[no stack];",
+                });
             }
-            v.extend(
-                intent
-                    .stack
-                    .iter()
-                    .rev()
-                    .map(|&x| clean(&frame_name(sym, x))),
-            );
-            v
+            if let Some(r) = modifier_reason(intent.modifier) {
+                line.push_str(&format!("[wb:{}];", r.name()));
+            }
+            line
         });
         let comm = t
             .role(a.role)
             .map(|r| clean(&r.comm))
             .unwrap_or_else(|| "?".to_string());
-        let mut line = comm;
-        for f in frames.iter() {
-            line.push(';');
-            line.push_str(f);
-        }
+        let line = format!("{frames}{comm}");
         *acc.entry(line).or_default() += w;
     }
     acc.into_iter().map(|(k, w)| format!("{k} {w}")).collect()

@@ -175,8 +175,12 @@ pub(crate) fn page(p: &Page<'_>, acts_table: &str, intents_table: &str) -> Strin
     o.push_str(acts_table);
     o.push_str("<h2>Top intents</h2>\n");
     o.push_str(intents_table);
-    o.push_str("<h2>IO flame graphs</h2>\n<p class=note>The role (comm) at the root, then the \
-intent's kernel frames, outermost first: the widest tower is the code path that caused the most IO.</p>\n");
+    o.push_str(
+        "<h2>IO flame graphs</h2>\n<p class=note>Each tower is an intent's kernel stack, \
+outermost frame at the bottom, then the writeback reason where there is one, and on top the \
+role (comm) that took that path: the widest tower is the code path that caused the most IO, \
+split at the top by the roles that caused it.</p>\n",
+    );
     for (title, svg, file) in &p.flames {
         let _ = writeln!(
             o,

@@ -291,25 +291,50 @@ fn charts_and_flame_graphs() {
         .chunks(info.line_size / info.width as usize)
         .any(|p| p.len() >= 3 && p[0] != p[1]));
 
-    // Flame graphs: folded stacks with the role at the root, frames outermost first.
+    // Flame graphs: folded stacks with the frames outermost first, the role as the leaf.
     let folded = std::fs::read_to_string(dir.join("flame-bytes.folded")).unwrap();
     let w0 = f.tables.totals[0].total_bytes();
     assert!(
         folded.contains(&format!(
-            "dd;[wb:background];ksys_write;vfs_write;generic_perform_write;folio_mark_dirty {w0}\n"
+            "ksys_write;vfs_write;generic_perform_write;folio_mark_dirty;[wb:background];dd {w0}\n"
         )),
         "{folded}"
     );
-    assert!(folded.contains("kworker/u8:2;[lost] "), "{folded}");
+    assert!(folded.contains("[lost];kworker/u8:2 "), "{folded}");
     assert!(
-        folded.contains(";0xffffffff81000000;"),
+        folded
+            .lines()
+            .any(|l| l.starts_with("0xffffffff81000000;ext4_file_write_iter;")),
         "unknown frames in hex: {folded}"
     );
     let lines = folded_stacks(&f.tables, &sym, |a| u64::from(a == 2));
-    assert_eq!(lines, ["jbd2/sda1-8;jbd2_journal_commit_transaction 1"]);
+    assert_eq!(lines, ["jbd2_journal_commit_transaction;jbd2/sda1-8 1"]);
     let flame = svg_doc(&dir.join("flame-bytes.svg"));
     assert!(flame.contains("ksys_write"), "{flame}");
     svg_doc(&dir.join("flame-iotime.svg"));
+}
+
+/// One code path taken by several roles is one tower (issue 6: "the widest tower is the
+/// code path that caused the most IO, with the role on top").
+#[test]
+fn flame_graph_towers_are_code_paths() {
+    let mut f = fixture(0);
+    // Acts 1 and 5 both read through intent 3; give them different roles.
+    f.tables.acts[1].role = 0;
+    let lines = folded_stacks(&f.tables, &sym, |a| u64::from(a == 1 || a == 5) * 10);
+    assert_eq!(
+        lines,
+        [
+            "filemap_read;ext4_mpage_readpages;submit_bio;<script>alert(1)</script> 10",
+            "filemap_read;ext4_mpage_readpages;submit_bio;dd 10",
+        ]
+    );
+    // Drawn, the code path is one frame 20 wide at the root.
+    let svg = ioblame_report::flame_svg(&lines, "t", "bytes", false).unwrap();
+    assert!(
+        svg.contains("<title>filemap_read (20 bytes, 100.00%)</title>"),
+        "{svg}"
+    );
 }
 
 #[test]
