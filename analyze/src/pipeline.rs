@@ -162,7 +162,7 @@ pub fn analyze(
     totals.resize(tables.acts.len(), ActTotals::default());
     tables.totals = totals;
     report_stream(&stream, &decoder);
-    report_summary(&done.summary, &trace);
+    report_summary(&done.summary, &tables, &trace);
     Ok(Analysis {
         tables,
         summary: done.summary,
@@ -186,7 +186,7 @@ fn report_stream(s: &StreamStats, _decoder: &Decoder) {
     }
 }
 
-fn report_summary(s: &Summary, trace: &Trace) {
+fn report_summary(s: &Summary, tables: &Tables, trace: &Trace) {
     if s.lost_records > 0 {
         let start = trace.header().start_clock_ns;
         let when: Vec<String> = s
@@ -211,6 +211,9 @@ fn report_summary(s: &Summary, trace: &Trace) {
         );
     }
     for line in byte_accounting(s) {
+        eprintln!("ioblame: {line}");
+    }
+    if let Some(line) = unknown_note(s, tables) {
         eprintln!("ioblame: {line}");
     }
     for w in &s.warnings {
@@ -248,6 +251,54 @@ pub fn byte_accounting(s: &Summary) -> Vec<String> {
         ));
     }
     v
+}
+
+/// Contexts of the IO charged to the lost intent shown on stderr, largest first.
+const UNKNOWN_CONTEXTS_SHOWN: usize = 5;
+
+/// The note on IO charged to the lost intent (#1): how much, and the largest contexts
+/// (file, issuer, reason) it was charged in.
+pub fn unknown_note(s: &Summary, tables: &Tables) -> Option<String> {
+    if s.unknown_bytes == 0 {
+        return None;
+    }
+    let ctx: Vec<String> = s
+        .unknown_contexts
+        .iter()
+        .take(UNKNOWN_CONTEXTS_SHOWN)
+        .map(|u| {
+            let issuer = match tables.role(u.issuer) {
+                Some(r) if r.pid != 0 || r.tid != 0 => format!("pid-{} ({})", r.pid, r.comm),
+                _ => "an unseen task".to_string(),
+            };
+            format!(
+                "{} B on {}:{} ino {} queued by {}{}",
+                u.bytes,
+                ioblame_decode::dev_major(u.file.dev),
+                ioblame_decode::dev_minor(u.file.dev),
+                u.file.ino,
+                issuer,
+                u.reason
+                    .map(|r| format!(" for {}", r.name()))
+                    .unwrap_or_default()
+            )
+        })
+        .collect();
+    let more = s
+        .unknown_contexts
+        .len()
+        .saturating_sub(UNKNOWN_CONTEXTS_SHOWN);
+    Some(format!(
+        "note: {} bytes ({} IOs) have no known origin (dirtied before the capture, or records lost) and are charged to the lost intent (#1): {}{}",
+        s.unknown_bytes,
+        s.unknown_ios,
+        ctx.join("; "),
+        if more > 0 {
+            format!("; and {more} more contexts")
+        } else {
+            String::new()
+        }
+    ))
 }
 
 /// A progress bar on stderr over the trace's time span (hidden when stderr is not a terminal).
@@ -375,5 +426,41 @@ mod tests {
             ..Summary::default()
         };
         assert!(byte_accounting(&stale)[0].contains("8192 bytes of IO (1 requests issued"));
+    }
+
+    /// The lost intent's contexts are printed: file, issuer, reason.
+    #[test]
+    fn unknown_contexts_are_noted() {
+        use ioblame_attrib::{FileKey, Role, UnknownContext, WbReason};
+        let tables = Tables {
+            roles: vec![Role {
+                pid: 50,
+                tid: 50,
+                comm: "kworker/u8:0".into(),
+                generation: 0,
+            }],
+            ..Tables::default()
+        };
+        let s = Summary {
+            unknown_bytes: 4096,
+            unknown_ios: 1,
+            unknown_contexts: vec![UnknownContext {
+                file: FileKey {
+                    dev: 7 << 20,
+                    ino: 219,
+                },
+                issuer: 0,
+                reason: Some(WbReason(2)),
+                bytes: 4096,
+                ios: 1,
+            }],
+            ..Summary::default()
+        };
+        let n = unknown_note(&s, &tables).unwrap();
+        assert!(
+            n.contains("4096 B on 7:0 ino 219 queued by pid-50 (kworker/u8:0) for sync"),
+            "{n}"
+        );
+        assert!(unknown_note(&Summary::default(), &tables).is_none());
     }
 }

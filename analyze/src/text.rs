@@ -23,11 +23,6 @@ fn reason_name(r: Option<WbReason>) -> &'static str {
     r.map_or("-", |r| r.name())
 }
 
-/// The writeback reason an intent's modifier encodes (`0x10000000 | reason`).
-pub fn modifier_reason(modifier: u32) -> Option<WbReason> {
-    (modifier >> 28 == 1).then_some(WbReason(modifier & 0x0fff_ffff))
-}
-
 /// Acts in report order: most bytes first, then by id (deterministic).
 pub fn sorted_acts(tables: &Tables, show_recorder: bool) -> Vec<ActId> {
     let mut ids: Vec<ActId> = tables
@@ -70,12 +65,16 @@ pub fn acts_table(
         let t = &tables.totals[id as usize];
         let role = &tables.roles[a.role as usize];
         let intent = &tables.intents[a.intent as usize];
-        let top: Vec<String> = intent
+        let mut top: Vec<String> = intent
             .stack
             .iter()
             .take(4)
             .map(|&x| frames.name(x))
             .collect();
+        if let Some(issuer) = a.issuer.and_then(|r| tables.role(r)) {
+            // The lost intent has no stack: say who queued the IO instead.
+            top.push(format!("(issued by pid-{} {})", issuer.pid, issuer.comm));
+        }
         writeln!(
             out,
             "{:>7} {:<16} {:>6} {:>#10x} {:>7} {:>10} {:<9} {:<10} {:>12} {:>7} {:>12} {:>7}  {}",
@@ -86,7 +85,7 @@ pub fn acts_table(
             dev_str(a.file.dev),
             a.file.ino,
             a.via.name(),
-            reason_name(modifier_reason(intent.modifier)),
+            reason_name(a.reason),
             human_bytes(t.bytes[0] + t.bytes[1]),
             t.ios[0] + t.ios[1],
             human_bytes(t.bytes[2]),
@@ -113,6 +112,7 @@ pub fn acts_json(
         let t = &tables.totals[id as usize];
         let role = &tables.roles[a.role as usize];
         let intent = &tables.intents[a.intent as usize];
+        let issuer = a.issuer.and_then(|r| tables.role(r));
         let v = serde_json::json!({
             "act": id,
             "pid": role.pid,
@@ -124,7 +124,9 @@ pub fn acts_json(
             "ino": a.file.ino,
             "path": serde_json::Value::Null,
             "via": a.via.name(),
-            "reason": modifier_reason(intent.modifier).map(|r| r.name()),
+            "reason": a.reason.map(|r| r.name()),
+            "issuer_pid": issuer.map(|r| r.pid),
+            "issuer_comm": issuer.map(|r| r.comm.as_str()),
             "read_bytes": t.bytes[0] + t.bytes[1],
             "read_ios": t.ios[0] + t.ios[1],
             "readahead_bytes": t.bytes[1],

@@ -72,7 +72,8 @@ fn writeback_scenarios(fstype: &str) {
         wait
         syncer
         sleep 0.2";
-    let c = charges(&capture(&fs, &bin, "trace", script));
+    let trace = capture(&fs, &bin, "trace", script);
+    let c = charges(&trace);
     let ino_of = |n: &str| ino(&fs.mnt.join(n));
     let data = &["page", "buffer"];
     let ctx = format!("{fstype}: {c:#?}");
@@ -119,6 +120,21 @@ fn writeback_scenarios(fstype: &str) {
         .map(|(_, b)| b[2])
         .sum();
     assert_eq!(unknown, 4 * MIB, "pages dirtied before the capture; {ctx}");
+    // ... with the best context known: the <unknown> role, the flusher that wrote them,
+    // for `syncer`'s sync.
+    for v in support::acts_json(&trace)
+        .iter()
+        .filter(|v| v["via"] == "unknown" && v["ino"] == pre)
+    {
+        assert_eq!(v["comm"], "<unknown>", "{v}");
+        assert_eq!(v["reason"], "sync", "{v}");
+        assert!(
+            v["issuer_comm"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("kworker/")),
+            "{v}"
+        );
+    }
     // No other data bytes on these files.
     let files = ["f.dat", "w.dat", "o.dat", "h.dat", "pre.dat"].map(ino_of);
     let total: u64 = c

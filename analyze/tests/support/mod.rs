@@ -67,6 +67,16 @@ pub fn ioblame(args: &[&std::ffi::OsStr]) -> Output {
         .unwrap()
 }
 
+/// `ioblame acts --json TRACE`: one JSON object per act.
+pub fn acts_json(trace: &Path) -> Vec<serde_json::Value> {
+    let o = ioblame(&["acts".as_ref(), "--json".as_ref(), trace.as_os_str()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// `ioblame acts --json TRACE` as charges.
 pub fn charges(trace: &Path) -> Charges {
     let o = ioblame(&["acts".as_ref(), "--json".as_ref(), trace.as_os_str()]);

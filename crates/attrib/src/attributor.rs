@@ -21,6 +21,10 @@ use crate::summary::{LostWindow, Summary, UnknownContext};
 /// Interned stack id (0 = empty stack).
 type StackId = u32;
 
+/// What tells acts apart: role, intent, file, link, and (for the lost intent) reason and
+/// issuer.
+type ActKey = (RoleId, IntentId, Dev, u64, Via, u32, RoleId);
+
 const NO_OFF: u64 = u64::MAX;
 const NO_REASON: u32 = u32::MAX;
 const NO_TXN: u32 = u32::MAX;
@@ -451,7 +455,7 @@ pub struct Attributor {
     last_stack: StackId,
     stack_index: FxHashMap<Box<[u64]>, StackId>,
     intent_index: FxHashMap<(u32, StackId), IntentId>,
-    act_index: FxHashMap<(RoleId, IntentId, Dev, u64, Via), ActId>,
+    act_index: FxHashMap<ActKey, ActId>,
 
     // dirty state
     folio_order: FolioOrders,
@@ -1085,21 +1089,40 @@ impl Attributor {
         id
     }
 
-    fn intern_act(&mut self, role: RoleId, intent: IntentId, file: FileKey, via: Via) -> ActId {
-        let key = (role, intent, file.dev, file.ino, via);
+    fn intern_act(
+        &mut self,
+        role: RoleId,
+        intent: IntentId,
+        file: FileKey,
+        via: Via,
+        reason: u32,
+        issuer: Option<RoleId>,
+    ) -> ActId {
+        let key = (
+            role,
+            intent,
+            file.dev,
+            file.ino,
+            via,
+            reason,
+            issuer.unwrap_or(RoleId::MAX),
+        );
         if let Some(&id) = self.act_index.get(&key) {
             return id;
         }
         let id = self.tables.acts.len() as ActId;
-        let recorder = self
-            .ctx
-            .recorder_pid
-            .is_some_and(|p| self.tables.roles[role as usize].pid == p);
+        let recorder = self.ctx.recorder_pid.is_some_and(|p| {
+            std::iter::once(role)
+                .chain(issuer)
+                .any(|r| self.tables.roles[r as usize].pid == p)
+        });
         self.tables.acts.push(Act {
             role,
             intent,
             file,
             via,
+            reason: (reason != NO_REASON).then_some(WbReason(reason)),
+            issuer,
             recorder,
         });
         self.tables.totals.push(ActTotals::default());
@@ -2072,7 +2095,15 @@ impl Attributor {
                 dev: c.fdev,
                 ino: c.ino,
             };
-            let act = self.intern_act(c.role, intent, file, c.via);
+            let act = if c.via == Via::Unknown {
+                // Charged to nobody known: the <unknown> role, told apart by who queued
+                // the IO and why.
+                let unknown = self.unknown_role();
+                let issuer = (c.issuer != unknown).then_some(c.issuer);
+                self.intern_act(unknown, intent, file, c.via, c.reason, issuer)
+            } else {
+                self.intern_act(c.role, intent, file, c.via, c.reason, None)
+            };
             let offset = self.scale(offset_base, sector);
             self.tables.totals[act as usize].add(dir, bytes);
             let s = &mut self.summary;

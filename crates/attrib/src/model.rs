@@ -156,7 +156,8 @@ pub struct FileKey {
     pub ino: u64,
 }
 
-/// An act: role + intent + file, the unit IOs are charged to.
+/// An act: role + intent + file, the unit IOs are charged to. Acts of the lost intent are
+/// also told apart by their issuer and reason, the best context known for them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Act {
     /// The role charged.
@@ -167,6 +168,13 @@ pub struct Act {
     pub file: FileKey,
     /// How IOs of this act were linked.
     pub via: Via,
+    /// The writeback reason of its IOs: the one the intent's modifier encodes, and for the
+    /// lost intent (whose modifier is 0) the reason the IO was issued with.
+    pub reason: Option<WbReason>,
+    /// For acts of the lost intent ([`Via::Unknown`], whose role is the `<unknown>` role):
+    /// the task that queued the IO, when known. `None` for other acts (their IOs name their
+    /// issuer, [`Io::issuer`]).
+    pub issuer: Option<RoleId>,
     /// Whether the role is the recorder itself (its IO is charged normally; outputs may
     /// hide it).
     pub recorder: bool,

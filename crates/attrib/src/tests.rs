@@ -1079,6 +1079,68 @@ fn pages_dirtied_before_capture_go_to_lost_with_context() {
         "kworker/u8:0-flush-7:0"
     );
     assert_eq!(uc[0].bytes, 4 * MIB);
+    // The act itself carries that context: the <unknown> role, the reason, the issuer.
+    let a = &t.acts[ios[0].act as usize];
+    assert_eq!(t.roles[a.role as usize].comm, "<unknown>");
+    assert_eq!(a.reason, Some(WbReason(2)));
+    assert_eq!(
+        a.issuer.map(|r| t.roles[r as usize].comm.as_str()),
+        Some("kworker/u8:0-flush-7:0")
+    );
+}
+
+/// Unknown IO of one file queued by two tasks for two reasons makes two acts, each with
+/// its issuer and reason; requests with no bio seen have no issuer.
+#[test]
+fn lost_acts_are_told_apart_by_issuer_and_reason() {
+    let mut b = Bench::new();
+    b.comm(655, "fsyncer");
+    b.wb_start(3);
+    b.inode_start(FLUSHER, LOOP0, 219);
+    b.map(FLUSHER, LOOP0, 219, 0, 50000, 1);
+    b.q(FLUSHER, LOOP0, 400000, 8, "W");
+    b.inode_end(FLUSHER, LOOP0, 219);
+    b.wb_end();
+    b.requests(LOOP0, 400000, 8, 2560, "W");
+    b.push(
+        655,
+        655,
+        EventKind::Ext4Writepages {
+            dev: LOOP0,
+            ino: 219,
+            sync_mode: 1,
+        },
+        None,
+    );
+    b.map(655, LOOP0, 219, 1, 50001, 1);
+    b.q(655, LOOP0, 400008, 8, "WS");
+    b.requests(LOOP0, 400008, 8, 2560, "WS");
+    b.issue(LOOP0, 900000, 8, "W");
+    b.complete(LOOP0, 900000, 8, "W");
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    let ctx: Vec<(u64, Option<&str>, Option<u32>)> = ios
+        .iter()
+        .map(|i| {
+            let a = &t.acts[i.act as usize];
+            assert_eq!(a.intent, INTENT_LOST);
+            assert_eq!(t.roles[a.role as usize].comm, "<unknown>");
+            (
+                a.file.ino,
+                a.issuer.map(|r| t.roles[r as usize].comm.as_str()),
+                a.reason.map(|r| r.0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ctx,
+        vec![
+            (219, Some("kworker/u8:0-flush-7:0"), Some(3)),
+            (219, Some("fsyncer"), None),
+            (0, None, None),
+        ]
+    );
+    assert_eq!(t.acts.len(), 3);
 }
 
 /// The bracket heuristic: a single dirtier of the inode owns unmapped IO in its bracket.
