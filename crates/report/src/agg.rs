@@ -201,6 +201,8 @@ mod tests {
             intent: 1,
             file: FileKey { dev: 1, ino: 0 },
             via: Via::Read,
+            reason: None,
+            issuer: None,
             recorder: false,
         };
         let t = Tables {

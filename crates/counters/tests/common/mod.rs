@@ -68,6 +68,8 @@ pub fn act(role: u32, intent: u32, dev: u32, ino: u64, via: Via) -> Act {
         intent,
         file: FileKey { dev, ino },
         via,
+        reason: None,
+        issuer: None,
         recorder: false,
     }
 }

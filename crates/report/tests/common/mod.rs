@@ -54,6 +54,8 @@ fn act(role: u32, intent: u32, ino: u64, via: Via) -> Act {
         intent,
         file: FileKey { dev: DEV, ino },
         via,
+        reason: None,
+        issuer: None,
         recorder: false,
     }
 }
