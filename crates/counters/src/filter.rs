@@ -14,7 +14,7 @@
 //! | field | values | operators |
 //! | --- | --- | --- |
 //! | `offset`, `size`, `wait_time`, `io_time`, `seek_dist` | numbers (decimal or `0x` hex) | `== != < <= > >=` |
-//! | `pid` (of the charged role), `ino` (of the IO, 0 when unknown) | numbers | `== != < <= > >=` |
+//! | `pid` (the charged task's own pid, i.e. its thread id, as ioblame's filters and the `pid-N` of `counters_pipe`), `tgid` (its process id), `ino` (of the IO, 0 when unknown) | numbers | `== != < <= > >=` |
 //! | `comm` (of the charged role) | strings, quoted (`"..."` or `'...'`) or bare | `==`, `!=`, `~` (glob: `*`, `?`, `[a-z]`, `[!x]`) |
 //! | `dev` (of the IO) | `"MAJ:MIN"`, bare `MAJ:MIN`, or the kernel encoding `major << 20 \| minor` as a number | `==`, `!=` |
 //! | `via` | `page buffer inode journal direct read readahead unknown` | `==`, `!=` |
@@ -153,6 +153,7 @@ enum NumField {
     IoTime,
     SeekDist,
     Pid,
+    Tgid,
     Ino,
 }
 
@@ -166,6 +167,7 @@ impl NumField {
             NumField::IoTime => io.io_time,
             NumField::SeekDist => u64::from(io.seek_dist),
             NumField::Pid => u64::from(ctx.pid),
+            NumField::Tgid => u64::from(ctx.tgid),
             NumField::Ino => io.ino.unwrap_or(0),
         }
     }
@@ -439,7 +441,7 @@ fn unary<'a>(i: &'a str, after: &str, depth: usize, whole: &str) -> Res<'a, Node
 }
 
 const FIELDS: &str =
-    "offset, size, wait_time, io_time, seek_dist, pid, comm, dev, ino, via or reason";
+    "offset, size, wait_time, io_time, seek_dist, pid, tgid, comm, dev, ino, via or reason";
 
 fn predicate<'a>(at: &'a str, after: &str) -> Res<'a, Node> {
     let (rest, name) = match word(at) {
@@ -468,6 +470,7 @@ fn predicate<'a>(at: &'a str, after: &str) -> Res<'a, Node> {
         "io_time" => Kind::Num(NumField::IoTime),
         "seek_dist" => Kind::Num(NumField::SeekDist),
         "pid" => Kind::Num(NumField::Pid),
+        "tgid" => Kind::Num(NumField::Tgid),
         "ino" => Kind::Num(NumField::Ino),
         "comm" => Kind::Comm,
         "dev" => Kind::Dev,

@@ -33,8 +33,8 @@
 //!   `B8 = 0` means no upper limit (slot 7 is `v >= B7`). Boundaries must not decrease
 //!   (`B8 = 0` excepted).
 //! * `FILTER`: see [`filter`]: `&&`, `||`, `!`, parentheses and
-//!   `== != < <= > >= ~` over the five fields and `pid`, `comm`, `dev`, `ino`, `via`,
-//!   `reason`.
+//!   `== != < <= > >= ~` over the five fields and `pid` (the task's own pid, i.e. its thread
+//!   id, as ioblame's filters), `tgid`, `comm`, `dev`, `ino`, `via`, `reason`.
 //!
 //! Counters come from the command line ([`CounterSet::parse_args`], one spec per argument,
 //! errors located as `counter N, column C`) or from a file ([`CounterSet::parse_file`], one
@@ -66,7 +66,7 @@
 //!
 //! [`CounterSet::record`] counts one [`Io`](ioblame_attrib::Io) in the histograms of the act
 //! it is charged to, for every counter whose direction, range and filter accept it. The
-//! [`IoContext`] carries the pid and comm of the act's role for filters; the filter's `dev`,
+//! [`IoContext`] carries the task ids and comm of the act's role for filters; the filter's `dev`,
 //! `ino`, `via` and `reason` come from the `Io` itself. Counts are `u64` (ioblame used
 //! `u32`). Recording allocates nothing once an act's histograms exist.
 //!

@@ -4,6 +4,10 @@
 //! [`ActId`]) that have at least one nonzero count, in act order; `roles` is the role table
 //! the acts point into. An act whose role is missing from `roles` is printed with pid 0 and
 //! no comm.
+//!
+//! Roles are threads: as in ioblame, the `pid` of the text outputs is the task's own pid (the
+//! thread id, [`Role::tid`]), the number the filter field `pid` compares. The JSON output
+//! names both: `pid` the process (as `acts --json` and the Parquet tables) and `tid` the task.
 
 use std::io::{self, Write};
 
@@ -30,7 +34,8 @@ fn maj_min(dev: u32) -> String {
 }
 
 /// ioblame's `counters_pipe` format: per act a line
-/// `pid-N (comm) int=NR dev=0x... ino=0x... gen=0x0` (dev in the kernel encoding
+/// `pid-N (comm) int=NR dev=0x... ino=0x... gen=0x0` (N the task's own pid, i.e. its thread
+/// id; dev in the kernel encoding
 /// `major << 20 | minor`; `(comm)` left out when unknown; `gen` is always 0, traces have no
 /// inode generations), then one line per counter: a tab and the eight counts, the first
 /// right-aligned in 3 columns, the others in 7 columns after a space.
@@ -41,7 +46,7 @@ pub fn counters_pipe(
     roles: &[Role],
 ) -> io::Result<()> {
     for (id, act, role) in counted(set, acts, roles) {
-        write!(w, "pid-{}", role.map_or(0, |r| r.pid))?;
+        write!(w, "pid-{}", role.map_or(0, |r| r.tid))?;
         if let Some(r) = role.filter(|r| !r.comm.is_empty()) {
             write!(w, " ({})", r.comm)?;
         }
@@ -62,7 +67,8 @@ pub fn counters_pipe(
 }
 
 /// A readable report: each counter with its spec, unit and slot ranges, then per act a
-/// header (comm, pid, intent, dev as MAJ:MIN, ino, via) and a table of its counts with a
+/// header (comm, the task's own pid, its process id as `tgid` when it differs, intent, dev
+/// as MAJ:MIN, ino, via) and a table of its counts with a
 /// total per counter, and finally the totals over all acts.
 pub fn pretty(mut w: impl Write, set: &CounterSet, acts: &[Act], roles: &[Role]) -> io::Result<()> {
     let specs = set.specs();
@@ -121,10 +127,13 @@ pub fn pretty(mut w: impl Write, set: &CounterSet, acts: &[Act], roles: &[Role])
     for (id, act, role) in counted(set, acts, roles) {
         writeln!(w)?;
         let comm = role.map_or("?", |r| if r.comm.is_empty() { "?" } else { &r.comm });
+        write!(w, "act {id}: {comm} pid {}", role.map_or(0, |r| r.tid))?;
+        if let Some(r) = role.filter(|r| r.pid != r.tid) {
+            write!(w, " tgid {}", r.pid)?;
+        }
         write!(
             w,
-            "act {id}: {comm} pid {} intent #{} dev {} ino {} via {}",
-            role.map_or(0, |r| r.pid),
+            " intent #{} dev {} ino {} via {}",
             act.intent,
             maj_min(act.file.dev),
             act.file.ino,
@@ -167,6 +176,7 @@ struct JsonHeader<'a> {
 struct JsonAct<'a> {
     act: ActId,
     pid: u32,
+    tid: u32,
     comm: &'a str,
     intent: u32,
     dev: String,
@@ -176,7 +186,8 @@ struct JsonAct<'a> {
 }
 
 /// JSON lines: first `{"counters":[{"spec","dir","field","bounds","filter"}...]}`, then one
-/// object per act: `act` (its id), `pid`, `comm` (empty when unknown), `intent`, `dev`
+/// object per act: `act` (its id), `pid` (the process id), `tid` (the task's own pid, the
+/// `pid-N` of [`counters_pipe`]), `comm` (empty when unknown), `intent`, `dev`
 /// (`MAJ:MIN`), `ino`, `via`, `counters` (one array of eight counts per counter).
 pub fn json(mut w: impl Write, set: &CounterSet, acts: &[Act], roles: &[Role]) -> io::Result<()> {
     let header = JsonHeader {
@@ -198,6 +209,7 @@ pub fn json(mut w: impl Write, set: &CounterSet, acts: &[Act], roles: &[Role]) -
         let line = JsonAct {
             act: id,
             pid: role.map_or(0, |r| r.pid),
+            tid: role.map_or(0, |r| r.tid),
             comm: role.map_or("", |r| &r.comm),
             intent: act.intent,
             dev: maj_min(act.file.dev),

@@ -27,6 +27,7 @@ fn sample() -> Io {
 
 const CTX: IoContext<'static> = IoContext {
     pid: 1708,
+    tgid: 1700,
     comm: "dd",
 };
 
@@ -51,6 +52,9 @@ fn numeric_fields() {
         ("seek_dist > 300", false, true),
         ("pid == 1708", true, false),
         ("pid != 1708", false, true),
+        ("pid == 1700", false, true),
+        ("tgid == 1700", true, false),
+        ("tgid > 1700", false, true),
         ("ino == 0x71", true, false),
         ("ino == 113", true, false),
         ("ino < 100", false, true),

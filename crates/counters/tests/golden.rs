@@ -260,3 +260,47 @@ fn empty_outputs() {
         &render(|w, s, a, r| output::pretty(w, s, a, r), &set, &acts, &roles),
     );
 }
+
+/// Roles are threads: the act header names the task's own pid (the tid, ioblame's
+/// `pid-N`), the filter's `pid` is that same number and `tgid` the process.
+#[test]
+fn threads_are_named_by_their_own_pid() {
+    let roles = vec![Role {
+        pid: 1700,
+        tid: 1708,
+        comm: "dd".to_string(),
+        generation: 0,
+    }];
+    let acts = vec![act(0, 58, kdev(8, 16), 0x71, Via::Direct)];
+    let mut set = CounterSet::parse_args(&[
+        "W size 0 1 2 3 4 5 6 7 0 if pid == 1708",
+        "W size 0 1 2 3 4 5 6 7 0 if tgid == 1700 && pid != 1700",
+        "W size 0 1 2 3 4 5 6 7 0 if pid == 1700",
+    ])
+    .unwrap();
+    fill(&mut set, &roles, &acts, &[io_at(0, Dir::W, 4096, 0)]);
+    let pipe = render(
+        |w, s, a, r| output::counters_pipe(w, s, a, r),
+        &set,
+        &acts,
+        &roles,
+    );
+    assert_eq!(
+        pipe,
+        "pid-1708 (dd) int=58 dev=0x800010 ino=0x71 gen=0x0\n\
+         \t  0       0       0       0       0       0       0       1\n\
+         \t  0       0       0       0       0       0       0       1\n\
+         \t  0       0       0       0       0       0       0       0\n"
+    );
+    let pretty = render(|w, s, a, r| output::pretty(w, s, a, r), &set, &acts, &roles);
+    assert!(
+        pretty.contains("act 0: dd pid 1708 tgid 1700 intent #58"),
+        "{pretty}"
+    );
+    let json = render(|w, s, a, r| output::json(w, s, a, r), &set, &acts, &roles);
+    let v: serde_json::Value = serde_json::from_str(json.lines().nth(1).unwrap()).unwrap();
+    assert_eq!(
+        (v["pid"].as_u64(), v["tid"].as_u64()),
+        (Some(1700), Some(1708))
+    );
+}

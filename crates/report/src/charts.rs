@@ -270,7 +270,7 @@ pub(crate) fn throughput_chart<DB: DrawingBackend>(
             .collect();
         let name = t.role(r).map_or_else(
             || "?".to_string(),
-            |x| format!("{} ({})", label(&x.comm, 16), x.pid),
+            |x| format!("{} ({})", label(&x.comm, 16), x.tid),
         );
         lines.push((name, pts));
     }

@@ -84,8 +84,15 @@ pub(crate) fn acts_table(
         o.push_str("<tr>");
         num(&mut o, id.into(), &id.to_string());
         txt(&mut o, act_comm(t, id));
-        let pid = t.role(a.role).map_or(0, |r| r.pid);
-        num(&mut o, pid.into(), &pid.to_string());
+        // The task's own pid (its thread id, as ioblame's `pid-N`), and its process when the
+        // task is not the main thread.
+        let role = t.role(a.role);
+        let tid = role.map_or(0, |r| r.tid);
+        let text = match role {
+            Some(r) if r.pid != r.tid => format!("{tid} (tgid {})", r.pid),
+            _ => tid.to_string(),
+        };
+        num(&mut o, tid.into(), &text);
         num(&mut o, a.intent.into(), &format!("#{}", a.intent));
         txt(
             &mut o,

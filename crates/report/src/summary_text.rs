@@ -5,7 +5,9 @@ use std::path::Path;
 
 use ioblame_attrib::{ActId, Dir, Summary, Symbolizer, Tables, Via};
 
-use crate::util::{act_comm, dev_str, frame_name, human_bytes, human_us, modifier_reason};
+use crate::util::{
+    act_comm, dev_str, frame_name, human_bytes, human_us, modifier_reason, task_ids,
+};
 
 /// What [`summary_text`] prints beyond the attribution's own tables.
 ///
@@ -96,7 +98,7 @@ fn act_line(out: &mut String, n: usize, id: ActId, inp: &SummaryInput<'_>, sym: 
     let (Some(a), Some(tot)) = (t.act(id), t.totals.get(id as usize)) else {
         return;
     };
-    let pid = t.role(a.role).map_or(0, |r| r.pid);
+    let task = task_ids(t.role(a.role));
     let io_us = inp.act_io_us.get(id as usize).copied().unwrap_or(0);
     let file = match inp.paths.get(&a.file) {
         Some(p) => p.clone(),
@@ -105,7 +107,7 @@ fn act_line(out: &mut String, n: usize, id: ActId, inp: &SummaryInput<'_>, sym: 
     };
     let _ = writeln!(
         out,
-        "{n:>3}. {:>11} {:>6} IOs  io {:>10}  {} (pid {pid}) via {}{}  file {file}",
+        "{n:>3}. {:>11} {:>6} IOs  io {:>10}  {} ({task}) via {}{}  file {file}",
         human_bytes(tot.total_bytes()),
         tot.total_ios(),
         human_us(io_us),

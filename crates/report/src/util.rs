@@ -56,6 +56,17 @@ pub fn frame_name(sym: &dyn Symbolizer, addr: u64) -> String {
     }
 }
 
+/// A role's task ids as the text outputs print them: `pid T`, the task's own pid (its thread
+/// id, as ioblame's `pid-N`), followed by `tgid P` when the task is not its process' main
+/// thread.
+pub fn task_ids(role: Option<&ioblame_attrib::Role>) -> String {
+    match role {
+        Some(r) if r.pid != r.tid => format!("pid {} tgid {}", r.tid, r.pid),
+        Some(r) => format!("pid {}", r.tid),
+        None => "pid 0".to_string(),
+    }
+}
+
 /// The comm of an act's role (`?` when unknown or empty).
 pub fn act_comm(tables: &Tables, act: u32) -> &str {
     tables
@@ -119,5 +130,14 @@ mod tests {
         assert_eq!(dev_str((8 << 20) | 1), "8:1");
         assert_eq!(modifier_reason(0x1000_0002).map(|r| r.name()), Some("sync"));
         assert_eq!(modifier_reason(0), None);
+        let mut r = ioblame_attrib::Role {
+            pid: 7,
+            tid: 7,
+            comm: String::new(),
+            generation: 0,
+        };
+        assert_eq!(task_ids(Some(&r)), "pid 7");
+        r.tid = 9;
+        assert_eq!(task_ids(Some(&r)), "pid 9 tgid 7");
     }
 }

@@ -532,6 +532,28 @@ fn summary_counts_only_the_ios_given() {
     );
 }
 
+/// Roles are threads: the summary and the page name a task by its own pid (ioblame's
+/// `pid-N`), with its process when it is not the main thread.
+#[test]
+fn threads_are_named_by_their_own_pid() {
+    let mut f = fixture(0);
+    f.tables.roles[0].tid = 101;
+    let dir = out_dir("threads");
+    let r = write_report(&f, &dir);
+    assert!(
+        r.summary_text.contains("dd (pid 101 tgid 100) via direct"),
+        "{}",
+        r.summary_text
+    );
+    assert!(
+        r.summary_text.contains("(pid 200) via"),
+        "{}",
+        r.summary_text
+    );
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("<td class=n data-v=\"101\">101 (tgid 100)</td>"));
+}
+
 /// Every table agrees with ios.parquet when some IOs are left out (the recorder's, or a
 /// device's): `sum(ios.size) group by act == acts.bytes`, and roles, files, intents and the
 /// flame graph count the same IOs.
