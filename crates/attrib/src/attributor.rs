@@ -286,6 +286,16 @@ impl FolioOrders {
     }
 }
 
+/// A direct IO in progress on a thread (`iomap_dio_rw_begin`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Dio {
+    dev: Dev,
+    ino: u64,
+    /// Bytes of data bios still expected: the state ends when they are queued, even when
+    /// `iomap_dio_complete` fires elsewhere (aio, io_uring).
+    left: u64,
+}
+
 /// Per-thread context: brackets and fresh maps.
 #[derive(Debug)]
 struct TidCtx {
@@ -297,7 +307,7 @@ struct TidCtx {
     wp_ino: Option<(Dev, u64)>,
     /// Inside `ext4_writepages..ext4_writepages_result` (a closed bracket, unlike iomap's).
     ext4_wp: bool,
-    dio: Option<(Dev, u64)>,
+    dio: Option<Dio>,
     txn: u32,
     read_file: Option<(Dev, u64)>,
     /// Per disk: sector -> file maps.
@@ -848,23 +858,48 @@ impl Attributor {
                 c.dio = None;
                 self.learn_folio_size(*dev, *ino, *offset, *length);
             }
-            EventKind::IomapDioBegin { dev, ino, .. } => self.tid(ev.tid).dio = Some((*dev, *ino)),
-            EventKind::IomapDioComplete { .. } => {
+            EventKind::IomapDioBegin {
+                dev, ino, count, ..
+            } => {
+                self.tid(ev.tid).dio = (*count > 0).then_some(Dio {
+                    dev: *dev,
+                    ino: *ino,
+                    left: *count,
+                })
+            }
+            EventKind::IomapDioComplete { dev, ino, .. } => {
+                // With aio or io_uring this fires in another context: only the thread that
+                // began this direct IO ends it.
                 if let Some(c) = self.tid_ctx.get_mut(&ev.tid) {
-                    c.dio = None;
-                    c.rmap.clear();
+                    if c.dio.is_some_and(|d| d.dev == *dev && d.ino == *ino) {
+                        c.dio = None;
+                        c.rmap.clear();
+                    }
                 }
             }
             EventKind::Readahead { s_dev, ino, .. }
             | EventKind::FilemapFault { s_dev, ino, .. } => {
-                self.tid(ev.tid).read_file = Some((*s_dev, *ino))
+                // A page-cache read: whatever direct IO this thread did is over.
+                let c = self.tid(ev.tid);
+                c.read_file = Some((*s_dev, *ino));
+                c.dio = None;
             }
             EventKind::IomapReadahead { dev, ino, .. } => {
-                self.tid(ev.tid).read_file = Some((*dev, *ino))
+                let c = self.tid(ev.tid);
+                c.read_file = Some((*dev, *ino));
+                c.dio = None;
             }
             EventKind::XfsFile { op, dev, ino, .. } => {
+                // A new read or write call: a direct IO begins after it, if any.
+                let c = self.tid(ev.tid);
+                c.dio = None;
                 if matches!(op, XfsFileOp::BufferedRead | XfsFileOp::DirectRead) {
-                    self.tid(ev.tid).read_file = Some((*dev, *ino))
+                    c.read_file = Some((*dev, *ino))
+                }
+            }
+            EventKind::Ext4SyncFile { .. } => {
+                if let Some(c) = self.tid_ctx.get_mut(&ev.tid) {
+                    c.dio = None;
                 }
             }
             EventKind::Jbd2Commit {
@@ -1447,7 +1482,19 @@ impl Attributor {
                 }
                 None => (NO_REASON, None, None, None, false, None, NO_TXN, None),
             };
-        let is_dio = dio.is_some() || sflags & STACK_DIO != 0;
+        // Direct IO: inside a direct IO's bracket (bounded by its size) or with a direct IO
+        // stack, but never metadata (bitmap or extent reads the direct IO needed).
+        let is_dio = !rwbs.has(Rwbs::META) && (dio.is_some() || sflags & STACK_DIO != 0);
+        if is_dio && dio.is_some() {
+            if let Some(c) = self.tid_ctx.get_mut(&ev.tid) {
+                if let Some(d) = &mut c.dio {
+                    d.left = d.left.saturating_sub((nr as u64) * 512);
+                    if d.left == 0 {
+                        c.dio = None;
+                    }
+                }
+            }
+        }
         let journal = txn != NO_TXN || sflags & STACK_JOURNAL != 0;
         let base = Charge {
             role: issuer,
@@ -1483,7 +1530,7 @@ impl Attributor {
                 );
             }
             let ino = if is_dio {
-                dio.map(|d| d.1).unwrap_or(0)
+                dio.map(|d| d.ino).unwrap_or(0)
             } else if rwbs.is_read() && !rwbs.has(Rwbs::META) {
                 read_file.map(|f| f.1).unwrap_or(0)
             } else {

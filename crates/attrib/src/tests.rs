@@ -871,6 +871,89 @@ fn direct_io_by_symbol() {
     }
 }
 
+/// Direct IO is data: metadata read inside a direct IO (even with a direct IO stack) is a
+/// read; the direct IO state ends when its bytes are queued (aio completes elsewhere) or at
+/// the thread's next page-cache read, so later IO is not labelled direct.
+#[test]
+fn direct_io_state_is_bounded_and_skips_metadata() {
+    let mut ctx = context();
+    let sym = |a: u64| -> Option<String> {
+        (a == 0xffff_1002).then(|| "__iomap_dio_rw+0x1a0/0x800".to_string())
+    };
+    ctx.symbols = Some(Box::new(sym));
+    let mut b = Bench::with(ctx);
+    b.comm(310, "aio");
+    let begin = |count| EventKind::IomapDioBegin {
+        dev: LOOP0,
+        ino: 14,
+        pos: 0,
+        count,
+    };
+    b.push(310, 310, begin(8192), None);
+    // the bitmap read the allocation needed (a direct IO stack, but metadata)
+    b.q(310, LOOP0, 5000, 2, "RM");
+    b.requests(LOOP0, 5000, 2, 2560, "RM");
+    b.q(310, LOOP0, 264192, 16, "WS");
+    b.requests(LOOP0, 264192, 16, 2560, "WS");
+    // aio: completes in another context
+    b.push(
+        0,
+        0,
+        EventKind::IomapDioComplete {
+            dev: LOOP0,
+            ino: 14,
+            pos: 0,
+        },
+        None,
+    );
+    // a later read by the same thread, queued with a plain stack: not direct
+    let plain: &[u64] = &[0xffff_2001];
+    let read = |b: &mut Bench, sector, rwbs: &str| {
+        let kind = EventKind::BioQueue {
+            dev: LOOP0,
+            sector,
+            nr_sector: 8,
+            rwbs: Rwbs::parse(rwbs),
+        };
+        b.push(310, 310, kind, Some(plain));
+        b.requests(LOOP0, sector, 8, 2560, rwbs);
+    };
+    read(&mut b, 8000, "R");
+    // a short direct read (at the end of the file), then a buffered read
+    b.push(310, 310, begin(65536), None);
+    b.q(310, LOOP0, 264192, 8, "RS");
+    b.requests(LOOP0, 264192, 8, 2560, "RS");
+    b.push(
+        310,
+        310,
+        EventKind::Readahead {
+            kind: RaKind::Order,
+            s_dev: LOOP0,
+            ino: 15,
+            index: 0,
+            order: 0,
+            size: 1,
+            async_size: 0,
+        },
+        None,
+    );
+    read(&mut b, 9000, "RA");
+    let (ios, _) = b.finish();
+    let vias: Vec<Via> = ios.iter().map(|i| i.via).collect();
+    assert_eq!(
+        vias,
+        vec![
+            Via::Read,
+            Via::Direct,
+            Via::Read,
+            Via::Direct,
+            Via::Readahead
+        ]
+    );
+    assert_eq!(ios[0].ino, None, "metadata: no file");
+    assert_eq!(ios[4].ino, Some(15));
+}
+
 #[test]
 fn readahead_is_charged_to_the_reader() {
     let mut b = Bench::new();
@@ -1655,7 +1738,7 @@ fn stale_pending_bios_are_swept() {
             dev: LOOP0,
             ino: 9,
             pos: 0,
-            count: 4096,
+            count: 1 << 40,
         },
         None,
     );
