@@ -9,6 +9,8 @@
 //! thread id, [`Role::tid`]), the number the filter field `pid` compares. The JSON output
 //! names both: `pid` the process (as `acts --json` and the Parquet tables) and `tid` the task.
 
+use std::borrow::Cow;
+use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use ioblame_attrib::{Act, ActId, Role};
@@ -29,12 +31,47 @@ fn counted<'a>(
     })
 }
 
+/// Text from the trace (a comm, a path) made safe for line-based text outputs and terminals:
+/// a backslash becomes `\\`, a line break, tab or carriage return `\n` `\t` `\r`, any other
+/// control character `\xHH` (below U+0080) or `\u{HHHH}`. Everything else is kept, so text
+/// without such characters is returned as it is, unallocated. JSON and Parquet outputs keep
+/// the raw value.
+///
+/// ```
+/// use ioblame_counters::output::printable;
+/// assert_eq!(printable("kworker/u8:2"), "kworker/u8:2");
+/// assert_eq!(printable("a\nb\u{1b}[0m\\"), r"a\nb\x1b[0m\\");
+/// ```
+pub fn printable(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(|c| c == '\\' || c.is_control()) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if c.is_control() && (c as u32) < 0x80 => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
 fn maj_min(dev: u32) -> String {
     format!("{}:{}", dev >> 20, dev & 0xfffff)
 }
 
 /// ioblame's `counters_pipe` format: per act a line
-/// `pid-N (comm) int=NR dev=0x... ino=0x... gen=0x0` (N the task's own pid, i.e. its thread
+/// `pid-N (comm) int=NR dev=0x... ino=0x... gen=0x0` (comm through [`printable`], so one
+/// act is always one line; N the task's own pid, i.e. its thread
 /// id; dev in the kernel encoding
 /// `major << 20 | minor`; `(comm)` left out when unknown; `gen` is always 0, traces have no
 /// inode generations), then one line per counter: a tab and the eight counts, the first
@@ -48,7 +85,7 @@ pub fn counters_pipe(
     for (id, act, role) in counted(set, acts, roles) {
         write!(w, "pid-{}", role.map_or(0, |r| r.tid))?;
         if let Some(r) = role.filter(|r| !r.comm.is_empty()) {
-            write!(w, " ({})", r.comm)?;
+            write!(w, " ({})", printable(&r.comm))?;
         }
         writeln!(
             w,
@@ -126,7 +163,13 @@ pub fn pretty(mut w: impl Write, set: &CounterSet, acts: &[Act], roles: &[Role])
 
     for (id, act, role) in counted(set, acts, roles) {
         writeln!(w)?;
-        let comm = role.map_or("?", |r| if r.comm.is_empty() { "?" } else { &r.comm });
+        let comm = role.map_or(Cow::Borrowed("?"), |r| {
+            if r.comm.is_empty() {
+                Cow::Borrowed("?")
+            } else {
+                printable(&r.comm)
+            }
+        });
         write!(w, "act {id}: {comm} pid {}", role.map_or(0, |r| r.tid))?;
         if let Some(r) = role.filter(|r| r.pid != r.tid) {
             write!(w, " tgid {}", r.pid)?;

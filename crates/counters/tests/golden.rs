@@ -304,3 +304,44 @@ fn threads_are_named_by_their_own_pid() {
         (Some(1700), Some(1708))
     );
 }
+
+/// A comm with a line break or an escape sequence cannot break the line-based
+/// counters_pipe nor reach the terminal: control characters are escaped (`\n`, `\x1b`), and
+/// so is the backslash.
+#[test]
+fn comms_are_escaped_in_text_outputs() {
+    let roles = vec![role(7, "ev\nil\u{1b}[31m\\x\u{85}")];
+    let acts = vec![act(0, 58, kdev(8, 16), 0x71, Via::Direct)];
+    let mut set = CounterSet::parse_args(&["W size 0 1 2 3 4 5 6 7 0"]).unwrap();
+    fill(&mut set, &roles, &acts, &[io_at(0, Dir::W, 4096, 0)]);
+    let pipe = render(
+        |w, s, a, r| output::counters_pipe(w, s, a, r),
+        &set,
+        &acts,
+        &roles,
+    );
+    assert_eq!(
+        pipe.lines().next().unwrap(),
+        r"pid-7 (ev\nil\x1b[31m\\x\u{85}) int=58 dev=0x800010 ino=0x71 gen=0x0"
+    );
+    assert_eq!(pipe.lines().count(), 2, "{pipe}");
+    let pretty = render(|w, s, a, r| output::pretty(w, s, a, r), &set, &acts, &roles);
+    assert!(
+        pretty.contains(r"act 0: ev\nil\x1b[31m\\x\u{85} pid 7 "),
+        "{pretty}"
+    );
+    for out in [&pipe, &pretty] {
+        assert!(!out
+            .chars()
+            .any(|c| c.is_control() && c != '\n' && c != '\t'));
+    }
+    // JSON keeps the raw value (serde escapes it).
+    let json = render(|w, s, a, r| output::json(w, s, a, r), &set, &acts, &roles);
+    let v: serde_json::Value = serde_json::from_str(json.lines().nth(1).unwrap()).unwrap();
+    assert_eq!(v["comm"], "ev\nil\u{1b}[31m\\x\u{85}");
+    assert_eq!(output::printable("plain"), "plain");
+    assert!(matches!(
+        output::printable("plain"),
+        std::borrow::Cow::Borrowed(_)
+    ));
+}

@@ -133,7 +133,13 @@ fn field_desc(field: Field) -> &'static str {
 /// A label for an act in legends: `comm #intent act N`.
 pub(crate) fn act_label(t: &Tables, id: ActId) -> String {
     let intent = t.act(id).map_or(0, |a| a.intent);
-    format!("{} #{intent} (act {id})", label(act_comm(t, id), 16))
+    // `act_comm` is already escaped: cut it without escaping it twice.
+    let comm = act_comm(t, id);
+    let mut short: String = comm.chars().take(16).collect();
+    if comm.chars().count() > 16 {
+        short.push('…');
+    }
+    format!("{short} #{intent} (act {id})")
 }
 
 /// One counter's eight-slot histogram for the given acts, as grouped bars.

@@ -16,16 +16,10 @@ pub enum Weight {
     IoTime,
 }
 
-/// A frame name safe in folded stacks: no `;`, no line breaks, no control characters.
+/// A frame name safe in folded stacks: no `;`, control characters escaped as in the text
+/// outputs ([`crate::util::printable`]).
 fn clean(s: &str) -> String {
-    let s: String = s
-        .chars()
-        .map(|c| match c {
-            ';' => ':',
-            c if c.is_control() => '?',
-            c => c,
-        })
-        .collect();
+    let s = crate::util::printable(s).replace(';', ":");
     if s.trim().is_empty() {
         "?".to_string()
     } else {
@@ -109,7 +103,7 @@ mod tests {
 
     #[test]
     fn clean_names() {
-        assert_eq!(clean("a;b\nc"), "a:b?c");
+        assert_eq!(clean("a;b\nc"), "a:b\\nc");
         assert_eq!(clean(""), "?");
     }
 }

@@ -83,7 +83,7 @@ pub(crate) fn acts_table(
         };
         o.push_str("<tr>");
         num(&mut o, id.into(), &id.to_string());
-        txt(&mut o, act_comm(t, id));
+        txt(&mut o, &act_comm(t, id));
         // The task's own pid (its thread id, as ioblame's `pid-N`), and its process when the
         // task is not the main thread.
         let role = t.role(a.role);

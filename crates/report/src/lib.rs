@@ -55,7 +55,7 @@ pub use error::ReportError;
 pub use flame::{flame_svg, folded_stacks, Weight};
 pub use summary_text::{summary_text, SummaryInput};
 pub use tables::IOS_ROW_GROUP;
-pub use util::{dev_str, html_escape, human_bytes};
+pub use util::{dev_str, html_escape, human_bytes, printable};
 
 /// What the report knows about the trace beyond the IOs.
 #[derive(Debug, Clone)]

@@ -6,7 +6,7 @@ use std::path::Path;
 use ioblame_attrib::{ActId, Dir, Summary, Symbolizer, Tables, Via};
 
 use crate::util::{
-    act_comm, dev_str, frame_name, human_bytes, human_us, modifier_reason, task_ids,
+    act_comm, dev_str, frame_name, human_bytes, human_us, modifier_reason, printable, task_ids,
 };
 
 /// What [`summary_text`] prints beyond the attribution's own tables.
@@ -101,7 +101,7 @@ fn act_line(out: &mut String, n: usize, id: ActId, inp: &SummaryInput<'_>, sym: 
     let task = task_ids(t.role(a.role));
     let io_us = inp.act_io_us.get(id as usize).copied().unwrap_or(0);
     let file = match inp.paths.get(&a.file) {
-        Some(p) => p.clone(),
+        Some(p) => printable(p).into_owned(),
         None if a.file.ino == 0 => format!("{} (no inode)", dev_str(a.file.dev)),
         None => format!("{} ino {}", dev_str(a.file.dev), a.file.ino),
     };

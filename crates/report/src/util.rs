@@ -1,6 +1,9 @@
 //! Small formatting helpers shared by the outputs.
 
+use std::borrow::Cow;
+
 use ioblame_attrib::{Symbolizer, Tables, WbReason};
+pub use ioblame_counters::output::printable;
 use ioblame_decode::{dev_major, dev_minor};
 
 /// `MAJ:MIN` of a kernel-encoded device.
@@ -40,8 +43,8 @@ pub fn human_us(us: u64) -> String {
     }
 }
 
-/// The function name of a frame: the symbolizer's name without a `+0x..` suffix, or the
-/// address in hex.
+/// The function name of a frame: the symbolizer's name without a `+0x..` suffix (control
+/// characters escaped, [`printable`]), or the address in hex.
 pub fn frame_name(sym: &dyn Symbolizer, addr: u64) -> String {
     match sym.symbol(addr) {
         Some(n) => {
@@ -49,7 +52,7 @@ pub fn frame_name(sym: &dyn Symbolizer, addr: u64) -> String {
             if n.is_empty() {
                 format!("{addr:#x}")
             } else {
-                n.to_string()
+                printable(n).into_owned()
             }
         }
         None => format!("{addr:#x}"),
@@ -67,14 +70,15 @@ pub fn task_ids(role: Option<&ioblame_attrib::Role>) -> String {
     }
 }
 
-/// The comm of an act's role (`?` when unknown or empty).
-pub fn act_comm(tables: &Tables, act: u32) -> &str {
+/// The comm of an act's role (`?` when unknown or empty), control characters escaped
+/// ([`printable`]).
+pub fn act_comm(tables: &Tables, act: u32) -> Cow<'_, str> {
     tables
         .act(act)
         .and_then(|a| tables.role(a.role))
         .map(|r| r.comm.as_str())
         .filter(|c| !c.is_empty())
-        .unwrap_or("?")
+        .map_or(Cow::Borrowed("?"), printable)
 }
 
 /// Escapes text for HTML element content and attribute values.
@@ -96,13 +100,11 @@ pub fn html_escape(s: &str) -> String {
     out
 }
 
-/// Text safe for a chart label: control characters replaced, at most `max` characters.
+/// Text safe for a chart label: control characters escaped ([`printable`]), at most `max`
+/// characters.
 pub fn label(s: &str, max: usize) -> String {
-    let mut out: String = s
-        .chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .take(max)
-        .collect();
+    let s = printable(s);
+    let mut out: String = s.chars().take(max).collect();
     if s.chars().count() > max {
         out.push('…');
     }

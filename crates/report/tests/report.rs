@@ -554,6 +554,34 @@ fn threads_are_named_by_their_own_pid() {
     assert!(html.contains("<td class=n data-v=\"101\">101 (tgid 100)</td>"));
 }
 
+/// Comms and paths from the trace never put control characters on the terminal: the summary
+/// escapes them as the counters outputs do; the page shows the same escapes.
+#[test]
+fn control_characters_are_escaped() {
+    let mut f = fixture(0);
+    f.tables.roles[0].comm = "d\nd\u{1b}]0;owned\u{7}".to_string();
+    f.paths.insert(
+        ioblame_attrib::FileKey {
+            dev: common::DEV,
+            ino: 12,
+        },
+        "/tmp/a\rb".to_string(),
+    );
+    let dir = out_dir("control");
+    let r = write_report(&f, &dir);
+    assert!(
+        r.summary_text
+            .contains(r"d\nd\x1b]0;owned\x07 (pid 100) via direct  file /tmp/a\rb"),
+        "{}",
+        r.summary_text
+    );
+    assert!(!r.summary_text.chars().any(|c| c.is_control() && c != '\n'));
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains(r"<td>d\nd\x1b]0;owned\x07</td>"));
+    let folded = std::fs::read_to_string(dir.join("flame-bytes.folded")).unwrap();
+    assert!(folded.contains(r";d\nd\x1b]0:owned\x07 "), "{folded}");
+}
+
 /// Every table agrees with ios.parquet when some IOs are left out (the recorder's, or a
 /// device's): `sum(ios.size) group by act == acts.bytes`, and roles, files, intents and the
 /// flame graph count the same IOs.
