@@ -414,6 +414,92 @@ impl Pending {
 /// Sector intervals with their charges.
 type Parts = Vec<(u64, u64, Frag)>;
 
+/// Issued requests keyed `(disk, current sector)`; several requests at one key (two
+/// readers of one block) complete in issue order.
+#[derive(Debug, Default)]
+struct Inflight {
+    /// The oldest request at each key.
+    first: FxHashMap<(Dev, u64), Req>,
+    /// Younger requests at the same key, oldest first (rare).
+    more: FxHashMap<(Dev, u64), VecDeque<Req>>,
+}
+
+impl Inflight {
+    fn contains(&self, k: &(Dev, u64)) -> bool {
+        self.first.contains_key(k)
+    }
+
+    /// The request issued last at `k` (the one a repeated issue re-dispatches).
+    fn last_mut(&mut self, k: &(Dev, u64)) -> Option<&mut Req> {
+        match self.more.get_mut(k).and_then(|q| q.back_mut()) {
+            Some(r) => Some(r),
+            None => self.first.get_mut(k),
+        }
+    }
+
+    /// Adds a request behind those already at `k`.
+    fn push(&mut self, k: (Dev, u64), r: Req) {
+        match self.first.entry(k) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(r);
+            }
+            std::collections::hash_map::Entry::Occupied(_) => {
+                self.more.entry(k).or_default().push_back(r);
+            }
+        }
+    }
+
+    /// Takes the oldest request at `k`.
+    fn pop(&mut self, k: &(Dev, u64)) -> Option<Req> {
+        let r = self.first.remove(k)?;
+        if !self.more.is_empty() {
+            if let Some(q) = self.more.get_mut(k) {
+                if let Some(next) = q.pop_front() {
+                    self.first.insert(*k, next);
+                }
+                if q.is_empty() {
+                    self.more.remove(k);
+                }
+            }
+        }
+        Some(r)
+    }
+
+    fn len(&self) -> usize {
+        self.first.len() + self.more.values().map(VecDeque::len).sum::<usize>()
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Req> {
+        self.first.values().chain(self.more.values().flatten())
+    }
+
+    /// Removes the requests `keep` refuses (oldest at a key keep their place).
+    fn retain(&mut self, mut keep: impl FnMut(&(Dev, u64), &mut Req) -> bool) {
+        for (k, q) in self.more.iter_mut() {
+            q.retain_mut(|r| keep(k, r));
+        }
+        self.more.retain(|_, q| !q.is_empty());
+        let mut emptied = Vec::new();
+        self.first.retain(|k, r| {
+            let kept = keep(k, r);
+            if !kept {
+                emptied.push(*k);
+            }
+            kept
+        });
+        for k in emptied {
+            if let Some(q) = self.more.get_mut(&k) {
+                if let Some(next) = q.pop_front() {
+                    self.first.insert(k, next);
+                }
+                if q.is_empty() {
+                    self.more.remove(&k);
+                }
+            }
+        }
+    }
+}
+
 /// An issued request.
 #[derive(Debug)]
 struct Req {
@@ -478,7 +564,7 @@ pub struct Attributor {
     // requests
     seq: u64,
     pending: FxHashMap<Dev, Pending>,
-    inflight: FxHashMap<(Dev, u64), Req>,
+    inflight: Inflight,
     flushes: FxHashMap<Dev, VecDeque<u64>>,
     rq_based: FxHashSet<Dev>,
     last_end: FxHashMap<Dev, u64>,
@@ -584,7 +670,7 @@ impl Attributor {
             tid_ctx: FxHashMap::default(),
             seq: 0,
             pending: FxHashMap::default(),
-            inflight: FxHashMap::default(),
+            inflight: Inflight::default(),
             flushes: FxHashMap::default(),
             rq_based: FxHashSet::default(),
             last_end: FxHashMap::default(),
@@ -936,7 +1022,7 @@ impl Attributor {
             } => self.on_issue(ev.time, *dev, *sector, *nr_sector, *rwbs),
             EventKind::RqRequeue { dev, sector, .. } => {
                 let disk = self.dev_info(*dev).disk;
-                if self.inflight.contains_key(&(disk, *sector)) {
+                if self.inflight.contains(&(disk, *sector)) {
                     self.summary.requeues += 1;
                 }
             }
@@ -1841,12 +1927,23 @@ impl Attributor {
             return;
         }
         self.rq_based.insert(disk);
-        if let Some(r) = self.inflight.get_mut(&(disk, sector)) {
-            r.last_issue = time;
-            self.summary.reissues += 1;
-            return;
-        }
         let e = sector.saturating_add(nr as u64);
+        if self.inflight.contains(&(disk, sector)) {
+            // Issued again: a re-dispatch of the same request, unless fresh bios wait for
+            // these sectors (another request at the same sector, say two readers of one
+            // block).
+            let fresh = self
+                .pending
+                .get(&disk)
+                .is_some_and(|p| !p.overlapping(sector, e).is_empty());
+            if !fresh {
+                if let Some(r) = self.inflight.last_mut(&(disk, sector)) {
+                    r.last_issue = time;
+                }
+                self.summary.reissues += 1;
+                return;
+            }
+        }
         let mut paint = match self.pending.get_mut(&disk) {
             Some(p) => {
                 let paint = p.take(sector, e);
@@ -1874,7 +1971,7 @@ impl Attributor {
             };
             paint.fill(sector, e, &Frag { c, foff: NO_OFF }, None);
         }
-        self.inflight.insert(
+        self.inflight.push(
             (disk, sector),
             Req {
                 left: nr as u64,
@@ -1905,7 +2002,7 @@ impl Attributor {
             self.summary.io_errors += 1;
         }
         let n = nr as u64;
-        let Some(mut r) = self.inflight.remove(&(disk, sector)) else {
+        let Some(mut r) = self.inflight.pop(&(disk, sector)) else {
             self.summary.unmatched_completions += 1;
             let unknown = self.unknown_role();
             let c = Charge {
@@ -1939,18 +2036,7 @@ impl Attributor {
         if done < r.left {
             self.summary.partial_completions += 1;
             r.left -= done;
-            if let std::collections::hash_map::Entry::Vacant(v) = self.inflight.entry((disk, cut)) {
-                v.insert(r);
-            } else {
-                warn(&mut self.summary, || {
-                    format!(
-                        "partial completion at {}:{} sector {cut} collides with another request; its rest is dropped",
-                        disk >> 20,
-                        disk & 0xfffff
-                    )
-                });
-                self.summary.inflight_bytes_at_end += r.left * 512;
-            }
+            self.inflight.push((disk, cut), r);
         }
     }
 

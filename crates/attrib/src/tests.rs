@@ -1696,6 +1696,44 @@ fn overlapping_pending_bios_are_taken_once_each() {
     assert_eq!(out.summary.pending_bytes_at_end, 0);
 }
 
+/// Two requests at one sector in flight at once (two readers of one block, the second
+/// issued before the first completes): each is its own request, completed in issue order,
+/// not a re-issue of the first.
+#[test]
+fn same_sector_requests_in_flight_at_once() {
+    let mut b = Bench::new();
+    b.comm(372, "r1");
+    b.comm(373, "r2");
+    b.q(372, LOOP0, 9000, 8, "R");
+    b.issue(LOOP0, 9000, 8, "R");
+    b.q(373, LOOP0, 9000, 8, "R");
+    b.issue(LOOP0, 9000, 8, "R");
+    b.issue(LOOP0, 9000, 8, "R"); // a re-dispatch of the second: no fresh bio
+    b.complete(LOOP0, 9000, 8, "R");
+    b.complete(LOOP0, 9000, 8, "R");
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    assert_eq!(charged(&ios, t, "r1", Via::Read), 4096);
+    assert_eq!(charged(&ios, t, "r2", Via::Read), 4096);
+    assert_eq!(
+        ios.iter()
+            .map(|i| t.roles[t.acts[i.act as usize].role as usize].comm.as_str())
+            .collect::<Vec<_>>(),
+        vec!["r1", "r2"],
+        "first issued, first completed"
+    );
+    let s = &out.summary;
+    assert_eq!(
+        (
+            s.unknown_bytes,
+            s.pending_bytes_at_end,
+            s.inflight_at_end,
+            s.reissues
+        ),
+        (0, 0, 0, 1)
+    );
+}
+
 /// Re-dirtying after writeback charges the new dirtier; the intents and acts are numbered
 /// in order of first use.
 #[test]
