@@ -382,7 +382,8 @@ fn run_chromium(bin: &Path, profile: &Path, extra: &[String], url: &str) -> (Str
             "--disable-sync",
             "--no-first-run",
             "--enable-logging=stderr",
-            "--v=0",
+            // Verbose level 1 logs every file the page loads (FileURLLoader::Start).
+            "--v=1",
             "--window-size=1300,2400",
         ])
         .arg(format!("--user-data-dir={}", profile.display()))
@@ -396,23 +397,63 @@ fn run_chromium(bin: &Path, profile: &Path, extra: &[String], url: &str) -> (Str
     )
 }
 
+/// What went wrong while Chromium showed the page at `url`, from its log: every console
+/// message (Chromium 156 logs `console.error`, `console.log` and uncaught exceptions alike
+/// as `INFO:CONSOLE:N] "..."`; the page should say nothing) and every file loaded besides
+/// the page itself (a self-contained page loads none; a missing one fails silently).
+fn page_problems(log: &str, url: &str) -> Vec<String> {
+    log.lines()
+        .filter(|l| {
+            l.contains(":CONSOLE")
+                || l.split_once("FileURLLoader::Start: ")
+                    .is_some_and(|(_, u)| u.trim() != url)
+        })
+        .map(str::to_string)
+        .collect()
+}
+
 #[test]
 fn html_in_headless_chromium() {
     let Some(bin) = chromium() else {
         return missing("chromium (apt-get install chromium)");
     };
+    let profile = tempfile::tempdir().unwrap();
+
+    // First check the check: a throwaway page with a console error, a console message and a
+    // missing image must be caught.
+    let dir = out_dir("html-selftest");
+    let bad = dir.join("bad.html");
+    std::fs::write(
+        &bad,
+        "<!DOCTYPE html><html><body><img src=\"missing.png\" alt=x>\
+         <script>console.error('injected-error');console.log('injected-log');</script>\
+         </body></html>",
+    )
+    .unwrap();
+    let bad_url = format!("file://{}", bad.canonicalize().unwrap().display());
+    let (_, log) = run_chromium(&bin, profile.path(), &["--dump-dom".into()], &bad_url);
+    let found = page_problems(&log, &bad_url);
+    for what in ["injected-error", "injected-log", "missing.png"] {
+        assert!(
+            found.iter().any(|l| l.contains(what)),
+            "the check misses {what}: {found:?}\n{log}"
+        );
+    }
+
     let f = fixture(0);
     let dir = out_dir("html");
     write_report(&f, &dir);
     let page = dir.join("report.html").canonicalize().unwrap();
     let url = format!("file://{}", page.display());
-    let profile = tempfile::tempdir().unwrap();
 
     let (dom, log) = run_chromium(&bin, profile.path(), &["--dump-dom".into()], &url);
     std::fs::write(dir.join("chromium-dom.log"), &log).unwrap();
-    for bad in ["Uncaught", "ERROR:CONSOLE"] {
-        assert!(!log.contains(bad), "console error in the page:\n{log}");
-    }
+    assert!(
+        log.contains(&format!("FileURLLoader::Start: {url}")),
+        "the page was not loaded:\n{log}"
+    );
+    let found = page_problems(&log, &url);
+    assert!(found.is_empty(), "the page logged or loaded: {found:#?}");
     let acts = dom
         .split("id=\"acts\"")
         .nth(1)
@@ -435,6 +476,8 @@ fn html_in_headless_chromium() {
         &[format!("--screenshot={}", shot.display())],
         &url,
     );
+    let found = page_problems(&log, &url);
+    assert!(found.is_empty(), "the page logged or loaded: {found:#?}");
     assert!(shot.is_file(), "no screenshot:\n{log}");
     assert_eq!(&std::fs::read(&shot).unwrap()[..4], b"\x89PNG");
 }
