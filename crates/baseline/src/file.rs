@@ -144,6 +144,12 @@ impl Baseline {
         }
         o.push('\n');
         let _ = writeln!(o, "[defaults]");
+        if *d == Defaults::exact() {
+            let _ = writeln!(
+                o,
+                "# exact (`ioblame baseline --exact`): for a fixed input such as a committed trace; nothing may move"
+            );
+        }
         let _ = writeln!(
             o,
             "min_bytes = {}  # groups and changes below max(min_bytes, min_share * total bytes) are ignored",
@@ -160,9 +166,15 @@ impl Baseline {
             "unattributed = \"{}\"  # \"pool\": unattributed bytes explain changes of writeback groups; \"strict\": compared like any group",
             d.unattributed.name()
         );
+        let recommended = Tolerances::recommended();
         for k in TOLERANCE_KEYS {
             if let Some(t) = d.tolerances.get(k) {
-                let c = tolerance_comment(k);
+                // The reasoning is that of the recommended value: not written next to others.
+                let c = if Some(t) == recommended.get(k) {
+                    tolerance_comment(k)
+                } else {
+                    ""
+                };
                 if c.is_empty() {
                     let _ = writeln!(o, "{k} = {}", toml_tol(t));
                 } else {

@@ -1361,7 +1361,11 @@ fn exact_baselines_pin_every_number() {
     let text0 = base.to_toml();
     assert!(text0.contains("min_bytes = 0 "), "{text0}");
     assert!(text0.contains("unattributed = \"strict\""), "{text0}");
-    assert!(text0.contains("hist_wait_time = 0.0  #"), "{text0}");
+    assert!(text0.contains("hist_wait_time = 0.0\n"), "{text0}");
+    assert!(
+        text0.contains("# exact (`ioblame baseline --exact`)"),
+        "{text0}"
+    );
     let base = Baseline::from_toml(&text0).unwrap();
     assert_eq!(base.defaults, Defaults::exact());
     // Every group is kept, the same input passes, on other kernel builds too.
