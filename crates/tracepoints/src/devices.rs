@@ -22,10 +22,18 @@ pub fn parse_majmin(s: &str) -> Option<(u32, u32)> {
     Some((a.parse().ok()?, b.parse().ok()?))
 }
 
-/// Block devices from /sys/class/block.
+/// Block devices of this host, from `/sys/class/block`.
 pub fn block_devices() -> Vec<BlockDevice> {
+    block_devices_at(Path::new("/sys"))
+}
+
+/// Block devices from `<sysfs>/class/block` (`sysfs` is normally `/sys`; tests give a fake
+/// tree). A partition is an entry with a `partition` file; its whole disk is the directory its
+/// `class/block` link resolves into, as in sysfs.
+pub fn block_devices_at(sysfs: &Path) -> Vec<BlockDevice> {
+    let class = sysfs.join("class/block");
     let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir("/sys/class/block") else {
+    let Ok(rd) = std::fs::read_dir(&class) else {
         return out;
     };
     for e in rd.flatten() {
@@ -53,7 +61,7 @@ pub fn block_devices() -> Vec<BlockDevice> {
             (0, String::new())
         };
         let disk = if is_part {
-            Path::new("/sys/class/block").join(&parent)
+            class.join(&parent)
         } else {
             p.clone()
         };
@@ -76,10 +84,22 @@ pub fn block_devices() -> Vec<BlockDevice> {
     out
 }
 
-/// Resolves `--devices` entries (names like `sda`/`loop0`/`/dev/loop0`, or MAJ:MIN).
+/// Resolves `--devices` entries (names like `sda`/`loop0`/`/dev/loop0`, or MAJ:MIN) against
+/// the host's block devices.
+///
+/// A whole disk brings its partitions along: the IO of a filesystem on `sda1` is IO of `sda`,
+/// and bio-level and filesystem events name the partition (see [`crate::filter_for`]). Each
+/// entry records its whole disk, whose number request-level events and the bdi name carry.
 pub fn resolve_devices(spec: &str, devs: &[BlockDevice]) -> Result<Vec<FilterDev>> {
     let mut out: Vec<FilterDev> = Vec::new();
+    let mut push = |f: FilterDev| {
+        if !out.contains(&f) {
+            out.push(f);
+        }
+    };
+    let mut any = false;
     for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        any = true;
         let d = if let Some((ma, mi)) = parse_majmin(item) {
             devs.iter()
                 .find(|d| d.major == ma && d.minor == mi)
@@ -107,17 +127,24 @@ pub fn resolve_devices(spec: &str, devs: &[BlockDevice]) -> Result<Vec<FilterDev
                 .map(|x| (x.major, x.minor))
                 .unwrap_or((d.major, d.minor))
         };
-        let f = FilterDev {
+        push(FilterDev {
             major: d.major,
             minor: d.minor,
             disk_major: dma,
             disk_minor: dmi,
-        };
-        if !out.contains(&f) {
-            out.push(f);
+        });
+        if d.parent.is_empty() && !d.name.is_empty() {
+            for p in devs.iter().filter(|p| p.parent == d.name) {
+                push(FilterDev {
+                    major: p.major,
+                    minor: p.minor,
+                    disk_major: d.major,
+                    disk_minor: d.minor,
+                });
+            }
         }
     }
-    if out.is_empty() {
+    if !any {
         bail!("--devices: empty device list");
     }
     Ok(out)
@@ -170,5 +197,147 @@ mod tests {
         );
         assert!(resolve_devices("nosuch", &devs).is_err());
         assert!(resolve_devices(",", &devs).is_err());
+    }
+}
+
+#[cfg(test)]
+mod sysfs_tests {
+    use super::*;
+    use crate::{filter_for, Tracepoint};
+    use std::path::PathBuf;
+
+    /// A fake sysfs: `sda` (8:0) with partitions `sda1` (8:1) and `sda2` (8:2), and `sdb`
+    /// (8:16) without partitions, laid out as the kernel does (class links into devices/).
+    struct FakeSys(PathBuf);
+
+    impl FakeSys {
+        fn new() -> FakeSys {
+            let root = std::env::temp_dir().join(format!(
+                "iob-fake-sysfs-{}-{:?}",
+                std::process::id(),
+                std::thread::current().id()
+            ));
+            let _ = std::fs::remove_dir_all(&root);
+            let w = |p: &str, v: &str| {
+                let p = root.join(p);
+                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                std::fs::write(p, v).unwrap();
+            };
+            let blk = "devices/pci0000:00/0000:00:1f.2/ata1/host0/target0:0:0/0:0:0:0/block";
+            w(&format!("{blk}/sda/dev"), "8:0\n");
+            w(&format!("{blk}/sda/size"), "2097152\n");
+            w(&format!("{blk}/sda/queue/logical_block_size"), "4096\n");
+            for (n, start) in [(1, 2048), (2, 1050624)] {
+                w(&format!("{blk}/sda/sda{n}/dev"), &format!("8:{n}\n"));
+                w(&format!("{blk}/sda/sda{n}/partition"), &format!("{n}\n"));
+                w(&format!("{blk}/sda/sda{n}/start"), &format!("{start}\n"));
+                w(&format!("{blk}/sda/sda{n}/size"), "1048576\n");
+            }
+            w("devices/virtual/block/sdb/dev", "8:16\n");
+            w("devices/virtual/block/sdb/size", "100\n");
+            std::fs::create_dir_all(root.join("class/block")).unwrap();
+            let link = |name: &str, target: String| {
+                std::os::unix::fs::symlink(
+                    format!("../../{target}"),
+                    root.join("class/block").join(name),
+                )
+                .unwrap();
+            };
+            link("sda", format!("{blk}/sda"));
+            link("sda1", format!("{blk}/sda/sda1"));
+            link("sda2", format!("{blk}/sda/sda2"));
+            link("sdb", "devices/virtual/block/sdb".into());
+            FakeSys(root)
+        }
+    }
+
+    impl Drop for FakeSys {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn tp(name: &str, field: &str) -> Tracepoint {
+        Tracepoint {
+            name: name.into(),
+            id: 1,
+            format: format!("format:\n\tfield:{field};\toffset:8;\tsize:4;\tsigned:0;\n"),
+            callchain: false,
+        }
+    }
+
+    #[test]
+    fn partitions_from_sysfs() {
+        let sys = FakeSys::new();
+        let devs = block_devices_at(&sys.0);
+        let names: Vec<(&str, &str, u64, u32)> = devs
+            .iter()
+            .map(|d| {
+                (
+                    d.name.as_str(),
+                    d.parent.as_str(),
+                    d.part_start,
+                    d.logical_block_size,
+                )
+            })
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("sda", "", 0, 4096),
+                ("sda1", "sda", 2048, 4096),
+                ("sda2", "sda", 1050624, 4096),
+                ("sdb", "", 0, 512),
+            ]
+        );
+    }
+
+    #[test]
+    fn partition_filters() {
+        let sys = FakeSys::new();
+        let devs = block_devices_at(&sys.0);
+        let bio = tp("block:block_bio_queue", "dev_t dev");
+        let rq = tp("block:block_rq_complete", "dev_t dev");
+        let io = tp("block:block_io_start", "dev_t dev");
+        let fs = tp("ext4:ext4_da_write_folios_start", "dev_t dev");
+        let cache = tp("filemap:mm_filemap_add_to_page_cache", "dev_t s_dev");
+        let bdi = tp("writeback:writeback_dirty_folio", "char name[32]");
+        let (sda, sda1, sda2) = (8 << 20, (8 << 20) | 1, (8 << 20) | 2);
+
+        // A partition: its own number on bio and fs events, its disk's on request events.
+        let p = resolve_devices("sda1", &devs).unwrap();
+        assert_eq!(filter_for(&bio, &p), format!("dev == {sda1}"));
+        assert_eq!(filter_for(&fs, &p), format!("dev == {sda1}"));
+        assert_eq!(filter_for(&cache, &p), format!("s_dev == {sda1}"));
+        assert_eq!(filter_for(&rq, &p), format!("dev == {sda}"));
+        assert_eq!(filter_for(&io, &p), format!("dev == {sda}"));
+        assert_eq!(filter_for(&bdi, &p), "name == \"8:0\"");
+
+        // A whole disk: its partitions too on bio and fs events, once on request events.
+        let d = resolve_devices("sda", &devs).unwrap();
+        assert_eq!(d.len(), 3);
+        let all = format!("dev == {sda} || dev == {sda1} || dev == {sda2}");
+        assert_eq!(filter_for(&bio, &d), all);
+        assert_eq!(filter_for(&fs, &d), all);
+        assert_eq!(
+            filter_for(&cache, &d),
+            format!("s_dev == {sda} || s_dev == {sda1} || s_dev == {sda2}")
+        );
+        assert_eq!(filter_for(&rq, &d), format!("dev == {sda}"));
+        assert_eq!(filter_for(&bdi, &d), "name == \"8:0\"");
+        // By number, the same.
+        assert_eq!(resolve_devices("8:0", &devs).unwrap(), d);
+
+        // Two partitions of one disk and another disk.
+        let m = resolve_devices("sda2,/dev/sda1,sdb", &devs).unwrap();
+        assert_eq!(
+            filter_for(&rq, &m),
+            format!("dev == {sda} || dev == {}", 8 << 20 | 16)
+        );
+        assert_eq!(
+            filter_for(&bio, &m),
+            format!("dev == {sda2} || dev == {sda1} || dev == {}", 8 << 20 | 16)
+        );
+        assert_eq!(filter_for(&bdi, &m), "name == \"8:0\" || name == \"8:16\"");
     }
 }

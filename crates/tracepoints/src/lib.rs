@@ -9,7 +9,7 @@ mod devices;
 
 use std::path::{Path, PathBuf};
 
-pub use devices::{block_devices, parse_majmin, resolve_devices};
+pub use devices::{block_devices, block_devices_at, parse_majmin, resolve_devices};
 
 /// What went wrong while planning a recording.
 #[derive(Debug, thiserror::Error)]
@@ -219,12 +219,22 @@ pub fn set_names(spec: &str) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// The advice given when this process may not use tracefs or perf.
+pub const PRIVILEGE_HINT: &str = "run as root (or with CAP_PERFMON and read access to tracefs)";
+
+/// Where tracefs is usually found.
+const TRACEFS_PATHS: &[&str] = &["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+
 /// Finds the tracefs mount, mounting it at /sys/kernel/tracing when nothing is mounted.
+///
+/// A tracefs this process may not read (it is mounted mode 0700 for root, the default) is a
+/// permission error, not a missing mount.
 pub fn tracefs() -> Result<PathBuf> {
-    for p in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
-        if Path::new(p).join("events").is_dir() {
-            return Ok(PathBuf::from(p));
-        }
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut candidates: Vec<PathBuf> = tracefs_mounts(&mountinfo);
+    candidates.extend(TRACEFS_PATHS.iter().map(PathBuf::from));
+    if let Some(p) = find_tracefs(&candidates, !tracefs_mounts(&mountinfo).is_empty())? {
+        return Ok(p);
     }
     let target = c"/sys/kernel/tracing";
     // SAFETY: all pointers are valid NUL-terminated strings; data is null.
@@ -239,12 +249,57 @@ pub fn tracefs() -> Result<PathBuf> {
     };
     if rc != 0 {
         let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EPERM) {
+            return Err(Error::System(format!(
+                "permission denied: tracefs is not mounted and only root may mount it; \
+                 {PRIVILEGE_HINT}"
+            )));
+        }
         return Err(Error::System(format!(
-            "tracefs is not mounted and mounting it failed ({e}); run as root or \
+            "tracefs is not mounted and mounting it failed ({e}); \
              `mount -t tracefs nodev /sys/kernel/tracing`"
         )));
     }
     Ok(PathBuf::from("/sys/kernel/tracing"))
+}
+
+/// Mount points of tracefs in `/proc/self/mountinfo` text.
+fn tracefs_mounts(mountinfo: &str) -> Vec<PathBuf> {
+    mountinfo
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let sep = f.iter().position(|x| *x == "-")?;
+            if f.get(sep + 1) == Some(&"tracefs") {
+                f.get(4).map(PathBuf::from)
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+/// The first of `candidates` whose `events` directory can be read. `mounted`: tracefs is
+/// known to be mounted, so a candidate that cannot be searched for lack of permission means
+/// this process may not use it.
+fn find_tracefs(candidates: &[PathBuf], mounted: bool) -> Result<Option<PathBuf>> {
+    let mut denied: Option<&Path> = None;
+    for p in candidates {
+        match std::fs::metadata(p.join("events")) {
+            Ok(m) if m.is_dir() => return Ok(Some(p.clone())),
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                denied.get_or_insert(p);
+            }
+            _ => {}
+        }
+    }
+    match denied {
+        Some(p) if mounted => Err(Error::System(format!(
+            "permission denied: cannot read tracefs at {}; {PRIVILEGE_HINT}",
+            p.display()
+        ))),
+        _ => Ok(None),
+    }
 }
 
 /// A tracepoint found in tracefs.
@@ -275,7 +330,7 @@ pub fn lookup(tfs: &Path, name: &str) -> Result<Option<Tracepoint>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
             bail!(
-                "{}: permission denied; run ioblame-capture as root",
+                "permission denied: cannot read {}; {PRIVILEGE_HINT}",
                 idp.display()
             )
         }
@@ -366,7 +421,8 @@ fn dev_field(format: &str) -> Option<DevField> {
     }
 }
 
-/// A device to filter on: its numbers and its whole disk's numbers (for the bdi name).
+/// A device to filter on: its numbers and its whole disk's numbers (for request-level events
+/// and the bdi name). For a whole disk both are the same.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FilterDev {
     /// Major number.
@@ -379,22 +435,44 @@ pub struct FilterDev {
     pub disk_minor: u32,
 }
 
+/// Whether an event is traced on a request, whose `dev` is always the whole disk
+/// (`disk_devt`), rather than on a bio or a filesystem object, whose `dev` is the partition
+/// the IO was submitted to (`docs/kernel-events.md` §2, §7.6).
+pub fn request_level(name: &str) -> bool {
+    name.starts_with("block:block_rq_") || name.starts_with("block:block_io_")
+}
+
 /// The in-kernel filter of one event (empty: none).
+///
+/// Devices are matched by the number the event carries: request-level events
+/// ([`request_level`]) and the writeback bdi name by the whole disk of each device, bio-level
+/// and filesystem events (`dev`, `s_dev`) by the device itself. [`resolve_devices`] lists a
+/// whole disk's partitions with it, so `--devices sda` keeps the IO of filesystems on `sda1`,
+/// and `--devices sda1` keeps the requests of `sda` (those of other partitions included:
+/// requests carry no partition).
 pub fn filter_for(tp: &Tracepoint, devs: &[FilterDev]) -> String {
     let mut parts: Vec<String> = Vec::new();
     if !devs.is_empty() {
         let or = |f: &dyn Fn(&FilterDev) -> String| {
-            let mut v: Vec<String> = devs.iter().map(f).collect();
-            v.dedup();
+            let mut v: Vec<String> = Vec::new();
+            for s in devs.iter().map(f) {
+                if !v.contains(&s) {
+                    v.push(s);
+                }
+            }
             v.join(" || ")
         };
+        let disk = request_level(&tp.name);
+        let num = |d: &FilterDev| {
+            if disk {
+                ioblame_format::kernel_dev(d.disk_major, d.disk_minor)
+            } else {
+                ioblame_format::kernel_dev(d.major, d.minor)
+            }
+        };
         match dev_field(&tp.format) {
-            Some(DevField::Dev) => parts.push(or(&|d| {
-                format!("dev == {}", ioblame_format::kernel_dev(d.major, d.minor))
-            })),
-            Some(DevField::SDev) => parts.push(or(&|d| {
-                format!("s_dev == {}", ioblame_format::kernel_dev(d.major, d.minor))
-            })),
+            Some(DevField::Dev) => parts.push(or(&|d| format!("dev == {}", num(d)))),
+            Some(DevField::SDev) => parts.push(or(&|d| format!("s_dev == {}", num(d)))),
             Some(DevField::BdiName) => parts.push(or(&|d| {
                 format!("name == \"{}:{}\"", d.disk_major, d.disk_minor)
             })),
@@ -431,6 +509,28 @@ mod tests {
             format: format!("name: x\nID: 1\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n{fields}"),
             callchain: false,
         }
+    }
+
+    #[test]
+    fn tracefs_mount_points() {
+        let mi = "22 1 0:20 / /sys rw - sysfs sysfs rw\n\
+                  35 22 0:12 / /sys/kernel/tracing rw,nosuid - tracefs tracefs rw,mode=700\n\
+                  36 22 0:7 / /sys/kernel/debug rw - debugfs debugfs rw\n";
+        assert_eq!(
+            tracefs_mounts(mi),
+            vec![PathBuf::from("/sys/kernel/tracing")]
+        );
+        assert!(tracefs_mounts("bad line\n").is_empty());
+        // Found, or absent: no error.
+        let dir = std::env::temp_dir().join(format!("iob-tfs-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("events")).unwrap();
+        let none = dir.join("nonexistent");
+        assert_eq!(
+            find_tracefs(&[none.clone(), dir.clone()], true).unwrap(),
+            Some(dir.clone())
+        );
+        assert_eq!(find_tracefs(&[none], true).unwrap(), None);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
