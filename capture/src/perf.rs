@@ -85,10 +85,12 @@ fn errno_hint(e: &std::io::Error) -> String {
             let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
                 .map(|s| s.trim().to_string())
                 .unwrap_or_else(|_| "?".into());
+            // perf_allow_tracepoint: tracepoints need CAP_PERFMON unless paranoid is -1; CPU-wide
+            // events and kernel callchains are allowed then too.
             format!(
-                "{e}: system-wide tracepoints need root (or CAP_PERFMON + CAP_SYS_ADMIN); \
-                 perf_event_paranoid is {paranoid} (`sysctl kernel.perf_event_paranoid=-1` \
-                 for non-root)"
+                "permission denied ({e}): system-wide tracepoints need root or CAP_PERFMON; \
+                 kernel.perf_event_paranoid is {paranoid}, and only -1 lets other users record \
+                 them (they still need read access to tracefs)"
             )
         }
         Some(libc::ENOENT) | Some(libc::ENODEV) => {
@@ -253,57 +255,93 @@ impl Ring {
         }
     }
 
+    /// Copies `out.len()` bytes (at most the data area's size) of the data area starting at
+    /// ring position `pos`, wrapping at the end of the area, into `out`.
+    ///
+    /// The data area is shared with the kernel, which writes into it while we read, so no Rust
+    /// reference to it is ever made: bytes are copied out through raw pointers, and only from
+    /// `[tail, head)`, which the kernel does not write until we move the tail past it.
+    fn copy_out(&self, pos: u64, out: &mut [u8]) {
+        let off = (pos % self.data_size as u64) as usize;
+        let first = (self.data_size - off).min(out.len());
+        let rest = (out.len() - first).min(self.data_size);
+        // SAFETY: `data_off + data_size <= map_len` (checked in `map`), `off < data_size`,
+        // `off + first <= data_size` and `rest <= data_size`, so both source ranges lie in the
+        // mapping; `out` is a distinct, writable buffer of at least `first + rest` bytes. The
+        // kernel does not write these bytes concurrently: callers copy only from `[tail, head)`
+        // with `head` loaded with Acquire ordering, which orders the kernel's writes of those
+        // bytes before our reads.
+        unsafe {
+            let data = self.base.add(self.data_off);
+            std::ptr::copy_nonoverlapping(data.add(off), out.as_mut_ptr(), first);
+            std::ptr::copy_nonoverlapping(data, out.as_mut_ptr().add(first), rest);
+        }
+    }
+
     /// Reads every complete record available, calling `f` with each one (header included),
     /// then releases the space to the kernel. Returns the bytes consumed.
-    pub fn drain(&mut self, mut f: impl FnMut(&[u8])) -> Result<u64> {
+    ///
+    /// When the ring is inconsistent (a record whose size is impossible), the rest of what is
+    /// pending cannot be parsed: it is discarded (the space released) and the error says how
+    /// many bytes were lost, for the chunk header.
+    pub fn drain(&mut self, mut f: impl FnMut(&[u8])) -> Result<u64, RingCorrupt> {
         let token = ();
         let (head_a, tail_a) = Self::head_tail(self.base, &token);
+        // Acquire: the record bytes the kernel wrote before publishing `head` are visible.
         let head = head_a.load(Ordering::Acquire);
         let start = tail_a.load(Ordering::Relaxed);
-        let mut tail = start;
         let size = self.data_size as u64;
-        // SAFETY: the data area lies within the mapping (checked in `map`).
-        let data =
-            unsafe { std::slice::from_raw_parts(self.base.add(self.data_off), self.data_size) };
-        let mut bad = None;
+        let mut tail = start;
         let mut scratch = std::mem::take(&mut self.scratch);
-        while head.wrapping_sub(tail) >= 8 {
+        let mut bad = None;
+        if head.wrapping_sub(start) > size {
+            // The kernel never gets more than the area ahead of the tail.
+            bad = Some((0, head.wrapping_sub(start)));
+        }
+        while bad.is_none() && head.wrapping_sub(tail) >= 8 {
             let avail = head.wrapping_sub(tail);
-            let off = (tail % size) as usize;
             let mut hdr = [0u8; 8];
-            copy_wrapped(data, off, &mut hdr);
+            self.copy_out(tail, &mut hdr);
             let rsize = u16::from_ne_bytes([hdr[6], hdr[7]]) as u64;
             if rsize < 8 || rsize > avail {
                 bad = Some((rsize, avail));
                 break;
             }
-            let rs = rsize as usize;
-            if off + rs <= data.len() {
-                f(&data[off..off + rs]);
-            } else {
-                scratch.resize(rs, 0);
-                copy_wrapped(data, off, &mut scratch);
-                f(&scratch);
-            }
+            scratch.resize(rsize as usize, 0);
+            self.copy_out(tail, &mut scratch);
+            f(&scratch);
             tail = tail.wrapping_add(rsize);
         }
         self.scratch = scratch;
-        if let Some((rsize, avail)) = bad {
-            // Skip everything: the ring is inconsistent; the caller reports it.
+        if let Some((rsize, pending)) = bad {
+            // Skip everything pending: no record boundary can be found past a bad size.
             tail_a.store(head, Ordering::Release);
-            bail!("corrupt perf ring: record of size {rsize} with {avail} bytes pending");
+            return Err(RingCorrupt { rsize, pending });
         }
+        // Release: our reads of the records happen before the kernel may overwrite them.
         tail_a.store(tail, Ordering::Release);
         Ok(tail.wrapping_sub(start))
     }
 }
 
-/// Copies `out.len()` bytes from the circular `data` starting at `off`.
-fn copy_wrapped(data: &[u8], off: usize, out: &mut [u8]) {
-    let first = (data.len() - off).min(out.len());
-    out[..first].copy_from_slice(&data[off..off + first]);
-    let rest = out.len() - first;
-    out[first..].copy_from_slice(&data[..rest]);
+/// A perf ring buffer found inconsistent: its pending data was discarded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingCorrupt {
+    /// The impossible record size found (0 when the head itself was out of range).
+    pub rsize: u64,
+    /// Bytes that were pending from that record on, now discarded.
+    pub pending: u64,
+}
+
+impl std::fmt::Display for RingCorrupt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "corrupt perf ring: record of size {} with {} bytes pending; those bytes were \
+             discarded",
+            self.rsize, self.pending
+        )
+    }
 }
 
 impl Drop for Ring {
@@ -435,14 +473,97 @@ mod tests {
         assert_eq!(record_info(&rec(3, &[1, 2])).ts, None);
     }
 
+    /// A ring over anonymous memory laid out as the kernel's: a control page, then a data area
+    /// of `pages` pages.
+    fn fake_ring(pages: usize) -> Ring {
+        let page = 4096;
+        let map_len = (pages + 1) * page;
+        // SAFETY: an anonymous private mapping; the result is checked.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        Ring {
+            base: p as *mut u8,
+            map_len,
+            data_off: page,
+            data_size: pages * page,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Writes `bytes` at ring position `pos` (wrapping) and publishes the head.
+    fn produce(r: &Ring, pos: u64, bytes: &[u8], head: u64) {
+        for (i, b) in bytes.iter().enumerate() {
+            let off = (pos as usize + i) % r.data_size;
+            // SAFETY: off < data_size, inside our anonymous mapping.
+            unsafe { *r.base.add(r.data_off + off) = *b };
+        }
+        let (h, _) = Ring::head_tail(r.base, &());
+        h.store(head, Ordering::Release);
+    }
+
+    fn tail_of(r: &Ring) -> u64 {
+        Ring::head_tail(r.base, &()).1.load(Ordering::Acquire)
+    }
+
     #[test]
-    fn wrapped_copy() {
-        let data: Vec<u8> = (0..16).collect();
-        let mut out = [0u8; 6];
-        copy_wrapped(&data, 13, &mut out);
-        assert_eq!(out, [13, 14, 15, 0, 1, 2]);
-        copy_wrapped(&data, 2, &mut out);
-        assert_eq!(out, [2, 3, 4, 5, 6, 7]);
+    fn drain_reads_whole_and_wrapped_records_and_discards_a_corrupt_ring() {
+        let mut r = fake_ring(1);
+        let a = rec(9, &[1u8; 24]);
+        let b = rec(3, &[2u8; 56]);
+        // Start near the end of the area so that `b` wraps around it.
+        let start = 4096 - 40;
+        let (_, t) = Ring::head_tail(r.base, &());
+        t.store(start, Ordering::Release);
+        let mut bytes = a.clone();
+        bytes.extend(&b);
+        let head = start + bytes.len() as u64;
+        produce(&r, start, &bytes, head);
+        let mut got = Vec::new();
+        assert_eq!(r.drain(|x| got.push(x.to_vec())), Ok(bytes.len() as u64));
+        assert_eq!(got, vec![a.clone(), b]);
+        assert_eq!(tail_of(&r), head);
+
+        // Nothing new: nothing read.
+        assert_eq!(r.drain(|_| panic!("no record")), Ok(0));
+
+        // A record of size 4 (impossible): it and everything after it are discarded.
+        let mut bad = a.clone();
+        bad.extend([3, 0, 0, 0, 0, 0, 4, 0]);
+        bad.extend(&a);
+        let head2 = head + bad.len() as u64;
+        produce(&r, head, &bad, head2);
+        let mut n = 0;
+        let e = r.drain(|_| n += 1).unwrap_err();
+        assert_eq!(n, 1, "the record before the damage is read");
+        assert_eq!(
+            e,
+            RingCorrupt {
+                rsize: 4,
+                pending: (bad.len() - a.len()) as u64
+            }
+        );
+        assert_eq!(tail_of(&r), head2, "the space is released");
+
+        // A head further ahead than the area: all of it is discarded.
+        let head3 = head2 + 5000;
+        produce(&r, head2, &[], head3);
+        assert_eq!(
+            r.drain(|_| panic!("no record")),
+            Err(RingCorrupt {
+                rsize: 0,
+                pending: 5000
+            })
+        );
+        assert_eq!(tail_of(&r), head3);
     }
 
     #[test]
