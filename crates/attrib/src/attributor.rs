@@ -28,10 +28,6 @@ type ActKey = (RoleId, IntentId, Dev, u64, Via, u32, RoleId);
 const NO_OFF: u64 = u64::MAX;
 const NO_REASON: u32 = u32::MAX;
 const NO_TXN: u32 = u32::MAX;
-/// `I_DIRTY_SYNC | I_DIRTY_DATASYNC`.
-const I_DIRTY_INODE: u64 = 0x30;
-/// `I_DIRTY_PAGES`.
-const I_DIRTY_PAGES: u64 = 0x40;
 /// Blocknrs at or above this are delalloc/unmapped sentinels.
 const BH_SENTINEL: u64 = 1 << 62;
 /// `IOMAP_MAPPED`, `IOMAP_UNWRITTEN`.
@@ -909,7 +905,7 @@ impl Attributor {
                 // the bracket began was written (or dropped), whether or not its IO could
                 // be linked to it.
                 if let Some(t) = began {
-                    if *state & I_DIRTY_PAGES == 0 {
+                    if *state & self.ctx.inode_bits.dirty_pages == 0 {
                         self.forget_dirty_before(*bdi, *ino, t);
                     }
                 }
@@ -1421,7 +1417,9 @@ impl Attributor {
     }
 
     fn on_mark_inode_dirty(&mut self, ev: &Event, bdi: Dev, ino: u64, flags: u64) {
-        if flags & I_DIRTY_INODE == 0 || self.inode_owner.contains_key(&(bdi, ino)) {
+        if flags & self.ctx.inode_bits.dirty_inode == 0
+            || self.inode_owner.contains_key(&(bdi, ino))
+        {
             return;
         }
         let role = self.role_for(ev.pid, ev.tid);

@@ -29,6 +29,73 @@ impl Symbolizer for ioblame_decode::Symbolizer {
     }
 }
 
+/// The inode state bits the attribution reads, as the recording kernel numbers them: the
+/// `I_DIRTY_*` bits moved when 6.x reordered `i_state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InodeBits {
+    /// `I_DIRTY_SYNC | I_DIRTY_DATASYNC`: `writeback_mark_inode_dirty` flags with one of
+    /// these record an inode dirtier.
+    pub dirty_inode: u64,
+    /// `I_DIRTY_PAGES`: an inode leaving writeback without it has no dirty page left.
+    pub dirty_pages: u64,
+}
+
+impl InodeBits {
+    /// Before the `i_state` reordering (kernels before 6.12): bits 0, 1 and 2.
+    pub const BEFORE_6_12: InodeBits = InodeBits {
+        dirty_inode: 0x3,
+        dirty_pages: 0x4,
+    };
+    /// As 6.18 numbers them (observed): `I_DIRTY_SYNC` 0x10, `I_DIRTY_DATASYNC` 0x20,
+    /// `I_DIRTY_PAGES` 0x40.
+    pub const V6_18: InodeBits = InodeBits {
+        dirty_inode: 0x30,
+        dirty_pages: 0x40,
+    };
+
+    /// The bits of a trace's kernel: from the `__print_flags` tables of the recorded
+    /// writeback events' formats where they give numbers, else from the kernel release
+    /// (before 6.12: [`InodeBits::BEFORE_6_12`]; otherwise, or when the release does not
+    /// parse: [`InodeBits::V6_18`]).
+    pub fn from_trace<'a>(
+        kernel_release: &str,
+        formats: impl IntoIterator<Item = &'a str>,
+    ) -> Self {
+        let by_release = match release(kernel_release) {
+            Some(v) if v < (6, 12) => InodeBits::BEFORE_6_12,
+            _ => InodeBits::V6_18,
+        };
+        let (mut sync, mut datasync, mut pages) = (None, None, None);
+        for f in formats {
+            let v = |name| ioblame_decode::format::print_symbol_value(f, name);
+            sync = sync.or_else(|| v("I_DIRTY_SYNC"));
+            datasync = datasync.or_else(|| v("I_DIRTY_DATASYNC"));
+            pages = pages.or_else(|| v("I_DIRTY_PAGES"));
+        }
+        match (sync, datasync) {
+            (Some(a), Some(b)) if a | b != 0 => InodeBits {
+                dirty_inode: a | b,
+                dirty_pages: pages.filter(|&p| p != 0).unwrap_or(by_release.dirty_pages),
+            },
+            _ => by_release,
+        }
+    }
+}
+
+impl Default for InodeBits {
+    fn default() -> Self {
+        InodeBits::V6_18
+    }
+}
+
+/// `(major, minor)` of a kernel release such as `6.18.44-fc-v769`.
+fn release(r: &str) -> Option<(u32, u32)> {
+    let mut it = r.split(|c: char| !c.is_ascii_digit());
+    let major = it.next()?.parse().ok()?;
+    let minor = it.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
 /// The trace's metadata as the attribution uses it.
 pub struct Context {
     /// Block devices of the recording host (sizes for offset scaling, partitions).
@@ -42,6 +109,8 @@ pub struct Context {
     /// Kernel symbol lookup, to recognise direct IO and journal stacks; without it only
     /// the event brackets (`iomap_dio_rw_begin`, `jbd2_start_commit`) are used.
     pub symbols: Option<Box<dyn Symbolizer + Send + Sync>>,
+    /// The recording kernel's inode state bits.
+    pub inode_bits: InodeBits,
 }
 
 impl Default for Context {
@@ -52,6 +121,7 @@ impl Default for Context {
             recorder_pid: None,
             tasks: Vec::new(),
             symbols: None,
+            inode_bits: InodeBits::default(),
         }
     }
 }
@@ -64,6 +134,7 @@ impl std::fmt::Debug for Context {
             .field("recorder_pid", &self.recorder_pid)
             .field("tasks", &self.tasks.len())
             .field("symbols", &self.symbols.is_some())
+            .field("inode_bits", &self.inode_bits)
             .finish()
     }
 }
@@ -82,6 +153,13 @@ impl Context {
             recorder_pid: (header.recorder_pid != 0).then_some(header.recorder_pid),
             tasks: meta.tasks.clone(),
             symbols: None,
+            inode_bits: InodeBits::from_trace(
+                &header.kernel_release,
+                meta.events
+                    .iter()
+                    .filter(|e| e.name.starts_with("writeback:"))
+                    .map(|e| e.format.as_str()),
+            ),
         }
     }
 }

@@ -36,6 +36,6 @@ mod summary;
 mod tests;
 
 pub use attributor::{Attribution, Attributor};
-pub use context::{Context, Symbolizer};
+pub use context::{Context, InodeBits, Symbolizer};
 pub use model::*;
 pub use summary::{LostWindow, Summary, UnknownContext};

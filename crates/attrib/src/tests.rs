@@ -65,6 +65,7 @@ fn context() -> Context {
             },
         ],
         symbols: None,
+        inode_bits: InodeBits::V6_18,
     }
 }
 
@@ -2192,6 +2193,110 @@ fn context_from_trace_metadata() {
     b.requests(LOOP0, 64, 32, 2560, "WM");
     let (ios, out) = b.finish();
     assert_eq!(charged(&ios, &out.tables, "jbd2/loop0-8", Via::Page), 16384);
+}
+
+/// The inode dirty bits come from the trace: the writeback events' print fmt where it
+/// gives numbers, else the kernel release.
+#[test]
+fn inode_bits_from_the_trace() {
+    let f618 =
+        ioblame_decode::synth::builtin_format("writeback:writeback_mark_inode_dirty").unwrap();
+    let old = f618
+        .replace("{I_DIRTY_SYNC,", "{(1 << 0),")
+        .replace("{I_DIRTY_DATASYNC,", "{(1 << 1),")
+        .replace("{I_DIRTY_PAGES,", "{(1 << 2),");
+    let mid = f618
+        .replace("{I_DIRTY_SYNC,", "{(1 << 3),")
+        .replace("{I_DIRTY_DATASYNC,", "{(1 << 4),")
+        .replace("{I_DIRTY_PAGES,", "{(1 << 5),");
+    let bits = |release: &str, fmt: &str| InodeBits::from_trace(release, [fmt]);
+    assert_eq!(bits("6.18.44-fc-v769", f618), InodeBits::V6_18);
+    assert_eq!(bits("5.15.0-91-generic", &old), InodeBits::BEFORE_6_12);
+    // the format wins over the release
+    assert_eq!(
+        bits("6.12.1", &mid),
+        InodeBits {
+            dirty_inode: 0x18,
+            dirty_pages: 0x20
+        }
+    );
+    // names only (enum constants): the release decides
+    assert_eq!(bits("5.10.0", f618), InodeBits::BEFORE_6_12);
+    assert_eq!(bits("6.11.9", ""), InodeBits::BEFORE_6_12);
+    assert_eq!(bits("garbage", ""), InodeBits::V6_18);
+    // through the trace's metadata
+    use ioblame_format::{ByteOrder, EventDesc, Header, Metadata};
+    let header = Header {
+        byte_order: ByteOrder::Little,
+        word_size: 8,
+        page_size: 4096,
+        cpu_count: 1,
+        clock_id: 1,
+        recorder_pid: 0,
+        file_index: 0,
+        start_time_ns: 0,
+        start_clock_ns: 0,
+        trace_id: 1,
+        hostname: "h".into(),
+        kernel_release: "5.4.0".into(),
+        machine: "x86_64".into(),
+        recorder_version: "t".into(),
+    };
+    let meta = Metadata {
+        events: vec![EventDesc {
+            name: "writeback:writeback_mark_inode_dirty".into(),
+            format: old.clone(),
+            ..EventDesc::default()
+        }],
+        ..Metadata::default()
+    };
+    assert_eq!(
+        Context::from_trace(&header, &meta).inode_bits,
+        InodeBits::BEFORE_6_12
+    );
+
+    // A trace from a kernel before the reordering: I_DIRTY_SYNC is 0x1, and the inode's
+    // dirtier owns the inode's write; 0x10 there is I_WILL_FREE, not a dirtier.
+    let mut ctx = context();
+    ctx.inode_bits = InodeBits::BEFORE_6_12;
+    let mut b = Bench::with(ctx);
+    b.comm(251, "toucher");
+    for (ino, flags) in [(500, 0x1), (501, 0x10)] {
+        let kind = EventKind::MarkInodeDirty {
+            bdi: LOOP0,
+            ino,
+            state: 0,
+            flags,
+        };
+        b.push(251, 251, kind, Some(DIRTY_STACK));
+    }
+    for (ino, sector) in [(500, 9100), (501, 9200)] {
+        b.push(
+            FLUSHER,
+            FLUSHER,
+            EventKind::WriteInodeStart {
+                bdi: LOOP0,
+                ino,
+                sync_mode: 1,
+            },
+            None,
+        );
+        b.q(FLUSHER, LOOP0, sector, 8, "WM");
+        b.push(
+            FLUSHER,
+            FLUSHER,
+            EventKind::WriteInode {
+                bdi: LOOP0,
+                ino,
+                sync_mode: 1,
+            },
+            None,
+        );
+        b.requests(LOOP0, sector, 8, 2560, "WM");
+    }
+    let (ios, out) = b.finish();
+    assert_eq!(charged(&ios, &out.tables, "toucher", Via::Inode), 4096);
+    assert_eq!(ios[1].via, Via::Unknown);
 }
 
 /// The decoder's kallsyms symbolizer classifies stacks: a jbd2 commit stack is journal IO.

@@ -284,6 +284,149 @@ impl EventFormat {
         })?;
         Ok(Field::from_spec(s))
     }
+
+    /// The value the print fmt's `__print_flags`/`__print_symbolic` tables give the
+    /// symbol `name` (`{(1 << 4), "I_DIRTY_SYNC"}` gives 16), where the kernel wrote a
+    /// number there; `None` when the symbol is absent or its value is left as a name
+    /// (enum constants without `TRACE_DEFINE_ENUM`).
+    pub fn print_symbol_value(&self, name: &str) -> Option<u64> {
+        print_symbol_value(&self.print_fmt, name)
+    }
+}
+
+/// See [`EventFormat::print_symbol_value`]: the value of the table entry `{VALUE, "name"}`
+/// in a print fmt text.
+pub fn print_symbol_value(print_fmt: &str, name: &str) -> Option<u64> {
+    let quoted = format!("\"{name}\"");
+    let mut from = 0;
+    while let Some(i) = print_fmt[from..].find(&quoted) {
+        let at = from + i;
+        from = at + quoted.len();
+        // `{VALUE, "name"}`: the value runs from the entry's `{` to the comma.
+        let before = print_fmt[..at].trim_end();
+        let Some(before) = before.strip_suffix(',') else {
+            continue;
+        };
+        if !print_fmt[from..].trim_start().starts_with('}') {
+            continue;
+        }
+        let Some(open) = before.rfind('{') else {
+            continue;
+        };
+        return eval_const(&before[open + 1..]);
+    }
+    None
+}
+
+/// Evaluates the constant expressions the kernel's tables hold: integers (decimal, hex,
+/// `U`/`L` suffixes), parentheses, integer casts, `<<` and `|`.
+fn eval_const(text: &str) -> Option<u64> {
+    let toks = tokens(text)?;
+    let mut pos = 0;
+    let v = expr_or(&toks, &mut pos)?;
+    (pos == toks.len()).then_some(v)
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Num(u64),
+    Word,
+    Open,
+    Close,
+    Shl,
+    Or,
+}
+
+fn tokens(text: &str) -> Option<Vec<Tok>> {
+    let b = text.as_bytes();
+    let mut v = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        match c {
+            b' ' | b'\t' => i += 1,
+            b'(' => {
+                v.push(Tok::Open);
+                i += 1
+            }
+            b')' => {
+                v.push(Tok::Close);
+                i += 1
+            }
+            b'|' => {
+                v.push(Tok::Or);
+                i += 1
+            }
+            b'<' if b.get(i + 1) == Some(&b'<') => {
+                v.push(Tok::Shl);
+                i += 2
+            }
+            b'0'..=b'9' => {
+                let start = i;
+                while i < b.len() && b[i].is_ascii_alphanumeric() {
+                    i += 1;
+                }
+                let lit = text[start..i].trim_end_matches(['u', 'U', 'l', 'L']);
+                let n = match lit.strip_prefix("0x").or_else(|| lit.strip_prefix("0X")) {
+                    Some(h) => u64::from_str_radix(h, 16).ok()?,
+                    None => lit.parse().ok()?,
+                };
+                v.push(Tok::Num(n));
+            }
+            c if c.is_ascii_alphabetic() || c == b'_' => {
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                    i += 1;
+                }
+                v.push(Tok::Word);
+            }
+            _ => return None,
+        }
+    }
+    Some(v)
+}
+
+fn expr_or(t: &[Tok], pos: &mut usize) -> Option<u64> {
+    let mut v = expr_shl(t, pos)?;
+    while t.get(*pos) == Some(&Tok::Or) {
+        *pos += 1;
+        v |= expr_shl(t, pos)?;
+    }
+    Some(v)
+}
+
+fn expr_shl(t: &[Tok], pos: &mut usize) -> Option<u64> {
+    let mut v = atom(t, pos)?;
+    while t.get(*pos) == Some(&Tok::Shl) {
+        *pos += 1;
+        let n = atom(t, pos)?;
+        v = v.checked_shl(u32::try_from(n).ok()?)?;
+    }
+    Some(v)
+}
+
+fn atom(t: &[Tok], pos: &mut usize) -> Option<u64> {
+    match t.get(*pos)? {
+        Tok::Num(n) => {
+            *pos += 1;
+            Some(*n)
+        }
+        Tok::Open => {
+            // A cast `(unsigned long)` (words only) applies to what follows.
+            let words = t[*pos + 1..]
+                .iter()
+                .take_while(|x| **x == Tok::Word)
+                .count();
+            if words > 0 && t.get(*pos + 1 + words) == Some(&Tok::Close) {
+                *pos += words + 2;
+                return atom(t, pos);
+            }
+            *pos += 1;
+            let v = expr_or(t, pos)?;
+            (t.get(*pos) == Some(&Tok::Close)).then(|| *pos += 1)?;
+            Some(v)
+        }
+        _ => None,
+    }
 }
 
 /// How a field's bytes are laid out.

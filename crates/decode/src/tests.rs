@@ -988,3 +988,40 @@ fn events_without_a_bundled_format_decode_too() {
         }
     );
 }
+
+/// The values of `__print_flags` symbols, where the kernel wrote numbers (before the inode
+/// state bits became enum constants) and not where it left names (6.18).
+#[test]
+fn print_flag_values_from_the_format() {
+    use crate::format::{print_symbol_value, EventFormat};
+    let f = EventFormat::parse(fmt("writeback:writeback_mark_inode_dirty")).unwrap();
+    assert_eq!(
+        f.print_symbol_value("I_DIRTY_SYNC"),
+        None,
+        "6.18: names only"
+    );
+    assert_eq!(f.print_symbol_value("NO_SUCH_FLAG"), None);
+    // As a 5.x kernel writes them (`#define I_DIRTY_SYNC (1 << 0)`).
+    let old = f
+        .print_fmt
+        .replace("{I_DIRTY_SYNC,", "{(1 << 0),")
+        .replace("{I_DIRTY_DATASYNC,", "{((1UL << 1)),");
+    let old = old.replace("{I_DIRTY_PAGES,", "{ (unsigned long)(1 << 2) ,");
+    assert_eq!(print_symbol_value(&old, "I_DIRTY_SYNC"), Some(1));
+    assert_eq!(print_symbol_value(&old, "I_DIRTY_DATASYNC"), Some(2));
+    assert_eq!(print_symbol_value(&old, "I_DIRTY_PAGES"), Some(4));
+    for (fmt, v) in [
+        ("{0x20, \"A\"}", Some(0x20)),
+        ("{16, \"A\"}", Some(16)),
+        ("{(1 << 4) | (1 << 5), \"A\"}", Some(0x30)),
+        ("{I_X | (1 << 5), \"A\"}", None),
+        ("{(1 << 99), \"A\"}", None),
+        ("{1 <<, \"A\"}", None),
+        ("{(1, \"A\"}", None),
+        ("\"A\"", None),
+        ("{1, \"AB\"}", None),
+        ("x, \"A\"}", None),
+    ] {
+        assert_eq!(print_symbol_value(fmt, "A"), v, "{fmt}");
+    }
+}
