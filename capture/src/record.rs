@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use ioblame_format::{
-    encode_chunk, ChunkBuilder, ChunkHeader, EventDesc, Header, Metadata, RingOptions, RingStats,
-    RingWriter, EVENT_CALLCHAIN, EVENT_TASK_RECORDS,
+    encode_chunk, ChunkBuilder, ChunkHeader, EventDesc, FileTable, Header, Metadata, RingOptions,
+    RingStats, RingWriter, EVENT_CALLCHAIN, EVENT_TASK_RECORDS, FILES_AT_END,
 };
 
 use crate::perf::{self, Event, EventSpec, Ring};
-use crate::snapshot;
+use crate::{paths, snapshot};
 use ioblame_tracepoints::{self as events, FilterDev, Tracepoint};
 
 /// Arguments of `record`.
@@ -50,6 +50,15 @@ pub struct RecordArgs {
     /// zstd level of the chunks.
     #[arg(long, default_value_t = 3)]
     pub level: i32,
+    /// Do not record file paths (the FILES table: inode -> path of the recorded filesystems).
+    #[arg(long)]
+    pub no_paths: bool,
+    /// Most files named in each FILES table (walked at start and at end).
+    #[arg(long, default_value_t = 1_000_000, value_name = "N")]
+    pub paths_max_entries: usize,
+    /// Longest time spent walking the filesystems for the FILES table, at start and at end.
+    #[arg(long, default_value = "2s", value_parser = crate::parse_duration, value_name = "DUR")]
+    pub paths_time: Duration,
     /// Command to run while recording (system-wide); the capture exits with its status.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -78,6 +87,10 @@ fn install_signals() {
 const CHUNK_BYTES: usize = 1 << 20;
 /// ... or at least this often.
 const FLUSH_EVERY: Duration = Duration::from_secs(1);
+/// The writer forces what it wrote to stable storage at least this often (fdatasync). With
+/// `FLUSH_EVERY`, a host crash loses at most about the last two seconds of records (plus any
+/// backlog of the writer, which the status line shows as written bytes lagging).
+const SYNC_EVERY: Duration = Duration::from_secs(1);
 
 struct Cpu {
     cpu: u32,
@@ -98,29 +111,66 @@ struct Shared {
 
 type RawChunk = (ChunkHeader, Vec<u8>);
 
+/// What the recording loop hands to the writer thread.
+enum ToWriter {
+    /// Records of one CPU, to compress and append.
+    Chunk(RawChunk),
+    /// The FILES table taken when the capture ended, appended after the last chunk.
+    Files(FileTable),
+}
+
 fn writer_thread(
     mut w: RingWriter,
-    rx: Receiver<RawChunk>,
+    rx: Receiver<ToWriter>,
     level: i32,
     shared: Arc<Shared>,
 ) -> Option<RingStats> {
+    use std::sync::mpsc::RecvTimeoutError;
     let fail = |what: String| {
         *shared.error.lock().unwrap_or_else(|e| e.into_inner()) = Some(what);
         shared.failed.store(true, Ordering::SeqCst);
     };
-    for (h, recs) in rx.iter() {
-        let enc = encode_chunk(h, &recs, level);
-        if let Err(e) = w.write_chunk(&enc) {
+    // When the oldest write not yet forced to disk was made.
+    let mut unsynced: Option<Instant> = None;
+    loop {
+        let msg = match unsynced {
+            Some(t) => rx.recv_timeout(SYNC_EVERY.saturating_sub(t.elapsed())),
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        };
+        let res = match msg {
+            Ok(ToWriter::Chunk((h, recs))) => {
+                let enc = encode_chunk(h, &recs, level);
+                if w.needs_roll(enc.block.len()) {
+                    // The new file lists the tasks alive now (docs/format.md, TASKS).
+                    w.set_tasks(snapshot::tasks());
+                }
+                w.write_chunk(&enc)
+            }
+            Ok(ToWriter::Files(t)) => w.write_files(&t),
+            Err(RecvTimeoutError::Timeout) => Ok(()),
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        if let Err(e) = res {
             fail(io_message(&e));
             // Stop writing: the file was cut back to its last whole block and stays readable.
             return None;
         }
         let s = w.stats();
+        if s.bytes_written > shared.bytes.load(Ordering::Relaxed) {
+            unsynced.get_or_insert_with(Instant::now);
+        }
         shared.bytes.store(s.bytes_written, Ordering::Relaxed);
         shared.chunks.store(s.chunks, Ordering::Relaxed);
         shared
             .files
             .store(s.files_created as u64, Ordering::Relaxed);
+        if unsynced.is_some_and(|t| t.elapsed() >= SYNC_EVERY) {
+            if let Err(e) = w.sync() {
+                fail(io_message(&e));
+                return None;
+            }
+            unsynced = None;
+        }
     }
     match w.finish() {
         Ok(s) => Some(s),
@@ -155,11 +205,11 @@ struct Counts {
     per_id: HashMap<u64, u64>,
 }
 
-fn send(tx: &SyncSender<RawChunk>, b: &mut ChunkBuilder, shared: &Shared) {
+fn send(tx: &SyncSender<ToWriter>, b: &mut ChunkBuilder, shared: &Shared) {
     if let Some(c) = b.take_raw() {
         // Blocks when the writer lags: the kernel then drops (and reports) records instead of
         // this process growing without bound. After a write failure chunks are dropped.
-        if let Err(TrySendError::Full(c)) = tx.try_send(c) {
+        if let Err(TrySendError::Full(c)) = tx.try_send(ToWriter::Chunk(c)) {
             if !shared.failed.load(Ordering::Relaxed) {
                 let _ = tx.send(c);
             }
@@ -167,7 +217,7 @@ fn send(tx: &SyncSender<RawChunk>, b: &mut ChunkBuilder, shared: &Shared) {
     }
 }
 
-fn drain(c: &mut Cpu, counts: &mut Counts, tx: &SyncSender<RawChunk>, shared: &Shared) {
+fn drain(c: &mut Cpu, counts: &mut Counts, tx: &SyncSender<ToWriter>, shared: &Shared) {
     let Cpu {
         ring, builder, cpu, ..
     } = c;
@@ -192,8 +242,10 @@ fn drain(c: &mut Cpu, counts: &mut Counts, tx: &SyncSender<RawChunk>, shared: &S
         }
     });
     if let Err(e) = r {
+        // Marked in the chunk header (CHUNK_RING_DISCARDED), so the analyzer reports it too.
+        builder.add_discarded(e.pending);
         counts.ring_errors += 1;
-        eprintln!("ioblame-capture: warning: cpu {cpu}: {e}; records skipped");
+        eprintln!("ioblame-capture: warning: cpu {cpu}: {e}");
     }
 }
 
@@ -316,11 +368,30 @@ pub fn run(a: RecordArgs) -> Result<u8> {
         .map(|d| format!("{}:{}", d.major, d.minor))
         .collect::<Vec<_>>()
         .join(",");
+    let mounts = snapshot::mounts();
+    // The FILES table, taken before recording starts so that the walk's own reads are not
+    // recorded (and again when it ends, for the files created meanwhile).
+    let walk_devs: Option<Vec<(u32, u32)>> = a
+        .devices
+        .as_ref()
+        .map(|_| fdevs.iter().map(|d| (d.major, d.minor)).collect());
+    let walk_limits = paths::Limits {
+        max_entries: a.paths_max_entries,
+        budget: a.paths_time,
+    };
+    let walk_files = |flags: u32| {
+        let ms = paths::mounts_to_walk(&mounts, walk_devs.as_deref(), &block_devices);
+        paths::walk(&ms, walk_limits, flags)
+    };
+    install_signals();
+    let start_files = (!a.no_paths).then(|| walk_files(0));
+    let (hostname, kernel_release, machine) = snapshot::uname();
+    let word_size = snapshot::kernel_word_size(kallsyms.as_ref(), &machine);
     let meta = Metadata {
         events: descs,
         kallsyms,
-        block_devices,
-        mounts: snapshot::mounts(),
+        block_devices: block_devices.clone(),
+        mounts: mounts.clone(),
         tasks: snapshot::tasks(),
         capture_info: vec![
             ("command".into(), shell_join(&a.command)),
@@ -332,10 +403,9 @@ pub fn run(a: RecordArgs) -> Result<u8> {
             ("buffer_size".into(), data_bytes.to_string()),
         ],
     };
-    let (hostname, kernel_release, machine) = snapshot::uname();
     let header = Header {
         byte_order: ioblame_format::ByteOrder::native(),
-        word_size: std::mem::size_of::<usize>() as u8,
+        word_size,
         page_size: page as u32,
         cpu_count: possible,
         clock_id: libc::CLOCK_MONOTONIC,
@@ -353,11 +423,29 @@ pub fn run(a: RecordArgs) -> Result<u8> {
         file_size: a.file_size,
         max_size: a.max_size,
     };
-    let writer = RingWriter::create(&a.output, header, meta, opts)
+    let mut writer = RingWriter::create(&a.output, header, meta, opts)
+        .map_err(|e| anyhow::anyhow!(io_message(&e)))?;
+    if let Some(t) = &start_files {
+        writer
+            .write_files(t)
+            .map_err(|e| anyhow::anyhow!(io_message(&e)))?;
+    }
+    // Enable, then list the tasks again: the first file names every task alive before or
+    // after the events were enabled, so none forked (or exited) in between is missed. The
+    // second list is a later TASKS block, which wins (docs/format.md).
+    let tasks_before = snapshot::tasks();
+    for c in &per_cpu {
+        for ev in &c.events {
+            ev.enable()?;
+        }
+    }
+    let started = Instant::now();
+    writer
+        .write_tasks(&snapshot::merge_tasks(tasks_before, snapshot::tasks()))
         .map_err(|e| anyhow::anyhow!(io_message(&e)))?;
 
     let shared = Arc::new(Shared::default());
-    let (tx, rx) = sync_channel::<RawChunk>(64);
+    let (tx, rx) = sync_channel::<ToWriter>(64);
     let wshared = shared.clone();
     let level = a.level;
     let wt = std::thread::Builder::new()
@@ -365,13 +453,6 @@ pub fn run(a: RecordArgs) -> Result<u8> {
         .spawn(move || writer_thread(writer, rx, level, wshared))
         .context("starting the writer thread")?;
 
-    install_signals();
-    for c in &per_cpu {
-        for ev in &c.events {
-            ev.enable()?;
-        }
-    }
-    let started = Instant::now();
     let mut child = None;
     let mut spawn_err = None;
     let mut stop_reason = String::new();
@@ -476,6 +557,11 @@ pub fn run(a: RecordArgs) -> Result<u8> {
         }
     }
     let elapsed = started.elapsed();
+    // The FILES table at the end names the files created during the capture. A failed
+    // writer has stopped: nothing more is written.
+    if !a.no_paths && !shared.failed.load(Ordering::SeqCst) {
+        let _ = tx.send(ToWriter::Files(walk_files(FILES_AT_END)));
+    }
     drop(tx);
     let stats = wt.join().unwrap_or(None);
     drop(per_cpu);
@@ -619,4 +705,90 @@ fn shell_join(v: &[String]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ioblame_format::{ring_file_name, ByteOrder, Task, Trace};
+
+    /// A chunk of about `bytes` incompressible record bytes.
+    fn chunk(b: &mut ChunkBuilder, bytes: usize, seed: u64) -> RawChunk {
+        let mut x = seed | 1;
+        let mut done = 0;
+        while done < bytes {
+            let mut rec = vec![0u8; 1024];
+            rec[..4].copy_from_slice(&perf::RECORD_SAMPLE.to_ne_bytes());
+            rec[6..8].copy_from_slice(&1024u16.to_ne_bytes());
+            for v in &mut rec[8..] {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *v = x as u8;
+            }
+            b.push(&rec, Some(done as u64));
+            done += rec.len();
+        }
+        b.take_raw().unwrap()
+    }
+
+    #[test]
+    fn writer_syncs_every_second_and_lists_current_tasks_in_new_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let header = Header {
+            byte_order: ByteOrder::native(),
+            word_size: 8,
+            page_size: 4096,
+            cpu_count: 1,
+            clock_id: 1,
+            recorder_pid: std::process::id(),
+            file_index: 0,
+            start_time_ns: 1,
+            start_clock_ns: 1,
+            trace_id: 3,
+            hostname: "h".into(),
+            kernel_release: "r".into(),
+            machine: "m".into(),
+            recorder_version: "t".into(),
+        };
+        let stale = Task {
+            pid: u32::MAX,
+            tid: u32::MAX,
+            comm: "stale".into(),
+        };
+        let meta = Metadata {
+            tasks: vec![stale.clone()],
+            ..Metadata::default()
+        };
+        let opts = RingOptions {
+            file_size: 64 << 10,
+            max_size: 0,
+        };
+        let w = RingWriter::create(dir.path(), header, meta, opts).unwrap();
+        let (tx, rx) = sync_channel::<ToWriter>(4);
+        let shared = Arc::new(Shared::default());
+        let s2 = shared.clone();
+        let t = std::thread::spawn(move || writer_thread(w, rx, 1, s2));
+        let mut b = ChunkBuilder::new(0);
+        tx.send(ToWriter::Chunk(chunk(&mut b, 40 << 10, 1)))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1300));
+        // The first chunk was forced to disk though nothing else came.
+        tx.send(ToWriter::Chunk(chunk(&mut b, 40 << 10, 2)))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1300));
+        drop(tx);
+        let stats = t.join().unwrap().expect("writer succeeded");
+        assert!(stats.syncs >= 2, "{stats:?}");
+        assert_eq!(stats.files_created, 2, "{stats:?}");
+        let first = Trace::open(&dir.path().join(ring_file_name(0))).unwrap();
+        assert_eq!(first.metadata().tasks, vec![stale.clone()]);
+        let second = Trace::open(&dir.path().join(ring_file_name(1))).unwrap();
+        let tasks = &second.metadata().tasks;
+        assert!(
+            !tasks.contains(&stale),
+            "the second file lists tasks alive when it started"
+        );
+        assert!(tasks.iter().any(|t| t.pid == std::process::id()));
+    }
 }

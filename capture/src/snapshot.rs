@@ -115,6 +115,51 @@ pub fn tasks() -> Vec<Task> {
     out
 }
 
+/// Merges two task lists (sorted by pid, tid): every task of either, with the newer comm.
+pub fn merge_tasks(before: Vec<Task>, after: Vec<Task>) -> Vec<Task> {
+    let mut by_id: std::collections::BTreeMap<(u32, u32), Task> = std::collections::BTreeMap::new();
+    for t in before.into_iter().chain(after) {
+        by_id.insert((t.pid, t.tid), t);
+    }
+    by_id.into_values().collect()
+}
+
+/// The word size of the running kernel in bytes: the width of the addresses in
+/// /proc/kallsyms (hidden addresses keep their width), else from `uname -m`, else this
+/// program's own. A 32-bit recorder on a 64-bit kernel thus writes 8.
+pub fn kernel_word_size(kallsyms: Option<&Kallsyms>, machine: &str) -> u8 {
+    if let Some(a) = kallsyms.and_then(|k| k.text.lines().next()?.split(' ').next()) {
+        if a.len() == 16 && a.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return 8;
+        }
+        if a.len() == 8 && a.bytes().all(|c| c.is_ascii_hexdigit()) {
+            return 4;
+        }
+    }
+    const WIDE: &[&str] = &[
+        "x86_64",
+        "aarch64",
+        "arm64",
+        "ppc64",
+        "ppc64le",
+        "s390x",
+        "riscv64",
+        "mips64",
+        "loongarch64",
+        "sparc64",
+        "alpha",
+        "ia64",
+        "parisc64",
+    ];
+    if WIDE.contains(&machine) {
+        8
+    } else if !machine.is_empty() {
+        4
+    } else {
+        std::mem::size_of::<usize>() as u8
+    }
+}
+
 /// /proc/kallsyms, with whether its addresses are hidden.
 pub fn kallsyms() -> (Option<Kallsyms>, Option<String>) {
     match std::fs::read_to_string("/proc/kallsyms") {
@@ -241,6 +286,47 @@ mod tests {
         {
             assert!(m.block_size >= 1024, "{m:?}");
         }
+    }
+
+    #[test]
+    fn word_size() {
+        let k = |t: &str| Kallsyms {
+            text: t.into(),
+            restricted: false,
+        };
+        let k64 = k("ffffffff81000000 T _stext\n");
+        let k32 = k("c1000000 T _stext\n");
+        let hidden = k("0000000000000000 T _stext\n");
+        assert_eq!(kernel_word_size(Some(&k64), "i686"), 8);
+        assert_eq!(kernel_word_size(Some(&k32), "x86_64"), 4);
+        assert_eq!(kernel_word_size(Some(&hidden), ""), 8);
+        assert_eq!(kernel_word_size(None, "aarch64"), 8);
+        assert_eq!(kernel_word_size(None, "armv7l"), 4);
+        assert_eq!(kernel_word_size(Some(&k("")), "s390x"), 8);
+        // This host.
+        let (_, _, m) = uname();
+        assert_eq!(kernel_word_size(kallsyms().0.as_ref(), &m), 8);
+    }
+
+    #[test]
+    fn tasks_merge() {
+        let t = |pid, tid, comm: &str| Task {
+            pid,
+            tid,
+            comm: comm.into(),
+        };
+        assert_eq!(
+            merge_tasks(
+                vec![t(1, 1, "init"), t(5, 5, "gone"), t(7, 7, "old")],
+                vec![t(1, 1, "init"), t(6, 6, "new"), t(7, 7, "renamed")]
+            ),
+            vec![
+                t(1, 1, "init"),
+                t(5, 5, "gone"),
+                t(6, 6, "new"),
+                t(7, 7, "renamed")
+            ]
+        );
     }
 
     #[test]
