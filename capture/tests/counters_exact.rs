@@ -52,6 +52,22 @@ const READS: &[(u64, u64)] = &[
     (60000, 8),
 ];
 
+/// Seek distance of each IO of the script (writes then reads) in KiB: the distance from the
+/// end of the previous IO (none before the first), which is the counters' `seek_dist` scaled
+/// to 0..65535 over the 64 MiB (65536 KiB) device.
+fn seek_dists_kib() -> Vec<u64> {
+    let mut prev_end: Option<u64> = None;
+    WRITES
+        .iter()
+        .chain(READS)
+        .map(|&(off, size)| {
+            let d = prev_end.map_or(0, |e| off.abs_diff(e));
+            prev_end = Some(off + size);
+            d
+        })
+        .collect()
+}
+
 /// A loop device without a filesystem, detached on drop.
 struct RawLoop {
     dir: tempfile::TempDir,
@@ -227,6 +243,10 @@ fn counters_count_every_direct_io_exactly() {
         "RW size 0 1 2 3 4 5 6 7 0 if comm == \"iobwriter\" && via == direct",
         // 10: the direction filter: the writer has no R IO.
         "R size 0 0 0 0 0 0 0 0 0",
+        // 11: seek distances, in KiB on this 64 MiB device (see `seek_dists_kib`).
+        "W seek_dist 0 1 1024 2048 4096 8192 16384 32768 0",
+        // 12: the reads' distances.
+        "R seek_dist 0 1 1024 2048 4096 8192 16384 32768 0",
     ];
     let mut set = CounterSet::parse_args(&specs).unwrap();
     for io in &ios {
@@ -252,6 +272,26 @@ fn counters_count_every_direct_io_exactly() {
     assert_eq!(total(wr(8)), 0);
     assert_eq!(wr(9), [0, 0, 0, 0, 0, 0, 0, WRITES.len() as u64]);
     assert_eq!(rd(9), [0; 8]);
+    // Seek distances: from the end of the IO completed just before on the device, the IOs
+    // running one after the other in the order of the script.
+    let dists = seek_dists_kib();
+    let slots = |range: std::ops::Range<usize>| {
+        let b = [0u64, 1, 1024, 2048, 4096, 8192, 16384, 32768];
+        let mut h = [0u64; 8];
+        for d in &dists[range] {
+            h[b.iter().rposition(|x| d >= x).unwrap()] += 1;
+        }
+        h
+    };
+    assert_eq!(
+        &dists[..WRITES.len()],
+        [0, 7160, 1024, 1012, 6080, 4064, 13056, 7160, 8528, 15404]
+    );
+    assert_eq!(wr(11), [1, 1, 1, 1, 3, 3, 0, 0], "{}", specs[11]);
+    assert_eq!(wr(11), slots(0..WRITES.len()));
+    assert_eq!(rd(12), slots(WRITES.len()..dists.len()), "{}", specs[12]);
+    assert_eq!(rd(11), [0; 8]);
+    assert_eq!(wr(12), [0; 8]);
     // Every boundary 0 with B8 = 0: everything in slot 7.
     assert_eq!(rd(10), [0, 0, 0, 0, 0, 0, 0, READS.len() as u64]);
     assert_eq!(wr(10), [0; 8]);

@@ -70,21 +70,42 @@ fn eight_mib(fs: &str) {
         assert_eq!(s.s(dirty, "name"), bdi, "device filter on the bdi name");
         if s.u(dirty, "ino") == ino {
             let idx = s.u(dirty, "index");
-            pages += 1 << order.get(&idx).copied().unwrap_or(0);
+            let o = order
+                .get(&idx)
+                .unwrap_or_else(|| panic!("folio {idx} dirtied but never added"));
+            pages += 1 << o;
         }
     }
-    assert!(pages * 4096 >= 8 << 20, "dirty folios cover {pages} pages");
+    // Each folio goes clean -> dirty once: exactly the file's 2048 pages.
+    assert_eq!(pages, 2048, "dirty folios of the file");
 
-    // Block layer: write sectors queued on the device.
+    // Block layer: the write bios queued on the file's blocks cover them exactly once (the
+    // journal and other metadata lie elsewhere).
+    let extents = file_extents(&file);
+    assert_eq!(
+        extents.iter().map(|(a, b)| b - a).sum::<u64>(),
+        16384,
+        "{extents:?}"
+    );
     let q = p.desc("block:block_bio_queue");
+    let mut data_bytes = 0u64;
     let mut wbytes = 0u64;
     for s in p.of("block:block_bio_queue") {
         assert_eq!(s.u(q, "dev") as u32, lfs.kdev(), "device filter");
         if s.s(q, "rwbs").contains('W') {
-            wbytes += s.u(q, "nr_sector") * 512;
+            let (a, n) = (s.u(q, "sector"), s.u(q, "nr_sector"));
+            wbytes += n * 512;
+            for (x, y) in &extents {
+                let overlap = (a + n).min(*y).saturating_sub(a.max(*x));
+                data_bytes += overlap * 512;
+            }
         }
     }
-    assert!(wbytes >= 8 << 20, "bio_queue writes {wbytes} bytes");
+    assert_eq!(data_bytes, 8 << 20, "bio_queue bytes on the file's blocks");
+    assert!(
+        wbytes > 8 << 20,
+        "bio_queue writes {wbytes} bytes (data + metadata)"
+    );
     assert!(p.of("block:block_rq_complete").count() > 0);
 
     // Callchains exactly on the configured events, kernel-only.
@@ -148,11 +169,34 @@ fn eight_mib(fs: &str) {
     assert_eq!((lo.major, lo.minor), (lfs.major, lfs.minor));
     assert!(lo.size_sectors >= 300 * 2048 - 1);
     let mnt = lfs.mnt.to_str().unwrap();
+    let tm = m
+        .mounts
+        .iter()
+        .find(|x| x.mount_point == mnt && x.fs_type == fs)
+        .expect("test mount in metadata");
+    let bsize = std::process::Command::new("stat")
+        .args(["-f", "-c", "%s", mnt])
+        .output()
+        .unwrap();
+    let bsize: u32 = String::from_utf8_lossy(&bsize.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(tm.block_size, bsize, "statfs block size of the test mount");
+    assert!(tm.block_size == 1024 || tm.block_size == 4096, "{tm:?}");
+    // The file, created during the capture, is named by the end-of-capture FILES table; the
+    // mount point by both tables.
+    assert_eq!(
+        p.trace.path_of(lfs.kdev(), ino),
+        Some(file.to_str().unwrap())
+    );
+    let root_ino = std::fs::metadata(&lfs.mnt).unwrap().ino();
+    assert_eq!(p.trace.path_of(lfs.kdev(), root_ino), Some(mnt));
+    assert_eq!(p.trace.paths().tables(), 2);
+    assert!(p.trace.paths().iter().all(|(d, _, _)| d == lfs.kdev()));
     assert!(
-        m.mounts
-            .iter()
-            .any(|x| x.mount_point == mnt && x.fs_type == fs),
-        "test mount in metadata"
+        p.trace.files().iter().all(|f| f.indexed()),
+        "closed cleanly"
     );
     assert!(m.tasks.iter().any(|t| t.pid == 1));
     assert!(m
@@ -171,6 +215,29 @@ fn eight_mib(fs: &str) {
     } else {
         assert!(p.of("ext4:ext4_ext_map_blocks_exit").count() > 0);
     }
+}
+
+/// The physical extents of `file` in 512-byte sectors, `[start, end)`, from `filefrag`.
+fn file_extents(file: &std::path::Path) -> Vec<(u64, u64)> {
+    let o = std::process::Command::new("filefrag")
+        .args(["-b512", "-e"])
+        .arg(file)
+        .output()
+        .expect("run filefrag");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let mut v = Vec::new();
+    for l in text.lines() {
+        let f: Vec<&str> = l.split(':').map(str::trim).collect();
+        if f.len() < 4 || f[0].parse::<u64>().is_err() {
+            continue;
+        }
+        let (a, b) = f[2].split_once("..").expect("physical range");
+        let (a, b): (u64, u64) = (a.trim().parse().unwrap(), b.trim().parse().unwrap());
+        v.push((a, b + 1));
+    }
+    assert!(!v.is_empty(), "{text}");
+    v
 }
 
 #[test]
@@ -202,7 +269,12 @@ fn stops_as_promised() {
         el >= Duration::from_millis(1000) && el < Duration::from_secs(8),
         "{el:?}"
     );
-    assert!(Trace::open(&dir.path().join("d")).is_ok());
+    let t = Trace::open(&dir.path().join("d")).unwrap();
+    assert!(t.problems().is_empty(), "{:?}", t.problems());
+    assert!(
+        t.files().iter().all(|f| f.indexed()),
+        "--duration closes the files cleanly"
+    );
 
     let o = record(&[
         "-o",
@@ -226,6 +298,7 @@ fn stops_as_promised() {
     assert_eq!(o.status.code(), Some(3));
     let t = Trace::open(&dir.path().join("e")).unwrap();
     assert!(t.problems().is_empty());
+    assert!(t.files().iter().all(|f| f.indexed()));
     assert_eq!(
         t.metadata().info("command"),
         Some("sh -c 'sleep 0.3; exit 3'")
@@ -338,4 +411,82 @@ fn full_disk_fails_cleanly() {
         "chunks written before the disk filled read back"
     );
     assert!(p.samples.len() > 100);
+}
+
+/// Stops a recording with `sig` and checks that it closed its files cleanly.
+fn stops_cleanly_on(sig: i32) {
+    let _g = lock();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t");
+    let child = std::process::Command::new(bin())
+        .args(["record", "-o", out.to_str().unwrap(), "--events", "minimal"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: sending a signal to our own child process.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+    let t0 = Instant::now();
+    let o = child.wait_with_output().unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(t0.elapsed() < Duration::from_secs(10), "{e}");
+    assert!(o.status.success(), "{:?}: {e}", o.status);
+    assert!(e.contains(&format!("stopped (signal {sig})")), "{e}");
+    let t = Trace::open(&out).unwrap();
+    assert!(t.problems().is_empty(), "{:?}", t.problems());
+    assert!(!t.files().is_empty());
+    assert!(
+        t.files().iter().all(|f| f.indexed()),
+        "every file has its index"
+    );
+}
+
+#[test]
+fn sigint_closes_the_files_cleanly() {
+    if !ready(&[]) {
+        return;
+    }
+    stops_cleanly_on(libc::SIGINT);
+}
+
+#[test]
+fn sigterm_closes_the_files_cleanly() {
+    if !ready(&[]) {
+        return;
+    }
+    stops_cleanly_on(libc::SIGTERM);
+}
+
+#[test]
+fn non_root_gets_a_permission_message() {
+    if !ready(&["setpriv"]) {
+        return;
+    }
+    // The binary where an unprivileged user may run it.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let b = dir.path().join("ioblame-capture");
+    std::fs::copy(bin(), &b).unwrap();
+    let o = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&b)
+        .args([
+            "record",
+            "-o",
+            "/tmp/iob-nonroot-never-created",
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert_eq!(e.lines().count(), 1, "one line: {e}");
+    assert!(e.contains("permission denied"), "{e}");
+    assert!(e.contains("run as root (or with CAP_PERFMON"), "{e}");
+    assert!(!e.contains("not mounted"), "{e}");
 }
