@@ -138,6 +138,18 @@ enum Command {
         counters: CounterArgs,
         #[command(flatten)]
         devs: DevArgs,
+        /// For a deterministic input (a committed trace checked by a changed analyzer): no
+        /// significance floor, zero tolerances, every histogram compared, unattributed IO
+        /// strict. Not for real captures, which jitter.
+        #[arg(long)]
+        exact: bool,
+        /// Judge unattributed IO strictly (`unattributed = "strict"`): it explains no other
+        /// change, so a writer whose bytes went unattributed has vanished.
+        #[arg(long)]
+        strict: bool,
+        /// Write the baseline even when the trace has no kernel symbols (every intent `?`).
+        #[arg(long)]
+        allow_unsymbolized: bool,
     },
     /// Compare a trace with a baseline: exit 0 within tolerance, 1 on a regression, 2 on a
     /// usage or input error.
@@ -155,6 +167,11 @@ enum Command {
         /// One JSON document instead of text.
         #[arg(long)]
         json: bool,
+        /// Judge unattributed IO strictly whatever the baseline says: it is compared like any
+        /// group and explains no other change (an analyzer or capture that loses a writer's
+        /// attribution fails).
+        #[arg(long)]
+        strict: bool,
     },
     /// Print the `perf record` command line that records what the attribution needs on this
     /// kernel, for hosts with stock perf and no ioblame-capture.
@@ -289,11 +306,20 @@ fn run(cli: Cli) -> Result<ExitCode> {
             output,
             counters,
             devs,
+            exact,
+            strict,
+            allow_unsymbolized,
         } => {
             let set = counter_set(&counters)?;
             let t = pipeline::open_trace(&trace.trace, ks)?;
             let sel = dev_selection(&devs, &t)?;
-            regress::baseline(t, set, &sel, devs.show_recorder, &output)?;
+            let mode = regress::BaselineMode {
+                exact,
+                strict,
+                allow_unsymbolized,
+                devs_given: devs.devs.is_some(),
+            };
+            regress::baseline(t, set, &sel, devs.show_recorder, &output, mode)?;
         }
         Command::Check {
             trace,
@@ -301,6 +327,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             counters,
             devs,
             json,
+            strict,
         } => {
             let text = std::fs::read_to_string(&baseline)
                 .with_context(|| format!("cannot read baseline {}", baseline.display()))?;
@@ -314,18 +341,35 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             let t = pipeline::open_trace(&trace.trace, ks)?;
             let sel = dev_selection(&devs, &t)?;
-            let report = regress::check(t, set, &sel, devs.show_recorder, &base)?;
-            if json {
-                writeln!(out, "{}", report.to_json())?;
-            } else {
-                report.render_text(&mut out)?;
-            }
-            out.flush().context("writing the output")?;
-            return Ok(if report.regressed() {
+            let opts = ioblame_baseline::CheckOptions { strict };
+            let report = regress::check(
+                t,
+                set,
+                &sel,
+                devs.show_recorder,
+                &base,
+                &opts,
+                devs.devs.is_some(),
+            )?;
+            // The verdict does not depend on whether anyone reads the report: a closed pipe
+            // (`ioblame check ... | head`) keeps exit 1 on a regression.
+            let code = if report.regressed() {
                 ExitCode::from(1)
             } else {
                 ExitCode::SUCCESS
-            });
+            };
+            let written = if json {
+                writeln!(out, "{}", report.to_json())
+            } else {
+                report.render_text(&mut out)
+            }
+            .and_then(|()| out.flush());
+            match written {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+                Err(e) => return Err(anyhow::Error::from(e).context("writing the output")),
+            }
+            return Ok(code);
         }
         Command::PerfCommand { devices } => {
             let (cmd, notes) = ioblame_perfdata::perf_command_with_notes(&devices)?;

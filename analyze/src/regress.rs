@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
-use anyhow::{Context as _, Result};
+use anyhow::{bail, Context as _, Result};
 use ioblame_attrib::{Dir, Tables, WbReason};
-use ioblame_baseline::{ActInput, Baseline, BuildOptions, CheckReport};
+use ioblame_baseline::{ActInput, Baseline, BuildOptions, CheckOptions, CheckReport, Defaults};
 use ioblame_counters::{CounterSet, DevSelection, IoContext};
 use ioblame_decode::{Rwbs, Symbolizer};
 use ioblame_format::Trace;
@@ -21,12 +21,64 @@ struct Collected {
     sym: Symbolizer,
 }
 
+/// Refuses a trace that is damaged or truncated: the IO it lost would be compared as if the
+/// workload had not done it, and a regression verdict (exit 1) on it would be wrong. The
+/// reader's problems and every chunk that does not decompress are listed.
+fn require_intact(trace: &Trace) -> Result<()> {
+    let mut what: Vec<String> = trace.problems().iter().map(|p| p.to_string()).collect();
+    let damaged: Vec<String> = trace
+        .par_map_chunks(|c, r| {
+            r.err().map(|e| {
+                format!(
+                    "cpu {} chunk {} (file {} offset {}) unreadable: {e}",
+                    c.header.cpu, c.header.seq, c.file, c.offset
+                )
+            })
+        })
+        .into_iter()
+        .flatten()
+        .collect();
+    what.extend(damaged);
+    if what.is_empty() {
+        return Ok(());
+    }
+    let n = what.len();
+    what.truncate(5);
+    bail!(
+        "the trace is damaged or truncated ({n} problem{}: {}{}): the IO it lost cannot be compared; record it again",
+        if n == 1 { "" } else { "s" },
+        what.join("; "),
+        if n > 5 { "; ..." } else { "" }
+    )
+}
+
+/// Refuses a trace without block IO (on the selected devices): there is nothing to compare,
+/// and an empty run is not "within tolerance".
+fn require_io(c: &Collected, show_recorder: bool, devs_given: bool) -> Result<()> {
+    let t = &c.tables;
+    let any = t
+        .acts_with_totals()
+        .any(|(_, act, tot)| (show_recorder || !act.recorder) && tot.ios.iter().any(|&n| n > 0));
+    if !any {
+        bail!(
+            "the trace holds no block IO{}: nothing to compare (did the capture run around the workload, on its devices?)",
+            if devs_given {
+                " on the selected devices (--devs)"
+            } else {
+                ""
+            }
+        );
+    }
+    Ok(())
+}
+
 fn collect(
     trace: Trace,
     mut set: CounterSet,
     devs: &DevSelection,
     show_recorder: bool,
 ) -> Result<Collected> {
+    require_intact(&trace)?;
     let sym = pipeline::symbols_of(&trace);
     let mut sync_write: Vec<u64> = Vec::new();
     let a = pipeline::analyze(trace, &sym, devs, |io, tables| {
@@ -84,6 +136,19 @@ fn spec_texts(set: &CounterSet) -> Vec<String> {
     set.specs().iter().map(|s| s.to_string()).collect()
 }
 
+/// How `ioblame baseline` writes its file.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BaselineMode {
+    /// Exact settings for a deterministic input ([`Defaults::exact`]).
+    pub exact: bool,
+    /// `unattributed = "strict"`.
+    pub strict: bool,
+    /// Write the baseline even when the trace has no kernel symbols.
+    pub allow_unsymbolized: bool,
+    /// Whether `--devs` was given (for messages).
+    pub devs_given: bool,
+}
+
 /// `ioblame baseline`: writes the baseline of `trace` to `output`.
 pub fn baseline(
     trace: Trace,
@@ -91,10 +156,29 @@ pub fn baseline(
     devs: &DevSelection,
     show_recorder: bool,
     output: &Path,
+    mode: BaselineMode,
 ) -> Result<()> {
     let c = collect(trace, set, devs, show_recorder)?;
+    require_io(&c, show_recorder, mode.devs_given)?;
     let inputs = act_inputs(&c, show_recorder);
-    let base = Baseline::build(&inputs, &spec_texts(&c.set), &BuildOptions::default())?;
+    let mut opts = BuildOptions::default();
+    if mode.exact {
+        opts.defaults = Defaults::exact();
+    }
+    if mode.strict {
+        opts.defaults.unattributed = ioblame_baseline::Unattributed::Strict;
+    }
+    let base = Baseline::build(&inputs, &spec_texts(&c.set), &opts)?;
+    if !base.symbolized {
+        if !mode.allow_unsymbolized {
+            bail!(
+                "the trace has no kernel symbols: every intent would be [\"?\", ...] and the baseline could not tell code paths apart. For a perf.data recording pass --kallsyms FILE (a copy of the recording host's /proc/kallsyms); to write it anyway, pass --allow-unsymbolized"
+            );
+        }
+        eprintln!(
+            "ioblame: warning: the trace has no kernel symbols: the baseline's intents are all \"?\" (symbols = false); only traces without symbols can be checked against it"
+        );
+    }
     std::fs::write(output, base.to_toml())
         .with_context(|| format!("cannot write {}", output.display()))?;
     eprintln!(
@@ -106,15 +190,24 @@ pub fn baseline(
     Ok(())
 }
 
-/// `ioblame check`: compares `trace` with `base`.
+/// `ioblame check`: compares `trace` with `base`. Errors (exit 2) when the trace is
+/// damaged, holds no IO, or cannot be compared (kernel symbols on one side only).
 pub fn check(
     trace: Trace,
     set: CounterSet,
     devs: &DevSelection,
     show_recorder: bool,
     base: &Baseline,
+    opts: &CheckOptions,
+    devs_given: bool,
 ) -> Result<CheckReport> {
     let c = collect(trace, set, devs, show_recorder)?;
+    require_io(&c, show_recorder, devs_given)?;
     let inputs = act_inputs(&c, show_recorder);
-    Ok(ioblame_baseline::check(base, &inputs, &spec_texts(&c.set))?)
+    Ok(ioblame_baseline::check_with(
+        base,
+        &inputs,
+        &spec_texts(&c.set),
+        opts,
+    )?)
 }
