@@ -20,6 +20,8 @@ pub fn run(
     devs: &DevSelection,
     show_recorder: bool,
 ) -> Result<()> {
+    set.resolve_devices(&trace.metadata().block_devices)
+        .context("the counters' filters")?;
     let input = ReportInput {
         header: Some(trace.header().clone()),
         block_devices: trace.metadata().block_devices.clone(),

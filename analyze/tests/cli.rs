@@ -710,3 +710,56 @@ fn report_summary_honours_devs() {
     assert!(text.contains("\n0 IO rows;"), "{text}");
     assert!(!text.contains("writerA"), "{text}");
 }
+
+/// Counter filters name devices as `--devs` does, resolved against the trace's device table.
+#[test]
+fn report_counter_filters_take_device_names() {
+    let t = fixture("ext4-two-writers");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("rep");
+    let o = ioblame(&[
+        "report",
+        &t,
+        "-o",
+        dir.to_str().unwrap(),
+        "--counter",
+        "W size 0 1 2 3 4 5 6 7 0 if dev == nosuchdisk",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("counter 1: unknown device 'nosuchdisk' (the trace knows: loop0 (7:0)"),
+        "{err}"
+    );
+    if !has_duckdb() {
+        return;
+    }
+    ok(&[
+        "report",
+        &t,
+        "-o",
+        dir.to_str().unwrap(),
+        "--counter",
+        "W size 0 1 2 3 4 5 6 7 0 if dev == /dev/loop0",
+        "--counter",
+        "W size 0 1 2 3 4 5 6 7 0 if dev != loop0",
+    ]);
+    let script = r#"
+import duckdb, sys
+d = sys.argv[1]
+print(duckdb.sql(f"select counter, sum(count) from '{d}/histograms.parquet' group by counter order by counter").fetchall())
+print(duckdb.sql(f"select sum(write_ios) from '{d}/acts.parquet'").fetchall()[0][0])
+"#;
+    let o = Command::new("python3")
+        .args(["-c", script, dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let writes = out.lines().nth(1).unwrap();
+    assert_eq!(
+        out.lines().next().unwrap(),
+        format!("[(0, {writes}), (1, 0)]"),
+        "{out}"
+    );
+}

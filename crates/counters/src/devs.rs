@@ -107,6 +107,11 @@ fn resolve(name: &str, item: &str, devices: &[BlockDevice]) -> Result<u32, DevEr
             }),
         };
     }
+    resolve_name(name, devices)
+}
+
+/// A device name (`sda` or `/dev/sda`) looked up in the trace's device table.
+pub(crate) fn resolve_name(name: &str, devices: &[BlockDevice]) -> Result<u32, DevError> {
     let bare = name.strip_prefix("/dev/").unwrap_or(name);
     match devices.iter().find(|d| d.name == bare) {
         Some(d) => Ok(d.kernel_dev()),

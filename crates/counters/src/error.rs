@@ -65,6 +65,14 @@ pub enum CountersError {
         /// The file name, or `counters` for the argument list.
         what: String,
     },
+    /// A device name in a counter's filter is not in the trace's device table.
+    #[error("counter {counter}: {source}")]
+    Device {
+        /// 1-based index of the counter in its set.
+        counter: usize,
+        /// What is wrong with the name.
+        source: DevError,
+    },
     /// More counters than [`crate::MAX_COUNTERS`].
     #[error("{count} counters given, at most {max} are allowed")]
     TooMany {

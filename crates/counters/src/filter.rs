@@ -16,19 +16,19 @@
 //! | `offset`, `size`, `wait_time`, `io_time`, `seek_dist` | numbers (decimal or `0x` hex) | `== != < <= > >=` |
 //! | `pid` (the charged task's own pid, i.e. its thread id, as ioblame's filters and the `pid-N` of `counters_pipe`), `tgid` (its process id), `ino` (of the IO, 0 when unknown) | numbers | `== != < <= > >=` |
 //! | `comm` (of the charged role) | strings, quoted (`"..."` or `'...'`) or bare | `==`, `!=`, `~` (glob: `*`, `?`, `[a-z]`, `[!x]`) |
-//! | `dev` (of the IO) | `"MAJ:MIN"`, bare `MAJ:MIN`, or the kernel encoding `major << 20 \| minor` as a number | `==`, `!=` |
+//! | `dev` (of the IO) | `"MAJ:MIN"`, bare `MAJ:MIN`, the kernel encoding `major << 20 \| minor` as a number, or a device name (`sda`, `/dev/sda`, quoted or bare) resolved against the trace's device table ([`crate::CounterSet::resolve_devices`]) | `==`, `!=` |
 //! | `via` | `page buffer inode journal direct read readahead unknown` | `==`, `!=` |
 //! | `reason` (writeback reason) | `background vmscan sync periodic laptop_timer fs_free_space forker_thread foreign_flush other`, `none` (no writeback reason), or a number | `==`, `!=` |
 //!
 //! Evaluation allocates nothing: strings and globs are parsed once, here.
 
 use ioblame_attrib::{Io, Via, WbReason};
-use ioblame_format::kernel_dev;
+use ioblame_format::{kernel_dev, BlockDevice};
 use nom::bytes::complete::{tag, take_while1};
 use nom::character::complete::digit1;
 use nom::Parser;
 
-use crate::error::{Location, SpecError};
+use crate::error::{DevError, Location, SpecError};
 use crate::parse::{fail, found, is_mismatch, number, word, ws, PErr, Res};
 use crate::IoContext;
 
@@ -71,6 +71,20 @@ impl Filter {
         &self.text
     }
 
+    /// The device names the filter compares `dev` with, in order of appearance.
+    pub fn device_names(&self) -> Vec<&str> {
+        let mut v = Vec::new();
+        self.root.device_names(&mut v);
+        v
+    }
+
+    /// Resolves the device names of the filter against a trace's device table (names with
+    /// or without `/dev/`). Until then a name matches no device: `dev == NAME` is false and
+    /// `dev != NAME` true. Fails on the first name the table does not hold.
+    pub fn resolve_devices(&mut self, devices: &[BlockDevice]) -> Result<(), DevError> {
+        self.root.resolve_devices(devices)
+    }
+
     /// Whether an IO passes the filter.
     #[inline]
     pub fn matches(&self, io: &Io, ctx: &IoContext<'_>) -> bool {
@@ -96,6 +110,12 @@ enum Node {
     Dev {
         negate: bool,
         dev: u32,
+    },
+    /// A device by name; `dev` is set by [`Filter::resolve_devices`].
+    DevName {
+        negate: bool,
+        name: Box<str>,
+        dev: Option<u32>,
     },
     Via {
         negate: bool,
@@ -131,6 +151,27 @@ impl ReasonPat {
 }
 
 impl Node {
+    fn device_names<'a>(&'a self, out: &mut Vec<&'a str>) {
+        match self {
+            Node::Or(v) | Node::And(v) => v.iter().for_each(|n| n.device_names(out)),
+            Node::Not(n) => n.device_names(out),
+            Node::DevName { name, .. } => out.push(name),
+            _ => {}
+        }
+    }
+
+    fn resolve_devices(&mut self, devices: &[BlockDevice]) -> Result<(), DevError> {
+        match self {
+            Node::Or(v) | Node::And(v) => v.iter_mut().try_for_each(|n| n.resolve_devices(devices)),
+            Node::Not(n) => n.resolve_devices(devices),
+            Node::DevName { name, dev, .. } => {
+                *dev = Some(crate::devs::resolve_name(name, devices)?);
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn eval(&self, io: &Io, ctx: &IoContext<'_>) -> bool {
         match self {
             Node::Or(v) => v.iter().any(|n| n.eval(io, ctx)),
@@ -139,6 +180,7 @@ impl Node {
             Node::Num { field, op, value } => op.apply(field.value(io, ctx), *value),
             Node::Comm { negate, pat } => pat.matches(ctx.comm.as_bytes()) != *negate,
             Node::Dev { negate, dev } => (io.dev == *dev) != *negate,
+            Node::DevName { negate, dev, .. } => (Some(io.dev) == *dev) != *negate,
             Node::Via { negate, via } => (io.via == *via) != *negate,
             Node::Reason { negate, reason } => reason.matches(io.reason) != *negate,
         }
@@ -542,10 +584,17 @@ fn predicate<'a>(at: &'a str, after: &str) -> Res<'a, Node> {
             };
             Ok((rest, Node::Comm { negate, pat }))
         }
-        Kind::Dev => {
-            let (rest, dev) = dev_value(v_at, &ctx)?;
-            Ok((rest, Node::Dev { negate, dev }))
-        }
+        Kind::Dev => match dev_value(v_at, &ctx)? {
+            (rest, DevValue::Num(dev)) => Ok((rest, Node::Dev { negate, dev })),
+            (rest, DevValue::Name(name)) => Ok((
+                rest,
+                Node::DevName {
+                    negate,
+                    name: name.into(),
+                    dev: None,
+                },
+            )),
+        },
         Kind::Via => {
             let (rest, s) = string(v_at, &ctx)?;
             let via = match s {
@@ -642,20 +691,38 @@ fn string<'a>(i: &'a str, ctx: &str) -> Res<'a, &'a str> {
     }
 }
 
-/// A device: `"MAJ:MIN"`, bare `MAJ:MIN`, or a number in the kernel encoding.
-fn dev_value<'a>(i: &'a str, ctx: &str) -> Res<'a, u32> {
+/// What `dev` is compared with.
+enum DevValue<'a> {
+    /// MAJ:MIN or the kernel encoding.
+    Num(u32),
+    /// A device name, resolved later against the trace's device table.
+    Name(&'a str),
+}
+
+/// A device name: `sda`, `nvme0n1p2`, `dm-0`, `/dev/mapper/x` (letters, digits and `/-_.`,
+/// not starting with a digit).
+fn is_dev_name(s: &str) -> bool {
+    s.chars().next().is_some_and(|c| !c.is_ascii_digit())
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '-' | '_' | '.'))
+}
+
+/// A device: `"MAJ:MIN"`, bare `MAJ:MIN`, a number in the kernel encoding, or a name.
+fn dev_value<'a>(i: &'a str, ctx: &str) -> Res<'a, DevValue<'a>> {
     let quoted = i.starts_with(['"', '\'']);
     let (rest, s) = if quoted {
         string(i, ctx)?
     } else {
-        match take_while1::<_, _, PErr<'a>>(|c: char| c.is_ascii_alphanumeric() || c == ':')
-            .parse(i)
+        match take_while1::<_, _, PErr<'a>>(|c: char| {
+            c.is_ascii_alphanumeric() || matches!(c, ':' | '/' | '-' | '_' | '.')
+        })
+        .parse(i)
         {
             Ok(x) => x,
             Err(_) => {
                 return fail(
                     i,
-                    format!("expected a device (MAJ:MIN or a number) after '{ctx}'"),
+                    format!("expected a device (MAJ:MIN, a number or a name) after '{ctx}'"),
                 )
             }
         }
@@ -663,19 +730,21 @@ fn dev_value<'a>(i: &'a str, ctx: &str) -> Res<'a, u32> {
     let bad = || {
         fail(
             i,
-            format!("expected a device (MAJ:MIN or a number) after '{ctx}', found '{s}'"),
+            format!("expected a device (MAJ:MIN, a number or a name) after '{ctx}', found '{s}'"),
         )
     };
     if let Some((ma, mi)) = s.split_once(':') {
         match (parse_dec_u32(ma), parse_dec_u32(mi)) {
             (Some(ma), Some(mi)) if ma < (1 << 12) && mi < (1 << 20) => {
-                Ok((rest, kernel_dev(ma, mi)))
+                Ok((rest, DevValue::Num(kernel_dev(ma, mi))))
             }
             _ => bad(),
         }
+    } else if is_dev_name(s) {
+        Ok((rest, DevValue::Name(s)))
     } else {
         match number(s) {
-            Ok(("", v)) if v <= u64::from(u32::MAX) => Ok((rest, v as u32)),
+            Ok(("", v)) if v <= u64::from(u32::MAX) => Ok((rest, DevValue::Num(v as u32))),
             _ => bad(),
         }
     }

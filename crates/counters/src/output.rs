@@ -1,7 +1,9 @@
 //! The counters outputs: ioblame's `counters_pipe` text, a readable variant and JSON lines.
 //!
 //! Every function writes the acts of `acts` (the attribution's act table, indexed by
-//! [`ActId`]) that have at least one nonzero count, in act order; `roles` is the role table
+//! [`ActId`]) that were used ([`CounterSet::is_used`]: an IO charged to them was recorded,
+//! whether or not a counter counted it, as ioblame's `counters_pipe` listed "all acts which
+//! have been used"), in act order; `roles` is the role table
 //! the acts point into. An act whose role is missing from `roles` is printed with pid 0 and
 //! no comm.
 //!
@@ -26,8 +28,7 @@ fn counted<'a>(
 ) -> impl Iterator<Item = (ActId, &'a Act, Option<&'a Role>)> + 'a {
     acts.iter().enumerate().filter_map(move |(i, a)| {
         let id = ActId::try_from(i).ok()?;
-        set.is_counted(id)
-            .then(|| (id, a, roles.get(a.role as usize)))
+        set.is_used(id).then(|| (id, a, roles.get(a.role as usize)))
     })
 }
 

@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use ioblame_attrib::{Act, ActId, Io, Role, Tables};
+use ioblame_format::BlockDevice;
 
 use crate::devs::DevSelection;
 use crate::error::{CountersError, Location};
@@ -88,6 +89,8 @@ pub struct CounterSet {
     devs: DevSelection,
     /// `counts[act * specs.len() + counter]`.
     counts: Vec<Histogram>,
+    /// Bit per act: an IO charged to it was recorded (on a selected device).
+    used: Vec<u64>,
 }
 
 impl CounterSet {
@@ -108,6 +111,7 @@ impl CounterSet {
             specs,
             devs: DevSelection::all(),
             counts: Vec::new(),
+            used: Vec::new(),
         })
     }
 
@@ -186,6 +190,7 @@ impl CounterSet {
             specs,
             devs: DevSelection::all(),
             counts: Vec::new(),
+            used: Vec::new(),
         }
     }
 
@@ -193,6 +198,32 @@ impl CounterSet {
     pub fn with_devs(mut self, devs: DevSelection) -> CounterSet {
         self.devs = devs;
         self
+    }
+
+    /// The device names the counters' filters compare `dev` with (in counter order), which
+    /// [`resolve_devices`](Self::resolve_devices) must resolve.
+    pub fn device_names(&self) -> Vec<&str> {
+        self.specs
+            .iter()
+            .filter_map(|s| s.filter.as_ref())
+            .flat_map(|f| f.device_names())
+            .collect()
+    }
+
+    /// Resolves the device names of the filters (`dev == sda`) against the trace's device
+    /// table, as `--devs` does. Call it once the trace is open, before recording; until
+    /// then a name matches no device. Fails on the first unknown name, naming its counter.
+    pub fn resolve_devices(&mut self, devices: &[BlockDevice]) -> Result<(), CountersError> {
+        for (i, spec) in self.specs.iter_mut().enumerate() {
+            if let Some(f) = spec.filter.as_mut() {
+                f.resolve_devices(devices)
+                    .map_err(|source| CountersError::Device {
+                        counter: i + 1,
+                        source,
+                    })?;
+            }
+        }
+        Ok(())
     }
 
     /// The device selection.
@@ -221,6 +252,10 @@ impl CounterSet {
         if self.counts.len() < need {
             self.counts.resize(need, [0; SLOTS]);
         }
+        let words = n.div_ceil(64);
+        if self.used.len() < words {
+            self.used.resize(words, 0);
+        }
     }
 
     /// Counts an IO in every counter that records it, in the histograms of act `io.act`.
@@ -231,6 +266,11 @@ impl CounterSet {
         if !self.devs.enabled(io.dev) {
             return;
         }
+        let a = io.act as usize;
+        if self.used.len() <= a / 64 {
+            self.used.resize(a / 64 + 1, 0);
+        }
+        self.used[a / 64] |= 1 << (a % 64);
         let n = self.specs.len();
         let Some(end) = (io.act as usize)
             .checked_mul(n)
@@ -264,6 +304,12 @@ impl CounterSet {
                 *x += *y;
             }
         }
+        if self.used.len() < other.used.len() {
+            self.used.resize(other.used.len(), 0);
+        }
+        for (a, b) in self.used.iter_mut().zip(&other.used) {
+            *a |= *b;
+        }
         true
     }
 
@@ -286,9 +332,22 @@ impl CounterSet {
         self.act_histograms(act).iter().flatten().any(|&c| c != 0)
     }
 
-    /// Number of acts with room in the histogram table (acts at or beyond it are all zero).
+    /// Whether an act was used: an IO charged to it was recorded (on a selected device),
+    /// whether or not a counter counted it. The outputs list the acts used, as ioblame's
+    /// `counters_pipe` listed "all acts which have been used".
+    pub fn is_used(&self, act: ActId) -> bool {
+        let a = act as usize;
+        self.used
+            .get(a / 64)
+            .is_some_and(|w| w & (1 << (a % 64)) != 0)
+            || self.is_counted(act)
+    }
+
+    /// Number of acts with room in the histogram table or the used bits (acts at or beyond
+    /// it are all zero and unused).
     pub fn act_capacity(&self) -> usize {
-        self.counts.len().checked_div(self.specs.len()).unwrap_or(0)
+        let counted = self.counts.len().checked_div(self.specs.len()).unwrap_or(0);
+        counted.max(self.used.len() * 64)
     }
 }
 

@@ -345,3 +345,40 @@ fn comms_are_escaped_in_text_outputs() {
         std::borrow::Cow::Borrowed(_)
     ));
 }
+
+/// As ioblame's counters_pipe ("all acts which have been used"), every act that had an IO
+/// recorded is printed, even when no counter counted it; acts without IO are not.
+#[test]
+fn acts_used_without_counts_are_printed() {
+    let (roles, acts) = doc_tables();
+    let mut set = CounterSet::parse_args(&DOC_COUNTERS[..1]).unwrap();
+    // Act 0 (sync_supers) writes: the read-offset counter does not count it.
+    fill(&mut set, &roles, &acts, &[io_at(0, Dir::W, 4096, 0)]);
+    assert!(set.is_used(0) && !set.is_counted(0));
+    assert!(!set.is_used(1));
+    let pipe = render(
+        |w, s, a, r| output::counters_pipe(w, s, a, r),
+        &set,
+        &acts,
+        &roles,
+    );
+    assert_eq!(
+        pipe,
+        "pid-20 (sync_supers) int=66 dev=0x800010 ino=0x0 gen=0x0\n\
+         \t  0       0       0       0       0       0       0       0\n"
+    );
+    let json = render(|w, s, a, r| output::json(w, s, a, r), &set, &acts, &roles);
+    assert_eq!(json.lines().count(), 2, "{json}");
+    let pretty = render(|w, s, a, r| output::pretty(w, s, a, r), &set, &acts, &roles);
+    assert!(pretty.contains("Totals over 1 acts:"), "{pretty}");
+    // Merging keeps the acts used.
+    let mut other = CounterSet::parse_args(&DOC_COUNTERS[..1]).unwrap();
+    assert!(other.merge(&set));
+    assert!(other.is_used(0));
+    // An IO on a device left out does not use its act.
+    let mut sel = CounterSet::parse_args(&DOC_COUNTERS[..1])
+        .unwrap()
+        .with_devs(ioblame_counters::DevSelection::parse("!8:16", &[]).unwrap());
+    fill(&mut sel, &roles, &acts, &[io_at(0, Dir::W, 4096, 0)]);
+    assert!(!sel.is_used(0));
+}

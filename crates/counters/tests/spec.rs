@@ -248,11 +248,17 @@ fn bad_filters() {
     );
     assert_eq!(
         ferr("dev == 8:x"),
-        "counter 2, column 36: expected a device (MAJ:MIN or a number) after 'dev ==', found '8:x'"
+        "counter 2, column 36: expected a device (MAJ:MIN, a number or a name) after 'dev ==', found '8:x'"
+    );
+    // A name is taken (resolved later against the trace); a string that is no name is not.
+    assert!(CounterSet::parse_args(&["R size 0 1 2 3 4 5 6 7 0 if dev == \"sda\""]).is_ok());
+    assert_eq!(
+        ferr("dev == \"s da\""),
+        "counter 2, column 36: expected a device (MAJ:MIN, a number or a name) after 'dev ==', found 's da'"
     );
     assert_eq!(
-        ferr("dev == \"sda\""),
-        "counter 2, column 36: expected a device (MAJ:MIN or a number) after 'dev ==', found 'sda'"
+        ferr("dev == 12x"),
+        "counter 2, column 36: expected a device (MAJ:MIN, a number or a name) after 'dev ==', found '12x'"
     );
     assert_eq!(
         ferr("pid == 99999999999999999999"),

@@ -436,8 +436,8 @@ pub(crate) fn write_files(
     write_frame(path, cols)
 }
 
-/// `histograms.parquet`: for each act with a nonzero count (as the counters outputs), every
-/// counter and slot.
+/// `histograms.parquet`: for each act used (an IO recorded, as the counters outputs list),
+/// every counter and slot.
 pub(crate) fn write_histograms(
     path: &Path,
     t: &Tables,
@@ -448,7 +448,7 @@ pub(crate) fn write_histograms(
         (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
     let n_acts = t.acts.len().max(set.act_capacity());
     for a in 0..n_acts as u32 {
-        if !set.is_counted(a) {
+        if !set.is_used(a) {
             continue;
         }
         for (c, h) in set.act_histograms(a).iter().enumerate() {

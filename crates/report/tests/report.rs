@@ -132,7 +132,7 @@ fn parquet_round_trip_polars() {
     // Histograms: every counted act x counter x slot, counts equal to the counter set.
     let h = read_parquet(&dir.join("histograms.parquet"));
     let counted = (0..f.tables.acts.len() as u32)
-        .filter(|&a| f.counters.is_counted(a))
+        .filter(|&a| f.counters.is_used(a))
         .count();
     assert_eq!(h.height(), counted * f.counters.len() * 8);
     let mut want = 0;
