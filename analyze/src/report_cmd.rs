@@ -30,10 +30,16 @@ pub fn run(
     };
     let mut writer = ReportWriter::create(outdir, input)
         .with_context(|| format!("cannot write the report into {}", outdir.display()))?;
+    let block_devices = trace.metadata().block_devices.clone();
     let sym = pipeline::symbols_of(&trace);
     let mut failed = None;
+    let mut devs_with_io = std::collections::BTreeSet::new();
+    let (mut recorder_ios, mut recorder_bytes) = (0u64, 0u64);
     let a = pipeline::analyze(trace, &sym, devs, |io, tables| {
+        devs_with_io.insert(io.dev);
         if tables.acts[io.act as usize].recorder && !show_recorder {
+            recorder_ios += 1;
+            recorder_bytes += io.size;
             return;
         }
         set.record(io, &IoContext::for_io(tables, io));
@@ -45,6 +51,14 @@ pub fn run(
     })?;
     if let Some(e) = failed {
         return Err(e).context("writing ios.parquet");
+    }
+    for w in devs.warnings(&block_devices, |d| devs_with_io.contains(&d)) {
+        eprintln!("ioblame: warning: {w}");
+    }
+    if recorder_ios > 0 {
+        eprintln!(
+            "ioblame: note: the recorder's own IO ({recorder_ios} IOs, {recorder_bytes} bytes) is left out of the report (--show-recorder keeps it)"
+        );
     }
     let report = writer
         .finish(&a.tables, &set, &a.summary, &sym)

@@ -763,3 +763,42 @@ print(duckdb.sql(f"select sum(write_ios) from '{d}/acts.parquet'").fetchall()[0]
         "{out}"
     );
 }
+
+/// Selecting a partition gives nothing, since requests are counted on the whole disk: the
+/// report says so on stderr; a disk without IO is named too.
+#[test]
+fn report_warns_about_selected_devices_without_io() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = reads_trace(tmp.path(), 2, 1);
+    let dir = tmp.path().join("rep");
+    let o = ioblame(&[
+        "report",
+        trace.to_str().unwrap(),
+        "--devs",
+        "loop0p1",
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("ioblame: warning: --devs selects loop0p1 (7:1), which has no IO in the trace: it is a partition, and the block layer counts its requests on the whole disk loop0 (7:0); select loop0 instead"),
+        "{err}"
+    );
+    let o = ioblame(&[
+        "report",
+        trace.to_str().unwrap(),
+        "--devs",
+        "loop0",
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(!err.contains("--devs selects"), "{err}");
+    assert!(
+        err.contains("the recorder's own IO (1 IOs, 8192 bytes) is left out"),
+        "{err}"
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("ioblame report: 8.00 KiB in 2 IOs"));
+}

@@ -17,7 +17,8 @@ use crate::filter::parse_dec_u32;
 /// Names are resolved against the trace's own device table, not the analysing machine's.
 /// A `MAJ:MIN` need not be in the table (the trace may hold IO of a device created after the
 /// table was taken). Devices are matched exactly: selecting a partition does not select IO
-/// that the block layer reports on its whole disk.
+/// that the block layer reports on its whole disk (requests are issued and completed on the
+/// disk); [`DevSelection::warnings`] says so when a selected device had no IO.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DevSelection {
     /// State of every device not in `overrides`.
@@ -85,6 +86,45 @@ impl DevSelection {
     /// Whether every device is enabled.
     pub fn is_all(&self) -> bool {
         self.default && self.overrides.iter().all(|(_, e)| *e)
+    }
+
+    /// Warnings for the devices the selection names and enables (plain items) that had no
+    /// IO (`has_io(dev)` false, `dev` in the kernel encoding): each says so and, for a
+    /// partition of the trace's device table, that the block layer counts its requests on
+    /// its whole disk. Devices enabled only by default are not named.
+    pub fn warnings(&self, devices: &[BlockDevice], has_io: impl Fn(u32) -> bool) -> Vec<String> {
+        let mut v = Vec::new();
+        for &(dev, enabled) in &self.overrides {
+            if !enabled || has_io(dev) {
+                continue;
+            }
+            let entry = devices.iter().find(|d| d.kernel_dev() == dev);
+            let mut w = match entry {
+                Some(d) => format!(
+                    "--devs selects {} ({}:{}), which has no IO in the trace",
+                    d.name, d.major, d.minor
+                ),
+                None => format!(
+                    "--devs selects {}:{}, which has no IO in the trace",
+                    dev >> 20,
+                    dev & 0xfffff
+                ),
+            };
+            if let Some(d) = entry.filter(|d| !d.parent.is_empty()) {
+                match devices.iter().find(|p| p.name == d.parent) {
+                    Some(p) => w.push_str(&format!(
+                        ": it is a partition, and the block layer counts its requests on the whole disk {} ({}:{}); select {} instead",
+                        p.name, p.major, p.minor, p.name
+                    )),
+                    None => w.push_str(&format!(
+                        ": it is a partition, and the block layer counts its requests on the whole disk {}; select it instead",
+                        d.parent
+                    )),
+                }
+            }
+            v.push(w);
+        }
+        v
     }
 
     /// The devices of the table that are enabled, in table order (what `cat devs` listed).

@@ -183,3 +183,35 @@ fn filter_dev_names_resolve_against_the_trace() {
     unresolved.record(&io_at(0, Dir::R, 10, 0), &ctx);
     assert_eq!(unresolved.histogram(0, 0), Some(&[0, 0, 0, 0, 0, 0, 0, 1]));
 }
+
+/// Selecting a device without IO says so; for a partition, that its requests are counted on
+/// its whole disk.
+#[test]
+fn warnings_for_selected_devices_without_io() {
+    let mut t = table();
+    t.push(BlockDevice {
+        part_start: 2048,
+        parent: "sda".to_string(),
+        ..dev("sda1", 8, 1)
+    });
+    let has_io = |d: u32| d == kdev(8, 0);
+    let sel = DevSelection::parse("sda1 sdb 8:48", &t).unwrap();
+    assert_eq!(
+        sel.warnings(&t, has_io),
+        [
+            "--devs selects sda1 (8:1), which has no IO in the trace: it is a partition, and the block layer counts its requests on the whole disk sda (8:0); select sda instead",
+            "--devs selects sdb (8:16), which has no IO in the trace",
+            "--devs selects 8:48, which has no IO in the trace",
+        ]
+    );
+    // Devices enabled by default (a selection starting with '!') and devices with IO: quiet.
+    assert!(DevSelection::parse("!sdb", &t)
+        .unwrap()
+        .warnings(&t, has_io)
+        .is_empty());
+    assert!(DevSelection::parse("sda", &t)
+        .unwrap()
+        .warnings(&t, has_io)
+        .is_empty());
+    assert!(DevSelection::all().warnings(&t, has_io).is_empty());
+}
