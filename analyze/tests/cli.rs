@@ -286,8 +286,8 @@ fn report_writes_everything() {
         "histograms.parquet",
         "flame-bytes.svg",
         "flame-iotime.svg",
-        "charts/offset.svg",
-        "charts/offset.png",
+        "charts/offset-0.svg",
+        "charts/offset-0.png",
         "charts/throughput.svg",
     ] {
         let p = dir.join(f);

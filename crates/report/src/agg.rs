@@ -9,9 +9,13 @@ use ioblame_attrib::{ActTotals, Dir, Io, RoleId, Tables, Via};
 pub(crate) const MAX_BUCKETS: u64 = 512;
 /// First bucket width: 10 ms.
 const FIRST_BUCKET_NS: u64 = 10_000_000;
-/// Most offset points kept for the seekwatcher chart; past it every other point is dropped
-/// and only every `2^k`-th IO is sampled.
+/// Most offset points kept per device for the seekwatcher charts; past it every other point
+/// is dropped and only every `2^k`-th IO of the device is sampled.
 pub(crate) const MAX_POINTS: usize = 20_000;
+/// Devices whose IO positions are sampled (the first seen); others are only counted.
+pub(crate) const MAX_SAMPLED_DEVS: usize = 16;
+/// Devices counted; IO of further devices is left out of the per-device figures.
+pub(crate) const MAX_DEVS: usize = 4096;
 /// Latency histogram buckets: bucket `i` holds `2^(i-1) <= µs < 2^i` (bucket 0: 0 µs).
 pub(crate) const LAT_BUCKETS: usize = 32;
 
@@ -41,6 +45,47 @@ pub(crate) struct Point {
     pub dir: Dir,
 }
 
+/// A decimated sample of IO positions: every `2^stride_log`-th IO, at most [`MAX_POINTS`].
+#[derive(Debug, Default)]
+pub(crate) struct Sampler {
+    /// Sampled positions, in push order.
+    pub points: Vec<Point>,
+    /// Sample every `2^stride_log`-th IO.
+    pub stride_log: u32,
+    /// IOs offered.
+    n: u64,
+}
+
+impl Sampler {
+    fn push(&mut self, p: Point) {
+        if self.n & ((1u64 << self.stride_log) - 1) == 0 {
+            if self.points.len() >= MAX_POINTS {
+                let mut i = 0;
+                self.points.retain(|_| {
+                    i += 1;
+                    i % 2 == 1
+                });
+                self.stride_log += 1;
+            }
+            if self.n & ((1u64 << self.stride_log) - 1) == 0 {
+                self.points.push(p);
+            }
+        }
+        self.n += 1;
+    }
+}
+
+/// IO of one device.
+#[derive(Debug, Default)]
+pub(crate) struct DevAgg {
+    /// IOs.
+    pub ios: u64,
+    /// Bytes.
+    pub bytes: u64,
+    /// Sampled positions (`None` past the first [`MAX_SAMPLED_DEVS`] devices).
+    pub sample: Option<Sampler>,
+}
+
 /// What [`crate::ReportWriter::push_io`] accumulates.
 #[derive(Debug, Default)]
 pub(crate) struct Aggregates {
@@ -60,10 +105,8 @@ pub(crate) struct Aggregates {
     pub role_buckets: BTreeMap<(u64, RoleId), u64>,
     /// Bytes per role (for choosing the top roles).
     pub role_bytes: BTreeMap<RoleId, u64>,
-    /// Sampled positions.
-    pub points: Vec<Point>,
-    /// Sample every `2^stride_log`-th IO.
-    pub stride_log: u32,
+    /// Per device (kernel encoding): counts and sampled positions.
+    pub devs: BTreeMap<u32, DevAgg>,
     /// IOs seen.
     pub n_ios: u64,
     /// Wait (0) and io (1) time histograms per via class.
@@ -119,17 +162,16 @@ impl Aggregates {
             .or_default() += io.size;
         *self.role_bytes.entry(role).or_default() += io.size;
 
-        if self.n_ios & ((1u64 << self.stride_log) - 1) == 0 {
-            if self.points.len() >= MAX_POINTS {
-                let mut i = 0;
-                self.points.retain(|_| {
-                    i += 1;
-                    i % 2 == 1
-                });
-                self.stride_log += 1;
-            }
-            if self.n_ios & ((1u64 << self.stride_log) - 1) == 0 {
-                self.points.push(Point {
+        let n_devs = self.devs.len();
+        if n_devs < MAX_DEVS || self.devs.contains_key(&io.dev) {
+            let d = self.devs.entry(io.dev).or_insert_with(|| DevAgg {
+                sample: (n_devs < MAX_SAMPLED_DEVS).then(Sampler::default),
+                ..DevAgg::default()
+            });
+            d.ios += 1;
+            d.bytes = d.bytes.saturating_add(io.size);
+            if let Some(s) = d.sample.as_mut() {
+                s.push(Point {
                     t,
                     offset: io.offset,
                     dir: io.dir,
@@ -154,6 +196,21 @@ impl Aggregates {
         let mut v = self.act_totals.clone();
         v.resize(tables.acts.len(), ActTotals::default());
         v
+    }
+
+    /// The devices with sampled positions, most IOs first (ties by device number), at most
+    /// `max`; and how many devices with IO are left out.
+    pub(crate) fn top_devices(&self, max: usize) -> (Vec<(u32, &DevAgg)>, usize) {
+        let mut v: Vec<(u32, &DevAgg)> = self
+            .devs
+            .iter()
+            .filter(|(_, d)| d.sample.is_some())
+            .map(|(&k, d)| (k, d))
+            .collect();
+        v.sort_by_key(|&(k, d)| (std::cmp::Reverse(d.ios), k));
+        let left = self.devs.len().saturating_sub(v.len().min(max));
+        v.truncate(max);
+        (v, left)
     }
 
     /// The wait_time sum of an act.
@@ -232,10 +289,12 @@ mod tests {
         let bytes: u64 = a.role_buckets.values().sum();
         assert_eq!(bytes, n * 4096);
         assert_eq!(a.role_bytes.values().sum::<u64>(), n * 4096);
-        assert!(a.points.len() <= MAX_POINTS && a.points.len() > MAX_POINTS / 2);
+        let s = a.devs[&1].sample.as_ref().unwrap();
+        assert_eq!(a.devs[&1].ios, n);
+        assert!(s.points.len() <= MAX_POINTS && s.points.len() > MAX_POINTS / 2);
         // Points are every 2^k-th IO, in time order.
-        let step = 1u64 << a.stride_log;
-        assert_eq!(a.points[1].t - a.points[0].t, step * 10_000_000);
+        let step = 1u64 << s.stride_log;
+        assert_eq!(s.points[1].t - s.points[0].t, step * 10_000_000);
         assert_eq!(a.act_io_us.len(), 2, "no room made for an unknown act");
         assert_eq!(a.act_totals.len(), 2);
         let ios: u64 = a.act_totals.iter().map(|t| t.total_ios()).sum();
@@ -244,6 +303,28 @@ mod tests {
         assert_eq!(a.io_us(0), want);
         let lat: u64 = a.latency[1].iter().flatten().sum();
         assert_eq!(lat, n);
+    }
+
+    #[test]
+    fn devices_are_sampled_apart_and_bounded() {
+        let t = Tables::default();
+        let mut a = Aggregates::new(None);
+        // Device 0 has one IO, devices 1.. have more; many devices: the map stays bounded.
+        for d in 0..(MAX_DEVS as u32 + 100) {
+            for k in 0..=(d.min(3)) {
+                let mut x = io(u64::from(k), 1000);
+                x.dev = d;
+                a.push(&x, &t);
+            }
+        }
+        assert_eq!(a.devs.len(), MAX_DEVS);
+        let sampled = a.devs.values().filter(|d| d.sample.is_some()).count();
+        assert_eq!(sampled, MAX_SAMPLED_DEVS);
+        let (top, left) = a.top_devices(4);
+        let ids: Vec<u32> = top.iter().map(|x| x.0).collect();
+        assert_eq!(ids, [3, 4, 5, 6], "most IOs first, then by number");
+        assert_eq!(left, MAX_DEVS - 4);
+        assert_eq!(top[0].1.sample.as_ref().unwrap().points.len(), 4);
     }
 
     #[test]

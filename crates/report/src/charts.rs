@@ -11,7 +11,7 @@ use plotters::coord::ranged1d::Ranged;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::agg::{Aggregates, LAT_BUCKETS, VIAS};
+use crate::agg::{Aggregates, Sampler, LAT_BUCKETS, VIAS};
 use crate::error::ReportError;
 use crate::util::{act_comm, label};
 
@@ -314,15 +314,19 @@ pub(crate) fn throughput_chart<DB: DrawingBackend>(
     root.present().map_err(e2s)
 }
 
-/// Device position over time (seekwatcher style), one colour per direction class.
+/// One device's IO position over time (seekwatcher style), one colour per direction class.
+/// `title` names the device; the time axis spans the whole report (`agg.end`) so the
+/// charts of several devices line up.
 pub(crate) fn offset_chart<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     agg: &Aggregates,
+    sample: &Sampler,
+    title: &str,
 ) -> DrawResult {
     root.fill(&WHITE).map_err(e2s)?;
     let xmax = (agg.end as f64 / 1e9).max(0.001) * 1.02;
     let mut chart = ChartBuilder::on(&root)
-        .caption("IO position on the device over time", caption_style())
+        .caption(label(title, 80), caption_style())
         .margin(12)
         .x_label_area_size(45)
         .y_label_area_size(65)
@@ -332,14 +336,19 @@ pub(crate) fn offset_chart<DB: DrawingBackend>(
         .configure_mesh()
         .x_desc("time since start (s)")
         .y_desc("offset (% of the device)")
+        .y_label_formatter(&|y| format!("{y:.0}"))
         .label_style((FAMILY, 13))
         .axis_desc_style((FAMILY, 14))
         .draw()
         .map_err(e2s)?;
     for (d, name) in [(Dir::R, "read"), (Dir::A, "readahead"), (Dir::W, "write")] {
+        // Directions without IO on this device stay out of the legend.
+        if !sample.points.iter().any(|p| p.dir == d) {
+            continue;
+        }
         let c = dir_color(d);
         chart
-            .draw_series(agg.points.iter().filter(|p| p.dir == d).map(|p| {
+            .draw_series(sample.points.iter().filter(|p| p.dir == d).map(|p| {
                 Circle::new(
                     (p.t as f64 / 1e9, p.offset as f64 * 100.0 / 65536.0),
                     2,

@@ -26,7 +26,7 @@
 //! | `ios.parquet`, `acts.parquet`, `intents.parquet`, `roles.parquet`, `files.parquet`, `histograms.parquet` | the tables (zstd), schemas in `docs/report.md` |
 //! | `charts/counter-NN.svg` | each counter's eight-slot histogram for the top acts |
 //! | `charts/throughput.svg` | throughput over time of the top roles |
-//! | `charts/offset.svg`, `charts/offset.png` | device position over time, by direction |
+//! | `charts/offset-N.svg`, `charts/offset-N.png` | IO position over time on the `N`th busiest device (at most 4), by direction |
 //! | `charts/latency-wait.svg`, `charts/latency-io.svg` | wait and device time per via class |
 //! | `flame-bytes.svg`, `flame-iotime.svg` | interactive IO flame graphs (inferno) |
 //! | `report.html` | one self-contained page with all of the above |
@@ -78,6 +78,8 @@ pub struct ReportInput {
     pub top_chart_acts: usize,
     /// Roles in the throughput chart.
     pub top_chart_roles: usize,
+    /// Devices charted (IO position over time), those with the most IOs.
+    pub top_chart_devices: usize,
 }
 
 impl Default for ReportInput {
@@ -92,6 +94,7 @@ impl Default for ReportInput {
             top_table: 100,
             top_chart_acts: 6,
             top_chart_roles: 6,
+            top_chart_devices: 4,
         }
     }
 }
@@ -333,23 +336,61 @@ impl ReportWriter {
             let svg = charts::svg_string(&path, |root| charts::latency_chart(root, &agg, which))?;
             svg_chart(&mut files, name.into(), title.into(), svg)?;
         }
-        let path = p("charts/offset.svg");
-        let svg = charts::svg_string(&path, |root| charts::offset_chart(root, &agg))?;
-        write_file(&path, &svg)?;
-        files.charts.push(path);
-        let png = p("charts/offset.png");
-        charts::png_file(&png, |root| charts::offset_chart(root, &agg))?;
-        let png_bytes = std::fs::read(&png).map_err(|e| ReportError::io(&png, e))?;
-        chart_markup.push((
-            "IO position over time (seekwatcher style)".into(),
-            format!(
-                "<img alt=\"IO position over time\" width={} height={} src=\"data:image/png;base64,{}\">",
-                charts::SIZE.0,
-                charts::SIZE.1,
-                html::base64(&png_bytes)
-            ),
-        ));
-        files.charts.push(png);
+        // IO position over time: one chart per device (the busiest first), each device
+        // scaled to its own size.
+        let (top_devs, devs_left) = agg.top_devices(input.top_chart_devices);
+        for (i, (dev, d)) in top_devs.iter().enumerate() {
+            let Some(sample) = d.sample.as_ref() else {
+                continue;
+            };
+            let what = match input.block_devices.iter().find(|b| b.kernel_dev() == *dev) {
+                Some(b) => format!(
+                    "{} ({}:{}, {})",
+                    b.name,
+                    b.major,
+                    b.minor,
+                    util::human_bytes(b.size_sectors.saturating_mul(512))
+                ),
+                None => dev_str(*dev),
+            };
+            let title = format!("IO position on {what} over time");
+            let caption = format!(
+                "IO position on {what}: {} IOs, {} (seekwatcher style)",
+                d.ios,
+                util::human_bytes(d.bytes)
+            );
+            let path = p(&format!("charts/offset-{i}.svg"));
+            let svg = charts::svg_string(&path, |root| {
+                charts::offset_chart(root, &agg, sample, &title)
+            })?;
+            write_file(&path, &svg)?;
+            files.charts.push(path);
+            let png = p(&format!("charts/offset-{i}.png"));
+            charts::png_file(&png, |root| {
+                charts::offset_chart(root, &agg, sample, &title)
+            })?;
+            let png_bytes = std::fs::read(&png).map_err(|e| ReportError::io(&png, e))?;
+            chart_markup.push((
+                caption,
+                format!(
+                    "<img alt=\"IO position over time on {}\" width={} height={} src=\"data:image/png;base64,{}\">",
+                    html_escape(&what),
+                    charts::SIZE.0,
+                    charts::SIZE.1,
+                    html::base64(&png_bytes)
+                ),
+            ));
+            files.charts.push(png);
+        }
+        if devs_left > 0 {
+            chart_markup.push((
+                format!(
+                    "{devs_left} more device{} with IO not charted",
+                    if devs_left == 1 { "" } else { "s" }
+                ),
+                String::new(),
+            ));
+        }
 
         // Summary and page.
         let rel = files.relative();

@@ -259,7 +259,7 @@ fn charts_and_flame_graphs() {
         assert!(lat.lines().any(|l| l == via), "{via} in {lat}");
     }
     assert!(!lat.lines().any(|l| l == "inode"), "no inode IO: {lat}");
-    let off = svg_doc(&c.join("offset.svg"));
+    let off = svg_doc(&c.join("offset-0.svg"));
     for s in ["read", "readahead", "write", "offset (% of the device)"] {
         assert!(off.lines().any(|l| l == s), "{s} in {off}");
     }
@@ -279,7 +279,7 @@ fn charts_and_flame_graphs() {
     }
 
     // PNG: magic, decodes, expected size.
-    let png_bytes = std::fs::read(c.join("offset.png")).unwrap();
+    let png_bytes = std::fs::read(c.join("offset-0.png")).unwrap();
     assert_eq!(&png_bytes[..8], b"\x89PNG\r\n\x1a\n");
     let dec = png::Decoder::new(std::io::Cursor::new(png_bytes));
     let mut reader = dec.read_info().unwrap();
@@ -312,6 +312,73 @@ fn charts_and_flame_graphs() {
     let flame = svg_doc(&dir.join("flame-bytes.svg"));
     assert!(flame.contains("ksys_write"), "{flame}");
     svg_doc(&dir.join("flame-iotime.svg"));
+}
+
+/// IO on several devices: one position chart per device (each scaled to its own size), the
+/// busiest first, at most four; the page says how many are left out.
+#[test]
+fn offset_charts_per_device() {
+    let f = fixture(0);
+    let dir = out_dir("devices");
+    let devs: Vec<ioblame_format::BlockDevice> = (0..6u32)
+        .map(|i| ioblame_format::BlockDevice {
+            name: format!("sd{}", (b'a' + i as u8) as char),
+            major: 8,
+            minor: 16 * i,
+            size_sectors: 1 << (20 + i),
+            logical_block_size: 512,
+            ..Default::default()
+        })
+        .collect();
+    let input = ioblame_report::ReportInput {
+        block_devices: devs.clone(),
+        ..Default::default()
+    };
+    let mut w = ioblame_report::ReportWriter::create(&dir, input).unwrap();
+    // Device i gets 1 + i IOs per fixture IO, reads only on sdf: sdf, sde, sdd, sdc charted.
+    for io in &f.ios {
+        for (i, d) in devs.iter().enumerate() {
+            for _ in 0..=i {
+                let mut x = io.clone();
+                x.dev = d.kernel_dev();
+                x.dir = if i == 5 {
+                    ioblame_attrib::Dir::R
+                } else {
+                    ioblame_attrib::Dir::W
+                };
+                w.push_io(&x, &f.tables).unwrap();
+            }
+        }
+    }
+    let r = w.finish(&f.tables, &f.counters, &f.summary, &sym).unwrap();
+    let c = dir.join("charts");
+    for (n, name, size) in [
+        (0, "sdf (8:80", "16.00 GiB"),
+        (1, "sde (8:64", "8.00 GiB"),
+        (3, "sdc (8:32", "2.00 GiB"),
+    ] {
+        let text = svg_doc(&c.join(format!("offset-{n}.svg")));
+        assert!(
+            text.contains(&format!("IO position on {name}, {size}) over time")),
+            "{n}: {text}"
+        );
+        assert!(
+            text.lines().any(|l| l == "offset (% of the device)"),
+            "{text}"
+        );
+        assert!(text.lines().any(|l| l == "time since start (s)"), "{text}");
+        assert!(c.join(format!("offset-{n}.png")).is_file());
+    }
+    assert!(!c.join("offset-4.svg").exists(), "at most four devices");
+    // sdf only read, sde only wrote: the points are each device's own.
+    let sdf = std::fs::read_to_string(c.join("offset-0.svg")).unwrap();
+    let sde = std::fs::read_to_string(c.join("offset-1.svg")).unwrap();
+    let (read, write) = ("fill=\"#0072B2\"", "fill=\"#D55E00\"");
+    assert!(sdf.matches(read).count() > 10 && sdf.matches(write).count() <= 2);
+    assert!(sde.matches(write).count() > 10 && sde.matches(read).count() <= 2);
+    let html = std::fs::read_to_string(&r.files.html).unwrap();
+    assert!(html.contains("2 more devices with IO not charted"));
+    assert!(html.contains("IO position on sdf (8:80, 16.00 GiB): 240 IOs, "));
 }
 
 /// One code path taken by several roles is one tower (issue 6: "the widest tower is the
