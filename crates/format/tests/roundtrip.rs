@@ -939,3 +939,85 @@ fn committed_fixtures_still_read() {
     }
     assert!(n >= 1, "no fixture under {}", root.display());
 }
+
+/// Writes the committed sample of format 1.1 (`IOBLAME_BLESS=1` rewrites it).
+fn write_sample(path: &Path) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = RingWriter::create(
+        dir.path(),
+        header(ByteOrder::Little),
+        metadata(),
+        RingOptions::default(),
+    )
+    .unwrap();
+    w.write_files(&FileTable {
+        flags: 0,
+        entries: vec![
+            entry(7 << 20, 2, "/mnt/x"),
+            entry(7 << 20, 12, "/mnt/x/a.dat"),
+        ],
+    })
+    .unwrap();
+    let mut b0 = ChunkBuilder::new(0);
+    b0.push(&record(ByteOrder::Little, 9, 24, 100), Some(100));
+    b0.add_lost(2);
+    w.write_chunk(&b0.finish(3).unwrap()).unwrap();
+    let mut b1 = ChunkBuilder::new(1);
+    b1.push(&record(ByteOrder::Little, 9, 32, 101), Some(101));
+    b1.add_discarded(512);
+    w.write_chunk(&b1.finish(3).unwrap()).unwrap();
+    w.write_files(&FileTable {
+        flags: FILES_AT_END | FILES_TIMED_OUT,
+        entries: vec![entry(7 << 20, 13, "/mnt/x/b.dat")],
+    })
+    .unwrap();
+    w.finish().unwrap();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::copy(dir.path().join(ring_file_name(0)), path).unwrap();
+}
+
+#[test]
+fn committed_format_1_1_sample_still_reads() {
+    // Every format version keeps a sample that later readers must read (docs/format.md).
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/format-1.1.iob");
+    if std::env::var_os("IOBLAME_BLESS").is_some() {
+        write_sample(&path);
+    }
+    let bytes = std::fs::read(&path).expect("tests/data/format-1.1.iob (IOBLAME_BLESS=1 makes it)");
+    assert_eq!(&bytes[8..12], &[1, 0, 1, 0], "major 1, minor 1");
+    for (name, bytes) in [
+        ("indexed", bytes.clone()),
+        ("scanned", without_index(&bytes)),
+    ] {
+        let f = TraceFile::from_bytes(&path, bytes).unwrap();
+        assert_eq!(f.indexed(), name == "indexed");
+        let t = Trace::from_files(vec![f], vec![]);
+        assert_eq!(t.header(), &header(ByteOrder::Little), "{name}");
+        assert_eq!(t.metadata(), &metadata(), "{name}");
+        assert_eq!(t.metadata().mounts[0].block_size, 4096);
+        assert_eq!(t.paths().tables(), 2);
+        assert_eq!(t.paths().flags(), FILES_AT_END | FILES_TIMED_OUT);
+        assert_eq!(t.path_of(7 << 20, 12), Some("/mnt/x/a.dat"));
+        assert_eq!(t.path_of(7 << 20, 13), Some("/mnt/x/b.dat"));
+        let hs: Vec<(u32, u64, u64, u32)> = t
+            .chunks()
+            .iter()
+            .map(|c| {
+                (
+                    c.header.cpu,
+                    c.header.lost,
+                    c.header.records as u64,
+                    c.header.discarded,
+                )
+            })
+            .collect();
+        assert_eq!(hs, [(0, 2, 1, 0), (1, 0, 1, 512)], "{name}");
+        assert_eq!(t.problems().len(), 1, "{name}: {:?}", t.problems());
+        for c in t.chunks() {
+            assert_eq!(
+                t.decompress(c).unwrap().records(ByteOrder::Little).count(),
+                1
+            );
+        }
+    }
+}
