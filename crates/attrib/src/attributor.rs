@@ -37,8 +37,18 @@ const IOMAP_UNWRITTEN: u16 = 3;
 const MAX_TID_RMAP: usize = 4096;
 /// Bios queued or requests issued this long ago without progress are forgotten (ns).
 const STALE_NS: u64 = 120_000_000_000;
-/// Queued bios between sweeps for stale state.
-const SWEEP_EVERY: u64 = 4096;
+/// Trace time between sweeps for stale state (ns).
+const SWEEP_INTERVAL_NS: u64 = 10_000_000_000;
+/// Dirty buffer_heads and inode dirtiers older than this were written or freed unseen
+/// (an inode unlinked while dirty, a block freed before writeback): forgotten (ns).
+const DIRTY_STALE_NS: u64 = 600_000_000_000;
+/// A thread's sector->file maps not followed by their bio within this time are forgotten
+/// (ns); so is what it last read.
+const RMAP_STALE_NS: u64 = 5_000_000_000;
+/// Loss windows kept (more are merged).
+const MAX_LOST_WINDOWS: usize = 1024;
+/// Exited tasks are forgotten this long after their exit (ns of trace time).
+const TASK_GRACE_NS: u64 = 30_000_000_000;
 /// Warnings kept in the summary; more are only counted.
 const MAX_WARNINGS: usize = 64;
 
@@ -108,13 +118,15 @@ fn adv_off(off: u64, sectors: u64) -> u64 {
 struct Rmap {
     ino: u64,
     foff: u64,
+    /// When it was emitted.
+    t: u64,
 }
 
 impl Advance for Rmap {
     fn advance(&self, sectors: u64) -> Self {
         Rmap {
-            ino: self.ino,
             foff: adv_off(self.foff, sectors),
+            ..*self
         }
     }
 }
@@ -126,6 +138,8 @@ struct BhEnt {
     via: Via,
     /// Inode known at dirtying time (inode-bh propagation), else 0.
     ino: u64,
+    /// When it was dirtied.
+    t: u64,
 }
 
 impl Advance for BhEnt {
@@ -308,6 +322,8 @@ struct TidCtx {
     read_file: Option<(Dev, u64)>,
     /// Per disk: sector -> file maps.
     rmap: Vec<(Dev, IntervalMap<Rmap>)>,
+    /// When a map was last added, or the context last set.
+    touched: u64,
 }
 
 impl Default for TidCtx {
@@ -323,11 +339,25 @@ impl Default for TidCtx {
             txn: NO_TXN,
             read_file: None,
             rmap: Vec::new(),
+            touched: 0,
         }
     }
 }
 
 impl TidCtx {
+    /// Whether nothing is open or remembered.
+    fn is_idle(&self) -> bool {
+        self.reason == NO_REASON
+            && self.wb_ino.is_none()
+            && self.wi_ino.is_none()
+            && self.wp_ino.is_none()
+            && !self.ext4_wp
+            && self.dio.is_none()
+            && self.txn == NO_TXN
+            && self.read_file.is_none()
+            && self.rmap.iter().all(|r| r.1.is_empty())
+    }
+
     fn rmap_mut(&mut self, disk: Dev) -> &mut IntervalMap<Rmap> {
         let i = match self.rmap.iter().position(|r| r.0 == disk) {
             Some(i) => i,
@@ -513,7 +543,8 @@ struct TaskState {
     comm: String,
     role: Option<RoleId>,
     generation: u32,
-    exited: bool,
+    /// When its exit was seen.
+    exited: Option<u64>,
     fresh_exec: bool,
 }
 
@@ -528,6 +559,37 @@ pub struct Attribution {
     pub ios: Vec<Io>,
 }
 
+/// How much per-trace state an [`Attributor`] holds, by kind: it follows what is
+/// outstanding (dirty and not yet written, queued or in flight, tasks alive), not the
+/// length of the trace. The output tables (roles, intents, acts) are not counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StateSizes {
+    /// Tasks known (alive, or exited less than 30 s of trace time ago).
+    pub tasks: usize,
+    /// Tids whose next generation is remembered after their task was forgotten.
+    pub pruned_tids: usize,
+    /// Per-thread contexts (open brackets, fresh maps).
+    pub thread_contexts: usize,
+    /// Sector->file map intervals held for the threads' next bios.
+    pub thread_maps: usize,
+    /// Files with dirty folios.
+    pub dirty_files: usize,
+    /// Dirty folios.
+    pub dirty_folios: usize,
+    /// Dirty buffer_head intervals.
+    pub dirty_buffers: usize,
+    /// Inodes with a recorded dirtier.
+    pub inode_dirtiers: usize,
+    /// Folio orders of the page cache.
+    pub folio_orders: usize,
+    /// Queued bio fragments.
+    pub pending_fragments: usize,
+    /// Issued requests.
+    pub inflight: usize,
+    /// Loss windows (summary list and merged list).
+    pub lost_windows: usize,
+}
+
 /// Streaming attribution: feed time-ordered events with [`Attributor::push`], take the
 /// charged IOs with [`Attributor::drain_ios`], and end with [`Attributor::finish`].
 pub struct Attributor {
@@ -540,6 +602,10 @@ pub struct Attributor {
 
     // roles
     tasks: FxHashMap<u32, TaskState>,
+    /// Exits in time order, for pruning `tasks`.
+    exits: VecDeque<(u64, u32)>,
+    /// The generation the next task of a pruned tid gets.
+    next_gen: FxHashMap<u32, u32>,
     unknown_role: Option<RoleId>,
     // intents
     stacks: Vec<Box<[u64]>>,
@@ -554,7 +620,7 @@ pub struct Attributor {
     dirty: FxHashMap<(Dev, u64), DirtyFile>,
     bh: FxHashMap<Dev, IntervalMap<BhEnt>>,
     bsize: FxHashMap<Dev, u64>,
-    inode_owner: FxHashMap<(Dev, u64), Dirtier>,
+    inode_owner: FxHashMap<(Dev, u64), (Dirtier, u64)>,
     tid_ctx: FxHashMap<u32, TidCtx>,
 
     // requests
@@ -571,6 +637,8 @@ pub struct Attributor {
     lost_merged: Vec<(u64, u64)>,
     cpu_last: Vec<u64>,
     last_time: u64,
+    /// Trace time of the next sweep for stale state.
+    next_sweep: u64,
     warned_no_size: FxHashSet<Dev>,
 }
 
@@ -619,7 +687,7 @@ impl Attributor {
                     comm: t.comm.clone(),
                     role: None,
                     generation: 0,
-                    exited: false,
+                    exited: None,
                     fresh_exec: false,
                 },
             );
@@ -651,6 +719,8 @@ impl Attributor {
             ios: Vec::new(),
             summary: Summary::default(),
             tasks,
+            exits: VecDeque::new(),
+            next_gen: FxHashMap::default(),
             unknown_role: None,
             stacks: vec![Box::from([] as [u64; 0])],
             stack_flags: vec![0],
@@ -675,6 +745,7 @@ impl Attributor {
             lost_merged: Vec::new(),
             cpu_last: Vec::new(),
             last_time: 0,
+            next_sweep: 0,
             warned_no_size: FxHashSet::default(),
         }
     }
@@ -682,6 +753,29 @@ impl Attributor {
     /// The tables so far (roles, intents, acts referenced by the IOs produced so far).
     pub fn tables(&self) -> &Tables {
         &self.tables
+    }
+
+    /// The sizes of the state held now.
+    pub fn state_sizes(&self) -> StateSizes {
+        StateSizes {
+            tasks: self.tasks.len(),
+            pruned_tids: self.next_gen.len(),
+            thread_contexts: self.tid_ctx.len(),
+            thread_maps: self
+                .tid_ctx
+                .values()
+                .flat_map(|c| c.rmap.iter())
+                .map(|r| r.1.len())
+                .sum(),
+            dirty_files: self.dirty.len(),
+            dirty_folios: self.dirty.values().map(|d| d.folios.len()).sum(),
+            dirty_buffers: self.bh.values().map(IntervalMap::len).sum(),
+            inode_dirtiers: self.inode_owner.len(),
+            folio_orders: self.folio_order.young.len() + self.folio_order.old.len(),
+            pending_fragments: self.pending.values().map(|p| p.map.len()).sum(),
+            inflight: self.inflight.len(),
+            lost_windows: self.summary.lost_windows.len().max(self.lost_merged.len()),
+        }
     }
 
     /// Takes the IOs charged since the last call.
@@ -748,6 +842,12 @@ impl Attributor {
             self.summary.out_of_order_events += 1;
         } else {
             self.last_time = ev.time;
+            if ev.time >= self.next_sweep {
+                if self.next_sweep != 0 {
+                    self.sweep(ev.time);
+                }
+                self.next_sweep = ev.time.saturating_add(SWEEP_INTERVAL_NS);
+            }
         }
         let cpu = ev.cpu as usize;
         if cpu < 4096 {
@@ -818,7 +918,17 @@ impl Attributor {
                 let a = pblk.saturating_mul(spb).saturating_add(info.part_start);
                 let b = a.saturating_add((*ret as u64).saturating_mul(spb));
                 let foff = lblk.saturating_mul(bs);
-                self.add_rmap(ev.tid, info.disk, a, b, Rmap { ino: *ino, foff });
+                self.add_rmap(
+                    ev.tid,
+                    info.disk,
+                    a,
+                    b,
+                    Rmap {
+                        ino: *ino,
+                        foff,
+                        t: 0,
+                    },
+                );
             }
             EventKind::IomapAddToIoend {
                 dev,
@@ -844,6 +954,7 @@ impl Attributor {
                         Rmap {
                             ino: *ino,
                             foff: *pos,
+                            t: 0,
                         },
                     );
                 }
@@ -871,6 +982,7 @@ impl Attributor {
                         Rmap {
                             ino: *ino,
                             foff: *offset,
+                            t: 0,
                         },
                     );
                     self.tid(ev.tid).read_file = Some((*dev, *ino));
@@ -907,6 +1019,14 @@ impl Attributor {
                 if let Some(t) = began {
                     if *state & self.ctx.inode_bits.dirty_pages == 0 {
                         self.forget_dirty_before(*bdi, *ino, t);
+                    }
+                    // Likewise the inode itself, written or not (xfs has no write_inode).
+                    if *state & self.ctx.inode_bits.dirty_inode == 0 {
+                        if let Some(&(_, dt)) = self.inode_owner.get(&(*bdi, *ino)) {
+                            if dt < t {
+                                self.inode_owner.remove(&(*bdi, *ino));
+                            }
+                        }
                     }
                 }
             }
@@ -1063,8 +1183,8 @@ impl Attributor {
                 child_comm,
                 ..
             } => self.on_fork(*child_pid, *child_pid, Some(child_comm.clone()), false),
-            EventKind::Exit { tid, .. } => self.on_exit(*tid),
-            EventKind::SchedExit { pid, .. } => self.on_exit(*pid),
+            EventKind::Exit { tid, .. } => self.on_exit(ev.time, *tid),
+            EventKind::SchedExit { pid, .. } => self.on_exit(ev.time, *pid),
 
             EventKind::Lost { lost } => {
                 let start = self
@@ -1075,24 +1195,7 @@ impl Attributor {
                     .unwrap_or(ev.time);
                 let start = start.min(ev.time);
                 self.summary.lost_records += lost;
-                self.summary.lost_windows.push(LostWindow {
-                    start,
-                    end: ev.time,
-                    cpu: ev.cpu,
-                    count: *lost,
-                });
-                match self.lost_merged.last_mut() {
-                    Some(w) if start <= w.1 && ev.time >= w.0 => {
-                        w.0 = w.0.min(start);
-                        w.1 = w.1.max(ev.time);
-                    }
-                    Some(w) if w.0 <= start => self.lost_merged.push((start, ev.time)),
-                    None => self.lost_merged.push((start, ev.time)),
-                    _ => {
-                        self.lost_merged.push((start, ev.time));
-                        self.lost_merged.sort_unstable();
-                    }
-                }
+                self.note_lost(start, ev.time, ev.cpu, *lost);
             }
             _ => {}
         }
@@ -1157,15 +1260,31 @@ impl Attributor {
     }
 
     fn tid(&mut self, tid: u32) -> &mut TidCtx {
-        self.tid_ctx.entry(tid).or_default()
+        let now = self.last_time;
+        let c = self.tid_ctx.entry(tid).or_default();
+        c.touched = now;
+        c
     }
 
     fn add_rmap(&mut self, tid: u32, disk: Dev, a: u64, b: u64, r: Rmap) {
-        let m = self.tid(tid).rmap_mut(disk);
+        let now = self.last_time;
+        let c = self.tid_ctx.entry(tid).or_default();
+        if now.saturating_sub(c.touched) > RMAP_STALE_NS {
+            // Maps never followed by their bio (blocks found cached, say): forget them.
+            c.rmap.clear();
+        }
+        c.touched = now;
+        let m = c.rmap_mut(disk);
+        if m.len() >= 256 && m.len() % 256 == 0 {
+            // Maps of a thread that maps without queueing (an ext4 writer looking up the
+            // blocks it overwrites): keep the recent ones.
+            let limit = now.saturating_sub(RMAP_STALE_NS);
+            m.retain(|r| r.t >= limit);
+        }
         if m.len() >= MAX_TID_RMAP {
             m.clear();
         }
-        m.insert(a, b, r);
+        m.insert(a, b, Rmap { t: now, ..r });
     }
 
     fn intern_stack(&mut self, stack: Option<&[u64]>) -> StackId {
@@ -1262,12 +1381,13 @@ impl Attributor {
 
     /// The role of the task running `tid` now.
     fn role_for(&mut self, pid: u32, tid: u32) -> RoleId {
+        let next_gen = &self.next_gen;
         let st = self.tasks.entry(tid).or_insert_with(|| TaskState {
             pid,
             comm: format!("<{tid}>"),
             role: None,
-            generation: 0,
-            exited: false,
+            generation: next_gen.get(&tid).copied().unwrap_or(0),
+            exited: None,
             fresh_exec: false,
         });
         st.fresh_exec = false;
@@ -1276,7 +1396,7 @@ impl Attributor {
                 // tid reuse we did not see: a new task.
                 st.generation += 1;
                 st.role = None;
-                st.exited = false;
+                st.exited = None;
             }
             st.pid = pid;
         }
@@ -1302,8 +1422,9 @@ impl Attributor {
 
     fn on_fork(&mut self, pid: u32, tid: u32, comm: Option<String>, exact_pid: bool) {
         let comm = comm.unwrap_or_else(|| format!("<{tid}>"));
+        let next_gen = &self.next_gen;
         match self.tasks.get_mut(&tid) {
-            Some(st) if !st.exited && st.role.is_none() => {
+            Some(st) if st.exited.is_none() && st.role.is_none() => {
                 // Same fork seen twice (perf FORK and sched_process_fork), or a tid
                 // known from the start list that never acted: just refresh.
                 if exact_pid {
@@ -1316,7 +1437,7 @@ impl Attributor {
                 st.pid = pid;
                 st.comm = comm;
                 st.role = None;
-                st.exited = false;
+                st.exited = None;
                 st.fresh_exec = false;
             }
             None => {
@@ -1326,8 +1447,8 @@ impl Attributor {
                         pid,
                         comm,
                         role: None,
-                        generation: 0,
-                        exited: false,
+                        generation: next_gen.get(&tid).copied().unwrap_or(0),
+                        exited: None,
                         fresh_exec: false,
                     },
                 );
@@ -1335,11 +1456,37 @@ impl Attributor {
         }
     }
 
-    fn on_exit(&mut self, tid: u32) {
+    fn on_exit(&mut self, time: u64, tid: u32) {
         if let Some(st) = self.tasks.get_mut(&tid) {
-            st.exited = true;
+            if st.exited.is_none() {
+                st.exited = Some(time);
+                self.exits.push_back((time, tid));
+            }
         }
         self.tid_ctx.remove(&tid);
+        self.prune_tasks(time);
+    }
+
+    /// Forgets tasks that exited more than [`TASK_GRACE_NS`] ago (nothing refers to a task
+    /// by its tid any more by then; roles stay in the tables). A tid that acted keeps only
+    /// its next generation, so a later task with that tid is still told apart.
+    fn prune_tasks(&mut self, now: u64) {
+        while let Some(&(t, tid)) = self.exits.front() {
+            if t.saturating_add(TASK_GRACE_NS) > now {
+                break;
+            }
+            self.exits.pop_front();
+            if let Some(st) = self.tasks.get(&tid) {
+                if st.exited == Some(t) {
+                    if st.role.is_some() {
+                        self.next_gen.insert(tid, st.generation + 1);
+                    } else if st.generation > 0 {
+                        self.next_gen.insert(tid, st.generation);
+                    }
+                    self.tasks.remove(&tid);
+                }
+            }
+        }
     }
 
     fn on_comm(&mut self, pid: u32, tid: u32, comm: &str, exec: bool) {
@@ -1347,12 +1494,13 @@ impl Attributor {
             self.on_exec(pid, tid, comm, true);
             return;
         }
+        let next_gen = &self.next_gen;
         let st = self.tasks.entry(tid).or_insert_with(|| TaskState {
             pid,
             comm: String::new(),
             role: None,
-            generation: 0,
-            exited: false,
+            generation: next_gen.get(&tid).copied().unwrap_or(0),
+            exited: None,
             fresh_exec: false,
         });
         st.comm = comm.to_string();
@@ -1365,6 +1513,7 @@ impl Attributor {
     /// (perf COMM with exec, sched_process_exec) this is; the second one of a pair only
     /// renames.
     fn on_exec(&mut self, pid: u32, tid: u32, comm: &str, from_comm_record: bool) {
+        let next_gen = &self.next_gen;
         match self.tasks.get_mut(&tid) {
             Some(st) if st.fresh_exec => {
                 st.fresh_exec = false;
@@ -1382,7 +1531,7 @@ impl Attributor {
                 }
                 st.pid = pid;
                 st.comm = comm.to_string();
-                st.exited = false;
+                st.exited = None;
                 st.fresh_exec = true;
             }
             None => {
@@ -1392,8 +1541,8 @@ impl Attributor {
                         pid,
                         comm: comm.to_string(),
                         role: None,
-                        generation: 0,
-                        exited: false,
+                        generation: next_gen.get(&tid).copied().unwrap_or(0),
+                        exited: None,
                         fresh_exec: true,
                     },
                 );
@@ -1407,7 +1556,7 @@ impl Attributor {
     /// bracket, the inode's dirtier.
     fn dirtier_now(&mut self, ev: &Event, plain: Via) -> (Dirtier, Via, u64) {
         if let Some(wi) = self.tid_ctx.get(&ev.tid).and_then(|c| c.wi_ino) {
-            if let Some(&d) = self.inode_owner.get(&wi) {
+            if let Some(&(d, _)) = self.inode_owner.get(&wi) {
                 return (d, Via::Inode, wi.1);
             }
         }
@@ -1425,7 +1574,8 @@ impl Attributor {
         let role = self.role_for(ev.pid, ev.tid);
         if !self.tables.roles[role as usize].comm.starts_with("kworker") {
             let stack = self.intern_stack(ev.stack.as_deref());
-            self.inode_owner.insert((bdi, ino), Dirtier { role, stack });
+            self.inode_owner
+                .insert((bdi, ino), (Dirtier { role, stack }, ev.time));
         }
     }
 
@@ -1510,10 +1660,21 @@ impl Attributor {
             .saturating_add(info.part_start);
         let b = a.saturating_add(size / 512);
         let (owner, via, ino) = self.dirtier_now(ev, Via::Buffer);
-        self.bh
-            .entry(info.disk)
-            .or_default()
-            .insert_if_free(a, b, BhEnt { owner, via, ino });
+        let m = self.bh.entry(info.disk).or_default();
+        // First dirtier wins, but not a record so old that the buffer must have been
+        // written or freed unseen (a block freed while dirty and now reused).
+        let limit = ev.time.saturating_sub(DIRTY_STALE_NS);
+        m.retain_range(a, b, |e| e.t >= limit);
+        m.insert_if_free(
+            a,
+            b,
+            BhEnt {
+                owner,
+                via,
+                ino,
+                t: ev.time,
+            },
+        );
     }
 
     // ------------------------------------------------------------------ bio queue
@@ -1528,9 +1689,6 @@ impl Attributor {
         let (s, e) = (sector, sector.saturating_add(nr as u64));
         self.seq += 1;
         let seq = self.seq;
-        if seq % SWEEP_EVERY == 0 {
-            self.sweep(ev.time);
-        }
         if !self.remap_hints.is_empty() {
             if let Some(parts) = self.remap_hints.remove(&(dev, sector)) {
                 let p = self.pending.entry(disk).or_default();
@@ -1701,7 +1859,7 @@ impl Attributor {
             }
             // 4. inside write_inode: the inode's dirtier.
             if let Some(wi) = wi_ino {
-                if let Some(&d) = self.inode_owner.get(&wi) {
+                if let Some(&(d, _)) = self.inode_owner.get(&wi) {
                     let c = Charge {
                         role: d.role,
                         stack: d.stack,
@@ -2125,6 +2283,23 @@ impl Attributor {
         });
         self.summary.stale_bytes += bytes;
         self.summary.stale_requests += requests;
+        // Dirty state that outlived any writeback: freed or unlinked unseen.
+        let limit_dirty = now.saturating_sub(DIRTY_STALE_NS);
+        self.bh.retain(|_, m| {
+            m.retain(|e| e.t >= limit_dirty);
+            !m.is_empty()
+        });
+        self.inode_owner.retain(|_, o| o.1 >= limit_dirty);
+        // Thread contexts: stale maps go, idle contexts too.
+        let limit_maps = now.saturating_sub(RMAP_STALE_NS);
+        self.tid_ctx.retain(|_, c| {
+            if c.touched < limit_maps {
+                c.rmap.clear();
+                c.read_file = None;
+            }
+            !c.is_idle()
+        });
+        self.prune_tasks(now);
         stale.sort_by_key(|s| s.3);
         for (disk, parts, rwbs, at) in stale {
             self.emit_lost(disk, parts, rwbs, at);
@@ -2276,6 +2451,50 @@ impl Attributor {
                 split,
                 journal_txn: (c.txn != NO_TXN).then_some(c.txn),
             });
+        }
+    }
+
+    /// Records a loss window: merged with the previous window of the same CPU when they
+    /// touch (a burst of losses), and with its neighbours for the overlap test; both lists
+    /// stay within [`MAX_LOST_WINDOWS`] (beyond, the last window grows).
+    fn note_lost(&mut self, start: u64, end: u64, cpu: u32, count: u64) {
+        let ws = &mut self.summary.lost_windows;
+        let n = ws.len();
+        let same_cpu = (n.saturating_sub(8)..n)
+            .rev()
+            .find(|&i| ws[i].cpu == cpu)
+            .filter(|&i| start <= ws[i].end);
+        let into = same_cpu.or_else(|| (n >= MAX_LOST_WINDOWS).then(|| n - 1));
+        match into.and_then(|i| ws.get_mut(i)) {
+            Some(w) => {
+                w.start = w.start.min(start);
+                w.end = w.end.max(end);
+                w.count += count;
+            }
+            None => ws.push(LostWindow {
+                start,
+                end,
+                cpu,
+                count,
+            }),
+        }
+        // Sorted, disjoint intervals.
+        let m = &mut self.lost_merged;
+        let i = m.partition_point(|w| w.1 < start);
+        let mut j = i;
+        let (mut a, mut b) = (start, end);
+        while j < m.len() && m[j].0 <= end {
+            a = a.min(m[j].0);
+            b = b.max(m[j].1);
+            j += 1;
+        }
+        m.splice(i..j, [(a, b)]);
+        if m.len() > MAX_LOST_WINDOWS {
+            // Coarser: the two closest neighbours at the end become one.
+            let last = m.pop().unwrap_or((a, b));
+            if let Some(prev) = m.last_mut() {
+                prev.1 = prev.1.max(last.1);
+            }
         }
     }
 

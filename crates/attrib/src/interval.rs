@@ -41,6 +41,22 @@ impl<V: Advance> IntervalMap<V> {
         self.map.clear()
     }
 
+    /// Keeps the intervals whose value `keep` accepts.
+    pub fn retain(&mut self, mut keep: impl FnMut(&V) -> bool) {
+        self.map.retain(|_, (_, v)| keep(v));
+    }
+
+    /// Removes the intervals overlapping `[a, b)` whose value `keep` refuses (whole).
+    pub fn retain_range(&mut self, a: u64, b: u64, mut keep: impl FnMut(&V) -> bool) {
+        let mut starts = Vec::new();
+        self.overlapping(a, b, &mut starts);
+        for s in starts {
+            if self.map.get(&s).is_some_and(|(_, v)| !keep(v)) {
+                self.map.remove(&s);
+            }
+        }
+    }
+
     /// Starts of the intervals overlapping `[a, b)`, in order.
     fn overlapping(&self, a: u64, b: u64, out: &mut Vec<u64>) {
         out.clear();

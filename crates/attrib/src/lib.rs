@@ -35,7 +35,7 @@ mod summary;
 #[cfg(test)]
 mod tests;
 
-pub use attributor::{Attribution, Attributor};
+pub use attributor::{Attribution, Attributor, StateSizes};
 pub use context::{Context, InodeBits, Symbolizer};
 pub use model::*;
 pub use summary::{LostWindow, Summary, UnknownContext};

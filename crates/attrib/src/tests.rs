@@ -2334,3 +2334,152 @@ fn kallsyms_symbolizer_recognises_journal_stacks() {
     assert_eq!(ios[0].via, Via::Journal);
     assert_eq!(ios[1].via, Via::Direct);
 }
+
+/// A long stream (2000 s of trace time, 2000 short-lived writers) where state is left
+/// behind in every way the kernel allows: files truncated while dirty, inodes cleaned
+/// without IO, buffers of freed blocks, inodes unlinked while dirty, a thread mapping
+/// blocks it never writes, bursts of lost records, tids reused. The attributor's state
+/// follows what is outstanding, not the length of the trace.
+#[test]
+fn state_stays_bounded_over_a_long_stream() {
+    let mut b = Bench::new();
+    let mut peak = StateSizes::default();
+    let mut mid = StateSizes::default();
+    let n = 2000u64;
+    for i in 0..n {
+        let tid = 20_000 + (i % 500) as u32;
+        b.push(
+            tid,
+            tid,
+            EventKind::Fork {
+                pid: tid,
+                ppid: 1,
+                tid,
+                ptid: 1,
+            },
+            None,
+        );
+        b.comm(tid, &format!("w{}", i % 7));
+        let ino = 100_000 + i;
+        b.dirty(tid, LOOP0, ino, 0, 0);
+        match i % 3 {
+            0 => b.push(
+                tid,
+                tid,
+                EventKind::DeleteFromPageCache {
+                    s_dev: LOOP0,
+                    ino,
+                    index: 0,
+                    order: 0,
+                    pfn: 0,
+                },
+                None,
+            ),
+            1 => {
+                b.inode_start(FLUSHER, LOOP0, ino);
+                b.map(FLUSHER, LOOP0, ino, 0, 200_000 + i, 1);
+                b.q(FLUSHER, LOOP0, (200_000 + i) * 8, 8, "W");
+                b.inode_end(FLUSHER, LOOP0, ino);
+                b.requests(LOOP0, (200_000 + i) * 8, 8, 2560, "W");
+            }
+            _ => {
+                // written while nobody watched: the inode comes out clean
+                b.inode_start(FLUSHER, LOOP0, ino);
+                b.inode_end(FLUSHER, LOOP0, ino);
+            }
+        }
+        // a buffer of a block freed before writeback, an inode unlinked while dirty
+        b.push(
+            tid,
+            tid,
+            EventKind::DirtyBuffer {
+                dev: LOOP0,
+                blocknr: 1_000_000 + i,
+                size: 4096,
+            },
+            Some(DIRTY_STACK),
+        );
+        b.push(
+            tid,
+            tid,
+            EventKind::MarkInodeDirty {
+                bdi: LOOP0,
+                ino,
+                state: 0,
+                flags: 0x10,
+            },
+            Some(DIRTY_STACK),
+        );
+        // an overwriter looking up blocks it never writes itself
+        b.map(77, LOOP0, 42, i, 3_000_000 + i, 1);
+        for _ in 0..3 {
+            b.push(0, 0, EventKind::Lost { lost: 2 }, None);
+        }
+        b.push(
+            tid,
+            tid,
+            EventKind::Exit {
+                pid: tid,
+                ppid: 1,
+                tid,
+                ptid: 1,
+            },
+            None,
+        );
+        b.wait(1_000_000_000);
+        let s = b.a.state_sizes();
+        peak = StateSizes {
+            tasks: peak.tasks.max(s.tasks),
+            pruned_tids: peak.pruned_tids.max(s.pruned_tids),
+            thread_contexts: peak.thread_contexts.max(s.thread_contexts),
+            thread_maps: peak.thread_maps.max(s.thread_maps),
+            dirty_files: peak.dirty_files.max(s.dirty_files),
+            dirty_folios: peak.dirty_folios.max(s.dirty_folios),
+            dirty_buffers: peak.dirty_buffers.max(s.dirty_buffers),
+            inode_dirtiers: peak.inode_dirtiers.max(s.inode_dirtiers),
+            folio_orders: peak.folio_orders.max(s.folio_orders),
+            pending_fragments: peak.pending_fragments.max(s.pending_fragments),
+            inflight: peak.inflight.max(s.inflight),
+            lost_windows: peak.lost_windows.max(s.lost_windows),
+        };
+        if i == n / 2 {
+            mid = s;
+        }
+    }
+    let end = b.a.state_sizes();
+    let msg = format!("peak {peak:?}\nmid {mid:?}\nend {end:?}");
+    eprintln!("{msg}");
+    // Tasks: those exited in the last 30 s, plus the long-lived ones.
+    assert!(peak.tasks <= 45, "{msg}");
+    assert!(peak.pruned_tids <= 500, "{msg}");
+    assert!(peak.thread_contexts <= 5, "{msg}");
+    assert!(peak.thread_maps <= 256, "{msg}");
+    assert!(peak.dirty_folios <= 2 && peak.dirty_files <= 2, "{msg}");
+    // Ten minutes of dirtying (one a second), not 2000.
+    assert!(peak.dirty_buffers <= 620, "{msg}");
+    assert!(peak.inode_dirtiers <= 620, "{msg}");
+    assert!(end.dirty_buffers <= mid.dirty_buffers + 10, "{msg}");
+    assert!(peak.pending_fragments == 0 && peak.inflight == 0, "{msg}");
+    assert!(peak.lost_windows <= 1024, "{msg}");
+    let (_, out) = b.finish();
+    // 2000 bursts of 3 losses: one window per burst, the rest merged.
+    assert_eq!(out.summary.lost_records, 6 * n);
+    assert_eq!(out.summary.lost_windows.len(), 1024);
+    assert_eq!(
+        out.summary
+            .lost_windows
+            .iter()
+            .map(|w| w.count)
+            .sum::<u64>(),
+        6 * n
+    );
+    // Reused tids keep distinct generations after their tasks are forgotten.
+    let gens: Vec<u32> = out
+        .tables
+        .roles
+        .iter()
+        .filter(|r| r.tid == 20_000)
+        .map(|r| r.generation)
+        .collect();
+    assert_eq!(gens, vec![0, 1, 2, 3], "{:?}", out.tables.roles.len());
+}
