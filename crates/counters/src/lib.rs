@@ -43,7 +43,8 @@
 //!
 //! # The default counters
 //!
-//! Without any counter given, [`CounterSet::default_set`] uses [`DEFAULT_COUNTERS`]:
+//! Without any counter given, [`CounterSet::default_set`] uses [`DEFAULT_COUNTERS`] (also
+//! documented, with the spec and filter syntax and the outputs, in `docs/counters.md`):
 //!
 //! | # | spec | answers |
 //! | --- | --- | --- |
