@@ -17,23 +17,27 @@ pub(crate) fn shell_quote(s: &str) -> String {
     }
 }
 
+/// The per-event term that gives an event a callchain without `-g` (which would give every
+/// event one). perf 6.1 accepts it on tracepoints: `-e 'block:block_bio_queue/call-graph=fp/'`
+/// records `PERF_SAMPLE_CALLCHAIN` for that event only, and `--kernel-callchains` then sets
+/// `exclude_callchain_user` on it.
+pub(crate) const CALLCHAIN_TERM: &str = "/call-graph=fp/";
+
 /// Builds the command line from the events that exist here and the devices to filter on.
+/// Only the events whose stack is an intent ([`Tracepoint::callchain`]) get a kernel-only
+/// callchain.
 pub(crate) fn build_command(events: &[Tracepoint], devs: &[FilterDev]) -> String {
-    let mut args: Vec<String> = [
-        "perf",
-        "record",
-        "-a",
-        "-g",
-        "--kernel-callchains",
-        "-m",
-        "16M",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut args: Vec<String> = ["perf", "record", "-a", "--kernel-callchains", "-m", "16M"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     for t in events {
         args.push("-e".into());
-        args.push(t.name.clone());
+        if t.callchain {
+            args.push(format!("{}{CALLCHAIN_TERM}", t.name));
+        } else {
+            args.push(t.name.clone());
+        }
         let f = tp::filter_for(t, devs);
         if !f.is_empty() {
             args.push("--filter".into());
@@ -91,7 +95,7 @@ mod tests {
             name: name.into(),
             id: 1,
             format: format!("name: x\nID: 1\nformat:\n{fields}"),
-            callchain: false,
+            callchain: ioblame_tracepoints::CALLCHAIN_EVENTS.contains(&name),
         }
     }
 
@@ -110,15 +114,16 @@ mod tests {
             disk_major: 7,
             disk_minor: 0,
         };
+        // Callchains on the stack events only, kernel-only.
         assert_eq!(
             build_command(&evs, &[loop0]),
-            "perf record -a -g --kernel-callchains -m 16M -e block:block_dirty_buffer \
+            "perf record -a --kernel-callchains -m 16M -e block:block_dirty_buffer/call-graph=fp/ \
              --filter '(dev == 7340032) && (sector < 4611686018427387904)' \
              -e sched:sched_process_exec -o perf.data -- COMMAND"
         );
         assert_eq!(
             build_command(&evs[..1], &[]),
-            "perf record -a -g --kernel-callchains -m 16M -e block:block_dirty_buffer \
+            "perf record -a --kernel-callchains -m 16M -e block:block_dirty_buffer/call-graph=fp/ \
              --filter 'sector < 4611686018427387904' -o perf.data -- COMMAND"
         );
     }

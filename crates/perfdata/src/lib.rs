@@ -205,14 +205,82 @@ const NEEDED: &[(&str, &str)] = &[
     ),
 ];
 
-/// Events whose callchains are the intents.
-const STACK_EVENTS: &[&str] = &[
-    "writeback:writeback_dirty_folio",
-    "block:block_dirty_buffer",
-    "writeback:writeback_mark_inode_dirty",
-    "jbd2:jbd2_handle_start",
-    "block:block_bio_queue",
-];
+/// Whether the recorded event `recorded` is `wanted` or one of its other names (an event
+/// renamed between kernels, [`ioblame_tracepoints::RENAMES`]: `perf-command` records the old
+/// name on kernels that have only that).
+fn same_event(wanted: &str, recorded: &str) -> bool {
+    wanted == recorded
+        || ioblame_tracepoints::RENAMES
+            .iter()
+            .any(|&(new, old)| (wanted, recorded) == (new, old) || (wanted, recorded) == (old, new))
+}
+
+/// The other names of an event (see [`same_event`]).
+fn other_names(ev: &str) -> Vec<&'static str> {
+    ioblame_tracepoints::RENAMES
+        .iter()
+        .filter_map(|&(new, old)| {
+            if new == ev {
+                Some(old)
+            } else if old == ev {
+                Some(new)
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+/// What the user should know about the recorded events: the events the attribution needs
+/// that are missing, with what is lost and what to add, and the stack events recorded
+/// without a callchain. `events` are (name, has a callchain).
+fn event_notes(events: &[(&str, bool)]) -> Vec<String> {
+    let mut notes = Vec::new();
+    for (ev, why) in NEEDED {
+        if events.iter().any(|(e, _)| same_event(ev, e)) {
+            continue;
+        }
+        let add = match other_names(ev).as_slice() {
+            [] => format!("add -e {ev}"),
+            others => format!(
+                "add -e {ev} (or {}, its name on older kernels: `ioblame perf-command` prints the one the kernel has)",
+                others.join(" or ")
+            ),
+        };
+        notes.push(format!("no {ev}: {why}; {add}"));
+    }
+    let bare: Vec<&str> = events
+        .iter()
+        .filter(|(e, callchain)| {
+            !callchain
+                && ioblame_tracepoints::CALLCHAIN_EVENTS
+                    .iter()
+                    .any(|s| same_event(s, e))
+        })
+        .map(|(e, _)| *e)
+        .collect();
+    if !bare.is_empty() {
+        let all = events
+            .iter()
+            .filter(|(e, _)| {
+                ioblame_tracepoints::CALLCHAIN_EVENTS
+                    .iter()
+                    .any(|s| same_event(s, e))
+            })
+            .count();
+        let what = if bare.len() == all {
+            "intents have no stacks".to_string()
+        } else {
+            "the intents of their IO have no stacks".to_string()
+        };
+        notes.push(format!(
+            "recorded without callchains on {}: {what}; record them with kernel callchains \
+             (-e EVENT/call-graph=fp/ and --kernel-callchains, as `ioblame perf-command` prints, or -g)",
+            bare.join(", ")
+        ));
+    }
+    notes
+}
 
 /// Checks the perf file header and the feature section table against the file size, so that
 /// the parser never allocates for a section that is not there.
@@ -316,6 +384,28 @@ fn read_trim(p: &str) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
+/// The events of one `-e` argument, without their `/term=value,.../` config terms
+/// (`block:block_bio_queue/call-graph=fp/` is the event `block:block_bio_queue`): commas
+/// inside the terms do not separate events.
+fn events_of_arg(v: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut in_terms = false;
+    for c in v.chars() {
+        match c {
+            '/' => in_terms = !in_terms,
+            ',' if !in_terms => out.push(std::mem::take(&mut cur)),
+            c if !in_terms => cur.push(c),
+            _ => {}
+        }
+    }
+    out.push(cur);
+    out.into_iter()
+        .map(|e| e.trim().to_string())
+        .filter(|e| !e.is_empty())
+        .collect()
+}
+
 /// Extracts `-e EVENT ... --filter F` pairs from perf's recorded command line.
 fn filters_from_cmdline(args: &[&str]) -> HashMap<String, String> {
     let mut out = HashMap::new();
@@ -329,9 +419,7 @@ fn filters_from_cmdline(args: &[&str]) -> HashMap<String, String> {
         match flag {
             "-e" | "--event" => {
                 let v = val.or_else(|| it.next().map(|s| s.to_string()));
-                last = v
-                    .map(|v| v.split(',').map(|s| s.to_string()).collect())
-                    .unwrap_or_default();
+                last = v.map(|v| events_of_arg(&v)).unwrap_or_default();
             }
             "--filter" => {
                 if let Some(v) = val.or_else(|| it.next().map(|s| s.to_string())) {
@@ -634,19 +722,13 @@ fn convert(
         ));
     }
 
-    // Missing events and callchains.
-    let has = |n: &str| events.iter().any(|e| e.name == n);
-    for (ev, why) in NEEDED {
-        if !has(ev) {
-            notes.push(format!("no {ev}: {why}; add -e {ev}"));
-        }
-    }
-    if events
+    // Missing events and callchains, per event.
+    let recorded: Vec<(&str, bool)> = events
         .iter()
-        .any(|e| STACK_EVENTS.contains(&e.name.as_str()) && !e.callchain())
-    {
-        notes.push("recorded without -g: intents have no stacks".into());
-    }
+        .filter(|e| e.tracefs_id != 0)
+        .map(|e| (e.name.as_str(), e.callchain()))
+        .collect();
+    notes.extend(event_notes(&recorded));
 
     // Kernel symbols.
     let this_host = read_trim("/proc/sys/kernel/hostname");
@@ -886,6 +968,83 @@ mod tests {
         assert_eq!(f["block:a"], "dev == 1");
         assert_eq!(f["block:b"], "dev == 1");
         assert!(!f.contains_key("x:y"));
+        // Per-event callchains, as perf-command prints them: the terms are not the name.
+        let args = [
+            "perf",
+            "record",
+            "-e",
+            "block:block_dirty_buffer/call-graph=fp/",
+            "--filter",
+            "sector < 4",
+            "-e",
+            "block:a/call-graph=fp,max-stack=32/,block:b",
+            "--filter",
+            "dev == 1",
+        ];
+        let f = filters_from_cmdline(&args);
+        assert_eq!(f.len(), 3, "{f:?}");
+        assert_eq!(f["block:block_dirty_buffer"], "sector < 4");
+        assert_eq!(f["block:a"], "dev == 1");
+        assert_eq!(f["block:b"], "dev == 1");
+    }
+
+    #[test]
+    fn renamed_events_count_as_recorded() {
+        let all: Vec<(&str, bool)> = NEEDED
+            .iter()
+            .map(|(e, _)| (*e, ioblame_tracepoints::CALLCHAIN_EVENTS.contains(e)))
+            .collect();
+        assert!(event_notes(&all).is_empty(), "{:?}", event_notes(&all));
+        // A kernel with writeback_dirty_page: perf-command records the old name, and nothing
+        // is missing.
+        let old: Vec<(&str, bool)> = all
+            .iter()
+            .map(|&(e, c)| {
+                if e == "writeback:writeback_dirty_folio" {
+                    ("writeback:writeback_dirty_page", c)
+                } else {
+                    (e, c)
+                }
+            })
+            .collect();
+        assert!(event_notes(&old).is_empty(), "{:?}", event_notes(&old));
+        // Its callchain is checked under the old name too.
+        let bare: Vec<(&str, bool)> = old
+            .iter()
+            .map(|&(e, c)| (e, c && e != "writeback:writeback_dirty_page"))
+            .collect();
+        assert_eq!(
+            event_notes(&bare),
+            [
+                "recorded without callchains on writeback:writeback_dirty_page: the intents of \
+              their IO have no stacks; record them with kernel callchains (-e \
+              EVENT/call-graph=fp/ and --kernel-callchains, as `ioblame perf-command` prints, \
+              or -g)"
+            ]
+        );
+        // Neither name: the advice names both.
+        let none: Vec<(&str, bool)> = all
+            .iter()
+            .copied()
+            .filter(|(e, _)| *e != "writeback:writeback_dirty_folio")
+            .collect();
+        let n = event_notes(&none);
+        assert_eq!(n.len(), 1, "{n:?}");
+        assert!(
+            n[0].starts_with(
+                "no writeback:writeback_dirty_folio: buffered writes cannot be charged"
+            ),
+            "{n:?}"
+        );
+        assert!(
+            n[0].contains("add -e writeback:writeback_dirty_folio (or writeback:writeback_dirty_page, its name on older kernels"),
+            "{n:?}"
+        );
+        // Without any callchain: the plain note.
+        let flat: Vec<(&str, bool)> = all.iter().map(|&(e, _)| (e, false)).collect();
+        let n = event_notes(&flat);
+        assert_eq!(n.len(), 1, "{n:?}");
+        assert!(n[0].contains(": intents have no stacks;"), "{n:?}");
     }
 
     #[test]

@@ -186,6 +186,41 @@ fn decode_all(c: &Converted) -> ioblame_decode::DecodeStats {
     stats
 }
 
+/// Decode + attribution of a converted recording: the write bytes charged to `dd` by page
+/// (the workload's buffered writer), and how many of those acts' intents have a stack.
+fn dd_writes(c: &Converted) -> (u64, usize) {
+    use ioblame_attrib::{Attributor, Context, Dir, Via};
+    let t = &c.trace;
+    let decoder = ioblame_decode::Decoder::new(t.header(), t.metadata());
+    let mut a = Attributor::new(Context::from_trace(t.header(), t.metadata()));
+    let mut ios = Vec::new();
+    ioblame_decode::for_each_event(
+        t,
+        &decoder,
+        &ioblame_decode::StreamOptions::default(),
+        |ev| {
+            a.push(&ev);
+            a.drain_ios_into(&mut ios);
+        },
+    );
+    let out = a.finish();
+    ios.extend(out.ios.iter().cloned());
+    let tables = &out.tables;
+    let mut bytes = 0;
+    let mut with_stack = std::collections::BTreeSet::new();
+    for io in &ios {
+        let act = &tables.acts[io.act as usize];
+        if tables.roles[act.role as usize].comm == "dd" && act.via == Via::Page && io.dir == Dir::W
+        {
+            bytes += io.size;
+            if !tables.intents[act.intent as usize].stack.is_empty() {
+                with_stack.insert(io.act);
+            }
+        }
+    }
+    (bytes, with_stack.len())
+}
+
 #[test]
 fn full_event_set_converts_like_perf_sees_it() {
     if !can_record() {
@@ -221,7 +256,13 @@ fn full_event_set_converts_like_perf_sees_it() {
             std::fs::read_to_string(format!("/sys/kernel/tracing/events/{sys}/{name}/format"))
                 .unwrap();
         assert_eq!(e.format.trim_end(), live.trim_end(), "{}", e.name);
-        assert!(e.callchain(), "{} recorded with -g", e.name);
+        // Kernel-only callchains on the events whose stack is an intent, and only there.
+        assert_eq!(
+            e.callchain(),
+            ioblame_tracepoints::CALLCHAIN_EVENTS.contains(&e.name.as_str()),
+            "{}",
+            e.name
+        );
         assert_ne!(e.sample_type & (1 << 16), 0, "IDENTIFIER");
     }
     for needed in [
@@ -242,10 +283,21 @@ fn full_event_set_converts_like_perf_sees_it() {
         dirty.filter
     );
     assert!(
-        !c.notes.iter().any(|n| n.contains("without -g")),
+        !c.notes.iter().any(|n| n.contains("without callchains")),
         "{:?}",
         c.notes
     );
+    // perf itself sees callchains on exactly those events, user stacks excluded.
+    let evlist = sh(&format!(
+        "perf evlist -v -i {} 2>/dev/null",
+        plain.display()
+    ));
+    for line in evlist.lines().filter(|l| l.contains("type: 2,")) {
+        let name = line.split(':').take(2).collect::<Vec<_>>().join(":");
+        let stack = ioblame_tracepoints::CALLCHAIN_EVENTS.contains(&name.as_str());
+        assert_eq!(line.contains("CALLCHAIN"), stack, "{line}");
+        assert_eq!(line.contains("exclude_callchain_user: 1"), stack, "{line}");
+    }
     assert!(
         !c.notes.iter().any(|n| n.starts_with("no ")),
         "{:?}",
@@ -350,19 +402,37 @@ fn without_callchains_or_identifier() {
     record(
         &fs,
         &nog,
-        |l| l.replacen(" -g --kernel-callchains", "", 1),
+        |l| {
+            let l = l.replace("/call-graph=fp/", "");
+            assert!(!l.contains("-g "), "{l}");
+            l.replacen(" --kernel-callchains", "", 1)
+        },
         &workload(&fs),
     );
     let c = open_perf_data(&nog, &PerfDataOptions::default()).unwrap();
     assert!(
         c.notes
             .iter()
-            .any(|n| n == "recorded without -g: intents have no stacks"),
+            .any(|n| n.starts_with("recorded without callchains on ")
+                && n.contains("block:block_bio_queue")
+                && n.contains(": intents have no stacks;")),
         "{:?}",
         c.notes
     );
     assert_eq!(converted_counts(&c), perf_counts(&nog));
     decode_all(&c);
+    // It degrades, it does not fail: the writer's 4 MiB are still charged to it, by page,
+    // with an intent that has no stack.
+    let (written, stacks) = dd_writes(&c);
+    assert_eq!(written, 4 << 20, "{:?}", c.notes);
+    assert_eq!(stacks, 0);
+    // With callchains, the same bytes and stacks on the intents.
+    let g = dir.path().join("g.data");
+    record(&fs, &g, |l| l, &workload(&fs));
+    let cg = open_perf_data(&g, &PerfDataOptions::default()).unwrap();
+    let (written, stacks) = dd_writes(&cg);
+    assert_eq!(written, 4 << 20, "{:?}", cg.notes);
+    assert!(stacks > 0);
 
     // A single event, not system-wide: perf leaves PERF_SAMPLE_IDENTIFIER out; the converter
     // adds it, and the decoder still attributes every sample and task record.
