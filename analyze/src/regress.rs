@@ -1,6 +1,7 @@
 //! `ioblame baseline` and `ioblame check`: the attribution reduced to per-act inputs of the
 //! regression check.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::{bail, Context as _, Result};
@@ -19,6 +20,9 @@ struct Collected {
     /// Bytes of synchronous (`S`) write requests per act.
     sync_write: Vec<u64>,
     sym: Symbolizer,
+    /// Paths of (dev, inode) from the trace's FILES sections (empty without them: perf.data,
+    /// traces of format 1.0, `--no-paths`).
+    paths: HashMap<(u32, u64), Box<str>>,
 }
 
 /// Refuses a trace that is damaged or truncated: the IO it lost would be compared as if the
@@ -80,6 +84,12 @@ fn collect(
 ) -> Result<Collected> {
     require_intact(&trace)?;
     let sym = pipeline::symbols_of(&trace);
+    // The analysis consumes the trace: the paths are copied out first.
+    let paths = trace
+        .paths()
+        .iter()
+        .map(|(dev, ino, p)| ((dev, ino), Box::from(p)))
+        .collect();
     let mut sync_write: Vec<u64> = Vec::new();
     let a = pipeline::analyze(trace, &sym, devs, |io, tables| {
         if tables.acts[io.act as usize].recorder && !show_recorder {
@@ -100,6 +110,7 @@ fn collect(
         set,
         sync_write,
         sym,
+        paths,
     })
 }
 
@@ -120,7 +131,10 @@ fn act_inputs(c: &Collected, show_recorder: bool) -> Vec<ActInput<'_>> {
                     .iter()
                     .map(|&a| c.sym.format_frame(a))
                     .collect(),
-                file_path: None,
+                file_path: (act.file.ino != 0)
+                    .then(|| c.paths.get(&(act.file.dev, act.file.ino)))
+                    .flatten()
+                    .map(|p| p.to_string()),
                 via: act.via,
                 reason,
                 recorder: act.recorder,
@@ -181,12 +195,18 @@ pub fn baseline(
     }
     std::fs::write(output, base.to_toml())
         .with_context(|| format!("cannot write {}", output.display()))?;
+    let named = base.groups.iter().filter(|g| g.key.file != "-").count();
     eprintln!(
-        "ioblame: wrote {} ({} groups, {} counters)",
+        "ioblame: wrote {} ({} groups, {named} of them on a named file; {} counters)",
         output.display(),
         base.groups.len(),
         base.counters.len()
     );
+    if c.paths.is_empty() {
+        eprintln!(
+            "ioblame: note: the trace names no files (a perf.data recording, or a capture without FILES sections): every file key is \"-\""
+        );
+    }
     Ok(())
 }
 

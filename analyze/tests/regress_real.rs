@@ -80,6 +80,22 @@ fn baseline() -> Option<&'static Path> {
             b.as_os_str(),
         ]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        // Files are keyed by path, and the loop device is mounted in a fresh temporary
+        // directory per capture: a glob covers it, as a user would write for per-run paths.
+        let text = std::fs::read_to_string(&b).unwrap();
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("file = \"/") && l.ends_with("/mnt/a.bin\"")),
+            "files keyed by path: {text}"
+        );
+        let globbed: String = text
+            .lines()
+            .map(|l| match (l.strip_prefix("file = \""), l.find("/mnt/")) {
+                (Some(_), Some(i)) => format!("file = \"*{}\n", &l[i..]),
+                _ => format!("{l}\n"),
+            })
+            .collect();
+        std::fs::write(&b, globbed).unwrap();
         (keep, b)
     });
     Some(p)
@@ -133,6 +149,7 @@ fn a_writer_writing_twice_as_much_fails() {
         line.contains("16.0 MiB vs 8.0 MiB") && line.contains("+100%"),
         "{line}"
     );
+    assert!(line.contains("/mnt/a.bin"), "named by its file: {line}");
     assert!(!t.contains("writerB via"), "writerB did not change: {t}");
 }
 

@@ -115,7 +115,9 @@ pub fn role_pattern(comm: &str) -> String {
 /// Runs of digits that follow a non-alphanumeric character (`000123.sst`, `app.4711.log`,
 /// `/proc/1234/`) or are at least four digits long become `*`; under `/dev/` every run of
 /// digits does (`/dev/loop3` -> `/dev/loop*`), and `mktemp` names (`tmp.` and ten
-/// characters) become `tmp.*`. Hand-edited baselines may use any glob.
+/// characters) become `tmp.*`, as do the temporary names of Rust's `tempfile` (`.tmp` and six
+/// characters: `.tmp*`) and Python's `tempfile` (`tmp` and eight: `tmp*`). Hand-edited
+/// baselines may use any glob.
 pub fn file_pattern(path: Option<&str>) -> String {
     let Some(path) = path.map(str::trim).filter(|p| !p.is_empty()) else {
         return "-".to_string();
@@ -129,6 +131,23 @@ pub fn file_pattern(path: Option<&str>) -> String {
         if let Some(rest) = comp.strip_prefix("tmp.") {
             if rest.len() >= 6 && rest.chars().all(|c| c.is_ascii_alphanumeric()) {
                 out.push_str("tmp.*");
+                continue;
+            }
+        }
+        // The Rust `tempfile` crate's `.tmpXXXXXX` and Python's `tmpXXXXXXXX`.
+        if let Some(rest) = comp.strip_prefix(".tmp") {
+            if rest.len() == 6 && rest.chars().all(|c| c.is_ascii_alphanumeric()) {
+                out.push_str(".tmp*");
+                continue;
+            }
+        }
+        if let Some(rest) = comp.strip_prefix("tmp") {
+            if rest.len() == 8
+                && rest
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            {
+                out.push_str("tmp*");
                 continue;
             }
         }
@@ -306,6 +325,9 @@ mod tests {
         assert_eq!(file_pattern(Some("/mnt/ext4/f")), "/mnt/ext4/f");
         assert_eq!(file_pattern(Some("/dev/loop3")), "/dev/loop*");
         assert_eq!(file_pattern(Some("/tmp/tmp.Ab3dEf9hIj/x")), "/tmp/tmp.*/x");
+        assert_eq!(file_pattern(Some("/tmp/.tmpAb3dEf/x")), "/tmp/.tmp*/x");
+        assert_eq!(file_pattern(Some("/tmp/tmpk3_d9x0a/x")), "/tmp/tmp*/x");
+        assert_eq!(file_pattern(Some("/srv/tmpfiles/x")), "/srv/tmpfiles/x");
         assert_eq!(file_pattern(Some("/srv/data20240101")), "/srv/data*");
     }
 
