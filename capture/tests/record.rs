@@ -260,6 +260,9 @@ fn stops_as_promised() {
         dir.path().join("d").to_str().unwrap(),
         "--events",
         "minimal",
+        // Without --devices every block-device filesystem would be walked for file paths, up
+        // to 2 s at start and at end: not what this test times.
+        "--no-paths",
         "--duration",
         "1s",
     ]);
@@ -281,6 +284,7 @@ fn stops_as_promised() {
         dir.path().join("f").to_str().unwrap(),
         "--events",
         "minimal",
+        "--no-paths",
         "--",
         "false",
     ]);
@@ -290,6 +294,7 @@ fn stops_as_promised() {
         dir.path().join("e").to_str().unwrap(),
         "--events",
         "minimal",
+        "--no-paths",
         "--",
         "sh",
         "-c",
@@ -419,7 +424,15 @@ fn stops_cleanly_on(sig: i32) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("t");
     let child = std::process::Command::new(bin())
-        .args(["record", "-o", out.to_str().unwrap(), "--events", "minimal"])
+        .args([
+            "record",
+            "-o",
+            out.to_str().unwrap(),
+            "--events",
+            "minimal",
+            "--paths-time",
+            "300ms",
+        ])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
