@@ -990,8 +990,13 @@ impl Attributor {
             }
 
             // ---- brackets ----
-            EventKind::WritebackWork { phase, reason, .. } => match phase {
-                WorkPhase::Start => self.tid(ev.tid).reason = *reason,
+            EventKind::WritebackWork {
+                phase, reason, bdi, ..
+            } => match phase {
+                WorkPhase::Start => {
+                    self.tid(ev.tid).reason = *reason;
+                    self.flusher_name(ev.pid, ev.tid, *bdi);
+                }
                 WorkPhase::Written => {
                     let c = self.tid(ev.tid);
                     c.reason = NO_REASON;
@@ -1503,9 +1508,35 @@ impl Attributor {
             exited: None,
             fresh_exec: false,
         });
-        st.comm = comm.to_string();
-        if let Some(r) = st.role {
-            self.tables.roles[r as usize].comm = comm.to_string();
+        if st.comm != comm {
+            st.comm = comm.to_string();
+            // A role keeps the name it acted under (a kworker renames itself for each
+            // work item): the task's next act starts a new role with the new name.
+            st.role = None;
+        }
+    }
+
+    /// A kworker starting writeback work is, as the kernel names it then,
+    /// `kworker/N:M-flush-MAJ:MIN`: the name the capture read at start described whatever
+    /// work item the worker ran then, and workqueue renames make no COMM record.
+    fn flusher_name(&mut self, pid: u32, tid: u32, bdi: Dev) {
+        if bdi == 0 {
+            return;
+        }
+        let Some(st) = self.tasks.get(&tid) else {
+            return;
+        };
+        let Some(rest) = st.comm.strip_prefix("kworker/") else {
+            return;
+        };
+        let base = rest.split('-').next().unwrap_or(rest);
+        let name = format!(
+            "kworker/{base}-flush-{}:{}",
+            ioblame_decode::dev_major(bdi),
+            ioblame_decode::dev_minor(bdi)
+        );
+        if st.comm != name {
+            self.on_comm(pid, tid, &name, false);
         }
     }
 

@@ -124,14 +124,16 @@ impl WbReason {
     }
 }
 
-/// Who acts: a task. pid reuse and exec start new roles.
+/// Who acts: a task under one name. pid reuse and exec start new roles (a new
+/// generation), and so does a rename after the task acted.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Role {
     /// Process id (thread group id).
     pub pid: u32,
     /// Thread id.
     pub tid: u32,
-    /// Command name (the latest known for this role).
+    /// Command name when the role acted: a task renamed after acting (`prctl`, a kworker
+    /// taking another work item) continues as a new role with the same generation.
     pub comm: String,
     /// Generation: 0 for the first task seen with this tid, incremented on each exec or
     /// tid reuse, so two tasks never merge.

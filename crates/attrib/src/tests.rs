@@ -1528,6 +1528,94 @@ fn pid_reuse_and_exec_make_new_roles() {
     assert!(ios.iter().all(|i| i.split && i.size == 4096));
 }
 
+/// A rename after the task acted (a kworker taking another work item) starts a new role:
+/// what a role did keeps the name it had then; renames before acting just rename.
+#[test]
+fn rename_after_acting_starts_a_new_role() {
+    let mut b = Bench::new();
+    let rename = |b: &mut Bench, comm: &str| {
+        b.push(
+            FLUSHER,
+            FLUSHER,
+            EventKind::Comm {
+                pid: FLUSHER,
+                tid: FLUSHER,
+                comm: comm.into(),
+                exec: false,
+            },
+            None,
+        )
+    };
+    b.comm(520, "writer");
+    b.dirty(520, LOOP0, 61, 0, 0);
+    b.dirty(520, LOOP0, 62, 0, 0);
+    b.inode_start(FLUSHER, LOOP0, 61);
+    b.map(FLUSHER, LOOP0, 61, 0, 81000, 1);
+    b.q(FLUSHER, LOOP0, 648000, 8, "W");
+    b.inode_end(FLUSHER, LOOP0, 61);
+    rename(&mut b, "kworker/u8:0-ext4-rsv-conversion");
+    rename(&mut b, "kworker/u8:0-flush-7:1");
+    b.inode_start(FLUSHER, LOOP0, 62);
+    b.map(FLUSHER, LOOP0, 62, 0, 81001, 1);
+    b.q(FLUSHER, LOOP0, 648008, 8, "W");
+    b.inode_end(FLUSHER, LOOP0, 62);
+    b.requests(LOOP0, 648000, 16, 2560, "W");
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    let issuers: Vec<(&str, u32)> = ios
+        .iter()
+        .map(|i| {
+            let r = &t.roles[i.issuer as usize];
+            (r.comm.as_str(), r.generation)
+        })
+        .collect();
+    assert_eq!(
+        issuers,
+        vec![("kworker/u8:0-flush-7:0", 0), ("kworker/u8:0-flush-7:1", 0)]
+    );
+    assert_ne!(ios[0].issuer, ios[1].issuer);
+    assert!(
+        t.roles
+            .iter()
+            .all(|r| r.comm != "kworker/u8:0-ext4-rsv-conversion"),
+        "a name the task never acted under makes no role"
+    );
+
+    // A kworker whose name at the capture's start described another work item is named
+    // for the writeback work it does, as the kernel names it then.
+    let mut ctx = context();
+    ctx.tasks.push(Task {
+        pid: 51,
+        tid: 51,
+        comm: "kworker/u8:1-ext4-rsv-conversion".into(),
+    });
+    let mut b = Bench::with(ctx);
+    b.comm(521, "writer");
+    b.dirty(521, LOOP1, 63, 0, 0);
+    b.push(
+        51,
+        51,
+        EventKind::WritebackWork {
+            phase: WorkPhase::Start,
+            bdi: LOOP1,
+            sb_dev: 0,
+            nr_pages: 0,
+            sync_mode: 0,
+            reason: 3,
+        },
+        None,
+    );
+    b.inode_start(51, LOOP1, 63);
+    b.map(51, LOOP1, 63, 0, 82000, 1);
+    b.q(51, LOOP1, 656000, 8, "W");
+    b.requests(LOOP1, 656000, 8, 2560, "W");
+    let (ios, out) = b.finish();
+    assert_eq!(
+        out.tables.roles[ios[0].issuer as usize].comm,
+        "kworker/u8:1-flush-7:1"
+    );
+}
+
 #[test]
 fn recorder_acts_are_flagged_and_lost_windows_noted() {
     let mut b = Bench::new();
