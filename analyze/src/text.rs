@@ -115,8 +115,10 @@ pub fn acts_json(
         let issuer = a.issuer.and_then(|r| tables.role(r));
         let v = serde_json::json!({
             "act": id,
+            "role": a.role,
             "pid": role.pid,
             "tid": role.tid,
+            "gen": role.generation,
             "comm": role.comm,
             "intent": a.intent,
             "modifier": intent.modifier,
@@ -200,4 +202,84 @@ pub fn iolog_entry(
         writeln!(out, "  {}", frames.frame_line(x))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ioblame_attrib::{ActTotals, FileKey, Intent, Role};
+
+    struct NoFrames;
+    impl Frames for NoFrames {
+        fn frame_line(&self, addr: u64) -> String {
+            format!("[{addr:x}]")
+        }
+        fn name(&self, addr: u64) -> String {
+            format!("{addr:#x}")
+        }
+    }
+
+    /// Two tasks with one pid (pid reuse) are two rows told apart by `role` and `gen`.
+    #[test]
+    fn acts_json_tells_pid_reuse_apart() {
+        let role = |generation| Role {
+            pid: 500,
+            tid: 500,
+            comm: "dd".into(),
+            generation,
+        };
+        let act = |role| Act {
+            role,
+            intent: 2,
+            file: FileKey {
+                dev: 7 << 20,
+                ino: 12,
+            },
+            via: Via::Page,
+            reason: Some(WbReason(2)),
+            issuer: None,
+            recorder: false,
+        };
+        let mut totals = ActTotals::default();
+        totals.add(ioblame_attrib::Dir::W, 4096);
+        let tables = Tables {
+            roles: vec![role(0), role(1)],
+            intents: vec![
+                Intent {
+                    modifier: 0,
+                    stack: vec![],
+                },
+                Intent {
+                    modifier: 0,
+                    stack: vec![],
+                },
+                Intent {
+                    modifier: 0x1000_0002,
+                    stack: vec![0xffff_0001],
+                },
+            ],
+            acts: vec![act(0), act(1)],
+            totals: vec![totals, totals],
+        };
+        let mut out = Vec::new();
+        acts_json(&mut out, &tables, &NoFrames, false).unwrap();
+        let rows: Vec<serde_json::Value> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let keys: Vec<(u64, u64, u64)> = rows
+            .iter()
+            .map(|v| {
+                (
+                    v["pid"].as_u64().unwrap(),
+                    v["role"].as_u64().unwrap(),
+                    v["gen"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(keys, vec![(500, 0, 0), (500, 1, 1)]);
+        assert_eq!(rows[0]["reason"], "sync");
+        assert!(rows[0]["issuer_pid"].is_null());
+    }
 }
