@@ -343,6 +343,19 @@ impl RingWriter {
         self.meta.tasks = encode_tasks_block(&tasks);
     }
 
+    /// Appends a TASKS block to the current file (for that kind the last valid block of a file
+    /// wins), and uses `tasks` in every file opened from now on.
+    pub fn write_tasks(&mut self, tasks: &[Task]) -> Result<()> {
+        let block = encode_tasks_block(tasks);
+        let cur = self.current()?;
+        let before = cur.len();
+        cur.append(&block)?;
+        let added = cur.len() - before;
+        self.stats.bytes_written += added;
+        self.meta.tasks = block;
+        self.enforce_cap()
+    }
+
     /// Appends a FILES block to the current file, and repeats it in the metadata of every file
     /// opened from now on.
     pub fn write_files(&mut self, table: &FileTable) -> Result<()> {

@@ -1,0 +1,292 @@
+//! Hostile declared lengths must be rejected before anything is allocated, and a trace of many
+//! files must not hold every file's decoded metadata: measured with a counting global allocator
+//! (largest single allocation, and peak of live heap bytes).
+//!
+//! Regression tests for the audit's "unbounded allocation on hostile input": a directory of 8
+//! tiny files each with an 8 KB zstd frame declaring 256 MiB made `ioblame info` reach 2.1 GB.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use ioblame_format::block::{encode_block, kind};
+use ioblame_format::*;
+
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+static LARGEST: AtomicUsize = AtomicUsize::new(0);
+
+fn note_alloc(size: usize) {
+    let live = LIVE.fetch_add(size, Ordering::Relaxed) + size;
+    PEAK.fetch_max(live, Ordering::Relaxed);
+    LARGEST.fetch_max(size, Ordering::Relaxed);
+}
+
+// SAFETY: every method forwards to the system allocator with the caller's arguments unchanged
+// and only updates counters besides.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        // SAFETY: forwarded as is; the caller upholds `alloc`'s contract.
+        let p = unsafe { System.alloc(l) };
+        if !p.is_null() {
+            note_alloc(l.size());
+        }
+        p
+    }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        // SAFETY: forwarded as is.
+        let p = unsafe { System.alloc_zeroed(l) };
+        if !p.is_null() {
+            note_alloc(l.size());
+        }
+        p
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: forwarded as is; `p` was allocated by `System` with layout `l`.
+        unsafe { System.dealloc(p, l) };
+        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        // SAFETY: forwarded as is; `p` was allocated by `System` with layout `l`.
+        let q = unsafe { System.realloc(p, l, new) };
+        if !q.is_null() {
+            LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+            note_alloc(new);
+        }
+        q
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+/// What `f` allocated: (largest single allocation, peak live bytes above the start).
+fn measure<R>(f: impl FnOnce() -> R) -> (R, usize, usize) {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let base = LIVE.load(Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
+    LARGEST.store(0, Ordering::Relaxed);
+    let r = f();
+    let largest = LARGEST.load(Ordering::Relaxed);
+    let peak = PEAK.load(Ordering::Relaxed).saturating_sub(base);
+    (r, largest, peak)
+}
+
+const MIB: usize = 1 << 20;
+
+fn header(file_index: u32) -> Header {
+    Header {
+        byte_order: ByteOrder::native(),
+        word_size: 8,
+        page_size: 4096,
+        cpu_count: 2,
+        clock_id: 1,
+        recorder_pid: 1,
+        file_index,
+        start_time_ns: 1,
+        start_clock_ns: 1,
+        trace_id: 77,
+        hostname: "h".into(),
+        kernel_release: "6.18".into(),
+        machine: "x86_64".into(),
+        recorder_version: "test".into(),
+    }
+}
+
+/// A file holding the header and empty metadata, then `blocks`, not closed.
+fn file_with(blocks: &[Vec<u8>]) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("x.iob");
+    let w = FileWriter::create(&p, &header(0), &Metadata::default()).unwrap();
+    w.finish().unwrap();
+    let bytes = std::fs::read(&p).unwrap();
+    let idx = u64::from_le_bytes(bytes[bytes.len() - 8..].try_into().unwrap()) as usize;
+    let mut out = bytes[..idx].to_vec();
+    for b in blocks {
+        out.extend_from_slice(b);
+    }
+    out
+}
+
+/// A KALLSYMS block declaring `declared` bytes of text, with the zstd frame `z`.
+fn kallsyms_block(declared: u32, z: &[u8]) -> Vec<u8> {
+    let mut p = 0u32.to_le_bytes().to_vec();
+    p.extend(declared.to_le_bytes());
+    p.extend_from_slice(z);
+    encode_block(kind::KALLSYMS, 0, &p)
+}
+
+/// `n` bytes that do not compress.
+fn noise(n: usize) -> Vec<u8> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[test]
+fn kallsyms_declaring_more_than_its_frame_holds_is_rejected_before_allocating() {
+    // A 1 MiB frame may plausibly hold 200 MiB, but this one says it holds 1 MiB.
+    let z = zstd::bulk::compress(&noise(MIB), 3).unwrap();
+    let bytes = file_with(&[kallsyms_block(200 << 20, &z)]);
+    let (f, largest, _) = measure(|| {
+        let f = TraceFile::from_bytes(Path::new("x.iob"), bytes).unwrap();
+        f.metadata();
+        f
+    });
+    assert!(f.metadata().kallsyms.is_none());
+    assert!(
+        f.metadata_problems()
+            .iter()
+            .any(|p| p.what.contains("frame holds 1048576 bytes")),
+        "{:?}",
+        f.metadata_problems()
+    );
+    assert!(largest < MIB, "largest allocation {largest} bytes");
+}
+
+#[test]
+fn kallsyms_bomb_is_rejected_before_allocating() {
+    // 64 MiB of zeros compress to a few KiB: a real frame, but no real kallsyms text.
+    let zeros = vec![0u8; 64 * MIB];
+    let z = zstd::bulk::compress(&zeros, 3).unwrap();
+    drop(zeros);
+    assert!(z.len() < 64 << 10, "{}", z.len());
+    let bytes = file_with(&[kallsyms_block(64 << 20, &z)]);
+    let (f, largest, _) = measure(|| {
+        let f = TraceFile::from_bytes(Path::new("x.iob"), bytes).unwrap();
+        f.metadata();
+        f
+    });
+    assert!(f.metadata().kallsyms.is_none());
+    assert!(
+        f.metadata_problems()
+            .iter()
+            .any(|p| p.what.contains("times its size")),
+        "{:?}",
+        f.metadata_problems()
+    );
+    assert!(largest < MIB, "largest allocation {largest} bytes");
+}
+
+#[test]
+fn files_table_declaring_more_than_its_frame_holds_is_rejected_before_allocating() {
+    let z = zstd::bulk::compress(&noise(MIB), 3).unwrap();
+    let mut p = 0u32.to_le_bytes().to_vec();
+    p.extend(1u32.to_le_bytes());
+    p.extend(((200 << 20) as u32).to_le_bytes());
+    p.extend_from_slice(&z);
+    let bytes = file_with(&[encode_block(kind::FILES, 0, &p)]);
+    let f = TraceFile::from_bytes(Path::new("x.iob"), bytes).unwrap();
+    let t = Trace::from_files(vec![f], vec![]);
+    let (n, largest, _) = measure(|| t.paths().len());
+    assert_eq!(n, 0);
+    assert!(
+        t.paths()
+            .problems()
+            .iter()
+            .any(|p| p.what.contains("frame holds 1048576 bytes")),
+        "{:?}",
+        t.paths().problems()
+    );
+    assert!(largest < MIB, "largest allocation {largest} bytes");
+}
+
+#[test]
+fn chunk_declaring_more_than_its_frame_holds_is_rejected_before_allocating() {
+    let mut b = ChunkBuilder::new(0);
+    let mut rec = vec![0u8; 16];
+    rec[..4].copy_from_slice(&9u32.to_ne_bytes());
+    rec[6..8].copy_from_slice(&16u16.to_ne_bytes());
+    b.push(&rec, Some(1));
+    let mut ch = b.finish(1).unwrap();
+    // uncompressed_len (chunk header offset 48) = 64 MiB, the cap; re-seal the block.
+    ch.block[24 + 48..24 + 52].copy_from_slice(&((64 << 20) as u32).to_le_bytes());
+    let crc = crc32fast::hash(&ch.block[24..]);
+    ch.block[12..16].copy_from_slice(&crc.to_le_bytes());
+    let hcrc = crc32fast::hash(&ch.block[..20]);
+    ch.block[20..24].copy_from_slice(&hcrc.to_le_bytes());
+    let bytes = file_with(&[ch.block]);
+    let t = Trace::from_files(
+        vec![TraceFile::from_bytes(Path::new("x.iob"), bytes).unwrap()],
+        vec![],
+    );
+    assert_eq!(t.chunks().len(), 1);
+    let (r, largest, _) = measure(|| t.decompress(&t.chunks()[0]));
+    let e = r.unwrap_err().to_string();
+    assert!(e.contains("frame holds 16 bytes"), "{e}");
+    assert!(largest < MIB, "largest allocation {largest} bytes");
+}
+
+#[test]
+fn declared_counts_reserve_little() {
+    // 1 MiB sections whose counts claim as many entries as fit, but hold garbage after the
+    // first: vectors must not be sized from the count.
+    let mut tasks = ((MIB / 12) as u32).to_le_bytes().to_vec();
+    tasks.resize(MIB, 0xff);
+    let mut events = ((MIB / 40) as u32).to_le_bytes().to_vec();
+    events.resize(MIB, 0xff);
+    let mut mounts = ((MIB / 28) as u32).to_le_bytes().to_vec();
+    mounts.resize(MIB, 0xff);
+    let bytes = file_with(&[
+        encode_block(kind::TASKS, 0, &tasks),
+        encode_block(kind::EVENTS, 0, &events),
+        encode_block(kind::MOUNTS, 0, &mounts),
+    ]);
+    let f = TraceFile::from_bytes(Path::new("x.iob"), bytes).unwrap();
+    let (n, largest, _) = measure(|| f.metadata_problems().len());
+    assert_eq!(n, 3, "{:?}", f.metadata_problems());
+    assert!(largest < 256 << 10, "largest allocation {largest} bytes");
+}
+
+/// Kallsyms-like text of about `len` bytes, compressing roughly as real kallsyms does.
+fn fake_kallsyms(len: usize, seed: u64) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(len + 64);
+    let mut x = seed | 1;
+    let mut addr = 0xffff_ffff_8100_0000u64;
+    while s.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        addr += x % 4096;
+        let _ = writeln!(s, "{addr:016x} T sym_{:x}_{}", x >> 40, x % 977);
+    }
+    s
+}
+
+#[test]
+fn a_trace_of_many_files_decodes_only_the_metadata_it_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = fake_kallsyms(4 * MIB, 5);
+    for i in 0..8 {
+        let meta = Metadata {
+            kallsyms: Some(Kallsyms {
+                text: text.clone(),
+                restricted: false,
+            }),
+            ..Metadata::default()
+        };
+        let w = FileWriter::create(&dir.path().join(ring_file_name(i)), &header(i), &meta).unwrap();
+        w.finish().unwrap();
+    }
+    drop(text);
+    let (t, _, peak) = measure(|| {
+        let t = Trace::open(dir.path()).unwrap();
+        assert_eq!(t.files().len(), 8);
+        assert!(t.metadata().kallsyms.as_ref().unwrap().text.len() >= 4 * MIB);
+        t
+    });
+    assert!(t.problems().is_empty(), "{:?}", t.problems());
+    // One file's symbols (4 MiB) are decoded, not eight (32 MiB).
+    assert!(peak < 10 * MIB, "peak heap {peak} bytes");
+}
