@@ -514,3 +514,170 @@ fn check_fixtures_script_keeps_the_highest_status() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
+
+// ---- A baseline from one kernel's symbols, a trace from another build ----
+
+/// The acts of a fixture trace (decode + attribution as the analyzer runs it), with their
+/// intents' stacks as raw addresses and their byte totals.
+struct FixtureActs {
+    tables: ioblame_attrib::Tables,
+    totals: Vec<ioblame_attrib::ActTotals>,
+    kallsyms: String,
+}
+
+fn fixture_acts(name: &str) -> FixtureActs {
+    use ioblame_attrib::{ActTotals, Attributor, Context};
+    let trace = ioblame_format::Trace::open(&fixture(name).join("trace")).unwrap();
+    let kallsyms = trace.metadata().kallsyms.as_ref().unwrap().text.clone();
+    let sym = ioblame_decode::Symbolizer::from_kallsyms(&kallsyms);
+    assert!(!sym.is_empty());
+    let decoder = ioblame_decode::Decoder::new(trace.header(), trace.metadata());
+    let mut ctx = Context::from_trace(trace.header(), trace.metadata());
+    ctx.symbols = Some(Box::new(move |a: u64| {
+        sym.resolve(a).map(|x| x.name.to_string())
+    }));
+    let mut a = Attributor::new(ctx);
+    let mut ios = Vec::new();
+    ioblame_decode::for_each_event(
+        &trace,
+        &decoder,
+        &ioblame_decode::StreamOptions::default(),
+        |ev| {
+            a.push(&ev);
+            a.drain_ios_into(&mut ios);
+        },
+    );
+    let out = a.finish();
+    ios.extend(out.ios.iter().cloned());
+    let mut totals = vec![ActTotals::default(); out.tables.acts.len()];
+    for io in &ios {
+        totals[io.act as usize].add(io.dir, io.size);
+    }
+    FixtureActs {
+        tables: out.tables,
+        totals,
+        kallsyms,
+    }
+}
+
+/// Another build of the same kernel, booted elsewhere: every text symbol moved by a KASLR
+/// offset, and every function grown by 0x40 bytes (so each one also moves by 0x40 per
+/// function before it). Returns the kallsyms text and the address map old -> new (an address
+/// keeps its function and lands 0x10 further into it).
+fn other_build(kallsyms: &str) -> (String, impl Fn(u64) -> u64) {
+    const KASLR: u64 = 0x20_0000;
+    let mut starts: Vec<u64> = kallsyms
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let (a, t) = (f.next()?, f.next()?);
+            matches!(t, "t" | "T" | "w" | "W")
+                .then(|| u64::from_str_radix(a, 16).ok())
+                .flatten()
+                .filter(|&a| a != 0)
+        })
+        .collect();
+    starts.sort_unstable();
+    starts.dedup();
+    let shift = move |a: u64, extra: u64| {
+        let rank = starts.partition_point(|&s| s <= a) as u64;
+        a + KASLR + rank * 0x40 + extra
+    };
+    let text: String = kallsyms
+        .lines()
+        .map(|l| match l.split_once(' ') {
+            Some((a, rest)) => match u64::from_str_radix(a, 16) {
+                Ok(a) if a != 0 => format!("{:016x} {rest}\n", shift(a, 0)),
+                _ => format!("{l}\n"),
+            },
+            None => format!("{l}\n"),
+        })
+        .collect();
+    (text, move |a| shift(a, 0x10))
+}
+
+/// The analyzer's inputs of the check, with each stack address mapped by `map` and
+/// symbolized with `kallsyms`.
+fn inputs_with<'a>(
+    f: &'a FixtureActs,
+    kallsyms: &str,
+    map: &dyn Fn(u64) -> u64,
+) -> Vec<ioblame_baseline::ActInput<'a>> {
+    let sym = ioblame_decode::Symbolizer::from_kallsyms(kallsyms);
+    let t = &f.tables;
+    t.acts
+        .iter()
+        .zip(&f.totals)
+        .filter(|(_, tot)| tot.ios.iter().any(|&n| n > 0))
+        .map(|(act, tot)| {
+            let intent = &t.intents[act.intent as usize];
+            ioblame_baseline::ActInput {
+                role: &t.roles[act.role as usize],
+                intent,
+                frames: intent
+                    .stack
+                    .iter()
+                    .map(|&a| sym.format_frame(map(a)))
+                    .collect(),
+                file_path: None,
+                via: act.via,
+                reason: act.reason,
+                recorder: act.recorder,
+                totals: *tot,
+                sync_write_bytes: 0,
+                histograms: Vec::new(),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn a_baseline_from_one_kernels_symbols_matches_another_build() {
+    use ioblame_baseline::{check_with, Baseline, BuildOptions, CheckOptions, Defaults};
+    let none: [&str; 0] = [];
+    for name in ["ext4-two-writers", "xfs-two-writers"] {
+        let f = fixture_acts(name);
+        let here = inputs_with(&f, &f.kallsyms, &|a| a);
+        let (kallsyms_b, map) = other_build(&f.kallsyms);
+        let there = inputs_with(&f, &kallsyms_b, &map);
+        // The raw frames differ (addresses, offsets, sizes) ...
+        let differ = here
+            .iter()
+            .zip(&there)
+            .filter(|(a, b)| !a.frames.is_empty() && a.frames != b.frames)
+            .count();
+        assert!(differ > 0 && differ == here.iter().filter(|a| !a.frames.is_empty()).count());
+        assert!(here[0..]
+            .iter()
+            .any(|a| a.frames.iter().any(|f| f.contains('+'))));
+        // ... the keys do not: an exact baseline from one build passes the other strictly.
+        for opts in [
+            BuildOptions::default(),
+            BuildOptions {
+                defaults: Defaults::exact(),
+                ..BuildOptions::default()
+            },
+        ] {
+            let base = Baseline::build(&here, &none, &opts).unwrap();
+            assert!(base.symbolized);
+            let base = Baseline::from_toml(&base.to_toml()).unwrap();
+            let r = check_with(&base, &there, &none, &CheckOptions { strict: true }).unwrap();
+            let mut out = Vec::new();
+            r.render_text(&mut out).unwrap();
+            let out = String::from_utf8(out).unwrap();
+            assert!(!r.regressed(), "{name}: {out}");
+            if base.defaults == Defaults::exact() {
+                // Every group kept and matched, none new.
+                assert!(!out.contains("new group"), "{name}: {out}");
+                assert_eq!(r.trace_groups, base.groups.len(), "{name}: {out}");
+                assert_eq!(r.groups_compared, base.groups.len(), "{name}: {out}");
+            }
+        }
+        // Control: the other build's symbols applied to this build's addresses name the
+        // wrong functions, and the check says so.
+        let wrong = inputs_with(&f, &kallsyms_b, &|a| a);
+        let base = Baseline::build(&here, &none, &BuildOptions::default()).unwrap();
+        let r = check_with(&base, &wrong, &none, &CheckOptions { strict: true }).unwrap();
+        assert!(r.regressed(), "{name}: wrong symbols must not match");
+    }
+}
