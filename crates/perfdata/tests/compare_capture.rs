@@ -6,11 +6,17 @@
 //! see every event of the workload. Both traces go through the same decode + attribution
 //! (as `ioblame analyze` does it), and the acts of the workload's processes must agree
 //! exactly: role comm, via and inode, with the same bytes and IO count per direction, and the
-//! known ground truth (8 MiB buffered + fsync, 4 MiB direct write, 4 MiB direct read).
+//! same intents (writeback modifier and kernel stack).
 //!
-//! Needs root, loop devices, mkfs.ext4 and `/usr/bin/perf`; skips otherwise, except in CI
-//! (`CI` set) where that is a failure. The `ioblame-capture` binary is taken from the target
-//! directory this test runs from, and built there with cargo when missing.
+//! The workload is the ground truth of the attribution issue, in one script under one
+//! recording per filesystem (ext4 and xfs): two writers and a `sync` by a third task, an
+//! fsync by another task, an overwrite of allocated blocks (fsync by the writer), an
+//! O_DIRECT write and read, and a buffered read of a cold file (readahead). Its known
+//! answer is checked too.
+//!
+//! Needs root, loop devices, mkfs.ext4, mkfs.xfs and `/usr/bin/perf`; skips otherwise, except
+//! in CI (`CI` set) where that is a failure. The `ioblame-capture` binary is taken from the
+//! target directory this test runs from, and built there with cargo when missing.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -93,34 +99,68 @@ fn show(m: &BTreeMap<Key, Tot>) -> String {
         .collect()
 }
 
-#[test]
-fn perf_data_and_capture_give_the_same_acts() {
-    if !common::ready(&["mkfs.ext4", "mount", "dd", "perf"]) {
+/// The workload's tools: renamed copies of dd and sync, one comm per role.
+const TOOLS: &[(&str, &str)] = &[
+    ("writerA", "dd"),
+    ("writerB", "dd"),
+    ("syncer", "sync"),
+    ("writerW", "dd"),
+    ("fsyncer", "sync"),
+    ("writerO", "dd"),
+    ("writerD", "dd"),
+    ("readerR", "dd"),
+    ("readerA", "dd"),
+];
+
+/// Records the ground-truth workload on a fresh `fstype` loop device with the capture and
+/// perf at once, and compares the two attributions with each other and with the answer.
+fn compare(fstype: &str) {
+    if !common::ready(&["mkfs.ext4", "mkfs.xfs", "mount", "dd", "sync", "perf"]) {
         return;
     }
     let _g = common::lock();
     let t0 = Instant::now();
     let cap = common::bin();
-    let fs = LoopFs::new("ext4", 128);
+    let fs = LoopFs::new(fstype, 320);
     let d = fs.dir.path();
-    // Renamed copies of dd: one comm per role of the workload.
-    let comms = ["writerA", "writerD", "readerR"];
-    for n in comms {
+    let comms: Vec<&str> = TOOLS.iter().map(|t| t.0).collect();
+    for (n, tool) in TOOLS {
         let p = d.join(n);
-        std::fs::copy("/bin/dd", &p)
-            .or_else(|_| std::fs::copy("/usr/bin/dd", &p))
+        std::fs::copy(format!("/bin/{tool}"), &p)
+            .or_else(|_| std::fs::copy(format!("/usr/bin/{tool}"), &p))
             .unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     let (m, e) = (fs.mnt.display(), d.display());
+    // Before the recording: o allocated and on disk (overwritten later), r on disk and
+    // dropped from the page cache (read cold later).
+    let setup = format!(
+        "dd if=/dev/urandom of={m}/o bs=1M count=4 conv=fsync status=none && \
+         dd if=/dev/urandom of={m}/r bs=1M count=4 conv=fsync status=none && \
+         dd if={m}/r iflag=nocache count=0 status=none"
+    );
+    let o = Command::new("sh").arg("-c").arg(&setup).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let workload = format!(
-        "{e}/writerA if=/dev/urandom of={m}/a bs=1M count=8 conv=fsync status=none && \
-         {e}/writerD if=/dev/urandom of={m}/d bs=1M count=4 oflag=direct status=none && \
-         {e}/readerR if={m}/d of=/dev/null bs=256k iflag=direct status=none"
+        "set -e; \
+         {e}/writerA if=/dev/urandom of={m}/a bs=1M count=4 status=none & \
+         {e}/writerB if=/dev/urandom of={m}/b bs=1M count=4 status=none & wait; \
+         {e}/syncer; \
+         {e}/writerW if=/dev/urandom of={m}/w bs=1M count=4 status=none; \
+         {e}/fsyncer {m}/w; \
+         {e}/writerO if=/dev/urandom of={m}/o bs=1M count=4 conv=notrunc,fsync status=none; \
+         {e}/writerD if=/dev/urandom of={m}/d bs=1M count=4 oflag=direct status=none; \
+         {e}/readerR if={m}/d of=/dev/null bs=256k iflag=direct status=none; \
+         {e}/readerA if={m}/r of=/dev/null bs=128k status=none; \
+         sleep 0.2"
     );
     let line = perf_command(std::slice::from_ref(&fs.name)).expect("perf_command");
     let tail = " -o perf.data -- COMMAND";
     assert!(line.ends_with(tail), "{line}");
+    assert!(
+        !line.contains(" -g "),
+        "callchains per event, not -g: {line}"
+    );
     let perf_data = d.join("perf.data");
     let perf_line = format!(
         "{} -o {} -- sh -c '{workload}' 2>{}",
@@ -138,11 +178,10 @@ fn perf_data_and_capture_give_the_same_acts() {
     let perf_log = std::fs::read_to_string(d.join("perf.log")).unwrap_or_default();
     assert!(
         o.status.success(),
-        "capture (running perf) failed: {}\nperf: {perf_log}",
+        "{fstype}: capture (running perf) failed: {}\nperf: {perf_log}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let ino_a = std::fs::metadata(fs.mnt.join("a")).unwrap().ino();
-    let ino_d = std::fs::metadata(fs.mnt.join("d")).unwrap().ino();
+    let ino = |n: &str| std::fs::metadata(fs.mnt.join(n)).unwrap().ino();
     let t_rec = t0.elapsed();
 
     let ours = Trace::open(&cap_dir).unwrap();
@@ -156,12 +195,16 @@ fn perf_data_and_capture_give_the_same_acts() {
     let (ios_c, out_c) = attribute(&ours);
     let (ios_p, out_p) = attribute(&conv.trace);
     for (what, out) in [("capture", &out_c), ("perf.data", &out_p)] {
-        assert_eq!(out.summary.lost_records, 0, "{what}: {:?}", out.summary);
+        assert_eq!(
+            out.summary.lost_records, 0,
+            "{fstype} {what}: {:?}",
+            out.summary
+        );
     }
     let acts_c = workload_acts(&ios_c, &out_c, &comms);
     let acts_p = workload_acts(&ios_p, &out_p, &comms);
     let report = format!(
-        "capture acts:\n{}perf.data acts:\n{}perf notes: {:?}",
+        "{fstype}: capture acts:\n{}perf.data acts:\n{}perf notes: {:?}",
         show(&acts_c),
         show(&acts_p),
         conv.notes
@@ -173,7 +216,7 @@ fn perf_data_and_capture_give_the_same_acts() {
     // one only).
     for (what, ios, out) in [("capture", &ios_c, &out_c), ("perf.data", &ios_p, &out_p)] {
         eprintln!(
-            "{what}: all IO {} B in {} IOs, {} acts",
+            "{fstype} {what}: all IO {} B in {} IOs, {} acts",
             out.summary.total_bytes(),
             ios.len(),
             out.tables.acts.len()
@@ -202,21 +245,52 @@ fn perf_data_and_capture_give_the_same_acts() {
         m
     };
     let (ic, ip) = (intents(&ios_c, &out_c), intents(&ios_p, &out_p));
-    assert_eq!(ic, ip, "intents of the workload's acts");
+    assert_eq!(ic, ip, "{fstype}: intents of the workload's acts");
+    assert!(
+        ic.values().flatten().any(|(_, stack)| !stack.is_empty()),
+        "{fstype}: the intents have stacks"
+    );
 
     // And the ground truth.
-    let bytes = |comm: &str, via: Via, ino: u64, dir: usize| {
+    let bytes = |comm: &str, vias: &[Via], ino: u64, dir: usize| -> u64 {
         acts_c
-            .get(&(comm.to_string(), via, ino))
-            .map_or(0, |t| t.bytes[dir])
+            .iter()
+            .filter(|((c, v, i), _)| c == comm && vias.contains(v) && *i == ino)
+            .map(|(_, t)| t.bytes[dir])
+            .sum()
     };
-    assert_eq!(bytes("writerA", Via::Page, ino_a, 2), 8 * MIB, "{report}");
-    assert_eq!(bytes("writerD", Via::Direct, ino_d, 2), 4 * MIB, "{report}");
-    assert_eq!(bytes("readerR", Via::Direct, ino_d, 0), 4 * MIB, "{report}");
-    // Nothing else is written for the workload: its metadata goes through the journal
-    // (charged to jbd2). Besides the data, its processes only read a few file system metadata
-    // blocks (ino 0; seen: 2 KiB read + 4 KiB readahead, presumably bitmaps and inode table,
-    // 1 KiB fs blocks) when they first allocate; which process meets them first is up to ext4.
+    let data = [Via::Page, Via::Buffer];
+    let (r, a, w) = (0, 1, 2);
+    for (comm, file) in [
+        ("writerA", "a"),
+        ("writerB", "b"),
+        ("writerW", "w"),
+        ("writerO", "o"),
+    ] {
+        assert_eq!(
+            bytes(comm, &data, ino(file), w),
+            4 * MIB,
+            "{comm} on {file}: {report}"
+        );
+    }
+    assert_eq!(
+        bytes("writerD", &[Via::Direct], ino("d"), w),
+        4 * MIB,
+        "{report}"
+    );
+    assert_eq!(
+        bytes("readerR", &[Via::Direct], ino("d"), r),
+        4 * MIB,
+        "{report}"
+    );
+    let cold = bytes("readerA", &[Via::Read, Via::Readahead], ino("r"), r)
+        + bytes("readerA", &[Via::Read, Via::Readahead], ino("r"), a);
+    assert_eq!(cold, 4 * MIB, "cold read: {report}");
+    assert!(
+        bytes("readerA", &[Via::Read, Via::Readahead], ino("r"), a) > 0,
+        "readahead: {report}"
+    );
+    // The tasks that only synced are charged no data.
     let sum = |f: &dyn Fn(&Key) -> bool, dir: usize| -> u64 {
         acts_c
             .iter()
@@ -224,16 +298,31 @@ fn perf_data_and_capture_give_the_same_acts() {
             .map(|(_, t)| t.bytes[dir])
             .sum()
     };
-    assert_eq!(sum(&|_| true, 2), 12 * MIB, "all writes: {report}");
+    for who in ["syncer", "fsyncer"] {
+        assert_eq!(sum(&|k| k.0 == who && k.2 != 0, w), 0, "{who}: {report}");
+    }
+    // Nothing else of the files' data: 20 MiB written, 8 MiB read. Metadata (ino 0: bitmaps,
+    // inode tables, directory blocks) is small.
+    assert_eq!(sum(&|k| k.2 != 0, w), 20 * MIB, "all data writes: {report}");
     assert_eq!(
-        sum(&|k| k.2 != 0, 0) + sum(&|k| k.2 != 0, 1),
-        4 * MIB,
-        "{report}"
+        sum(&|k| k.2 != 0, r) + sum(&|k| k.2 != 0, a),
+        8 * MIB,
+        "all data reads: {report}"
     );
-    let meta = sum(&|k| k.2 == 0, 0) + sum(&|k| k.2 == 0, 1);
-    assert!(meta < 256 * 1024, "metadata reads {meta} B: {report}");
+    let meta: u64 = (0..3).map(|dir| sum(&|k| k.2 == 0, dir)).sum();
+    assert!(meta < 512 * 1024, "metadata {meta} B: {report}");
     eprintln!(
-        "compare_capture: recording {t_rec:?}, total {:?}",
+        "compare_capture {fstype}: recording {t_rec:?}, total {:?}",
         t0.elapsed()
     );
+}
+
+#[test]
+fn ext4_perf_data_and_capture_give_the_same_acts() {
+    compare("ext4");
+}
+
+#[test]
+fn xfs_perf_data_and_capture_give_the_same_acts() {
+    compare("xfs");
 }
