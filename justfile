@@ -37,7 +37,7 @@ bench-capture:
 fuzz SECS="60":
     command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
     mkdir -p fuzz/corpus/reader
-    cp -n fixtures/*/trace/*.iob fuzz/corpus/reader/ 2>/dev/null || true
+    for f in fixtures/*/trace/*.iob; do d=${f#fixtures/}; cp -n "$f" "fuzz/corpus/reader/${d%%/*}-$(basename "$f")"; done
     cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run reader corpus/reader -- -max_total_time={{SECS}} -rss_limit_mb=2048
 
 # Regenerate the fixture traces (root; real loop devices).
