@@ -218,7 +218,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let t = pipeline::open_trace(&trace.trace, ks)?;
             let sel = dev_selection(&devs, &t)?;
             let sym = pipeline::symbols_of(&t);
-            let a = pipeline::analyze(t, &sym, &sel, |_, _| {})?;
+            let a = pipeline::analyze(t, &sym, &sel, devs.show_recorder, |_, _| {})?;
             let frames = SymFrames(&sym);
             if json {
                 text::acts_json(&mut out, &a.tables, &frames, devs.show_recorder)?;
@@ -232,7 +232,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let sym = pipeline::symbols_of(&t);
             let frames = SymFrames(&sym);
             let mut err = None;
-            pipeline::analyze(t, &sym, &sel, |io, tables| {
+            pipeline::analyze(t, &sym, &sel, devs.show_recorder, |io, tables| {
                 if err.is_some() {
                     return;
                 }
@@ -251,7 +251,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Intents { trace } => {
             let t = pipeline::open_trace(&trace.trace, ks)?;
             let sym = pipeline::symbols_of(&t);
-            let a = pipeline::analyze(t, &sym, &DevSelection::all(), |_, _| {})?;
+            let a = pipeline::analyze(t, &sym, &DevSelection::all(), true, |_, _| {})?;
             text::intents(&mut out, &a.tables, &SymFrames(&sym))?;
         }
         Command::Counters {
@@ -266,7 +266,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let sel = dev_selection(&devs, &t)?;
             let show_recorder = devs.show_recorder;
             let sym = pipeline::symbols_of(&t);
-            let a = pipeline::analyze(t, &sym, &sel, |io, tables| {
+            let a = pipeline::analyze(t, &sym, &sel, show_recorder, |io, tables| {
                 let act = &tables.acts[io.act as usize];
                 if act.recorder && !show_recorder {
                     return;

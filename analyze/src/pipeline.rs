@@ -13,10 +13,41 @@ use ioblame_perfdata::PerfDataOptions;
 
 /// What one analysis run produced (the IOs went to the caller's consumer as they came).
 pub struct Analysis {
-    /// Roles, intents, acts; `totals` count only IOs on the selected devices.
+    /// Roles, intents, acts; `totals` count only IOs on the selected devices, and the
+    /// recorder's own acts only when shown (they are zero otherwise).
     pub tables: Tables,
     /// Totals, leftovers, anomalies of the attribution.
     pub summary: Summary,
+}
+
+/// Per-act totals of the IOs counted: on a selected device, and not the recorder's own
+/// unless shown.
+struct Totals<'a> {
+    devs: &'a DevSelection,
+    show_recorder: bool,
+    acts: Vec<ActTotals>,
+    recorder: ActTotals,
+}
+
+impl Totals<'_> {
+    /// Counts `io`; whether the caller's consumer gets it (it is on a selected device).
+    fn count(&mut self, io: &Io, tables: &Tables) -> bool {
+        if !self.devs.enabled(io.dev) {
+            return false;
+        }
+        if tables.act(io.act).is_some_and(|a| a.recorder) {
+            self.recorder.add(io.dir, io.size);
+            if !self.show_recorder {
+                return true;
+            }
+        }
+        let i = io.act as usize;
+        if self.acts.len() <= i {
+            self.acts.resize(i + 1, ActTotals::default());
+        }
+        self.acts[i].add(io.dir, io.size);
+        true
+    }
 }
 
 /// Opens what the user named: an ioblame trace directory, one or more ring files of one
@@ -105,11 +136,15 @@ pub fn symbols_of(trace: &Trace) -> Symbolizer {
 }
 
 /// Runs decode and attribution over the whole trace, calling `on_io` for each charged IO on
-/// a selected device, in completion order, with the tables as they are at that point.
+/// a selected device, in completion order, with the tables as they are at that point (the
+/// recorder's own IOs included: their act is flagged [`ioblame_attrib::Act::recorder`]).
+/// The per-act totals of the result leave the recorder's IO out unless `show_recorder`,
+/// as the per-IO outputs do.
 pub fn analyze(
     trace: Trace,
     symbols: &Symbolizer,
     devs: &DevSelection,
+    show_recorder: bool,
     mut on_io: impl FnMut(&Io, &Tables),
 ) -> Result<Analysis> {
     let decoder = Decoder::new(trace.header(), trace.metadata());
@@ -125,7 +160,12 @@ pub fn analyze(
     }
     let mut attr = Attributor::new(ctx);
     let progress = Progress::new(&trace);
-    let mut totals: Vec<ActTotals> = Vec::new();
+    let mut totals = Totals {
+        devs,
+        show_recorder,
+        acts: Vec::new(),
+        recorder: ActTotals::default(),
+    };
     let mut buf: Vec<Io> = Vec::new();
     let stream = for_each_event(&trace, &decoder, &StreamOptions::default(), |ev| {
         progress.tick(ev.time);
@@ -134,15 +174,9 @@ pub fn analyze(
         if !buf.is_empty() {
             let tables = attr.tables();
             for io in buf.drain(..) {
-                if !devs.enabled(io.dev) {
-                    continue;
+                if totals.count(&io, tables) {
+                    on_io(&io, tables);
                 }
-                let i = io.act as usize;
-                if totals.len() <= i {
-                    totals.resize(i + 1, ActTotals::default());
-                }
-                totals[i].add(io.dir, io.size);
-                on_io(&io, tables);
             }
         }
     });
@@ -150,19 +184,19 @@ pub fn analyze(
     let done = attr.finish();
     let mut tables = done.tables;
     for io in &done.ios {
-        if devs.enabled(io.dev) {
-            let i = io.act as usize;
-            if totals.len() <= i {
-                totals.resize(i + 1, ActTotals::default());
-            }
-            totals[i].add(io.dir, io.size);
+        if totals.count(io, &tables) {
             on_io(io, &tables);
         }
     }
-    totals.resize(tables.acts.len(), ActTotals::default());
-    tables.totals = totals;
+    let recorder = totals.recorder;
+    let mut acts = totals.acts;
+    acts.resize(tables.acts.len(), ActTotals::default());
+    tables.totals = acts;
     report_stream(&stream, &decoder);
     report_summary(&done.summary, &tables, &trace);
+    if let Some(note) = recorder_note(&recorder, show_recorder) {
+        eprintln!("ioblame: {note}");
+    }
     Ok(Analysis {
         tables,
         summary: done.summary,
@@ -251,6 +285,17 @@ pub fn byte_accounting(s: &Summary) -> Vec<String> {
         ));
     }
     v
+}
+
+/// The note saying the recorder's own IO is left out, if it is and there is some.
+fn recorder_note(recorder: &ActTotals, show_recorder: bool) -> Option<String> {
+    (!show_recorder && recorder.total_ios() > 0).then(|| {
+        format!(
+            "note: the recorder's own IO ({} bytes in {} IOs) is left out; --show-recorder shows it",
+            recorder.total_bytes(),
+            recorder.total_ios()
+        )
+    })
 }
 
 /// Contexts of the IO charged to the lost intent shown on stderr, largest first.
@@ -403,6 +448,7 @@ mod tests {
             trace,
             &Symbolizer::default(),
             &DevSelection::all(),
+            false,
             |_, _| {},
         )
         .unwrap();
@@ -426,6 +472,77 @@ mod tests {
             ..Summary::default()
         };
         assert!(byte_accounting(&stale)[0].contains("8192 bytes of IO (1 requests issued"));
+    }
+
+    /// The recorder's own IO is left out of the per-act totals unless shown, as from the
+    /// per-IO outputs; the consumer still sees it, flagged.
+    #[test]
+    fn recorder_io_is_left_out_of_totals_unless_shown() {
+        let mut t = TraceBuilder::new(ioblame_format::ByteOrder::native(), 1);
+        let ev = |t: &mut TraceBuilder, name: &str| {
+            t.add_event(name, builtin_format(name).unwrap(), false)
+                .unwrap()
+        };
+        let q = ev(&mut t, "block:block_bio_queue");
+        let d = ev(&mut t, "block:block_rq_issue");
+        let c = ev(&mut t, "block:block_rq_complete");
+        let base = t.header().start_clock_ns + 1_000_000;
+        let recorder = t.header().recorder_pid;
+        let dev = Val::U(7 << 20);
+        for (i, pid) in [(0u64, recorder), (1, recorder + 41)] {
+            let sector = Val::U(2048 + 8 * i);
+            let at = base + 100 * i;
+            let bio = [
+                ("dev", dev),
+                ("sector", sector),
+                ("nr_sector", Val::U(8)),
+                ("rwbs", Val::Str("RA")),
+                ("comm", Val::Str("x")),
+            ];
+            t.sample(0, q, at, pid, pid, &[], &bio).unwrap();
+            let mut issue = bio.to_vec();
+            issue.push(("bytes", Val::U(4096)));
+            t.sample(0, d, at + 10, 0, 0, &[], &issue).unwrap();
+            let done = [
+                ("dev", dev),
+                ("sector", sector),
+                ("nr_sector", Val::U(8)),
+                ("error", Val::I(0)),
+                ("rwbs", Val::Str("RA")),
+            ];
+            t.sample(0, c, at + 20, 0, 0, &[], &done).unwrap();
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        t.write(&path).unwrap();
+        for show in [false, true] {
+            let trace = Trace::open(&path).unwrap();
+            let mut seen = 0;
+            let a = analyze(
+                trace,
+                &Symbolizer::default(),
+                &DevSelection::all(),
+                show,
+                |_, _| seen += 1,
+            )
+            .unwrap();
+            assert_eq!(seen, 2, "the consumer gets every IO");
+            let total: u64 = a.tables.totals.iter().map(|t| t.total_bytes()).sum();
+            assert_eq!(total, if show { 8192 } else { 4096 }, "show {show}");
+            let recorder = a
+                .tables
+                .acts_with_totals()
+                .filter(|(_, a, _)| a.recorder)
+                .map(|(_, _, t)| t.total_bytes())
+                .sum::<u64>();
+            assert_eq!(recorder, if show { 4096 } else { 0 });
+        }
+        let mut r = ActTotals::default();
+        r.add(ioblame_attrib::Dir::W, 4096);
+        assert!(recorder_note(&r, false)
+            .unwrap()
+            .contains("4096 bytes in 1 IOs"));
+        assert!(recorder_note(&r, true).is_none());
     }
 
     /// The lost intent's contexts are printed: file, issuer, reason.

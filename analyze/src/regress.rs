@@ -91,7 +91,7 @@ fn collect(
         .map(|(dev, ino, p)| ((dev, ino), Box::from(p)))
         .collect();
     let mut sync_write: Vec<u64> = Vec::new();
-    let a = pipeline::analyze(trace, &sym, devs, |io, tables| {
+    let a = pipeline::analyze(trace, &sym, devs, show_recorder, |io, tables| {
         if tables.acts[io.act as usize].recorder && !show_recorder {
             return;
         }

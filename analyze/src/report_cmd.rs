@@ -35,7 +35,7 @@ pub fn run(
     let mut failed = None;
     let mut devs_with_io = std::collections::BTreeSet::new();
     let (mut recorder_ios, mut recorder_bytes) = (0u64, 0u64);
-    let a = pipeline::analyze(trace, &sym, devs, |io, tables| {
+    let a = pipeline::analyze(trace, &sym, devs, show_recorder, |io, tables| {
         devs_with_io.insert(io.dev);
         if tables.acts[io.act as usize].recorder && !show_recorder {
             recorder_ios += 1;
