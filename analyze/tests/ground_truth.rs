@@ -155,6 +155,153 @@ fn xfs_writeback_scenarios() {
     writeback_scenarios("xfs");
 }
 
+/// Bytes charged to `comm` on `ino` over the vias in `vias`, in direction `dir` (0 read
+/// without readahead, 1 readahead, 2 write).
+fn charged(m: &Charges, comm: &str, ino: u64, vias: &[&str], dir: usize) -> u64 {
+    m.iter()
+        .filter(|((c, v, i), _)| c == comm && *i == ino && vias.contains(&v.as_str()))
+        .map(|(_, b)| b[dir])
+        .sum()
+}
+
+/// `/usr/bin/env`-free path of the real python3 (not a pyenv shim), for a symlink whose
+/// name becomes the comm.
+fn real_python() -> String {
+    let o = std::process::Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "python3 runs");
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// mmap write of every page of a new file, then msync (MS_SYNC): `mmapW PATH SIZE`.
+const MMAP_WRITE: &str = "import mmap, os, sys
+p, n = sys.argv[1], int(sys.argv[2])
+fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+os.ftruncate(fd, n)
+m = mmap.mmap(fd, n, mmap.MAP_SHARED)
+for off in range(0, n, 4096):
+    m[off:off + 8] = b'ioblame!'
+m.flush()
+m.close()
+os.close(fd)
+";
+
+/// The other scenarios of kernel-events.md, in one capture per filesystem: two writers of
+/// different files then `sync` from a third task, a cold buffered read (readahead), an mmap
+/// write with msync, and an O_DIRECT write then read.
+fn io_kinds_scenarios(fstype: &str) {
+    if !support::ready(&["mkfs.ext4", "mkfs.xfs", "dd", "sync", "python3"]) {
+        return;
+    }
+    let _g = support::lock();
+    let fs = LoopFs::new(fstype, 320);
+    let bin = tools(
+        &fs,
+        &[
+            ("writerA", "/bin/dd"),
+            ("writerB", "/bin/dd"),
+            ("readerR", "/bin/dd"),
+            ("writerD", "/bin/dd"),
+            ("readerD", "/bin/dd"),
+            ("syncer", "/bin/sync"),
+        ],
+    );
+    std::os::unix::fs::symlink(real_python(), bin.join("mmapW")).unwrap();
+    std::fs::write(bin.join("mmapw.py"), MMAP_WRITE).unwrap();
+    let m = fs.mnt.display();
+    // Before the capture: r.dat on disk and out of the page cache (this file only).
+    sh(&format!(
+        "dd if=/dev/urandom of={m}/r.dat bs=1M count=8 conv=fsync 2>/dev/null && \
+         dd if={m}/r.dat iflag=nocache count=0 2>/dev/null"
+    ));
+    let script = format!(
+        "set -e
+        writerA if=/dev/zero of=$M/g_A.dat bs=1M count=8 2>/dev/null &
+        writerB if=/dev/zero of=$M/g_B.dat bs=1M count=4 2>/dev/null &
+        wait
+        syncer
+        readerR if=$M/r.dat of=/dev/null bs=64k 2>/dev/null
+        mmapW {py} $M/e.dat 4194304
+        writerD if=/dev/zero of=$M/d.dat bs=1M count=4 oflag=direct 2>/dev/null
+        readerD if=$M/d.dat of=/dev/null bs=256k iflag=direct 2>/dev/null
+        sleep 0.2",
+        py = bin.join("mmapw.py").display()
+    );
+    let trace = capture(&fs, &bin, "trace", &script);
+    let c = charges(&trace);
+    let ino_of = |n: &str| ino(&fs.mnt.join(n));
+    let data = &["page", "buffer"];
+    let ctx = format!("{fstype}: {c:#?}");
+    // Two writers of different files, then sync from a third task.
+    assert_eq!(
+        charged(&c, "writerA", ino_of("g_A.dat"), data, 2),
+        8 * MIB,
+        "{ctx}"
+    );
+    assert_eq!(
+        charged(&c, "writerB", ino_of("g_B.dat"), data, 2),
+        4 * MIB,
+        "{ctx}"
+    );
+    assert_eq!(
+        data_written(&c, "syncer"),
+        0,
+        "the syncer gets no data bytes; {ctx}"
+    );
+    // Cold buffered read: all readahead, charged to the reader.
+    let r = ino_of("r.dat");
+    assert_eq!(
+        charged(&c, "readerR", r, &["readahead"], 1),
+        8 * MIB,
+        "{ctx}"
+    );
+    assert_eq!(
+        charged(&c, "readerR", r, &["read", "readahead"], 0),
+        0,
+        "{ctx}"
+    );
+    // mmap write + msync: the faulting task dirtied every page.
+    assert_eq!(
+        charged(&c, "mmapW", ino_of("e.dat"), data, 2),
+        4 * MIB,
+        "{ctx}"
+    );
+    // O_DIRECT: each issuer, via direct, on the file.
+    let d = ino_of("d.dat");
+    assert_eq!(charged(&c, "writerD", d, &["direct"], 2), 4 * MIB, "{ctx}");
+    assert_eq!(charged(&c, "readerD", d, &["direct"], 0), 4 * MIB, "{ctx}");
+    let direct: u64 = c
+        .iter()
+        .filter(|((_, v, _), _)| v == "direct")
+        .map(|(_, b)| b.iter().sum::<u64>())
+        .sum();
+    assert_eq!(
+        direct,
+        8 * MIB,
+        "no other direct IO (metadata is not); {ctx}"
+    );
+    // Every data byte of these files charged once, to its known writer or reader.
+    let files = ["g_A.dat", "g_B.dat", "r.dat", "e.dat", "d.dat"].map(ino_of);
+    let on_files: u64 = c
+        .iter()
+        .filter(|((_, v, i), _)| files.contains(i) && v != "journal")
+        .map(|(_, b)| b.iter().sum::<u64>())
+        .sum();
+    assert_eq!(on_files, 32 * MIB, "{ctx}");
+}
+
+#[test]
+fn ext4_io_kinds_scenarios() {
+    io_kinds_scenarios("ext4");
+}
+
+#[test]
+fn xfs_io_kinds_scenarios() {
+    io_kinds_scenarios("xfs");
+}
+
 /// Restores a sysctl on drop.
 struct Sysctl {
     path: &'static str,
