@@ -60,9 +60,21 @@ pub fn run(
             "ioblame: note: the recorder's own IO ({recorder_ios} IOs, {recorder_bytes} bytes) is left out of the report (--show-recorder keeps it)"
         );
     }
-    let report = writer
-        .finish(&a.tables, &set, &a.summary, &sym)
-        .with_context(|| format!("writing the report into {}", outdir.display()))?;
+    // Tables, charts and flame graphs take a while on a large trace: a spinner on stderr
+    // (hidden when stderr is not a terminal).
+    let spinner =
+        indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {msg} ({elapsed})") {
+        spinner.set_style(style);
+    }
+    spinner.set_message(format!(
+        "writing the tables, charts, flame graphs and page into {}",
+        outdir.display()
+    ));
+    spinner.enable_steady_tick(std::time::Duration::from_millis(120));
+    let report = writer.finish(&a.tables, &set, &a.summary, &sym);
+    spinner.finish_and_clear();
+    let report = report.with_context(|| format!("writing the report into {}", outdir.display()))?;
     out.write_all(report.summary_text.as_bytes())?;
     writeln!(
         out,

@@ -92,8 +92,33 @@ pub(crate) fn png_file(
     draw(root).map_err(|e| ReportError::chart(path, e))
 }
 
+/// Text sizes on the 900x420 canvas (the SVG backend writes about 0.8 of them as
+/// `font-size`). The page shows charts at their own size unless the window holds two side by
+/// side, so labels stay at 12 px or more.
+const CAPTION_PX: u32 = 22;
+const LABEL_PX: u32 = 16;
+const DESC_PX: u32 = 17;
+const LEGEND_PX: u32 = 15;
+
 fn caption_style() -> TextStyle<'static> {
-    (FAMILY, 20).into_font().into()
+    (FAMILY, CAPTION_PX).into_font().into()
+}
+
+/// How much taller than the data the y axis is, so that a legend of `n` entries in the upper
+/// right corner does not cover the data: the legend takes about `n * 22 + 12` px of the
+/// ~300 px plot.
+fn headroom(n: usize) -> f64 {
+    let legend = (n as f64 * 22.0 + 12.0) / 300.0;
+    1.1 / (1.0 - legend.min(0.6))
+}
+
+/// A y tick label for a count: integers only (fractional ticks stay unlabelled).
+fn count_label(y: &f64) -> String {
+    if (y - y.round()).abs() < 1e-6 && *y >= 0.0 {
+        format!("{y:.0}")
+    } else {
+        String::new()
+    }
 }
 
 /// A boundary value of a counter in its unit, short.
@@ -156,7 +181,7 @@ pub(crate) fn counter_chart<DB: DrawingBackend>(
         .max()
         .unwrap_or(0)
         .max(1) as f64
-        * 1.1;
+        * headroom(series.len());
     let mut title = format!("counter #{index}: {spec}");
     if title.chars().count() > 90 {
         title = label(&title, 90);
@@ -164,8 +189,8 @@ pub(crate) fn counter_chart<DB: DrawingBackend>(
     let mut chart = ChartBuilder::on(&root)
         .caption(title, caption_style())
         .margin(12)
-        .x_label_area_size(45)
-        .y_label_area_size(65)
+        .x_label_area_size(55)
+        .y_label_area_size(80)
         .build_cartesian_2d(0f64..SLOTS as f64, 0f64..ymax)
         .map_err(e2s)?;
     let field = spec.field;
@@ -184,11 +209,11 @@ pub(crate) fn counter_chart<DB: DrawingBackend>(
                 bound_label(field, bounds[k])
             }
         })
-        .y_label_formatter(&|y| format!("{y:.0}"))
+        .y_label_formatter(&count_label)
         .x_desc(field_desc(field))
         .y_desc("IOs")
-        .label_style((FAMILY, 13))
-        .axis_desc_style((FAMILY, 14))
+        .label_style((FAMILY, LABEL_PX))
+        .axis_desc_style((FAMILY, DESC_PX))
         .draw()
         .map_err(e2s)?;
     let n = series.len().max(1) as f64;
@@ -216,25 +241,34 @@ fn legend<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(
         .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
-        .label_font((FAMILY, 13))
+        .label_font((FAMILY, LEGEND_PX))
         .draw()
         .map_err(e2s)
 }
 
-/// The top acts for a counter's chart: those of `top` with a nonzero count in it.
+/// The acts of a counter's chart: the `max` acts of `acts` with the most IOs counted by that
+/// counter (ties keep the order of `acts`, most bytes first), leaving out acts it did not
+/// count.
 pub(crate) fn counter_series(
     t: &Tables,
     set: &CounterSet,
     counter: usize,
-    top: &[ActId],
+    acts: &[ActId],
     max: usize,
 ) -> Vec<(String, [u64; SLOTS])> {
-    top.iter()
+    let mut v: Vec<(u64, ActId, [u64; SLOTS])> = acts
+        .iter()
         .filter_map(|&a| {
             let h = set.histogram(a, counter)?;
-            (h.iter().any(|&c| c != 0)).then(|| (act_label(t, a), *h))
+            let n: u64 = h.iter().sum();
+            (n > 0).then_some((n, a, *h))
         })
+        .collect();
+    // Stable: equal counts keep the byte order.
+    v.sort_by_key(|x| std::cmp::Reverse(x.0));
+    v.into_iter()
         .take(max)
+        .map(|(_, a, h)| (act_label(t, a), h))
         .collect()
 }
 
@@ -290,16 +324,16 @@ pub(crate) fn throughput_chart<DB: DrawingBackend>(
             caption_style(),
         )
         .margin(12)
-        .x_label_area_size(45)
-        .y_label_area_size(65)
-        .build_cartesian_2d(0f64..xmax, 0f64..(ymax.max(0.001) * 1.1))
+        .x_label_area_size(55)
+        .y_label_area_size(80)
+        .build_cartesian_2d(0f64..xmax, 0f64..(ymax.max(0.001) * headroom(lines.len())))
         .map_err(e2s)?;
     chart
         .configure_mesh()
         .x_desc("time since start (s)")
         .y_desc("throughput (MiB/s)")
-        .label_style((FAMILY, 13))
-        .axis_desc_style((FAMILY, 14))
+        .label_style((FAMILY, LABEL_PX))
+        .axis_desc_style((FAMILY, DESC_PX))
         .draw()
         .map_err(e2s)?;
     for (j, (name, pts)) in lines.into_iter().enumerate() {
@@ -328,8 +362,8 @@ pub(crate) fn offset_chart<DB: DrawingBackend>(
     let mut chart = ChartBuilder::on(&root)
         .caption(label(title, 80), caption_style())
         .margin(12)
-        .x_label_area_size(45)
-        .y_label_area_size(65)
+        .x_label_area_size(55)
+        .y_label_area_size(80)
         .build_cartesian_2d(0f64..xmax, 0f64..100f64)
         .map_err(e2s)?;
     chart
@@ -337,8 +371,8 @@ pub(crate) fn offset_chart<DB: DrawingBackend>(
         .x_desc("time since start (s)")
         .y_desc("offset (% of the device)")
         .y_label_formatter(&|y| format!("{y:.0}"))
-        .label_style((FAMILY, 13))
-        .axis_desc_style((FAMILY, 14))
+        .label_style((FAMILY, LABEL_PX))
+        .axis_desc_style((FAMILY, DESC_PX))
         .draw()
         .map_err(e2s)?;
     for (d, name) in [(Dir::R, "read"), (Dir::A, "readahead"), (Dir::W, "write")] {
@@ -377,7 +411,9 @@ pub(crate) fn latency_chart<DB: DrawingBackend>(
         .max()
         .unwrap_or(1)
         .max(1);
-    let ymax = hists.iter().flatten().copied().max().unwrap_or(0).max(1) as f64 * 1.1;
+    let n_series = hists.iter().filter(|h| h.iter().any(|&c| c != 0)).count();
+    let ymax =
+        hists.iter().flatten().copied().max().unwrap_or(0).max(1) as f64 * headroom(n_series);
     let title = if which == 0 {
         "Wait time (queued -> issued) by via class"
     } else {
@@ -386,13 +422,14 @@ pub(crate) fn latency_chart<DB: DrawingBackend>(
     let mut chart = ChartBuilder::on(&root)
         .caption(title, caption_style())
         .margin(12)
-        .x_label_area_size(45)
-        .y_label_area_size(65)
+        .x_label_area_size(55)
+        .y_label_area_size(80)
         .build_cartesian_2d(0f64..(last + 1) as f64, 0f64..ymax)
         .map_err(e2s)?;
     chart
         .configure_mesh()
-        .x_labels((last + 2).min(LAT_BUCKETS))
+        // At most 12 labels: more would overlap.
+        .x_labels((last + 2).min(LAT_BUCKETS).min(12))
         .x_label_formatter(&|x| {
             let k = x.round();
             if (x - k).abs() > 1e-6 || k < 0.0 {
@@ -410,11 +447,11 @@ pub(crate) fn latency_chart<DB: DrawingBackend>(
                 format!("{:.1}s", lo as f64 / 1e6)
             }
         })
-        .y_label_formatter(&|y| format!("{y:.0}"))
+        .y_label_formatter(&count_label)
         .x_desc("latency (µs, log2 buckets: lower edge)")
         .y_desc("IOs")
-        .label_style((FAMILY, 12))
-        .axis_desc_style((FAMILY, 14))
+        .label_style((FAMILY, LABEL_PX))
+        .axis_desc_style((FAMILY, DESC_PX))
         .draw()
         .map_err(e2s)?;
     for (j, (via, h)) in VIAS.iter().zip(hists).enumerate() {

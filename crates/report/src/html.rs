@@ -8,15 +8,17 @@ use ioblame_attrib::{Symbolizer, Tables};
 use crate::summary_text::intent_frames;
 use crate::util::{act_comm, dev_str, html_escape as esc, human_bytes, human_us, modifier_reason};
 
-const CSS: &str = "body{font-family:'DejaVu Sans',Arial,sans-serif;margin:1.5em;color:#222;max-width:1300px}
+const CSS: &str = "body{font-family:'DejaVu Sans',Arial,sans-serif;margin:1.5em;color:#222;max-width:1900px}
 h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ccc}
 pre{background:#f6f6f6;padding:.8em;overflow-x:auto;font-size:.85em}
 table{border-collapse:collapse;font-size:.8em;margin:.5em 0}
 th,td{border:1px solid #ddd;padding:2px 6px;text-align:left;vertical-align:top}
-td.n{text-align:right;white-space:nowrap}
+td.n,td.f{text-align:right;white-space:nowrap}td.f{text-align:left}
+.scroll{max-height:34em;overflow:auto;border:1px solid #ddd;margin:.5em 0}.scroll table{margin:0}
+.scroll thead th{position:sticky;top:0;z-index:1}
 th{background:#eee;cursor:pointer;user-select:none}th[data-dir=asc]::after{content:' \\25B2'}th[data-dir=desc]::after{content:' \\25BC'}
-.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(600px,1fr));gap:10px}
-.chart h3{font-size:.95em;margin:.4em 0}.chart svg,.chart img{max-width:100%;height:auto;border:1px solid #eee}
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(900px,1fr));gap:10px}
+.chart h3{font-size:.95em;margin:.4em 0}.chart svg text{font-family:'DejaVu Sans',Arial,sans-serif}.chart svg,.chart img{max-width:100%;height:auto;border:1px solid #eee}
 .flame svg{width:100%;height:auto}.note{color:#666;font-size:.85em}";
 
 const JS: &str = "(function(){
@@ -64,6 +66,11 @@ fn txt(out: &mut String, text: &str) {
     let _ = write!(out, "<td>{}</td>", esc(text));
 }
 
+/// A text cell that does not wrap (short identifiers such as a file's `dev ino`).
+fn txt_nowrap(out: &mut String, text: &str) {
+    let _ = write!(out, "<td class=f>{}</td>", esc(text));
+}
+
 /// The acts table (the given acts, in order).
 pub(crate) fn acts_table(
     t: &Tables,
@@ -73,7 +80,7 @@ pub(crate) fn acts_table(
     sym: &dyn Symbolizer,
 ) -> String {
     let mut o = String::from(
-        "<table class=sortable id=acts><thead><tr><th>act</th><th>comm</th><th>pid</th>\
+        "<div class=scroll><table class=sortable id=acts><thead><tr><th>act</th><th>comm</th><th>pid</th>\
 <th>intent</th><th>via</th><th>file</th><th>read</th><th>readahead</th><th>write</th>\
 <th>IOs</th><th>device time</th><th>frames (innermost first)</th></tr></thead><tbody>\n",
     );
@@ -102,11 +109,16 @@ pub(crate) fn acts_table(
                 if a.recorder { " (recorder)" } else { "" }
             ),
         );
-        let file = match paths.get(&a.file) {
-            Some(p) => format!("{p} ({} ino {})", dev_str(a.file.dev), a.file.ino),
-            None => format!("{} ino {}", dev_str(a.file.dev), a.file.ino),
-        };
-        txt(&mut o, &file);
+        match paths.get(&a.file) {
+            Some(p) => txt(
+                &mut o,
+                &format!("{p} ({} ino {})", dev_str(a.file.dev), a.file.ino),
+            ),
+            None => txt_nowrap(
+                &mut o,
+                &format!("{} ino {}", dev_str(a.file.dev), a.file.ino),
+            ),
+        }
         for d in 0..3 {
             num(&mut o, tot.bytes[d], &human_bytes(tot.bytes[d]));
         }
@@ -116,7 +128,7 @@ pub(crate) fn acts_table(
         txt(&mut o, &intent_frames(t, sym, a.intent, 6));
         o.push_str("</tr>\n");
     }
-    o.push_str("</tbody></table>\n");
+    o.push_str("</tbody></table></div>\n");
     o
 }
 
@@ -138,7 +150,7 @@ pub(crate) fn intents_table(t: &Tables, sym: &dyn Symbolizer, max: usize) -> Str
     per.retain(|e| e.2 > 0);
     per.sort_by_key(|e| (std::cmp::Reverse(e.1), e.0));
     let mut o = String::from(
-        "<table class=sortable id=intents><thead><tr><th>intent</th><th>reason</th>\
+        "<div class=scroll><table class=sortable id=intents><thead><tr><th>intent</th><th>reason</th>\
 <th>bytes</th><th>IOs</th><th>acts</th><th>frames (innermost first)</th></tr></thead><tbody>\n",
     );
     for (id, bytes, ios, acts) in per.into_iter().take(max) {
@@ -152,7 +164,7 @@ pub(crate) fn intents_table(t: &Tables, sym: &dyn Symbolizer, max: usize) -> Str
         txt(&mut o, &intent_frames(t, sym, id, 12));
         o.push_str("</tr>\n");
     }
-    o.push_str("</tbody></table>\n");
+    o.push_str("</tbody></table></div>\n");
     o
 }
 

@@ -394,18 +394,19 @@ impl ReportWriter {
 
         // Summary and page.
         let rel = files.relative();
-        let summary_text = summary_text::summary_text(
-            &SummaryInput {
-                tables: t,
-                summary,
-                lost_window_bytes: Some(lost_window_bytes),
-                act_io_us: &agg.act_io_us,
-                paths: &input.paths,
-                top: input.top_summary,
-                files: Some((&dir, &rel)),
-            },
-            sym,
-        );
+        let mut si = SummaryInput {
+            tables: t,
+            summary,
+            lost_window_bytes: Some(lost_window_bytes),
+            act_io_us: &agg.act_io_us,
+            paths: &input.paths,
+            top: input.top_summary,
+            files: Some((&dir, &rel)),
+        };
+        let summary_text = summary_text::summary_text(&si, sym);
+        // The page lists the files at its end: its summary leaves them out.
+        si.files = None;
+        let page_summary = summary_text::summary_text(&si, sym);
         let mut facts = Vec::new();
         if let Some(h) = &input.header {
             facts.push(("host".to_string(), h.hostname.clone()));
@@ -448,7 +449,7 @@ impl ReportWriter {
         let page = html::Page {
             title: "ioblame report".to_string(),
             facts,
-            summary: &summary_text,
+            summary: &page_summary,
             charts: overview,
             counter_charts: chart_markup,
             flames,

@@ -251,6 +251,12 @@ fn charts_and_flame_graphs() {
     let counter = svg_doc(&c.join("counter-02.svg"));
     assert!(counter.contains("dd #2 (act 0)"), "{counter}");
     assert!(counter.contains("dd #5 (act 3)"), "{counter}");
+    // The acts with the most IOs in the counter come first (act 0: 10 writes; act 3 has more
+    // bytes in 5).
+    assert!(
+        counter.find("dd #2 (act 0)") < counter.find("dd #5 (act 3)"),
+        "{counter}"
+    );
     assert!(counter.contains("IO size"), "axis label: {counter}");
     let tp = svg_doc(&c.join("throughput.svg"));
     assert!(tp.contains("dd (100)") && tp.contains("MiB/s"), "{tp}");
@@ -312,6 +318,35 @@ fn charts_and_flame_graphs() {
     let flame = svg_doc(&dir.join("flame-bytes.svg"));
     assert!(flame.contains("ksys_write"), "{flame}");
     svg_doc(&dir.join("flame-iotime.svg"));
+}
+
+/// The page stays legible on a large trace: chart text is at least 12 px at the charts' own
+/// size, which the page keeps; long tables scroll in their own box; the page's summary leaves
+/// the file list to the Files section.
+#[test]
+fn page_is_legible() {
+    let f = fixture(0);
+    let dir = out_dir("legible");
+    let r = write_report(&f, &dir);
+    for p in r.files.charts.iter().filter(|p| p.extension().unwrap() == "svg") {
+        let text = std::fs::read_to_string(p).unwrap();
+        let sizes: Vec<f64> = text
+            .split("font-size=\"")
+            .skip(1)
+            .map(|x| x.split('"').next().unwrap().parse().unwrap())
+            .collect();
+        assert!(!sizes.is_empty(), "{}", p.display());
+        let min = sizes.iter().copied().fold(f64::MAX, f64::min);
+        assert!(min >= 12.0, "{}: text of {min} px", p.display());
+    }
+    let html = std::fs::read_to_string(&r.files.html).unwrap();
+    assert!(html.contains("minmax(900px,1fr)"), "charts at their own size");
+    assert!(html.contains("<div class=scroll><table class=sortable id=acts>"));
+    assert!(html.contains("<div class=scroll><table class=sortable id=intents>"));
+    let summary = html.split("<pre id=summary>").nth(1).unwrap();
+    let summary = summary.split("</pre>").next().unwrap();
+    assert!(!summary.contains("Written to"), "{summary}");
+    assert!(r.summary_text.contains("Written to"), "the terminal still says where");
 }
 
 /// IO on several devices: one position chart per device (each scaled to its own size), the
