@@ -328,7 +328,12 @@ fn page_is_legible() {
     let f = fixture(0);
     let dir = out_dir("legible");
     let r = write_report(&f, &dir);
-    for p in r.files.charts.iter().filter(|p| p.extension().unwrap() == "svg") {
+    for p in r
+        .files
+        .charts
+        .iter()
+        .filter(|p| p.extension().unwrap() == "svg")
+    {
         let text = std::fs::read_to_string(p).unwrap();
         let sizes: Vec<f64> = text
             .split("font-size=\"")
@@ -340,13 +345,19 @@ fn page_is_legible() {
         assert!(min >= 12.0, "{}: text of {min} px", p.display());
     }
     let html = std::fs::read_to_string(&r.files.html).unwrap();
-    assert!(html.contains("minmax(900px,1fr)"), "charts at their own size");
+    assert!(
+        html.contains("minmax(900px,1fr)"),
+        "charts at their own size"
+    );
     assert!(html.contains("<div class=scroll><table class=sortable id=acts>"));
     assert!(html.contains("<div class=scroll><table class=sortable id=intents>"));
     let summary = html.split("<pre id=summary>").nth(1).unwrap();
     let summary = summary.split("</pre>").next().unwrap();
     assert!(!summary.contains("Written to"), "{summary}");
-    assert!(r.summary_text.contains("Written to"), "the terminal still says where");
+    assert!(
+        r.summary_text.contains("Written to"),
+        "the terminal still says where"
+    );
 }
 
 /// IO on several devices: one position chart per device (each scaled to its own size), the
