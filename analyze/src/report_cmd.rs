@@ -34,12 +34,11 @@ pub fn run(
     let sym = pipeline::symbols_of(&trace);
     let mut failed = None;
     let mut devs_with_io = std::collections::BTreeSet::new();
-    let (mut recorder_ios, mut recorder_bytes) = (0u64, 0u64);
     let a = pipeline::analyze(trace, &sym, devs, show_recorder, |io, tables| {
         devs_with_io.insert(io.dev);
+        // The pipeline's totals leave the recorder out the same way (and say so on stderr);
+        // the report keeps its own per-act totals of the IOs pushed either way.
         if tables.acts[io.act as usize].recorder && !show_recorder {
-            recorder_ios += 1;
-            recorder_bytes += io.size;
             return;
         }
         set.record(io, &IoContext::for_io(tables, io));
@@ -54,11 +53,6 @@ pub fn run(
     }
     for w in devs.warnings(&block_devices, |d| devs_with_io.contains(&d)) {
         eprintln!("ioblame: warning: {w}");
-    }
-    if recorder_ios > 0 {
-        eprintln!(
-            "ioblame: note: the recorder's own IO ({recorder_ios} IOs, {recorder_bytes} bytes) is left out of the report (--show-recorder keeps it)"
-        );
     }
     // Tables, charts and flame graphs take a while on a large trace: a spinner on stderr
     // (hidden when stderr is not a terminal).
