@@ -699,6 +699,13 @@ impl Attributor {
         };
         let mut stack_index = FxHashMap::default();
         stack_index.insert(Box::from([] as [u64; 0]), 0);
+        // Filesystem block sizes from the mount table, until a buffer_head says otherwise.
+        let bsize: FxHashMap<Dev, u64> = ctx
+            .block_sizes
+            .iter()
+            .filter(|(_, b)| (512..=1 << 16).contains(b) && b.is_power_of_two())
+            .map(|&(d, b)| (d, b as u64))
+            .collect();
         Attributor {
             ctx,
             page,
@@ -731,7 +738,7 @@ impl Attributor {
             folio_order: FolioOrders::default(),
             dirty: FxHashMap::default(),
             bh: FxHashMap::default(),
-            bsize: FxHashMap::default(),
+            bsize,
             inode_owner: FxHashMap::default(),
             tid_ctx: FxHashMap::default(),
             seq: 0,

@@ -111,6 +111,11 @@ pub struct Context {
     pub symbols: Option<Box<dyn Symbolizer + Send + Sync>>,
     /// The recording kernel's inode state bits.
     pub inode_bits: InodeBits,
+    /// Block size of each mounted filesystem's device (kernel encoding -> bytes), from the
+    /// trace's mount table: ext4 map events count in filesystem blocks, and no
+    /// buffer_head may have told the size before the first one (delalloc buffers are
+    /// filtered in the kernel).
+    pub block_sizes: Vec<(Dev, u32)>,
 }
 
 impl Default for Context {
@@ -122,6 +127,7 @@ impl Default for Context {
             tasks: Vec::new(),
             symbols: None,
             inode_bits: InodeBits::default(),
+            block_sizes: Vec::new(),
         }
     }
 }
@@ -135,6 +141,7 @@ impl std::fmt::Debug for Context {
             .field("tasks", &self.tasks.len())
             .field("symbols", &self.symbols.is_some())
             .field("inode_bits", &self.inode_bits)
+            .field("block_sizes", &self.block_sizes)
             .finish()
     }
 }
@@ -160,6 +167,14 @@ impl Context {
                     .filter(|e| e.name.starts_with("writeback:"))
                     .map(|e| e.format.as_str()),
             ),
+            block_sizes: meta
+                .mounts
+                .iter()
+                .filter(|m| {
+                    m.block_size >= 512 && m.block_size <= 1 << 16 && m.block_size.is_power_of_two()
+                })
+                .map(|m| (ioblame_format::kernel_dev(m.major, m.minor), m.block_size))
+                .collect(),
         }
     }
 }

@@ -66,6 +66,7 @@ fn context() -> Context {
         ],
         symbols: None,
         inode_bits: InodeBits::V6_18,
+        block_sizes: Vec::new(),
     }
 }
 
@@ -2385,6 +2386,63 @@ fn inode_bits_from_the_trace() {
     let (ios, out) = b.finish();
     assert_eq!(charged(&ios, &out.tables, "toucher", Via::Inode), 4096);
     assert_eq!(ios[1].via, Via::Unknown);
+}
+
+/// ext4 map events count in filesystem blocks: with no buffer_head seen yet, the block size
+/// comes from the trace's mount table (1 KiB blocks here), so two writers of one file are
+/// each charged their pages, not lost to a 4 KiB guess.
+#[test]
+fn block_size_from_the_mount_table() {
+    use ioblame_format::{ByteOrder, Header, Metadata, Mount};
+    let header = Header {
+        byte_order: ByteOrder::Little,
+        word_size: 8,
+        page_size: 4096,
+        cpu_count: 1,
+        clock_id: 1,
+        recorder_pid: 0,
+        file_index: 0,
+        start_time_ns: 0,
+        start_clock_ns: 0,
+        trace_id: 1,
+        hostname: "h".into(),
+        kernel_release: "6.18".into(),
+        machine: "x86_64".into(),
+        recorder_version: "t".into(),
+    };
+    let mount = |minor, block_size| Mount {
+        major: 7,
+        minor,
+        fs_type: "ext4".into(),
+        block_size,
+        ..Mount::default()
+    };
+    let meta = Metadata {
+        mounts: vec![mount(0, 1024), mount(1, 0), mount(2, 3000)],
+        ..Metadata::default()
+    };
+    assert_eq!(
+        Context::from_trace(&header, &meta).block_sizes,
+        vec![(LOOP0, 1024)],
+        "unknown and impossible sizes are left out"
+    );
+    let mut ctx = context();
+    ctx.block_sizes = vec![(LOOP0, 1024)];
+    let mut b = Bench::with(ctx);
+    b.comm(660, "h1");
+    b.comm(661, "h2");
+    b.dirty(660, LOOP0, 170, 0, 0);
+    b.dirty(661, LOOP0, 170, 1, 0);
+    b.inode_start(FLUSHER, LOOP0, 170);
+    b.map(FLUSHER, LOOP0, 170, 0, 30000, 8);
+    b.q(FLUSHER, LOOP0, 60000, 16, "W");
+    b.inode_end(FLUSHER, LOOP0, 170);
+    b.requests(LOOP0, 60000, 16, 2560, "W");
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    assert_eq!(charged(&ios, t, "h1", Via::Page), 4096);
+    assert_eq!(charged(&ios, t, "h2", Via::Page), 4096);
+    assert_eq!(ios[1].file_offset, Some(4096));
 }
 
 /// The decoder's kallsyms symbolizer classifies stacks: a jbd2 commit stack is journal IO.
