@@ -284,7 +284,7 @@ fn event_notes(events: &[(&str, bool)]) -> Vec<String> {
 
 /// Checks the perf file header and the feature section table against the file size, so that
 /// the parser never allocates for a section that is not there.
-fn check_layout(path: &Path, f: &mut std::fs::File) -> Result<(), PerfDataError> {
+fn check_layout(path: &Path, f: &mut std::fs::File) -> Result<Vec<RawAttr>, PerfDataError> {
     let io = |source| PerfDataError::Io {
         path: path.to_path_buf(),
         source,
@@ -337,7 +337,8 @@ fn check_layout(path: &Path, f: &mut std::fs::File) -> Result<(), PerfDataError>
     if header_size != PERF_FILE_HEADER_LEN {
         return Err(corrupt(format!("header size {header_size}, expected 104")));
     }
-    section("attrs", 24)?;
+    let (attrs_off, attrs_size) = section("attrs", 24)?;
+    let attr_entry = u64at(16);
     let (data_off, data_size) = section("data", 40)?;
     section("event types", 56)?;
     if data_size == 0 && data_off == 0 {
@@ -374,8 +375,106 @@ fn check_layout(path: &Path, f: &mut std::fs::File) -> Result<(), PerfDataError>
             )));
         }
     }
+    // The attrs as written, for what the parser reads wrong in big-endian files.
+    let mut raw = Vec::new();
+    if attr_entry >= 16 + 48 && attrs_size / attr_entry <= 1 << 16 {
+        f.seek(SeekFrom::Start(attrs_off)).map_err(io)?;
+        let mut b = vec![0u8; (attrs_size / attr_entry * attr_entry) as usize];
+        f.read_exact(&mut b).map_err(io)?;
+        for a in b.chunks_exact(attr_entry as usize) {
+            raw.push(RawAttr::parse(&a[..a.len() - 16], big));
+        }
+    }
     f.seek(SeekFrom::Start(0)).map_err(io)?;
-    Ok(())
+    Ok(raw)
+}
+
+/// What ioblame reads of a `perf_event_attr` itself.
+///
+/// `linux-perf-data` reads the attr's bitfield word (`disabled`, `comm`, `task`,
+/// `sample_id_all`, `use_clockid`, ...) as a plain u64 in the file's byte order. A
+/// big-endian host's compiler lays bitfields out from the most significant bit of each
+/// byte, so in a big-endian file that reads as the bit-reversed word (perf itself reverses
+/// the bits of each byte when it reads a file of the other byte order): the flags are
+/// taken from the raw bytes here.
+#[derive(Debug, Clone, Copy, Default)]
+struct RawAttr {
+    /// The bitfield flags, bit n = the n-th bitfield of `perf_event_attr`.
+    flags: u64,
+    /// `clockid`, when the attr is large enough to hold it.
+    clockid: Option<i32>,
+}
+
+impl RawAttr {
+    fn parse(a: &[u8], big: bool) -> RawAttr {
+        let u64at = |o: usize| {
+            a.get(o..o + 8)
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map(|b| {
+                    if big {
+                        u64::from_be_bytes(b)
+                    } else {
+                        u64::from_le_bytes(b)
+                    }
+                })
+        };
+        let i32at = |o: usize| {
+            a.get(o..o + 4)
+                .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                .map(|b| {
+                    if big {
+                        i32::from_be_bytes(b)
+                    } else {
+                        i32::from_le_bytes(b)
+                    }
+                })
+        };
+        let word = u64at(40).unwrap_or(0);
+        RawAttr {
+            flags: if big { word.reverse_bits() } else { word },
+            clockid: i32at(92),
+        }
+    }
+}
+
+/// The sample_id trailer of a non-sample record of an attr with `sample_id_all`: (time,
+/// cpu), read from the end of the body by the attr's sample type.
+fn sample_id_trailer(
+    order: ByteOrder,
+    sample_type: u64,
+    body: &[u8],
+) -> (Option<u64>, Option<u32>) {
+    let has = |f: SampleFormat| sample_type & f.bits() != 0;
+    let fields = [
+        SampleFormat::TID,
+        SampleFormat::TIME,
+        SampleFormat::ID,
+        SampleFormat::STREAM_ID,
+        SampleFormat::CPU,
+        SampleFormat::IDENTIFIER,
+    ];
+    let len = 8 * fields.iter().filter(|f| has(**f)).count();
+    let Some(mut at) = body.len().checked_sub(len) else {
+        return (None, None);
+    };
+    let (mut time, mut cpu) = (None, None);
+    for f in fields {
+        if !has(f) {
+            continue;
+        }
+        let w = body.get(at..at + 8);
+        if f == SampleFormat::TIME {
+            time = w
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map(|b| order.u64(b));
+        } else if f == SampleFormat::CPU {
+            cpu = w
+                .and_then(|b| <[u8; 4]>::try_from(&b[..4]).ok())
+                .map(|b| order.u32(b));
+        }
+        at += 8;
+    }
+    (time, cpu)
 }
 
 fn read_trim(p: &str) -> Option<String> {
@@ -466,10 +565,12 @@ pub fn open_perf_data(path: &Path, opts: &PerfDataOptions) -> Result<Converted, 
         source,
     };
     let mut file = std::fs::File::open(path).map_err(io)?;
-    check_layout(path, &mut file)?;
+    let raw = check_layout(path, &mut file)?;
     // The parser is third-party code fed with untrusted bytes: a panic in it is reported as
     // a corrupt file instead of taking the analyzer down.
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| convert(path, file, opts))) {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        convert(path, file, opts, &raw)
+    })) {
         Ok(r) => r,
         Err(p) => {
             let what = p
@@ -490,12 +591,15 @@ struct AttrInfo {
     /// The id to prepend/append when the attr lacks IDENTIFIER.
     add_id: Option<u64>,
     sample_id_all: bool,
+    /// The sample type as recorded (before IDENTIFIER is added).
+    sample_type: u64,
 }
 
 fn convert(
     path: &Path,
     file: std::fs::File,
     opts: &PerfDataOptions,
+    raw: &[RawAttr],
 ) -> Result<Converted, PerfDataError> {
     let parse_err = |source| PerfDataError::Parse {
         path: path.to_path_buf(),
@@ -561,6 +665,7 @@ fn convert(
     let mut events = Vec::new();
     let mut infos = Vec::new();
     let mut clock_id = -1;
+    let n_attrs = perf_file.event_attributes().len();
     for (i, a) in perf_file.event_attributes().iter().enumerate() {
         let attr = a.attributes();
         let tracefs_id = match attr.type_ {
@@ -595,15 +700,22 @@ fn convert(
         if sf.contains(SampleFormat::CALLCHAIN) {
             flags |= EVENT_CALLCHAIN;
         }
-        if attr.flags.intersects(AttrFlags::COMM | AttrFlags::TASK) {
+        // The bitfield flags as the recording host wrote them (see [`RawAttr`]).
+        let own = raw.get(i).filter(|_| raw.len() == n_attrs);
+        let aflags = own.map_or(attr.flags, |r| AttrFlags::from_bits_truncate(r.flags));
+        if aflags.intersects(AttrFlags::COMM | AttrFlags::TASK) {
             flags |= EVENT_TASK_RECORDS;
         }
-        if attr.flags.contains(AttrFlags::USE_CLOCKID) && clock_id == -1 {
-            clock_id = clock_number(&attr.clock);
+        if aflags.contains(AttrFlags::USE_CLOCKID) && clock_id == -1 {
+            clock_id = match own.and_then(|r| r.clockid) {
+                Some(c) => c,
+                None => clock_number(&attr.clock),
+            };
         }
         infos.push(AttrInfo {
             add_id,
-            sample_id_all: attr.flags.contains(AttrFlags::SAMPLE_ID_ALL),
+            sample_id_all: aflags.contains(AttrFlags::SAMPLE_ID_ALL),
+            sample_type: sf.bits(),
         });
         events.push(EventDesc {
             filter: filters.get(&name).cloned().unwrap_or_default(),
@@ -633,6 +745,12 @@ fn convert(
     // perf's kernel map record names a reference symbol and its address at recording time.
     let mut kernel_ref: Option<(String, u64)> = None;
     let mut buf = Vec::with_capacity(256);
+    // Big-endian files: the parser misreads `sample_id_all` (see [`RawAttr`]), so it sorts
+    // non-sample records without their times. Their records are kept per CPU and put back
+    // in time order at the end (the whole file's records in memory: such files are rare).
+    let reorder = order == ByteOrder::Big;
+    type Pending = Vec<(u64, Vec<u8>, Option<u64>, Option<u64>)>;
+    let mut pending: BTreeMap<u32, Pending> = BTreeMap::new();
     loop {
         let rec = match record_iter.next_record(&mut perf_file) {
             Ok(Some(r)) => r,
@@ -666,11 +784,19 @@ fn convert(
         let common = record
             .common_data()
             .map_err(|e| corrupt(format!("{} record: {e}", record_name(t))))?;
-        let cpu = common.cpu.unwrap_or(0);
         let body = record.data.as_slice();
         let info = infos
             .get(attr_index)
             .ok_or_else(|| corrupt(format!("record of unknown attr {attr_index}")))?;
+        // Time and CPU of non-sample records from their trailer as the attr's own flags
+        // describe it (the parser may have misread them, see [`RawAttr`]).
+        let (mut time, mut cpu) = (common.timestamp, common.cpu);
+        if t != PERF_RECORD_SAMPLE && info.sample_id_all {
+            let (tt, cc) = sample_id_trailer(order, info.sample_type, &body);
+            time = tt.or(time);
+            cpu = cc.or(cpu);
+        }
+        let cpu = cpu.unwrap_or(0);
         let (pre, post) = match info.add_id {
             Some(id) if t == PERF_RECORD_SAMPLE => (Some(id), None),
             Some(id) if info.sample_id_all => (None, Some(id)),
@@ -699,16 +825,20 @@ fn convert(
         .and_then(|b| <[u8; 8]>::try_from(b).ok())
         .map(|b| order.u64(b));
         max_cpu = max_cpu.max(cpu);
-        let b = builders
-            .entry(cpu)
-            .or_insert_with(|| ChunkBuilder::new(cpu));
-        // perf's synthesized records (tasks alive at start) carry a zero time: not a time.
-        b.push(&buf, common.timestamp.filter(|&t| t != 0));
-        if let Some(n) = lost {
-            b.add_lost(n);
+        if reorder {
+            let q = pending.entry(cpu).or_default();
+            let key = time.or_else(|| q.last().map(|r| r.0)).unwrap_or(0);
+            q.push((key, buf.clone(), time, lost));
+        } else {
+            push_record(&mut builders, &mut chunks, cpu, &buf, time, lost);
         }
-        if b.len() >= CHUNK_TARGET {
-            chunks.extend(b.finish(ZSTD_LEVEL));
+    }
+    // Per CPU, the ring buffer's order is time order: restore it where the parser sorted
+    // records by times it could not read.
+    for (cpu, mut q) in pending {
+        q.sort_by_key(|r| r.0);
+        for (_, rec, time, lost) in q {
+            push_record(&mut builders, &mut chunks, cpu, &rec, time, lost);
         }
     }
     for b in builders.values_mut() {
@@ -862,6 +992,28 @@ fn convert(
     let tf = TraceFile::from_bytes(path, bytes).map_err(trace_err)?;
     let trace = Trace::from_files(vec![tf], Vec::new());
     Ok(Converted { trace, notes })
+}
+
+/// Appends one record to its CPU's chunk, finishing the chunk when it is full.
+fn push_record(
+    builders: &mut BTreeMap<u32, ChunkBuilder>,
+    chunks: &mut Vec<EncodedChunk>,
+    cpu: u32,
+    rec: &[u8],
+    time: Option<u64>,
+    lost: Option<u64>,
+) {
+    let b = builders
+        .entry(cpu)
+        .or_insert_with(|| ChunkBuilder::new(cpu));
+    // perf's synthesized records (tasks alive at start) carry a zero time: not a time.
+    b.push(rec, time.filter(|&t| t != 0));
+    if let Some(n) = lost {
+        b.add_lost(n);
+    }
+    if b.len() >= CHUNK_TARGET {
+        chunks.extend(b.finish(ZSTD_LEVEL));
+    }
 }
 
 /// The kernel reference symbol of a `PERF_RECORD_MMAP`/`MMAP2` body, if it is perf's kernel
