@@ -99,17 +99,20 @@ fn show(m: &BTreeMap<Key, Tot>) -> String {
         .collect()
 }
 
-/// The workload's tools: renamed copies of dd and sync, one comm per role.
+/// The workload's tools: renamed copies of dd and sync, one comm per role. The names are
+/// this test's own: sync(2) reaches every filesystem, so a `sync` run by anything else on the
+/// host between the start of the capture and the start of perf (or between their ends)
+/// writes this filesystem's journal too, and must not be taken for the workload's.
 const TOOLS: &[(&str, &str)] = &[
-    ("writerA", "dd"),
-    ("writerB", "dd"),
-    ("syncer", "sync"),
-    ("writerW", "dd"),
-    ("fsyncer", "sync"),
-    ("writerO", "dd"),
-    ("writerD", "dd"),
-    ("readerR", "dd"),
-    ("readerA", "dd"),
+    ("pdWriterA", "dd"),
+    ("pdWriterB", "dd"),
+    ("pdSyncer", "sync"),
+    ("pdWriterW", "dd"),
+    ("pdFsyncer", "sync"),
+    ("pdWriterO", "dd"),
+    ("pdWriterD", "dd"),
+    ("pdReaderR", "dd"),
+    ("pdReaderA", "dd"),
 ];
 
 /// Records the ground-truth workload on a fresh `fstype` loop device with the capture and
@@ -143,15 +146,15 @@ fn compare(fstype: &str) {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let workload = format!(
         "set -e; \
-         {e}/writerA if=/dev/urandom of={m}/a bs=1M count=4 status=none & \
-         {e}/writerB if=/dev/urandom of={m}/b bs=1M count=4 status=none & wait; \
-         {e}/syncer; \
-         {e}/writerW if=/dev/urandom of={m}/w bs=1M count=4 status=none; \
-         {e}/fsyncer {m}/w; \
-         {e}/writerO if=/dev/urandom of={m}/o bs=1M count=4 conv=notrunc,fsync status=none; \
-         {e}/writerD if=/dev/urandom of={m}/d bs=1M count=4 oflag=direct status=none; \
-         {e}/readerR if={m}/d of=/dev/null bs=256k iflag=direct status=none; \
-         {e}/readerA if={m}/r of=/dev/null bs=128k status=none; \
+         {e}/pdWriterA if=/dev/urandom of={m}/a bs=1M count=4 status=none & \
+         {e}/pdWriterB if=/dev/urandom of={m}/b bs=1M count=4 status=none & wait; \
+         {e}/pdSyncer; \
+         {e}/pdWriterW if=/dev/urandom of={m}/w bs=1M count=4 status=none; \
+         {e}/pdFsyncer {m}/w; \
+         {e}/pdWriterO if=/dev/urandom of={m}/o bs=1M count=4 conv=notrunc,fsync status=none; \
+         {e}/pdWriterD if=/dev/urandom of={m}/d bs=1M count=4 oflag=direct status=none; \
+         {e}/pdReaderR if={m}/d of=/dev/null bs=256k iflag=direct status=none; \
+         {e}/pdReaderA if={m}/r of=/dev/null bs=128k status=none; \
          sleep 0.2"
     );
     let line = perf_command(std::slice::from_ref(&fs.name)).expect("perf_command");
@@ -262,10 +265,10 @@ fn compare(fstype: &str) {
     let data = [Via::Page, Via::Buffer];
     let (r, a, w) = (0, 1, 2);
     for (comm, file) in [
-        ("writerA", "a"),
-        ("writerB", "b"),
-        ("writerW", "w"),
-        ("writerO", "o"),
+        ("pdWriterA", "a"),
+        ("pdWriterB", "b"),
+        ("pdWriterW", "w"),
+        ("pdWriterO", "o"),
     ] {
         assert_eq!(
             bytes(comm, &data, ino(file), w),
@@ -274,20 +277,20 @@ fn compare(fstype: &str) {
         );
     }
     assert_eq!(
-        bytes("writerD", &[Via::Direct], ino("d"), w),
+        bytes("pdWriterD", &[Via::Direct], ino("d"), w),
         4 * MIB,
         "{report}"
     );
     assert_eq!(
-        bytes("readerR", &[Via::Direct], ino("d"), r),
+        bytes("pdReaderR", &[Via::Direct], ino("d"), r),
         4 * MIB,
         "{report}"
     );
-    let cold = bytes("readerA", &[Via::Read, Via::Readahead], ino("r"), r)
-        + bytes("readerA", &[Via::Read, Via::Readahead], ino("r"), a);
+    let cold = bytes("pdReaderA", &[Via::Read, Via::Readahead], ino("r"), r)
+        + bytes("pdReaderA", &[Via::Read, Via::Readahead], ino("r"), a);
     assert_eq!(cold, 4 * MIB, "cold read: {report}");
     assert!(
-        bytes("readerA", &[Via::Read, Via::Readahead], ino("r"), a) > 0,
+        bytes("pdReaderA", &[Via::Read, Via::Readahead], ino("r"), a) > 0,
         "readahead: {report}"
     );
     // The tasks that only synced are charged no data.
@@ -298,7 +301,7 @@ fn compare(fstype: &str) {
             .map(|(_, t)| t.bytes[dir])
             .sum()
     };
-    for who in ["syncer", "fsyncer"] {
+    for who in ["pdSyncer", "pdFsyncer"] {
         assert_eq!(sum(&|k| k.0 == who && k.2 != 0, w), 0, "{who}: {report}");
     }
     // Nothing else of the files' data: 20 MiB written, 8 MiB read. Metadata (ino 0: bitmaps,
