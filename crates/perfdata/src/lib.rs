@@ -5,7 +5,8 @@
 //! `perf record` command line that records what the attribution needs on the running kernel.
 //!
 //! The perf.data file is parsed with the `linux-perf-data` crate (which also undoes
-//! `perf record -z` zstd compression and handles both byte orders). The conversion:
+//! `perf record -z` zstd compression and handles both byte orders, except for the attrs'
+//! bitfield flags in big-endian files, which ioblame reads itself). The conversion:
 //!
 //! * **Header**: the file's byte order, word size 8 (4 when the tracing data says `long` is 4 bytes), page size from the tracing data (else
 //!   4096), host name, kernel release, machine and CPU count from the feature sections, the
@@ -20,8 +21,12 @@
 //!   file's byte order into chunks of one CPU each (~1 MiB), CPU from the sample's `CPU` field
 //!   or the `sample_id_all` trailer (records without one go to CPU 0). Records come in the order
 //!   `linux-perf-data` yields them: file order sorted by time within each `FINISHED_ROUND`,
-//!   which per CPU is the ring-buffer order. Other record types are dropped and counted in
-//!   the notes.
+//!   which per CPU is the ring-buffer order (for big-endian files each CPU's records are put
+//!   back in time order by the converter, see `RawAttr`). The time and CPU of non-sample
+//!   records are read from their trailer as the attr's own flags describe it. Other record
+//!   types are dropped and counted in the notes.
+//! * **Callchains**: per event, from the attr's sample type (`perf-command` gives only the
+//!   stack events a callchain); the notes name the stack events recorded without one.
 //! * **IDENTIFIER**: ioblame identifies samples by `PERF_SAMPLE_IDENTIFIER`. For an attr whose
 //!   sample type lacks it (perf leaves it out when there is a single event), the converter
 //!   sets the bit in the event's sample type, prepends the attr's first id to each SAMPLE body,
