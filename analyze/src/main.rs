@@ -205,6 +205,13 @@ fn dev_selection(d: &DevArgs, trace: &ioblame_format::Trace) -> Result<DevSelect
     }
 }
 
+/// Resolves device names in the counters' filters (`dev == sda`) against the trace's own
+/// device table, as `--devs` is.
+fn resolve_filter_devices(set: &mut CounterSet, trace: &ioblame_format::Trace) -> Result<()> {
+    set.resolve_devices(&trace.metadata().block_devices)
+        .context("the counters' filters")
+}
+
 fn run(cli: Cli) -> Result<ExitCode> {
     let ks = cli.kallsyms.as_deref();
     let stdout = std::io::stdout();
@@ -264,15 +271,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let mut set = counter_set(&counters)?;
             let t = pipeline::open_trace(&trace.trace, ks)?;
             let sel = dev_selection(&devs, &t)?;
+            resolve_filter_devices(&mut set, &t)?;
+            let block_devices = t.metadata().block_devices.clone();
             let show_recorder = devs.show_recorder;
             let sym = pipeline::symbols_of(&t);
+            let mut devs_with_io = std::collections::BTreeSet::new();
             let a = pipeline::analyze(t, &sym, &sel, show_recorder, |io, tables| {
+                devs_with_io.insert(io.dev);
                 let act = &tables.acts[io.act as usize];
                 if act.recorder && !show_recorder {
                     return;
                 }
                 set.record(io, &IoContext::for_io(tables, io));
             })?;
+            for w in sel.warnings(&block_devices, |d| devs_with_io.contains(&d)) {
+                eprintln!("ioblame: warning: {w}");
+            }
             let (acts, roles) = (&a.tables.acts, &a.tables.roles);
             if json {
                 ioblame_counters::output::json(&mut out, &set, acts, roles)?;
@@ -310,9 +324,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             strict,
             allow_unsymbolized,
         } => {
-            let set = counter_set(&counters)?;
+            let mut set = counter_set(&counters)?;
             let t = pipeline::open_trace(&trace.trace, ks)?;
             let sel = dev_selection(&devs, &t)?;
+            resolve_filter_devices(&mut set, &t)?;
             let mode = regress::BaselineMode {
                 exact,
                 strict,
@@ -333,7 +348,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 .with_context(|| format!("cannot read baseline {}", baseline.display()))?;
             let base = ioblame_baseline::Baseline::from_toml(&text)
                 .with_context(|| format!("baseline {}", baseline.display()))?;
-            let set = if counters.counter.is_empty() && counters.counters_file.is_none() {
+            let mut set = if counters.counter.is_empty() && counters.counters_file.is_none() {
                 let specs: Vec<&str> = base.counters.iter().map(|c| c.spec.as_str()).collect();
                 CounterSet::parse_args(&specs).context("the baseline's counters")?
             } else {
@@ -341,6 +356,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             let t = pipeline::open_trace(&trace.trace, ks)?;
             let sel = dev_selection(&devs, &t)?;
+            resolve_filter_devices(&mut set, &t)?;
             let opts = ioblame_baseline::CheckOptions { strict };
             let report = regress::check(
                 t,

@@ -20,8 +20,7 @@ pub fn run(
     devs: &DevSelection,
     show_recorder: bool,
 ) -> Result<()> {
-    set.resolve_devices(&trace.metadata().block_devices)
-        .context("the counters' filters")?;
+    crate::resolve_filter_devices(&mut set, &trace)?;
     let input = ReportInput {
         header: Some(trace.header().clone()),
         block_devices: trace.metadata().block_devices.clone(),

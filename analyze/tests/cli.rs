@@ -803,3 +803,54 @@ fn report_warns_about_selected_devices_without_io() {
     );
     assert!(String::from_utf8_lossy(&o.stdout).starts_with("ioblame report: 8.00 KiB in 2 IOs"));
 }
+
+/// `counters`, `baseline` and `check` resolve device names in filters against the trace's
+/// device table as `report` does, and `counters` warns about a selected device without IO.
+#[test]
+fn counter_filters_take_device_names_in_every_command() {
+    let t = fixture("ext4-two-writers");
+    let by_name = "W size 0 1 2 3 4 5 6 7 0 if dev == loop0";
+    let by_number = "W size 0 1 2 3 4 5 6 7 0 if dev == 7340032";
+    let named = ok(&["counters", &t, "--json", "--counter", by_name]);
+    let numbered = ok(&["counters", &t, "--json", "--counter", by_number]);
+    // The same counts; only the header line repeats the filter as written.
+    assert_eq!(
+        named.lines().skip(1).collect::<Vec<_>>(),
+        numbered.lines().skip(1).collect::<Vec<_>>()
+    );
+    let writes: u64 = named
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["counters"][0][7].as_u64().unwrap()
+        })
+        .sum();
+    assert!(writes > 0, "{named}");
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("b.toml");
+    let base = base.to_str().unwrap();
+    ok(&["baseline", &t, "-o", base]);
+    for args in [
+        vec!["counters", &t, "--counter"],
+        vec!["baseline", &t, "-o", base, "--counter"],
+        vec!["check", &t, "--baseline", base, "--counter"],
+    ] {
+        let mut args = args.clone();
+        args.push("W size 0 1 2 3 4 5 6 7 0 if dev == nosuchdisk");
+        let o = ioblame(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("unknown device 'nosuchdisk'"),
+            "{args:?}: {err}"
+        );
+    }
+    let o = ioblame(&["counters", &t, "--devs", "loop1"]);
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--devs selects loop1 (7:1), which has no IO in the trace"),
+        "{err}"
+    );
+}
