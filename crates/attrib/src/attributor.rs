@@ -1697,13 +1697,20 @@ impl Attributor {
             .saturating_mul(size / 512)
             .saturating_add(info.part_start);
         let b = a.saturating_add(size / 512);
-        let (owner, via, ino) = self.dirtier_now(ev, Via::Buffer);
-        let m = self.bh.entry(info.disk).or_default();
         // First dirtier wins, but not a record so old that the buffer must have been
         // written or freed unseen (a block freed while dirty and now reused).
         let limit = ev.time.saturating_sub(DIRTY_STALE_NS);
-        m.retain_range(a, b, |e| e.t >= limit);
-        m.insert_if_free(
+        if self
+            .bh
+            .get(&info.disk)
+            .is_some_and(|m| m.covered_by(a, b, |e| e.t >= limit))
+        {
+            // Dirtied again before its writeback: nothing changes.
+            return;
+        }
+        let (owner, via, ino) = self.dirtier_now(ev, Via::Buffer);
+        let m = self.bh.entry(info.disk).or_default();
+        m.insert_if_free_keeping(
             a,
             b,
             BhEnt {
@@ -1712,6 +1719,7 @@ impl Attributor {
                 ino,
                 t: ev.time,
             },
+            |e| e.t >= limit,
         );
     }
 

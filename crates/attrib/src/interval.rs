@@ -46,14 +46,49 @@ impl<V: Advance> IntervalMap<V> {
         self.map.retain(|_, (_, v)| keep(v));
     }
 
-    /// Removes the intervals overlapping `[a, b)` whose value `keep` refuses (whole).
-    pub fn retain_range(&mut self, a: u64, b: u64, mut keep: impl FnMut(&V) -> bool) {
+    /// Whether one interval whose value `keep` accepts covers `[a, b)` (one tree descent).
+    pub fn covered_by(&self, a: u64, b: u64, keep: impl FnOnce(&V) -> bool) -> bool {
+        match self.map.range(..=a).next_back() {
+            Some((_, (e, v))) => *e >= b && keep(v),
+            None => false,
+        }
+    }
+
+    /// Inserts the parts of `[a, b)` not covered by intervals whose value `keep` accepts;
+    /// the overlapping intervals it refuses are removed (whole) first. One tree descent when
+    /// an accepted interval already covers `[a, b)` (a buffer dirtied again).
+    pub fn insert_if_free_keeping(
+        &mut self,
+        a: u64,
+        b: u64,
+        v: V,
+        mut keep: impl FnMut(&V) -> bool,
+    ) {
+        if a >= b || self.covered_by(a, b, &mut keep) {
+            return;
+        }
         let mut starts = Vec::new();
         self.overlapping(a, b, &mut starts);
+        let mut cur = a;
+        let mut gaps = Vec::new();
         for s in starts {
-            if self.map.get(&s).is_some_and(|(_, v)| !keep(v)) {
+            let Some(&(e, ref old)) = self.map.get(&s) else {
+                continue;
+            };
+            if !keep(old) {
                 self.map.remove(&s);
+                continue;
             }
+            if s > cur {
+                gaps.push((cur, s));
+            }
+            cur = cur.max(e);
+        }
+        if cur < b {
+            gaps.push((cur, b));
+        }
+        for (ga, gb) in gaps {
+            self.map.insert(ga, (gb, v.advance(ga - a)));
         }
     }
 
@@ -125,6 +160,7 @@ impl<V: Advance> IntervalMap<V> {
     }
 
     /// Inserts the parts of `[a, b)` not already covered (earlier values win).
+    #[cfg(test)]
     pub fn insert_if_free(&mut self, a: u64, b: u64, v: V) {
         if a >= b {
             return;
@@ -259,6 +295,21 @@ mod tests {
             vec![(0, 5, 0), (5, 15, 50), (15, 20, 1003)]
         );
         assert_eq!(m.len(), 3);
+    }
+
+    #[test]
+    fn insert_if_free_keeping_replaces_only_refused() {
+        let mut m = IntervalMap::default();
+        m.insert(0, 10, Off(0));
+        m.insert(20, 30, Off(2000));
+        // covered by an accepted interval: nothing changes
+        m.insert_if_free_keeping(2, 8, Off(500), |_| true);
+        // the refused interval goes; the gaps are filled
+        m.insert_if_free_keeping(5, 40, Off(5000), |v| v.0 != 2000);
+        assert_eq!(
+            m.iter().map(|(a, b, v)| (a, b, v.0)).collect::<Vec<_>>(),
+            vec![(0, 10, 0), (10, 40, 5005)]
+        );
     }
 
     #[test]
