@@ -225,12 +225,12 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let t = pipeline::open_trace(&trace.trace, ks)?;
             let sel = dev_selection(&devs, &t)?;
             let sym = pipeline::symbols_of(&t);
-            let a = pipeline::analyze(t, &sym, &sel, devs.show_recorder, |_, _| {})?;
+            let a = pipeline::analyze(&t, &sym, &sel, devs.show_recorder, |_, _| {})?;
             let frames = SymFrames(&sym);
             if json {
-                text::acts_json(&mut out, &a.tables, &frames, devs.show_recorder)?;
+                text::acts_json(&mut out, &a.tables, &frames, t.paths(), devs.show_recorder)?;
             } else {
-                text::acts_table(&mut out, &a.tables, &frames, devs.show_recorder)?;
+                text::acts_table(&mut out, &a.tables, &frames, t.paths(), devs.show_recorder)?;
             }
         }
         Command::Iolog { trace, devs } => {
@@ -239,7 +239,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let sym = pipeline::symbols_of(&t);
             let frames = SymFrames(&sym);
             let mut err = None;
-            pipeline::analyze(t, &sym, &sel, devs.show_recorder, |io, tables| {
+            let paths = t.paths();
+            pipeline::analyze(&t, &sym, &sel, devs.show_recorder, |io, tables| {
                 if err.is_some() {
                     return;
                 }
@@ -247,7 +248,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 if a.recorder && !devs.show_recorder {
                     return;
                 }
-                if let Err(e) = text::iolog_entry(&mut out, io, tables, &frames) {
+                if let Err(e) = text::iolog_entry(&mut out, io, tables, &frames, paths) {
                     err = Some(e);
                 }
             })?;
@@ -258,7 +259,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Intents { trace } => {
             let t = pipeline::open_trace(&trace.trace, ks)?;
             let sym = pipeline::symbols_of(&t);
-            let a = pipeline::analyze(t, &sym, &DevSelection::all(), true, |_, _| {})?;
+            let a = pipeline::analyze(&t, &sym, &DevSelection::all(), true, |_, _| {})?;
             text::intents(&mut out, &a.tables, &SymFrames(&sym))?;
         }
         Command::Counters {
@@ -276,7 +277,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let show_recorder = devs.show_recorder;
             let sym = pipeline::symbols_of(&t);
             let mut devs_with_io = std::collections::BTreeSet::new();
-            let a = pipeline::analyze(t, &sym, &sel, show_recorder, |io, tables| {
+            let a = pipeline::analyze(&t, &sym, &sel, show_recorder, |io, tables| {
                 devs_with_io.insert(io.dev);
                 let act = &tables.acts[io.act as usize];
                 if act.recorder && !show_recorder {

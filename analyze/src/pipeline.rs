@@ -18,6 +18,8 @@ pub struct Analysis {
     pub tables: Tables,
     /// Totals, leftovers, anomalies of the attribution.
     pub summary: Summary,
+    /// What reading the trace met: damaged chunks, records skipped, event counts.
+    pub stream: StreamStats,
 }
 
 /// Per-act totals of the IOs counted: on a selected device, and not the recorder's own
@@ -141,7 +143,7 @@ pub fn symbols_of(trace: &Trace) -> Symbolizer {
 /// The per-act totals of the result leave the recorder's IO out unless `show_recorder`,
 /// as the per-IO outputs do.
 pub fn analyze(
-    trace: Trace,
+    trace: &Trace,
     symbols: &Symbolizer,
     devs: &DevSelection,
     show_recorder: bool,
@@ -159,7 +161,7 @@ pub fn analyze(
         }));
     }
     let mut attr = Attributor::new(ctx);
-    let progress = Progress::new(&trace);
+    let progress = Progress::new(trace);
     let mut totals = Totals {
         devs,
         show_recorder,
@@ -167,7 +169,7 @@ pub fn analyze(
         recorder: ActTotals::default(),
     };
     let mut buf: Vec<Io> = Vec::new();
-    let stream = for_each_event(&trace, &decoder, &StreamOptions::default(), |ev| {
+    let stream = for_each_event(trace, &decoder, &StreamOptions::default(), |ev| {
         progress.tick(ev.time);
         attr.push(&ev);
         attr.drain_ios_into(&mut buf);
@@ -193,13 +195,14 @@ pub fn analyze(
     acts.resize(tables.acts.len(), ActTotals::default());
     tables.totals = acts;
     report_stream(&stream, &decoder);
-    report_summary(&done.summary, &tables, &trace);
+    report_summary(&done.summary, &tables, trace);
     if let Some(note) = recorder_note(&recorder, show_recorder) {
         eprintln!("ioblame: {note}");
     }
     Ok(Analysis {
         tables,
         summary: done.summary,
+        stream,
     })
 }
 
@@ -445,7 +448,7 @@ mod tests {
         t.write(&path).unwrap();
         let trace = Trace::open(&path).unwrap();
         let a = analyze(
-            trace,
+            &trace,
             &Symbolizer::default(),
             &DevSelection::all(),
             false,
@@ -519,7 +522,7 @@ mod tests {
             let trace = Trace::open(&path).unwrap();
             let mut seen = 0;
             let a = analyze(
-                trace,
+                &trace,
                 &Symbolizer::default(),
                 &DevSelection::all(),
                 show,

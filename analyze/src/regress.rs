@@ -1,15 +1,15 @@
 //! `ioblame baseline` and `ioblame check`: the attribution reduced to per-act inputs of the
 //! regression check.
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::{bail, Context as _, Result};
 use ioblame_attrib::{Dir, Tables, WbReason};
 use ioblame_baseline::{ActInput, Baseline, BuildOptions, CheckOptions, CheckReport, Defaults};
 use ioblame_counters::{CounterSet, DevSelection, IoContext};
+use ioblame_decode::stream::StreamStats;
 use ioblame_decode::{Rwbs, Symbolizer};
-use ioblame_format::Trace;
+use ioblame_format::{PathTable, Trace};
 
 use crate::pipeline;
 
@@ -20,29 +20,26 @@ struct Collected {
     /// Bytes of synchronous (`S`) write requests per act.
     sync_write: Vec<u64>,
     sym: Symbolizer,
-    /// Paths of (dev, inode) from the trace's FILES sections (empty without them: perf.data,
-    /// traces of format 1.0, `--no-paths`).
-    paths: HashMap<(u32, u64), Box<str>>,
 }
 
 /// Refuses a trace that is damaged or truncated: the IO it lost would be compared as if the
 /// workload had not done it, and a regression verdict (exit 1) on it would be wrong. The
-/// reader's problems and every chunk that does not decompress are listed.
-fn require_intact(trace: &Trace) -> Result<()> {
+/// reader's problems, the chunks the analysis could not decompress and the records it could
+/// not decode are listed.
+fn require_intact(trace: &Trace, stream: &StreamStats) -> Result<()> {
     let mut what: Vec<String> = trace.problems().iter().map(|p| p.to_string()).collect();
-    let damaged: Vec<String> = trace
-        .par_map_chunks(|c, r| {
-            r.err().map(|e| {
-                format!(
-                    "cpu {} chunk {} (file {} offset {}) unreadable: {e}",
-                    c.header.cpu, c.header.seq, c.file, c.offset
-                )
-            })
-        })
-        .into_iter()
-        .flatten()
-        .collect();
-    what.extend(damaged);
+    what.extend(
+        stream
+            .damaged
+            .iter()
+            .map(|d| format!("cpu {} chunk {} unreadable: {}", d.cpu, d.seq, d.error)),
+    );
+    what.extend(
+        stream
+            .decode
+            .error_reasons()
+            .map(|(r, n)| format!("{n} records skipped: {}", r.as_str())),
+    );
     if what.is_empty() {
         return Ok(());
     }
@@ -77,19 +74,14 @@ fn require_io(c: &Collected, show_recorder: bool, devs_given: bool) -> Result<()
 }
 
 fn collect(
-    trace: Trace,
+    trace: &Trace,
     mut set: CounterSet,
     devs: &DevSelection,
     show_recorder: bool,
 ) -> Result<Collected> {
-    require_intact(&trace)?;
-    let sym = pipeline::symbols_of(&trace);
-    // The analysis consumes the trace: the paths are copied out first.
-    let paths = trace
-        .paths()
-        .iter()
-        .map(|(dev, ino, p)| ((dev, ino), Box::from(p)))
-        .collect();
+    // What the reader found wrong before a single chunk is read fails at once.
+    require_intact(trace, &StreamStats::default())?;
+    let sym = pipeline::symbols_of(trace);
     let mut sync_write: Vec<u64> = Vec::new();
     let a = pipeline::analyze(trace, &sym, devs, show_recorder, |io, tables| {
         if tables.acts[io.act as usize].recorder && !show_recorder {
@@ -104,18 +96,18 @@ fn collect(
             sync_write[i] += io.size;
         }
     })?;
+    require_intact(trace, &a.stream)?;
     sync_write.resize(a.tables.acts.len(), 0);
     Ok(Collected {
         tables: a.tables,
         set,
         sync_write,
         sym,
-        paths,
     })
 }
 
 /// One [`ActInput`] per act that did IO (the recorder's own acts left out unless asked).
-fn act_inputs(c: &Collected, show_recorder: bool) -> Vec<ActInput<'_>> {
+fn act_inputs<'a>(c: &'a Collected, paths: &PathTable, show_recorder: bool) -> Vec<ActInput<'a>> {
     let t = &c.tables;
     t.acts_with_totals()
         .filter(|(_, act, tot)| (show_recorder || !act.recorder) && tot.ios.iter().any(|&n| n > 0))
@@ -132,7 +124,7 @@ fn act_inputs(c: &Collected, show_recorder: bool) -> Vec<ActInput<'_>> {
                     .map(|&a| c.sym.format_frame(a))
                     .collect(),
                 file_path: (act.file.ino != 0)
-                    .then(|| c.paths.get(&(act.file.dev, act.file.ino)))
+                    .then(|| paths.get(act.file.dev, act.file.ino))
                     .flatten()
                     .map(|p| p.to_string()),
                 via: act.via,
@@ -172,9 +164,9 @@ pub fn baseline(
     output: &Path,
     mode: BaselineMode,
 ) -> Result<()> {
-    let c = collect(trace, set, devs, show_recorder)?;
+    let c = collect(&trace, set, devs, show_recorder)?;
     require_io(&c, show_recorder, mode.devs_given)?;
-    let inputs = act_inputs(&c, show_recorder);
+    let inputs = act_inputs(&c, trace.paths(), show_recorder);
     let mut opts = BuildOptions::default();
     if mode.exact {
         opts.defaults = Defaults::exact();
@@ -202,7 +194,7 @@ pub fn baseline(
         base.groups.len(),
         base.counters.len()
     );
-    if c.paths.is_empty() {
+    if trace.paths().is_empty() {
         eprintln!(
             "ioblame: note: the trace names no files (a perf.data recording, or a capture without FILES sections): every file key is \"-\""
         );
@@ -221,9 +213,9 @@ pub fn check(
     opts: &CheckOptions,
     devs_given: bool,
 ) -> Result<CheckReport> {
-    let c = collect(trace, set, devs, show_recorder)?;
+    let c = collect(&trace, set, devs, show_recorder)?;
     require_io(&c, show_recorder, devs_given)?;
-    let inputs = act_inputs(&c, show_recorder);
+    let inputs = act_inputs(&c, trace.paths(), show_recorder);
     Ok(ioblame_baseline::check_with(
         base,
         &inputs,

@@ -33,7 +33,7 @@ pub fn run(
     let sym = pipeline::symbols_of(&trace);
     let mut failed = None;
     let mut devs_with_io = std::collections::BTreeSet::new();
-    let a = pipeline::analyze(trace, &sym, devs, show_recorder, |io, tables| {
+    let a = pipeline::analyze(&trace, &sym, devs, show_recorder, |io, tables| {
         devs_with_io.insert(io.dev);
         // The pipeline's totals leave the recorder out the same way (and say so on stderr);
         // the report keeps its own per-act totals of the IOs pushed either way.
@@ -53,6 +53,20 @@ pub fn run(
     for w in devs.warnings(&block_devices, |d| devs_with_io.contains(&d)) {
         eprintln!("ioblame: warning: {w}");
     }
+    let paths = trace.paths();
+    writer.set_paths(
+        a.tables
+            .acts
+            .iter()
+            .filter(|act| act.file.ino != 0)
+            .filter_map(|act| {
+                Some((
+                    act.file.clone(),
+                    paths.get(act.file.dev, act.file.ino)?.to_string(),
+                ))
+            })
+            .collect(),
+    );
     // Tables, charts and flame graphs take a while on a large trace: a spinner on stderr
     // (hidden when stderr is not a terminal).
     let spinner =

@@ -3,7 +3,9 @@
 use std::io::{self, Write};
 
 use ioblame_attrib::{Act, ActId, Io, Tables, Via, WbReason};
+use ioblame_counters::output::printable;
 use ioblame_decode::{dev_major, dev_minor};
+use ioblame_format::PathTable;
 use ioblame_report::human_bytes;
 
 /// How stack frames are shown: `[addr] name+0xoff/0xsize` and the bare function name.
@@ -21,6 +23,17 @@ pub fn dev_str(dev: u32) -> String {
 
 fn reason_name(r: Option<WbReason>) -> &'static str {
     r.map_or("-", |r| r.name())
+}
+
+/// The path of an act's file as the trace names it (`-` when unknown), printable.
+fn path_text<'a>(paths: &'a PathTable, a: &Act) -> std::borrow::Cow<'a, str> {
+    match (a.file.ino != 0)
+        .then(|| paths.get(a.file.dev, a.file.ino))
+        .flatten()
+    {
+        Some(p) => printable(p),
+        None => "-".into(),
+    }
 }
 
 /// Acts in report order: most bytes first, then by id (deterministic).
@@ -42,17 +55,19 @@ pub fn acts_table(
     out: &mut impl Write,
     tables: &Tables,
     frames: &dyn Frames,
+    paths: &PathTable,
     show_recorder: bool,
 ) -> io::Result<()> {
     writeln!(
         out,
-        "{:>7} {:<16} {:>6} {:>10} {:>7} {:>10} {:<9} {:<10} {:>12} {:>7} {:>12} {:>7}  FRAMES",
+        "{:>7} {:<16} {:>6} {:>10} {:>7} {:>10} {:<24} {:<9} {:<10} {:>12} {:>7} {:>12} {:>7}  FRAMES",
         "PID",
         "COMM",
         "INTENT",
         "MODIFIER",
         "DEV",
         "INO",
+        "FILE",
         "VIA",
         "REASON",
         "READ",
@@ -73,17 +88,22 @@ pub fn acts_table(
             .collect();
         if let Some(issuer) = a.issuer.and_then(|r| tables.role(r)) {
             // The lost intent has no stack: say who queued the IO instead.
-            top.push(format!("(issued by pid-{} {})", issuer.pid, issuer.comm));
+            top.push(format!(
+                "(issued by pid-{} {})",
+                issuer.tid,
+                printable(&issuer.comm)
+            ));
         }
         writeln!(
             out,
-            "{:>7} {:<16} {:>6} {:>#10x} {:>7} {:>10} {:<9} {:<10} {:>12} {:>7} {:>12} {:>7}  {}",
-            role.pid,
-            role.comm,
+            "{:>7} {:<16} {:>6} {:>#10x} {:>7} {:>10} {:<24} {:<9} {:<10} {:>12} {:>7} {:>12} {:>7}  {}",
+            role.tid,
+            printable(&role.comm),
             format!("#{}", a.intent),
             intent.modifier,
             dev_str(a.file.dev),
             a.file.ino,
+            path_text(paths, a),
             a.via.name(),
             reason_name(a.reason),
             human_bytes(t.bytes[0] + t.bytes[1]),
@@ -105,6 +125,7 @@ pub fn acts_json(
     out: &mut impl Write,
     tables: &Tables,
     frames: &dyn Frames,
+    paths: &PathTable,
     show_recorder: bool,
 ) -> io::Result<()> {
     for id in sorted_acts(tables, show_recorder) {
@@ -124,10 +145,11 @@ pub fn acts_json(
             "modifier": intent.modifier,
             "dev": dev_str(a.file.dev),
             "ino": a.file.ino,
-            "path": serde_json::Value::Null,
+            "path": (a.file.ino != 0).then(|| paths.get(a.file.dev, a.file.ino)).flatten(),
             "via": a.via.name(),
             "reason": a.reason.map(|r| r.name()),
             "issuer_pid": issuer.map(|r| r.pid),
+            "issuer_tid": issuer.map(|r| r.tid),
             "issuer_comm": issuer.map(|r| r.comm.as_str()),
             "read_bytes": t.bytes[0] + t.bytes[1],
             "read_ios": t.ios[0] + t.ios[1],
@@ -161,6 +183,7 @@ pub fn iolog_entry(
     io: &Io,
     tables: &Tables,
     frames: &dyn Frames,
+    paths: &PathTable,
 ) -> io::Result<()> {
     let a = &tables.acts[io.act as usize];
     let role = &tables.roles[a.role as usize];
@@ -172,17 +195,27 @@ pub fn iolog_entry(
         io.dir.letter(),
         io.size,
         io.sector,
-        role.pid,
-        role.comm,
+        role.tid,
+        printable(&role.comm),
         a.file.dev,
         a.file.ino,
         io.via.name()
     )?;
+    if a.file.ino != 0 {
+        if let Some(p) = paths.get(a.file.dev, a.file.ino) {
+            write!(out, " path={}", printable(p))?;
+        }
+    }
     if let Some(r) = io.reason {
         write!(out, " reason={}", r.name())?;
     }
     if io.issuer != a.role {
-        write!(out, " issuer=pid-{} ({})", issuer.pid, issuer.comm)?;
+        write!(
+            out,
+            " issuer=pid-{} ({})",
+            issuer.tid,
+            printable(&issuer.comm)
+        )?;
     }
     if let Some(off) = io.file_offset {
         write!(out, " file_offset={off}")?;
@@ -262,7 +295,7 @@ mod tests {
             totals: vec![totals, totals],
         };
         let mut out = Vec::new();
-        acts_json(&mut out, &tables, &NoFrames, false).unwrap();
+        acts_json(&mut out, &tables, &NoFrames, &PathTable::default(), false).unwrap();
         let rows: Vec<serde_json::Value> = String::from_utf8(out)
             .unwrap()
             .lines()

@@ -143,6 +143,37 @@ fn writeback_scenarios(fstype: &str) {
         .map(|(_, b)| b[2])
         .sum();
     assert_eq!(total, 20 * MIB, "every data byte charged once; {ctx}");
+    // The recorder named the files: acts, iolog and the report's files table carry paths.
+    let acts = support::acts_json(&trace);
+    let f_acts: Vec<_> = acts
+        .iter()
+        .filter(|v| v["comm"] == "writerF" && v["ino"] == ino_of("f.dat"))
+        .collect();
+    assert!(!f_acts.is_empty(), "{fstype}: no act of writerF on f.dat");
+    for v in f_acts {
+        assert_eq!(v["path"], fs.mnt.join("f.dat").display().to_string(), "{v}");
+    }
+    let o = support::ioblame(&["iolog".as_ref(), trace.as_os_str()]);
+    let iolog = String::from_utf8_lossy(&o.stdout);
+    let want = format!(" path={} ", fs.mnt.join("h.dat").display());
+    assert!(
+        iolog
+            .lines()
+            .any(|l| l.contains("(writerH2)") && l.contains(&want)),
+        "{fstype}: no iolog line of writerH2 names h.dat"
+    );
+    let out = fs.dir.path().join("report");
+    let o = support::ioblame(&[
+        "report".as_ref(),
+        trace.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    let summary = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        summary.contains(&format!("file {}", fs.mnt.join("f.dat").display())),
+        "{fstype}: the report's summary does not name f.dat:\n{summary}"
+    );
 }
 
 #[test]

@@ -189,6 +189,12 @@ impl ReportWriter {
         })
     }
 
+    /// Names files by (dev, ino), for the tables, summary and page: paths known only once the
+    /// trace has been read (the recorder lists files at the end of a capture).
+    pub fn set_paths(&mut self, paths: BTreeMap<FileKey, String>) {
+        self.input.paths = paths;
+    }
+
     /// Records one IO as the attribution charged it; `tables` must already hold its act and
     /// roles.
     pub fn push_io(&mut self, io: &Io, tables: &Tables) -> Result<(), ReportError> {
