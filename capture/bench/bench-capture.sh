@@ -30,7 +30,7 @@ for e in $EVS; do
   elif grep -q 'field:dev_t s_dev;' $f; then flt="s_dev == $KDEV"
   elif grep -q 'field:char name\[32\]' $f; then flt="name == \"$MM\""; fi
   [ "$e" = block:block_dirty_buffer ] && flt="${flt:+($flt) && }sector < 4611686018427387904"
-  [ "$e" = writeback:writeback_mark_inode_dirty ] && flt="${flt:+($flt) && }flags & 51"
+  [ "$e" = writeback:writeback_mark_inode_dirty ] && flt="${flt:+($flt) && }flags & 59"
   PERFARGS+=(-e "$e"); [ -n "$flt" ] && PERFARGS+=(--filter "$flt")
 done
 

@@ -388,11 +388,17 @@ pub fn resolve(
 pub const DIRTY_BUFFER_FILTER: &str = "sector < 4611686018427387904";
 
 /// Filter that keeps only the `writeback_mark_inode_dirty` events that dirty the inode itself
-/// (`I_DIRTY_SYNC`/`I_DIRTY_DATASYNC`: bits 0-1 before the 6.x i_state reordering, bits 4-5
-/// after), the only ones the attribution uses (inode writeback charged to its dirtier). It
-/// drops the `I_DIRTY_PAGES` calls that come with every dirtied folio, each of which would
-/// otherwise cost a kernel callchain: a third of the events of small buffered writes.
-pub const MARK_INODE_DIRTY_FILTER: &str = "flags & 51";
+/// (`I_DIRTY_SYNC`/`I_DIRTY_DATASYNC`), the only ones the attribution uses (inode writeback
+/// charged to its dirtier). It drops the `I_DIRTY_PAGES` calls that come with every dirtied
+/// folio, each of which would otherwise cost a kernel callchain: a third of the events of
+/// small buffered writes.
+///
+/// The bits moved when 6.x reordered `i_state`: 0-1 before 6.12, 4-5 on 6.18 (observed), and
+/// the kernels in between may number them 3-4. The filter keeps the union (bits 0, 1, 3, 4,
+/// 5) so that no layout loses an inode dirtier; where `I_DIRTY_PAGES` falls inside it the
+/// cost is volume, not information. (This kernel's format names the bits without values, so
+/// the recorder cannot read them from tracefs.)
+pub const MARK_INODE_DIRTY_FILTER: &str = "flags & 59";
 
 fn has_field(format: &str, decl: &str) -> bool {
     format
@@ -605,10 +611,10 @@ mod tests {
             "writeback:writeback_mark_inode_dirty",
             "\tfield:char name[32];\toffset:8;\tsize:32;\tsigned:0;\n\tfield:unsigned long flags;\toffset:56;\tsize:8;\tsigned:0;\n",
         );
-        assert_eq!(filter_for(&mid, &[]), "flags & 51");
+        assert_eq!(filter_for(&mid, &[]), "flags & 59");
         assert_eq!(
             filter_for(&mid, &devs[..1]),
-            "(name == \"7:0\") && (flags & 51)"
+            "(name == \"7:0\") && (flags & 59)"
         );
     }
 }
