@@ -39,8 +39,10 @@ const MAX_TID_RMAP: usize = 4096;
 const STALE_NS: u64 = 120_000_000_000;
 /// Trace time between sweeps for stale state (ns).
 const SWEEP_INTERVAL_NS: u64 = 10_000_000_000;
-/// Dirty buffer_heads and inode dirtiers older than this were written or freed unseen
-/// (an inode unlinked while dirty, a block freed before writeback): forgotten (ns).
+/// Dirty folios, buffer_heads and inode dirtiers older than this were written or freed
+/// unseen (a file unlinked while dirty, whose one-page folios leave the page cache without
+/// an event since the recorder filters order-0 page cache events; a block freed before
+/// writeback): forgotten (ns). Writeback normally cleans a page within about 35 s.
 const DIRTY_STALE_NS: u64 = 600_000_000_000;
 /// A thread's sector->file maps not followed by their bio within this time are forgotten
 /// (ns); so is what it last read.
@@ -2336,6 +2338,10 @@ impl Attributor {
             !m.is_empty()
         });
         self.inode_owner.retain(|_, o| o.1 >= limit_dirty);
+        self.dirty.retain(|_, df| {
+            df.remove_older_than(limit_dirty);
+            !df.folios.is_empty()
+        });
         // Thread contexts: stale maps go, idle contexts too.
         let limit_maps = now.saturating_sub(RMAP_STALE_NS);
         self.tid_ctx.retain(|_, c| {

@@ -400,6 +400,15 @@ pub const DIRTY_BUFFER_FILTER: &str = "sector < 4611686018427387904";
 /// the recorder cannot read them from tracefs.)
 pub const MARK_INODE_DIRTY_FILTER: &str = "flags & 59";
 
+/// Filter on `mm_filemap_add_to_page_cache` and `mm_filemap_delete_from_page_cache` that keeps
+/// only folios larger than one page. The attribution needs these events for the size of a
+/// folio, and a folio it has seen no event for is taken as one page, which is what the
+/// filter drops: nothing is lost. Small random IO adds and evicts a page per operation: on
+/// 4 KiB random buffered writes these two events were 40% of everything recorded. (A
+/// one-page folio of a file unlinked while dirty then leaves unseen; the analyzer forgets
+/// dirty folios nobody wrote for ten minutes.)
+pub const FOLIO_ORDER_FILTER: &str = "order > 0";
+
 fn has_field(format: &str, decl: &str) -> bool {
     format
         .lines()
@@ -487,6 +496,13 @@ pub fn filter_for(tp: &Tracepoint, devs: &[FilterDev]) -> String {
     }
     if tp.name == "block:block_dirty_buffer" {
         parts.push(DIRTY_BUFFER_FILTER.to_string());
+    }
+    if matches!(
+        tp.name.as_str(),
+        "filemap:mm_filemap_add_to_page_cache" | "filemap:mm_filemap_delete_from_page_cache"
+    ) && has_field(&tp.format, "unsigned char order")
+    {
+        parts.push(FOLIO_ORDER_FILTER.to_string());
     }
     if tp.name == "writeback:writeback_mark_inode_dirty"
         && has_field(&tp.format, "unsigned long flags")
@@ -612,6 +628,26 @@ mod tests {
             "\tfield:char name[32];\toffset:8;\tsize:32;\tsigned:0;\n\tfield:unsigned long flags;\toffset:56;\tsize:8;\tsigned:0;\n",
         );
         assert_eq!(filter_for(&mid, &[]), "flags & 59");
+        for name in [
+            "filemap:mm_filemap_add_to_page_cache",
+            "filemap:mm_filemap_delete_from_page_cache",
+        ] {
+            let add = tp(
+                name,
+                "\tfield:dev_t s_dev;\toffset:32;\tsize:4;\tsigned:0;\n\tfield:unsigned char order;\toffset:36;\tsize:1;\tsigned:0;\n",
+            );
+            assert_eq!(filter_for(&add, &[]), "order > 0");
+            assert_eq!(
+                filter_for(&add, &devs[..1]),
+                "(s_dev == 7340032) && (order > 0)"
+            );
+            // Kernels before large folios have no order field: every folio is one page.
+            let old = tp(
+                name,
+                "\tfield:dev_t s_dev;\toffset:32;\tsize:4;\tsigned:0;\n",
+            );
+            assert_eq!(filter_for(&old, &[]), "");
+        }
         assert_eq!(
             filter_for(&mid, &devs[..1]),
             "(name == \"7:0\") && (flags & 59)"
