@@ -364,7 +364,9 @@ fn check_layout(path: &Path, f: &mut std::fs::File) -> Result<Vec<RawAttr>, Perf
     f.seek(SeekFrom::Start(table)).map_err(io)?;
     let mut t = vec![0u8; 16 * features as usize];
     f.read_exact(&mut t).map_err(io)?;
-    for (i, e) in t.chunks_exact(16).enumerate() {
+    // The table lists the sections of the feature bits set, in bit order.
+    let bits = (0..256u32).filter(|b| u64at(72 + 8 * (*b as usize / 64)) >> (b % 64) & 1 != 0);
+    for ((i, e), bit) in t.chunks_exact(16).enumerate().zip(bits) {
         let rd = |b: &[u8]| {
             let b: [u8; 8] = b.try_into().unwrap_or([0; 8]);
             if big {
@@ -379,6 +381,16 @@ fn check_layout(path: &Path, f: &mut std::fs::File) -> Result<Vec<RawAttr>, Perf
                 "feature section {i} ({size} bytes at offset {off}) runs past the end of the file ({len} bytes)"
             )));
         }
+        if bit == HEADER_EVENT_DESC {
+            f.seek(SeekFrom::Start(off)).map_err(io)?;
+            let mut s = vec![0u8; size as usize];
+            f.read_exact(&mut s).map_err(io)?;
+            check_event_desc(&s, big).map_err(|what| {
+                corrupt(format!(
+                    "the event descriptions ({size} bytes at offset {off}): {what}"
+                ))
+            })?;
+        }
     }
     // The attrs as written, for what the parser reads wrong in big-endian files.
     let mut raw = Vec::new();
@@ -392,6 +404,51 @@ fn check_layout(path: &Path, f: &mut std::fs::File) -> Result<Vec<RawAttr>, Perf
     }
     f.seek(SeekFrom::Start(0)).map_err(io)?;
     Ok(raw)
+}
+
+/// Feature bit of `HEADER_EVENT_DESC`.
+const HEADER_EVENT_DESC: u32 = 12;
+
+/// Checks the counts inside a `HEADER_EVENT_DESC` section against its size: the parser
+/// reserves memory for the declared number of events and of ids of each before reading
+/// them, so a damaged count would make it ask for gigabytes and abort the process.
+fn check_event_desc(s: &[u8], big: bool) -> Result<(), String> {
+    let u32at = |o: usize| {
+        s.get(o..o + 4)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map(|b| {
+                if big {
+                    u32::from_be_bytes(b)
+                } else {
+                    u32::from_le_bytes(b)
+                }
+            })
+            .ok_or_else(|| format!("cut short at byte {o}"))
+    };
+    let nr = u32at(0)? as usize;
+    let attr_size = u32at(4)? as usize;
+    // Each event takes at least its attr, an id count and a string length.
+    if attr_size == 0 || nr.saturating_mul(attr_size + 8) > s.len() {
+        return Err(format!(
+            "{nr} events of {attr_size}-byte attrs do not fit in {} bytes",
+            s.len()
+        ));
+    }
+    let mut o = 8;
+    for i in 0..nr {
+        o += attr_size;
+        let ids = u32at(o)? as usize;
+        let name = u32at(o + 4)? as usize;
+        o += 8;
+        let need = name.saturating_add(ids.saturating_mul(8));
+        if need > s.len() - o.min(s.len()) {
+            return Err(format!(
+                "event {i} declares a {name}-byte name and {ids} ids, more than the section holds"
+            ));
+        }
+        o += need;
+    }
+    Ok(())
 }
 
 /// What ioblame reads of a `perf_event_attr` itself.

@@ -164,3 +164,37 @@ fn every_cut_of_a_compressed_file_is_an_error() {
         }
     }
 }
+
+/// A damaged count inside the event descriptions must not make the parser reserve gigabytes
+/// (an allocation failure aborts the process, which no `catch_unwind` stops).
+#[test]
+fn damaged_event_description_counts_are_an_error() {
+    let p = data("loop0-full-z.data");
+    let bytes = std::fs::read(&p).unwrap();
+    let u64at = |o: usize| u64::from_le_bytes(bytes[o..o + 8].try_into().unwrap());
+    let table = (u64at(40) + u64at(48)) as usize;
+    // Entry of feature bit 12 (HEADER_EVENT_DESC): one 16-byte entry per lower bit set.
+    let features = u64at(72);
+    assert_ne!(features & 1 << 12, 0, "the file has event descriptions");
+    let entry = table + 16 * (features & ((1 << 12) - 1)).count_ones() as usize;
+    let desc = u64at(entry) as usize;
+    let attr_size = u32::from_le_bytes(bytes[desc + 4..desc + 8].try_into().unwrap()) as usize;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("bad.data");
+    for (at, what) in [
+        (desc, "events"),
+        (desc + 8 + attr_size, "ids"),
+        (desc + 8 + attr_size + 4, "name"),
+    ] {
+        let mut b = bytes.clone();
+        b[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        std::fs::write(&out, &b).unwrap();
+        match open_perf_data(&out, &PerfDataOptions::default()) {
+            Err(PerfDataError::Corrupt { what: w, .. }) => {
+                assert!(w.contains("event descriptions"), "{what}: {w}")
+            }
+            Err(e) => panic!("{what}: {e}"),
+            Ok(_) => panic!("{what}: converted"),
+        }
+    }
+}
