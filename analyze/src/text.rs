@@ -58,9 +58,27 @@ pub fn acts_table(
     paths: &PathTable,
     show_recorder: bool,
 ) -> io::Result<()> {
+    let ids = sorted_acts(tables, show_recorder);
+    // COMM and FILE are as wide as their longest entry (within reason), so columns align.
+    let width = |f: &dyn Fn(&Act) -> usize, min: usize, max: usize| {
+        ids.iter()
+            .map(|&id| f(&tables.acts[id as usize]))
+            .fold(min, usize::max)
+            .min(max)
+    };
+    let comm_w = width(
+        &|a| {
+            printable(&tables.roles[a.role as usize].comm)
+                .chars()
+                .count()
+        },
+        16,
+        40,
+    );
+    let file_w = width(&|a| path_text(paths, a).chars().count(), 4, 64);
     writeln!(
         out,
-        "{:>7} {:<16} {:>6} {:>10} {:>7} {:>10} {:<24} {:<9} {:<10} {:>12} {:>7} {:>12} {:>7}  FRAMES",
+        "{:>7} {:<comm_w$} {:>6} {:>10} {:>7} {:>10} {:<file_w$} {:<9} {:<10} {:>12} {:>7} {:>12} {:>7}  FRAMES",
         "PID",
         "COMM",
         "INTENT",
@@ -75,7 +93,7 @@ pub fn acts_table(
         "WRITE",
         "W_IOS"
     )?;
-    for id in sorted_acts(tables, show_recorder) {
+    for id in ids {
         let a = &tables.acts[id as usize];
         let t = &tables.totals[id as usize];
         let role = &tables.roles[a.role as usize];
@@ -96,7 +114,7 @@ pub fn acts_table(
         }
         writeln!(
             out,
-            "{:>7} {:<16} {:>6} {:>#10x} {:>7} {:>10} {:<24} {:<9} {:<10} {:>12} {:>7} {:>12} {:>7}  {}",
+            "{:>7} {:<comm_w$} {:>6} {:>#10x} {:>7} {:>10} {:<file_w$} {:<9} {:<10} {:>12} {:>7} {:>12} {:>7}  {}",
             role.tid,
             printable(&role.comm),
             format!("#{}", a.intent),
