@@ -279,10 +279,11 @@ fn as_unattributed(text: &str, role: &str) -> String {
         out.push('\n');
     }
     // Names are set before the role line: drop the doctored group's.
-    out.replace(
-        &format!("name = \"{role} via page (sync writeback)\"\n"),
-        "",
-    )
+    let name = format!("name = \"{role} via ");
+    out.lines()
+        .filter(|l| !l.starts_with(&name))
+        .map(|l| format!("{l}\n"))
+        .collect()
 }
 
 fn check_fixture(name: &str, baseline: &Path, extra: &[&str]) -> Output {
@@ -310,11 +311,15 @@ fn strict_check_catches_a_writer_lost_to_unknown() {
     let out = text(&o);
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(
-        out.contains("new group writerA via page (sync writeback): write 8.0 MiB"),
+        out.contains(
+            "new group writerA via page (sync writeback) on /mnt/ioblame-fixture/g_A.dat: write 8.0 MiB"
+        ),
         "{out}"
     );
     assert!(
-        out.contains("kworker/* via unknown (sync writeback): vanished: write 8.0 MiB"),
+        out.contains(
+            "kworker/* via unknown (sync writeback) on /mnt/ioblame-fixture/g_A.dat: vanished: write 8.0 MiB"
+        ),
         "{out}"
     );
     // An exact baseline (as scripts/check-fixtures.sh writes them) is strict by itself.

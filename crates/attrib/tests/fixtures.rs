@@ -9,11 +9,28 @@ use ioblame_format::Trace;
 
 const MIB: u64 = 1 << 20;
 
-fn run(name: &str) -> (Vec<Io>, Attribution) {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+fn trace_dir(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../fixtures")
         .join(name)
-        .join("trace");
+        .join("trace")
+}
+
+/// The inode of `file` in a fixture, from the paths its trace names (fixtures/make.sh
+/// mounts the filesystem at /mnt/ioblame-fixture).
+fn ino(name: &str, file: &str) -> u64 {
+    let trace = Trace::open(&trace_dir(name)).unwrap();
+    let want = format!("/mnt/ioblame-fixture/{file}");
+    let found = trace
+        .paths()
+        .iter()
+        .find(|(_, _, p)| *p == want)
+        .map(|(_, i, _)| i);
+    found.unwrap_or_else(|| panic!("fixture {name} names no {want}"))
+}
+
+fn run(name: &str) -> (Vec<Io>, Attribution) {
+    let dir = trace_dir(name);
     let trace = Trace::open(&dir).unwrap_or_else(|e| panic!("fixture {name}: {e}"));
     let decoder = Decoder::new(trace.header(), trace.metadata());
     let mut ctx = Context::from_trace(trace.header(), trace.metadata());
@@ -100,8 +117,9 @@ fn ext4_direct_write_and_read_are_charged_to_the_issuers() {
     );
     assert_eq!(bytes(&ios, &out, "readerR", Via::Direct, Dir::R), 4 * MIB);
     let t = &out.tables;
+    let c = ino("ext4-direct", "c.dat");
     for i in ios.iter().filter(|i| i.via == Via::Direct) {
-        assert_eq!(i.ino, Some(12), "c.dat is ino 12");
+        assert_eq!(i.ino, Some(c), "c.dat is ino {c}");
         assert!(
             t.roles[t.acts[i.act as usize].role as usize]
                 .comm
@@ -139,11 +157,12 @@ fn ext4_two_writers_halves_and_overwrite_ground_truth() {
     // The one request holding pages of both halves' writers is split between them by
     // sector (kernel-events.md §4h: 256 KiB of H1, 1 MiB of H2).
     check_mixed_request(&ios, &out, 302592);
-    assert_eq!(per("writerA", 13), 8 * MIB, "{msg}");
-    assert_eq!(per("writerB", 12), 4 * MIB, "{msg}");
-    assert_eq!(per("writerH1", 14), 4 * MIB, "{msg}");
-    assert_eq!(per("writerH2", 14), 4 * MIB, "{msg}");
-    assert_eq!(per("writerO", 14), 4 * MIB, "{msg}");
+    let f = |file| ino("ext4-two-writers", file);
+    assert_eq!(per("writerA", f("g_A.dat")), 8 * MIB, "{msg}");
+    assert_eq!(per("writerB", f("g_B.dat")), 4 * MIB, "{msg}");
+    assert_eq!(per("writerH1", f("h.dat")), 4 * MIB, "{msg}");
+    assert_eq!(per("writerH2", f("h.dat")), 4 * MIB, "{msg}");
+    assert_eq!(per("writerO", f("h.dat")), 4 * MIB, "{msg}");
     // sync itself writes ~no data
     let sync_data: u64 = ios
         .iter()
@@ -157,7 +176,7 @@ fn ext4_two_writers_halves_and_overwrite_ground_truth() {
     // data writes carry reason sync
     assert!(ios
         .iter()
-        .filter(|i| matches!(i.via, Via::Page) && i.ino == Some(14))
+        .filter(|i| matches!(i.via, Via::Page) && i.ino == Some(f("h.dat")))
         .all(|i| i.reason.map(|r| r.0) == Some(2)));
     // the journal is charged to jbd2
     let jbd2: u64 = ios
@@ -188,10 +207,11 @@ fn xfs_two_writers_halves_and_overwrite_ground_truth() {
             .sum()
     };
     let msg = format!("summary: {:?}", out.summary);
-    assert_eq!(per("writerA", 132), 8 * MIB, "{msg}");
-    assert_eq!(per("writerB", 131), 4 * MIB, "{msg}");
+    let f = |file| ino("xfs-two-writers", file);
+    assert_eq!(per("writerA", f("g_A.dat")), 8 * MIB, "{msg}");
+    assert_eq!(per("writerB", f("g_B.dat")), 4 * MIB, "{msg}");
     for w in ["writerH1", "writerH2", "writerO"] {
-        assert_eq!(per(w, 133), 4 * MIB, "{w}; {msg}");
+        assert_eq!(per(w, f("h.dat")), 4 * MIB, "{w}; {msg}");
     }
     // `sync` started writeback and wrote the log: no data bytes are charged to it.
     let sync_data: u64 = ios
