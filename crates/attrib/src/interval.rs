@@ -46,6 +46,15 @@ impl<V: Advance> IntervalMap<V> {
         self.map.retain(|_, (_, v)| keep(v));
     }
 
+    /// Whether no interval overlaps `[a, b)`: one lookup of the last interval starting
+    /// before `b` (the intervals do not overlap, so the earlier ones end before it starts).
+    fn is_free(&self, a: u64, b: u64) -> bool {
+        self.map
+            .range(..b)
+            .next_back()
+            .is_none_or(|(_, &(e, _))| e <= a)
+    }
+
     /// Whether one interval whose value `keep` accepts covers `[a, b)` (one tree descent).
     pub fn covered_by(&self, a: u64, b: u64, keep: impl FnOnce(&V) -> bool) -> bool {
         match self.map.range(..=a).next_back() {
@@ -55,8 +64,9 @@ impl<V: Advance> IntervalMap<V> {
     }
 
     /// Inserts the parts of `[a, b)` not covered by intervals whose value `keep` accepts;
-    /// the overlapping intervals it refuses are removed (whole) first. One tree descent when
-    /// an accepted interval already covers `[a, b)` (a buffer dirtied again).
+    /// the overlapping intervals it refuses are removed (whole) first. A free range costs a
+    /// lookup and an insert. (Callers that can skip work when an accepted interval already
+    /// covers `[a, b)`, a buffer dirtied again, ask [`IntervalMap::covered_by`] first.)
     pub fn insert_if_free_keeping(
         &mut self,
         a: u64,
@@ -64,7 +74,12 @@ impl<V: Advance> IntervalMap<V> {
         v: V,
         mut keep: impl FnMut(&V) -> bool,
     ) {
-        if a >= b || self.covered_by(a, b, &mut keep) {
+        if a >= b {
+            return;
+        }
+        if self.is_free(a, b) {
+            // The common case (a block dirtied for the first time): one insert.
+            self.map.insert(a, (b, v));
             return;
         }
         let mut starts = Vec::new();
@@ -109,7 +124,7 @@ impl<V: Advance> IntervalMap<V> {
     /// Removes the parts overlapping `[a, b)` and appends them (cut to `[a, b)`) to `out`;
     /// the parts outside stay.
     pub fn take(&mut self, a: u64, b: u64, out: &mut Vec<(u64, u64, V)>) {
-        if a >= b {
+        if a >= b || self.is_free(a, b) {
             return;
         }
         let pred = match self.map.range(..a).next_back() {
@@ -121,7 +136,10 @@ impl<V: Advance> IntervalMap<V> {
                 self.cut(s, e, v, a, b, out);
             }
         }
-        while let Some(s) = self.map.range(a..b).next().map(|(&s, _)| s) {
+        // The starts first (one walk), then each removal; a cut part that goes back into the
+        // map starts at `b`, outside the range.
+        let starts: Vec<u64> = self.map.range(a..b).map(|(&s, _)| s).collect();
+        for s in starts {
             if let Some((e, v)) = self.map.remove(&s) {
                 self.cut(s, e, v, a, b, out);
             }
