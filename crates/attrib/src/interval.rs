@@ -180,26 +180,7 @@ impl<V: Advance> IntervalMap<V> {
     /// Inserts the parts of `[a, b)` not already covered (earlier values win).
     #[cfg(test)]
     pub fn insert_if_free(&mut self, a: u64, b: u64, v: V) {
-        if a >= b {
-            return;
-        }
-        let mut starts = Vec::new();
-        self.overlapping(a, b, &mut starts);
-        let mut cur = a;
-        let mut gaps = Vec::new();
-        for s in starts {
-            let e = self.map[&s].0;
-            if s > cur {
-                gaps.push((cur, s));
-            }
-            cur = cur.max(e);
-        }
-        if cur < b {
-            gaps.push((cur, b));
-        }
-        for (ga, gb) in gaps {
-            self.map.insert(ga, (gb, v.advance(ga - a)));
-        }
+        self.insert_if_free_keeping(a, b, v, |_| true);
     }
 
     /// Iterates over all intervals.
