@@ -23,6 +23,7 @@
 //! `fixtures/tracefs-formats`, records are the capture's sample layout, chunks are zstd
 //! compressed ring files. Same options, same bytes.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::{Context as _, Result};
@@ -314,8 +315,13 @@ struct Gen {
     stack_buf: Vec<u64>,
     /// The simulated page cache, oldest first: (disk, ino, index, pfn).
     cached: std::collections::VecDeque<(usize, u64, u64, u64)>,
+    /// Pages dirty and not yet written back: (disk, ino, index). A kernel never evicts
+    /// them (it writes them first), so kswapd passes over them.
+    dirty_pages: std::collections::HashSet<(usize, u64, u64)>,
 }
 
+/// `I_DIRTY_PAGES` as the simulated 6.18 kernel numbers it.
+const I_DIRTY_PAGES: u64 = 0x40;
 const FLUSHER: u32 = 60;
 const JBD2: u32 = 70;
 const KSWAPD: u32 = 90;
@@ -395,10 +401,20 @@ impl Gen {
         self.cached.push_back((d, ino, index, pfn));
         if self.cached.len() >= PAGE_CACHE_PAGES + 32 {
             let kcpu = self.rng.below(self.cpus as u64) as u32;
-            for _ in 0..32 {
+            let mut evicted = 0;
+            // Dirty pages go back to the end, once each at most per batch.
+            for _ in 0..32 + self.dirty_pages.len().min(PAGE_CACHE_PAGES) {
+                if evicted == 32 {
+                    break;
+                }
                 let Some((d, ino, index, pfn)) = self.cached.pop_front() else {
                     break;
                 };
+                if self.dirty_pages.contains(&(d, ino, index)) {
+                    self.cached.push_back((d, ino, index, pfn));
+                    continue;
+                }
+                evicted += 1;
                 self.sample(
                     kcpu,
                     E::DeleteFromPageCache,
@@ -631,6 +647,7 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<u64> {
         journal_block: 0,
         stack_buf: Vec::new(),
         cached: Default::default(),
+        dirty_pages: Default::default(),
     };
     let kinds = [
         "postgres", "java", "dd", "rsync", "nginx", "mysqld", "cp", "tar",
@@ -722,6 +739,7 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<u64> {
                     if g.rng.chance(2) {
                         g.cache_page(cpu, pid, d, ino, pg)?;
                     }
+                    g.dirty_pages.insert((d, ino, pg));
                     g.sample(
                         cpu,
                         E::DirtyFolio,
@@ -853,7 +871,20 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<u64> {
             g.sample(0, E::WbStart, FLUSHER, &[], &work)?;
             let stack = st.wb[(ops as usize / 40) % st.wb.len()].clone();
             let mut written = 0;
+            // Ranges of each inode still to write in this batch: an inode leaving its
+            // writeback with some left says so (I_DIRTY_PAGES), as the kernel's state does.
+            let mut left: HashMap<(usize, u64), usize> = HashMap::new();
+            for &(d, ino, _, _) in &batch {
+                *left.entry((d, ino)).or_default() += 1;
+            }
             for (d, ino, first, pages) in batch {
+                for pg in first..first + pages {
+                    g.dirty_pages.remove(&(d, ino, pg));
+                }
+                let still_dirty = left.get_mut(&(d, ino)).map_or(0, |n| {
+                    *n -= 1;
+                    *n
+                }) > 0;
                 let sdev = Val::U(kdev(d));
                 let name = Val::Str(BDI[d]);
                 g.sample(
@@ -967,6 +998,7 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<u64> {
                     &[
                         ("name", name),
                         ("ino", Val::U(ino)),
+                        ("state", Val::U(if still_dirty { I_DIRTY_PAGES } else { 0 })),
                         ("writeback_index", Val::U(first + pages)),
                         ("nr_to_write", Val::I(1024)),
                         ("wrote", Val::U(pages)),
