@@ -2160,19 +2160,7 @@ impl Attributor {
         };
         if !paint.covers(sector, e) {
             // Bios queued before the capture or lost: charged to the lost intent.
-            let unknown = self.unknown_role();
-            let c = Charge {
-                role: unknown,
-                stack: 0,
-                via: Via::Unknown,
-                fdev: dev,
-                ino: 0,
-                issuer: unknown,
-                reason: NO_REASON,
-                txn: NO_TXN,
-                qtime: time,
-                rwbs,
-            };
+            let c = self.unmatched_charge(dev, time, rwbs);
             paint.fill(sector, e, &Frag { c, foff: NO_OFF }, None);
         }
         self.inflight.push(
@@ -2208,19 +2196,7 @@ impl Attributor {
         let n = nr as u64;
         let Some(mut r) = self.inflight.pop(&(disk, sector)) else {
             self.summary.unmatched_completions += 1;
-            let unknown = self.unknown_role();
-            let c = Charge {
-                role: unknown,
-                stack: 0,
-                via: Via::Unknown,
-                fdev: dev,
-                ino: 0,
-                issuer: unknown,
-                reason: NO_REASON,
-                txn: NO_TXN,
-                qtime: time,
-                rwbs,
-            };
+            let c = self.unmatched_charge(dev, time, rwbs);
             let parts = vec![(sector, sector.saturating_add(n), Frag { c, foff: NO_OFF })];
             self.emit(disk, &parts, rwbs, time, time, false);
             return;
@@ -2273,19 +2249,7 @@ impl Attributor {
         };
         if parts.is_empty() {
             self.summary.unmatched_completions += 1;
-            let unknown = self.unknown_role();
-            let c = Charge {
-                role: unknown,
-                stack: 0,
-                via: Via::Unknown,
-                fdev: dev,
-                ino: 0,
-                issuer: unknown,
-                reason: NO_REASON,
-                txn: NO_TXN,
-                qtime: time,
-                rwbs,
-            };
+            let c = self.unmatched_charge(dev, time, rwbs);
             self.emit(
                 disk,
                 &[(sector, e, Frag { c, foff: NO_OFF })],
@@ -2355,6 +2319,24 @@ impl Attributor {
         stale.sort_by_key(|s| s.3);
         for (disk, parts, rwbs, at) in stale {
             self.emit_lost(disk, parts, rwbs, at);
+        }
+    }
+
+    /// The charge of a completion that matches nothing queued or issued: the lost intent,
+    /// with no file, issuer or reason known.
+    fn unmatched_charge(&mut self, dev: Dev, time: u64, rwbs: Rwbs) -> Charge {
+        let unknown = self.unknown_role();
+        Charge {
+            role: unknown,
+            stack: 0,
+            via: Via::Unknown,
+            fdev: dev,
+            ino: 0,
+            issuer: unknown,
+            reason: NO_REASON,
+            txn: NO_TXN,
+            qtime: time,
+            rwbs,
         }
     }
 
