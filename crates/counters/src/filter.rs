@@ -406,37 +406,31 @@ fn whole_filter<'a>(i: &'a str, after: &str, whole: &str) -> Res<'a, Filter> {
 }
 
 fn or_expr<'a>(i: &'a str, after: &str, depth: usize, whole: &str) -> Res<'a, Node> {
-    let (mut i, first) = and_expr(i, after, depth, whole)?;
-    let mut terms = vec![first];
-    loop {
-        let (at, _) = ws(i)?;
-        match tag::<_, _, PErr<'a>>("||").parse(at) {
-            Ok((rest, _)) => {
-                let (rest, n) = and_expr(rest, "||", depth, whole)?;
-                terms.push(n);
-                i = rest;
-            }
-            Err(_) => break,
-        }
-    }
-    Ok((
-        i,
-        if terms.len() == 1 {
-            terms.remove(0)
-        } else {
-            Node::Or(terms)
-        },
-    ))
+    chain(i, after, depth, whole, "||", and_expr, Node::Or)
 }
 
 fn and_expr<'a>(i: &'a str, after: &str, depth: usize, whole: &str) -> Res<'a, Node> {
-    let (mut i, first) = unary(i, after, depth, whole)?;
+    chain(i, after, depth, whole, "&&", unary, Node::And)
+}
+
+/// `term (op term)*` of one operator: the terms parsed by `term`, joined by `node` when
+/// there are several.
+fn chain<'a>(
+    i: &'a str,
+    after: &str,
+    depth: usize,
+    whole: &str,
+    op: &'static str,
+    term: fn(&'a str, &str, usize, &str) -> Res<'a, Node>,
+    node: fn(Vec<Node>) -> Node,
+) -> Res<'a, Node> {
+    let (mut i, first) = term(i, after, depth, whole)?;
     let mut terms = vec![first];
     loop {
         let (at, _) = ws(i)?;
-        match tag::<_, _, PErr<'a>>("&&").parse(at) {
+        match tag::<_, _, PErr<'a>>(op).parse(at) {
             Ok((rest, _)) => {
-                let (rest, n) = unary(rest, "&&", depth, whole)?;
+                let (rest, n) = term(rest, op, depth, whole)?;
                 terms.push(n);
                 i = rest;
             }
@@ -448,7 +442,7 @@ fn and_expr<'a>(i: &'a str, after: &str, depth: usize, whole: &str) -> Res<'a, N
         if terms.len() == 1 {
             terms.remove(0)
         } else {
-            Node::And(terms)
+            node(terms)
         },
     ))
 }
