@@ -320,6 +320,18 @@ struct Gen {
     dirty_pages: std::collections::HashSet<(usize, u64, u64)>,
 }
 
+/// The payload of `mm_filemap_add_to_page_cache` and `_delete_from_page_cache` for a
+/// one-page folio.
+fn page_fields(d: usize, ino: u64, index: u64, pfn: u64) -> [(&'static str, Val<'static>); 5] {
+    [
+        ("pfn", Val::U(pfn)),
+        ("i_ino", Val::U(ino)),
+        ("index", Val::U(index)),
+        ("s_dev", Val::U(kdev(d))),
+        ("order", Val::U(0)),
+    ]
+}
+
 /// `I_DIRTY_PAGES` as the simulated 6.18 kernel numbers it.
 const I_DIRTY_PAGES: u64 = 0x40;
 const FLUSHER: u32 = 60;
@@ -390,13 +402,7 @@ impl Gen {
             E::AddToPageCache,
             pid,
             &[],
-            &[
-                ("pfn", Val::U(pfn)),
-                ("i_ino", Val::U(ino)),
-                ("index", Val::U(index)),
-                ("s_dev", Val::U(kdev(d))),
-                ("order", Val::U(0)),
-            ],
+            &page_fields(d, ino, index, pfn),
         )?;
         self.cached.push_back((d, ino, index, pfn));
         if self.cached.len() >= PAGE_CACHE_PAGES + 32 {
@@ -420,13 +426,7 @@ impl Gen {
                     E::DeleteFromPageCache,
                     KSWAPD,
                     &[],
-                    &[
-                        ("pfn", Val::U(pfn)),
-                        ("i_ino", Val::U(ino)),
-                        ("index", Val::U(index)),
-                        ("s_dev", Val::U(kdev(d))),
-                        ("order", Val::U(0)),
-                    ],
+                    &page_fields(d, ino, index, pfn),
                 )?;
             }
         }
