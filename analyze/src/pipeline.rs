@@ -171,7 +171,7 @@ pub fn analyze(
     let mut buf: Vec<Io> = Vec::new();
     let stream = for_each_event(trace, &decoder, &StreamOptions::default(), |ev| {
         progress.tick(ev.time);
-        attr.push(&ev);
+        attr.push(ev);
         attr.drain_ios_into(&mut buf);
         if !buf.is_empty() {
             let tables = attr.tables();

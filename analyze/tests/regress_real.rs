@@ -548,7 +548,7 @@ fn fixture_acts(name: &str) -> FixtureActs {
         &decoder,
         &ioblame_decode::StreamOptions::default(),
         |ev| {
-            a.push(&ev);
+            a.push(ev);
             a.drain_ios_into(&mut ios);
         },
     );

@@ -1151,7 +1151,7 @@ mod tests {
         let mut events = 0u64;
         let stats = for_each_event(&t, &d, &StreamOptions::default(), |ev| {
             events += 1;
-            attr.push(&ev);
+            attr.push(ev);
             attr.drain_ios_into(&mut ios);
         });
         assert_eq!(stats.decode.error_count(), 0);

@@ -156,7 +156,7 @@ pub fn measure_here(stage: &str, threads: usize, trace: &Path) -> Result<()> {
                 };
                 for_each_event(&t, &d, &so, |ev| {
                     n += 1;
-                    attr.push(&ev);
+                    attr.push(ev);
                     attr.drain_ios_into(&mut buf);
                     if !buf.is_empty() {
                         let tables = attr.tables();

@@ -25,10 +25,10 @@ pub fn print(path: &Path) -> Result<()> {
         if ev.pid != 0 {
             tasks.insert(ev.tid);
         }
-        if let Some(st) = ev.stack {
+        if let Some(st) = &ev.stack {
             with_stack += 1;
             frames += st.len() as u64;
-            stacks.insert(st);
+            stacks.insert(st.clone());
         }
         match ev.kind {
             EventKind::DirtyFolio { bdi, ino, .. } => {

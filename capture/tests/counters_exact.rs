@@ -119,7 +119,7 @@ fn attribute(dir: &Path) -> (Vec<Io>, Attribution) {
     let mut a = Attributor::new(ctx);
     let mut ios = Vec::new();
     for_each_event(&trace, &decoder, &StreamOptions::default(), |ev| {
-        a.push(&ev);
+        a.push(ev);
         a.drain_ios_into(&mut ios);
     });
     let out = a.finish();

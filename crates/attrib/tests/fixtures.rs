@@ -40,7 +40,7 @@ fn run(name: &str) -> (Vec<Io>, Attribution) {
     let mut a = Attributor::new(ctx);
     let mut ios = Vec::new();
     for_each_event(&trace, &decoder, &StreamOptions::default(), |ev| {
-        a.push(&ev);
+        a.push(ev);
         a.drain_ios_into(&mut ios);
     });
     let out = a.finish();

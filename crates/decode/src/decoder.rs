@@ -1131,11 +1131,18 @@ impl Decoder {
     /// Decodes every record of a chunk. Never panics; a record that cannot be decoded is
     /// counted in the stats by reason and skipped.
     pub fn decode_chunk(&self, chunk: &Chunk) -> DecodedChunk {
+        self.decode_chunk_into(chunk, Vec::new())
+    }
+
+    /// [`Decoder::decode_chunk`] into `events` (cleared first), so a caller decoding many
+    /// chunks can reuse its vectors.
+    pub fn decode_chunk_into(&self, chunk: &Chunk, mut events: Vec<Event>) -> DecodedChunk {
         let mut stats = DecodeStats {
             per_event: vec![0; self.entries.len()],
             ..Default::default()
         };
-        let mut events = Vec::with_capacity((chunk.header.records as usize).min(1 << 20));
+        events.clear();
+        events.reserve((chunk.header.records as usize).min(1 << 20));
         let cpu = chunk.header.cpu;
         let mut last_time = chunk.header.first_ts;
         for r in chunk.records(self.order) {

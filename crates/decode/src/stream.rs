@@ -9,6 +9,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use ioblame_format::Trace;
@@ -116,7 +117,41 @@ struct CpuStream {
     scheduled: usize,
     /// Next chunk whose events are not yet in `pending`.
     integrated: usize,
-    pending: VecDeque<Event>,
+    /// Decoded events not yet emitted, one run per decoded chunk (never an empty one): the
+    /// merge reads them in place and hands the emptied vectors back for the next chunks.
+    pending: VecDeque<Run>,
+}
+
+/// A decoded chunk's events and the next one to emit.
+struct Run {
+    events: Vec<Event>,
+    next: usize,
+}
+
+impl CpuStream {
+    /// The next event to emit.
+    fn front(&self) -> Option<&Event> {
+        let r = self.pending.front()?;
+        r.events.get(r.next)
+    }
+
+    /// Queues a decoded chunk's events (an empty vector goes to `emptied`).
+    fn push(&mut self, events: Vec<Event>, emptied: &mut Vec<Vec<Event>>) {
+        if events.is_empty() {
+            emptied.push(events);
+        } else {
+            self.pending.push_back(Run { events, next: 0 });
+        }
+    }
+}
+
+/// Keeps an emptied event vector for a later chunk, up to `most` of them: decoding into
+/// memory already mapped and warm in cache is much cheaper than into a fresh allocation.
+fn recycle(mut events: Vec<Event>, spare: &mut Vec<Vec<Event>>, most: usize) {
+    if spare.len() < most && events.capacity() > 0 {
+        events.clear();
+        spare.push(events);
+    }
 }
 
 /// Head of a CPU in the merge: `(time, cpu index, virtual)`. A virtual head stands for the
@@ -124,7 +159,10 @@ struct CpuStream {
 type Head = Reverse<(u64, u32, bool)>;
 
 /// Decodes every chunk of `trace` and calls `f` with each event in time order.
-pub fn for_each_event<F: FnMut(Event)>(
+///
+/// Events are lent to `f`, not given: the decoded chunks' vectors are reused for the chunks
+/// decoded after them.
+pub fn for_each_event<F: FnMut(&Event)>(
     trace: &Trace,
     decoder: &Decoder,
     opts: &StreamOptions,
@@ -177,6 +215,11 @@ pub fn for_each_event<F: FnMut(Event)>(
         v
     };
 
+    // Emptied event vectors, refilled by the decoding workers. A window decodes at most
+    // `window_chunks` chunks, so twice that many vectors keep every window supplied without
+    // holding on to more memory than the merge itself needed.
+    let spare: Mutex<Vec<Vec<Event>>> = Mutex::new(Vec::new());
+    let spare_max = 2 * opts.window_chunks.max(1);
     let decode_one = |ci: usize| -> Decoded {
         let t0 = Instant::now();
         let c = trace.decompress(&all[ci]);
@@ -184,7 +227,12 @@ pub fn for_each_event<F: FnMut(Event)>(
         let (result, bytes) = match c {
             Ok(chunk) => {
                 let n = chunk.data.len() as u64;
-                (Ok(decoder.decode_chunk(&chunk)), n)
+                let events = spare
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .pop()
+                    .unwrap_or_default();
+                (Ok(decoder.decode_chunk_into(&chunk, events)), n)
             }
             Err(e) => (Err(e.to_string()), 0),
         };
@@ -201,7 +249,15 @@ pub fn for_each_event<F: FnMut(Event)>(
 
     let mut last_time = 0u64;
     let mut ready: Vec<Decoded> = Vec::new();
+    // Vectors the merge emptied, handed to the workers between windows.
+    let mut emptied: Vec<Vec<Event>> = Vec::new();
     loop {
+        if !emptied.is_empty() {
+            let mut v = spare.lock().unwrap_or_else(|e| e.into_inner());
+            for e in emptied.drain(..) {
+                recycle(e, &mut v, spare_max);
+            }
+        }
         // Integrate the decoded window: per CPU, chunks arrive in sequence order.
         for d in ready.drain(..) {
             let k = chunk_cpu[d.chunk] as usize;
@@ -214,7 +270,7 @@ pub fn for_each_event<F: FnMut(Event)>(
             match d.result {
                 Ok(dc) => {
                     stats.decode.merge(&dc.stats);
-                    s.pending.extend(dc.events);
+                    s.push(dc.events, &mut emptied);
                 }
                 Err(error) => stats.damaged.push(DamagedChunk {
                     cpu: all[d.chunk].header.cpu,
@@ -237,6 +293,7 @@ pub fn for_each_event<F: FnMut(Event)>(
                 &mut cpus,
                 trace,
                 &mut f,
+                &mut emptied,
                 &mut stats.events,
                 &mut stats.out_of_order,
                 &mut last_time,
@@ -287,7 +344,7 @@ fn next_window(cpus: &mut [CpuStream], trace: &Trace, opts: &StreamOptions) -> V
 }
 
 fn head(s: &CpuStream, k: usize, trace: &Trace) -> Option<Head> {
-    if let Some(e) = s.pending.front() {
+    if let Some(e) = s.front() {
         return Some(Reverse((e.time, k as u32, false)));
     }
     s.chunks.get(s.integrated)?;
@@ -312,10 +369,11 @@ fn chunk_key(s: &CpuStream, i: usize, trace: &Trace) -> u64 {
 /// Emits events while the smallest head is a decoded one. CPU streams are indexed by their
 /// position in `cpus`, which is sorted by CPU number, so `(time, index)` orders like
 /// `(time, cpu)`.
-fn merge<F: FnMut(Event)>(
+fn merge<F: FnMut(&Event)>(
     cpus: &mut [CpuStream],
     trace: &Trace,
     f: &mut F,
+    emptied: &mut Vec<Vec<Event>>,
     emitted: &mut u64,
     out_of_order: &mut u64,
     last_time: &mut u64,
@@ -332,14 +390,21 @@ fn merge<F: FnMut(Event)>(
         }
         let limit = heap.peek().map(|Reverse((t, k, _))| (*t, *k));
         let s = &mut cpus[k as usize];
-        while let Some(ev) = s.pending.pop_front() {
+        while let Some(run) = s.pending.front_mut() {
+            let ev = &run.events[run.next];
             if ev.time < *last_time {
                 *out_of_order += 1;
             }
             *last_time = ev.time;
             *emitted += 1;
             f(ev);
-            match (s.pending.front(), limit) {
+            run.next += 1;
+            if run.next == run.events.len() {
+                if let Some(done) = s.pending.pop_front() {
+                    emptied.push(done.events);
+                }
+            }
+            match (s.front(), limit) {
                 (Some(next), Some(l)) if (next.time, k) < l => continue,
                 (Some(_), None) => continue,
                 _ => break,
@@ -358,6 +423,6 @@ pub fn decode_all(
     opts: &StreamOptions,
 ) -> (Vec<Event>, StreamStats) {
     let mut v = Vec::new();
-    let stats = for_each_event(trace, decoder, opts, |e| v.push(e));
+    let stats = for_each_event(trace, decoder, opts, |e| v.push(e.clone()));
     (v, stats)
 }

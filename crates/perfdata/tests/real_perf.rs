@@ -199,7 +199,7 @@ fn dd_writes(c: &Converted) -> (u64, usize) {
         &decoder,
         &ioblame_decode::StreamOptions::default(),
         |ev| {
-            a.push(&ev);
+            a.push(ev);
             a.drain_ios_into(&mut ios);
         },
     );
