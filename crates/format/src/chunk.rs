@@ -223,24 +223,72 @@ impl ChunkBuilder {
         self.first_ts = 0;
         self.last_ts = 0;
         self.has_ts = false;
-        Some((header, std::mem::take(&mut self.buf)))
+        // The next chunk starts with room for as much: growing a vector from nothing to a
+        // chunk's size would copy it several times over.
+        let room = Vec::with_capacity(self.buf.capacity());
+        Some((header, std::mem::replace(&mut self.buf, room)))
     }
 }
 
 /// Compresses `records` and frames them as a chunk block with `header` (whose length and
-/// checksum fields are filled in here).
-pub fn encode_chunk(mut header: ChunkHeader, records: &[u8], level: i32) -> EncodedChunk {
-    // Compressing from memory into a vector cannot fail except on allocation failure.
-    let z = zstd::bulk::compress(records, level).unwrap_or_else(|_| {
-        zstd::bulk::compress(records, 1).expect("zstd compression of an in-memory buffer")
-    });
+/// checksum fields are filled in here). A writer encoding many chunks uses a
+/// [`ChunkEncoder`], which keeps its compression context.
+pub fn encode_chunk(header: ChunkHeader, records: &[u8], level: i32) -> EncodedChunk {
+    ChunkEncoder::new(level).encode(header, records)
+}
+
+/// Encodes chunks with one zstd compression context, reused from chunk to chunk: setting
+/// up a context costs about as much as compressing a small chunk.
+pub struct ChunkEncoder {
+    level: i32,
+    /// `None` when the context could not be made (out of memory): each chunk then makes its
+    /// own.
+    cctx: Option<zstd::bulk::Compressor<'static>>,
+}
+
+impl std::fmt::Debug for ChunkEncoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChunkEncoder")
+            .field("level", &self.level)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ChunkEncoder {
+    /// An encoder compressing at zstd level `level`.
+    pub fn new(level: i32) -> Self {
+        ChunkEncoder {
+            level,
+            cctx: zstd::bulk::Compressor::new(level).ok(),
+        }
+    }
+
+    /// Compresses `records` and frames them as a chunk block with `header` (whose length and
+    /// checksum fields are filled in here).
+    pub fn encode(&mut self, header: ChunkHeader, records: &[u8]) -> EncodedChunk {
+        let level = self.level;
+        // Compressing from memory into a vector cannot fail except on allocation failure.
+        let z = self
+            .cctx
+            .as_mut()
+            .and_then(|c| c.compress(records).ok())
+            .or_else(|| zstd::bulk::compress(records, level).ok())
+            .unwrap_or_else(|| {
+                zstd::bulk::compress(records, 1).expect("zstd compression of an in-memory buffer")
+            });
+        frame_chunk(header, records, &z)
+    }
+}
+
+/// Frames a compressed chunk: fills in `header`'s lengths and checksum and builds the block.
+fn frame_chunk(mut header: ChunkHeader, records: &[u8], z: &[u8]) -> EncodedChunk {
     header.uncompressed_len = records.len() as u32;
     header.compressed_len = z.len() as u32;
     header.content_crc = crc32fast::hash(records);
     let mut e = Enc::default();
     e.buf.reserve(CHUNK_HEADER_LEN + z.len());
     header.encode(&mut e);
-    e.bytes(&z);
+    e.bytes(z);
     EncodedChunk {
         header,
         block: encode_block(kind::CHUNK, 0, &e.buf),

@@ -185,7 +185,7 @@ pub(crate) fn zstd_frame(
         Ok(None) => return Err("zstd frame does not declare its content size".to_string()),
         Err(_) => return Err("not a valid zstd frame header".to_string()),
     }
-    let raw = zstd::bulk::decompress(z, declared).map_err(|e| format!("zstd: {e}"))?;
+    let raw = with_decompressor(|d| d.decompress(z, declared)).map_err(|e| format!("zstd: {e}"))?;
     if raw.len() != declared {
         return Err(format!(
             "decompressed to {} bytes, the header declares {declared}",
@@ -193,4 +193,25 @@ pub(crate) fn zstd_frame(
         ));
     }
     Ok(raw)
+}
+
+thread_local! {
+    /// One zstd decompression context per thread, reused across frames: creating one costs
+    /// more than decompressing a small chunk.
+    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's decompression context (made on first use).
+fn with_decompressor<T>(
+    f: impl FnOnce(&mut zstd::bulk::Decompressor<'static>) -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    DECOMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let d = match &mut *slot {
+            Some(d) => d,
+            none => none.insert(zstd::bulk::Decompressor::new()?),
+        };
+        f(d)
+    })
 }

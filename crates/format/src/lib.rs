@@ -40,8 +40,8 @@ mod reader;
 mod writer;
 
 pub use chunk::{
-    encode_chunk, ChunkBuilder, ChunkHeader, EncodedChunk, RawRecord, RecordIter, CHUNK_HEADER_LEN,
-    CHUNK_RING_DISCARDED, MAX_CHUNK_UNCOMPRESSED, PERF_HEADER_LEN,
+    encode_chunk, ChunkBuilder, ChunkEncoder, ChunkHeader, EncodedChunk, RawRecord, RecordIter,
+    CHUNK_HEADER_LEN, CHUNK_RING_DISCARDED, MAX_CHUNK_UNCOMPRESSED, PERF_HEADER_LEN,
 };
 pub use codec::{MAX_METADATA_RATIO, MAX_STRING};
 pub use error::{DecodeError, Error, Result};

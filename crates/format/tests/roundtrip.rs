@@ -1021,3 +1021,39 @@ fn committed_format_1_1_sample_still_reads() {
         }
     }
 }
+
+#[test]
+fn a_reused_encoder_writes_what_a_fresh_one_does_and_it_reads_back() {
+    // The recorder keeps one compression context for every chunk; a context that carried
+    // state from one chunk into the next would make chunks that only decode in order.
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = RingWriter::create(
+        dir.path(),
+        header(ByteOrder::native()),
+        metadata(),
+        RingOptions::default(),
+    )
+    .unwrap();
+    let mut enc = ChunkEncoder::new(-1);
+    let mut b = ChunkBuilder::new(0);
+    let mut written = Vec::new();
+    let mut ts = 1u64;
+    for c in 0..4u32 {
+        let mut bytes = Vec::new();
+        for i in 0..(200 + 31 * c) {
+            ts += 1;
+            let r = record(ByteOrder::native(), 9, 16 + 8 * (i % 7) as u16, ts);
+            bytes.extend(&r);
+            b.push(&r, Some(ts));
+        }
+        let (h, recs) = b.take_raw().unwrap();
+        assert!(recs.capacity() > 0);
+        let ch = enc.encode(h, &recs);
+        assert_eq!(ch.block, encode_chunk(h, &recs, -1).block, "chunk {c}");
+        w.write_chunk(&ch).unwrap();
+        written.push((0u32, bytes));
+    }
+    w.finish().unwrap();
+    let t = Trace::open(dir.path()).unwrap();
+    assert_eq!(all_chunks(&t), written);
+}
