@@ -1,6 +1,7 @@
 //! `ioblame-capture record`: open the events, drain the rings, hand chunks to the writer.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use ioblame_format::{
-    encode_chunk, ChunkBuilder, ChunkHeader, EventDesc, FileTable, Header, Metadata, RingOptions,
+    ChunkBuilder, ChunkEncoder, ChunkHeader, EventDesc, FileTable, Header, Metadata, RingOptions,
     RingStats, RingWriter, EVENT_CALLCHAIN, EVENT_TASK_RECORDS, FILES_AT_END,
 };
 
@@ -47,8 +48,10 @@ pub struct RecordArgs {
     /// Deepest kernel callchain recorded on the stack events.
     #[arg(long, default_value_t = 32)]
     pub stack_depth: u16,
-    /// zstd level of the chunks.
-    #[arg(long, default_value_t = 3)]
+    /// zstd level of the chunks (-7..=19; negative levels are zstd's fast ones). The default
+    /// -1 costs the recorder about 40% less CPU than level 3 for 0-5% more bytes
+    /// (docs/benchmarks.md).
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
     pub level: i32,
     /// Do not record file paths (the FILES table: inode -> path of the recorded filesystems).
     #[arg(long)]
@@ -130,6 +133,7 @@ fn writer_thread(
         *shared.error.lock().unwrap_or_else(|e| e.into_inner()) = Some(what);
         shared.failed.store(true, Ordering::SeqCst);
     };
+    let mut encoder = ChunkEncoder::new(level);
     // When the oldest write not yet forced to disk was made.
     let mut unsynced: Option<Instant> = None;
     loop {
@@ -139,7 +143,7 @@ fn writer_thread(
         };
         let res = match msg {
             Ok(ToWriter::Chunk((h, recs))) => {
-                let enc = encode_chunk(h, &recs, level);
+                let enc = encoder.encode(h, &recs);
                 if w.needs_roll(enc.block.len()) {
                     // The new file lists the tasks alive now (docs/format.md, TASKS).
                     w.set_tasks(snapshot::tasks());
@@ -202,7 +206,27 @@ struct Counts {
     samples: u64,
     lost: u64,
     ring_errors: u64,
-    per_id: HashMap<u64, u64>,
+    per_id: HashMap<u64, u64, BuildHasherDefault<IdHasher>>,
+}
+
+/// Hashes the kernel's event ids (small sequential numbers) with one multiplication: this
+/// count is bumped for every record, and the default SipHash cost more than the rest of the
+/// bookkeeping around it.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
 }
 
 fn send(tx: &SyncSender<ToWriter>, b: &mut ChunkBuilder, shared: &Shared) {
@@ -279,8 +303,8 @@ pub fn run(a: RecordArgs) -> Result<u8> {
     if a.buffer_size < page as u64 * 2 || a.buffer_size > 1 << 30 {
         bail!("--buffer-size must be between {} and 1G", page * 2);
     }
-    if !(1..=19).contains(&a.level) {
-        bail!("--level must be within 1..=19");
+    if !(-7..=19).contains(&a.level) {
+        bail!("--level must be within -7..=19 (negative levels are zstd's fast ones)");
     }
 
     let tfs = events::tracefs()?;

@@ -360,7 +360,9 @@ pub(crate) fn decode_events(b: &[u8]) -> Result<Vec<EventDesc>, DecodeError> {
 pub(crate) fn encode_kallsyms(k: &Kallsyms) -> Vec<u8> {
     let mut e = Enc::default();
     e.u32(k.restricted as u32).u32(k.text.len() as u32);
-    let z = zstd::bulk::compress(k.text.as_bytes(), 6).unwrap_or_default();
+    // Level 1: on a 5.4 MB /proc/kallsyms (kernel 6.18) it gives 1.01 MB in 0.02 s where
+    // level 6 gave 0.84 MB in 0.09 s, a third of the recorder's start-up CPU.
+    let z = zstd::bulk::compress(k.text.as_bytes(), 1).unwrap_or_default();
     e.bytes(&z);
     e.buf
 }
