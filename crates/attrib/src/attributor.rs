@@ -190,27 +190,32 @@ impl DirtyFile {
 
     /// Forgets the folios overlapping pages `[index, end)`.
     fn remove_pages(&mut self, index: u64, end: u64) {
-        let mut gone: Vec<u64> = if end == index.saturating_add(1) {
+        if end == index.saturating_add(1) {
             // The common case (small folios): a point lookup, not a range walk.
-            self.folios
-                .get_key_value(&index)
-                .map(|(&k, _)| k)
-                .into_iter()
-                .collect()
+            self.forget(index);
         } else {
-            self.folios.range(index..end).map(|(&k, _)| k).collect()
-        };
+            while let Some((&k, _)) = self.folios.range(index..end).next() {
+                self.forget(k);
+            }
+        }
+        self.forget_covering_before(index);
+    }
+
+    /// Forgets a folio that starts before page `index` and covers it.
+    fn forget_covering_before(&mut self, index: u64) {
         if self.max_pages > 1 {
             if let Some((&k, f)) = self.folios.range(..index).next_back() {
                 if k.saturating_add(f.pages) > index {
-                    gone.push(k);
+                    self.forget(k);
                 }
             }
         }
-        for k in gone {
-            if let Some(old) = self.folios.remove(&k) {
-                self.dec(old.owner, old.via);
-            }
+    }
+
+    /// Forgets the folio at `k`, if any.
+    fn forget(&mut self, k: u64) {
+        if let Some(old) = self.folios.remove(&k) {
+            self.dec(old.owner, old.via);
         }
     }
 
@@ -1627,19 +1632,25 @@ impl Attributor {
         let order = self.folio_order.get((bdi, ino, index)).unwrap_or(0);
         let pages = 1u64 << order;
         let df = self.dirty.entry((bdi, ino)).or_default();
+        let ent = FolioEnt {
+            pages,
+            remaining: pages * self.page,
+            owner,
+            via,
+            t: ev.time,
+        };
         // A new clean->dirty event replaces whatever we had there (it was written).
-        df.remove_pages(index, index.saturating_add(pages));
-        df.max_pages = df.max_pages.max(pages);
-        df.folios.insert(
-            index,
-            FolioEnt {
-                pages,
-                remaining: pages * self.page,
-                owner,
-                via,
-                t: ev.time,
-            },
-        );
+        if pages == 1 {
+            // One tree descent both inserts and finds the folio it replaces.
+            df.forget_covering_before(index);
+            if let Some(old) = df.folios.insert(index, ent) {
+                df.dec(old.owner, old.via);
+            }
+        } else {
+            df.remove_pages(index, index.saturating_add(pages));
+            df.max_pages = df.max_pages.max(pages);
+            df.folios.insert(index, ent);
+        }
         df.inc(owner, via);
     }
 
