@@ -49,7 +49,7 @@ runfio() { # job -> bytes/s (read+write)
 }
 cpu_ticks() { awk '{print $14+$15}' /proc/$1/stat; }
 
-declare -A BW CPU EV BYTES LOST
+declare -A BW CPU RUN EV BYTES LOST
 for r in $(seq "$REPS"); do
   for j in randwrite4k dio4k-qd16 seq1m-fsync; do
     # untraced
@@ -58,9 +58,11 @@ for r in $(seq "$REPS"); do
     rm -rf "$W/trace"
     "$CAP" record -o "$W/trace" --devices "$LN" 2> "$W/cap.log" & CP=$!
     sleep 1
+    T0=$(cpu_ticks $CP)
     BW[$j,cap]=$(( ${BW[$j,cap]:-0} + $(runfio $j) ))
     T=$(cpu_ticks $CP); kill -INT $CP; wait $CP || true
     CPU[$j,cap]=$(( ${CPU[$j,cap]:-0} + T ))
+    RUN[$j,cap]=$(( ${RUN[$j,cap]:-0} + T - T0 ))
     EV[$j,cap]=$(( ${EV[$j,cap]:-0} + $(sed -n 's/.* \([0-9]*\) records (.*/\1/p' "$W/cap.log" | tail -1) ))
     LOST[$j,cap]=$(( ${LOST[$j,cap]:-0} + $(sed -n 's/.*, \([0-9]*\) lost.*/\1/p' "$W/cap.log" | tail -1) ))
     BYTES[$j,cap]=$(( ${BYTES[$j,cap]:-0} + $(du -sb "$W/trace" | cut -f1) ))
@@ -68,9 +70,11 @@ for r in $(seq "$REPS"); do
     rm -f "$W/perf.data"
     perf record -q -m 16M -a -g --kernel-callchains "${PERFARGS[@]}" -o "$W/perf.data" 2> "$W/perf.log" & PP=$!
     sleep 1
+    T0=$(cpu_ticks $PP)
     BW[$j,perf]=$(( ${BW[$j,perf]:-0} + $(runfio $j) ))
     T=$(cpu_ticks $PP); kill -INT $PP; wait $PP || true
     CPU[$j,perf]=$(( ${CPU[$j,perf]:-0} + T ))
+    RUN[$j,perf]=$(( ${RUN[$j,perf]:-0} + T - T0 ))
     perf report -i "$W/perf.data" --stats 2>/dev/null > "$W/stats.txt" || true
     EV[$j,perf]=$(( ${EV[$j,perf]:-0} + $(awk '/SAMPLE events:/{s+=$3} /COMM events:|FORK events:|EXIT events:/{s+=$3} END{print s+0}' "$W/stats.txt") ))
     LOST[$j,perf]=$(( ${LOST[$j,perf]:-0} + $(awk '/LOST_SAMPLES events:|LOST events:/{s+=$3} END{print s+0}' "$W/stats.txt") ))
@@ -78,17 +82,20 @@ for r in $(seq "$REPS"); do
   done
 done
 
-printf '%-12s %-8s %12s %9s %12s %10s %10s %8s\n' job tracer MB/s change events cpu_us/ev bytes/ev lost
+printf '%-12s %-8s %12s %9s %12s %10s %10s %10s %8s\n' job tracer MB/s change events cpu_us/ev run_us/ev bytes/ev lost
 for j in randwrite4k dio4k-qd16 seq1m-fsync; do
   base=${BW[$j,none]}
-  printf '%-12s %-8s %12.1f %9s %12s %10s %10s %8s\n' "$j" none "$(echo "$base/$REPS/1048576" | bc -l)" - - - - -
+  printf '%-12s %-8s %12.1f %9s %12s %10s %10s %10s %8s\n' "$j" none "$(echo "$base/$REPS/1048576" | bc -l)" - - - - - -
   for t in cap perf; do
     ev=${EV[$j,$t]}; [ "$ev" -gt 0 ] || ev=1
-    printf '%-12s %-8s %12.1f %8.1f%% %12d %10.2f %10.1f %8d\n' "$j" "$t" \
+    printf '%-12s %-8s %12.1f %8.1f%% %12d %10.2f %10.2f %10.1f %8d\n' "$j" "$t" \
       "$(echo "${BW[$j,$t]}/$REPS/1048576" | bc -l)" \
       "$(echo "(${BW[$j,$t]}-$base)*100/$base" | bc -l)" \
       "$((ev / REPS))" "$(echo "${CPU[$j,$t]}*1000000/$CLK/$ev" | bc -l)" \
+      "$(echo "${RUN[$j,$t]}*1000000/$CLK/$ev" | bc -l)" \
       "$(echo "${BYTES[$j,$t]}/$ev" | bc -l)" "$((LOST[$j,$t] / REPS))"
   done
 done
-echo "(events: records written by the recorder incl. COMM/FORK/EXIT; cpu: recorder utime+stime; $SECS s per run, $REPS rounds, ext4 on $LOOP)"
+echo "(events: records written by the recorder incl. COMM/FORK/EXIT; cpu: recorder utime+stime from"
+echo " its start, run: the same during the fio run only (start-up excluded), both per event;"
+echo " $SECS s per run, $REPS rounds, ext4 on $LOOP)"
