@@ -14,7 +14,7 @@ pub fn print(path: &Path) -> Result<()> {
     let t = Trace::open(path).with_context(|| format!("opening {}", path.display()))?;
     let d = Decoder::new(t.header(), t.metadata());
     let (mut n, mut with_stack, mut frames) = (0u64, 0u64, 0u64);
-    let mut stacks: HashSet<Box<[u64]>> = HashSet::new();
+    let mut stacks: HashSet<std::sync::Arc<[u64]>> = HashSet::new();
     let mut tasks: HashSet<u32> = HashSet::new();
     let mut files: HashSet<(u32, u64)> = HashSet::new();
     let mut devs: HashMap<u32, u64> = HashMap::new();

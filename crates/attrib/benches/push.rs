@@ -24,7 +24,7 @@ fn main() {
             pid,
             tid: pid,
             kind,
-            stack: st.map(Box::from),
+            stack: st.map(std::sync::Arc::from),
         });
     };
     let w = Rwbs::parse("W");

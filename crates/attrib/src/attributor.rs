@@ -9,6 +9,7 @@
 //!   issued requests keyed `(disk, current sector)`.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use ioblame_decode::{CommitPhase, Dev, Event, EventKind, Rwbs, WorkPhase, XfsFileOp};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -272,6 +273,9 @@ struct FolioOrders {
     young: FxHashMap<(Dev, u64, u64), u8>,
     old: FxHashMap<(Dev, u64, u64), u8>,
 }
+
+/// Most decoded stacks remembered by address (then the map starts over).
+const STACK_BY_PTR_MAX: usize = 1 << 14;
 
 /// Entries per generation of [`FolioOrders`].
 const FOLIO_ORDERS_CAP: usize = 1 << 21;
@@ -617,8 +621,13 @@ pub struct Attributor {
     // intents
     stacks: Vec<Box<[u64]>>,
     stack_flags: Vec<u8>,
-    last_stack: StackId,
     stack_index: FxHashMap<Box<[u64]>, StackId>,
+    /// Decoded stacks by address: the decoder shares one allocation among the events with
+    /// the same stack, so most lookups are by address. Each entry holds its stack, so an
+    /// address cannot be reused by another stack while it is here. Bounded.
+    stack_by_ptr: FxHashMap<usize, (Arc<[u64]>, StackId)>,
+    /// The address of the last stack looked up (in `stack_by_ptr`, or 0) and its id.
+    last_stack: (usize, StackId),
     intent_index: FxHashMap<(u32, StackId), IntentId>,
     act_index: FxHashMap<ActKey, ActId>,
 
@@ -738,7 +747,8 @@ impl Attributor {
             unknown_role: None,
             stacks: vec![Box::from([] as [u64; 0])],
             stack_flags: vec![0],
-            last_stack: 0,
+            stack_by_ptr: FxHashMap::default(),
+            last_stack: (0, 0),
             stack_index,
             intent_index: FxHashMap::default(),
             act_index: FxHashMap::default(),
@@ -1306,14 +1316,33 @@ impl Attributor {
         m.insert(a, b, Rmap { t: now, ..r });
     }
 
-    fn intern_stack(&mut self, stack: Option<&[u64]>) -> StackId {
-        let s = stack.unwrap_or(&[]);
+    fn intern_stack(&mut self, stack: Option<&Arc<[u64]>>) -> StackId {
+        let Some(a) = stack else {
+            return self.intern_frames(&[]);
+        };
+        let key = Arc::as_ptr(a) as *const u64 as usize;
         // Consecutive events often carry the same stack (one writer's page after page).
-        if *self.stacks[self.last_stack as usize] == *s {
-            return self.last_stack;
+        if key == self.last_stack.0 {
+            return self.last_stack.1;
         }
+        let id = match self.stack_by_ptr.get(&key) {
+            Some(&(_, id)) => id,
+            None => {
+                let id = self.intern_frames(a);
+                if self.stack_by_ptr.len() >= STACK_BY_PTR_MAX {
+                    self.stack_by_ptr.clear();
+                }
+                self.stack_by_ptr.insert(key, (a.clone(), id));
+                id
+            }
+        };
+        self.last_stack = (key, id);
+        id
+    }
+
+    /// The id of a stack by its frames.
+    fn intern_frames(&mut self, s: &[u64]) -> StackId {
         if let Some(&id) = self.stack_index.get(s) {
-            self.last_stack = id;
             return id;
         }
         let id = self.stacks.len() as StackId;
@@ -1327,7 +1356,6 @@ impl Attributor {
         self.stacks.push(b.clone());
         self.stack_flags.push(flags);
         self.stack_index.insert(b, id);
-        self.last_stack = id;
         id
     }
 
@@ -1606,7 +1634,7 @@ impl Attributor {
             }
         }
         let role = self.role_for(ev.pid, ev.tid);
-        let stack = self.intern_stack(ev.stack.as_deref());
+        let stack = self.intern_stack(ev.stack.as_ref());
         (Dirtier { role, stack }, plain, 0)
     }
 
@@ -1618,7 +1646,7 @@ impl Attributor {
         }
         let role = self.role_for(ev.pid, ev.tid);
         if !self.tables.roles[role as usize].comm.starts_with("kworker") {
-            let stack = self.intern_stack(ev.stack.as_deref());
+            let stack = self.intern_stack(ev.stack.as_ref());
             self.inode_owner
                 .insert((bdi, ino), (Dirtier { role, stack }, ev.time));
         }
@@ -1759,7 +1787,7 @@ impl Attributor {
             }
         }
         let issuer = self.role_for(ev.pid, ev.tid);
-        let stack = self.intern_stack(ev.stack.as_deref());
+        let stack = self.intern_stack(ev.stack.as_ref());
         let sflags = self.stack_flags[stack as usize];
 
         // The thread's context, and the maps it emitted for these sectors (consumed).

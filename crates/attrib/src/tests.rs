@@ -99,7 +99,7 @@ impl Bench {
             pid,
             tid,
             kind,
-            stack: stack.map(Box::from),
+            stack: stack.map(std::sync::Arc::from),
         };
         self.a.push(&ev);
         self.a.drain_ios_into(&mut self.ios);

@@ -5,7 +5,10 @@
 //! loads.
 
 use ioblame_format::{ByteOrder, Chunk, Header, Metadata, RawRecord, EVENT_TASK_RECORDS};
-use rustc_hash::FxHashMap;
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::event::*;
 use crate::format::{EventFormat, Field, FieldError, FormatError};
@@ -1251,7 +1254,7 @@ impl Decoder {
             pid,
             tid,
             kind,
-            stack: s.callchain.map(|c| c.kernel()),
+            stack: s.callchain.map(shared_stack),
         })
     }
 
@@ -1361,4 +1364,37 @@ impl Decoder {
             stack: None,
         })
     }
+}
+
+/// Most distinct stacks a decoding thread keeps to share (then it starts over).
+const SHARED_STACKS_MAX: usize = 1 << 14;
+
+/// The stacks a thread decoded lately, and a buffer to collect the next one in.
+type StackCache = (FxHashSet<Arc<[u64]>>, Vec<u64>);
+
+thread_local! {
+    static STACKS: RefCell<StackCache> = RefCell::new((FxHashSet::default(), Vec::new()));
+}
+
+/// The kernel stack of `c`, shared with the earlier events of this thread that had the same
+/// one: most events of a trace carry one of a few thousand stacks, and one allocation per
+/// stack instead of per event spares the decoder an allocation and the consumer a free and
+/// a comparison ([`Arc::ptr_eq`]) per event.
+fn shared_stack(c: crate::record::Callchain<'_>) -> Arc<[u64]> {
+    STACKS.with(|cell| {
+        let Ok(mut st) = cell.try_borrow_mut() else {
+            return Arc::from(c.kernel());
+        };
+        let (set, buf) = &mut *st;
+        c.kernel_into(buf);
+        if let Some(a) = set.get(&buf[..]) {
+            return a.clone();
+        }
+        if set.len() >= SHARED_STACKS_MAX {
+            set.clear();
+        }
+        let a: Arc<[u64]> = Arc::from(&buf[..]);
+        set.insert(a.clone());
+        a
+    })
 }

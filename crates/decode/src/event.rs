@@ -3,6 +3,8 @@
 //! Every field comes from the trace's own tracefs `format` text (looked up by name), so a
 //! trace from another kernel whose fields moved still decodes to the same types.
 
+use std::sync::Arc;
+
 /// A kernel device number in the kernel's internal encoding, `major << 20 | minor`, as
 /// tracepoint payloads carry it.
 pub type Dev = u32;
@@ -560,6 +562,7 @@ pub struct Event {
     /// What happened.
     pub kind: EventKind,
     /// Kernel callchain, innermost first, with perf context markers removed; `None` when the
-    /// event was recorded without callchains.
-    pub stack: Option<Box<[u64]>>,
+    /// event was recorded without callchains. Shared: the events one decoding thread finds
+    /// with the same stack hold the same allocation (compare with [`Arc::ptr_eq`] first).
+    pub stack: Option<Arc<[u64]>>,
 }

@@ -175,10 +175,14 @@ impl<'a> Callchain<'a> {
     /// The kernel addresses, innermost first: context markers dropped, and entries after a
     /// non-kernel context marker (user, guest) dropped.
     pub fn kernel(&self) -> Box<[u64]> {
-        // Collect on the stack first so the result is a single exact-size allocation.
-        let mut buf = [0u64; 128];
-        let mut n = 0;
-        let mut spill: Vec<u64> = Vec::new();
+        let mut v = Vec::new();
+        self.kernel_into(&mut v);
+        v.into_boxed_slice()
+    }
+
+    /// [`Callchain::kernel`] into `out` (cleared first), to reuse one buffer.
+    pub fn kernel_into(&self, out: &mut Vec<u64>) {
+        out.clear();
         let mut kernel = true;
         for ip in self.raw() {
             if ip >= CONTEXT_MAX {
@@ -186,21 +190,8 @@ impl<'a> Callchain<'a> {
                 continue;
             }
             if kernel {
-                if n < buf.len() {
-                    buf[n] = ip;
-                    n += 1;
-                } else {
-                    if spill.is_empty() {
-                        spill.extend_from_slice(&buf);
-                    }
-                    spill.push(ip);
-                }
+                out.push(ip);
             }
-        }
-        if spill.is_empty() {
-            Box::from(&buf[..n])
-        } else {
-            spill.into_boxed_slice()
         }
     }
 }
