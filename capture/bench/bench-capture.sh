@@ -4,7 +4,8 @@
 #   untraced | under `ioblame-capture record` (release, default set, --devices loopN)
 #            | under `perf record -a -g --kernel-callchains` with the same tracepoints and filters
 # and prints per job: throughput change vs untraced, recorder CPU per event (utime+stime of the
-# recorder process from /proc/PID/stat), bytes per event on disk, and lost records.
+# recorder process from /proc/PID/stat: from its start, and during the fio run only), bytes
+# per event on disk, and lost records.
 # Usage: capture/bench/bench-capture.sh [SECONDS_PER_RUN=10] [REPS=2]
 set -euo pipefail
 SECS=${1:-10}; REPS=${2:-2}
