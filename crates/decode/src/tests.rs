@@ -789,6 +789,28 @@ fn long_callchains_and_user_frames() {
 }
 
 #[test]
+fn events_with_the_same_stack_share_it() {
+    let mut t = TraceBuilder::new(ByteOrder::Little, 1);
+    let q = t
+        .add_event("block:block_bio_queue", fmt("block:block_bio_queue"), true)
+        .unwrap();
+    let a: Vec<u64> = (0..20).map(|i| 0xffffffff81000000 + i).collect();
+    let mut b = a.clone();
+    b[19] += 1;
+    for (i, st) in [&a, &b, &a, &b].into_iter().enumerate() {
+        t.sample(0, q, 1 + i as u64, 1, 1, st, &[]).unwrap();
+    }
+    let (_d, trace) = open(t);
+    let dec = Decoder::new(trace.header(), trace.metadata());
+    let (ev, _) = decode_all(&trace, &dec, &StreamOptions::default());
+    let st: Vec<&std::sync::Arc<[u64]>> = ev.iter().map(|e| e.stack.as_ref().unwrap()).collect();
+    assert_eq!((&st[0][..], &st[1][..]), (&a[..], &b[..]));
+    assert!(std::sync::Arc::ptr_eq(st[0], st[2]));
+    assert!(std::sync::Arc::ptr_eq(st[1], st[3]));
+    assert!(!std::sync::Arc::ptr_eq(st[0], st[1]));
+}
+
+#[test]
 fn samples_without_identifier_are_told_apart_by_common_type() {
     use crate::record::{SAMPLE_CPU, SAMPLE_RAW, SAMPLE_TID, SAMPLE_TIME};
     let st = SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_RAW;
