@@ -531,7 +531,7 @@ struct FixtureActs {
 }
 
 fn fixture_acts(name: &str) -> FixtureActs {
-    use ioblame_attrib::{ActTotals, Attributor, Context};
+    use ioblame_attrib::{ActTotals, Context};
     let trace = ioblame_format::Trace::open(&fixture(name).join("trace")).unwrap();
     let kallsyms = trace.metadata().kallsyms.as_ref().unwrap().text.clone();
     let sym = ioblame_decode::Symbolizer::from_kallsyms(&kallsyms);
@@ -541,19 +541,7 @@ fn fixture_acts(name: &str) -> FixtureActs {
     ctx.symbols = Some(Box::new(move |a: u64| {
         sym.resolve(a).map(|x| x.name.to_string())
     }));
-    let mut a = Attributor::new(ctx);
-    let mut ios = Vec::new();
-    ioblame_decode::for_each_event(
-        &trace,
-        &decoder,
-        &ioblame_decode::StreamOptions::default(),
-        |ev| {
-            a.push(ev);
-            a.drain_ios_into(&mut ios);
-        },
-    );
-    let out = a.finish();
-    ios.extend(out.ios.iter().cloned());
+    let (ios, out) = ioblame_attrib::attribute_trace(&trace, &decoder, ctx);
     let mut totals = vec![ActTotals::default(); out.tables.acts.len()];
     for io in &ios {
         totals[io.act as usize].add(io.dir, io.size);

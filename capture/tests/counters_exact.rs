@@ -17,9 +17,9 @@ use std::process::Command;
 use std::time::Instant;
 
 use common::*;
-use ioblame_attrib::{Attribution, Attributor, Context, Dir, Io, Via};
+use ioblame_attrib::{attribute_trace, Attribution, Context, Dir, Io, Via};
 use ioblame_counters::{CounterSet, IoContext};
-use ioblame_decode::{for_each_event, Decoder, StreamOptions, Symbolizer};
+use ioblame_decode::{Decoder, Symbolizer};
 use ioblame_format::Trace;
 
 const KIB: u64 = 1024;
@@ -116,15 +116,7 @@ fn attribute(dir: &Path) -> (Vec<Io>, Attribution) {
         .as_ref()
         .expect("kallsyms recorded");
     ctx.symbols = Some(Box::new(Symbolizer::from_kallsyms(&k.text)));
-    let mut a = Attributor::new(ctx);
-    let mut ios = Vec::new();
-    for_each_event(&trace, &decoder, &StreamOptions::default(), |ev| {
-        a.push(ev);
-        a.drain_ios_into(&mut ios);
-    });
-    let out = a.finish();
-    ios.extend(out.ios.iter().cloned());
-    (ios, out)
+    attribute_trace(&trace, &decoder, ctx)
 }
 
 /// Histograms of counter `c` summed over the acts of `comm`.

@@ -39,3 +39,27 @@ pub use attributor::{Attribution, Attributor, StateSizes};
 pub use context::{Context, InodeBits, Symbolizer};
 pub use model::*;
 pub use summary::{LostWindow, Summary, UnknownContext};
+
+/// Decodes and attributes a whole trace with `ctx`, collecting every charged IO (those the
+/// end of the trace left pending included, last): for tests and small traces. The analyzer
+/// streams the IOs instead (`Attributor::drain_ios_into` as events are pushed).
+pub fn attribute_trace(
+    trace: &ioblame_format::Trace,
+    decoder: &ioblame_decode::Decoder,
+    ctx: Context,
+) -> (Vec<Io>, Attribution) {
+    let mut a = Attributor::new(ctx);
+    let mut ios = Vec::new();
+    ioblame_decode::for_each_event(
+        trace,
+        decoder,
+        &ioblame_decode::StreamOptions::default(),
+        |ev| {
+            a.push(ev);
+            a.drain_ios_into(&mut ios);
+        },
+    );
+    let out = a.finish();
+    ios.extend(out.ios.iter().cloned());
+    (ios, out)
+}

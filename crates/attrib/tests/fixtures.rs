@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
-use ioblame_attrib::{Attribution, Attributor, Context, Dir, Io, Via};
-use ioblame_decode::{for_each_event, Decoder, StreamOptions, Symbolizer};
+use ioblame_attrib::{attribute_trace, Attribution, Context, Dir, Io, Via};
+use ioblame_decode::{Decoder, Symbolizer};
 use ioblame_format::Trace;
 
 const MIB: u64 = 1 << 20;
@@ -37,15 +37,7 @@ fn run(name: &str) -> (Vec<Io>, Attribution) {
     if let Some(k) = &trace.metadata().kallsyms {
         ctx.symbols = Some(Box::new(Symbolizer::from_kallsyms(&k.text)));
     }
-    let mut a = Attributor::new(ctx);
-    let mut ios = Vec::new();
-    for_each_event(&trace, &decoder, &StreamOptions::default(), |ev| {
-        a.push(ev);
-        a.drain_ios_into(&mut ios);
-    });
-    let out = a.finish();
-    ios.extend(out.ios.iter().cloned());
-    (ios, out)
+    attribute_trace(&trace, &decoder, ctx)
 }
 
 /// Bytes in `dir` charged to acts of `comm` via `via`.

@@ -24,8 +24,8 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::process::Command;
 use std::time::Instant;
 
-use ioblame_attrib::{Attribution, Attributor, Context, Io, Via};
-use ioblame_decode::{for_each_event, Decoder, StreamOptions, Symbolizer};
+use ioblame_attrib::{attribute_trace, Attribution, Context, Io, Via};
+use ioblame_decode::{Decoder, Symbolizer};
 use ioblame_format::Trace;
 use ioblame_perfdata::{open_perf_data, perf_command, PerfDataOptions};
 
@@ -46,15 +46,7 @@ fn attribute(trace: &Trace) -> (Vec<Io>, Attribution) {
     let mut ctx = Context::from_trace(trace.header(), trace.metadata());
     let k = trace.metadata().kallsyms.as_ref().expect("kernel symbols");
     ctx.symbols = Some(Box::new(Symbolizer::from_kallsyms(&k.text)));
-    let mut a = Attributor::new(ctx);
-    let mut ios = Vec::new();
-    for_each_event(trace, &decoder, &StreamOptions::default(), |ev| {
-        a.push(ev);
-        a.drain_ios_into(&mut ios);
-    });
-    let out = a.finish();
-    ios.extend(out.ios.iter().cloned());
-    (ios, out)
+    attribute_trace(trace, &decoder, ctx)
 }
 
 /// Per direction (R, A, W): bytes and IO count.

@@ -189,22 +189,11 @@ fn decode_all(c: &Converted) -> ioblame_decode::DecodeStats {
 /// Decode + attribution of a converted recording: the write bytes charged to `dd` by page
 /// (the workload's buffered writer), and how many of those acts' intents have a stack.
 fn dd_writes(c: &Converted) -> (u64, usize) {
-    use ioblame_attrib::{Attributor, Context, Dir, Via};
+    use ioblame_attrib::{Context, Dir, Via};
     let t = &c.trace;
     let decoder = ioblame_decode::Decoder::new(t.header(), t.metadata());
-    let mut a = Attributor::new(Context::from_trace(t.header(), t.metadata()));
-    let mut ios = Vec::new();
-    ioblame_decode::for_each_event(
-        t,
-        &decoder,
-        &ioblame_decode::StreamOptions::default(),
-        |ev| {
-            a.push(ev);
-            a.drain_ios_into(&mut ios);
-        },
-    );
-    let out = a.finish();
-    ios.extend(out.ios.iter().cloned());
+    let (ios, out) =
+        ioblame_attrib::attribute_trace(t, &decoder, Context::from_trace(t.header(), t.metadata()));
     let tables = &out.tables;
     let mut bytes = 0;
     let mut with_stack = std::collections::BTreeSet::new();
