@@ -27,32 +27,19 @@ impl W {
     fn new(o: Order) -> W {
         W { o, b: Vec::new() }
     }
-    fn u16(&mut self, v: u16) -> &mut Self {
-        let x = if self.o == Order::Le {
-            v.to_le_bytes()
-        } else {
-            v.to_be_bytes()
-        };
-        self.b.extend(x);
+    /// Appends the little- or the big-endian bytes of a number, by this writer's order.
+    fn num<const N: usize>(&mut self, le: [u8; N], be: [u8; N]) -> &mut Self {
+        self.b.extend(if self.o == Order::Le { le } else { be });
         self
+    }
+    fn u16(&mut self, v: u16) -> &mut Self {
+        self.num(v.to_le_bytes(), v.to_be_bytes())
     }
     fn u32(&mut self, v: u32) -> &mut Self {
-        let x = if self.o == Order::Le {
-            v.to_le_bytes()
-        } else {
-            v.to_be_bytes()
-        };
-        self.b.extend(x);
-        self
+        self.num(v.to_le_bytes(), v.to_be_bytes())
     }
     fn u64(&mut self, v: u64) -> &mut Self {
-        let x = if self.o == Order::Le {
-            v.to_le_bytes()
-        } else {
-            v.to_be_bytes()
-        };
-        self.b.extend(x);
-        self
+        self.num(v.to_le_bytes(), v.to_be_bytes())
     }
     fn bytes(&mut self, v: &[u8]) -> &mut Self {
         self.b.extend_from_slice(v);
