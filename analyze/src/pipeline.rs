@@ -408,19 +408,43 @@ mod tests {
     use super::*;
     use ioblame_decode::synth::{builtin_format, TraceBuilder, Val};
 
+    /// A one-CPU synthetic trace with `block_bio_queue`, `block_rq_issue` and
+    /// `block_rq_complete` (their ids in that order), and a time 1 ms into it.
+    fn request_trace() -> (TraceBuilder, [u16; 3], u64) {
+        let mut t = TraceBuilder::new(ioblame_format::ByteOrder::native(), 1);
+        let ids = [
+            "block:block_bio_queue",
+            "block:block_rq_issue",
+            "block:block_rq_complete",
+        ]
+        .map(|name| {
+            t.add_event(name, builtin_format(name).unwrap(), false)
+                .unwrap()
+        });
+        let base = t.header().start_clock_ns + 1_000_000;
+        (t, ids, base)
+    }
+
+    /// The fields of a successful 8-sector `block_rq_complete`.
+    fn done(
+        dev: Val<'static>,
+        sector: Val<'static>,
+        rwbs: &'static str,
+    ) -> Vec<(&'static str, Val<'static>)> {
+        vec![
+            ("dev", dev),
+            ("sector", sector),
+            ("nr_sector", Val::U(8)),
+            ("error", Val::I(0)),
+            ("rwbs", Val::Str(rwbs)),
+        ]
+    }
+
     /// A bio queued and never issued, and a discard: neither is charged to an act, and both
     /// are accounted for on stderr.
     #[test]
     fn bytes_not_charged_are_accounted_for() {
-        let mut t = TraceBuilder::new(ioblame_format::ByteOrder::native(), 1);
-        let ev = |t: &mut TraceBuilder, name: &str| {
-            t.add_event(name, builtin_format(name).unwrap(), false)
-                .unwrap()
-        };
-        let q = ev(&mut t, "block:block_bio_queue");
-        let d = ev(&mut t, "block:block_rq_issue");
-        let c = ev(&mut t, "block:block_rq_complete");
-        let base = t.header().start_clock_ns + 1_000_000;
+        let (mut t, [q, d, c], base) = request_trace();
         let dev = Val::U(7 << 20);
         let bio = |sector: u64, rwbs: &'static str| {
             vec![
@@ -435,14 +459,8 @@ mod tests {
         let mut issue = bio(4096, "D");
         issue.push(("bytes", Val::U(4096)));
         t.sample(0, d, base + 10, 0, 0, &[], &issue).unwrap();
-        let done = vec![
-            ("dev", dev),
-            ("sector", Val::U(4096)),
-            ("nr_sector", Val::U(8)),
-            ("error", Val::I(0)),
-            ("rwbs", Val::Str("D")),
-        ];
-        t.sample(0, c, base + 20, 0, 0, &[], &done).unwrap();
+        t.sample(0, c, base + 20, 0, 0, &[], &done(dev, Val::U(4096), "D"))
+            .unwrap();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t");
         t.write(&path).unwrap();
@@ -481,15 +499,7 @@ mod tests {
     /// per-IO outputs; the consumer still sees it, flagged.
     #[test]
     fn recorder_io_is_left_out_of_totals_unless_shown() {
-        let mut t = TraceBuilder::new(ioblame_format::ByteOrder::native(), 1);
-        let ev = |t: &mut TraceBuilder, name: &str| {
-            t.add_event(name, builtin_format(name).unwrap(), false)
-                .unwrap()
-        };
-        let q = ev(&mut t, "block:block_bio_queue");
-        let d = ev(&mut t, "block:block_rq_issue");
-        let c = ev(&mut t, "block:block_rq_complete");
-        let base = t.header().start_clock_ns + 1_000_000;
+        let (mut t, [q, d, c], base) = request_trace();
         let recorder = t.header().recorder_pid;
         let dev = Val::U(7 << 20);
         for (i, pid) in [(0u64, recorder), (1, recorder + 41)] {
@@ -506,14 +516,8 @@ mod tests {
             let mut issue = bio.to_vec();
             issue.push(("bytes", Val::U(4096)));
             t.sample(0, d, at + 10, 0, 0, &[], &issue).unwrap();
-            let done = [
-                ("dev", dev),
-                ("sector", sector),
-                ("nr_sector", Val::U(8)),
-                ("error", Val::I(0)),
-                ("rwbs", Val::Str("RA")),
-            ];
-            t.sample(0, c, at + 20, 0, 0, &[], &done).unwrap();
+            t.sample(0, c, at + 20, 0, 0, &[], &done(dev, sector, "RA"))
+                .unwrap();
         }
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t");
