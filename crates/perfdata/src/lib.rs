@@ -312,23 +312,16 @@ fn check_layout(path: &Path, f: &mut std::fs::File) -> Result<Vec<RawAttr>, Perf
         });
     }
     f.read_exact(&mut h).map_err(io)?;
-    let big = match &h[..8] {
-        b"PERFILE2" => false,
-        b"2ELIFREP" => true,
+    let order = match &h[..8] {
+        b"PERFILE2" => ByteOrder::Little,
+        b"2ELIFREP" => ByteOrder::Big,
         _ => {
             return Err(PerfDataError::NotPerfData {
                 path: path.to_path_buf(),
             })
         }
     };
-    let u64at = |o: usize| {
-        let b: [u8; 8] = h[o..o + 8].try_into().unwrap_or([0; 8]);
-        if big {
-            u64::from_be_bytes(b)
-        } else {
-            u64::from_le_bytes(b)
-        }
-    };
+    let u64at = |o: usize| order.u64(h[o..o + 8].try_into().unwrap_or([0; 8]));
     let section = |name: &str, o: usize| -> Result<(u64, u64), PerfDataError> {
         let (off, size) = (u64at(o), u64at(o + 8));
         match off.checked_add(size) {
@@ -367,14 +360,7 @@ fn check_layout(path: &Path, f: &mut std::fs::File) -> Result<Vec<RawAttr>, Perf
     // The table lists the sections of the feature bits set, in bit order.
     let bits = (0..256u32).filter(|b| u64at(72 + 8 * (*b as usize / 64)) >> (b % 64) & 1 != 0);
     for ((i, e), bit) in t.chunks_exact(16).enumerate().zip(bits) {
-        let rd = |b: &[u8]| {
-            let b: [u8; 8] = b.try_into().unwrap_or([0; 8]);
-            if big {
-                u64::from_be_bytes(b)
-            } else {
-                u64::from_le_bytes(b)
-            }
-        };
+        let rd = |b: &[u8]| order.u64(b.try_into().unwrap_or([0; 8]));
         let (off, size) = (rd(&e[..8]), rd(&e[8..]));
         if off.checked_add(size).is_none_or(|end| end > len) {
             return Err(corrupt(format!(
@@ -385,7 +371,7 @@ fn check_layout(path: &Path, f: &mut std::fs::File) -> Result<Vec<RawAttr>, Perf
             f.seek(SeekFrom::Start(off)).map_err(io)?;
             let mut s = vec![0u8; size as usize];
             f.read_exact(&mut s).map_err(io)?;
-            check_event_desc(&s, big).map_err(|what| {
+            check_event_desc(&s, order).map_err(|what| {
                 corrupt(format!(
                     "the event descriptions ({size} bytes at offset {off}): {what}"
                 ))
@@ -399,7 +385,7 @@ fn check_layout(path: &Path, f: &mut std::fs::File) -> Result<Vec<RawAttr>, Perf
         let mut b = vec![0u8; (attrs_size / attr_entry * attr_entry) as usize];
         f.read_exact(&mut b).map_err(io)?;
         for a in b.chunks_exact(attr_entry as usize) {
-            raw.push(RawAttr::parse(&a[..a.len() - 16], big));
+            raw.push(RawAttr::parse(&a[..a.len() - 16], order));
         }
     }
     f.seek(SeekFrom::Start(0)).map_err(io)?;
@@ -412,17 +398,11 @@ const HEADER_EVENT_DESC: u32 = 12;
 /// Checks the counts inside a `HEADER_EVENT_DESC` section against its size: the parser
 /// reserves memory for the declared number of events and of ids of each before reading
 /// them, so a damaged count would make it ask for gigabytes and abort the process.
-fn check_event_desc(s: &[u8], big: bool) -> Result<(), String> {
+fn check_event_desc(s: &[u8], order: ByteOrder) -> Result<(), String> {
     let u32at = |o: usize| {
         s.get(o..o + 4)
             .and_then(|b| <[u8; 4]>::try_from(b).ok())
-            .map(|b| {
-                if big {
-                    u32::from_be_bytes(b)
-                } else {
-                    u32::from_le_bytes(b)
-                }
-            })
+            .map(|b| order.u32(b))
             .ok_or_else(|| format!("cut short at byte {o}"))
     };
     let nr = u32at(0)? as usize;
@@ -468,32 +448,24 @@ struct RawAttr {
 }
 
 impl RawAttr {
-    fn parse(a: &[u8], big: bool) -> RawAttr {
+    fn parse(a: &[u8], order: ByteOrder) -> RawAttr {
         let u64at = |o: usize| {
             a.get(o..o + 8)
                 .and_then(|b| <[u8; 8]>::try_from(b).ok())
-                .map(|b| {
-                    if big {
-                        u64::from_be_bytes(b)
-                    } else {
-                        u64::from_le_bytes(b)
-                    }
-                })
+                .map(|b| order.u64(b))
         };
         let i32at = |o: usize| {
             a.get(o..o + 4)
                 .and_then(|b| <[u8; 4]>::try_from(b).ok())
-                .map(|b| {
-                    if big {
-                        i32::from_be_bytes(b)
-                    } else {
-                        i32::from_le_bytes(b)
-                    }
-                })
+                .map(|b| order.u32(b) as i32)
         };
         let word = u64at(40).unwrap_or(0);
         RawAttr {
-            flags: if big { word.reverse_bits() } else { word },
+            flags: if order == ByteOrder::Big {
+                word.reverse_bits()
+            } else {
+                word
+            },
             clockid: i32at(92),
         }
     }
