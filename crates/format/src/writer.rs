@@ -347,11 +347,7 @@ impl RingWriter {
     /// wins), and uses `tasks` in every file opened from now on.
     pub fn write_tasks(&mut self, tasks: &[Task]) -> Result<()> {
         let block = encode_tasks_block(tasks);
-        let cur = self.current()?;
-        let before = cur.len();
-        cur.append(&block)?;
-        let added = cur.len() - before;
-        self.stats.bytes_written += added;
+        self.append_block(&block)?;
         self.meta.tasks = block;
         self.enforce_cap()
     }
@@ -360,13 +356,18 @@ impl RingWriter {
     /// opened from now on.
     pub fn write_files(&mut self, table: &FileTable) -> Result<()> {
         let block = encode_files_block(table);
-        let cur = self.current()?;
-        let before = cur.len();
-        cur.append(&block)?;
-        let added = cur.len() - before;
-        self.stats.bytes_written += added;
+        self.append_block(&block)?;
         self.meta.files = block;
         self.enforce_cap()
+    }
+
+    /// Appends a metadata block to the current file and counts its bytes.
+    fn append_block(&mut self, block: &[u8]) -> Result<()> {
+        let cur = self.current()?;
+        let before = cur.len();
+        cur.append(block)?;
+        self.stats.bytes_written += cur.len() - before;
+        Ok(())
     }
 
     /// Whether writing a chunk block of `block_len` bytes now would start a new file (so the
