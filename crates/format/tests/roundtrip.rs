@@ -99,6 +99,11 @@ fn metadata() -> Metadata {
     }
 }
 
+/// A ring writer with the default options into `dir`, for the test header and metadata.
+fn ring_writer(dir: &Path, order: ByteOrder) -> RingWriter {
+    RingWriter::create(dir, header(order), metadata(), RingOptions::default()).unwrap()
+}
+
 /// Writes `chunks_per_cpu` chunks on each of `cpus` CPUs (interleaved) into a ring in `dir`;
 /// returns the record bytes of every chunk in write order.
 fn write_trace(
@@ -392,13 +397,7 @@ fn flipped_bytes_in_a_chunk_skip_only_that_chunk() {
 fn hand_made(order: ByteOrder, extra: &[Vec<u8>], chunks: &[EncodedChunk]) -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
     // Take the header and metadata blocks from a real writer's output.
-    let mut w = RingWriter::create(
-        dir.path(),
-        header(order),
-        metadata(),
-        RingOptions::default(),
-    )
-    .unwrap();
+    let mut w = ring_writer(dir.path(), order);
     let mut b = ChunkBuilder::new(0);
     b.push(&record(order, 9, 16, 1), Some(1));
     w.write_chunk(&b.finish(1).unwrap()).unwrap();
@@ -650,13 +649,7 @@ fn metadata_after_the_chunks_is_read_with_and_without_the_index() {
     // block by hand: the last valid block of a kind wins whether the file is opened through
     // its index or scanned.
     let dir = tempfile::tempdir().unwrap();
-    let mut w = RingWriter::create(
-        dir.path(),
-        header(ByteOrder::native()),
-        metadata(),
-        RingOptions::default(),
-    )
-    .unwrap();
+    let mut w = ring_writer(dir.path(), ByteOrder::native());
     w.write_chunk(&chunk_with_seq(0, 0)).unwrap();
     w.write_files(&FileTable {
         flags: FILES_AT_END,
@@ -943,13 +936,7 @@ fn committed_fixtures_still_read() {
 /// Writes the committed sample of format 1.1 (`IOBLAME_BLESS=1` rewrites it).
 fn write_sample(path: &Path) {
     let dir = tempfile::tempdir().unwrap();
-    let mut w = RingWriter::create(
-        dir.path(),
-        header(ByteOrder::Little),
-        metadata(),
-        RingOptions::default(),
-    )
-    .unwrap();
+    let mut w = ring_writer(dir.path(), ByteOrder::Little);
     w.write_files(&FileTable {
         flags: 0,
         entries: vec![
@@ -1027,13 +1014,7 @@ fn a_reused_encoder_writes_what_a_fresh_one_does_and_it_reads_back() {
     // The recorder keeps one compression context for every chunk; a context that carried
     // state from one chunk into the next would make chunks that only decode in order.
     let dir = tempfile::tempdir().unwrap();
-    let mut w = RingWriter::create(
-        dir.path(),
-        header(ByteOrder::native()),
-        metadata(),
-        RingOptions::default(),
-    )
-    .unwrap();
+    let mut w = ring_writer(dir.path(), ByteOrder::native());
     let mut enc = ChunkEncoder::new(-1);
     let mut b = ChunkBuilder::new(0);
     let mut written = Vec::new();
