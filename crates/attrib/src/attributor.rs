@@ -14,6 +14,7 @@ use std::sync::Arc;
 use ioblame_decode::{CommitPhase, Dev, Event, EventKind, Rwbs, WorkPhase, XfsFileOp};
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::blocks::Blocks;
 use crate::context::{classify_stack, Context, DevInfo, STACK_DIO, STACK_JOURNAL};
 use crate::interval::{Advance, IntervalMap, Paint};
 use crate::model::*;
@@ -162,13 +163,11 @@ struct FolioEnt {
     t: u64,
 }
 
-/// The dirty folios of one `(bdi, ino)`.
+/// The dirty folios of one `(bdi, ino)`, keyed by page index (folios are naturally
+/// aligned powers of two pages, so [`Blocks`] finds them by hashing).
 #[derive(Debug, Default)]
 struct DirtyFile {
-    folios: BTreeMap<u64, FolioEnt>,
-    /// The largest folio (pages) ever recorded here: while it is 1, no folio can cover a
-    /// page other than its key, and the lookups skip the search for a covering predecessor.
-    max_pages: u64,
+    folios: Blocks<FolioEnt>,
     /// Distinct owners with their folio counts.
     owners: Vec<(Dirtier, Via, u32)>,
 }
@@ -189,49 +188,52 @@ impl DirtyFile {
         }
     }
 
-    /// Forgets the folios overlapping pages `[index, end)`.
-    fn remove_pages(&mut self, index: u64, end: u64) {
-        if end == index.saturating_add(1) {
-            // The common case (small folios): a point lookup, not a range walk.
-            self.forget(index);
-        } else {
-            while let Some((&k, _)) = self.folios.range(index..end).next() {
+    /// Records a dirtied folio, forgetting the folios it overlaps.
+    fn put(&mut self, index: u64, ent: FolioEnt) {
+        let end = index.saturating_add(ent.pages.max(1));
+        if end <= index {
+            return;
+        }
+        let mut gone = Vec::new();
+        self.folios.overlapping(index, end, &mut gone);
+        for k in gone {
+            if k != index {
                 self.forget(k);
             }
         }
-        self.forget_covering_before(index);
+        if let Some((_, old)) = self.folios.insert(index, end, ent) {
+            self.dec(old.owner, old.via);
+        }
+        self.inc(ent.owner, ent.via);
     }
 
-    /// Forgets a folio that starts before page `index` and covers it.
-    fn forget_covering_before(&mut self, index: u64) {
-        if self.max_pages > 1 {
-            if let Some((&k, f)) = self.folios.range(..index).next_back() {
-                if k.saturating_add(f.pages) > index {
-                    self.forget(k);
-                }
-            }
+    /// Forgets the folios overlapping pages `[index, end)`.
+    fn remove_pages(&mut self, index: u64, end: u64) {
+        let mut gone = Vec::new();
+        self.folios.overlapping(index, end, &mut gone);
+        for k in gone {
+            self.forget(k);
         }
     }
 
     /// Forgets the folio at `k`, if any.
     fn forget(&mut self, k: u64) {
-        if let Some(old) = self.folios.remove(&k) {
+        if let Some((_, old)) = self.folios.remove(k) {
             self.dec(old.owner, old.via);
         }
     }
 
     /// Forgets the folios dirtied before `t`.
     fn remove_older_than(&mut self, t: u64) {
-        let gone: Vec<u64> = self
-            .folios
-            .iter()
-            .filter(|(_, f)| f.t < t)
-            .map(|(&k, _)| k)
-            .collect();
-        for k in gone {
-            if let Some(old) = self.folios.remove(&k) {
-                self.dec(old.owner, old.via);
+        let mut gone = Vec::new();
+        self.folios.retain(|f| {
+            if f.t < t {
+                gone.push((f.owner, f.via));
             }
+            f.t >= t
+        });
+        for (d, via) in gone {
+            self.dec(d, via);
         }
     }
 
@@ -242,24 +244,25 @@ impl DirtyFile {
         if bytes == 0 || !self.owners.iter().any(|o| o.0 == d && o.1 == via) {
             return;
         }
-        let mut gone = Vec::new();
-        for (&k, f) in self.folios.iter_mut() {
+        let mut mine: Vec<u64> = self
+            .folios
+            .iter()
+            .filter(|(_, _, f)| f.owner == d && f.via == via)
+            .map(|(k, _, _)| k)
+            .collect();
+        mine.sort_unstable();
+        for k in mine {
             if bytes == 0 {
                 break;
             }
-            if f.owner != d || f.via != via {
+            let Some((_, f)) = self.folios.get_mut(k) else {
                 continue;
-            }
+            };
             let n = bytes.min(f.remaining);
             f.remaining -= n;
             bytes -= n;
             if f.remaining == 0 {
-                gone.push(k);
-            }
-        }
-        for k in gone {
-            if let Some(old) = self.folios.remove(&k) {
-                self.dec(old.owner, old.via);
+                self.forget(k);
             }
         }
     }
@@ -828,7 +831,7 @@ impl Attributor {
         }
         for df in self.dirty.values() {
             s.dirty_folios_left += df.folios.len() as u64;
-            s.dirty_pages_left += df.folios.values().map(|f| f.pages).sum::<u64>();
+            s.dirty_pages_left += df.folios.iter().map(|(_, _, f)| f.pages).sum::<u64>();
         }
         s.dirty_buffers_left = self.bh.values().map(|m| m.len() as u64).sum();
         s.dirty_inodes_left = self.inode_owner.len() as u64;
@@ -1668,18 +1671,7 @@ impl Attributor {
             t: ev.time,
         };
         // A new clean->dirty event replaces whatever we had there (it was written).
-        if pages == 1 {
-            // One tree descent both inserts and finds the folio it replaces.
-            df.forget_covering_before(index);
-            if let Some(old) = df.folios.insert(index, ent) {
-                df.dec(old.owner, old.via);
-            }
-        } else {
-            df.remove_pages(index, index.saturating_add(pages));
-            df.max_pages = df.max_pages.max(pages);
-            df.folios.insert(index, ent);
-        }
-        df.inc(owner, via);
+        df.put(index, ent);
     }
 
     /// iomap writeback names each folio it writes with its size: a folio added to the page
@@ -1710,14 +1702,17 @@ impl Attributor {
         let end = index.saturating_add(pages);
         // Only a lone short record at the folio's head is widened; other records inside the
         // range would contradict the size, and are left as they are.
-        if df.folios.range(index + 1..end).next().is_some() {
+        if df.folios.overlaps(index + 1, end) {
             return;
         }
-        if let Some(f) = df.folios.get_mut(&index) {
+        if let Some((_, &f)) = df.folios.get(index) {
             if f.pages < pages {
-                f.remaining = f.remaining.saturating_add((pages - f.pages) * page);
-                f.pages = pages;
-                df.max_pages = df.max_pages.max(pages);
+                let wide = FolioEnt {
+                    remaining: f.remaining.saturating_add((pages - f.pages) * page),
+                    pages,
+                    ..f
+                };
+                df.folios.insert(index, end, wide);
             }
         }
     }
@@ -2061,16 +2056,9 @@ impl Attributor {
         let p0 = fb0 / page;
         let p1 = fb1.div_ceil(page);
         let mut starts: Vec<u64> = Vec::new();
-        if df.max_pages > 1 {
-            if let Some((&k, f)) = df.folios.range(..p0).next_back() {
-                if k.saturating_add(f.pages) > p0 {
-                    starts.push(k);
-                }
-            }
-        }
-        starts.extend(df.folios.range(p0..p1).map(|(&k, _)| k));
+        df.folios.overlapping(p0, p1, &mut starts);
         for k in starts {
-            let Some(f) = df.folios.get_mut(&k) else {
+            let Some((_, f)) = df.folios.get_mut(k) else {
                 continue;
             };
             let fs = k.saturating_mul(page);
@@ -2092,9 +2080,7 @@ impl Attributor {
             paint.fill(sa, sb, &Frag { c, foff: ob0 }, None);
             f.remaining = f.remaining.saturating_sub(ob1 - ob0);
             if f.remaining == 0 {
-                let (o, v) = (f.owner, f.via);
-                df.folios.remove(&k);
-                df.dec(o, v);
+                df.forget(k);
             }
         }
         if df.folios.is_empty() {

@@ -3,7 +3,7 @@
 //! Values know how to describe a sub-interval that starts later ([`Advance`]), so cutting
 //! an interval keeps, for example, the file offset of each part right.
 
-use std::collections::BTreeMap;
+use crate::blocks::Blocks;
 
 /// A value attached to a sector interval that can be cut.
 pub(crate) trait Advance: Clone {
@@ -11,16 +11,17 @@ pub(crate) trait Advance: Clone {
     fn advance(&self, sectors: u64) -> Self;
 }
 
-/// Non-overlapping intervals `[start, end)` with values.
+/// Non-overlapping intervals `[start, end)` with values; block-shaped ones (a buffer head)
+/// are found by hashing ([`Blocks`]).
 #[derive(Debug, Clone)]
 pub(crate) struct IntervalMap<V> {
-    map: BTreeMap<u64, (u64, V)>,
+    map: Blocks<V>,
 }
 
 impl<V> Default for IntervalMap<V> {
     fn default() -> Self {
         IntervalMap {
-            map: BTreeMap::new(),
+            map: Blocks::default(),
         }
     }
 }
@@ -42,23 +43,14 @@ impl<V: Advance> IntervalMap<V> {
     }
 
     /// Keeps the intervals whose value `keep` accepts.
-    pub fn retain(&mut self, mut keep: impl FnMut(&V) -> bool) {
-        self.map.retain(|_, (_, v)| keep(v));
+    pub fn retain(&mut self, keep: impl FnMut(&V) -> bool) {
+        self.map.retain(keep);
     }
 
-    /// Whether no interval overlaps `[a, b)`: one lookup of the last interval starting
-    /// before `b` (the intervals do not overlap, so the earlier ones end before it starts).
-    fn is_free(&self, a: u64, b: u64) -> bool {
-        self.map
-            .range(..b)
-            .next_back()
-            .is_none_or(|(_, &(e, _))| e <= a)
-    }
-
-    /// Whether one interval whose value `keep` accepts covers `[a, b)` (one tree descent).
+    /// Whether one interval whose value `keep` accepts covers `[a, b)`.
     pub fn covered_by(&self, a: u64, b: u64, keep: impl FnOnce(&V) -> bool) -> bool {
-        match self.map.range(..=a).next_back() {
-            Some((_, (e, v))) => *e >= b && keep(v),
+        match self.map.containing(a) {
+            Some((_, e, v)) => e >= b && keep(v),
             None => false,
         }
     }
@@ -77,21 +69,21 @@ impl<V: Advance> IntervalMap<V> {
         if a >= b {
             return;
         }
-        if self.is_free(a, b) {
+        if !self.map.overlaps(a, b) {
             // The common case (a block dirtied for the first time): one insert.
-            self.map.insert(a, (b, v));
+            self.map.insert(a, b, v);
             return;
         }
         let mut starts = Vec::new();
-        self.overlapping(a, b, &mut starts);
+        self.map.overlapping(a, b, &mut starts);
         let mut cur = a;
         let mut gaps = Vec::new();
         for s in starts {
-            let Some(&(e, ref old)) = self.map.get(&s) else {
+            let Some((e, old)) = self.map.get(s) else {
                 continue;
             };
             if !keep(old) {
-                self.map.remove(&s);
+                self.map.remove(s);
                 continue;
             }
             if s > cur {
@@ -103,44 +95,22 @@ impl<V: Advance> IntervalMap<V> {
             gaps.push((cur, b));
         }
         for (ga, gb) in gaps {
-            self.map.insert(ga, (gb, v.advance(ga - a)));
+            self.map.insert(ga, gb, v.advance(ga - a));
         }
     }
 
-    /// Starts of the intervals overlapping `[a, b)`, in order.
-    fn overlapping(&self, a: u64, b: u64, out: &mut Vec<u64>) {
-        out.clear();
-        if a >= b {
-            return;
-        }
-        if let Some((&s, &(e, _))) = self.map.range(..a).next_back() {
-            if e > a {
-                out.push(s);
-            }
-        }
-        out.extend(self.map.range(a..b).map(|(&s, _)| s));
-    }
-
-    /// Removes the parts overlapping `[a, b)` and appends them (cut to `[a, b)`) to `out`;
-    /// the parts outside stay.
+    /// Removes the parts overlapping `[a, b)` and appends them (cut to `[a, b)`, in order)
+    /// to `out`; the parts outside stay.
     pub fn take(&mut self, a: u64, b: u64, out: &mut Vec<(u64, u64, V)>) {
-        if a >= b || self.is_free(a, b) {
+        if a >= b || !self.map.overlaps(a, b) {
             return;
         }
-        let pred = match self.map.range(..a).next_back() {
-            Some((&s, &(e, _))) if e > a => Some(s),
-            _ => None,
-        };
-        if let Some(s) = pred {
-            if let Some((e, v)) = self.map.remove(&s) {
-                self.cut(s, e, v, a, b, out);
-            }
-        }
-        // The starts first (one walk), then each removal; a cut part that goes back into the
-        // map starts at `b`, outside the range.
-        let starts: Vec<u64> = self.map.range(a..b).map(|(&s, _)| s).collect();
+        // The starts first, then each removal; a cut part that goes back into the map lies
+        // outside `[a, b)`.
+        let mut starts = Vec::new();
+        self.map.overlapping(a, b, &mut starts);
         for s in starts {
-            if let Some((e, v)) = self.map.remove(&s) {
+            if let Some((e, v)) = self.map.remove(s) {
                 self.cut(s, e, v, a, b, out);
             }
         }
@@ -153,18 +123,17 @@ impl<V: Advance> IntervalMap<V> {
         let oe = e.min(b);
         out.push((os, oe, v.advance(os - s)));
         if e > b {
-            self.map.insert(b, (e, v.advance(b - s)));
+            self.map.insert(b, e, v.advance(b - s));
         }
         if s < a {
-            self.map.insert(s, (a, v));
+            self.map.insert(s, a, v);
         }
     }
 
     /// The value at `sector`, with the start of its interval.
     #[cfg(test)]
     pub fn get(&self, sector: u64) -> Option<(u64, u64, &V)> {
-        let (&s, (e, v)) = self.map.range(..=sector).next_back()?;
-        (*e > sector).then_some((s, *e, v))
+        self.map.containing(sector)
     }
 
     /// Inserts `[a, b)`, replacing whatever overlapped it.
@@ -174,7 +143,7 @@ impl<V: Advance> IntervalMap<V> {
         }
         let mut gone = Vec::new();
         self.take(a, b, &mut gone);
-        self.map.insert(a, (b, v));
+        self.map.insert(a, b, v);
     }
 
     /// Inserts the parts of `[a, b)` not already covered (earlier values win).
@@ -183,10 +152,12 @@ impl<V: Advance> IntervalMap<V> {
         self.insert_if_free_keeping(a, b, v, |_| true);
     }
 
-    /// Iterates over all intervals.
+    /// Iterates over all intervals, in order.
     #[cfg(test)]
     pub fn iter(&self) -> impl Iterator<Item = (u64, u64, &V)> {
-        self.map.iter().map(|(&s, (e, v))| (s, *e, v))
+        let mut all: Vec<_> = self.map.iter().collect();
+        all.sort_unstable_by_key(|x| x.0);
+        all.into_iter()
     }
 }
 

@@ -28,6 +28,7 @@
 #![deny(missing_docs)]
 
 mod attributor;
+mod blocks;
 mod context;
 mod interval;
 pub mod model;

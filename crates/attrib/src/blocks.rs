@@ -1,0 +1,387 @@
+//! Non-overlapping intervals found by hashing where they are blocks.
+//!
+//! What the attribution keeps by position is mostly blocks: buffer heads one file system
+//! block long at a multiple of their size, folios of a power of two pages at a multiple of
+//! their size. Such an interval is found from any position inside it by rounding down to
+//! its size, so [`Blocks`] keeps them in a hash map and finds them by probing the rounded
+//! starts of each size in use: hash lookups instead of the B-tree descents, inserts and
+//! node shifts that were a quarter of the attribution's time on 4 KiB random writes. Any
+//! other interval (an extent, a buffer of a partition that starts off its block size) goes
+//! to a B-tree beside them.
+
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
+
+/// The order (log2 of the length) of `[a, b)` if it is a naturally aligned power of two.
+fn order_of(a: u64, b: u64) -> Option<u8> {
+    let n = b.checked_sub(a)?;
+    (n.is_power_of_two() && a & (n - 1) == 0).then(|| n.trailing_zeros() as u8)
+}
+
+/// Above this many probes per entry of the hash map, a range query walks the map instead.
+const PROBES_PER_ENTRY: u64 = 8;
+
+/// Non-overlapping intervals `[start, end)` keyed by their start, with values. The caller
+/// keeps them from overlapping: [`Blocks::insert`] replaces only an interval with the same
+/// start.
+#[derive(Debug, Clone)]
+pub(crate) struct Blocks<V> {
+    /// Naturally aligned power-of-two intervals: start -> (order, value).
+    hashed: FxHashMap<u64, (u8, V)>,
+    /// How many intervals of each order `hashed` holds.
+    per_order: [u32; 64],
+    /// Bit `o` is set while `per_order[o] > 0`.
+    orders: u64,
+    /// Every other interval: start -> (end, value).
+    other: BTreeMap<u64, (u64, V)>,
+}
+
+impl<V> Default for Blocks<V> {
+    fn default() -> Self {
+        Blocks {
+            hashed: FxHashMap::default(),
+            per_order: [0; 64],
+            orders: 0,
+            other: BTreeMap::new(),
+        }
+    }
+}
+
+impl<V> Blocks<V> {
+    /// Number of intervals.
+    pub fn len(&self) -> usize {
+        self.hashed.len() + self.other.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.hashed.is_empty() && self.other.is_empty()
+    }
+
+    /// Removes everything.
+    pub fn clear(&mut self) {
+        *self = Blocks::default();
+    }
+
+    fn count(&mut self, o: u8) {
+        self.per_order[o as usize] += 1;
+        self.orders |= 1 << o;
+    }
+
+    fn uncount(&mut self, o: u8) {
+        self.per_order[o as usize] -= 1;
+        if self.per_order[o as usize] == 0 {
+            self.orders &= !(1 << o);
+        }
+    }
+
+    /// The interval starting at `a`: its end and value.
+    pub fn get(&self, a: u64) -> Option<(u64, &V)> {
+        match self.hashed.get(&a) {
+            Some((o, v)) => Some((a + (1 << o), v)),
+            None => self.other.get(&a).map(|(e, v)| (*e, v)),
+        }
+    }
+
+    /// The interval starting at `a`, its value mutable.
+    pub fn get_mut(&mut self, a: u64) -> Option<(u64, &mut V)> {
+        match self.hashed.get_mut(&a) {
+            Some((o, v)) => Some((a + (1 << *o), v)),
+            None => self.other.get_mut(&a).map(|(e, v)| (*e, v)),
+        }
+    }
+
+    /// Inserts `[a, b)` and returns the interval that started at `a`, if any (its end and
+    /// value). Nothing else may overlap `[a, b)`.
+    pub fn insert(&mut self, a: u64, b: u64, v: V) -> Option<(u64, V)> {
+        debug_assert!(a < b);
+        match order_of(a, b) {
+            Some(o) => {
+                let old = match self.hashed.insert(a, (o, v)) {
+                    Some((oo, ov)) => {
+                        self.uncount(oo);
+                        Some((a + (1 << oo), ov))
+                    }
+                    None if self.other.is_empty() => None,
+                    None => self.other.remove(&a),
+                };
+                self.count(o);
+                old
+            }
+            None => match self.other.insert(a, (b, v)) {
+                Some(old) => Some(old),
+                None => self.remove_hashed(a),
+            },
+        }
+    }
+
+    fn remove_hashed(&mut self, a: u64) -> Option<(u64, V)> {
+        let (o, v) = self.hashed.remove(&a)?;
+        self.uncount(o);
+        Some((a + (1 << o), v))
+    }
+
+    /// Removes the interval starting at `a`: its end and value.
+    pub fn remove(&mut self, a: u64) -> Option<(u64, V)> {
+        match self.remove_hashed(a) {
+            Some(x) => Some(x),
+            None if self.other.is_empty() => None,
+            None => self.other.remove(&a),
+        }
+    }
+
+    /// The interval holding `x`: its start, end and value.
+    pub fn containing(&self, x: u64) -> Option<(u64, u64, &V)> {
+        let mut orders = self.orders;
+        while orders != 0 {
+            let o = orders.trailing_zeros();
+            orders &= orders - 1;
+            let s = x & !((1u64 << o) - 1);
+            if let Some((oo, v)) = self.hashed.get(&s) {
+                if u32::from(*oo) == o {
+                    return Some((s, s + (1 << o), v));
+                }
+            }
+        }
+        let (&s, (e, v)) = self.other.range(..=x).next_back()?;
+        (*e > x).then_some((s, *e, v))
+    }
+
+    /// Calls `f(start, end, value)` for the intervals overlapping `[a, b)`, in no particular
+    /// order, until it returns `false`.
+    pub fn visit_overlapping(&self, a: u64, b: u64, mut f: impl FnMut(u64, u64, &V) -> bool) {
+        if a >= b {
+            return;
+        }
+        if !self.hashed.is_empty() {
+            let mut probes = 0u64;
+            let mut orders = self.orders;
+            while orders != 0 {
+                let o = orders.trailing_zeros();
+                orders &= orders - 1;
+                probes = probes.saturating_add(((b - 1) >> o) - (a >> o) + 1);
+            }
+            if probes <= PROBES_PER_ENTRY.max(self.hashed.len() as u64 / PROBES_PER_ENTRY) {
+                let mut orders = self.orders;
+                while orders != 0 {
+                    let o = orders.trailing_zeros();
+                    orders &= orders - 1;
+                    let step = 1u64 << o;
+                    let mut s = a & !(step - 1);
+                    while s < b {
+                        if let Some((oo, v)) = self.hashed.get(&s) {
+                            if u32::from(*oo) == o && !f(s, s + step, v) {
+                                return;
+                            }
+                        }
+                        match s.checked_add(step) {
+                            Some(n) => s = n,
+                            None => break,
+                        }
+                    }
+                }
+            } else {
+                for (&s, (o, v)) in &self.hashed {
+                    let e = s + (1 << o);
+                    if s < b && e > a && !f(s, e, v) {
+                        return;
+                    }
+                }
+            }
+        }
+        if !self.other.is_empty() {
+            if let Some((&s, (e, v))) = self.other.range(..a).next_back() {
+                if *e > a && !f(s, *e, v) {
+                    return;
+                }
+            }
+            for (&s, (e, v)) in self.other.range(a..b) {
+                if !f(s, *e, v) {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Whether any interval overlaps `[a, b)`.
+    pub fn overlaps(&self, a: u64, b: u64) -> bool {
+        let mut any = false;
+        self.visit_overlapping(a, b, |_, _, _| {
+            any = true;
+            false
+        });
+        any
+    }
+
+    /// The starts of the intervals overlapping `[a, b)`, in order, into `out` (cleared).
+    pub fn overlapping(&self, a: u64, b: u64, out: &mut Vec<u64>) {
+        out.clear();
+        self.visit_overlapping(a, b, |s, _, _| {
+            out.push(s);
+            true
+        });
+        if out.len() > 1 {
+            out.sort_unstable();
+        }
+    }
+
+    /// Keeps the intervals whose value `keep` accepts.
+    pub fn retain(&mut self, mut keep: impl FnMut(&V) -> bool) {
+        let mut gone = Vec::new();
+        self.hashed.retain(|_, (o, v)| {
+            let k = keep(v);
+            if !k {
+                gone.push(*o);
+            }
+            k
+        });
+        for o in gone {
+            self.uncount(o);
+        }
+        self.other.retain(|_, (_, v)| keep(v));
+    }
+
+    /// Every interval as `(start, end, value)`, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u64, &V)> {
+        self.hashed
+            .iter()
+            .map(|(&s, (o, v))| (s, s + (1 << o), v))
+            .chain(self.other.iter().map(|(&s, (e, v))| (s, *e, v)))
+    }
+
+    /// The starts of every interval, in order.
+    #[cfg(test)]
+    pub fn starts(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self
+            .hashed
+            .keys()
+            .chain(self.other.keys())
+            .copied()
+            .collect();
+        v.sort_unstable();
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tiny deterministic generator (xorshift) for the model test.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    #[test]
+    fn aligned_intervals_are_hashed_others_are_not() {
+        let mut m = Blocks::default();
+        assert!(m.insert(8, 16, 'a').is_none());
+        assert!(m.insert(64, 128, 'b').is_none());
+        assert!(m.insert(3, 5, 'c').is_none());
+        assert_eq!(m.hashed.len(), 2);
+        assert_eq!(m.other.len(), 1);
+        assert_eq!(m.orders, (1 << 3) | (1 << 6));
+        assert_eq!(m.containing(100), Some((64, 128, &'b')));
+        assert_eq!(m.containing(4), Some((3, 5, &'c')));
+        assert_eq!(m.containing(5), None);
+        assert_eq!(m.get(8), Some((16, &'a')));
+        // Replacing at the same start moves between the two sides.
+        assert_eq!(m.insert(8, 11, 'd'), Some((16, 'a')));
+        assert_eq!(m.orders, 1 << 6);
+        assert_eq!(m.insert(8, 9, 'e'), Some((11, 'd')));
+        assert_eq!(m.orders, 1 | (1 << 6));
+        let mut out = Vec::new();
+        m.overlapping(0, 200, &mut out);
+        assert_eq!(out, vec![3, 8, 64]);
+        m.overlapping(9, 64, &mut out);
+        assert!(out.is_empty());
+        assert!(!m.overlaps(9, 64));
+        assert!(m.overlaps(9, 65));
+        m.retain(|&v| v != 'b');
+        assert_eq!(m.orders, 1);
+        assert_eq!(m.remove(8), Some((9, 'e')));
+        assert_eq!(m.orders, 0);
+        assert_eq!(m.starts(), vec![3]);
+    }
+
+    #[test]
+    fn the_last_blocks_of_the_address_space() {
+        let mut m = Blocks::default();
+        let a = u64::MAX - 15; // 2^64 - 16: aligned to 16
+        assert!(m.insert(a, a + 8, 1).is_none());
+        assert!(m.insert(a + 8, u64::MAX, 2).is_none());
+        let mut out = Vec::new();
+        // The probes stop at the end of the address space instead of wrapping.
+        m.overlapping(a, u64::MAX, &mut out);
+        assert_eq!(out, vec![a, a + 8]);
+        assert_eq!(m.containing(u64::MAX - 1), Some((a + 8, u64::MAX, &2)));
+        assert_eq!(m.containing(a + 7), Some((a, a + 8, &1)));
+    }
+
+    /// Random inserts, removals and queries agree with a plain list of intervals, through
+    /// both the probing and the walking range queries.
+    #[test]
+    fn agrees_with_a_list() {
+        for seed in 1..=20u64 {
+            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+            let mut m: Blocks<u64> = Blocks::default();
+            let mut model: Vec<(u64, u64, u64)> = Vec::new();
+            for step in 0..2000u64 {
+                let op = rng.below(10);
+                if op < 6 {
+                    // Mostly aligned blocks of a few sizes, sometimes odd extents.
+                    let (a, b) = if rng.below(5) == 0 {
+                        let a = rng.below(4096);
+                        (a, a + 1 + rng.below(40))
+                    } else {
+                        let n = [1u64, 8, 8, 8, 64][rng.below(5) as usize];
+                        let a = rng.below(4096 / n) * n;
+                        (a, a + n)
+                    };
+                    if model.iter().any(|&(s, e, _)| s < b && e > a) {
+                        continue;
+                    }
+                    assert!(m.insert(a, b, step).is_none());
+                    model.push((a, b, step));
+                } else if op < 8 && !model.is_empty() {
+                    let i = rng.below(model.len() as u64) as usize;
+                    let (s, e, v) = model.swap_remove(i);
+                    assert_eq!(m.remove(s), Some((e, v)));
+                } else {
+                    let a = rng.below(4200);
+                    let span = if rng.below(2) == 0 { 16 } else { 4096 };
+                    let b = a + 1 + rng.below(span);
+                    let mut want: Vec<u64> = model
+                        .iter()
+                        .filter(|&&(s, e, _)| s < b && e > a)
+                        .map(|x| x.0)
+                        .collect();
+                    want.sort_unstable();
+                    let mut got = Vec::new();
+                    m.overlapping(a, b, &mut got);
+                    assert_eq!(got, want, "seed {seed} step {step} [{a}, {b})");
+                    let want_c = model.iter().find(|&&(s, e, _)| s <= a && a < e);
+                    assert_eq!(
+                        m.containing(a),
+                        want_c.map(|(s, e, v)| (*s, *e, v)),
+                        "seed {seed} step {step} containing {a}"
+                    );
+                }
+                assert_eq!(m.len(), model.len());
+            }
+            let mut all: Vec<u64> = model.iter().map(|x| x.0).collect();
+            all.sort_unstable();
+            assert_eq!(m.starts(), all);
+        }
+    }
+}
