@@ -155,10 +155,8 @@ pub fn analyze(
     }
     let mut ctx = Context::from_trace(trace.header(), trace.metadata());
     if !symbols.is_empty() {
-        let s = symbols.clone();
-        ctx.symbols = Some(Box::new(move |a: u64| {
-            s.resolve(a).map(|x| x.name.to_string())
-        }));
+        // A clone shares the table.
+        ctx.symbols = Some(Box::new(symbols.clone()));
     }
     let mut attr = Attributor::new(ctx);
     let progress = Progress::new(trace);

@@ -136,10 +136,7 @@ pub fn measure_here(stage: &str, threads: usize, trace: &Path) -> Result<()> {
                 let d = Decoder::new(t.header(), t.metadata());
                 let mut ctx = Context::from_trace(t.header(), t.metadata());
                 if let Some(k) = t.metadata().kallsyms.as_ref().filter(|k| !k.restricted) {
-                    let s = Symbolizer::from_kallsyms(&k.text);
-                    ctx.symbols = Some(Box::new(move |a: u64| {
-                        s.resolve(a).map(|x| x.name.to_string())
-                    }));
+                    ctx.symbols = Some(Box::new(Symbolizer::from_kallsyms(&k.text)));
                 }
                 let mut attr = Attributor::new(ctx);
                 let mut totals: Vec<ActTotals> = Vec::new();

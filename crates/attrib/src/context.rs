@@ -22,7 +22,8 @@ impl<F: Fn(u64) -> Option<String>> Symbolizer for F {
     }
 }
 
-/// The decoder's kallsyms symbolizer (clone it into [`Context::symbols`]).
+/// The decoder's kallsyms symbolizer (a clone shares its table: clone it into
+/// [`Context::symbols`]).
 impl Symbolizer for ioblame_decode::Symbolizer {
     fn symbol(&self, addr: u64) -> Option<Cow<'_, str>> {
         self.resolve(addr).map(|s| Cow::Borrowed(s.name))

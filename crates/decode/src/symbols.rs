@@ -8,6 +8,8 @@
 //! assert_eq!(s.format_frame(0xffffffff811c55b0), "[ffffffff811c55b0] __mark_inode_dirty+0x220/0x330");
 //! ```
 
+use std::sync::Arc;
+
 /// A resolved address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sym<'a> {
@@ -37,84 +39,154 @@ impl std::fmt::Display for Sym<'_> {
 /// Largest distance past the last known symbol still attributed to it.
 const LAST_SYMBOL_SPAN: u64 = 1 << 20;
 
-/// Resolves kernel addresses to `symbol+offset/size`.
+/// Resolves kernel addresses to `symbol+offset/size`. Cloning it is cheap: clones share
+/// one table.
 #[derive(Debug, Clone, Default)]
 pub struct Symbolizer {
-    /// (address, name index, module index) sorted by address.
-    syms: Vec<(u64, u32, u32)>,
-    names: Vec<Box<str>>,
+    table: Arc<Table>,
+}
+
+/// The symbols of one snapshot.
+#[derive(Debug, Default)]
+struct Table {
+    /// Sorted by address; among aliases at one address the first listed.
+    syms: Vec<Entry>,
+    /// Every kept name, one after the other.
+    names: String,
+    /// Module names; index 0 is the kernel itself.
     modules: Vec<Box<str>>,
+}
+
+/// One symbol: its address, where its name lies in [`Table::names`], its module.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    addr: u64,
+    name: u32,
+    name_len: u16,
+    module: u16,
+}
+
+/// The first word of `s` (words are separated by spaces and tabs) and the rest after it.
+fn word(s: &[u8]) -> (&[u8], &[u8]) {
+    let sep = |c: &u8| *c == b' ' || *c == b'\t';
+    let s = match s.iter().position(|c| !sep(c)) {
+        Some(i) => &s[i..],
+        None => return (&[], &[]),
+    };
+    match s.iter().position(sep) {
+        Some(i) => (&s[..i], &s[i + 1..]),
+        None => (s, &[]),
+    }
+}
+
+/// A hexadecimal number of at most 16 digits.
+fn hex(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || s.len() > 16 {
+        return None;
+    }
+    s.iter().try_fold(0u64, |a, &c| {
+        let d = (c as char).to_digit(16)?;
+        Some(a << 4 | u64::from(d))
+    })
 }
 
 impl Symbolizer {
     /// Parses kallsyms text, keeping text symbols (`t`, `T`, `w`, `W`). Malformed lines are
     /// ignored. A restricted snapshot (all addresses zero) gives an empty symbolizer.
     pub fn from_kallsyms(text: &str) -> Symbolizer {
-        let mut s = Symbolizer {
+        let mut t = Table {
             modules: vec!["".into()],
+            // Names are most of the text: one allocation for all of them.
+            names: String::with_capacity(text.len() / 2),
             ..Default::default()
         };
-        let mut module_ix: std::collections::HashMap<&str, u32> = Default::default();
-        for line in text.lines() {
-            let mut it = line.split_ascii_whitespace();
-            let (Some(addr), Some(ty), Some(name)) = (it.next(), it.next(), it.next()) else {
-                continue;
-            };
-            if !matches!(ty, "t" | "T" | "w" | "W") {
-                continue;
-            }
-            let Ok(addr) = u64::from_str_radix(addr, 16) else {
-                continue;
-            };
-            if addr == 0 {
+        let mut module_ix: rustc_hash::FxHashMap<&str, u16> = Default::default();
+        let mut sorted = true;
+        for line in text.as_bytes().split(|&c| c == b'\n') {
+            // "ffffffff811c5390 T __mark_inode_dirty" or "... t ext4_writepages\t[ext4]"
+            let (addr, rest) = word(line);
+            let (ty, rest) = word(rest);
+            let (name, rest) = word(rest);
+            if !matches!(ty, b"t" | b"T" | b"w" | b"W") || name.is_empty() {
                 continue;
             }
-            let module = match it
-                .next()
-                .and_then(|m| m.strip_prefix('[')?.strip_suffix(']'))
+            let Some(addr) = hex(addr).filter(|&a| a != 0) else {
+                continue;
+            };
+            // The text is UTF-8 and the separators are ASCII, so each word is a str.
+            let (Ok(name), Ok(rest)) = (std::str::from_utf8(name), std::str::from_utf8(rest))
+            else {
+                continue;
+            };
+            let Ok(name_len) = u16::try_from(name.len()) else {
+                continue;
+            };
+            let Ok(at) = u32::try_from(t.names.len()) else {
+                break;
+            };
+            let module = match rest
+                .trim_matches([' ', '\t'])
+                .strip_prefix('[')
+                .and_then(|m| m.strip_suffix(']'))
             {
-                Some(m) => *module_ix.entry(m).or_insert_with(|| {
-                    s.modules.push(m.into());
-                    (s.modules.len() - 1) as u32
-                }),
+                Some(m) => match module_ix.get(m) {
+                    Some(&i) => i,
+                    None => match u16::try_from(t.modules.len()) {
+                        Ok(i) => {
+                            t.modules.push(m.into());
+                            module_ix.insert(m, i);
+                            i
+                        }
+                        Err(_) => 0,
+                    },
+                },
                 None => 0,
             };
-            s.names.push(name.into());
-            s.syms.push((addr, (s.names.len() - 1) as u32, module));
+            t.names.push_str(name);
+            sorted &= t.syms.last().is_none_or(|e| e.addr <= addr);
+            t.syms.push(Entry {
+                addr,
+                name: at,
+                name_len,
+                module,
+            });
         }
         // Stable: among aliases at one address the first listed wins.
-        s.syms.sort_by_key(|&(a, _, _)| a);
-        s.syms.dedup_by_key(|&mut (a, _, _)| a);
-        s
+        if !sorted {
+            t.syms.sort_by_key(|e| e.addr);
+        }
+        t.syms.dedup_by_key(|e| e.addr);
+        t.syms.shrink_to_fit();
+        t.names.shrink_to_fit();
+        Symbolizer { table: Arc::new(t) }
     }
 
     /// Number of symbols kept.
     pub fn len(&self) -> usize {
-        self.syms.len()
+        self.table.syms.len()
     }
 
     /// Whether no symbol is known (e.g. restricted kallsyms).
     pub fn is_empty(&self) -> bool {
-        self.syms.is_empty()
+        self.table.syms.is_empty()
     }
 
     /// The symbol containing `addr`, if any.
     pub fn resolve(&self, addr: u64) -> Option<Sym<'_>> {
-        let i = self
-            .syms
-            .partition_point(|&(a, _, _)| a <= addr)
-            .checked_sub(1)?;
-        let (start, name, module) = self.syms[i];
-        let size = self.syms.get(i + 1).map_or(0, |&(next, _, _)| next - start);
-        let offset = addr - start;
+        let t = &*self.table;
+        let i = t.syms.partition_point(|e| e.addr <= addr).checked_sub(1)?;
+        let e = t.syms[i];
+        let size = t.syms.get(i + 1).map_or(0, |n| n.addr - e.addr);
+        let offset = addr - e.addr;
         if size == 0 && offset >= LAST_SYMBOL_SPAN {
             return None;
         }
+        let at = e.name as usize;
         Some(Sym {
-            name: &self.names[name as usize],
+            name: t.names.get(at..at + e.name_len as usize).unwrap_or(""),
             offset,
             size,
-            module: (module != 0).then(|| &*self.modules[module as usize]),
+            module: (e.module != 0).then(|| &*t.modules[e.module as usize]),
         })
     }
 
@@ -141,6 +213,7 @@ ffffffff811c56c0 t next_fn
 ffffffff82000000 D some_data
 ffffffff81300000 W weak_fn
 garbage line
+ffffffff81250000  T   spaced_out
 ffffffffc0a00000 t ext4_writepages\t[ext4]
 ffffffffc0a00400 T ext4_da_write_begin\t[ext4]
 ";
@@ -148,7 +221,8 @@ ffffffffc0a00400 T ext4_da_write_begin\t[ext4]
     #[test]
     fn resolves_with_offset_size_and_module() {
         let s = Symbolizer::from_kallsyms(K);
-        assert_eq!(s.len(), 6);
+        assert_eq!(s.len(), 7);
+        assert_eq!(s.resolve(0xffffffff81250001).unwrap().name, "spaced_out");
         let m = s.resolve(0xffffffff811c55b0).unwrap();
         assert_eq!(
             (m.name, m.offset, m.size, m.module),
