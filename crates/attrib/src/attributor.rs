@@ -194,9 +194,7 @@ impl DirtyFile {
         if end <= index {
             return;
         }
-        let mut gone = Vec::new();
-        self.folios.overlapping(index, end, &mut gone);
-        for k in gone {
+        for k in self.folios.overlapping(index, end) {
             if k != index {
                 self.forget(k);
             }
@@ -209,9 +207,7 @@ impl DirtyFile {
 
     /// Forgets the folios overlapping pages `[index, end)`.
     fn remove_pages(&mut self, index: u64, end: u64) {
-        let mut gone = Vec::new();
-        self.folios.overlapping(index, end, &mut gone);
-        for k in gone {
+        for k in self.folios.overlapping(index, end) {
             self.forget(k);
         }
     }
@@ -2055,9 +2051,7 @@ impl Attributor {
         let fb1 = foff.saturating_add((b - a).saturating_mul(512));
         let p0 = fb0 / page;
         let p1 = fb1.div_ceil(page);
-        let mut starts: Vec<u64> = Vec::new();
-        df.folios.overlapping(p0, p1, &mut starts);
-        for k in starts {
+        for k in df.folios.overlapping(p0, p1) {
             let Some((_, f)) = df.folios.get_mut(k) else {
                 continue;
             };

@@ -12,6 +12,10 @@
 use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
+
+/// Starts of intervals: most range queries find one or two, kept inline.
+pub(crate) type Starts = SmallVec<[u64; 4]>;
 
 /// The order (log2 of the length) of `[a, b)` if it is a naturally aligned power of two.
 fn order_of(a: u64, b: u64) -> Option<u8> {
@@ -214,9 +218,9 @@ impl<V> Blocks<V> {
         any
     }
 
-    /// The starts of the intervals overlapping `[a, b)`, in order, into `out` (cleared).
-    pub fn overlapping(&self, a: u64, b: u64, out: &mut Vec<u64>) {
-        out.clear();
+    /// The starts of the intervals overlapping `[a, b)`, in order.
+    pub fn overlapping(&self, a: u64, b: u64) -> Starts {
+        let mut out = Starts::new();
         self.visit_overlapping(a, b, |s, _, _| {
             out.push(s);
             true
@@ -224,6 +228,7 @@ impl<V> Blocks<V> {
         if out.len() > 1 {
             out.sort_unstable();
         }
+        out
     }
 
     /// Keeps the intervals whose value `keep` accepts.
@@ -300,11 +305,8 @@ mod tests {
         assert_eq!(m.orders, 1 << 6);
         assert_eq!(m.insert(8, 9, 'e'), Some((11, 'd')));
         assert_eq!(m.orders, 1 | (1 << 6));
-        let mut out = Vec::new();
-        m.overlapping(0, 200, &mut out);
-        assert_eq!(out, vec![3, 8, 64]);
-        m.overlapping(9, 64, &mut out);
-        assert!(out.is_empty());
+        assert_eq!(m.overlapping(0, 200).as_slice(), [3, 8, 64]);
+        assert!(m.overlapping(9, 64).is_empty());
         assert!(!m.overlaps(9, 64));
         assert!(m.overlaps(9, 65));
         m.retain(|&v| v != 'b');
@@ -320,10 +322,8 @@ mod tests {
         let a = u64::MAX - 15; // 2^64 - 16: aligned to 16
         assert!(m.insert(a, a + 8, 1).is_none());
         assert!(m.insert(a + 8, u64::MAX, 2).is_none());
-        let mut out = Vec::new();
         // The probes stop at the end of the address space instead of wrapping.
-        m.overlapping(a, u64::MAX, &mut out);
-        assert_eq!(out, vec![a, a + 8]);
+        assert_eq!(m.overlapping(a, u64::MAX).as_slice(), [a, a + 8]);
         assert_eq!(m.containing(u64::MAX - 1), Some((a + 8, u64::MAX, &2)));
         assert_eq!(m.containing(a + 7), Some((a, a + 8, &1)));
     }
@@ -367,9 +367,8 @@ mod tests {
                         .map(|x| x.0)
                         .collect();
                     want.sort_unstable();
-                    let mut got = Vec::new();
-                    m.overlapping(a, b, &mut got);
-                    assert_eq!(got, want, "seed {seed} step {step} [{a}, {b})");
+                    let got = m.overlapping(a, b);
+                    assert_eq!(got.as_slice(), want, "seed {seed} step {step} [{a}, {b})");
                     let want_c = model.iter().find(|&&(s, e, _)| s <= a && a < e);
                     assert_eq!(
                         m.containing(a),

@@ -3,6 +3,8 @@
 //! Values know how to describe a sub-interval that starts later ([`Advance`]), so cutting
 //! an interval keeps, for example, the file offset of each part right.
 
+use smallvec::SmallVec;
+
 use crate::blocks::Blocks;
 
 /// A value attached to a sector interval that can be cut.
@@ -74,10 +76,9 @@ impl<V: Advance> IntervalMap<V> {
             self.map.insert(a, b, v);
             return;
         }
-        let mut starts = Vec::new();
-        self.map.overlapping(a, b, &mut starts);
+        let starts = self.map.overlapping(a, b);
         let mut cur = a;
-        let mut gaps = Vec::new();
+        let mut gaps: SmallVec<[(u64, u64); 4]> = SmallVec::new();
         for s in starts {
             let Some((e, old)) = self.map.get(s) else {
                 continue;
@@ -107,9 +108,7 @@ impl<V: Advance> IntervalMap<V> {
         }
         // The starts first, then each removal; a cut part that goes back into the map lies
         // outside `[a, b)`.
-        let mut starts = Vec::new();
-        self.map.overlapping(a, b, &mut starts);
-        for s in starts {
+        for s in self.map.overlapping(a, b) {
             if let Some((e, v)) = self.map.remove(s) {
                 self.cut(s, e, v, a, b, out);
             }

@@ -66,28 +66,59 @@ struct Entry {
     module: u16,
 }
 
-/// The first word of `s` (words are separated by spaces and tabs) and the rest after it.
-fn word(s: &[u8]) -> (&[u8], &[u8]) {
-    let sep = |c: &u8| *c == b' ' || *c == b'\t';
-    let s = match s.iter().position(|c| !sep(c)) {
-        Some(i) => &s[i..],
-        None => return (&[], &[]),
-    };
-    match s.iter().position(sep) {
-        Some(i) => (&s[..i], &s[i + 1..]),
-        None => (s, &[]),
+/// The value of each hexadecimal digit, 0xff for other bytes.
+static HEX: [u8; 256] = {
+    let mut t = [0xffu8; 256];
+    let mut i = 0;
+    while i < 10 {
+        t[b'0' as usize + i] = i as u8;
+        i += 1;
     }
+    let mut i = 0;
+    while i < 6 {
+        t[b'a' as usize + i] = 10 + i as u8;
+        t[b'A' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    t
+};
+
+/// Whether `c` separates the words of a kallsyms line.
+fn sep(c: u8) -> bool {
+    c == b' ' || c == b'\t'
 }
 
-/// A hexadecimal number of at most 16 digits.
-fn hex(s: &[u8]) -> Option<u64> {
-    if s.is_empty() || s.len() > 16 {
+/// The first index at or after `i` whose byte `stop` does not accept.
+fn skip(b: &[u8], mut i: usize, stop: impl Fn(u8) -> bool) -> usize {
+    while i < b.len() && stop(b[i]) {
+        i += 1;
+    }
+    i
+}
+
+/// One kallsyms line, `"ffffffff811c5390 T __mark_inode_dirty"` or
+/// `"ffffffffc0a00000 t ext4_writepages\t[ext4]"`: address, type, name and the rest (the
+/// module). `None` when malformed. Separators are ASCII, so the slices are `str`s.
+fn parse_line(line: &str) -> Option<(u64, u8, &str, &str)> {
+    let b = line.as_bytes();
+    let i = skip(b, 0, sep);
+    let mut addr = 0u64;
+    let mut j = i;
+    while j < b.len() && HEX[b[j] as usize] != 0xff {
+        addr = addr << 4 | u64::from(HEX[b[j] as usize]);
+        j += 1;
+    }
+    if j == i || j - i > 16 || !b.get(j).copied().is_some_and(sep) {
         return None;
     }
-    s.iter().try_fold(0u64, |a, &c| {
-        let d = (c as char).to_digit(16)?;
-        Some(a << 4 | u64::from(d))
-    })
+    let t = skip(b, j, sep);
+    let ty = *b.get(t)?;
+    if !b.get(t + 1).copied().is_some_and(sep) {
+        return None;
+    }
+    let n0 = skip(b, t + 1, sep);
+    let n1 = skip(b, n0, |c| !sep(c));
+    (n1 > n0).then(|| (addr, ty, &line[n0..n1], &line[n1..]))
 }
 
 impl Symbolizer {
@@ -102,22 +133,14 @@ impl Symbolizer {
         };
         let mut module_ix: rustc_hash::FxHashMap<&str, u16> = Default::default();
         let mut sorted = true;
-        for line in text.as_bytes().split(|&c| c == b'\n') {
-            // "ffffffff811c5390 T __mark_inode_dirty" or "... t ext4_writepages\t[ext4]"
-            let (addr, rest) = word(line);
-            let (ty, rest) = word(rest);
-            let (name, rest) = word(rest);
-            if !matches!(ty, b"t" | b"T" | b"w" | b"W") || name.is_empty() {
+        // `str::split` finds the newlines with memchr.
+        for line in text.split('\n') {
+            let Some((addr, ty, name, rest)) = parse_line(line) else {
+                continue;
+            };
+            if addr == 0 || !matches!(ty, b't' | b'T' | b'w' | b'W') {
                 continue;
             }
-            let Some(addr) = hex(addr).filter(|&a| a != 0) else {
-                continue;
-            };
-            // The text is UTF-8 and the separators are ASCII, so each word is a str.
-            let (Ok(name), Ok(rest)) = (std::str::from_utf8(name), std::str::from_utf8(rest))
-            else {
-                continue;
-            };
             let Ok(name_len) = u16::try_from(name.len()) else {
                 continue;
             };
