@@ -152,6 +152,15 @@ impl Advance for BhEnt {
     }
 }
 
+/// Neighbouring dirty buffers of a request charged alike: sectors `[a, b)`, their charge,
+/// and the dirtier whose folios their bytes count against, if any.
+struct BhRun {
+    a: u64,
+    b: u64,
+    frag: Frag,
+    consume: Option<Dirtier>,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct FolioEnt {
     pages: u64,
@@ -1880,6 +1889,9 @@ impl Attributor {
                 }
             }
             let bdev_ino = dev as u64;
+            // Neighbouring buffers of one dirtier (writeback merges a file's dirty blocks
+            // into one bio) are filled, and their bytes consumed, as one run.
+            let mut run: Option<BhRun> = None;
             for (a, b, bh) in bhs {
                 let hit = rm.iter().find(|r| r.0 <= a && a < r.1);
                 let (ino, foff) = match hit {
@@ -1894,19 +1906,40 @@ impl Attributor {
                     ino,
                     ..base
                 };
-                paint.fill(a, b, &Frag { c, foff }, None);
                 // A data buffer written with no map (an ext4 overwrite): the page holding
                 // it is written too, though which one is not known; count the bytes
                 // against the dirtier's folios of the file (the maps do it exactly).
-                if hit.is_none()
+                let consume = (hit.is_none()
                     && bh.ino == 0
                     && bh.via == Via::Buffer
                     && ino != 0
                     && ino != bdev_ino
-                    && !rwbs.has(Rwbs::META)
-                {
-                    self.consume_dirty(disk, ino, bh.owner, Via::Page, (b - a) * 512);
+                    && !rwbs.has(Rwbs::META))
+                .then_some(bh.owner);
+                match &mut run {
+                    Some(r)
+                        if r.b == a
+                            && r.frag.c == c
+                            && adv_off(r.frag.foff, a - r.a) == foff
+                            && r.consume == consume =>
+                    {
+                        r.b = b;
+                    }
+                    _ => {
+                        if let Some(r) = run.take() {
+                            self.charge_bh_run(disk, r, &mut paint);
+                        }
+                        run = Some(BhRun {
+                            a,
+                            b,
+                            frag: Frag { c, foff },
+                            consume,
+                        });
+                    }
                 }
+            }
+            if let Some(r) = run {
+                self.charge_bh_run(disk, r, &mut paint);
             }
             // 2. page dirtiers via the maps, then the block-device inode.
             for &(a, b, r) in &rm {
@@ -2017,6 +2050,15 @@ impl Attributor {
         }
         if let Some((ra, rb, rf)) = run {
             p.insert(ra, rb, seq, rf);
+        }
+    }
+
+    /// Fills a run of dirty buffers into the request being assembled and, for data buffers
+    /// written without a map, counts their bytes against the dirtier's folios.
+    fn charge_bh_run(&mut self, disk: Dev, r: BhRun, paint: &mut Paint<Frag>) {
+        paint.fill(r.a, r.b, &r.frag, None);
+        if let Some(owner) = r.consume {
+            self.consume_dirty(disk, r.frag.c.ino, owner, Via::Page, (r.b - r.a) * 512);
         }
     }
 
