@@ -8,7 +8,7 @@ use ioblame_format::{ByteOrder, Chunk, Header, Metadata, RawRecord, EVENT_TASK_R
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 
 use crate::event::*;
 use crate::format::{EventFormat, Field, FieldError, FormatError};
@@ -1369,11 +1369,11 @@ impl Decoder {
 /// Most distinct stacks a decoding thread keeps to share (then it starts over).
 const SHARED_STACKS_MAX: usize = 1 << 14;
 
-/// The stacks a thread decoded lately, and a buffer to collect the next one in.
-type StackCache = (FxHashSet<Arc<[u64]>>, Vec<u64>);
+/// The stacks a thread decoded lately, by their callchain as recorded (in one byte order).
+type StackCache = (Option<ByteOrder>, FxHashMap<Box<[u8]>, Arc<[u64]>>);
 
 thread_local! {
-    static STACKS: RefCell<StackCache> = RefCell::new((FxHashSet::default(), Vec::new()));
+    static STACKS: RefCell<StackCache> = RefCell::new((None, FxHashMap::default()));
 }
 
 /// The kernel stack of `c`, shared with the earlier events of this thread that had the same
@@ -1385,16 +1385,20 @@ fn shared_stack(c: crate::record::Callchain<'_>) -> Arc<[u64]> {
         let Ok(mut st) = cell.try_borrow_mut() else {
             return Arc::from(c.kernel());
         };
-        let (set, buf) = &mut *st;
-        c.kernel_into(buf);
-        if let Some(a) = set.get(&buf[..]) {
+        let (order, map) = &mut *st;
+        // Equal records are equal stacks: found without converting the entries.
+        if *order != Some(c.order()) {
+            map.clear();
+            *order = Some(c.order());
+        }
+        if let Some(a) = map.get(c.recorded()) {
             return a.clone();
         }
-        if set.len() >= SHARED_STACKS_MAX {
-            set.clear();
+        if map.len() >= SHARED_STACKS_MAX {
+            map.clear();
         }
-        let a: Arc<[u64]> = Arc::from(&buf[..]);
-        set.insert(a.clone());
+        let a: Arc<[u64]> = Arc::from(c.kernel());
+        map.insert(c.recorded().into(), a.clone());
         a
     })
 }

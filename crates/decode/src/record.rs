@@ -157,6 +157,16 @@ pub struct Callchain<'a> {
 }
 
 impl<'a> Callchain<'a> {
+    /// The entries as recorded (in the trace's byte order), context markers included.
+    pub fn recorded(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// The byte order of the entries.
+    pub fn order(&self) -> ByteOrder {
+        self.order
+    }
+
     /// Number of entries, context markers included.
     pub fn len(&self) -> usize {
         self.bytes.len() / 8
