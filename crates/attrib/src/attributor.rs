@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use ioblame_decode::{CommitPhase, Dev, Event, EventKind, Rwbs, WorkPhase, XfsFileOp};
 use rustc_hash::{FxHashMap, FxHashSet};
+use smallvec::SmallVec;
 
 use crate::blocks::Blocks;
 use crate::context::{classify_stack, Context, DevInfo, STACK_DIO, STACK_JOURNAL};
@@ -203,13 +204,11 @@ impl DirtyFile {
         if end <= index {
             return;
         }
-        for k in self.folios.overlapping(index, end) {
-            if k != index {
-                self.forget(k);
-            }
-        }
-        if let Some((_, old)) = self.folios.insert(index, end, ent) {
-            self.dec(old.owner, old.via);
+        let mut gone: SmallVec<[(Dirtier, Via); 2]> = SmallVec::new();
+        self.folios
+            .replace(index, end, ent, |_, _, old| gone.push((old.owner, old.via)));
+        for (d, via) in gone {
+            self.dec(d, via);
         }
         self.inc(ent.owner, ent.via);
     }

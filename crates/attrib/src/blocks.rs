@@ -135,6 +135,59 @@ impl<V> Blocks<V> {
         }
     }
 
+    /// Whether every interval is hashed and of order `o`: then an aligned block of that
+    /// order can only overlap the interval at its own start.
+    fn only_order(&self, o: u8) -> bool {
+        self.other.is_empty() && self.orders & !(1u64 << o) == 0
+    }
+
+    /// Puts `[a, b)` in place of every interval overlapping it, handing each of those to
+    /// `gone` (start, end, value).
+    pub fn replace(&mut self, a: u64, b: u64, v: V, mut gone: impl FnMut(u64, u64, V)) {
+        if let Some(o) = order_of(a, b).filter(|&o| self.only_order(o)) {
+            // The common case (a page dirtied again): one hash lookup.
+            if let Some((oo, old)) = self.hashed.insert(a, (o, v)) {
+                self.uncount(oo);
+                gone(a, a + (1 << oo), old);
+            }
+            self.count(o);
+            return;
+        }
+        for s in self.overlapping(a, b) {
+            if let Some((e, old)) = self.remove(s) {
+                gone(s, e, old);
+            }
+        }
+        self.insert(a, b, v);
+    }
+
+    /// Inserts `[a, b)` where only the interval at `a` can overlap it (see
+    /// [`Blocks::only_order`]): kept if `keep` accepts it, else replaced. Hands `v` back
+    /// when other intervals could overlap, for the caller's general path.
+    pub fn insert_alone_unless(
+        &mut self,
+        a: u64,
+        b: u64,
+        v: V,
+        keep: impl FnOnce(&V) -> bool,
+    ) -> Result<(), V> {
+        let Some(o) = order_of(a, b).filter(|&o| self.only_order(o)) else {
+            return Err(v);
+        };
+        match self.hashed.entry(a) {
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert((o, v));
+                self.count(o);
+            }
+            std::collections::hash_map::Entry::Occupied(mut e) => {
+                if !keep(&e.get().1) {
+                    e.insert((o, v));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The interval holding `x`: its start, end and value.
     pub fn containing(&self, x: u64) -> Option<(u64, u64, &V)> {
         let mut orders = self.orders;
@@ -314,6 +367,34 @@ mod tests {
         assert_eq!(m.remove(8), Some((9, 'e')));
         assert_eq!(m.orders, 0);
         assert_eq!(m.starts(), vec![3]);
+    }
+
+    #[test]
+    fn replace_and_insert_alone_agree_with_the_general_path() {
+        let mut m = Blocks::default();
+        let mut gone = Vec::new();
+        // One order in use: the fast paths.
+        m.replace(8, 16, 'a', |s, e, v| gone.push((s, e, v)));
+        m.replace(8, 16, 'b', |s, e, v| gone.push((s, e, v)));
+        assert_eq!(gone, vec![(8, 16, 'a')]);
+        assert_eq!(m.insert_alone_unless(8, 16, 'c', |&v| v == 'b'), Ok(()));
+        assert_eq!(m.get(8), Some((16, &'b')));
+        assert_eq!(m.insert_alone_unless(8, 16, 'c', |_| false), Ok(()));
+        assert_eq!(m.get(8), Some((16, &'c')));
+        assert_eq!(m.insert_alone_unless(24, 32, 'd', |_| true), Ok(()));
+        assert_eq!(m.len(), 2);
+        // Another order: a block may overlap bigger or smaller ones, so the general path.
+        assert_eq!(m.insert_alone_unless(0, 64, 'e', |_| true), Err('e'));
+        gone.clear();
+        m.replace(0, 64, 'e', |s, e, v| gone.push((s, e, v)));
+        assert_eq!(gone, vec![(8, 16, 'c'), (24, 32, 'd')]);
+        assert_eq!(m.starts(), vec![0]);
+        assert_eq!(m.orders, 1 << 6);
+        gone.clear();
+        m.replace(4, 5, 'f', |s, e, v| gone.push((s, e, v)));
+        assert_eq!(gone, vec![(0, 64, 'e')]);
+        assert_eq!(m.containing(4), Some((4, 5, &'f')));
+        assert_eq!(m.orders, 1);
     }
 
     #[test]

@@ -71,8 +71,13 @@ impl<V: Advance> IntervalMap<V> {
         if a >= b {
             return;
         }
+        // A block among blocks of its size only (buffer heads): one hash lookup.
+        let v = match self.map.insert_alone_unless(a, b, v, &mut keep) {
+            Ok(()) => return,
+            Err(v) => v,
+        };
         if !self.map.overlaps(a, b) {
-            // The common case (a block dirtied for the first time): one insert.
+            // A free range: one insert.
             self.map.insert(a, b, v);
             return;
         }
