@@ -248,6 +248,7 @@ pub fn for_each_event<F: FnMut(&Event)>(
         |w: &[usize]| -> Vec<Decoded> { w.par_iter().map(|&ci| decode_one(ci)).collect() };
 
     let mut last_time = 0u64;
+    let mut window_chunks = cpus.len().clamp(1, opts.window_chunks.max(1));
     let mut ready: Vec<Decoded> = Vec::new();
     // Vectors the merge emptied, handed to the workers between windows.
     let mut emptied: Vec<Vec<Event>> = Vec::new();
@@ -279,7 +280,10 @@ pub fn for_each_event<F: FnMut(&Event)>(
                 }),
             }
         }
-        let window = next_window(&mut cpus, trace, opts);
+        let window = next_window(&mut cpus, trace, opts, window_chunks);
+        // The first window holds a chunk per CPU, so the merge starts as soon as they are
+        // decoded; the windows then double up to the configured size.
+        window_chunks = (window_chunks * 2).min(opts.window_chunks.max(1));
         let mut decoded: Vec<Decoded> = Vec::new();
         let merge_time = rayon::in_place_scope(|scope| {
             if !window.is_empty() {
@@ -310,9 +314,14 @@ pub fn for_each_event<F: FnMut(&Event)>(
     stats
 }
 
-/// Picks the next chunks to decode, in the order the merge will need them: by the first
-/// timestamp of each CPU's next chunk (then CPU), each CPU in sequence order.
-fn next_window(cpus: &mut [CpuStream], trace: &Trace, opts: &StreamOptions) -> Vec<usize> {
+/// Picks the next chunks to decode (at most `most`), in the order the merge will need them:
+/// by the first timestamp of each CPU's next chunk (then CPU), each CPU in sequence order.
+fn next_window(
+    cpus: &mut [CpuStream],
+    trace: &Trace,
+    opts: &StreamOptions,
+    most: usize,
+) -> Vec<usize> {
     let all = trace.chunks();
     let mut heap: BinaryHeap<Reverse<(u64, u32, usize)>> = cpus
         .iter()
@@ -328,9 +337,7 @@ fn next_window(cpus: &mut [CpuStream], trace: &Trace, opts: &StreamOptions) -> V
         let s = &mut cpus[k];
         let c = s.chunks[s.scheduled];
         let len = all[c].header.uncompressed_len as u64;
-        if !w.is_empty()
-            && (w.len() >= opts.window_chunks.max(1) || bytes + len > opts.window_bytes)
-        {
+        if !w.is_empty() && (w.len() >= most.max(1) || bytes + len > opts.window_bytes) {
             break;
         }
         w.push(c);
