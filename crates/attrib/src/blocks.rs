@@ -261,6 +261,42 @@ impl<V> Blocks<V> {
         }
     }
 
+    /// Removes the intervals overlapping `[a, b)`, in order, handing each to `f` (start,
+    /// end, value). Where every interval is a block of one size, each is found and removed
+    /// in one hash lookup.
+    pub fn remove_overlapping(&mut self, a: u64, b: u64, mut f: impl FnMut(u64, u64, V)) {
+        if a >= b {
+            return;
+        }
+        let o = self.orders.trailing_zeros();
+        if self.other.is_empty() && self.orders == 1 << o {
+            let step = 1u64 << o;
+            let probes = ((b - 1) >> o) - (a >> o) + 1;
+            if probes <= PROBES_PER_ENTRY.max(self.hashed.len() as u64 / PROBES_PER_ENTRY) {
+                let mut s = a & !(step - 1);
+                while s < b {
+                    if let Some((oo, v)) = self.hashed.remove(&s) {
+                        self.uncount(oo);
+                        f(s, s + step, v);
+                        if self.hashed.is_empty() {
+                            return;
+                        }
+                    }
+                    match s.checked_add(step) {
+                        Some(n) => s = n,
+                        None => break,
+                    }
+                }
+                return;
+            }
+        }
+        for s in self.overlapping(a, b) {
+            if let Some((e, v)) = self.remove(s) {
+                f(s, e, v);
+            }
+        }
+    }
+
     /// Whether any interval overlaps `[a, b)`.
     pub fn overlaps(&self, a: u64, b: u64) -> bool {
         let mut any = false;
@@ -395,6 +431,29 @@ mod tests {
         assert_eq!(gone, vec![(0, 64, 'e')]);
         assert_eq!(m.containing(4), Some((4, 5, &'f')));
         assert_eq!(m.orders, 1);
+    }
+
+    #[test]
+    fn remove_overlapping_takes_every_overlap_in_order() {
+        for extra in [false, true] {
+            let mut m = Blocks::default();
+            for k in 0..20u64 {
+                m.insert(k * 8, k * 8 + 8, k);
+            }
+            if extra {
+                // An extent: the general path.
+                m.insert(500, 503, 99);
+            }
+            let mut got = Vec::new();
+            m.remove_overlapping(20, 45, |s, e, v| got.push((s, e, v)));
+            assert_eq!(
+                got,
+                vec![(16, 24, 2), (24, 32, 3), (32, 40, 4), (40, 48, 5)]
+            );
+            assert_eq!(m.len(), 16 + usize::from(extra));
+            assert!(!m.overlaps(16, 48));
+            assert!(m.overlaps(15, 16) && m.overlaps(48, 49));
+        }
     }
 
     #[test]

@@ -108,29 +108,26 @@ impl<V: Advance> IntervalMap<V> {
     /// Removes the parts overlapping `[a, b)` and appends them (cut to `[a, b)`, in order)
     /// to `out`; the parts outside stay.
     pub fn take(&mut self, a: u64, b: u64, out: &mut Vec<(u64, u64, V)>) {
-        if a >= b || !self.map.overlaps(a, b) {
+        if a >= b {
             return;
         }
-        // The starts first, then each removal; a cut part that goes back into the map lies
-        // outside `[a, b)`.
-        for s in self.map.overlapping(a, b) {
-            if let Some((e, v)) = self.map.remove(s) {
-                self.cut(s, e, v, a, b, out);
+        let first = out.len();
+        self.map
+            .remove_overlapping(a, b, |s, e, v| out.push((s, e, v)));
+        // Cut the ends: what lies outside `[a, b)` goes back.
+        for i in first..out.len() {
+            let (s, e, _) = out[i];
+            if s < a || e > b {
+                let v = out[i].2.clone();
+                let os = s.max(a);
+                out[i] = (os, e.min(b), v.advance(os - s));
+                if e > b {
+                    self.map.insert(b, e, v.advance(b - s));
+                }
+                if s < a {
+                    self.map.insert(s, a, v);
+                }
             }
-        }
-    }
-
-    /// Splits the removed interval `[s, e)` around `[a, b)`: the overlap goes to `out`,
-    /// the rest back into the map.
-    fn cut(&mut self, s: u64, e: u64, v: V, a: u64, b: u64, out: &mut Vec<(u64, u64, V)>) {
-        let os = s.max(a);
-        let oe = e.min(b);
-        out.push((os, oe, v.advance(os - s)));
-        if e > b {
-            self.map.insert(b, e, v.advance(b - s));
-        }
-        if s < a {
-            self.map.insert(s, a, v);
         }
     }
 
