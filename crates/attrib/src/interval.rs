@@ -115,12 +115,12 @@ impl<V: Advance> IntervalMap<V> {
         self.map
             .remove_overlapping(a, b, |s, e, v| out.push((s, e, v)));
         // Cut the ends: what lies outside `[a, b)` goes back.
-        for i in first..out.len() {
-            let (s, e, _) = out[i];
+        for part in &mut out[first..] {
+            let (s, e) = (part.0, part.1);
             if s < a || e > b {
-                let v = out[i].2.clone();
+                let v = part.2.clone();
                 let os = s.max(a);
-                out[i] = (os, e.min(b), v.advance(os - s));
+                *part = (os, e.min(b), v.advance(os - s));
                 if e > b {
                     self.map.insert(b, e, v.advance(b - s));
                 }
