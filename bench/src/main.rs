@@ -80,6 +80,14 @@ enum Cmd {
         /// Keep the ioblame trace and the perf.data (under /var/tmp/iob-vsperf.*).
         #[arg(long)]
         keep: bool,
+        /// Rounds of timing (perf script, ioblame with 2 threads, with 1), interleaved;
+        /// the best of each is reported.
+        #[arg(long, default_value_t = 3)]
+        repeat: usize,
+        /// Time the recordings an earlier `--keep` left in this directory instead of
+        /// recording (no root needed).
+        #[arg(long, value_name = "DIR")]
+        from: Option<PathBuf>,
     },
 }
 
@@ -117,7 +125,12 @@ fn main() -> Result<()> {
             trace,
         } => measure::measure_here(&stage, threads, &trace)?,
         Cmd::Stats { trace } => stats::print(&trace)?,
-        Cmd::VsPerf { secs, keep } => vsperf::run(secs, keep)?,
+        Cmd::VsPerf {
+            secs,
+            keep,
+            repeat,
+            from,
+        } => vsperf::run(secs, keep, repeat, from)?,
     }
     Ok(())
 }
