@@ -268,8 +268,8 @@ impl<V> Blocks<V> {
         if a >= b {
             return;
         }
-        let o = self.orders.trailing_zeros();
-        if self.other.is_empty() && self.orders == 1 << o {
+        if self.other.is_empty() && self.orders.is_power_of_two() {
+            let o = self.orders.trailing_zeros();
             let step = 1u64 << o;
             let probes = ((b - 1) >> o) - (a >> o) + 1;
             if probes <= PROBES_PER_ENTRY.max(self.hashed.len() as u64 / PROBES_PER_ENTRY) {
@@ -431,6 +431,17 @@ mod tests {
         assert_eq!(gone, vec![(0, 64, 'e')]);
         assert_eq!(m.containing(4), Some((4, 5, &'f')));
         assert_eq!(m.orders, 1);
+    }
+
+    #[test]
+    fn remove_overlapping_on_no_block() {
+        let mut m: Blocks<u8> = Blocks::default();
+        m.remove_overlapping(0, 100, |_, _, _| panic!("nothing to remove"));
+        m.insert(3, 5, 1);
+        let mut got = Vec::new();
+        m.remove_overlapping(0, 100, |s, e, v| got.push((s, e, v)));
+        assert_eq!(got, vec![(3, 5, 1)]);
+        assert!(m.is_empty());
     }
 
     #[test]

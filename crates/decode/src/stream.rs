@@ -283,7 +283,9 @@ pub fn for_each_event<F: FnMut(&Event)>(
         let window = next_window(&mut cpus, trace, opts, window_chunks);
         // The first window holds a chunk per CPU, so the merge starts as soon as they are
         // decoded; the windows then double up to the configured size.
-        window_chunks = (window_chunks * 2).min(opts.window_chunks.max(1));
+        window_chunks = window_chunks
+            .saturating_mul(2)
+            .min(opts.window_chunks.max(1));
         let mut decoded: Vec<Decoded> = Vec::new();
         let merge_time = rayon::in_place_scope(|scope| {
             if !window.is_empty() {
