@@ -180,6 +180,13 @@ pub struct DecodedChunk {
     pub stats: DecodeStats,
 }
 
+/// A field the payload could not give (too short, or not of the resolved kind): the event
+/// is skipped and counted, so the reason is not kept.
+struct Bad;
+
+/// What reading a field gives.
+type Got<T> = Result<T, Bad>;
+
 /// Reads the resolved fields of one payload.
 struct R<'a> {
     f: &'a [Option<Field>],
@@ -189,46 +196,46 @@ struct R<'a> {
 
 impl R<'_> {
     #[inline]
-    fn u(&self, i: usize) -> Result<u64, FieldError> {
+    fn u(&self, i: usize) -> Got<u64> {
         match self.f.get(i).copied().flatten() {
-            Some(f) => f.u64(self.raw, self.o),
+            Some(f) => f.read_u64(self.raw, self.o).ok_or(Bad),
             None => Ok(0),
         }
     }
     #[inline]
-    fn i(&self, i: usize) -> Result<i64, FieldError> {
+    fn i(&self, i: usize) -> Got<i64> {
         self.u(i).map(|v| v as i64)
     }
     #[inline]
-    fn u32(&self, i: usize) -> Result<u32, FieldError> {
+    fn u32(&self, i: usize) -> Got<u32> {
         self.u(i).map(|v| v as u32)
     }
     #[inline]
-    fn i32(&self, i: usize) -> Result<i32, FieldError> {
+    fn i32(&self, i: usize) -> Got<i32> {
         self.u(i).map(|v| v as i32)
     }
     #[inline]
-    fn u16(&self, i: usize) -> Result<u16, FieldError> {
+    fn u16(&self, i: usize) -> Got<u16> {
         self.u(i).map(|v| v as u16)
     }
     #[inline]
-    fn bytes(&self, i: usize) -> Result<&[u8], FieldError> {
+    fn bytes(&self, i: usize) -> Got<&[u8]> {
         match self.f.get(i).copied().flatten() {
-            Some(f) => f.bytes(self.raw, self.o),
+            Some(f) => f.read_bytes(self.raw, self.o).ok_or(Bad),
             None => Ok(&[]),
         }
     }
     #[inline]
-    fn rwbs(&self, i: usize) -> Result<Rwbs, FieldError> {
+    fn rwbs(&self, i: usize) -> Got<Rwbs> {
         Ok(Rwbs::parse(
             std::str::from_utf8(self.bytes(i)?).unwrap_or(""),
         ))
     }
     #[inline]
-    fn bdi(&self, i: usize) -> Result<Dev, FieldError> {
+    fn bdi(&self, i: usize) -> Got<Dev> {
         Ok(parse_bdi(self.bytes(i)?))
     }
-    fn s(&self, i: usize) -> Result<String, FieldError> {
+    fn s(&self, i: usize) -> Got<String> {
         Ok(String::from_utf8_lossy(self.bytes(i)?).into_owned())
     }
 }
@@ -251,7 +258,7 @@ pub fn parse_bdi(name: &[u8]) -> Dev {
     }
 }
 
-type Build = fn(&R<'_>) -> Result<EventKind, FieldError>;
+type Build = fn(&R<'_>) -> Got<EventKind>;
 
 /// A typed event: its name, the fields it reads (`$name` a string, `name?` optional with
 /// default 0, `a|b` alternatives), and its constructor.
@@ -842,7 +849,7 @@ static SPECS: &[Spec] = &[
     )),
 ];
 
-fn work(r: &R<'_>, phase: WorkPhase) -> Result<EventKind, FieldError> {
+fn work(r: &R<'_>, phase: WorkPhase) -> Got<EventKind> {
     Ok(K::WritebackWork {
         phase,
         bdi: r.bdi(0)?,
@@ -852,7 +859,7 @@ fn work(r: &R<'_>, phase: WorkPhase) -> Result<EventKind, FieldError> {
         reason: r.u32(4)?,
     })
 }
-fn ra(r: &R<'_>, kind: RaKind) -> Result<EventKind, FieldError> {
+fn ra(r: &R<'_>, kind: RaKind) -> Got<EventKind> {
     Ok(K::Readahead {
         kind,
         s_dev: r.u32(0)?,
@@ -863,7 +870,7 @@ fn ra(r: &R<'_>, kind: RaKind) -> Result<EventKind, FieldError> {
         async_size: r.u32(5)?,
     })
 }
-fn map_blocks(r: &R<'_>) -> Result<EventKind, FieldError> {
+fn map_blocks(r: &R<'_>) -> Got<EventKind> {
     Ok(K::Ext4MapBlocks {
         dev: r.u32(0)?,
         ino: r.u(1)?,
@@ -875,7 +882,7 @@ fn map_blocks(r: &R<'_>) -> Result<EventKind, FieldError> {
         ret: r.i32(7)?,
     })
 }
-fn xfs(r: &R<'_>, op: XfsFileOp) -> Result<EventKind, FieldError> {
+fn xfs(r: &R<'_>, op: XfsFileOp) -> Got<EventKind> {
     Ok(K::XfsFile {
         op,
         dev: r.u32(0)?,
@@ -884,7 +891,7 @@ fn xfs(r: &R<'_>, op: XfsFileOp) -> Result<EventKind, FieldError> {
         count: r.u(3)?,
     })
 }
-fn commit(r: &R<'_>, phase: CommitPhase) -> Result<EventKind, FieldError> {
+fn commit(r: &R<'_>, phase: CommitPhase) -> Got<EventKind> {
     Ok(K::Jbd2Commit {
         phase,
         dev: r.u32(0)?,

@@ -504,41 +504,53 @@ impl Field {
     /// Fields whose size is not 1, 2, 4 or 8 read as [`FieldError::BadField`].
     #[inline]
     pub fn u64(&self, raw: &[u8], order: ByteOrder) -> Result<u64, FieldError> {
-        let b = self.raw_bytes(raw)?;
-        let v = match *b {
-            [a] => {
+        match self.read_u64(raw, order) {
+            Some(v) => Ok(v),
+            None => Err(self.raw_bytes(raw).map_or_else(
+                |e| e,
+                |b| FieldError::BadField {
+                    event: String::new(),
+                    field: String::new(),
+                    what: format!("a {}-byte field is not an integer", b.len()),
+                },
+            )),
+        }
+    }
+
+    /// [`Field::u64`] without the reason when the payload cannot give it: the decoder's
+    /// per-event path, which only counts such events.
+    #[inline]
+    pub fn read_u64(&self, raw: &[u8], order: ByteOrder) -> Option<u64> {
+        let at = self.offset as usize;
+        let v = match self.size {
+            1 => {
+                let a = *raw.get(at)?;
                 if self.signed {
                     a as i8 as i64 as u64
                 } else {
                     a as u64
                 }
             }
-            [a, c] => {
-                let v = order.u16([a, c]);
+            2 => {
+                let v = order.u16(raw.get(at..at + 2)?.try_into().ok()?);
                 if self.signed {
                     v as i16 as i64 as u64
                 } else {
                     v as u64
                 }
             }
-            [a, c, d, e] => {
-                let v = order.u32([a, c, d, e]);
+            4 => {
+                let v = order.u32(raw.get(at..at + 4)?.try_into().ok()?);
                 if self.signed {
                     v as i32 as i64 as u64
                 } else {
                     v as u64
                 }
             }
-            [a, c, d, e, f, g, h, k] => order.u64([a, c, d, e, f, g, h, k]),
-            _ => {
-                return Err(FieldError::BadField {
-                    event: String::new(),
-                    field: String::new(),
-                    what: format!("a {}-byte field is not an integer", b.len()),
-                })
-            }
+            8 => order.u64(raw.get(at..at + 8)?.try_into().ok()?),
+            _ => return None,
         };
-        Ok(v)
+        Some(v)
     }
 
     /// The integer value as signed (sign-extended when the field is signed).
@@ -551,29 +563,52 @@ impl Field {
     /// array, or the array a `__data_loc` points at.
     #[inline]
     pub fn bytes<'a>(&self, raw: &'a [u8], order: ByteOrder) -> Result<&'a [u8], FieldError> {
+        if let Some(b) = self.read_bytes(raw, order) {
+            return Ok(b);
+        }
+        // Why not, for the error.
+        let loc = self.raw_bytes(raw)?;
+        let [a, c, d, e] = *loc else {
+            return Err(FieldError::BadField {
+                event: String::new(),
+                field: String::new(),
+                what: format!("a __data_loc locator of {} bytes", loc.len()),
+            });
+        };
+        let loc = order.u32([a, c, d, e]);
+        Self::slice(raw, self.data_offset(loc), (loc >> 16) as usize).map(|_| &[][..])
+    }
+
+    /// [`Field::bytes`] without the reason when the payload cannot give them.
+    #[inline]
+    pub fn read_bytes<'a>(&self, raw: &'a [u8], order: ByteOrder) -> Option<&'a [u8]> {
+        let at = self.offset as usize;
         let b = match self.layout {
-            FieldLayout::Inline => self.raw_bytes(raw)?,
+            FieldLayout::Inline => raw.get(at..at + self.size as usize)?,
             FieldLayout::DataLoc | FieldLayout::RelLoc => {
-                let loc = self.raw_bytes(raw)?;
-                let [a, c, d, e] = *loc else {
-                    return Err(FieldError::BadField {
-                        event: String::new(),
-                        field: String::new(),
-                        what: format!("a __data_loc locator of {} bytes", loc.len()),
-                    });
-                };
-                let loc = order.u32([a, c, d, e]);
-                let mut off = (loc & 0xffff) as usize;
-                if self.layout == FieldLayout::RelLoc {
-                    off += self.offset as usize + 4;
+                if self.size != 4 {
+                    return None;
                 }
-                Self::slice(raw, off, (loc >> 16) as usize)?
+                let loc = order.u32(raw.get(at..at + 4)?.try_into().ok()?);
+                let off = self.data_offset(loc);
+                raw.get(off..off + (loc >> 16) as usize)?
             }
         };
-        Ok(match memchr(b) {
+        Some(match memchr(b) {
             Some(n) => &b[..n],
             None => b,
         })
+    }
+
+    /// Where a `__data_loc` (or `__rel_loc`) locator says the data starts.
+    #[inline]
+    fn data_offset(&self, loc: u32) -> usize {
+        let off = (loc & 0xffff) as usize;
+        if self.layout == FieldLayout::RelLoc {
+            off + self.offset as usize + 4
+        } else {
+            off
+        }
     }
 
     /// A string field as text (invalid UTF-8 replaced).
