@@ -13,9 +13,10 @@ use rustc_hash::FxHashMap;
 use crate::event::*;
 use crate::format::{EventFormat, Field, FieldError, FormatError};
 use crate::record::{
-    check_sample_type, parse_sample, parse_task_record, RecordError, TaskRecord, RECORD_COMM,
-    RECORD_EXIT, RECORD_FORK, RECORD_LOST, RECORD_LOST_SAMPLES, RECORD_SAMPLE, SAMPLE_CPU,
-    SAMPLE_ID, SAMPLE_IDENTIFIER, SAMPLE_RAW, SAMPLE_STREAM_ID, SAMPLE_TID, SAMPLE_TIME,
+    check_sample_type, parse_sample, parse_task_record, RecordError, SampleLayout, TaskRecord,
+    RECORD_COMM, RECORD_EXIT, RECORD_FORK, RECORD_LOST, RECORD_LOST_SAMPLES, RECORD_SAMPLE,
+    SAMPLE_CPU, SAMPLE_ID, SAMPLE_IDENTIFIER, SAMPLE_RAW, SAMPLE_STREAM_ID, SAMPLE_TID,
+    SAMPLE_TIME,
 };
 
 /// Something in the trace's metadata that limits decoding (reported, not fatal).
@@ -959,6 +960,8 @@ struct Entry {
     name: String,
     sample_type: u64,
     sample_type_ok: bool,
+    /// Where a sample's fields lie (when the sample type is supported).
+    layout: Option<SampleLayout>,
     build: Option<Build>,
     fields: Vec<Option<Field>>,
     common_pid: Option<Field>,
@@ -1029,6 +1032,7 @@ impl Decoder {
                 name: ev.name.clone(),
                 sample_type: ev.sample_type,
                 sample_type_ok,
+                layout: SampleLayout::new(ev.sample_type),
                 build: None,
                 fields: Vec::new(),
                 common_pid: None,
@@ -1225,7 +1229,13 @@ impl Decoder {
         if !e.sample_type_ok {
             return Err(SkipReason::UnsupportedSampleType);
         }
-        let s = parse_sample(body, e.sample_type, self.order).map_err(SkipReason::of_record)?;
+        let s = match e.layout.and_then(|l| l.parse(body, self.order)) {
+            Some(s) => s,
+            // The whole walk, which says why (a truncated or damaged record).
+            None => parse_sample(body, e.sample_type, self.order)
+                .map_err(SkipReason::of_record)?
+                .into(),
+        };
         let kind = match (e.build, s.raw) {
             (Some(build), Some(raw)) => {
                 let r = R {

@@ -289,6 +289,128 @@ pub fn parse_sample(
     Ok(s)
 }
 
+/// Where the fields of a sample of one `sample_type` lie: the fixed-size ones at known
+/// offsets, then the callchain and the raw data. Reading the few fields a decoder needs
+/// through it skips [`parse_sample`]'s walk over every field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SampleLayout {
+    /// Bytes of the fixed-size fields before the callchain.
+    fixed: usize,
+    tid: Option<usize>,
+    time: Option<usize>,
+    callchain: bool,
+    raw: bool,
+}
+
+/// The fields of a sample a decoder reads (see [`SampleLayout::parse`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SampleParts<'a> {
+    /// `TID`: (pid, tid).
+    pub pid_tid: Option<(u32, u32)>,
+    /// `TIME`.
+    pub time: Option<u64>,
+    /// `CALLCHAIN`.
+    pub callchain: Option<Callchain<'a>>,
+    /// `RAW`.
+    pub raw: Option<&'a [u8]>,
+}
+
+impl<'a> From<Sample<'a>> for SampleParts<'a> {
+    fn from(s: Sample<'a>) -> Self {
+        SampleParts {
+            pid_tid: s.pid_tid,
+            time: s.time,
+            callchain: s.callchain,
+            raw: s.raw,
+        }
+    }
+}
+
+impl SampleLayout {
+    /// The layout of `sample_type`; `None` when [`parse_sample`] does not support it.
+    pub fn new(sample_type: u64) -> Option<SampleLayout> {
+        check_sample_type(sample_type).ok()?;
+        let mut l = SampleLayout {
+            fixed: 0,
+            tid: None,
+            time: None,
+            callchain: sample_type & SAMPLE_CALLCHAIN != 0,
+            raw: sample_type & SAMPLE_RAW != 0,
+        };
+        // The order of the fixed-size fields in a sample, as parse_sample reads them.
+        for bit in [
+            SAMPLE_IDENTIFIER,
+            SAMPLE_IP,
+            SAMPLE_TID,
+            SAMPLE_TIME,
+            SAMPLE_ADDR,
+            SAMPLE_ID,
+            SAMPLE_STREAM_ID,
+            SAMPLE_CPU,
+            SAMPLE_PERIOD,
+        ] {
+            if sample_type & bit != 0 {
+                if bit == SAMPLE_TID {
+                    l.tid = Some(l.fixed);
+                } else if bit == SAMPLE_TIME {
+                    l.time = Some(l.fixed);
+                }
+                l.fixed += 8;
+            }
+        }
+        Some(l)
+    }
+
+    /// The pid/tid, time, callchain and raw data of a sample body; `None` where
+    /// [`parse_sample`] fails (it says why).
+    #[inline]
+    pub fn parse<'a>(&self, body: &'a [u8], order: ByteOrder) -> Option<SampleParts<'a>> {
+        if body.len() < self.fixed {
+            return None;
+        }
+        let word = |at: usize| -> Option<[u8; 8]> { body.get(at..at + 8)?.try_into().ok() };
+        let pid_tid = match self.tid {
+            Some(at) => {
+                let w = word(at)?;
+                Some((
+                    order.u32([w[0], w[1], w[2], w[3]]),
+                    order.u32([w[4], w[5], w[6], w[7]]),
+                ))
+            }
+            None => None,
+        };
+        let time = match self.time {
+            Some(at) => Some(order.u64(word(at)?)),
+            None => None,
+        };
+        let mut pos = self.fixed;
+        let callchain = if self.callchain {
+            let nr = order.u64(word(pos)?);
+            if nr > MAX_CALLCHAIN {
+                return None;
+            }
+            let end = pos + 8 + nr as usize * 8;
+            let bytes = body.get(pos + 8..end)?;
+            pos = end;
+            Some(Callchain { bytes, order })
+        } else {
+            None
+        };
+        let raw = if self.raw {
+            let n = order.u32(body.get(pos..pos + 4)?.try_into().ok()?) as usize;
+            Some(body.get(pos + 4..(pos + 4).checked_add(n)?)?)
+        } else {
+            None
+        };
+        Some(SampleParts {
+            pid_tid,
+            time,
+            callchain,
+            raw,
+        })
+    }
+}
+
 /// The `sample_id_all` trailer of a non-sample record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SampleId {
@@ -531,6 +653,62 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The layout reads what parse_sample reads, for every subset of the supported fields,
+    /// in both byte orders, and fails on every truncation where parse_sample fails.
+    #[test]
+    fn layout_agrees_with_the_full_walk() {
+        let bits = [
+            SAMPLE_IDENTIFIER,
+            SAMPLE_IP,
+            SAMPLE_TID,
+            SAMPLE_TIME,
+            SAMPLE_ADDR,
+            SAMPLE_ID,
+            SAMPLE_STREAM_ID,
+            SAMPLE_CPU,
+            SAMPLE_PERIOD,
+            SAMPLE_CALLCHAIN,
+            SAMPLE_RAW,
+        ];
+        let v = SampleValues {
+            identifier: 11,
+            ip: 1,
+            pid: 100,
+            tid: 101,
+            time: 123456789,
+            addr: 2,
+            id: 11,
+            stream_id: 12,
+            cpu: 3,
+            period: 1,
+            callchain: vec![CONTEXT_KERNEL, 0xffffffff81000010],
+            raw: vec![1, 2, 3, 4, 5],
+        };
+        for mask in 0..1u32 << bits.len() {
+            let st = bits
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| mask & 1 << i != 0)
+                .fold(0, |a, (_, b)| a | b);
+            let l = SampleLayout::new(st).unwrap();
+            for order in [ByteOrder::Little, ByteOrder::Big] {
+                let rec = synth::sample_record(st, order, &v);
+                let body = &rec[8..];
+                let full = SampleParts::from(parse_sample(body, st, order).unwrap());
+                assert_eq!(l.parse(body, order), Some(full), "sample type {st:#x}");
+                for cut in 0..body.len() {
+                    let short = &body[..cut];
+                    assert_eq!(
+                        l.parse(short, order).is_some(),
+                        parse_sample(short, st, order).is_ok(),
+                        "sample type {st:#x} cut {cut}"
+                    );
+                }
+            }
+        }
+        assert!(SampleLayout::new(ST | SAMPLE_READ).is_none());
     }
 
     #[test]
