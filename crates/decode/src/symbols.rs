@@ -83,6 +83,19 @@ static HEX: [u8; 256] = {
     t
 };
 
+/// Sixteen hexadecimal digits.
+fn hex16(digits: &[u8; 16]) -> Option<u64> {
+    let mut v = 0u64;
+    for &c in digits {
+        let d = HEX[c as usize];
+        if d == 0xff {
+            return None;
+        }
+        v = v << 4 | u64::from(d);
+    }
+    Some(v)
+}
+
 /// Whether `c` separates the words of a kallsyms line.
 fn sep(c: u8) -> bool {
     c == b' ' || c == b'\t'
@@ -96,10 +109,41 @@ fn skip(b: &[u8], mut i: usize, stop: impl Fn(u8) -> bool) -> usize {
     i
 }
 
-/// One kallsyms line, `"ffffffff811c5390 T __mark_inode_dirty"` or
-/// `"ffffffffc0a00000 t ext4_writepages\t[ext4]"`: address, type, name and the rest (the
-/// module). `None` when malformed. Separators are ASCII, so the slices are `str`s.
-fn parse_line(line: &str) -> Option<(u64, u8, &str, &str)> {
+/// The kallsyms line of `text` starting at `pos`, `"ffffffff811c5390 T __mark_inode_dirty"`
+/// or `"ffffffffc0a00000 t ext4_writepages\t[ext4]"`: its address, type, name and the rest
+/// (the module), `None` when malformed; and where the next line starts. Separators are
+/// ASCII, so the slices are `str`s.
+fn next_line(text: &str, pos: usize) -> (Option<(u64, u8, &str, &str)>, usize) {
+    let b = text.as_bytes();
+    // The kernel's own layout, `"%px %c %s"` then `"\t[module]"`, on a 64-bit host: one
+    // pass over the name finds the end of the line.
+    let head = b
+        .get(pos..pos + 19)
+        .and_then(|h| <&[u8; 19]>::try_from(h).ok());
+    if let Some(h) = head {
+        let (digits, ty) = (h.first_chunk::<16>(), h[17]);
+        if let (Some(addr), b' ', b' ') = (digits.and_then(hex16), h[16], h[18]) {
+            if !sep(ty) && ty != b'\n' {
+                let n0 = pos + 19;
+                let n1 = skip(b, n0, |c| !matches!(c, b'\n' | b'\t' | b' '));
+                match b.get(n1) {
+                    Some(b' ') => {}
+                    _ if n1 == n0 => {}
+                    Some(b'\t') => {
+                        let end = text[n1..].find('\n').map_or(text.len(), |k| n1 + k);
+                        return (Some((addr, ty, &text[n0..n1], &text[n1..end])), end + 1);
+                    }
+                    _ => return (Some((addr, ty, &text[n0..n1], "")), n1 + 1),
+                }
+            }
+        }
+    }
+    let end = text[pos..].find('\n').map_or(text.len(), |k| pos + k);
+    (parse_words(&text[pos..end]), end + 1)
+}
+
+/// A kallsyms line in any spacing: words separated by runs of spaces and tabs.
+fn parse_words(line: &str) -> Option<(u64, u8, &str, &str)> {
     let b = line.as_bytes();
     let i = skip(b, 0, sep);
     let mut addr = 0u64;
@@ -133,9 +177,11 @@ impl Symbolizer {
         };
         let mut module_ix: rustc_hash::FxHashMap<&str, u16> = Default::default();
         let mut sorted = true;
-        // `str::split` finds the newlines with memchr.
-        for line in text.split('\n') {
-            let Some((addr, ty, name, rest)) = parse_line(line) else {
+        let mut pos = 0;
+        while pos < text.len() {
+            let (line, next) = next_line(text, pos);
+            pos = next;
+            let Some((addr, ty, name, rest)) = line else {
                 continue;
             };
             if addr == 0 || !matches!(ty, b't' | b'T' | b'w' | b'W') {
@@ -267,6 +313,32 @@ ffffffffc0a00400 T ext4_da_write_begin\t[ext4]
             "ext4_da_write_begin+0x10 [ext4]"
         );
         assert!(s.resolve(0xffffffffc0f00000).is_none());
+    }
+
+    /// The kernel's own layout is read by the fast path exactly as word by word.
+    #[test]
+    fn the_fast_path_reads_lines_as_words_do() {
+        let lines = [
+            "ffffffff811c5390 T __mark_inode_dirty",
+            "ffffffffc0a00000 t ext4_writepages\t[ext4]",
+            "ffffffffc0a00000 t ext4_writepages\t[ext4] ",
+            "ffffffff811c5390 T name ",
+            "ffffffff811c5390 T  name",
+            "ffffffff811c5390   name",
+            "ffffffff811c53g0 T name",
+            "0000000000000000 A fixed_percpu_data",
+            "ffffffff811c5390 T ",
+        ];
+        for l in lines {
+            assert_eq!(next_line(l, 0), (parse_words(l), l.len() + 1), "{l:?}");
+            // The same line inside a text: it ends at its newline.
+            let text = format!("x\n{l}\nffffffff81000000 T next\n");
+            assert_eq!(next_line(&text, 2), (parse_words(l), l.len() + 3), "{l:?}");
+        }
+        assert_eq!(
+            next_line(lines[1], 0).0,
+            Some((0xffffffffc0a00000, b't', "ext4_writepages", "\t[ext4]"))
+        );
     }
 
     #[test]
