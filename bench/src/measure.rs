@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _, Result};
 use ioblame_attrib::{ActTotals, Attributor, Context, Io};
 use ioblame_decode::stream::{for_each_event, StreamOptions};
-use ioblame_decode::{Decoder, Symbolizer};
+use ioblame_decode::{for_each_event_ahead, Decoder, Symbolizer};
 use ioblame_format::Trace;
 
 /// The stages, each including the ones before it.
@@ -151,8 +151,11 @@ pub fn measure_here(stage: &str, threads: usize, trace: &Path) -> Result<()> {
                     ios += 1;
                     bytes += io.size;
                 };
-                for_each_event(&t, &d, &so, |ev| {
+                for_each_event_ahead(&t, &d, &so, |ev, ahead| {
                     n += 1;
+                    if let Some(a) = ahead {
+                        attr.prefetch(a);
+                    }
                     attr.push(ev);
                     attr.drain_ios_into(&mut buf);
                     if !buf.is_empty() {

@@ -867,6 +867,33 @@ impl Attributor {
         }
     }
 
+    /// Starts loading the dirty-page or dirty-buffer state `ev` will touch, when it is
+    /// pushed a few events later: the maps of dirty blocks are larger than the caches, and
+    /// a lookup that waits for memory costs more than one that finds its line on the way.
+    /// A hint only: what [`Attributor::push`] does is the same with or without it
+    /// (`ioblame_decode::for_each_event_ahead` hands out the events to call it with).
+    pub fn prefetch(&self, ev: &Event) {
+        match ev.kind {
+            EventKind::DirtyFolio { bdi, ino, index } => {
+                if let Some(df) = self.dirty.get(&(bdi, ino)) {
+                    df.folios.prefetch(index);
+                }
+            }
+            EventKind::DirtyBuffer { dev, blocknr, size }
+                if (512..=1 << 16).contains(&size) && blocknr < BH_SENTINEL =>
+            {
+                let info = self.dev_info(dev);
+                if let Some(m) = self.bh.get(&info.disk) {
+                    let a = blocknr
+                        .saturating_mul(size / 512)
+                        .saturating_add(info.part_start);
+                    m.prefetch(a);
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Feeds one event (events must come in time order).
     pub fn push(&mut self, ev: &Event) {
         if ev.time < self.last_time {

@@ -58,6 +58,22 @@ fn each_order(mut orders: u64) -> impl Iterator<Item = u8> {
     })
 }
 
+/// Asks the CPU to start loading the cache line of `p`: a hint, with no effect on what the
+/// program computes.
+#[inline]
+#[allow(unused_unsafe)] // `_mm_prefetch` is a safe function from Rust 1.87 on.
+fn prefetch<T>(p: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing into the program and cannot fault, whatever the
+    // address; SSE, which provides it, is part of every x86_64 CPU.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>((p as *const T).cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// Neighbouring blocks of one order: slot `i` holds the block `i` places after the first.
 #[derive(Debug, Clone)]
 struct Page<V> {
@@ -289,6 +305,18 @@ impl<V> Blocks<V> {
             }
         }
         Ok(())
+    }
+
+    /// Starts loading the page slot of the block holding `x`, for a lookup soon after
+    /// (the page map is small and stays in cache; the pages are what misses).
+    pub fn prefetch(&self, x: u64) {
+        for o in each_order(self.orders) {
+            let (k, i) = place(o, x & !((1u64 << o) - 1));
+            if let Some(page) = self.pages.get(&k) {
+                prefetch(&page.mask);
+                prefetch(&page.slots[i]);
+            }
+        }
     }
 
     /// The interval holding `x`: its start, end and value.

@@ -49,6 +49,11 @@ impl<V: Advance> IntervalMap<V> {
         self.map.retain(keep);
     }
 
+    /// Starts loading the interval holding `x` (see [`Blocks::prefetch`]).
+    pub fn prefetch(&self, x: u64) {
+        self.map.prefetch(x);
+    }
+
     /// Whether one interval whose value `keep` accepts covers `[a, b)`.
     pub fn covered_by(&self, a: u64, b: u64, keep: impl FnOnce(&V) -> bool) -> bool {
         match self.map.containing(a) {

@@ -42,8 +42,9 @@ pub use model::*;
 pub use summary::{LostWindow, Summary, UnknownContext};
 
 /// Decodes and attributes a whole trace with `ctx`, collecting every charged IO (those the
-/// end of the trace left pending included, last): for tests and small traces. The analyzer
-/// streams the IOs instead (`Attributor::drain_ios_into` as events are pushed).
+/// end of the trace left pending included, last): for tests and small traces. Events are
+/// fed as the analyzer feeds them, each prefetched a few events ahead; the analyzer streams
+/// the IOs instead (`Attributor::drain_ios_into` as events are pushed).
 pub fn attribute_trace(
     trace: &ioblame_format::Trace,
     decoder: &ioblame_decode::Decoder,
@@ -51,11 +52,14 @@ pub fn attribute_trace(
 ) -> (Vec<Io>, Attribution) {
     let mut a = Attributor::new(ctx);
     let mut ios = Vec::new();
-    ioblame_decode::for_each_event(
+    ioblame_decode::for_each_event_ahead(
         trace,
         decoder,
         &ioblame_decode::StreamOptions::default(),
-        |ev| {
+        |ev, ahead| {
+            if let Some(x) = ahead {
+                a.prefetch(x);
+            }
             a.push(ev);
             a.drain_ios_into(&mut ios);
         },

@@ -34,7 +34,7 @@ pub mod synth;
 
 pub use decoder::{DecodeStats, DecodedChunk, Decoder, DecoderProblem, SkipReason};
 pub use event::*;
-pub use stream::{for_each_event, StreamOptions, StreamStats};
+pub use stream::{for_each_event, for_each_event_ahead, StreamOptions, StreamStats, LOOKAHEAD};
 pub use symbols::{Sym, Symbolizer};
 
 #[cfg(test)]

@@ -168,6 +168,22 @@ pub fn for_each_event<F: FnMut(&Event)>(
     opts: &StreamOptions,
     mut f: F,
 ) -> StreamStats {
+    for_each_event_ahead(trace, decoder, opts, |ev, _| f(ev))
+}
+
+/// How far ahead [`for_each_event_ahead`] shows an event.
+pub const LOOKAHEAD: usize = 8;
+
+/// [`for_each_event`], also showing `f` an event that comes [`LOOKAHEAD`] records later on
+/// the same CPU when it is decoded already: a consumer can start fetching the state that
+/// event will need (see `Attributor::prefetch` in ioblame-attrib). The events `f` is
+/// called with, and their order, are the same.
+pub fn for_each_event_ahead<F: FnMut(&Event, Option<&Event>)>(
+    trace: &Trace,
+    decoder: &Decoder,
+    opts: &StreamOptions,
+    mut f: F,
+) -> StreamStats {
     let start = Instant::now();
     let all = trace.chunks();
     let mut stats = StreamStats {
@@ -378,7 +394,7 @@ fn chunk_key(s: &CpuStream, i: usize, trace: &Trace) -> u64 {
 /// Emits events while the smallest head is a decoded one. CPU streams are indexed by their
 /// position in `cpus`, which is sorted by CPU number, so `(time, index)` orders like
 /// `(time, cpu)`.
-fn merge<F: FnMut(&Event)>(
+fn merge<F: FnMut(&Event, Option<&Event>)>(
     cpus: &mut [CpuStream],
     trace: &Trace,
     f: &mut F,
@@ -406,7 +422,7 @@ fn merge<F: FnMut(&Event)>(
             }
             *last_time = ev.time;
             *emitted += 1;
-            f(ev);
+            f(ev, run.events.get(run.next + LOOKAHEAD));
             run.next += 1;
             if run.next == run.events.len() {
                 if let Some(done) = s.pending.pop_front() {

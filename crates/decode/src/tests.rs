@@ -282,6 +282,11 @@ fn big_endian_trace_decodes_to_the_same_events() {
 
 /// Three CPUs whose chunks interleave in time; some timestamps tie across CPUs.
 fn interleaved(order: ByteOrder) -> (TraceBuilder, usize) {
+    interleaved_chunks(order, 7)
+}
+
+/// Three CPUs' interleaved requests in chunks of 1 to `most` records.
+fn interleaved_chunks(order: ByteOrder, most: u64) -> (TraceBuilder, usize) {
     let mut t = TraceBuilder::new(order, 3);
     let q = t
         .add_event("block:block_bio_queue", fmt("block:block_bio_queue"), true)
@@ -297,11 +302,11 @@ fn interleaved(order: ByteOrder) -> (TraceBuilder, usize) {
     let mut x: u64 = 12345;
     for round in 0..40u64 {
         for cpu in 0..3u32 {
-            // Chunks of 1..7 records; times advance per CPU with pseudo-random steps.
+            // Chunks of 1..=most records; times advance per CPU with pseudo-random steps.
             x = x
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
-            let len = 1 + (x >> 60) % 7;
+            let len = 1 + (x >> 33) % most;
             for i in 0..len {
                 let time = round * 100 + i * (1 + cpu as u64) * 3 + (x >> 62);
                 let ev = if i % 2 == 0 { q } else { c };
@@ -399,6 +404,36 @@ fn merge_is_time_ordered_and_independent_of_threads_and_windows() {
         window_bytes: 1,
     };
     assert!(decode_all(&trace, &dec, &opts).0 == reference);
+}
+
+/// The stream with lookahead emits the same events, and each event it shows ahead is the
+/// one its CPU emits `LOOKAHEAD` events later (when shown at all).
+#[test]
+fn lookahead_shows_a_later_event_of_the_same_cpu() {
+    let (t, n) = interleaved_chunks(ByteOrder::Little, 60);
+    let (_d, trace) = open(t);
+    let dec = Decoder::new(trace.header(), trace.metadata());
+    let (reference, _) = decode_all(&trace, &dec, &StreamOptions::default());
+    let mut got: Vec<(Event, Option<Event>)> = Vec::new();
+    crate::stream::for_each_event_ahead(&trace, &dec, &StreamOptions::default(), |e, a| {
+        got.push((e.clone(), a.cloned()))
+    });
+    assert_eq!(got.len(), n);
+    assert!(got.iter().map(|g| &g.0).eq(reference.iter()));
+    let mut shown = 0;
+    for (i, (e, ahead)) in got.iter().enumerate() {
+        let later = got[i + 1..]
+            .iter()
+            .filter(|g| g.0.cpu == e.cpu)
+            .nth(crate::stream::LOOKAHEAD - 1)
+            .map(|g| &g.0);
+        if let Some(a) = ahead {
+            shown += 1;
+            assert_eq!(Some(a), later, "event {i}");
+        }
+    }
+    // Shown for most events (not across the end of a decoded chunk).
+    assert!(shown * 2 > n, "{shown} of {n}");
 }
 
 #[test]
