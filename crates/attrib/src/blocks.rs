@@ -7,8 +7,10 @@
 //! in a hash map by page, and finds them by probing the pages of each size in use: hash
 //! lookups instead of the B-tree descents, inserts and node shifts that were a quarter of
 //! the attribution's time on 4 KiB random writes, and neighbours (the blocks one request
-//! writes) in one page. Any other interval (an extent, a buffer of a partition that starts
-//! off its block size) goes to a B-tree beside them.
+//! writes) in one page. A page holds only its occupied slots, so blocks scattered one to a
+//! page (random writes over a large file) cost about one hash entry each, not a page each.
+//! Any other interval (an extent, a buffer of a partition that starts off its block size)
+//! goes to a B-tree beside them.
 
 use std::collections::BTreeMap;
 
@@ -75,19 +77,72 @@ fn prefetch<T>(p: &T) {
 }
 
 /// Neighbouring blocks of one order: slot `i` holds the block `i` places after the first.
+/// Only the occupied slots take room (a lone block stays inside the map's entry; more
+/// spill to the heap), so scattered blocks cost about what one hash entry each did.
 #[derive(Debug, Clone)]
 struct Page<V> {
     /// Bit `i` is set while slot `i` holds a block.
     mask: u16,
-    slots: [Option<V>; PAGE as usize],
+    /// The blocks of the set slots, in slot order.
+    vals: SmallVec<[V; 1]>,
 }
 
 impl<V> Page<V> {
-    fn new() -> Box<Page<V>> {
-        Box::new(Page {
+    fn new() -> Page<V> {
+        Page {
             mask: 0,
-            slots: std::array::from_fn(|_| None),
+            vals: SmallVec::new(),
+        }
+    }
+
+    /// Where slot `i`'s block is (or goes) in `vals`.
+    #[inline]
+    fn rank(&self, i: usize) -> usize {
+        (self.mask & ((1u16 << i) - 1)).count_ones() as usize
+    }
+
+    fn get(&self, i: usize) -> Option<&V> {
+        (self.mask & 1 << i != 0).then(|| &self.vals[self.rank(i)])
+    }
+
+    fn get_mut(&mut self, i: usize) -> Option<&mut V> {
+        let r = self.rank(i);
+        (self.mask & 1 << i != 0).then(|| &mut self.vals[r])
+    }
+
+    /// Puts `v` in slot `i`: the block it held, if any.
+    fn put(&mut self, i: usize, v: V) -> Option<V> {
+        let r = self.rank(i);
+        if self.mask & 1 << i != 0 {
+            return Some(std::mem::replace(&mut self.vals[r], v));
+        }
+        self.vals.insert(r, v);
+        self.mask |= 1 << i;
+        None
+    }
+
+    /// Takes slot `i`'s block out.
+    fn take(&mut self, i: usize) -> Option<V> {
+        if self.mask & 1 << i == 0 {
+            return None;
+        }
+        let v = self.vals.remove(self.rank(i));
+        self.mask &= !(1 << i);
+        Some(v)
+    }
+
+    /// The occupied slots and their blocks, in slot order.
+    fn iter(&self) -> impl Iterator<Item = (usize, &V)> {
+        let mut m = self.mask;
+        std::iter::from_fn(move || {
+            if m == 0 {
+                return None;
+            }
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            Some(i)
         })
+        .zip(self.vals.iter())
     }
 }
 
@@ -100,7 +155,7 @@ const PROBES_PER_PAGE: u64 = 8;
 #[derive(Debug, Clone)]
 pub(crate) struct Blocks<V> {
     /// Naturally aligned power-of-two intervals, in pages: (order, page index) -> page.
-    pages: FxHashMap<(u8, u64), Box<Page<V>>>,
+    pages: FxHashMap<(u8, u64), Page<V>>,
     /// How many intervals of each order the pages hold.
     per_order: [u32; MAX_ORDER as usize + 1],
     /// Bit `o` is set while `per_order[o] > 0`.
@@ -159,7 +214,7 @@ impl<V> Blocks<V> {
             return None;
         }
         let (k, i) = place(o, a);
-        self.pages.get(&k)?.slots[i].as_ref()
+        self.pages.get(&k)?.get(i)
     }
 
     /// Takes the paged block of order `o` starting at `a` out.
@@ -169,8 +224,7 @@ impl<V> Blocks<V> {
         }
         let (k, i) = place(o, a);
         let page = self.pages.get_mut(&k)?;
-        let v = page.slots[i].take()?;
-        page.mask &= !(1 << i);
+        let v = page.take(i)?;
         if page.mask == 0 {
             self.pages.remove(&k);
         }
@@ -194,7 +248,7 @@ impl<V> Blocks<V> {
         match found {
             Some(o) => {
                 let (k, i) = place(o, a);
-                let v = self.pages.get_mut(&k)?.slots[i].as_mut()?;
+                let v = self.pages.get_mut(&k)?.get_mut(i)?;
                 Some((a + (1 << o), v))
             }
             None => self.other.get_mut(&a).map(|(e, v)| (*e, v)),
@@ -205,9 +259,7 @@ impl<V> Blocks<V> {
     /// any.
     fn put(&mut self, o: u8, a: u64, v: V) -> Option<V> {
         let (k, i) = place(o, a);
-        let page = self.pages.entry(k).or_insert_with(Page::new);
-        let old = page.slots[i].replace(v);
-        page.mask |= 1 << i;
+        let old = self.pages.entry(k).or_insert_with(Page::new).put(i, v);
         if old.is_none() {
             self.count(o);
         }
@@ -292,15 +344,14 @@ impl<V> Blocks<V> {
         };
         let (k, i) = place(o, a);
         let page = self.pages.entry(k).or_insert_with(Page::new);
-        match &mut page.slots[i] {
+        match page.get_mut(i) {
             Some(old) => {
                 if !keep(old) {
                     *old = v;
                 }
             }
-            slot @ None => {
-                *slot = Some(v);
-                page.mask |= 1 << i;
+            None => {
+                page.put(i, v);
                 self.count(o);
             }
         }
@@ -313,8 +364,10 @@ impl<V> Blocks<V> {
         for o in each_order(self.orders) {
             let (k, i) = place(o, x & !((1u64 << o) - 1));
             if let Some(page) = self.pages.get(&k) {
-                prefetch(&page.mask);
-                prefetch(&page.slots[i]);
+                // The entry itself was just read; a spilled page's blocks are elsewhere.
+                if let Some(v) = page.vals.get(page.rank(i)) {
+                    prefetch(v);
+                }
             }
         }
     }
@@ -350,17 +403,10 @@ impl<V> Blocks<V> {
         for o in each_order(self.orders) {
             let len = 1u64 << o;
             let mut visit = |p: u64, page: &Page<V>| -> bool {
-                let mut m = page.mask;
-                while m != 0 {
-                    let i = m.trailing_zeros() as usize;
-                    m &= m - 1;
+                for (i, v) in page.iter() {
                     let s = start_of(o, p, i);
-                    if s < b && s + len > a {
-                        if let Some(v) = &page.slots[i] {
-                            if !f(s, s + len, v) {
-                                return false;
-                            }
-                        }
+                    if s < b && s + len > a && !f(s, s + len, v) {
+                        return false;
                     }
                 }
                 true
@@ -420,8 +466,7 @@ impl<V> Blocks<V> {
                         m &= m - 1;
                         let s = start_of(o, p, i);
                         if s < b && s + len > a {
-                            if let Some(v) = page.slots[i].take() {
-                                page.mask &= !(1 << i);
+                            if let Some(v) = page.take(i) {
                                 taken += 1;
                                 f(s, s + len, v);
                             }
@@ -475,9 +520,8 @@ impl<V> Blocks<V> {
             while m != 0 {
                 let i = m.trailing_zeros() as usize;
                 m &= m - 1;
-                if page.slots[i].as_ref().is_some_and(|v| !keep(v)) {
-                    page.slots[i] = None;
-                    page.mask &= !(1 << i);
+                if page.get(i).is_some_and(|v| !keep(v)) {
+                    page.take(i);
                     gone.push(o);
                 }
             }
@@ -494,9 +538,9 @@ impl<V> Blocks<V> {
         self.pages
             .iter()
             .flat_map(|(&(o, p), page)| {
-                page.slots.iter().enumerate().filter_map(move |(i, v)| {
+                page.iter().map(move |(i, v)| {
                     let s = start_of(o, p, i);
-                    v.as_ref().map(|v| (s, s + (1 << o), v))
+                    (s, s + (1 << o), v)
                 })
             })
             .chain(self.other.iter().map(|(&s, (e, v))| (s, *e, v)))
