@@ -48,16 +48,21 @@ fn start_of(o: u8, p: u64, slot: usize) -> u64 {
     ((p << PAGE_BITS) | slot as u64) << o
 }
 
-/// The orders set in `orders`, smallest first.
-fn each_order(mut orders: u64) -> impl Iterator<Item = u8> {
+/// The positions of the bits set in `mask`, lowest first.
+fn set_bits(mut mask: u64) -> impl Iterator<Item = u32> {
     std::iter::from_fn(move || {
-        if orders == 0 {
+        if mask == 0 {
             return None;
         }
-        let o = orders.trailing_zeros() as u8;
-        orders &= orders - 1;
-        Some(o)
+        let i = mask.trailing_zeros();
+        mask &= mask - 1;
+        Some(i)
     })
+}
+
+/// The orders set in `orders`, smallest first.
+fn each_order(orders: u64) -> impl Iterator<Item = u8> {
+    set_bits(orders).map(|o| o as u8)
 }
 
 /// Asks the CPU to start loading the cache line of `p`: a hint, with no effect on what the
@@ -131,18 +136,14 @@ impl<V> Page<V> {
         Some(v)
     }
 
+    /// The occupied slots, in slot order.
+    fn slots(&self) -> impl Iterator<Item = usize> {
+        set_bits(u64::from(self.mask)).map(|i| i as usize)
+    }
+
     /// The occupied slots and their blocks, in slot order.
     fn iter(&self) -> impl Iterator<Item = (usize, &V)> {
-        let mut m = self.mask;
-        std::iter::from_fn(move || {
-            if m == 0 {
-                return None;
-            }
-            let i = m.trailing_zeros() as usize;
-            m &= m - 1;
-            Some(i)
-        })
-        .zip(self.vals.iter())
+        self.slots().zip(self.vals.iter())
     }
 }
 
@@ -459,11 +460,8 @@ impl<V> Blocks<V> {
                     let Some(page) = self.pages.get_mut(&(o, p)) else {
                         continue;
                     };
-                    let mut m = page.mask;
                     let mut taken = 0u32;
-                    while m != 0 {
-                        let i = m.trailing_zeros() as usize;
-                        m &= m - 1;
+                    for i in page.slots() {
                         let s = start_of(o, p, i);
                         if s < b && s + len > a {
                             if let Some(v) = page.take(i) {
@@ -516,10 +514,7 @@ impl<V> Blocks<V> {
     pub fn retain(&mut self, mut keep: impl FnMut(&V) -> bool) {
         let mut gone: Vec<u8> = Vec::new();
         self.pages.retain(|&(o, _), page| {
-            let mut m = page.mask;
-            while m != 0 {
-                let i = m.trailing_zeros() as usize;
-                m &= m - 1;
+            for i in page.slots() {
                 if page.get(i).is_some_and(|v| !keep(v)) {
                     page.take(i);
                     gone.push(o);

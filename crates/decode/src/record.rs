@@ -326,6 +326,20 @@ impl<'a> From<Sample<'a>> for SampleParts<'a> {
     }
 }
 
+/// The fixed-size fields of a sample, in the order they are recorded (and [`parse_sample`]
+/// reads them); the callchain and the raw data follow.
+const FIXED_SAMPLE_FIELDS: [u64; 9] = [
+    SAMPLE_IDENTIFIER,
+    SAMPLE_IP,
+    SAMPLE_TID,
+    SAMPLE_TIME,
+    SAMPLE_ADDR,
+    SAMPLE_ID,
+    SAMPLE_STREAM_ID,
+    SAMPLE_CPU,
+    SAMPLE_PERIOD,
+];
+
 impl SampleLayout {
     /// The layout of `sample_type`; `None` when [`parse_sample`] does not support it.
     pub fn new(sample_type: u64) -> Option<SampleLayout> {
@@ -337,18 +351,7 @@ impl SampleLayout {
             callchain: sample_type & SAMPLE_CALLCHAIN != 0,
             raw: sample_type & SAMPLE_RAW != 0,
         };
-        // The order of the fixed-size fields in a sample, as parse_sample reads them.
-        for bit in [
-            SAMPLE_IDENTIFIER,
-            SAMPLE_IP,
-            SAMPLE_TID,
-            SAMPLE_TIME,
-            SAMPLE_ADDR,
-            SAMPLE_ID,
-            SAMPLE_STREAM_ID,
-            SAMPLE_CPU,
-            SAMPLE_PERIOD,
-        ] {
+        for bit in FIXED_SAMPLE_FIELDS {
             if sample_type & bit != 0 {
                 if bit == SAMPLE_TID {
                     l.tid = Some(l.fixed);
@@ -659,19 +662,10 @@ mod tests {
     /// in both byte orders, and fails on every truncation where parse_sample fails.
     #[test]
     fn layout_agrees_with_the_full_walk() {
-        let bits = [
-            SAMPLE_IDENTIFIER,
-            SAMPLE_IP,
-            SAMPLE_TID,
-            SAMPLE_TIME,
-            SAMPLE_ADDR,
-            SAMPLE_ID,
-            SAMPLE_STREAM_ID,
-            SAMPLE_CPU,
-            SAMPLE_PERIOD,
-            SAMPLE_CALLCHAIN,
-            SAMPLE_RAW,
-        ];
+        let bits: Vec<u64> = FIXED_SAMPLE_FIELDS
+            .into_iter()
+            .chain([SAMPLE_CALLCHAIN, SAMPLE_RAW])
+            .collect();
         let v = SampleValues {
             identifier: 11,
             ip: 1,
