@@ -81,12 +81,12 @@ impl<V: Advance> IntervalMap<V> {
             Ok(()) => return,
             Err(v) => v,
         };
-        if !self.map.overlaps(a, b) {
+        let starts = self.map.overlapping(a, b);
+        if starts.is_empty() {
             // A free range: one insert.
             self.map.insert(a, b, v);
             return;
         }
-        let starts = self.map.overlapping(a, b);
         let mut cur = a;
         let mut gaps: SmallVec<[(u64, u64); 4]> = SmallVec::new();
         for s in starts {

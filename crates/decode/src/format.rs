@@ -566,7 +566,8 @@ impl Field {
         if let Some(b) = self.read_bytes(raw, order) {
             return Ok(b);
         }
-        // Why not, for the error.
+        // The same steps again, each saying why it fails (an inline field can only be out
+        // of bounds, which the first step says).
         let loc = self.raw_bytes(raw)?;
         let [a, c, d, e] = *loc else {
             return Err(FieldError::BadField {
@@ -576,7 +577,8 @@ impl Field {
             });
         };
         let loc = order.u32([a, c, d, e]);
-        Self::slice(raw, self.data_offset(loc), (loc >> 16) as usize).map(|_| &[][..])
+        let b = Self::slice(raw, self.data_offset(loc), (loc >> 16) as usize)?;
+        Ok(memchr(b).map_or(b, |n| &b[..n]))
     }
 
     /// [`Field::bytes`] without the reason when the payload cannot give them.
