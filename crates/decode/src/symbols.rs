@@ -83,17 +83,21 @@ static HEX: [u8; 256] = {
     t
 };
 
-/// Sixteen hexadecimal digits.
-fn hex16(digits: &[u8; 16]) -> Option<u64> {
-    let mut v = 0u64;
-    for &c in digits {
-        let d = HEX[c as usize];
-        if d == 0xff {
-            return None;
-        }
-        v = v << 4 | u64::from(d);
+/// A hexadecimal number of 1 to 16 digits.
+#[inline]
+fn hex(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() || digits.len() > 16 {
+        return None;
     }
-    Some(v)
+    digits.iter().try_fold(0u64, |v, &c| {
+        let d = HEX[c as usize];
+        (d != 0xff).then(|| v << 4 | u64::from(d))
+    })
+}
+
+/// Whether `c` is a hexadecimal digit.
+fn is_hex(c: u8) -> bool {
+    HEX[c as usize] != 0xff
 }
 
 /// Whether `c` separates the words of a kallsyms line.
@@ -121,8 +125,8 @@ fn next_line(text: &str, pos: usize) -> (Option<(u64, u8, &str, &str)>, usize) {
         .get(pos..pos + 19)
         .and_then(|h| <&[u8; 19]>::try_from(h).ok());
     if let Some(h) = head {
-        let (digits, ty) = (h.first_chunk::<16>(), h[17]);
-        if let (Some(addr), b' ', b' ') = (digits.and_then(hex16), h[16], h[18]) {
+        let ty = h[17];
+        if let (Some(addr), b' ', b' ') = (hex(&h[..16]), h[16], h[18]) {
             if !sep(ty) && ty != b'\n' {
                 let n0 = pos + 19;
                 let n1 = skip(b, n0, |c| !matches!(c, b'\n' | b'\t' | b' '));
@@ -146,13 +150,9 @@ fn next_line(text: &str, pos: usize) -> (Option<(u64, u8, &str, &str)>, usize) {
 fn parse_words(line: &str) -> Option<(u64, u8, &str, &str)> {
     let b = line.as_bytes();
     let i = skip(b, 0, sep);
-    let mut addr = 0u64;
-    let mut j = i;
-    while j < b.len() && HEX[b[j] as usize] != 0xff {
-        addr = addr << 4 | u64::from(HEX[b[j] as usize]);
-        j += 1;
-    }
-    if j == i || j - i > 16 || !b.get(j).copied().is_some_and(sep) {
+    let j = skip(b, i, is_hex);
+    let addr = hex(&b[i..j])?;
+    if !b.get(j).copied().is_some_and(sep) {
         return None;
     }
     let t = skip(b, j, sep);
