@@ -24,6 +24,10 @@ pub(crate) type Starts = SmallVec<[u64; 4]>;
 const PAGE: u64 = 16;
 const PAGE_BITS: u32 = PAGE.trailing_zeros();
 
+/// Room a page's blocks get when they first leave the map's entry; a page that outgrows it
+/// gets room for all [`PAGE`] blocks.
+const GROW_FIRST: usize = 4;
+
 /// Largest order kept in pages (the page index of a block is its start >> (order + 4)).
 const MAX_ORDER: u8 = 56;
 
@@ -120,6 +124,18 @@ impl<V> Page<V> {
         let r = self.rank(i);
         if self.mask & 1 << i != 0 {
             return Some(std::mem::replace(&mut self.vals[r], v));
+        }
+        let n = self.vals.len();
+        if n == self.vals.capacity() {
+            // Grow in two steps, not by doubling: a request fills a page's slots one by one,
+            // and each reallocation copied the page and touched fresh memory.
+            self.vals.reserve_exact(
+                if n < GROW_FIRST {
+                    GROW_FIRST
+                } else {
+                    PAGE as usize
+                } - n,
+            );
         }
         self.vals.insert(r, v);
         self.mask |= 1 << i;
