@@ -1155,8 +1155,13 @@ impl Decoder {
             per_event: vec![0; self.entries.len()],
             ..Default::default()
         };
-        events.clear();
-        events.reserve((chunk.header.records as usize).min(1 << 20));
+        let need = (chunk.header.records as usize).min(1 << 20);
+        if events.capacity() < need {
+            // A fresh vector: growing this one would copy its stale contents.
+            events = Vec::with_capacity(need);
+        } else {
+            events.clear();
+        }
         let cpu = chunk.header.cpu;
         let mut last_time = chunk.header.first_ts;
         for r in chunk.records(self.order) {

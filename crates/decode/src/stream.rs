@@ -236,9 +236,16 @@ pub fn for_each_event_ahead<F: FnMut(&Event, Option<&Event>)>(
     // holding on to more memory than the merge itself needed.
     let spare: Mutex<Vec<Vec<Event>>> = Mutex::new(Vec::new());
     let spare_max = 2 * opts.window_chunks.max(1);
+    // Decompression buffers, one per chunk being decoded at once.
+    let spare_raw: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
     let decode_one = |ci: usize| -> Decoded {
         let t0 = Instant::now();
-        let c = trace.decompress(&all[ci]);
+        let raw = spare_raw
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .unwrap_or_default();
+        let c = trace.decompress_into(&all[ci], raw);
         let t1 = Instant::now();
         let (result, bytes) = match c {
             Ok(chunk) => {
@@ -248,7 +255,12 @@ pub fn for_each_event_ahead<F: FnMut(&Event, Option<&Event>)>(
                     .unwrap_or_else(|e| e.into_inner())
                     .pop()
                     .unwrap_or_default();
-                (Ok(decoder.decode_chunk_into(&chunk, events)), n)
+                let decoded = decoder.decode_chunk_into(&chunk, events);
+                let mut raw = spare_raw.lock().unwrap_or_else(|e| e.into_inner());
+                if raw.len() < spare_max {
+                    raw.push(chunk.data);
+                }
+                (Ok(decoded), n)
             }
             Err(e) => (Err(e.to_string()), 0),
         };

@@ -150,6 +150,18 @@ pub(crate) fn zstd_frame(
     cap: usize,
     max_ratio: Option<usize>,
 ) -> Result<Vec<u8>, String> {
+    zstd_frame_into(z, declared, cap, max_ratio, Vec::new())
+}
+
+/// [`zstd_frame`], decompressing into `buf` (whatever it held is dropped): a buffer big
+/// enough already saves the allocation and the first touch of fresh pages.
+pub(crate) fn zstd_frame_into(
+    z: &[u8],
+    declared: usize,
+    cap: usize,
+    max_ratio: Option<usize>,
+    mut buf: Vec<u8>,
+) -> Result<Vec<u8>, String> {
     if declared > cap {
         return Err(format!(
             "declares {declared} uncompressed bytes, over the cap of {cap}"
@@ -185,14 +197,19 @@ pub(crate) fn zstd_frame(
         Ok(None) => return Err("zstd frame does not declare its content size".to_string()),
         Err(_) => return Err("not a valid zstd frame header".to_string()),
     }
-    let raw = with_decompressor(|d| d.decompress(z, declared)).map_err(|e| format!("zstd: {e}"))?;
-    if raw.len() != declared {
+    if buf.capacity() < declared {
+        // Not `reserve`: growing would copy the stale contents.
+        buf = Vec::with_capacity(declared);
+    }
+    buf.clear();
+    let n = with_decompressor(|d| d.decompress_to_buffer(z, &mut buf))
+        .map_err(|e| format!("zstd: {e}"))?;
+    if n != declared {
         return Err(format!(
-            "decompressed to {} bytes, the header declares {declared}",
-            raw.len()
+            "decompressed to {n} bytes, the header declares {declared}"
         ));
     }
-    Ok(raw)
+    Ok(buf)
 }
 
 thread_local! {

@@ -12,7 +12,7 @@ use crate::block::{
     FOOTER_MAGIC, FORMAT_MAJOR, PREAMBLE_LEN,
 };
 use crate::chunk::{ChunkHeader, RecordIter, CHUNK_HEADER_LEN, MAX_CHUNK_UNCOMPRESSED};
-use crate::codec::{zstd_frame, Dec};
+use crate::codec::{zstd_frame_into, Dec};
 use crate::error::{DecodeError, Error, Result};
 use crate::meta::{self, Header, Metadata};
 use crate::writer::INDEX_ENTRY_LEN;
@@ -548,6 +548,11 @@ impl TraceFile {
 
     /// Decompresses and checks the chunk whose block starts at `offset`.
     pub fn decompress_at(&self, offset: u64) -> Result<Chunk> {
+        self.decompress_at_into(offset, Vec::new())
+    }
+
+    /// [`TraceFile::decompress_at`], decompressing into `buf` (see [`Trace::decompress_into`]).
+    pub fn decompress_at_into(&self, offset: u64, buf: Vec<u8>) -> Result<Chunk> {
         let b: &[u8] = &self.data;
         let bad = |off: u64, what: String| Self::corrupt(&self.path, off, what);
         let h = BlockHeader::parse(b.get(offset as usize..).unwrap_or_default())
@@ -560,11 +565,12 @@ impl TraceFile {
         let ch = ChunkHeader::decode(p)
             .map_err(|e| bad(offset + BLOCK_HEADER_LEN as u64 + e.at as u64, e.what))?;
         let z = p.get(CHUNK_HEADER_LEN..).unwrap_or_default();
-        let data = zstd_frame(
+        let data = zstd_frame_into(
             z,
             ch.uncompressed_len as usize,
             MAX_CHUNK_UNCOMPRESSED as usize,
             None,
+            buf,
         )
         .map_err(|e| bad(offset, format!("chunk: {e}")))?;
         if crc32fast::hash(&data) != ch.content_crc {
@@ -911,6 +917,13 @@ impl Trace {
     /// Decompresses and checks one chunk.
     pub fn decompress(&self, c: &ChunkRef) -> Result<Chunk> {
         self.files[c.file].decompress_at(c.offset)
+    }
+
+    /// [`Trace::decompress`] into `buf`, a [`Chunk::data`] done with (whatever it holds is
+    /// dropped): a stream of chunks reuses a few buffers instead of allocating, and first
+    /// touching, fresh memory for each.
+    pub fn decompress_into(&self, c: &ChunkRef, buf: Vec<u8>) -> Result<Chunk> {
+        self.files[c.file].decompress_at_into(c.offset, buf)
     }
 
     /// Decompresses every chunk, in order, on the current rayon pool. A damaged chunk gives an

@@ -148,6 +148,41 @@ fn all_chunks(t: &Trace) -> Vec<(u32, Vec<u8>)> {
         .collect()
 }
 
+/// Decompressing into a used buffer gives the same chunk as a fresh decompression, reuses
+/// a buffer large enough, and ignores what the buffer held.
+#[test]
+fn decompress_into_reuses_the_buffer() {
+    let dir = tempfile::tempdir().unwrap();
+    write_trace(
+        dir.path(),
+        ByteOrder::native(),
+        2,
+        3,
+        RingOptions::default(),
+    );
+    let t = Trace::open(dir.path()).unwrap();
+    let largest = t
+        .chunks()
+        .iter()
+        .map(|c| c.header.uncompressed_len as usize)
+        .max()
+        .unwrap();
+    let mut buf = vec![0xAAu8; largest + 100];
+    for c in t.chunks() {
+        let want = t.decompress(c).unwrap();
+        let ptr = buf.as_ptr();
+        let got = t.decompress_into(c, buf).unwrap();
+        assert_eq!(got.header, want.header);
+        assert_eq!(got.data, want.data);
+        assert_eq!(got.data.as_ptr(), ptr, "a buffer large enough is reused");
+        buf = got.data;
+    }
+    // Too small a buffer is replaced, not grown.
+    let c = &t.chunks()[0];
+    let got = t.decompress_into(c, vec![1, 2, 3]).unwrap();
+    assert_eq!(got.data, t.decompress(c).unwrap().data);
+}
+
 #[test]
 fn round_trip_metadata_and_chunks() {
     let dir = tempfile::tempdir().unwrap();
