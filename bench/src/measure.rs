@@ -36,7 +36,8 @@ pub struct Figures {
     /// Peak resident memory of the process (`VmHWM`), KiB: heap plus the pages of the
     /// memory-mapped trace files that were read.
     pub peak_kib: u64,
-    /// Peak anonymous resident memory (`RssAnon`, sampled every 2 ms), KiB: the heap alone.
+    /// Peak anonymous resident memory (`RssAnon`, sampled every 2 ms), KiB: the heap alone;
+    /// 0 when not sampled.
     pub peak_anon_kib: u64,
     /// What the stage said about its result (attribute: acts, bytes charged).
     pub note: String,
@@ -62,7 +63,7 @@ fn status_kib(field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Samples `RssAnon` until dropped.
+/// Samples `RssAnon` until finished (if started with `sample`; else it reports 0).
 struct AnonPeak {
     stop: Arc<AtomicBool>,
     peak: Arc<AtomicU64>,
@@ -70,22 +71,20 @@ struct AnonPeak {
 }
 
 impl AnonPeak {
-    fn start() -> AnonPeak {
+    fn start(sample: bool) -> AnonPeak {
         let stop = Arc::new(AtomicBool::new(false));
         let peak = Arc::new(AtomicU64::new(0));
         let (s, p) = (stop.clone(), peak.clone());
-        let thread = std::thread::spawn(move || loop {
-            p.fetch_max(status_kib("RssAnon:"), Ordering::Relaxed);
-            if s.load(Ordering::Relaxed) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(2));
+        let thread = sample.then(|| {
+            std::thread::spawn(move || loop {
+                p.fetch_max(status_kib("RssAnon:"), Ordering::Relaxed);
+                if s.load(Ordering::Relaxed) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            })
         });
-        AnonPeak {
-            stop,
-            peak,
-            thread: Some(thread),
-        }
+        AnonPeak { stop, peak, thread }
     }
     fn finish(mut self) -> u64 {
         self.stop.store(true, Ordering::Relaxed);
@@ -97,8 +96,9 @@ impl AnonPeak {
 }
 
 /// Runs `stage` on `trace` with a pool of `threads`, in this process; prints the figures
-/// (`events secs peak_kib peak_anon_kib`, then the note).
-pub fn measure_here(stage: &str, threads: usize, trace: &Path) -> Result<()> {
+/// (`events secs peak_kib peak_anon_kib`, then the note). Without `sample`, no thread
+/// samples the anonymous memory, and its peak prints as 0.
+pub fn measure_here(stage: &str, threads: usize, trace: &Path, sample: bool) -> Result<()> {
     if !STAGES.contains(&stage) {
         bail!("unknown stage {stage} (expected {})", STAGES.join(", "));
     }
@@ -106,7 +106,7 @@ pub fn measure_here(stage: &str, threads: usize, trace: &Path) -> Result<()> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()?;
-    let anon = AnonPeak::start();
+    let anon = AnonPeak::start(sample);
     let t0 = Instant::now();
     let mut note = String::new();
     let events = pool.install(|| -> Result<u64> {
@@ -191,14 +191,17 @@ pub fn measure_here(stage: &str, threads: usize, trace: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Runs `stage` in a child process of this binary.
-pub fn measure_child(stage: &str, threads: usize, trace: &Path) -> Result<Figures> {
+/// Runs `stage` in a child process of this binary, with the anonymous memory sampler if
+/// `sample` (else [`Figures::peak_anon_kib`] is 0).
+pub fn measure_child(stage: &str, threads: usize, trace: &Path, sample: bool) -> Result<Figures> {
     let exe = std::env::current_exe()?;
     let t0 = Instant::now();
-    let o = Command::new(exe)
-        .args(["measure", stage, &threads.to_string()])
-        .arg(trace)
-        .output()?;
+    let mut c = Command::new(exe);
+    c.args(["measure", stage, &threads.to_string()]).arg(trace);
+    if !sample {
+        c.arg("--no-sampler");
+    }
+    let o = c.output()?;
     let process_secs = t0.elapsed().as_secs_f64();
     if !o.status.success() {
         bail!("measure {stage}: {}", String::from_utf8_lossy(&o.stderr));
@@ -251,9 +254,11 @@ pub fn run_all(trace: &Path, threads: &[usize], repeat: usize) -> Result<()> {
     for stage in STAGES {
         let mut per_thread = Vec::new();
         for &n in threads {
-            let mut f = measure_child(stage, n, trace)?;
+            // The first run samples the anonymous memory; the others, unsampled, give the
+            // time without the sampler's load (it reads /proc every 2 ms).
+            let mut f = measure_child(stage, n, trace, true)?;
             for _ in 1..repeat.max(1) {
-                let g = measure_child(stage, n, trace)?;
+                let g = measure_child(stage, n, trace, false)?;
                 let peak = (
                     f.peak_kib.max(g.peak_kib),
                     f.peak_anon_kib.max(g.peak_anon_kib),

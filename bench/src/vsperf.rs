@@ -159,8 +159,15 @@ fn time_both(trace: &Path, perf_data: &Path, repeat: usize) -> Result<()> {
         if !st.success() {
             bail!("perf script failed");
         }
-        best(&mut two, measure::measure_child("attribute", 2, trace)?);
-        best(&mut one, measure::measure_child("attribute", 1, trace)?);
+        // Unsampled, as perf script runs: the memory sampler's thread would take CPU.
+        best(
+            &mut two,
+            measure::measure_child("attribute", 2, trace, false)?,
+        );
+        best(
+            &mut one,
+            measure::measure_child("attribute", 1, trace, false)?,
+        );
     }
     let (Some(two), Some(one)) = (two, one) else {
         bail!("nothing timed");
