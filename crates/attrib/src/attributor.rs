@@ -8,7 +8,7 @@
 //! * per disk: queued bio fragments (sector intervals carrying their charge), and the
 //!   issued requests keyed `(disk, current sector)`.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use ioblame_decode::{CommitPhase, Dev, Event, EventKind, Rwbs, WorkPhase, XfsFileOp};
@@ -180,6 +180,10 @@ struct DirtyFile {
     folios: Blocks<FolioEnt>,
     /// Distinct owners with their folio counts.
     owners: Vec<(Dirtier, Via, u32)>,
+    /// The indexes of a dirtier's folios in order, for each dirtier [`DirtyFile::consume`]
+    /// was called for: built by its first call, then kept up to date as folios come and go,
+    /// so each call costs what it consumes, not a walk of the file's folios.
+    queues: Vec<(Dirtier, Via, BTreeSet<u64>)>,
 }
 
 impl DirtyFile {
@@ -198,19 +202,34 @@ impl DirtyFile {
         }
     }
 
+    /// The queue of `d`'s folios, if [`DirtyFile::consume`] made one.
+    fn queue(&mut self, d: Dirtier, via: Via) -> Option<&mut BTreeSet<u64>> {
+        self.queues
+            .iter_mut()
+            .find(|q| q.0 == d && q.1 == via)
+            .map(|q| &mut q.2)
+    }
+
     /// Records a dirtied folio, forgetting the folios it overlaps.
     fn put(&mut self, index: u64, ent: FolioEnt) {
         let end = index.saturating_add(ent.pages.max(1));
         if end <= index {
             return;
         }
-        let mut gone: SmallVec<[(Dirtier, Via); 2]> = SmallVec::new();
-        self.folios
-            .replace(index, end, ent, |_, _, old| gone.push((old.owner, old.via)));
-        for (d, via) in gone {
+        let mut gone: SmallVec<[(u64, Dirtier, Via); 2]> = SmallVec::new();
+        self.folios.replace(index, end, ent, |k, _, old| {
+            gone.push((k, old.owner, old.via))
+        });
+        for (k, d, via) in gone {
             self.dec(d, via);
+            if let Some(q) = self.queue(d, via) {
+                q.remove(&k);
+            }
         }
         self.inc(ent.owner, ent.via);
+        if let Some(q) = self.queue(ent.owner, ent.via) {
+            q.insert(index);
+        }
     }
 
     /// Forgets the folios overlapping pages `[index, end)`.
@@ -224,11 +243,16 @@ impl DirtyFile {
     fn forget(&mut self, k: u64) {
         if let Some((_, old)) = self.folios.remove(k) {
             self.dec(old.owner, old.via);
+            if let Some(q) = self.queue(old.owner, old.via) {
+                q.remove(&k);
+            }
         }
     }
 
     /// Forgets the folios dirtied before `t`.
     fn remove_older_than(&mut self, t: u64) {
+        // Rare: the queues are rebuilt when next needed.
+        self.queues.clear();
         let mut gone = Vec::new();
         self.folios.retain(|f| {
             if f.t < t {
@@ -248,26 +272,46 @@ impl DirtyFile {
         if bytes == 0 || !self.owners.iter().any(|o| o.0 == d && o.1 == via) {
             return;
         }
-        let mut mine: Vec<u64> = self
-            .folios
-            .iter()
-            .filter(|(_, _, f)| f.owner == d && f.via == via)
-            .map(|(k, _, _)| k)
-            .collect();
-        mine.sort_unstable();
-        for k in mine {
-            if bytes == 0 {
+        let qi = match self.queues.iter().position(|q| q.0 == d && q.1 == via) {
+            Some(i) => i,
+            None => {
+                let mine = self
+                    .folios
+                    .iter()
+                    .filter(|(_, _, f)| f.owner == d && f.via == via)
+                    .map(|(k, _, _)| k)
+                    .collect();
+                self.queues.push((d, via, mine));
+                self.queues.len() - 1
+            }
+        };
+        while bytes > 0 {
+            let Some(&k) = self.queues[qi].2.first() else {
+                break;
+            };
+            let left = match self.folios.get_mut(k) {
+                Some((_, f)) if f.owner == d && f.via == via => {
+                    let n = bytes.min(f.remaining);
+                    f.remaining -= n;
+                    bytes -= n;
+                    f.remaining
+                }
+                _ => {
+                    // Not `d`'s folio any more. The queue is kept up to date, so this is
+                    // only a safeguard.
+                    self.queues[qi].2.remove(&k);
+                    continue;
+                }
+            };
+            if left > 0 {
+                // `bytes` ran out inside this folio.
                 break;
             }
-            let Some((_, f)) = self.folios.get_mut(k) else {
-                continue;
-            };
-            let n = bytes.min(f.remaining);
-            f.remaining -= n;
-            bytes -= n;
-            if f.remaining == 0 {
-                self.forget(k);
-            }
+            // Also takes it out of the queue.
+            self.forget(k);
+        }
+        if self.queues[qi].2.is_empty() {
+            self.queues.swap_remove(qi);
         }
     }
 }
@@ -2631,6 +2675,110 @@ impl Attributor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_rng::Rng;
+
+    /// `DirtyFile::consume` as it was before the queues: collect the dirtier's folios, sort
+    /// them, consume lowest index first.
+    fn consume_by_walk(f: &mut DirtyFile, d: Dirtier, via: Via, mut bytes: u64) {
+        if bytes == 0 || !f.owners.iter().any(|o| o.0 == d && o.1 == via) {
+            return;
+        }
+        let mut mine: Vec<u64> = f
+            .folios
+            .iter()
+            .filter(|(_, _, e)| e.owner == d && e.via == via)
+            .map(|(k, _, _)| k)
+            .collect();
+        mine.sort_unstable();
+        for k in mine {
+            if bytes == 0 {
+                break;
+            }
+            let Some((_, e)) = f.folios.get_mut(k) else {
+                continue;
+            };
+            let n = bytes.min(e.remaining);
+            e.remaining -= n;
+            bytes -= n;
+            if e.remaining == 0 {
+                f.forget(k);
+            }
+        }
+    }
+
+    /// A folio as the model test compares it: start, end, bytes remaining, owner.
+    type Folio = (u64, u64, u64, Dirtier, Via);
+
+    /// What a dirty file holds: its folios in order, and its owners' counts.
+    fn contents(f: &DirtyFile) -> (Vec<Folio>, Vec<(Dirtier, Via, u32)>) {
+        let mut folios: Vec<_> = f
+            .folios
+            .iter()
+            .map(|(k, e, v)| (k, e, v.remaining, v.owner, v.via))
+            .collect();
+        folios.sort_unstable_by_key(|x| x.0);
+        let mut owners = f.owners.clone();
+        owners.sort_unstable_by_key(|o| (o.0.role, o.0.stack, o.1));
+        (folios, owners)
+    }
+
+    /// The consume queues give what walking the folios gave, whatever dirtying, forgetting
+    /// and consuming come between calls; and a queue holds exactly its dirtier's folios.
+    #[test]
+    fn consume_queues_match_walking_the_folios() {
+        let owners = [
+            (Dirtier { role: 1, stack: 1 }, Via::Page),
+            (Dirtier { role: 2, stack: 1 }, Via::Page),
+            (Dirtier { role: 1, stack: 1 }, Via::Buffer),
+        ];
+        for seed in 1..=30u64 {
+            let mut rng = Rng::new(seed);
+            let (mut fast, mut slow) = (DirtyFile::default(), DirtyFile::default());
+            for step in 0..600 {
+                let (d, via) = owners[rng.below(owners.len() as u64) as usize];
+                match rng.below(10) {
+                    0..=4 => {
+                        let pages = 1 << rng.below(3);
+                        let index = rng.below(256) & !(pages - 1);
+                        let ent = FolioEnt {
+                            pages,
+                            remaining: pages * 4096 - rng.below(4096),
+                            owner: d,
+                            via,
+                            t: step,
+                        };
+                        fast.put(index, ent);
+                        slow.put(index, ent);
+                    }
+                    5 => {
+                        let k = rng.below(256);
+                        fast.forget(k);
+                        slow.forget(k);
+                    }
+                    6 if rng.below(8) == 0 => {
+                        let t = step.saturating_sub(rng.below(100));
+                        fast.remove_older_than(t);
+                        slow.remove_older_than(t);
+                    }
+                    _ => {
+                        let bytes = rng.below(6 * 4096);
+                        fast.consume(d, via, bytes);
+                        consume_by_walk(&mut slow, d, via, bytes);
+                    }
+                }
+                assert_eq!(contents(&fast), contents(&slow), "seed {seed} step {step}");
+                for (qd, qv, q) in &fast.queues {
+                    let mine: BTreeSet<u64> = fast
+                        .folios
+                        .iter()
+                        .filter(|(_, _, e)| e.owner == *qd && e.via == *qv)
+                        .map(|(k, _, _)| k)
+                        .collect();
+                    assert_eq!(q, &mine, "seed {seed} step {step}: queue of {qd:?} {qv:?}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn folio_orders_keep_recent_entries_within_two_generations() {

@@ -569,20 +569,7 @@ impl<V> Blocks<V> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A tiny deterministic generator (xorshift) for the model test.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-    }
+    use crate::test_rng::Rng;
 
     #[test]
     fn aligned_intervals_are_hashed_others_are_not() {
@@ -692,7 +679,7 @@ mod tests {
     #[test]
     fn agrees_with_a_list() {
         for seed in 1..=20u64 {
-            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+            let mut rng = Rng::new(seed);
             let mut m: Blocks<u64> = Blocks::default();
             let mut model: Vec<(u64, u64, u64)> = Vec::new();
             for step in 0..2000u64 {

@@ -34,6 +34,8 @@ mod interval;
 pub mod model;
 mod summary;
 #[cfg(test)]
+mod test_rng;
+#[cfg(test)]
 mod tests;
 
 pub use attributor::{Attribution, Attributor, StateSizes};
