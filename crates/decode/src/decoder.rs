@@ -228,9 +228,7 @@ impl R<'_> {
     }
     #[inline]
     fn rwbs(&self, i: usize) -> Got<Rwbs> {
-        Ok(Rwbs::parse(
-            std::str::from_utf8(self.bytes(i)?).unwrap_or(""),
-        ))
+        Ok(Rwbs::parse_bytes(self.bytes(i)?))
     }
     #[inline]
     fn bdi(&self, i: usize) -> Got<Dev> {
@@ -1164,6 +1162,9 @@ impl Decoder {
         }
         let cpu = chunk.header.cpu;
         let mut last_time = chunk.header.first_ts;
+        let mut recent = RecentStacks {
+            last: vec![None; self.entries.len()],
+        };
         for r in chunk.records(self.order) {
             let rec = match r {
                 Ok(rec) => rec,
@@ -1174,7 +1175,7 @@ impl Decoder {
             };
             stats.records += 1;
             let res = match rec.kind {
-                RECORD_SAMPLE => self.sample(&rec, cpu, &mut last_time, &mut stats),
+                RECORD_SAMPLE => self.sample(&rec, cpu, &mut last_time, &mut stats, &mut recent),
                 RECORD_COMM | RECORD_EXIT | RECORD_FORK | RECORD_LOST | RECORD_LOST_SAMPLES => {
                     self.task(&rec, cpu, &mut last_time, &mut stats)
                 }
@@ -1221,12 +1222,13 @@ impl Decoder {
     }
 
     #[inline]
-    fn sample(
+    fn sample<'a>(
         &self,
-        rec: &RawRecord<'_>,
+        rec: &RawRecord<'a>,
         cpu: u32,
         last_time: &mut u64,
         stats: &mut DecodeStats,
+        recent: &mut RecentStacks<'a>,
     ) -> Result<Event, SkipReason> {
         let body = rec.body();
         let idx = self.identify(body)?;
@@ -1276,7 +1278,7 @@ impl Decoder {
             pid,
             tid,
             kind,
-            stack: s.callchain.map(shared_stack),
+            stack: s.callchain.map(|c| recent.stack(idx, c)),
         })
     }
 
@@ -1385,6 +1387,33 @@ impl Decoder {
             kind,
             stack: None,
         })
+    }
+}
+
+/// A callchain as recorded, and its stack.
+type Recorded<'a> = (&'a [u8], Arc<[u64]>);
+
+/// The stack of the last sample of each event in a chunk, with its callchain as recorded.
+struct RecentStacks<'a> {
+    last: Vec<Option<Recorded<'a>>>,
+}
+
+impl<'a> RecentStacks<'a> {
+    /// The stack of `c`, a callchain of event `idx`: the last one of that event when the
+    /// recorded entries are the same (a task repeating an action repeats its stack, and
+    /// comparing them costs less than the hash lookup of [`shared_stack`]).
+    fn stack(&mut self, idx: u16, c: crate::record::Callchain<'a>) -> Arc<[u64]> {
+        let Some(slot) = self.last.get_mut(idx as usize) else {
+            return shared_stack(c);
+        };
+        if let Some((b, a)) = slot {
+            if *b == c.recorded() {
+                return a.clone();
+            }
+        }
+        let a = shared_stack(c);
+        *slot = Some((c.recorded(), a.clone()));
+        a
     }
 }
 

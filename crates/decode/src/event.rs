@@ -51,7 +51,13 @@ impl Rwbs {
 
     /// Parses the text form (`"WS"`, `"FWFSM"`, `"RA"`, ...).
     pub fn parse(s: &str) -> Rwbs {
-        let b = s.as_bytes();
+        Self::parse_bytes(s.as_bytes())
+    }
+
+    /// Parses the text form as a tracepoint's `char rwbs[8]` holds it: up to the first NUL.
+    /// Bytes that are no flag letter are ignored.
+    pub fn parse_bytes(b: &[u8]) -> Rwbs {
+        let b = b.iter().position(|&c| c == 0).map_or(b, |n| &b[..n]);
         let mut bits = 0u16;
         let mut i = 0;
         // A leading F followed by an op letter is a preflush.

@@ -845,6 +845,52 @@ fn events_with_the_same_stack_share_it() {
     assert!(!std::sync::Arc::ptr_eq(st[0], st[1]));
 }
 
+/// Two events interleaved, each repeating or changing its stack: every event gets its own
+/// stack (the last stack of each event is reused only when the same), shared by all the
+/// events that have it.
+#[test]
+fn interleaved_events_keep_their_own_stacks() {
+    let mut t = TraceBuilder::new(ByteOrder::Little, 1);
+    let q = t
+        .add_event("block:block_bio_queue", fmt("block:block_bio_queue"), true)
+        .unwrap();
+    let w = t
+        .add_event("block:block_rq_issue", fmt("block:block_rq_issue"), true)
+        .unwrap();
+    let a: Vec<u64> = (0..12).map(|i| 0xffffffff81000000 + i).collect();
+    let mut b = a.clone();
+    b[0] += 1;
+    let c: Vec<u64> = a[..11].to_vec();
+    let seq = [
+        (q, &a),
+        (q, &a),
+        (w, &a),
+        (q, &b),
+        (w, &c),
+        (q, &b),
+        (w, &a),
+        (q, &a),
+    ];
+    for (i, (e, st)) in seq.iter().enumerate() {
+        t.sample(0, *e, 1 + i as u64, 1, 1, st, &[]).unwrap();
+    }
+    let (_d, trace) = open(t);
+    let dec = Decoder::new(trace.header(), trace.metadata());
+    let (ev, _) = decode_all(&trace, &dec, &StreamOptions::default());
+    assert_eq!(ev.len(), seq.len());
+    for (i, (e, (_, st))) in ev.iter().zip(seq.iter()).enumerate() {
+        assert_eq!(e.stack.as_deref(), Some(&st[..]), "event {i}");
+    }
+    for (i, x) in ev.iter().enumerate() {
+        for (j, y) in ev.iter().enumerate() {
+            let same = seq[i].1 == seq[j].1;
+            let shared =
+                std::sync::Arc::ptr_eq(x.stack.as_ref().unwrap(), y.stack.as_ref().unwrap());
+            assert_eq!(same, shared, "events {i} and {j}");
+        }
+    }
+}
+
 #[test]
 fn samples_without_identifier_are_told_apart_by_common_type() {
     use crate::record::{SAMPLE_CPU, SAMPLE_RAW, SAMPLE_TID, SAMPLE_TIME};
@@ -1081,4 +1127,14 @@ fn print_flag_values_from_the_format() {
     ] {
         assert_eq!(print_symbol_value(fmt, "A"), v, "{fmt}");
     }
+}
+
+/// A tracepoint's `char rwbs[8]` ends at its NUL: the ring buffer does not clear the bytes
+/// after it, so what follows (here an older record's `M`) is no flag.
+#[test]
+fn rwbs_stops_at_its_nul() {
+    assert_eq!(Rwbs::parse_bytes(b"WS\0M\0\0\0\0"), Rwbs::parse("WS"));
+    assert_eq!(Rwbs::parse_bytes(b"FWFSM\0\0\0"), Rwbs::parse("FWFSM"));
+    assert_eq!(Rwbs::parse_bytes(b"RA"), Rwbs(Rwbs::READ | Rwbs::AHEAD));
+    assert_eq!(Rwbs::parse_bytes(b"\0WS"), Rwbs(0));
 }
