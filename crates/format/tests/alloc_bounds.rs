@@ -63,10 +63,17 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static A: Counting = Counting;
 
-/// What `f` allocated: (largest single allocation, peak live bytes above the start).
+/// Holds the tests of this file to one at a time: the counters see every thread, so another
+/// test's allocations (its megabyte of noise, say) would land in the one being measured.
+/// Every test takes it first.
+fn one_test_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What `f` allocated: (largest single allocation, peak live bytes above the start). The
+/// caller holds [`one_test_at_a_time`].
 fn measure<R>(f: impl FnOnce() -> R) -> (R, usize, usize) {
-    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let base = LIVE.load(Ordering::Relaxed);
     PEAK.store(base, Ordering::Relaxed);
     LARGEST.store(0, Ordering::Relaxed);
@@ -153,6 +160,7 @@ fn kallsyms_refused_before_allocating(declared: u32, z: &[u8], why: &str) {
 
 #[test]
 fn kallsyms_declaring_more_than_its_frame_holds_is_rejected_before_allocating() {
+    let _serial = one_test_at_a_time();
     // A 1 MiB frame may plausibly hold 200 MiB, but this one says it holds 1 MiB.
     let z = zstd::bulk::compress(&noise(MIB), 3).unwrap();
     kallsyms_refused_before_allocating(200 << 20, &z, "frame holds 1048576 bytes");
@@ -160,6 +168,7 @@ fn kallsyms_declaring_more_than_its_frame_holds_is_rejected_before_allocating() 
 
 #[test]
 fn kallsyms_bomb_is_rejected_before_allocating() {
+    let _serial = one_test_at_a_time();
     // 64 MiB of zeros compress to a few KiB: a real frame, but no real kallsyms text.
     let zeros = vec![0u8; 64 * MIB];
     let z = zstd::bulk::compress(&zeros, 3).unwrap();
@@ -170,6 +179,7 @@ fn kallsyms_bomb_is_rejected_before_allocating() {
 
 #[test]
 fn files_table_declaring_more_than_its_frame_holds_is_rejected_before_allocating() {
+    let _serial = one_test_at_a_time();
     let z = zstd::bulk::compress(&noise(MIB), 3).unwrap();
     let mut p = 0u32.to_le_bytes().to_vec();
     p.extend(1u32.to_le_bytes());
@@ -193,6 +203,7 @@ fn files_table_declaring_more_than_its_frame_holds_is_rejected_before_allocating
 
 #[test]
 fn chunk_declaring_more_than_its_frame_holds_is_rejected_before_allocating() {
+    let _serial = one_test_at_a_time();
     let mut b = ChunkBuilder::new(0);
     let mut rec = vec![0u8; 16];
     rec[..4].copy_from_slice(&9u32.to_ne_bytes());
@@ -219,6 +230,7 @@ fn chunk_declaring_more_than_its_frame_holds_is_rejected_before_allocating() {
 
 #[test]
 fn declared_counts_reserve_little() {
+    let _serial = one_test_at_a_time();
     // 1 MiB sections whose counts claim as many entries as fit, but hold garbage after the
     // first: vectors must not be sized from the count.
     let mut tasks = ((MIB / 12) as u32).to_le_bytes().to_vec();
@@ -256,6 +268,7 @@ fn fake_kallsyms(len: usize, seed: u64) -> String {
 
 #[test]
 fn a_trace_of_many_files_decodes_only_the_metadata_it_needs() {
+    let _serial = one_test_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let text = fake_kallsyms(4 * MIB, 5);
     for i in 0..8 {
