@@ -5,7 +5,7 @@ use ioblame_format::{ByteOrder, Chunk, ChunkHeader, Trace};
 use crate::decoder::{Decoder, DecoderProblem, SkipReason};
 use crate::event::*;
 use crate::format::FieldError;
-use crate::stream::{decode_all, StreamOptions};
+use crate::stream::{decode_all, StreamOptions, StreamStats};
 use crate::synth::{builtin_format, sample_record, SampleValues, TraceBuilder, Val};
 
 fn fmt(name: &str) -> &'static str {
@@ -19,6 +19,13 @@ fn open(t: TraceBuilder) -> (tempfile::TempDir, Trace) {
     t.write(dir.path()).unwrap();
     let trace = Trace::open(dir.path()).unwrap();
     (dir, trace)
+}
+
+/// Writes `t`, opens it and decodes every event, in time order, with the stream's stats.
+fn decode_built(t: TraceBuilder) -> (Vec<Event>, StreamStats) {
+    let (_d, trace) = open(t);
+    let dec = Decoder::new(trace.header(), trace.metadata());
+    decode_all(&trace, &dec, &StreamOptions::default())
 }
 
 /// One sample of every typed event, with distinctive values, on 2 CPUs.
@@ -626,9 +633,7 @@ fn garbage_records_are_counted_not_fatal() {
     t.sample(1, q, 7, 1, 1, &STACK, &[]).unwrap();
     v.identifier = t.metadata().events[0].ids[1];
     t.flush(1);
-    let (_d, trace) = open(t);
-    let dec = Decoder::new(trace.header(), trace.metadata());
-    let (ev, stats) = decode_all(&trace, &dec, &StreamOptions::default());
+    let (ev, stats) = decode_built(t);
     assert_eq!(ev.iter().map(|e| e.time).collect::<Vec<_>>(), vec![1, 6, 7]);
     let e = &stats.decode.errors;
     assert_eq!(e[SkipReason::UnknownIdentifier as usize], 1);
@@ -816,9 +821,7 @@ fn long_callchains_and_user_frames() {
     let deep: Vec<u64> = (0..300).map(|i| 0xffffffff81000000 + i).collect();
     t.sample(0, q, 1, 1, 1, &deep, &[]).unwrap();
     t.sample(0, q, 2, 1, 1, &[], &[]).unwrap();
-    let (_d, trace) = open(t);
-    let dec = Decoder::new(trace.header(), trace.metadata());
-    let (ev, _) = decode_all(&trace, &dec, &StreamOptions::default());
+    let (ev, _) = decode_built(t);
     assert_eq!(ev[0].stack.as_deref(), Some(&deep[..]));
     assert_eq!(ev[1].stack.as_deref(), Some(&[][..]));
 }
@@ -835,9 +838,7 @@ fn events_with_the_same_stack_share_it() {
     for (i, st) in [&a, &b, &a, &b].into_iter().enumerate() {
         t.sample(0, q, 1 + i as u64, 1, 1, st, &[]).unwrap();
     }
-    let (_d, trace) = open(t);
-    let dec = Decoder::new(trace.header(), trace.metadata());
-    let (ev, _) = decode_all(&trace, &dec, &StreamOptions::default());
+    let (ev, _) = decode_built(t);
     let st: Vec<&std::sync::Arc<[u64]>> = ev.iter().map(|e| e.stack.as_ref().unwrap()).collect();
     assert_eq!((&st[0][..], &st[1][..]), (&a[..], &b[..]));
     assert!(std::sync::Arc::ptr_eq(st[0], st[2]));
@@ -874,9 +875,7 @@ fn interleaved_events_keep_their_own_stacks() {
     for (i, (e, st)) in seq.iter().enumerate() {
         t.sample(0, *e, 1 + i as u64, 1, 1, st, &[]).unwrap();
     }
-    let (_d, trace) = open(t);
-    let dec = Decoder::new(trace.header(), trace.metadata());
-    let (ev, _) = decode_all(&trace, &dec, &StreamOptions::default());
+    let (ev, _) = decode_built(t);
     assert_eq!(ev.len(), seq.len());
     for (i, (e, (_, st))) in ev.iter().zip(seq.iter()).enumerate() {
         assert_eq!(e.stack.as_deref(), Some(&st[..]), "event {i}");
@@ -959,9 +958,7 @@ fn task_record_trailers_follow_their_event_when_sample_types_differ() {
     t.comm(0, 40, 7, 8, "bash", false);
     t.sample(0, o, 41, 0, 9, &[], &[("nr_sector", Val::U(8))])
         .unwrap();
-    let (_d, trace) = open(t);
-    let dec = Decoder::new(trace.header(), trace.metadata());
-    let (ev, stats) = decode_all(&trace, &dec, &StreamOptions::default());
+    let (ev, stats) = decode_built(t);
     assert_eq!(stats.decode.error_count(), 0);
     assert_eq!(
         ev[0].kind,
