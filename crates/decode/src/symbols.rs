@@ -113,6 +113,20 @@ fn skip(b: &[u8], mut i: usize, stop: impl Fn(u8) -> bool) -> usize {
     i
 }
 
+impl Table {
+    /// Numbers module `m`: its index in [`Table::modules`], or 0 (the kernel's) once 64 Ki
+    /// modules are numbered.
+    fn add_module(&mut self, m: &str) -> u16 {
+        match u16::try_from(self.modules.len()) {
+            Ok(i) => {
+                self.modules.push(m.into());
+                i
+            }
+            Err(_) => 0,
+        }
+    }
+}
+
 /// Texts at least this long are parsed in two halves at once.
 const SPLIT_AT: usize = 256 << 10;
 
@@ -139,13 +153,7 @@ impl Part {
                 }
                 match t.modules.iter().position(|x| x == m) {
                     Some(j) => j as u16,
-                    None => match u16::try_from(t.modules.len()) {
-                        Ok(j) => {
-                            t.modules.push(m.clone());
-                            j
-                        }
-                        Err(_) => 0,
-                    },
+                    None => t.add_module(m),
                 }
             })
             .collect();
@@ -204,14 +212,13 @@ fn parse_part(text: &str, room: usize) -> Part {
         {
             Some(m) => match module_ix.get(m) {
                 Some(&i) => i,
-                None => match u16::try_from(t.modules.len()) {
-                    Ok(i) => {
-                        t.modules.push(m.into());
+                None => {
+                    let i = t.add_module(m);
+                    if i != 0 {
                         module_ix.insert(m, i);
-                        i
                     }
-                    Err(_) => 0,
-                },
+                    i
+                }
             },
             None => 0,
         };
