@@ -27,6 +27,7 @@
 pub mod decoder;
 pub mod event;
 pub mod format;
+mod pipe;
 pub mod record;
 pub mod stream;
 pub mod symbols;

@@ -1,5 +1,11 @@
 //! Streaming decode of a whole trace: chunks are decompressed and decoded in parallel
-//! (rayon), a window at a time, and the per-CPU streams are merged into one time order.
+//! (rayon tasks), at most a window ahead of the merge, and the per-CPU streams are merged
+//! into one time order on the calling thread.
+//!
+//! The chunks are decoded in the order the merge needs them, and the merge takes each one
+//! as soon as it is decoded (see `pipe.rs`): no batch boundary makes either side wait for
+//! the other's slowest chunk. A chunk no decoder has started when the merge needs it is
+//! decoded by the merging thread itself, so a pool of one thread works the same way.
 //!
 //! The merge is a k-way merge of the per-CPU record streams keyed by `(time, cpu)` (ties on
 //! one CPU keep record order). A CPU whose next events are not decoded yet stands in the
@@ -13,26 +19,28 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use ioblame_format::Trace;
-use rayon::prelude::*;
 
 use crate::decoder::{DecodeStats, DecodedChunk, Decoder};
 use crate::event::Event;
+use crate::pipe::Pipe;
 
-/// Limits of the decode windows.
+/// How far the decoders may work ahead of the merge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamOptions {
-    /// Most chunks decoded per window (at least 1).
+    /// Most chunks decoded (or being decoded) and not yet taken by the merge (at least 1).
     pub window_chunks: usize,
-    /// Most uncompressed bytes per window (a window holds at least one chunk).
+    /// Most uncompressed bytes of those chunks (the chunk the merge needs next is decoded
+    /// whatever its size).
     pub window_bytes: u64,
 }
 
 impl Default for StreamOptions {
     fn default() -> Self {
         StreamOptions {
-            // Measured with the analyzer benchmark (2 cores): 12 chunks keep the events decoded
-            // by the worker warm in cache when the merge consumes them; 32 was ~10% slower.
-            window_chunks: 12,
+            // Measured with the analyzer benchmark (2 cores, real traces): 24 to 48 chunks
+            // ahead were 5% faster than 12 (decoding time varies from chunk to chunk, and a
+            // deeper window absorbs it); on generated traces, 12 to 48 were alike.
+            window_chunks: 32,
             window_bytes: 64 << 20,
         }
     }
@@ -113,8 +121,6 @@ struct CpuStream {
     cpu: u32,
     /// Indices into `trace.chunks()`, in sequence order.
     chunks: Vec<usize>,
-    /// Next chunk not yet handed to a window.
-    scheduled: usize,
     /// Next chunk whose events are not yet in `pending`.
     integrated: usize,
     /// Decoded events not yet emitted, one run per decoded chunk (never an empty one): the
@@ -214,7 +220,6 @@ pub fn for_each_event_ahead<F: FnMut(&Event, Option<&Event>)>(
                 _ => cpus.push(CpuStream {
                     cpu,
                     chunks: vec![i],
-                    scheduled: 0,
                     integrated: 0,
                     pending: VecDeque::new(),
                 }),
@@ -231,9 +236,9 @@ pub fn for_each_event_ahead<F: FnMut(&Event, Option<&Event>)>(
         v
     };
 
-    // Emptied event vectors, refilled by the decoding workers. A window decodes at most
-    // `window_chunks` chunks, so twice that many vectors keep every window supplied without
-    // holding on to more memory than the merge itself needed.
+    // Emptied event vectors, refilled by the decoders. At most `window_chunks` chunks are
+    // decoded ahead of the merge, so twice that many vectors keep the decoders supplied
+    // without holding on to more memory than the merge itself needed.
     let spare: Mutex<Vec<Vec<Event>>> = Mutex::new(Vec::new());
     let spare_max = 2 * opts.window_chunks.max(1);
     // Decompression buffers, one per chunk being decoded at once.
@@ -272,23 +277,45 @@ pub fn for_each_event_ahead<F: FnMut(&Event, Option<&Event>)>(
             decode: t1.elapsed(),
         }
     };
-    let decode_window =
-        |w: &[usize]| -> Vec<Decoded> { w.par_iter().map(|&ci| decode_one(ci)).collect() };
+
+    // The order in which the merge needs the chunks: by the lower bound of each CPU's next
+    // chunk (then CPU), each CPU in sequence order. Decoders take chunks in this order, at
+    // most a window ahead of the merge, and the merge integrates them in this order: it
+    // never waits for a chunk it does not need next.
+    let order = need_order(&mut cpus, trace);
+    let workers = if rayon::current_thread_index().is_some() {
+        rayon::current_num_threads().saturating_sub(1)
+    } else {
+        rayon::current_num_threads()
+    };
+    let pipe: Pipe<Decoded> = Pipe::new(
+        order
+            .iter()
+            .map(|&c| all[c].header.uncompressed_len as u64)
+            .collect(),
+        opts.window_chunks,
+        opts.window_bytes,
+    );
+    let decode_at = |i: usize| decode_one(order[i]);
 
     let mut last_time = 0u64;
-    let mut window_chunks = cpus.len().clamp(1, opts.window_chunks.max(1));
-    let mut ready: Vec<Decoded> = Vec::new();
-    // Vectors the merge emptied, handed to the workers between windows.
+    // Vectors the merge emptied, handed to the decoders after each chunk.
     let mut emptied: Vec<Vec<Event>> = Vec::new();
-    loop {
-        if !emptied.is_empty() {
-            let mut v = spare.lock().unwrap_or_else(|e| e.into_inner());
-            for e in emptied.drain(..) {
-                recycle(e, &mut v, spare_max);
+    rayon::in_place_scope(|scope| {
+        for j in 0..pipe.len() {
+            // Keep the decoders busy up to a window ahead.
+            while pipe.wants_helper(workers) {
+                let (p, d) = (&pipe, &decode_at);
+                scope.spawn(move |_| p.help(d));
             }
-        }
-        // Integrate the decoded window: per CPU, chunks arrive in sequence order.
-        for d in ready.drain(..) {
+            let d = pipe.take(j, decode_at);
+            if !emptied.is_empty() {
+                let mut v = spare.lock().unwrap_or_else(|e| e.into_inner());
+                for e in emptied.drain(..) {
+                    recycle(e, &mut v, spare_max);
+                }
+            }
+            // Per CPU, chunks arrive in sequence order.
             let k = chunk_cpu[d.chunk] as usize;
             let s = &mut cpus[k];
             debug_assert_eq!(s.chunks.get(s.integrated), Some(&d.chunk));
@@ -307,21 +334,6 @@ pub fn for_each_event_ahead<F: FnMut(&Event, Option<&Event>)>(
                     error,
                 }),
             }
-        }
-        let window = next_window(&mut cpus, trace, opts, window_chunks);
-        // The first window holds a chunk per CPU, so the merge starts as soon as they are
-        // decoded; the windows then double up to the configured size.
-        window_chunks = window_chunks
-            .saturating_mul(2)
-            .min(opts.window_chunks.max(1));
-        let mut decoded: Vec<Decoded> = Vec::new();
-        let merge_time = rayon::in_place_scope(|scope| {
-            if !window.is_empty() {
-                let out = &mut decoded;
-                let w = &window;
-                let dw = &decode_window;
-                scope.spawn(move |_| *out = dw(w));
-            }
             let t = Instant::now();
             merge(
                 &mut cpus,
@@ -332,52 +344,43 @@ pub fn for_each_event_ahead<F: FnMut(&Event, Option<&Event>)>(
                 &mut stats.out_of_order,
                 &mut last_time,
             );
-            t.elapsed()
-        });
-        stats.merge_time += merge_time;
-        if window.is_empty() {
-            break;
+            stats.merge_time += t.elapsed();
         }
-        ready = decoded;
-    }
+        // Every chunk is integrated: what is left is emitted (an empty trace included).
+        let t = Instant::now();
+        merge(
+            &mut cpus,
+            trace,
+            &mut f,
+            &mut emptied,
+            &mut stats.events,
+            &mut stats.out_of_order,
+            &mut last_time,
+        );
+        stats.merge_time += t.elapsed();
+    });
     stats.wall_time = start.elapsed();
     stats
 }
 
-/// Picks the next chunks to decode (at most `most`), in the order the merge will need them:
-/// by the first timestamp of each CPU's next chunk (then CPU), each CPU in sequence order.
-fn next_window(
-    cpus: &mut [CpuStream],
-    trace: &Trace,
-    opts: &StreamOptions,
-    most: usize,
-) -> Vec<usize> {
-    let all = trace.chunks();
-    let mut heap: BinaryHeap<Reverse<(u64, u32, usize)>> = cpus
+/// Every chunk of `cpus`, in the order the merge needs them: by the lower bound of each
+/// CPU's next chunk's first event (then CPU), each CPU in sequence order.
+fn need_order(cpus: &mut [CpuStream], trace: &Trace) -> Vec<usize> {
+    let mut heap: BinaryHeap<Reverse<(u64, u32, usize, usize)>> = cpus
         .iter()
         .enumerate()
-        .filter_map(|(k, s)| {
-            s.chunks.get(s.scheduled)?;
-            Some(Reverse((chunk_key(s, s.scheduled, trace), s.cpu, k)))
-        })
+        .filter(|(_, s)| !s.chunks.is_empty())
+        .map(|(k, s)| Reverse((chunk_key(s, 0, trace), s.cpu, k, 0)))
         .collect();
-    let mut w = Vec::new();
-    let mut bytes = 0u64;
-    while let Some(Reverse((_, _, k))) = heap.pop() {
-        let s = &mut cpus[k];
-        let c = s.chunks[s.scheduled];
-        let len = all[c].header.uncompressed_len as u64;
-        if !w.is_empty() && (w.len() >= most.max(1) || bytes + len > opts.window_bytes) {
-            break;
-        }
-        w.push(c);
-        bytes += len;
-        s.scheduled += 1;
-        if s.chunks.get(s.scheduled).is_some() {
-            heap.push(Reverse((chunk_key(s, s.scheduled, trace), s.cpu, k)));
+    let mut order = Vec::with_capacity(trace.chunks().len());
+    while let Some(Reverse((_, cpu, k, i))) = heap.pop() {
+        let s = &cpus[k];
+        order.push(s.chunks[i]);
+        if i + 1 < s.chunks.len() {
+            heap.push(Reverse((chunk_key(s, i + 1, trace), cpu, k, i + 1)));
         }
     }
-    w
+    order
 }
 
 fn head(s: &CpuStream, k: usize, trace: &Trace) -> Option<Head> {

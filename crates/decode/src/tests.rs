@@ -378,7 +378,7 @@ fn merge_is_time_ordered_and_independent_of_threads_and_windows() {
             .collect();
         assert!(s.windows(2).all(|w| w[0] < w[1]), "cpu {cpu} reordered");
     }
-    for threads in [1, 2] {
+    for threads in [1, 2, 3] {
         for window_chunks in [1, 2, 5, 1000] {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
