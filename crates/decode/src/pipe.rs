@@ -127,9 +127,10 @@ impl<T> Pipe<T> {
     }
 
     /// The result of position `pos`, which must be the first one not taken: delivered by
-    /// a helper (waited for while one works on it), or worked out here by `work` if no
-    /// helper claimed it or its helper stopped without delivering.
-    pub(crate) fn take(&self, pos: usize, work: impl FnOnce(usize) -> T) -> T {
+    /// a helper, or worked out here by `work` if no helper claimed it or its helper stopped
+    /// without delivering. While a helper works on it, the consumer works on the next
+    /// positions within the window, as a helper would, and waits only when there is none.
+    pub(crate) fn take(&self, pos: usize, work: impl Fn(usize) -> T) -> T {
         let mut st = self.lock();
         assert_eq!(st.taken, pos, "pipeline positions are taken in order");
         let v = loop {
@@ -148,6 +149,17 @@ impl<T> Pipe<T> {
                     let v = work(pos);
                     st = self.lock();
                     break v;
+                }
+                Slot::Open if self.has_room(&st) => {
+                    // A helper works on `pos`: rather than wait for it, work on the next
+                    // position, as a helper would.
+                    let i = st.claimed;
+                    st.claimed += 1;
+                    st.weight_ahead += self.weights[i];
+                    drop(st);
+                    let v = work(i);
+                    st = self.lock();
+                    st.slots[i] = Slot::Done(v);
                 }
                 Slot::Open => st = self.ready.wait(st).unwrap_or_else(|e| e.into_inner()),
             }
@@ -239,6 +251,38 @@ mod tests {
         assert_eq!(p.take(3, |_| unreachable!()), 3);
         assert_eq!(p.take(4, |i| i), 4);
         assert!(p.claim_ahead().is_none());
+    }
+
+    #[test]
+    fn the_consumer_works_ahead_while_a_helper_holds_its_position() {
+        let p: Pipe<usize> = Pipe::new(vec![1; 5], 3, u64::MAX);
+        let held = p.claim_ahead().expect("position 0");
+        let worked = Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            let w = &worked;
+            s.spawn(move || {
+                // The helper delivers once the consumer has worked on the rest of the window
+                // (or after a while, for the assertion below to fail rather than hang).
+                let t0 = std::time::Instant::now();
+                while w.lock().unwrap().len() < 2 && t0.elapsed().as_secs() < 5 {
+                    std::thread::yield_now();
+                }
+                held.deliver(0);
+            });
+            let v = p.take(0, |i| {
+                worked.lock().unwrap().push(i);
+                i + 100
+            });
+            assert_eq!(v, 0);
+        });
+        assert_eq!(
+            *worked.lock().unwrap(),
+            vec![1, 2],
+            "not past the window of 3"
+        );
+        assert_eq!(p.take(1, |_| unreachable!()), 101);
+        assert_eq!(p.take(2, |_| unreachable!()), 102);
+        assert_eq!(p.take(3, |i| i), 3);
     }
 
     #[test]
