@@ -37,10 +37,11 @@ pub struct StreamOptions {
 impl Default for StreamOptions {
     fn default() -> Self {
         StreamOptions {
-            // Measured with the analyzer benchmark (2 cores, real traces): 24 to 48 chunks
-            // ahead were 5% faster than 12 (decoding time varies from chunk to chunk, and a
-            // deeper window absorbs it); on generated traces, 12 to 48 were alike.
-            window_chunks: 32,
+            // Measured with the analyzer benchmark (2 cores): with the merging thread
+            // decoding ahead when it would wait, 8 to 64 chunks ran alike on real and
+            // generated traces; each 8 chunks more held about 6 MB more (a real trace's
+            // chunk decodes to about 600 KB of events).
+            window_chunks: 16,
             window_bytes: 64 << 20,
         }
     }
