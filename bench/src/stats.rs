@@ -2,6 +2,8 @@
 //! bytes per event), to compare a generated trace with a real capture.
 
 use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::Path;
 
 use anyhow::{Context as _, Result};
@@ -49,14 +51,18 @@ pub fn print(path: &Path) -> Result<()> {
         .iter()
         .map(|c| c.header.compressed_len as u64)
         .sum();
-    println!(
+    // Written at once, and a reader that stops early (`| head`) is no error.
+    let mut out = String::new();
+    writeln!(
+        out,
         "{n} events, {} chunks, {} CPUs, {:.1} compressed / {:.1} raw bytes per event",
         s.chunks,
         cpus.len(),
         compressed as f64 / n.max(1) as f64,
         s.bytes as f64 / n.max(1) as f64
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "{} tasks, {} files (dev:ino), {} devices with requests, {:.1}% of the events with a \
          stack, {:.1} frames on average, {} distinct stacks, {} decode errors",
         tasks.len(),
@@ -66,14 +72,18 @@ pub fn print(path: &Path) -> Result<()> {
         frames as f64 / with_stack.max(1) as f64,
         stacks.len(),
         s.decode.error_count()
-    );
+    )?;
     let mut v = s.counts_by_kind(&d);
     v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     for (name, c) in v {
-        println!(
+        writeln!(
+            out,
             "  {:>6.2}%  {c:>10}  {name}",
             100.0 * c as f64 / n.max(1) as f64
-        );
+        )?;
     }
-    Ok(())
+    match std::io::stdout().lock().write_all(out.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => Ok(r?),
+    }
 }
