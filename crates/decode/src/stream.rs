@@ -165,21 +165,19 @@ fn recycle(mut events: Vec<Event>, spare: &mut Vec<Vec<Event>>, most: usize) {
 /// first record of a chunk not decoded yet.
 type Head = Reverse<(u64, u32, bool)>;
 
-/// How many threads [`for_each_event_ahead`] called from this thread decodes on besides
-/// this one: the other threads of the current rayon pool (all of them when this thread is
-/// not one of its workers). With none, this thread decodes every chunk itself, between the
-/// events it hands on.
+/// How many threads [`for_each_event_ahead`] decodes on besides the calling one: one less
+/// than the current rayon pool has, so that the decoders and the calling thread, which
+/// merges, together use as many cores as the pool (called from outside the pool, the
+/// calling thread is one more: with decoders on every worker, the merging thread, which
+/// sets the pace, lost 9% of its time to them on 2 cores). With none, the calling thread
+/// decodes every chunk itself, between the events it hands on.
 ///
 /// A consumer can decide by it whether to prefetch its state for the events shown ahead:
 /// measured with the analyzer benchmark, prefetching the attribution's state paid (7% on
-/// 50 M generated events) only when this thread decoded too, whose memory traffic evicts
-/// that state between events; with decoders on other threads it only cost (3%).
+/// 50 M generated events) only when the merging thread decoded too, whose memory traffic
+/// evicts that state between events; with decoders on other threads it only cost (3%).
 pub fn decoding_helpers() -> usize {
-    if rayon::current_thread_index().is_some() {
-        rayon::current_num_threads().saturating_sub(1)
-    } else {
-        rayon::current_num_threads()
-    }
+    rayon::current_num_threads().saturating_sub(1)
 }
 
 /// Decodes every chunk of `trace` and calls `f` with each event in time order.
