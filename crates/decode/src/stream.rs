@@ -314,37 +314,41 @@ pub fn for_each_event_ahead<F: FnMut(&Event, Option<&Event>)>(
     // Vectors the merge emptied, handed to the decoders after each chunk.
     let mut emptied: Vec<Vec<Event>> = Vec::new();
     rayon::in_place_scope(|scope| {
-        for j in 0..pipe.len() {
-            // Keep the decoders busy up to a window ahead.
-            while pipe.wants_helper(workers) {
-                let (p, d) = (&pipe, &decode_at);
-                scope.spawn(move |_| p.help(d));
-            }
-            let d = pipe.take(j, decode_at);
-            if !emptied.is_empty() {
-                let mut v = spare.lock().unwrap_or_else(|e| e.into_inner());
-                for e in emptied.drain(..) {
-                    recycle(e, &mut v, spare_max);
+        // One round per chunk, and one more: after the last chunk, what is left is emitted
+        // (an empty trace included).
+        for j in 0..=pipe.len() {
+            if j < pipe.len() {
+                // Keep the decoders busy up to a window ahead.
+                while pipe.wants_helper(workers) {
+                    let (p, d) = (&pipe, &decode_at);
+                    scope.spawn(move |_| p.help(d));
                 }
-            }
-            // Per CPU, chunks arrive in sequence order.
-            let k = chunk_cpu[d.chunk] as usize;
-            let s = &mut cpus[k];
-            debug_assert_eq!(s.chunks.get(s.integrated), Some(&d.chunk));
-            s.integrated += 1;
-            stats.bytes += d.bytes;
-            stats.decompress_time += d.decompress;
-            stats.decode_time += d.decode;
-            match d.result {
-                Ok(dc) => {
-                    stats.decode.merge(&dc.stats);
-                    s.push(dc.events, &mut emptied);
+                let d = pipe.take(j, decode_at);
+                if !emptied.is_empty() {
+                    let mut v = spare.lock().unwrap_or_else(|e| e.into_inner());
+                    for e in emptied.drain(..) {
+                        recycle(e, &mut v, spare_max);
+                    }
                 }
-                Err(error) => stats.damaged.push(DamagedChunk {
-                    cpu: all[d.chunk].header.cpu,
-                    seq: all[d.chunk].header.seq,
-                    error,
-                }),
+                // Per CPU, chunks arrive in sequence order.
+                let k = chunk_cpu[d.chunk] as usize;
+                let s = &mut cpus[k];
+                debug_assert_eq!(s.chunks.get(s.integrated), Some(&d.chunk));
+                s.integrated += 1;
+                stats.bytes += d.bytes;
+                stats.decompress_time += d.decompress;
+                stats.decode_time += d.decode;
+                match d.result {
+                    Ok(dc) => {
+                        stats.decode.merge(&dc.stats);
+                        s.push(dc.events, &mut emptied);
+                    }
+                    Err(error) => stats.damaged.push(DamagedChunk {
+                        cpu: all[d.chunk].header.cpu,
+                        seq: all[d.chunk].header.seq,
+                        error,
+                    }),
+                }
             }
             let t = Instant::now();
             merge(
@@ -358,18 +362,6 @@ pub fn for_each_event_ahead<F: FnMut(&Event, Option<&Event>)>(
             );
             stats.merge_time += t.elapsed();
         }
-        // Every chunk is integrated: what is left is emitted (an empty trace included).
-        let t = Instant::now();
-        merge(
-            &mut cpus,
-            trace,
-            &mut f,
-            &mut emptied,
-            &mut stats.events,
-            &mut stats.out_of_order,
-            &mut last_time,
-        );
-        stats.merge_time += t.elapsed();
     });
     stats.wall_time = start.elapsed();
     stats
