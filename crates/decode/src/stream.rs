@@ -298,7 +298,7 @@ pub fn for_each_event_ahead<F: FnMut(&Event, Option<&Event>)>(
     // chunk (then CPU), each CPU in sequence order. Decoders take chunks in this order, at
     // most a window ahead of the merge, and the merge integrates them in this order: it
     // never waits for a chunk it does not need next.
-    let order = need_order(&mut cpus, trace);
+    let order = need_order(&cpus, trace);
     let workers = decoding_helpers();
     let pipe: Pipe<Decoded> = Pipe::new(
         order
@@ -369,7 +369,7 @@ pub fn for_each_event_ahead<F: FnMut(&Event, Option<&Event>)>(
 
 /// Every chunk of `cpus`, in the order the merge needs them: by the lower bound of each
 /// CPU's next chunk's first event (then CPU), each CPU in sequence order.
-fn need_order(cpus: &mut [CpuStream], trace: &Trace) -> Vec<usize> {
+fn need_order(cpus: &[CpuStream], trace: &Trace) -> Vec<usize> {
     let mut heap: BinaryHeap<Reverse<(u64, u32, usize, usize)>> = cpus
         .iter()
         .enumerate()
