@@ -35,27 +35,38 @@ fn capture_bin() -> Result<PathBuf> {
     Ok(bin)
 }
 
-/// A loop device with ext4, torn down on drop (the recordings kept when `keep`).
+/// A loop device with ext4 and the directory of the recordings: the device is released by
+/// [`Loop::release`] or on drop, and the directory removed on drop unless `keep`.
 struct Loop {
     dir: PathBuf,
     dev: String,
     keep: bool,
+    released: bool,
+}
+
+impl Loop {
+    /// Unmounts and detaches the device, deletes its image, and waits for what the
+    /// workload wrote to reach the disk: otherwise the writeback of the 2 GiB image runs
+    /// during the timed rounds, and moves the short ioblame runs most.
+    fn release(&mut self) {
+        if std::mem::replace(&mut self.released, true) {
+            return;
+        }
+        let _ = sh(&format!(
+            "umount {0}/mnt; losetup -d {1}; rm -rf {0}/img {0}/mnt; sync",
+            self.dir.display(),
+            self.dev
+        ));
+    }
 }
 
 impl Drop for Loop {
     fn drop(&mut self) {
-        let rm = if self.keep {
-            format!("rm -rf {0}/img {0}/mnt", self.dir.display())
-        } else {
-            format!("rm -rf {}", self.dir.display())
-        };
-        let _ = sh(&format!(
-            "umount {0}/mnt; losetup -d {1}; {rm}",
-            self.dir.display(),
-            self.dev
-        ));
+        self.release();
         if self.keep {
             println!("kept {0}/trace and {0}/perf.data", self.dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
 }
@@ -67,7 +78,8 @@ pub fn run(secs: u32, keep: bool, repeat: usize, from: Option<PathBuf>) -> Resul
     let (trace, perf_data, lp) = match from {
         Some(d) => (d.join("trace"), d.join("perf.data"), None),
         None => {
-            let (trace, perf_data, lp) = record(secs, keep)?;
+            let (trace, perf_data, mut lp) = record(secs, keep)?;
+            lp.release();
             (trace, perf_data, Some(lp))
         }
     };
@@ -87,6 +99,7 @@ fn record(secs: u32, keep: bool) -> Result<(PathBuf, PathBuf, Loop)> {
         dir: dir.clone(),
         dev: dev.clone(),
         keep,
+        released: false,
     };
     sh(&format!(
         "mkfs.ext4 -q -F {dev} && mkdir {0}/mnt && mount {dev} {0}/mnt",
