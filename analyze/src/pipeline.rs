@@ -6,7 +6,7 @@ use anyhow::{Context as _, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use ioblame_attrib::{ActTotals, Attributor, Context, Io, Summary, Tables};
 use ioblame_counters::DevSelection;
-use ioblame_decode::stream::{decoding_helpers, for_each_event_ahead, StreamOptions, StreamStats};
+use ioblame_decode::stream::{for_each_event_ahead, StreamOptions, StreamStats};
 use ioblame_decode::{Decoder, Symbolizer};
 use ioblame_format::{Trace, TraceFile};
 use ioblame_perfdata::PerfDataOptions;
@@ -167,11 +167,9 @@ pub fn analyze(
         recorder: ActTotals::default(),
     };
     let mut buf: Vec<Io> = Vec::new();
-    // See `decoding_helpers`: prefetching pays only when this thread decodes too.
-    let prefetch = decoding_helpers() == 0;
     let stream = for_each_event_ahead(trace, &decoder, &StreamOptions::default(), |ev, ahead| {
         progress.tick(ev.time);
-        if let Some(a) = ahead.filter(|_| prefetch) {
+        if let Some(a) = ahead {
             attr.prefetch(a);
         }
         attr.push(ev);

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _, Result};
 use ioblame_attrib::{ActTotals, Attributor, Context, Io};
-use ioblame_decode::stream::{decoding_helpers, for_each_event, StreamOptions};
+use ioblame_decode::stream::{for_each_event, StreamOptions};
 use ioblame_decode::{for_each_event_ahead, Decoder, Symbolizer};
 use ioblame_format::Trace;
 
@@ -151,10 +151,9 @@ pub fn measure_here(stage: &str, threads: usize, trace: &Path, sample: bool) -> 
                     ios += 1;
                     bytes += io.size;
                 };
-                let prefetch = decoding_helpers() == 0;
                 for_each_event_ahead(&t, &d, &so, |ev, ahead| {
                     n += 1;
-                    if let Some(a) = ahead.filter(|_| prefetch) {
+                    if let Some(a) = ahead {
                         attr.prefetch(a);
                     }
                     attr.push(ev);

@@ -171,12 +171,7 @@ type Head = Reverse<(u64, u32, bool)>;
 /// calling thread is one more: with decoders on every worker, the merging thread, which
 /// sets the pace, lost 9% of its time to them on 2 cores). With none, the calling thread
 /// decodes every chunk itself, between the events it hands on.
-///
-/// A consumer can decide by it whether to prefetch its state for the events shown ahead:
-/// measured with the analyzer benchmark, prefetching the attribution's state paid (7% on
-/// 50 M generated events) only when the merging thread decoded too, whose memory traffic
-/// evicts that state between events; with decoders on other threads it only cost (3%).
-pub fn decoding_helpers() -> usize {
+fn decoding_helpers() -> usize {
     rayon::current_num_threads().saturating_sub(1)
 }
 
@@ -200,6 +195,12 @@ pub const LOOKAHEAD: usize = 8;
 /// the same CPU when it is decoded already: a consumer can start fetching the state that
 /// event will need (see `Attributor::prefetch` in ioblame-attrib). The events `f` is
 /// called with, and their order, are the same.
+///
+/// Events are shown ahead only when the calling thread decodes every chunk itself (a pool
+/// of one thread): its decoding evicts the consumer's state between events, and fetching
+/// it early pays (7% on 50 M generated events, measured with the analyzer benchmark). With
+/// decoders on other threads that state stays in the merging core's cache, and fetching it
+/// early only cost (3%).
 pub fn for_each_event_ahead<F: FnMut(&Event, Option<&Event>)>(
     trace: &Trace,
     decoder: &Decoder,
@@ -300,6 +301,8 @@ pub fn for_each_event_ahead<F: FnMut(&Event, Option<&Event>)>(
     // never waits for a chunk it does not need next.
     let order = need_order(&cpus, trace);
     let workers = decoding_helpers();
+    let show_ahead = workers == 0;
+    let mut f = |ev: &Event, ahead: Option<&Event>| f(ev, ahead.filter(|_| show_ahead));
     let pipe: Pipe<Decoded> = Pipe::new(
         order
             .iter()

@@ -414,17 +414,35 @@ fn merge_is_time_ordered_and_independent_of_threads_and_windows() {
 }
 
 /// The stream with lookahead emits the same events, and each event it shows ahead is the
-/// one its CPU emits `LOOKAHEAD` events later (when shown at all).
+/// one its CPU emits `LOOKAHEAD` events later (when shown at all). It shows them when the
+/// calling thread decodes every chunk (a pool of one thread), and not with decoders on
+/// other threads.
 #[test]
 fn lookahead_shows_a_later_event_of_the_same_cpu() {
     let (t, n) = interleaved_chunks(ByteOrder::Little, 60);
     let (_d, trace) = open(t);
     let dec = Decoder::new(trace.header(), trace.metadata());
     let (reference, _) = decode_all(&trace, &dec, &StreamOptions::default());
-    let mut got: Vec<(Event, Option<Event>)> = Vec::new();
-    crate::stream::for_each_event_ahead(&trace, &dec, &StreamOptions::default(), |e, a| {
-        got.push((e.clone(), a.cloned()))
-    });
+    let with_pool = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let mut got: Vec<(Event, Option<Event>)> = Vec::new();
+        pool.install(|| {
+            crate::stream::for_each_event_ahead(&trace, &dec, &StreamOptions::default(), |e, a| {
+                got.push((e.clone(), a.cloned()))
+            })
+        });
+        got
+    };
+    let two = with_pool(2);
+    assert!(two.iter().map(|g| &g.0).eq(reference.iter()));
+    assert!(
+        two.iter().all(|g| g.1.is_none()),
+        "shown ahead with a decoder elsewhere"
+    );
+    let got = with_pool(1);
     assert_eq!(got.len(), n);
     assert!(got.iter().map(|g| &g.0).eq(reference.iter()));
     let mut shown = 0;
