@@ -88,11 +88,18 @@ fn prefetch<T>(p: &T) {
 /// Neighbouring blocks of one order: slot `i` holds the block `i` places after the first.
 /// Only the occupied slots take room (a lone block stays inside the map's entry; more
 /// spill to the heap), so scattered blocks cost about what one hash entry each did.
+///
+/// The blocks are kept in the order they came, with each slot's position in a table: a
+/// block is added at the end and taken out by moving the last one into its place. Kept in
+/// slot order, every insert and removal shifted the blocks after it (a call to `memmove`
+/// each), 6% of the attribution's time on 4 KiB random writes.
 #[derive(Debug, Clone)]
 struct Page<V> {
     /// Bit `i` is set while slot `i` holds a block.
     mask: u16,
-    /// The blocks of the set slots, in slot order.
+    /// Nibble `i` is where slot `i`'s block is in `vals` (while bit `i` of `mask` is set).
+    pos: u64,
+    /// The blocks of the set slots.
     vals: SmallVec<[V; 1]>,
 }
 
@@ -100,29 +107,36 @@ impl<V> Page<V> {
     fn new() -> Page<V> {
         Page {
             mask: 0,
+            pos: 0,
             vals: SmallVec::new(),
         }
     }
 
-    /// Where slot `i`'s block is (or goes) in `vals`.
+    /// Where slot `i`'s block is in `vals` (meaningless when the slot is free).
     #[inline]
-    fn rank(&self, i: usize) -> usize {
-        (self.mask & ((1u16 << i) - 1)).count_ones() as usize
+    fn at(&self, i: usize) -> usize {
+        ((self.pos >> (4 * i)) & 15) as usize
+    }
+
+    /// Records that slot `i`'s block is at `r` in `vals`.
+    #[inline]
+    fn set_at(&mut self, i: usize, r: usize) {
+        self.pos = self.pos & !(15 << (4 * i)) | (r as u64) << (4 * i);
     }
 
     fn get(&self, i: usize) -> Option<&V> {
-        (self.mask & 1 << i != 0).then(|| &self.vals[self.rank(i)])
+        (self.mask & 1 << i != 0).then(|| &self.vals[self.at(i)])
     }
 
     fn get_mut(&mut self, i: usize) -> Option<&mut V> {
-        let r = self.rank(i);
+        let r = self.at(i);
         (self.mask & 1 << i != 0).then(|| &mut self.vals[r])
     }
 
     /// Puts `v` in slot `i`: the block it held, if any.
     fn put(&mut self, i: usize, v: V) -> Option<V> {
-        let r = self.rank(i);
         if self.mask & 1 << i != 0 {
+            let r = self.at(i);
             return Some(std::mem::replace(&mut self.vals[r], v));
         }
         let n = self.vals.len();
@@ -137,7 +151,8 @@ impl<V> Page<V> {
                 } - n,
             );
         }
-        self.vals.insert(r, v);
+        self.vals.push(v);
+        self.set_at(i, n);
         self.mask |= 1 << i;
         None
     }
@@ -147,9 +162,16 @@ impl<V> Page<V> {
         if self.mask & 1 << i == 0 {
             return None;
         }
-        let v = self.vals.remove(self.rank(i));
+        let r = self.at(i);
         self.mask &= !(1 << i);
-        Some(v)
+        let last = self.vals.len() - 1;
+        if r != last {
+            // The last block moves to `r`: find its slot.
+            if let Some(j) = self.slots().find(|&j| self.at(j) == last) {
+                self.set_at(j, r);
+            }
+        }
+        Some(self.vals.swap_remove(r))
     }
 
     /// The occupied slots, in slot order.
@@ -159,7 +181,7 @@ impl<V> Page<V> {
 
     /// The occupied slots and their blocks, in slot order.
     fn iter(&self) -> impl Iterator<Item = (usize, &V)> {
-        self.slots().zip(self.vals.iter())
+        self.slots().map(|i| (i, &self.vals[self.at(i)]))
     }
 }
 
@@ -395,7 +417,7 @@ impl<V> Blocks<V> {
             let (k, i) = place(o, x & !((1u64 << o) - 1));
             if let Some(page) = self.pages.get(&k) {
                 // The entry itself was just read; a spilled page's blocks are elsewhere.
-                if let Some(v) = page.vals.get(page.rank(i)) {
+                if let Some(v) = page.get(i) {
                     prefetch(v);
                 }
             }
