@@ -679,6 +679,9 @@ pub struct Attributor {
     stack_by_ptr: FxHashMap<usize, (Arc<[u64]>, StackId)>,
     /// The address of the last stack looked up (in `stack_by_ptr`, or 0) and its id.
     last_stack: (usize, StackId),
+    /// The last task [`Attributor::role_for`] gave a role: `(pid, tid, role)`. Consecutive
+    /// events mostly come from one task; whatever changes `tasks` otherwise forgets it.
+    last_role: Option<(u32, u32, RoleId)>,
     intent_index: FxHashMap<(u32, StackId), IntentId>,
     act_index: FxHashMap<ActKey, ActId>,
 
@@ -800,6 +803,7 @@ impl Attributor {
             stack_flags: vec![0],
             stack_by_ptr: FxHashMap::default(),
             last_stack: (0, 0),
+            last_role: None,
             stack_index,
             intent_index: FxHashMap::default(),
             act_index: FxHashMap::default(),
@@ -1506,6 +1510,18 @@ impl Attributor {
 
     /// The role of the task running `tid` now.
     fn role_for(&mut self, pid: u32, tid: u32) -> RoleId {
+        if let Some((p, t, r)) = self.last_role {
+            // Nothing changed the task since: the same role, `fresh_exec` already cleared.
+            if (p, t) == (pid, tid) {
+                return r;
+            }
+        }
+        let r = self.role_for_task(pid, tid);
+        self.last_role = Some((pid, tid, r));
+        r
+    }
+
+    fn role_for_task(&mut self, pid: u32, tid: u32) -> RoleId {
         let next_gen = &self.next_gen;
         let st = self.tasks.entry(tid).or_insert_with(|| TaskState {
             pid,
@@ -1546,6 +1562,7 @@ impl Attributor {
     }
 
     fn on_fork(&mut self, pid: u32, tid: u32, comm: Option<String>, exact_pid: bool) {
+        self.last_role = None;
         let comm = comm.unwrap_or_else(|| format!("<{tid}>"));
         let next_gen = &self.next_gen;
         match self.tasks.get_mut(&tid) {
@@ -1582,6 +1599,7 @@ impl Attributor {
     }
 
     fn on_exit(&mut self, time: u64, tid: u32) {
+        self.last_role = None;
         if let Some(st) = self.tasks.get_mut(&tid) {
             if st.exited.is_none() {
                 st.exited = Some(time);
@@ -1596,6 +1614,7 @@ impl Attributor {
     /// by its tid any more by then; roles stay in the tables). A tid that acted keeps only
     /// its next generation, so a later task with that tid is still told apart.
     fn prune_tasks(&mut self, now: u64) {
+        self.last_role = None;
         while let Some(&(t, tid)) = self.exits.front() {
             if t.saturating_add(TASK_GRACE_NS) > now {
                 break;
@@ -1615,6 +1634,7 @@ impl Attributor {
     }
 
     fn on_comm(&mut self, pid: u32, tid: u32, comm: &str, exec: bool) {
+        self.last_role = None;
         if exec {
             self.on_exec(pid, tid, comm, true);
             return;
@@ -1664,6 +1684,7 @@ impl Attributor {
     /// (perf COMM with exec, sched_process_exec) this is; the second one of a pair only
     /// renames.
     fn on_exec(&mut self, pid: u32, tid: u32, comm: &str, from_comm_record: bool) {
+        self.last_role = None;
         let next_gen = &self.next_gen;
         match self.tasks.get_mut(&tid) {
             Some(st) if st.fresh_exec => {
