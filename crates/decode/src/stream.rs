@@ -196,11 +196,10 @@ pub const LOOKAHEAD: usize = 8;
 /// event will need (see `Attributor::prefetch` in ioblame-attrib). The events `f` is
 /// called with, and their order, are the same.
 ///
-/// Events are shown ahead only when the calling thread decodes every chunk itself (a pool
-/// of one thread): its decoding evicts the consumer's state between events, and fetching
-/// it early pays (7% on 50 M generated events, measured with the analyzer benchmark). With
-/// decoders on other threads that state stays in the merging core's cache, and fetching it
-/// early only cost (3%).
+/// Whatever the number of threads: the consumer's state outgrows the merging core's cache
+/// on real traces (a random writer's dirty pages), and fetching it early paid 3-12% with
+/// 2 threads on eight real 1 M-event recordings (interleaved runs of the analyzer
+/// benchmark), and 7% with 1 thread on 50 M generated events.
 pub fn for_each_event_ahead<F: FnMut(&Event, Option<&Event>)>(
     trace: &Trace,
     decoder: &Decoder,
@@ -301,8 +300,6 @@ pub fn for_each_event_ahead<F: FnMut(&Event, Option<&Event>)>(
     // never waits for a chunk it does not need next.
     let order = need_order(&cpus, trace);
     let workers = decoding_helpers();
-    let show_ahead = workers == 0;
-    let mut f = |ev: &Event, ahead: Option<&Event>| f(ev, ahead.filter(|_| show_ahead));
     let pipe: Pipe<Decoded> = Pipe::new(
         order
             .iter()
