@@ -610,6 +610,18 @@ impl<V> Blocks<V> {
         }
     }
 
+    /// Starts loading the block holding `x` itself, for a lookup soon after: its page's
+    /// slot is read (it should be in cache, from [`Blocks::prefetch`] a few events
+    /// earlier), and the block, which a page of several keeps elsewhere, prefetched.
+    pub fn prefetch_value(&self, x: u64) {
+        for o in each_order(self.orders) {
+            let (k, i) = place(o, x & !((1u64 << o) - 1));
+            if let Some(v) = self.pages.get(&k).and_then(|p| p.get(i)) {
+                prefetch(v);
+            }
+        }
+    }
+
     /// The interval holding `x`: its start, end and value.
     pub fn containing(&self, x: u64) -> Option<(u64, u64, &V)> {
         for o in each_order(self.orders) {

@@ -54,6 +54,11 @@ impl<V: Advance> IntervalMap<V> {
         self.map.prefetch(x);
     }
 
+    /// Starts loading the value of the interval holding `x` (see [`Blocks::prefetch_value`]).
+    pub fn prefetch_value(&self, x: u64) {
+        self.map.prefetch_value(x);
+    }
+
     /// Whether one interval whose value `keep` accepts covers `[a, b)`.
     pub fn covered_by(&self, a: u64, b: u64, keep: impl FnOnce(&V) -> bool) -> bool {
         match self.map.containing(a) {

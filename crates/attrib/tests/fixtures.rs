@@ -218,3 +218,42 @@ fn xfs_two_writers_halves_and_overwrite_ground_truth() {
     assert_eq!(out.summary.unknown_bytes, 0, "{msg}");
     check_mixed_request(&ios, &out, 32448);
 }
+
+/// The prefetch is a hint: attributing each fixture with events shown ahead (as the
+/// analyzer does) and without gives the same IOs and tables.
+#[test]
+fn prefetching_changes_nothing() {
+    for name in [
+        "ext4-direct",
+        "ext4-mmap",
+        "ext4-readahead",
+        "ext4-two-writers",
+        "xfs-two-writers",
+    ] {
+        let (ios, out) = run(name);
+        let trace = Trace::open(&trace_dir(name)).unwrap();
+        let decoder = Decoder::new(trace.header(), trace.metadata());
+        let mut ctx = Context::from_trace(trace.header(), trace.metadata());
+        if let Some(k) = &trace.metadata().kallsyms {
+            ctx.symbols = Some(Box::new(Symbolizer::from_kallsyms(&k.text)));
+        }
+        let mut a = ioblame_attrib::Attributor::new(ctx);
+        let mut plain = Vec::new();
+        let mut shown = 0;
+        ioblame_decode::for_each_event_ahead(
+            &trace,
+            &decoder,
+            &ioblame_decode::StreamOptions::default(),
+            |ev, ahead| {
+                shown += usize::from(ahead.is_some());
+                a.push(ev);
+                a.drain_ios_into(&mut plain);
+            },
+        );
+        let done = a.finish();
+        plain.extend(done.ios.iter().cloned());
+        assert!(shown > 0, "{name}: no event shown ahead");
+        assert_eq!(ios, plain, "{name}");
+        assert_eq!(out, done, "{name}");
+    }
+}
