@@ -13,7 +13,7 @@ pub const FILE_MAGIC: [u8; 8] = *b"\x89IOBLAM\n";
 /// Current major format version. A reader rejects files of a higher major version.
 pub const FORMAT_MAJOR: u16 = 1;
 /// Current minor format version. Minor versions only add block kinds or trailing fields.
-pub const FORMAT_MINOR: u16 = 1;
+pub const FORMAT_MINOR: u16 = 2;
 /// Size of the file preamble: magic, major, minor, reserved.
 pub const PREAMBLE_LEN: usize = 16;
 
@@ -47,6 +47,9 @@ pub mod kind {
     pub const CAPTURE_INFO: u16 = 0x15;
     /// Paths of inodes of the recorded filesystems (format 1.1).
     pub const FILES: u16 = 0x16;
+    /// Kernel symbols, the text in parts compressed apart (format 1.2; recorders of 1.2
+    /// write it instead of [`KALLSYMS`]).
+    pub const KALLSYMS_PARTS: u16 = 0x17;
     /// A chunk of perf records of one CPU.
     pub const CHUNK: u16 = 0x100;
     /// The chunk index written when a file is closed.

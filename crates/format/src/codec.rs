@@ -64,6 +64,10 @@ impl<'a> Dec<'a> {
     pub fn new(data: &'a [u8]) -> Self {
         Dec { data, pos: 0 }
     }
+    /// Bytes read so far.
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
     pub fn remaining(&self) -> usize {
         self.data.len() - self.pos
     }
@@ -162,6 +166,49 @@ pub(crate) fn zstd_frame_into(
     max_ratio: Option<usize>,
     mut buf: Vec<u8>,
 ) -> Result<Vec<u8>, String> {
+    check_frame(z, declared, cap, max_ratio)?;
+    if buf.capacity() < declared {
+        // Not `reserve`: growing would copy the stale contents.
+        buf = Vec::with_capacity(declared);
+    }
+    buf.clear();
+    let n = with_decompressor(|d| d.decompress_to_buffer(z, &mut buf))
+        .map_err(|e| format!("zstd: {e}"))?;
+    if n != declared {
+        return Err(format!(
+            "decompressed to {n} bytes, the header declares {declared}"
+        ));
+    }
+    Ok(buf)
+}
+
+/// [`zstd_frame`], decompressing into `out`, whose length is the declared content size.
+pub(crate) fn zstd_frame_to_slice(
+    z: &[u8],
+    out: &mut [u8],
+    cap: usize,
+    max_ratio: Option<usize>,
+) -> Result<(), String> {
+    let declared = out.len();
+    check_frame(z, declared, cap, max_ratio)?;
+    let n =
+        with_decompressor(|d| d.decompress_to_buffer(z, out)).map_err(|e| format!("zstd: {e}"))?;
+    if n != declared {
+        return Err(format!(
+            "decompressed to {n} bytes, the header declares {declared}"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks that `z` is exactly one zstd frame declaring exactly `declared` bytes of content,
+/// and `declared` against `cap` and (if given) against `max_ratio` times the frame's size.
+pub(crate) fn check_frame(
+    z: &[u8],
+    declared: usize,
+    cap: usize,
+    max_ratio: Option<usize>,
+) -> Result<(), String> {
     if declared > cap {
         return Err(format!(
             "declares {declared} uncompressed bytes, over the cap of {cap}"
@@ -188,28 +235,13 @@ pub(crate) fn zstd_frame_into(
         Err(_) => return Err("not a valid zstd frame".to_string()),
     }
     match zstd::zstd_safe::get_frame_content_size(z) {
-        Ok(Some(n)) if n == declared as u64 => {}
-        Ok(Some(n)) => {
-            return Err(format!(
-                "zstd frame holds {n} bytes, the header declares {declared}"
-            ))
-        }
-        Ok(None) => return Err("zstd frame does not declare its content size".to_string()),
-        Err(_) => return Err("not a valid zstd frame header".to_string()),
+        Ok(Some(n)) if n == declared as u64 => Ok(()),
+        Ok(Some(n)) => Err(format!(
+            "zstd frame holds {n} bytes, the header declares {declared}"
+        )),
+        Ok(None) => Err("zstd frame does not declare its content size".to_string()),
+        Err(_) => Err("not a valid zstd frame header".to_string()),
     }
-    if buf.capacity() < declared {
-        // Not `reserve`: growing would copy the stale contents.
-        buf = Vec::with_capacity(declared);
-    }
-    buf.clear();
-    let n = with_decompressor(|d| d.decompress_to_buffer(z, &mut buf))
-        .map_err(|e| format!("zstd: {e}"))?;
-    if n != declared {
-        return Err(format!(
-            "decompressed to {n} bytes, the header declares {declared}"
-        ));
-    }
-    Ok(buf)
 }
 
 thread_local! {

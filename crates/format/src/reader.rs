@@ -485,6 +485,9 @@ impl TraceFile {
             let res: std::result::Result<(), DecodeError> = match h.kind {
                 kind::EVENTS => meta::decode_events(p).map(|v| m.events = v),
                 kind::KALLSYMS => meta::decode_kallsyms(p).map(|v| m.kallsyms = Some(v)),
+                kind::KALLSYMS_PARTS => {
+                    meta::decode_kallsyms_parts(p).map(|v| m.kallsyms = Some(v))
+                }
                 kind::BLOCK_DEVICES => meta::decode_block_devices(p).map(|v| m.block_devices = v),
                 kind::MOUNTS => meta::decode_mounts(p).map(|v| m.mounts = v),
                 kind::TASKS => meta::decode_tasks(p).map(|v| m.tasks = v),

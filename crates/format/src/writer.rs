@@ -62,7 +62,11 @@ impl EncodedMeta {
             &meta::encode_events(&meta.events),
         ));
         if let Some(k) = &meta.kallsyms {
-            head.extend(encode_block(kind::KALLSYMS, 0, &meta::encode_kallsyms(k)));
+            head.extend(encode_block(
+                kind::KALLSYMS_PARTS,
+                0,
+                &meta::encode_kallsyms_parts(k),
+            ));
         }
         head.extend(encode_block(
             kind::BLOCK_DEVICES,

@@ -178,6 +178,40 @@ fn kallsyms_bomb_is_rejected_before_allocating() {
 }
 
 #[test]
+fn kallsyms_parts_bomb_is_rejected_before_allocating() {
+    let _serial = one_test_at_a_time();
+    // 1,024 parts of 64 KiB of zeros: each alone within the ratio a tiny frame may claim,
+    // together 64 MiB from about 20 KiB of frames.
+    let z = zstd::bulk::compress(&vec![0u8; 64 << 10], 3).unwrap();
+    let n = 1024u32;
+    let mut p = 0u32.to_le_bytes().to_vec();
+    p.extend((n << 16).to_le_bytes());
+    p.extend(n.to_le_bytes());
+    for _ in 0..n {
+        p.extend((z.len() as u32).to_le_bytes());
+        p.extend((64u32 << 10).to_le_bytes());
+    }
+    for _ in 0..n {
+        p.extend_from_slice(&z);
+    }
+    let bytes = file_with(&[encode_block(kind::KALLSYMS_PARTS, 0, &p)]);
+    let (f, largest, _) = measure(|| {
+        let f = TraceFile::from_bytes(Path::new("x.iob"), bytes).unwrap();
+        f.metadata();
+        f
+    });
+    assert!(f.metadata().kallsyms.is_none());
+    assert!(
+        f.metadata_problems()
+            .iter()
+            .any(|p| p.what.contains("times their size")),
+        "{:?}",
+        f.metadata_problems()
+    );
+    assert!(largest < MIB, "largest allocation {largest} bytes");
+}
+
+#[test]
 fn files_table_declaring_more_than_its_frame_holds_is_rejected_before_allocating() {
     let _serial = one_test_at_a_time();
     let z = zstd::bulk::compress(&noise(MIB), 3).unwrap();

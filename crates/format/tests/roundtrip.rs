@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use ioblame_format::block::{encode_block, kind, preamble};
+use ioblame_format::block::{self, encode_block, kind, preamble};
 use ioblame_format::*;
 
 /// A fake perf record in the given byte order: `kind`, total `size` (multiple of 8), the
@@ -968,7 +968,8 @@ fn committed_fixtures_still_read() {
     assert!(n >= 1, "no fixture under {}", root.display());
 }
 
-/// Writes the committed sample of format 1.1 (`IOBLAME_BLESS=1` rewrites it).
+/// Writes the committed sample of the current format version (`IOBLAME_BLESS=1` rewrites
+/// it; the samples of earlier versions stay as their writers left them).
 fn write_sample(path: &Path) {
     let dir = tempfile::tempdir().unwrap();
     let mut w = ring_writer(dir.path(), ByteOrder::Little);
@@ -999,19 +1000,48 @@ fn write_sample(path: &Path) {
 }
 
 #[test]
-fn committed_format_1_1_sample_still_reads() {
-    // Every format version keeps a sample that later readers must read (docs/format.md).
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/format-1.1.iob");
+fn committed_format_samples_still_read() {
+    // Every format version keeps a sample that later readers must read (docs/format.md):
+    // 1.1 (one KALLSYMS frame) and 1.2 (KALLSYMS_PARTS), the same content.
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
     if std::env::var_os("IOBLAME_BLESS").is_some() {
-        write_sample(&path);
+        write_sample(&data.join(format!("format-1.{}.iob", block::FORMAT_MINOR)));
     }
-    let bytes = std::fs::read(&path).expect("tests/data/format-1.1.iob (IOBLAME_BLESS=1 makes it)");
-    assert_eq!(&bytes[8..12], &[1, 0, 1, 0], "major 1, minor 1");
+    for minor in 1..=block::FORMAT_MINOR {
+        let path = data.join(format!("format-1.{minor}.iob"));
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| {
+            panic!(
+                "{} (IOBLAME_BLESS=1 makes the current one): {e}",
+                path.display()
+            )
+        });
+        sample_reads(&path, &bytes, minor);
+    }
+}
+
+/// The checks of [`committed_format_samples_still_read`] on the sample of format 1.`minor`.
+fn sample_reads(path: &Path, bytes: &[u8], minor: u16) {
+    assert_eq!(
+        &bytes[8..12],
+        &[1, 0, minor as u8, 0],
+        "major 1, minor {minor}"
+    );
+    let kallsyms_kind = if minor >= 2 {
+        kind::KALLSYMS_PARTS
+    } else {
+        kind::KALLSYMS
+    };
+    assert!(
+        bytes
+            .windows(6)
+            .any(|w| w[..4] == block::BLOCK_MAGIC && w[4..] == kallsyms_kind.to_le_bytes()),
+        "1.{minor}: no block of kind {kallsyms_kind:#x}"
+    );
     for (name, bytes) in [
-        ("indexed", bytes.clone()),
-        ("scanned", without_index(&bytes)),
+        ("indexed", bytes.to_vec()),
+        ("scanned", without_index(bytes)),
     ] {
-        let f = TraceFile::from_bytes(&path, bytes).unwrap();
+        let f = TraceFile::from_bytes(path, bytes).unwrap();
         assert_eq!(f.indexed(), name == "indexed");
         let t = Trace::from_files(vec![f], vec![]);
         assert_eq!(t.header(), &header(ByteOrder::Little), "{name}");
