@@ -8,7 +8,8 @@
 //! lookups instead of the B-tree descents, inserts and node shifts that were a quarter of
 //! the attribution's time on 4 KiB random writes, and neighbours (the blocks one request
 //! writes) in one page. A page holds only its occupied slots, so blocks scattered one to a
-//! page (random writes over a large file) cost about one hash entry each, not a page each.
+//! page (random writes over a large file) cost about two slots of the page table each (it
+//! is kept at most half full), not a page each.
 //! Any other interval (an extent, a buffer of a partition that starts off its block size)
 //! goes to a B-tree beside them.
 
@@ -85,10 +86,10 @@ fn prefetch<T>(p: &T) {
 }
 
 /// Neighbouring blocks of one order: slot `i` holds the block `i` places after the first.
-/// Only the occupied slots take room (a lone block stays inside the map's entry; more
-/// spill to the heap), so scattered blocks cost about what one hash entry each did.
+/// Only the occupied slots take room (a lone block stays inside the table's slot; more
+/// spill to the heap), so scattered blocks cost about two table slots each.
 ///
-/// The blocks are kept in the order they came, with each slot's position in a table: a
+/// The blocks are kept in no particular order, with each slot's position in a table: a
 /// block is added at the end and taken out by moving the last one into its place (and a
 /// second table says whose block is where). Kept in slot order, every insert and removal
 /// shifted the blocks after it (a call to `memmove` each), 6% of the attribution's time on
@@ -229,8 +230,9 @@ impl<V> Default for PageMap<V> {
 }
 
 impl<V> PageMap<V> {
-    /// Slots in a new table.
-    const FIRST: usize = 16;
+    /// Slots in a new table: two, for the one page most maps hold (a map per dirty file:
+    /// many small files must not cost a large table each).
+    const FIRST: usize = 2;
 
     fn len(&self) -> usize {
         self.len
