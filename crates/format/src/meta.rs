@@ -485,6 +485,12 @@ pub(crate) fn decode_kallsyms_parts(b: &[u8]) -> Result<Kallsyms, DecodeError> {
             .map_err(|e| DecodeError::new(at, format!("kallsyms part: {e}")))?;
         frames.push((at, f));
     }
+    if d.remaining() != 0 {
+        return Err(DecodeError::new(
+            d.pos(),
+            format!("kallsyms: {} bytes after the last part", d.remaining()),
+        ));
+    }
     let mut text = vec![0u8; len];
     let mut outs = Vec::with_capacity(n);
     let mut rest: &mut [u8] = &mut text;
@@ -749,18 +755,66 @@ mod tests {
         s
     }
 
+    /// The parts' text lengths and their texts, decompressed one by one.
+    fn parts_of(b: &[u8]) -> Vec<Vec<u8>> {
+        let n = u32::from_le_bytes(b[8..12].try_into().unwrap()) as usize;
+        let mut at = 12 + 8 * n;
+        (0..n)
+            .map(|i| {
+                let o = 12 + 8 * i;
+                let z = u32::from_le_bytes(b[o..o + 4].try_into().unwrap()) as usize;
+                let u = u32::from_le_bytes(b[o + 4..o + 8].try_into().unwrap()) as usize;
+                let part = zstd::bulk::decompress(&b[at..at + z], u).unwrap();
+                at += z;
+                part
+            })
+            .collect()
+    }
+
     #[test]
     fn kallsyms_parts_round_trip_in_whole_lines() {
-        // Empty, one part, one part a line longer than a part, several parts.
-        for lines in [0, 10, 20_000, 90_000] {
+        // A line of `text` is 41-45 bytes: 30,000 lines are one part and a bit. The 1 MiB
+        // mark right before a newline, and right after one.
+        let mut before = text(30_000);
+        let cut = before[..KALLSYMS_PART].rfind('\n').unwrap() + 1;
+        before.insert_str(cut, &"x".repeat(KALLSYMS_PART - cut));
+        before.insert(KALLSYMS_PART, '\n');
+        assert_eq!(before.as_bytes()[KALLSYMS_PART], b'\n');
+        let mut after = text(30_000);
+        let cut = after[..KALLSYMS_PART - 1].rfind('\n').unwrap() + 1;
+        after.insert_str(cut, &"y".repeat(KALLSYMS_PART - 1 - cut));
+        after.insert(KALLSYMS_PART - 1, '\n');
+        assert_eq!(after.as_bytes()[KALLSYMS_PART - 1], b'\n');
+        let cases = [
+            String::new(),
+            text(10),
+            text(30_000),
+            before,
+            after,
+            text(90_000),
+            "no newline at the end".to_string(),
+        ];
+        for (i, t) in cases.into_iter().enumerate() {
             let k = Kallsyms {
-                text: text(lines),
-                restricted: lines == 10,
+                text: t,
+                restricted: i == 1,
             };
             let b = encode_kallsyms_parts(&k);
-            let parts = u32::from_le_bytes(b[8..12].try_into().unwrap()) as usize;
-            assert_eq!(parts, k.text.len().div_ceil(KALLSYMS_PART), "{lines} lines");
-            assert_eq!(decode_kallsyms_parts(&b).unwrap(), k, "{lines} lines");
+            let parts = parts_of(&b);
+            assert!(parts.len() >= k.text.len() / KALLSYMS_PART, "case {i}");
+            assert_eq!(parts.concat(), k.text.as_bytes(), "case {i}");
+            for (j, p) in parts.iter().enumerate() {
+                if j + 1 < parts.len() {
+                    // Cut at the first line end at or past the mark.
+                    assert!(p.len() > KALLSYMS_PART, "case {i} part {j}");
+                    assert!(p.ends_with(b"\n"), "case {i} part {j}");
+                    assert!(
+                        !p[KALLSYMS_PART..p.len() - 1].contains(&b'\n'),
+                        "case {i} part {j}"
+                    );
+                }
+            }
+            assert_eq!(decode_kallsyms_parts(&b).unwrap(), k, "case {i}");
         }
     }
 
@@ -801,6 +855,13 @@ mod tests {
             .unwrap_err()
             .what
             .contains("frame holds"));
+        // Bytes after the last part.
+        let mut b = good.clone();
+        b.push(0);
+        assert!(decode_kallsyms_parts(&b)
+            .unwrap_err()
+            .what
+            .contains("after the last part"));
         // Truncated, a part count beyond the block, a flipped byte inside a frame.
         assert!(decode_kallsyms_parts(&good[..good.len() - 1]).is_err());
         let mut b = good.clone();
