@@ -125,7 +125,8 @@ struct CpuStream {
     /// Next chunk whose events are not yet in `pending`.
     integrated: usize,
     /// Decoded events not yet emitted, one run per decoded chunk (never an empty one): the
-    /// merge reads them in place and hands the emptied vectors back for the next chunks.
+    /// merge reads them in place and hands the vectors it is done with back for the next
+    /// chunks.
     pending: VecDeque<Run>,
 }
 
@@ -157,7 +158,8 @@ impl CpuStream {
 /// allocation. Its events are dropped by the decoder that reuses it
 /// ([`Decoder::decode_chunk_into`] clears it), not here: the merging thread sets the pace,
 /// and releasing each event's stack there (its count last written by the decoder's core)
-/// was 4% of its samples.
+/// was 4% of its samples. (A vector beyond `most`, and those left at the end, are dropped
+/// here, events and all.)
 fn recycle(events: Vec<Event>, spare: &mut Vec<Vec<Event>>, most: usize) {
     if spare.len() < most && events.capacity() > 0 {
         spare.push(events);
@@ -255,9 +257,11 @@ pub fn for_each_event_ahead<F: FnMut(&Event, Option<&Event>)>(
         v
     };
 
-    // Emptied event vectors, refilled by the decoders. At most `window_chunks` chunks are
-    // decoded ahead of the merge, so twice that many vectors keep the decoders supplied
-    // without holding on to more memory than the merge itself needed.
+    // Event vectors the merge is done with, cleared and refilled by the decoders. At most
+    // `window_chunks` chunks are decoded ahead of the merge, so twice that many vectors keep
+    // the decoders supplied without holding on to more memory than the merge itself needed
+    // (besides what their old events still hold until then: stacks, shared with newer
+    // events, and the odd command name).
     let spare: Mutex<Vec<Vec<Event>>> = Mutex::new(Vec::new());
     let spare_max = 2 * opts.window_chunks.max(1);
     // Decompression buffers, one per chunk being decoded at once.
