@@ -172,25 +172,18 @@ pub(crate) fn zstd_frame_into(
         buf = Vec::with_capacity(declared);
     }
     buf.clear();
-    let n = with_decompressor(|d| d.decompress_to_buffer(z, &mut buf))
-        .map_err(|e| format!("zstd: {e}"))?;
-    if n != declared {
-        return Err(format!(
-            "decompressed to {n} bytes, the header declares {declared}"
-        ));
-    }
+    decompress_exact(z, &mut buf, declared)?;
     Ok(buf)
 }
 
-/// [`zstd_frame`], decompressing into `out`, whose length is the declared content size.
-pub(crate) fn zstd_frame_to_slice(
+/// Decompresses `z`, a frame [`check_frame`] accepted for `declared` bytes, into `out`
+/// (the spare room of a vector, or a slice of exactly `declared` bytes): an error unless it
+/// gives exactly `declared` bytes.
+pub(crate) fn decompress_exact<C: zstd::zstd_safe::WriteBuf + ?Sized>(
     z: &[u8],
-    out: &mut [u8],
-    cap: usize,
-    max_ratio: Option<usize>,
+    out: &mut C,
+    declared: usize,
 ) -> Result<(), String> {
-    let declared = out.len();
-    check_frame(z, declared, cap, max_ratio)?;
     let n =
         with_decompressor(|d| d.decompress_to_buffer(z, out)).map_err(|e| format!("zstd: {e}"))?;
     if n != declared {

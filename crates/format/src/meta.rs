@@ -7,7 +7,7 @@
 #![cfg_attr(not(feature = "reader"), allow(dead_code))]
 
 use crate::codec::{
-    zstd_frame, zstd_frame_to_slice, Dec, Enc, INITIAL_CAPACITY, MAX_METADATA_RATIO,
+    check_frame, decompress_exact, zstd_frame, Dec, Enc, INITIAL_CAPACITY, MAX_METADATA_RATIO,
 };
 use crate::error::DecodeError;
 
@@ -481,7 +481,7 @@ pub(crate) fn decode_kallsyms_parts(b: &[u8]) -> Result<Kallsyms, DecodeError> {
         let at = d.pos();
         let f = d.take(z, "kallsyms part")?;
         // Each part's size against its frame's before anything is allocated.
-        crate::codec::check_frame(f, u, MAX_KALLSYMS, Some(MAX_METADATA_RATIO))
+        check_frame(f, u, MAX_KALLSYMS, Some(MAX_METADATA_RATIO))
             .map_err(|e| DecodeError::new(at, format!("kallsyms part: {e}")))?;
         frames.push((at, f));
     }
@@ -499,11 +499,13 @@ pub(crate) fn decode_kallsyms_parts(b: &[u8]) -> Result<Kallsyms, DecodeError> {
         outs.push(part);
         rest = tail;
     }
-    // Per part: where its frame is in the payload, the frame, and its place in the text.
+    // Per part: where its frame is in the payload, the frame (checked above), and its
+    // place in the text.
     type Job<'a, 'b> = ((usize, &'a [u8]), &'b mut [u8]);
     let jobs: Vec<Job> = frames.into_iter().zip(outs).collect();
     let run = |((at, f), out): Job| {
-        zstd_frame_to_slice(f, out, MAX_KALLSYMS, Some(MAX_METADATA_RATIO))
+        let declared = out.len();
+        decompress_exact(f, out, declared)
             .map_err(|e| DecodeError::new(at, format!("kallsyms part: {e}")))
     };
     #[cfg(feature = "parallel")]
