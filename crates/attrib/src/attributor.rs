@@ -599,6 +599,13 @@ struct Req {
     parts: Vec<(u64, u64, Frag)>,
 }
 
+/// The disk sector where buffer `blocknr` of `size` bytes on the device of `info` starts.
+fn buffer_sector(info: DevInfo, blocknr: u64, size: u64) -> u64 {
+    blocknr
+        .saturating_mul(size / 512)
+        .saturating_add(info.part_start)
+}
+
 /// Calls of [`Attributor::prefetch`] between loading a block's page slot and its value.
 const AHEAD_STAGE: usize = 4;
 
@@ -952,9 +959,7 @@ impl Attributor {
                 if (512..=1 << 16).contains(&size) && blocknr < BH_SENTINEL =>
             {
                 let info = self.dev_info(dev);
-                let a = blocknr
-                    .saturating_mul(size / 512)
-                    .saturating_add(info.part_start);
+                let a = buffer_sector(info, blocknr, size);
                 self.bh.get(&info.disk).map(|m| {
                     m.prefetch(a);
                     Ahead::Buffer { disk: info.disk, a }
@@ -1862,9 +1867,7 @@ impl Attributor {
             return;
         }
         let info = self.dev_info(dev);
-        let a = blocknr
-            .saturating_mul(size / 512)
-            .saturating_add(info.part_start);
+        let a = buffer_sector(info, blocknr, size);
         let b = a.saturating_add(size / 512);
         // First dirtier wins, but not a record so old that the buffer must have been
         // written or freed unseen (a block freed while dirty and now reused).

@@ -203,6 +203,15 @@ struct Slot<V> {
     page: Page<V>,
 }
 
+impl<V> Slot<V> {
+    fn free() -> Slot<V> {
+        Slot {
+            key: (FREE, 0),
+            page: Page::new(),
+        }
+    }
+}
+
 /// The pages by key, in a hash table whose slot for a key follows from the key alone:
 /// [`PageMap::prefetch`] starts loading it without reading memory. (In a map of the
 /// standard library, finding the slot reads the table: the prefetch itself waited on two
@@ -306,10 +315,7 @@ impl<V> PageMap<V> {
     fn grow(&mut self) {
         let n = (self.slots.len() * 2).max(Self::FIRST);
         let old = std::mem::replace(&mut self.slots, Vec::with_capacity(n));
-        self.slots.resize_with(n, || Slot {
-            key: (FREE, 0),
-            page: Page::new(),
-        });
+        self.slots.resize_with(n, Slot::free);
         self.shift = 64 - n.trailing_zeros();
         for s in old {
             if s.key.0 != FREE {
@@ -324,10 +330,7 @@ impl<V> PageMap<V> {
         let Some(mut hole) = self.find(k) else {
             return;
         };
-        self.slots[hole] = Slot {
-            key: (FREE, 0),
-            page: Page::new(),
-        };
+        self.slots[hole] = Slot::free();
         self.len -= 1;
         // Shift back the keys after the hole whose probe runs pass through it.
         let mask = self.slots.len() - 1;
