@@ -5,6 +5,7 @@ use std::borrow::Cow;
 
 use ioblame_decode::Dev;
 use ioblame_format::{BlockDevice, Header, Metadata, Task};
+use rustc_hash::FxHashMap;
 
 /// Resolves a kernel address to the name of the function containing it.
 ///
@@ -181,7 +182,7 @@ impl Context {
 }
 
 /// What the attribution knows about one device, resolved once.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct DevInfo {
     /// Whole disk holding this device (itself for a disk).
     pub disk: Dev,
@@ -189,6 +190,124 @@ pub(crate) struct DevInfo {
     pub part_start: u64,
     /// Size in sectors (0 when unknown).
     pub size: u64,
+}
+
+impl DevInfo {
+    /// What is known of a device the metadata does not list: a disk of unknown size.
+    fn unknown(dev: Dev) -> DevInfo {
+        DevInfo {
+            disk: dev,
+            part_start: 0,
+            size: 0,
+        }
+    }
+
+    /// The disk sector where buffer `blocknr` of `size` bytes on this device starts.
+    pub fn buffer_sector(self, blocknr: u64, size: u64) -> u64 {
+        blocknr
+            .saturating_mul(size / 512)
+            .saturating_add(self.part_start)
+    }
+}
+
+/// Whether `size` bytes can be a filesystem block (and a buffer_head's size).
+pub(crate) fn is_block_size(size: u64) -> bool {
+    (512..=1 << 16).contains(&size) && size.is_power_of_two()
+}
+
+/// The devices of the recording host as the attribution resolves them: each device's disk,
+/// partition start and size, and each filesystem's block size.
+#[derive(Debug, Default)]
+pub(crate) struct Devices {
+    devs: FxHashMap<Dev, DevInfo>,
+    /// Filesystem block sizes: from the mount table, until a buffer_head says otherwise.
+    block_sizes: FxHashMap<Dev, u64>,
+}
+
+impl Devices {
+    /// The devices `devices` (partitions resolved to their disks) with the block sizes of
+    /// the mount table.
+    pub fn new(devices: &[BlockDevice], block_sizes: &[(Dev, u32)]) -> Devices {
+        let mut devs = FxHashMap::default();
+        for d in devices {
+            let kd = d.kernel_dev();
+            let disk = if d.parent.is_empty() {
+                kd
+            } else {
+                devices
+                    .iter()
+                    .find(|p| p.name == d.parent)
+                    .map(|p| p.kernel_dev())
+                    .unwrap_or(kd)
+            };
+            devs.insert(
+                kd,
+                DevInfo {
+                    disk,
+                    part_start: if disk == kd { 0 } else { d.part_start },
+                    size: d.size_sectors,
+                },
+            );
+        }
+        let block_sizes = block_sizes
+            .iter()
+            .filter(|&&(_, b)| is_block_size(b as u64))
+            .map(|&(d, b)| (d, b as u64))
+            .collect();
+        Devices { devs, block_sizes }
+    }
+
+    /// What is known about `dev` (a disk of unknown size if nothing).
+    #[inline]
+    pub fn info(&self, dev: Dev) -> DevInfo {
+        self.devs
+            .get(&dev)
+            .copied()
+            .unwrap_or(DevInfo::unknown(dev))
+    }
+
+    /// The disk a page-cache event's folio belongs to (the bdev inode has `s_dev` 0).
+    pub fn folio_disk(&self, s_dev: Dev, ino: u64) -> Dev {
+        if s_dev == 0 {
+            self.info(ino as Dev).disk
+        } else {
+            self.info(s_dev).disk
+        }
+    }
+
+    /// The filesystem block size on `dev` (4 KiB when not known).
+    pub fn block_size(&self, dev: Dev) -> u64 {
+        self.block_sizes.get(&dev).copied().unwrap_or(4096)
+    }
+
+    /// Learns the block size of `dev` from a buffer_head of `size` bytes; false (nothing
+    /// learnt) when `size` cannot be a block size.
+    pub fn learn_block_size(&mut self, dev: Dev, size: u64) -> bool {
+        if !is_block_size(size) {
+            return false;
+        }
+        if self.block_sizes.get(&dev) != Some(&size) {
+            self.block_sizes.insert(dev, size);
+        }
+        true
+    }
+
+    /// Learns the start of partition `dev` from a remap of its `old_sector` to the disk's
+    /// `sector`, if the metadata lacked it. Returns the start the metadata gave when the
+    /// remap contradicts it (the remap wins).
+    pub fn learn_part_start(&mut self, dev: Dev, sector: u64, old_sector: u64) -> Option<u64> {
+        if sector < old_sector {
+            return None;
+        }
+        let start = sector - old_sector;
+        let e = self.devs.entry(dev).or_insert(DevInfo::unknown(dev));
+        if e.part_start == start || start == 0 {
+            return None;
+        }
+        let old = e.part_start;
+        e.part_start = start;
+        (old != 0).then_some(old)
+    }
 }
 
 /// Stack classes found by symbol names.
@@ -216,4 +335,72 @@ pub(crate) fn classify_stack(sym: &dyn Symbolizer, stack: &[u64]) -> u8 {
         }
     }
     flags
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dev(name: &str, minor: u32, size: u64, part_start: u64, parent: &str) -> BlockDevice {
+        BlockDevice {
+            name: name.into(),
+            major: 8,
+            minor,
+            size_sectors: size,
+            part_start,
+            parent: parent.into(),
+            ..BlockDevice::default()
+        }
+    }
+
+    const SDA: Dev = 8 << 20;
+    const SDA1: Dev = (8 << 20) | 1;
+
+    #[test]
+    fn partitions_resolve_to_their_disk() {
+        let devs = Devices::new(
+            &[
+                dev("sda", 0, 1 << 20, 0, ""),
+                dev("sda1", 1, 1000, 2048, "sda"),
+            ],
+            &[(SDA1, 1024), (SDA, 3000)],
+        );
+        assert_eq!(
+            devs.info(SDA1),
+            DevInfo {
+                disk: SDA,
+                part_start: 2048,
+                size: 1000
+            }
+        );
+        assert_eq!(devs.info(SDA).part_start, 0);
+        // unknown: a disk of its own, of unknown size
+        let other = 7 << 20;
+        assert_eq!(devs.info(other), DevInfo::unknown(other));
+        assert_eq!(devs.info(SDA1).buffer_sector(10, 4096), 2048 + 80);
+        // the bdev inode's page cache events name the device as the inode
+        assert_eq!(devs.folio_disk(0, SDA1 as u64), SDA);
+        assert_eq!(devs.folio_disk(SDA1, 12), SDA);
+        // the mount table's block sizes, where they are block sizes
+        assert_eq!(devs.block_size(SDA1), 1024);
+        assert_eq!(devs.block_size(SDA), 4096);
+    }
+
+    #[test]
+    fn buffers_and_remaps_teach_block_sizes_and_partition_starts() {
+        let mut devs = Devices::new(&[dev("sda1", 1, 1000, 0, "")], &[]);
+        assert!(!devs.learn_block_size(SDA1, 3000));
+        assert!(devs.learn_block_size(SDA1, 2048));
+        assert_eq!(devs.block_size(SDA1), 2048);
+        // a remap from the partition's sector 10 to the disk's 2058: it starts at 2048
+        assert_eq!(devs.learn_part_start(SDA1, 2058, 10), None);
+        assert_eq!(devs.info(SDA1).part_start, 2048);
+        // a contradiction: the remap wins, and the old start is told
+        assert_eq!(devs.learn_part_start(SDA1, 4106, 10), Some(2048));
+        assert_eq!(devs.info(SDA1).part_start, 4096);
+        // nothing to learn from a remap to a lower sector or to the same sector
+        assert_eq!(devs.learn_part_start(SDA1, 5, 10), None);
+        assert_eq!(devs.learn_part_start(SDA1, 10, 10), None);
+        assert_eq!(devs.info(SDA1).part_start, 4096);
+    }
 }

@@ -13,6 +13,19 @@ pub(crate) trait Advance: Clone {
     fn advance(&self, sectors: u64) -> Self;
 }
 
+/// A file offset not known.
+pub(crate) const NO_OFF: u64 = u64::MAX;
+
+/// File offset `off` (or [`NO_OFF`]) moved `sectors` 512-byte sectors on.
+#[inline]
+pub(crate) fn adv_off(off: u64, sectors: u64) -> u64 {
+    if off == NO_OFF {
+        NO_OFF
+    } else {
+        off.saturating_add(sectors.saturating_mul(512))
+    }
+}
+
 /// Non-overlapping intervals `[start, end)` with values; block-shaped ones (a buffer head)
 /// are found by hashing ([`Blocks`]).
 #[derive(Debug, Clone)]
@@ -243,6 +256,13 @@ mod tests {
         fn advance(&self, s: u64) -> Self {
             Off(self.0 + s)
         }
+    }
+
+    #[test]
+    fn file_offsets_advance_unless_unknown() {
+        assert_eq!(adv_off(4096, 2), 5120);
+        assert_eq!(adv_off(NO_OFF, 2), NO_OFF);
+        assert_eq!(adv_off(u64::MAX - 1, 2), u64::MAX);
     }
 
     #[test]

@@ -4,7 +4,9 @@
 //! every completed block IO to an act (role + intent + file): buffered writes to the task
 //! that dirtied the pages, buffer_heads or inode, direct IO and reads to the issuer, journal
 //! IO to the journal thread, and what cannot be linked to intent #1 (lost) with the best
-//! context known. See `kernel-events.md` §6 for the algorithm.
+//! context known. docs/attribution.md specifies every rule ("The charging order" and the
+//! sections it names); `Attributor` keeps its state in one module per kind (roles,
+//! intents, dirty state, thread contexts, requests, charging).
 //!
 //! How the sectors of a queued write bio (not direct IO) find their owner, first match wins
 //! per sector:
@@ -29,9 +31,15 @@
 
 mod attributor;
 mod blocks;
+mod charging;
 mod context;
+mod contexts;
+mod dirty;
+mod intents;
 mod interval;
 pub mod model;
+mod requests;
+mod roles;
 mod summary;
 #[cfg(test)]
 mod test_rng;

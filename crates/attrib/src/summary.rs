@@ -105,4 +105,196 @@ impl Summary {
     pub fn total_bytes(&self) -> u64 {
         self.bytes.iter().sum()
     }
+
+    /// Adds a warning, up to [`MAX_WARNINGS`]; beyond, only counts it.
+    pub(crate) fn warn(&mut self, msg: impl FnOnce() -> String) {
+        if self.warnings.len() < MAX_WARNINGS {
+            self.warnings.push(msg());
+        } else {
+            self.warnings_suppressed += 1;
+        }
+    }
+}
+
+/// Warnings kept in the summary; more are only counted.
+const MAX_WARNINGS: usize = 64;
+
+/// Loss windows kept (more are merged).
+const MAX_LOST_WINDOWS: usize = 1024;
+
+/// Where the kernel dropped records, as the attribution follows it: the time of the last
+/// record per CPU (where the next loss on that CPU began), and the loss windows merged into
+/// sorted, disjoint intervals for the test of whether an IO touched one.
+#[derive(Debug, Default)]
+pub(crate) struct Losses {
+    /// Per CPU: the time of its last record other than a loss.
+    cpu_last: Vec<u64>,
+    /// Sorted, disjoint loss windows.
+    merged: Vec<(u64, u64)>,
+}
+
+impl Losses {
+    /// Notes a record of `cpu` at `time` (`lost`: a loss record, which ends a window
+    /// rather than starting the next one).
+    #[inline]
+    pub fn saw(&mut self, cpu: u32, time: u64, lost: bool) {
+        let cpu = cpu as usize;
+        if cpu < 4096 {
+            if cpu >= self.cpu_last.len() {
+                self.cpu_last.resize(cpu + 1, 0);
+            }
+            if !lost {
+                self.cpu_last[cpu] = time;
+            }
+        }
+    }
+
+    /// A loss record of `cpu` at `time` telling that `lost` records were dropped since the
+    /// CPU's previous record: counted and its window recorded in `s`.
+    pub fn lost(&mut self, s: &mut Summary, cpu: u32, time: u64, lost: u64) {
+        let start = self
+            .cpu_last
+            .get(cpu as usize)
+            .copied()
+            .filter(|&t| t > 0)
+            .unwrap_or(time);
+        let start = start.min(time);
+        s.lost_records += lost;
+        self.note(&mut s.lost_windows, start, time, cpu, lost);
+    }
+
+    /// Records a loss window: merged with the previous window of the same CPU when they
+    /// touch (a burst of losses), and with its neighbours for the overlap test; both lists
+    /// stay within [`MAX_LOST_WINDOWS`] (beyond, the last window grows).
+    fn note(&mut self, ws: &mut Vec<LostWindow>, start: u64, end: u64, cpu: u32, count: u64) {
+        let n = ws.len();
+        let same_cpu = (n.saturating_sub(8)..n)
+            .rev()
+            .find(|&i| ws[i].cpu == cpu)
+            .filter(|&i| start <= ws[i].end);
+        let into = same_cpu.or_else(|| (n >= MAX_LOST_WINDOWS).then(|| n - 1));
+        match into.and_then(|i| ws.get_mut(i)) {
+            Some(w) => {
+                w.start = w.start.min(start);
+                w.end = w.end.max(end);
+                w.count += count;
+            }
+            None => ws.push(LostWindow {
+                start,
+                end,
+                cpu,
+                count,
+            }),
+        }
+        // Sorted, disjoint intervals.
+        let m = &mut self.merged;
+        let i = m.partition_point(|w| w.1 < start);
+        let mut j = i;
+        let (mut a, mut b) = (start, end);
+        while j < m.len() && m[j].0 <= end {
+            a = a.min(m[j].0);
+            b = b.max(m[j].1);
+            j += 1;
+        }
+        m.splice(i..j, [(a, b)]);
+        if m.len() > MAX_LOST_WINDOWS {
+            // Coarser: the two closest neighbours at the end become one.
+            let last = m.pop().unwrap_or((a, b));
+            if let Some(prev) = m.last_mut() {
+                prev.1 = prev.1.max(last.1);
+            }
+        }
+    }
+
+    /// Whether `[start, end]` touches a loss window.
+    pub fn touches(&self, start: u64, end: u64) -> bool {
+        if self.merged.is_empty() {
+            return false;
+        }
+        let i = self.merged.partition_point(|w| w.1 < start);
+        self.merged.get(i).is_some_and(|w| w.0 <= end)
+    }
+
+    /// How many merged windows are held.
+    pub fn merged_len(&self) -> usize {
+        self.merged.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warnings_beyond_the_limit_are_counted() {
+        let mut s = Summary::default();
+        for i in 0..MAX_WARNINGS + 3 {
+            s.warn(|| format!("w{i}"));
+        }
+        assert_eq!(s.warnings.len(), MAX_WARNINGS);
+        assert_eq!(s.warnings[0], "w0");
+        assert_eq!(s.warnings_suppressed, 3);
+    }
+
+    #[test]
+    fn a_loss_window_starts_at_the_cpus_previous_record() {
+        let mut l = Losses::default();
+        let mut s = Summary::default();
+        l.saw(1, 100, false);
+        l.saw(1, 200, true);
+        l.lost(&mut s, 1, 200, 5);
+        // a CPU never seen: the window starts at the loss itself
+        l.saw(3, 500, true);
+        l.lost(&mut s, 3, 500, 2);
+        assert_eq!(s.lost_records, 7);
+        assert_eq!(
+            s.lost_windows,
+            vec![
+                LostWindow {
+                    start: 100,
+                    end: 200,
+                    cpu: 1,
+                    count: 5
+                },
+                LostWindow {
+                    start: 500,
+                    end: 500,
+                    cpu: 3,
+                    count: 2
+                },
+            ]
+        );
+        assert!(l.touches(150, 160));
+        assert!(l.touches(0, 100));
+        assert!(l.touches(500, 600));
+        assert!(!l.touches(201, 499));
+        assert!(!l.touches(501, 900));
+    }
+
+    #[test]
+    fn loss_windows_of_one_cpu_merge_and_stay_bounded() {
+        let mut l = Losses::default();
+        let mut s = Summary::default();
+        // a burst on one CPU: one window
+        l.saw(0, 10, false);
+        l.lost(&mut s, 0, 20, 1);
+        l.lost(&mut s, 0, 20, 1);
+        assert_eq!(s.lost_windows.len(), 1);
+        assert_eq!(s.lost_windows[0].count, 2);
+        // far more disjoint windows than kept
+        for i in 0..3 * MAX_LOST_WINDOWS as u64 {
+            let t = 1000 + i * 100;
+            l.saw(1, t, false);
+            l.lost(&mut s, 1, t + 10, 1);
+        }
+        assert!(s.lost_windows.len() <= MAX_LOST_WINDOWS);
+        assert!(l.merged_len() <= MAX_LOST_WINDOWS);
+        assert_eq!(s.lost_records, 2 + 3 * MAX_LOST_WINDOWS as u64);
+        // the early windows stay apart; the last one grew over the latest
+        assert!(l.touches(1005, 1005));
+        assert!(!l.touches(1050, 1050));
+        let last = 1000 + (3 * MAX_LOST_WINDOWS as u64 - 1) * 100;
+        assert!(l.touches(last + 5, last + 5));
+        assert!(l.touches(last - 50, last - 50));
+    }
 }

@@ -1,5 +1,5 @@
-//! Unit tests: synthetic event sequences modelled on the observed ones
-//! (`kernel-events.md` §2-§4).
+//! Unit tests: synthetic event sequences modelled on the observed ones (see
+//! docs/attribution.md, "Kernel facts the code depends on").
 
 use ioblame_decode::{CommitPhase, Dev, Event, EventKind, RaKind, Rwbs, WorkPhase};
 use ioblame_format::{BlockDevice, Task};

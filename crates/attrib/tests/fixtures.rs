@@ -147,7 +147,8 @@ fn ext4_two_writers_halves_and_overwrite_ground_truth() {
         );
     }
     // The one request holding pages of both halves' writers is split between them by
-    // sector (kernel-events.md §4h: 256 KiB of H1, 1 MiB of H2).
+    // sector (fixtures/ext4-two-writers/README.md; docs/attribution.md, "Splitting a request
+    // between acts": 256 KiB of H1, 1 MiB of H2).
     check_mixed_request(&ios, &out, 302592);
     let f = |file| ino("ext4-two-writers", file);
     assert_eq!(per("writerA", f("g_A.dat")), 8 * MIB, "{msg}");

@@ -1,0 +1,282 @@
+//! Intents and acts: kernel stacks interned and classified once each, intents (a stack plus
+//! a modifier) and acts (role + intent + file) numbered in order of first use (see
+//! docs/attribution.md, "Intents and acts" and "Intent modifiers (writeback reason)").
+
+use std::sync::Arc;
+
+use ioblame_decode::Dev;
+use rustc_hash::FxHashMap;
+
+use crate::context::{classify_stack, Symbolizer};
+use crate::contexts::NO_REASON;
+use crate::model::*;
+
+/// Interned stack id (0 = empty stack).
+pub(crate) type StackId = u32;
+
+/// What tells acts apart: role, intent, file, link, and (for the lost intent) reason and
+/// issuer.
+type ActKey = (RoleId, IntentId, Dev, u64, Via, u32, RoleId);
+
+/// Most decoded stacks remembered by address (then the map starts over).
+const STACK_BY_PTR_MAX: usize = 1 << 14;
+
+/// The stacks seen, and the intents and acts made of them.
+pub(crate) struct Intents {
+    /// Kernel symbols, to classify each new stack (direct IO, journal).
+    symbols: Option<Box<dyn Symbolizer + Send + Sync>>,
+    /// The recorder's process: its acts are flagged.
+    recorder_pid: Option<u32>,
+    /// Stacks by id.
+    stacks: Vec<Box<[u64]>>,
+    /// Their classes ([`crate::context::STACK_DIO`], ...), by id.
+    stack_flags: Vec<u8>,
+    stack_index: FxHashMap<Box<[u64]>, StackId>,
+    /// Decoded stacks by address: the decoder shares one allocation among the events with
+    /// the same stack, so most lookups are by address. Each entry holds its stack, so an
+    /// address cannot be reused by another stack while it is here. Bounded.
+    stack_by_ptr: FxHashMap<usize, (Arc<[u64]>, StackId)>,
+    /// The address of the last stack looked up (in `stack_by_ptr`, or 0) and its id.
+    last_stack: (usize, StackId),
+    intent_index: FxHashMap<(u32, StackId), IntentId>,
+    act_index: FxHashMap<ActKey, ActId>,
+}
+
+impl std::fmt::Debug for Intents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Intents")
+            .field("symbols", &self.symbols.is_some())
+            .field("stacks", &self.stacks.len())
+            .field("intents", &self.intent_index.len())
+            .field("acts", &self.act_index.len())
+            .finish()
+    }
+}
+
+impl Intents {
+    /// No stack but the empty one (id 0) yet; new stacks are classified with `symbols`,
+    /// and acts involving the process `recorder_pid` are flagged.
+    pub fn new(
+        symbols: Option<Box<dyn Symbolizer + Send + Sync>>,
+        recorder_pid: Option<u32>,
+    ) -> Intents {
+        let mut stack_index = FxHashMap::default();
+        stack_index.insert(Box::from([] as [u64; 0]), 0);
+        Intents {
+            symbols,
+            recorder_pid,
+            stacks: vec![Box::from([] as [u64; 0])],
+            stack_flags: vec![0],
+            stack_index,
+            stack_by_ptr: FxHashMap::default(),
+            last_stack: (0, 0),
+            intent_index: FxHashMap::default(),
+            act_index: FxHashMap::default(),
+        }
+    }
+
+    /// The output tables' first two intents: #0 nomem and #1 lost, both with empty stacks.
+    pub fn reserved() -> Vec<Intent> {
+        let empty = Intent {
+            modifier: 0,
+            stack: Vec::new(),
+        };
+        vec![empty.clone(), empty]
+    }
+
+    /// The id of an event's stack (the empty stack's when it has none).
+    #[inline]
+    pub fn stack(&mut self, stack: Option<&Arc<[u64]>>) -> StackId {
+        let Some(a) = stack else {
+            return self.intern_frames(&[]);
+        };
+        let key = Arc::as_ptr(a) as *const u64 as usize;
+        // Consecutive events often carry the same stack (one writer's page after page).
+        if key == self.last_stack.0 {
+            return self.last_stack.1;
+        }
+        let id = match self.stack_by_ptr.get(&key) {
+            Some(&(_, id)) => id,
+            None => {
+                let id = self.intern_frames(a);
+                if self.stack_by_ptr.len() >= STACK_BY_PTR_MAX {
+                    self.stack_by_ptr.clear();
+                }
+                self.stack_by_ptr.insert(key, (a.clone(), id));
+                id
+            }
+        };
+        self.last_stack = (key, id);
+        id
+    }
+
+    /// The id of a stack by its frames, classified when first seen.
+    fn intern_frames(&mut self, s: &[u64]) -> StackId {
+        if let Some(&id) = self.stack_index.get(s) {
+            return id;
+        }
+        let id = self.stacks.len() as StackId;
+        let b: Box<[u64]> = Box::from(s);
+        let flags = self
+            .symbols
+            .as_deref()
+            .map(|sym| classify_stack(sym, s))
+            .unwrap_or(0);
+        self.stacks.push(b.clone());
+        self.stack_flags.push(flags);
+        self.stack_index.insert(b, id);
+        id
+    }
+
+    /// The classes of stack `id` ([`crate::context::STACK_DIO`], ...).
+    #[inline]
+    pub fn flags(&self, id: StackId) -> u8 {
+        self.stack_flags[id as usize]
+    }
+
+    /// The intent of `stack` with `modifier`, appended to `intents` when new.
+    pub fn intent(&mut self, intents: &mut Vec<Intent>, modifier: u32, stack: StackId) -> IntentId {
+        if let Some(&id) = self.intent_index.get(&(modifier, stack)) {
+            return id;
+        }
+        let id = intents.len() as IntentId;
+        intents.push(Intent {
+            modifier,
+            stack: self.stacks[stack as usize].to_vec(),
+        });
+        self.intent_index.insert((modifier, stack), id);
+        id
+    }
+
+    /// The act of `role` with `intent` on `file`, linked by `via`, with writeback reason
+    /// `reason` ([`NO_REASON`] for none) and, for the lost intent, `issuer`: appended to
+    /// `tables` (with zero totals) when new.
+    #[allow(clippy::too_many_arguments)]
+    pub fn act(
+        &mut self,
+        tables: &mut Tables,
+        role: RoleId,
+        intent: IntentId,
+        file: FileKey,
+        via: Via,
+        reason: u32,
+        issuer: Option<RoleId>,
+    ) -> ActId {
+        let key = (
+            role,
+            intent,
+            file.dev,
+            file.ino,
+            via,
+            reason,
+            issuer.unwrap_or(RoleId::MAX),
+        );
+        if let Some(&id) = self.act_index.get(&key) {
+            return id;
+        }
+        let id = tables.acts.len() as ActId;
+        let recorder = self.recorder_pid.is_some_and(|p| {
+            std::iter::once(role)
+                .chain(issuer)
+                .any(|r| tables.roles[r as usize].pid == p)
+        });
+        tables.acts.push(Act {
+            role,
+            intent,
+            file,
+            via,
+            reason: (reason != NO_REASON).then_some(WbReason(reason)),
+            issuer,
+            recorder,
+        });
+        tables.totals.push(ActTotals::default());
+        self.act_index.insert(key, id);
+        id
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::{STACK_DIO, STACK_JOURNAL};
+
+    fn role(pid: u32) -> Role {
+        Role {
+            pid,
+            tid: pid,
+            comm: format!("r{pid}"),
+            generation: 0,
+        }
+    }
+
+    #[test]
+    fn stacks_are_interned_by_frames_whatever_their_allocation() {
+        let mut i = Intents::new(None, None);
+        let a: Arc<[u64]> = Arc::from(&[1u64, 2, 3][..]);
+        let b: Arc<[u64]> = Arc::from(&[1u64, 2, 3][..]);
+        let c: Arc<[u64]> = Arc::from(&[4u64][..]);
+        assert_eq!(i.stack(None), 0);
+        let sa = i.stack(Some(&a));
+        assert_eq!(sa, 1);
+        assert_eq!(i.stack(Some(&a)), sa);
+        assert_eq!(i.stack(Some(&b)), sa);
+        assert_eq!(i.stack(Some(&c)), 2);
+        assert_eq!(i.stack(Some(&a)), sa);
+        let empty: Arc<[u64]> = Arc::from(&[][..]);
+        assert_eq!(i.stack(Some(&empty)), 0);
+        assert_eq!(i.flags(sa), 0);
+    }
+
+    #[test]
+    fn stacks_are_classified_once_by_their_symbols() {
+        let sym = |a: u64| match a {
+            1 => Some("submit_bio+0x10".to_string()),
+            2 => Some("iomap_dio_rw+0x20".to_string()),
+            3 => Some("jbd2_journal_commit_transaction".to_string()),
+            _ => None,
+        };
+        let mut i = Intents::new(Some(Box::new(sym)), None);
+        let dio = i.stack(Some(&Arc::from(&[1u64, 2][..])));
+        let journal = i.stack(Some(&Arc::from(&[1u64, 3][..])));
+        let plain = i.stack(Some(&Arc::from(&[1u64, 9][..])));
+        assert_eq!(i.flags(dio), STACK_DIO);
+        assert_eq!(i.flags(journal), STACK_JOURNAL);
+        assert_eq!(i.flags(plain), 0);
+    }
+
+    #[test]
+    fn intents_and_acts_are_numbered_in_order_of_first_use() {
+        let mut i = Intents::new(None, Some(2));
+        let mut t = Tables {
+            roles: vec![role(1), role(2)],
+            intents: Intents::reserved(),
+            ..Tables::default()
+        };
+        let s = i.stack(Some(&Arc::from(&[7u64, 8][..])));
+        let w = i.intent(&mut t.intents, WbReason(2).modifier(), s);
+        let plain = i.intent(&mut t.intents, 0, s);
+        assert_eq!((w, plain), (2, 3));
+        assert_eq!(i.intent(&mut t.intents, WbReason(2).modifier(), s), w);
+        assert_eq!(t.intents[2].stack, vec![7, 8]);
+        assert_eq!(t.intents[2].modifier, 0x1000_0002);
+
+        let f = FileKey { dev: 7, ino: 12 };
+        let a = i.act(&mut t, 0, plain, f.clone(), Via::Page, NO_REASON, None);
+        assert_eq!(
+            i.act(&mut t, 0, plain, f.clone(), Via::Page, NO_REASON, None),
+            a
+        );
+        // anything in the key differing: another act
+        let b = i.act(&mut t, 0, plain, f.clone(), Via::Buffer, NO_REASON, None);
+        let c = i.act(&mut t, 0, w, f.clone(), Via::Page, 2, None);
+        let lost = i.act(&mut t, 0, INTENT_LOST, f.clone(), Via::Unknown, 2, Some(1));
+        assert_eq!((a, b, c, lost), (0, 1, 2, 3));
+        assert_eq!(t.acts.len(), t.totals.len());
+        assert_eq!(t.acts[2].reason, Some(WbReason(2)));
+        assert_eq!(t.acts[0].reason, None);
+        // the recorder (pid 2) acting or issuing
+        assert!(!t.acts[0].recorder);
+        assert!(t.acts[3].recorder);
+        assert_eq!(t.acts[3].issuer, Some(1));
+    }
+}

@@ -1,0 +1,473 @@
+//! Roles: who acts. A role is a task under one name; forks, execs, renames and tid reuse
+//! start new ones (see docs/attribution.md, "Roles: forks, exec, comm, flushers").
+//!
+//! [`Roles`] follows the tasks (forks, comm changes, execs, exits, the names kworkers take
+//! for writeback) and hands out the role of the task running now, appending new roles to
+//! the output table it is given.
+
+use std::collections::VecDeque;
+
+use ioblame_decode::Dev;
+use ioblame_format::Task;
+use rustc_hash::FxHashMap;
+
+use crate::model::{Role, RoleId};
+
+/// Exited tasks are forgotten this long after their exit (ns of trace time).
+const TASK_GRACE_NS: u64 = 30_000_000_000;
+
+/// What is known of one task (by tid).
+#[derive(Debug)]
+struct TaskState {
+    pid: u32,
+    comm: String,
+    /// Its role since it last acted under its current name, if it acted.
+    role: Option<RoleId>,
+    generation: u32,
+    /// When its exit was seen.
+    exited: Option<u64>,
+    /// An exec was seen and its second signal (perf COMM or `sched_process_exec`) may follow.
+    fresh_exec: bool,
+}
+
+impl TaskState {
+    /// A task not seen before, with generation `generation`.
+    fn new(pid: u32, comm: String, generation: u32) -> TaskState {
+        TaskState {
+            pid,
+            comm,
+            role: None,
+            generation,
+            exited: None,
+            fresh_exec: false,
+        }
+    }
+}
+
+/// The tasks of the trace and the roles they act as.
+#[derive(Debug, Default)]
+pub(crate) struct Roles {
+    tasks: FxHashMap<u32, TaskState>,
+    /// Exits in time order, for pruning `tasks`.
+    exits: VecDeque<(u64, u32)>,
+    /// The generation the next task of a pruned tid gets.
+    next_gen: FxHashMap<u32, u32>,
+    /// The `<unknown>` role, once made.
+    unknown: Option<RoleId>,
+    /// The last task [`Roles::role_for`] gave a role: `(pid, tid, role)`. Consecutive
+    /// events mostly come from one task; whatever changes `tasks` otherwise forgets it.
+    last: Option<(u32, u32, RoleId)>,
+}
+
+impl Roles {
+    /// The tasks alive when the capture started, none of which acted yet.
+    pub fn new(tasks: &[Task]) -> Roles {
+        let mut r = Roles::default();
+        for t in tasks {
+            r.tasks
+                .insert(t.tid, TaskState::new(t.pid, t.comm.clone(), 0));
+        }
+        r
+    }
+
+    /// Tasks known (alive, or exited less than [`TASK_GRACE_NS`] ago).
+    pub fn tasks_len(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// Tids whose next generation is remembered after their task was forgotten.
+    pub fn pruned_len(&self) -> usize {
+        self.next_gen.len()
+    }
+
+    /// The generation a new task with `tid` gets.
+    fn generation_of_new(next_gen: &FxHashMap<u32, u32>, tid: u32) -> u32 {
+        next_gen.get(&tid).copied().unwrap_or(0)
+    }
+
+    /// The role of the task running `tid` (in process `pid`) now, added to `roles` if new.
+    #[inline]
+    pub fn role_for(&mut self, roles: &mut Vec<Role>, pid: u32, tid: u32) -> RoleId {
+        if let Some((p, t, r)) = self.last {
+            // Nothing changed the task since: the same role, `fresh_exec` already cleared.
+            if (p, t) == (pid, tid) {
+                return r;
+            }
+        }
+        let r = self.role_for_task(roles, pid, tid);
+        self.last = Some((pid, tid, r));
+        r
+    }
+
+    fn role_for_task(&mut self, roles: &mut Vec<Role>, pid: u32, tid: u32) -> RoleId {
+        let next_gen = &self.next_gen;
+        let st = self.tasks.entry(tid).or_insert_with(|| {
+            TaskState::new(
+                pid,
+                format!("<{tid}>"),
+                Self::generation_of_new(next_gen, tid),
+            )
+        });
+        st.fresh_exec = false;
+        if st.pid != pid {
+            if st.role.is_some() {
+                // tid reuse we did not see: a new task.
+                st.generation += 1;
+                st.role = None;
+                st.exited = None;
+            }
+            st.pid = pid;
+        }
+        if let Some(r) = st.role {
+            return r;
+        }
+        let id = new_role(roles, pid, tid, st.comm.clone(), st.generation);
+        st.role = Some(id);
+        id
+    }
+
+    /// The `<unknown>` role, what IOs no known task is charged for are charged to; added to
+    /// `roles` when first needed.
+    pub fn unknown(&mut self, roles: &mut Vec<Role>) -> RoleId {
+        if let Some(r) = self.unknown {
+            return r;
+        }
+        let r = new_role(roles, 0, 0, "<unknown>".to_string(), u32::MAX);
+        self.unknown = Some(r);
+        r
+    }
+
+    /// A perf FORK record: the child `tid` takes its parent `ptid`'s name.
+    pub fn on_perf_fork(&mut self, pid: u32, tid: u32, ptid: u32) {
+        let comm = self.tasks.get(&ptid).map(|t| t.comm.clone());
+        self.on_fork(pid, tid, comm, true);
+    }
+
+    /// A fork of `tid` named `comm`: a new task, unless this fork was seen already.
+    /// `exact_pid` tells whether `pid` is the child's process (perf FORK) or only its tid
+    /// (`sched_process_fork`).
+    pub fn on_fork(&mut self, pid: u32, tid: u32, comm: Option<String>, exact_pid: bool) {
+        self.last = None;
+        let comm = comm.unwrap_or_else(|| format!("<{tid}>"));
+        match self.tasks.get_mut(&tid) {
+            Some(st) if st.exited.is_none() && st.role.is_none() => {
+                // Same fork seen twice (perf FORK and sched_process_fork), or a tid
+                // known from the start list that never acted: just refresh.
+                if exact_pid {
+                    st.pid = pid;
+                }
+                st.comm = comm;
+            }
+            Some(st) => {
+                st.generation += 1;
+                st.pid = pid;
+                st.comm = comm;
+                st.role = None;
+                st.exited = None;
+                st.fresh_exec = false;
+            }
+            None => {
+                let generation = Self::generation_of_new(&self.next_gen, tid);
+                self.tasks
+                    .insert(tid, TaskState::new(pid, comm, generation));
+            }
+        }
+    }
+
+    /// The exit of `tid` at `time`; tasks that exited long enough before are forgotten.
+    pub fn on_exit(&mut self, time: u64, tid: u32) {
+        self.last = None;
+        if let Some(st) = self.tasks.get_mut(&tid) {
+            if st.exited.is_none() {
+                st.exited = Some(time);
+                self.exits.push_back((time, tid));
+            }
+        }
+        self.prune(time);
+    }
+
+    /// Forgets tasks that exited more than [`TASK_GRACE_NS`] ago (nothing refers to a task
+    /// by its tid any more by then; roles stay in the tables). A tid that acted keeps only
+    /// its next generation, so a later task with that tid is still told apart.
+    pub fn prune(&mut self, now: u64) {
+        self.last = None;
+        while let Some(&(t, tid)) = self.exits.front() {
+            if t.saturating_add(TASK_GRACE_NS) > now {
+                break;
+            }
+            self.exits.pop_front();
+            if let Some(st) = self.tasks.get(&tid) {
+                if st.exited == Some(t) {
+                    if st.role.is_some() {
+                        self.next_gen.insert(tid, st.generation + 1);
+                    } else if st.generation > 0 {
+                        self.next_gen.insert(tid, st.generation);
+                    }
+                    self.tasks.remove(&tid);
+                }
+            }
+        }
+    }
+
+    /// A perf COMM record: `tid` is now named `comm` (`exec`: by an exec).
+    pub fn on_comm(&mut self, roles: &mut [Role], pid: u32, tid: u32, comm: &str, exec: bool) {
+        self.last = None;
+        if exec {
+            self.on_exec(roles, pid, tid, comm, true);
+            return;
+        }
+        self.rename(pid, tid, comm);
+    }
+
+    /// `tid` renamed itself `comm`.
+    fn rename(&mut self, pid: u32, tid: u32, comm: &str) {
+        let next_gen = &self.next_gen;
+        let st = self.tasks.entry(tid).or_insert_with(|| {
+            TaskState::new(pid, String::new(), Self::generation_of_new(next_gen, tid))
+        });
+        if st.comm != comm {
+            st.comm = comm.to_string();
+            // A role keeps the name it acted under (a kworker renames itself for each
+            // work item): the task's next act starts a new role with the new name.
+            st.role = None;
+        }
+    }
+
+    /// A `sched_process_exec` of `filename` by task `tid`: named after the file, as the
+    /// kernel names it (the base name, at most 15 bytes).
+    pub fn on_sched_exec(&mut self, roles: &mut [Role], tid: u32, filename: &str) {
+        let base = filename.rsplit('/').next().unwrap_or(filename);
+        let mut end = base.len().min(15);
+        while !base.is_char_boundary(end) {
+            end -= 1;
+        }
+        let comm = &base[..end];
+        let pid = self.tasks.get(&tid).map(|t| t.pid).unwrap_or(tid);
+        self.on_exec(roles, pid, tid, comm, false);
+    }
+
+    /// A kworker starting writeback work is, as the kernel names it then,
+    /// `kworker/N:M-flush-MAJ:MIN`: the name the capture read at start described whatever
+    /// work item the worker ran then, and workqueue renames make no COMM record.
+    pub fn flusher_name(&mut self, pid: u32, tid: u32, bdi: Dev) {
+        if bdi == 0 {
+            return;
+        }
+        let Some(st) = self.tasks.get(&tid) else {
+            return;
+        };
+        let Some(rest) = st.comm.strip_prefix("kworker/") else {
+            return;
+        };
+        let base = rest.split('-').next().unwrap_or(rest);
+        let name = format!(
+            "kworker/{base}-flush-{}:{}",
+            ioblame_decode::dev_major(bdi),
+            ioblame_decode::dev_minor(bdi)
+        );
+        if st.comm != name {
+            self.last = None;
+            self.rename(pid, tid, &name);
+        }
+    }
+
+    /// An exec: a new role from now on. `from_comm_record` tells which of the two signals
+    /// (perf COMM with exec, sched_process_exec) this is; the second one of a pair only
+    /// renames (the role it may have made in between with it).
+    fn on_exec(
+        &mut self,
+        roles: &mut [Role],
+        pid: u32,
+        tid: u32,
+        comm: &str,
+        from_comm_record: bool,
+    ) {
+        self.last = None;
+        match self.tasks.get_mut(&tid) {
+            Some(st) if st.fresh_exec => {
+                st.fresh_exec = false;
+                if from_comm_record || st.comm.is_empty() {
+                    st.comm = comm.to_string();
+                    if let Some(r) = st.role {
+                        roles[r as usize].comm = comm.to_string();
+                    }
+                }
+            }
+            Some(st) => {
+                if st.role.is_some() {
+                    st.generation += 1;
+                    st.role = None;
+                }
+                st.pid = pid;
+                st.comm = comm.to_string();
+                st.exited = None;
+                st.fresh_exec = true;
+            }
+            None => {
+                let generation = Self::generation_of_new(&self.next_gen, tid);
+                let mut st = TaskState::new(pid, comm.to_string(), generation);
+                st.fresh_exec = true;
+                self.tasks.insert(tid, st);
+            }
+        }
+    }
+}
+
+/// Appends a role to `roles`.
+fn new_role(roles: &mut Vec<Role>, pid: u32, tid: u32, comm: String, generation: u32) -> RoleId {
+    let id = roles.len() as RoleId;
+    roles.push(Role {
+        pid,
+        tid,
+        comm,
+        generation,
+    });
+    id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(pid: u32, tid: u32, comm: &str) -> Task {
+        Task {
+            pid,
+            tid,
+            comm: comm.into(),
+        }
+    }
+
+    fn role(roles: &[Role], id: RoleId) -> (u32, u32, &str, u32) {
+        let r = &roles[id as usize];
+        (r.pid, r.tid, r.comm.as_str(), r.generation)
+    }
+
+    #[test]
+    fn a_task_acts_as_one_role_until_renamed() {
+        let mut r = Roles::new(&[task(10, 10, "dd")]);
+        let mut roles = Vec::new();
+        let a = r.role_for(&mut roles, 10, 10);
+        assert_eq!(r.role_for(&mut roles, 10, 10), a);
+        assert_eq!(role(&roles, a), (10, 10, "dd", 0));
+        // a task not in the start list is named by its tid
+        let b = r.role_for(&mut roles, 20, 21);
+        assert_eq!(role(&roles, b), (20, 21, "<21>", 0));
+        assert_eq!(r.role_for(&mut roles, 10, 10), a);
+        // a rename after acting: a new role, same generation
+        r.on_comm(&mut roles, 10, 10, "dd2", false);
+        let c = r.role_for(&mut roles, 10, 10);
+        assert_ne!(c, a);
+        assert_eq!(role(&roles, c), (10, 10, "dd2", 0));
+        // renaming to the same name changes nothing
+        r.on_comm(&mut roles, 10, 10, "dd2", false);
+        assert_eq!(r.role_for(&mut roles, 10, 10), c);
+        assert_eq!(roles.len(), 3);
+    }
+
+    #[test]
+    fn exec_and_tid_reuse_start_new_generations() {
+        let mut r = Roles::default();
+        let mut roles = Vec::new();
+        let a = r.role_for(&mut roles, 5, 5);
+        // perf COMM with exec, then sched_process_exec of the same exec: one new role
+        r.on_comm(&mut roles, 5, 5, "sh", true);
+        r.on_sched_exec(&mut roles, 5, "/usr/bin/sh");
+        let b = r.role_for(&mut roles, 5, 5);
+        assert_eq!(role(&roles, b), (5, 5, "sh", 1));
+        assert_ne!(a, b);
+        // tid 5 now seen in another process, without a fork: a new task
+        let c = r.role_for(&mut roles, 6, 5);
+        assert_eq!(role(&roles, c), (6, 5, "sh", 2));
+        assert_eq!(roles.len(), 3);
+    }
+
+    #[test]
+    fn exec_names_are_cut_to_what_the_kernel_keeps() {
+        let mut r = Roles::default();
+        let mut roles = Vec::new();
+        r.on_sched_exec(&mut roles, 7, "/opt/a-very-long-program-name");
+        let a = r.role_for(&mut roles, 7, 7);
+        assert_eq!(role(&roles, a), (7, 7, "a-very-long-pro", 0));
+    }
+
+    #[test]
+    fn the_two_signals_of_one_exec_make_one_exec() {
+        // sched_process_exec, then the COMM record: the record's name wins
+        let mut r = Roles::default();
+        let mut roles = Vec::new();
+        r.on_sched_exec(&mut roles, 7, "/bin/sched-name");
+        r.on_comm(&mut roles, 7, 7, "perf-name", true);
+        let a = r.role_for(&mut roles, 7, 7);
+        assert_eq!(role(&roles, a), (7, 7, "perf-name", 0));
+        // the COMM record, then sched_process_exec: the record's name stays
+        let mut r = Roles::default();
+        let mut roles = Vec::new();
+        r.on_comm(&mut roles, 8, 8, "perf-name", true);
+        r.on_sched_exec(&mut roles, 8, "/bin/sched-name");
+        let b = r.role_for(&mut roles, 8, 8);
+        assert_eq!(role(&roles, b), (8, 8, "perf-name", 0));
+        // acting in between: the second signal is another exec
+        r.on_sched_exec(&mut roles, 8, "/bin/next");
+        let c = r.role_for(&mut roles, 8, 8);
+        r.on_comm(&mut roles, 8, 8, "next", true);
+        let d = r.role_for(&mut roles, 8, 8);
+        assert_eq!(role(&roles, c), (8, 8, "next", 1));
+        assert_eq!(role(&roles, d), (8, 8, "next", 2));
+    }
+
+    #[test]
+    fn forks_make_tasks_once() {
+        let mut r = Roles::new(&[task(1, 1, "parent")]);
+        let mut roles = Vec::new();
+        // perf FORK then sched_process_fork of the same fork
+        r.on_perf_fork(30, 31, 1);
+        r.on_fork(31, 31, Some("child".into()), false);
+        let a = r.role_for(&mut roles, 30, 31);
+        assert_eq!(role(&roles, a), (30, 31, "child", 0));
+        // a fork of a tid that acted: the next generation
+        r.on_fork(40, 31, None, true);
+        let b = r.role_for(&mut roles, 40, 31);
+        assert_eq!(role(&roles, b), (40, 31, "<31>", 1));
+    }
+
+    #[test]
+    fn exited_tasks_are_pruned_keeping_their_next_generation() {
+        let mut r = Roles::default();
+        let mut roles = Vec::new();
+        r.role_for(&mut roles, 9, 9);
+        r.on_exit(1_000, 9);
+        assert_eq!(r.tasks_len(), 1);
+        r.prune(1_000 + TASK_GRACE_NS - 1);
+        assert_eq!((r.tasks_len(), r.pruned_len()), (1, 0));
+        r.prune(1_000 + TASK_GRACE_NS);
+        assert_eq!((r.tasks_len(), r.pruned_len()), (0, 1));
+        // the tid reused later: told apart from the first task
+        let b = r.role_for(&mut roles, 9, 9);
+        assert_eq!(role(&roles, b), (9, 9, "<9>", 1));
+    }
+
+    #[test]
+    fn flushers_are_named_after_their_device() {
+        let mut r = Roles::new(&[task(50, 50, "kworker/u8:0-events_unbound")]);
+        let mut roles = Vec::new();
+        let a = r.role_for(&mut roles, 50, 50);
+        r.flusher_name(50, 50, (7 << 20) | 1);
+        let b = r.role_for(&mut roles, 50, 50);
+        assert_eq!(role(&roles, b).2, "kworker/u8:0-flush-7:1");
+        assert_ne!(a, b);
+        // already so named: the same role
+        r.flusher_name(50, 50, (7 << 20) | 1);
+        assert_eq!(r.role_for(&mut roles, 50, 50), b);
+    }
+
+    #[test]
+    fn the_unknown_role_is_made_once_when_needed() {
+        let mut r = Roles::default();
+        let mut roles = Vec::new();
+        let a = r.role_for(&mut roles, 1, 1);
+        let u = r.unknown(&mut roles);
+        assert_eq!(r.unknown(&mut roles), u);
+        assert_eq!(role(&roles, u), (0, 0, "<unknown>", u32::MAX));
+        assert_eq!((a, u), (0, 1));
+    }
+}
