@@ -244,7 +244,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 if err.is_some() {
                     return;
                 }
-                let a = &tables.acts[io.act as usize];
+                let a = &tables.acts[io.act.index()];
                 if a.recorder && !devs.show_recorder {
                     return;
                 }
@@ -279,7 +279,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let mut devs_with_io = std::collections::BTreeSet::new();
             let a = pipeline::analyze(&t, &sym, &sel, show_recorder, |io, tables| {
                 devs_with_io.insert(io.dev);
-                let act = &tables.acts[io.act as usize];
+                let act = &tables.acts[io.act.index()];
                 if act.recorder && !show_recorder {
                     return;
                 }

@@ -43,7 +43,7 @@ impl Totals<'_> {
                 return true;
             }
         }
-        let i = io.act as usize;
+        let i = io.act.index();
         if self.acts.len() <= i {
             self.acts.resize(i + 1, ActTotals::default());
         }
@@ -407,6 +407,7 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ioblame_attrib::RoleId;
     use ioblame_decode::synth::{builtin_format, TraceBuilder, Val};
 
     /// A one-CPU synthetic trace with `block_bio_queue`, `block_rq_issue` and
@@ -574,7 +575,7 @@ mod tests {
                     dev: 7 << 20,
                     ino: 219,
                 },
-                issuer: 0,
+                issuer: RoleId(0),
                 reason: Some(WbReason(2)),
                 bytes: 4096,
                 ios: 1,

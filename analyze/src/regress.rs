@@ -84,12 +84,12 @@ fn collect(
     let sym = pipeline::symbols_of(trace);
     let mut sync_write: Vec<u64> = Vec::new();
     let a = pipeline::analyze(trace, &sym, devs, show_recorder, |io, tables| {
-        if tables.acts[io.act as usize].recorder && !show_recorder {
+        if tables.acts[io.act.index()].recorder && !show_recorder {
             return;
         }
         set.record(io, &IoContext::for_io(tables, io));
         if io.dir == Dir::W && io.rwbs.0 & Rwbs::SYNC != 0 {
-            let i = io.act as usize;
+            let i = io.act.index();
             if sync_write.len() <= i {
                 sync_write.resize(i + 1, 0);
             }
@@ -112,11 +112,11 @@ fn act_inputs<'a>(c: &'a Collected, paths: &PathTable, show_recorder: bool) -> V
     t.acts_with_totals()
         .filter(|(_, act, tot)| (show_recorder || !act.recorder) && tot.ios.iter().any(|&n| n > 0))
         .map(|(id, act, tot)| {
-            let intent = &t.intents[act.intent as usize];
+            let intent = &t.intents[act.intent.index()];
             let reason = (intent.modifier & 0x1000_0000 != 0)
                 .then_some(WbReason(intent.modifier & 0x0fff_ffff));
             ActInput {
-                role: &t.roles[act.role as usize],
+                role: &t.roles[act.role.index()],
                 intent,
                 frames: intent
                     .stack
@@ -131,7 +131,7 @@ fn act_inputs<'a>(c: &'a Collected, paths: &PathTable, show_recorder: bool) -> V
                 reason,
                 recorder: act.recorder,
                 totals: *tot,
-                sync_write_bytes: c.sync_write[id as usize],
+                sync_write_bytes: c.sync_write[id.index()],
                 histograms: c.set.act_histograms(id).to_vec(),
             }
         })

@@ -37,7 +37,7 @@ pub fn run(
         devs_with_io.insert(io.dev);
         // The pipeline's totals leave the recorder out the same way (and say so on stderr);
         // the report keeps its own per-act totals of the IOs pushed either way.
-        if tables.acts[io.act as usize].recorder && !show_recorder {
+        if tables.acts[io.act.index()].recorder && !show_recorder {
             return;
         }
         set.record(io, &IoContext::for_io(tables, io));

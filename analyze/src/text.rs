@@ -44,7 +44,7 @@ pub fn sorted_acts(tables: &Tables, show_recorder: bool) -> Vec<ActId> {
         .map(|(id, _, _)| id)
         .collect();
     ids.sort_by_key(|&id| {
-        let t = &tables.totals[id as usize];
+        let t = &tables.totals[id.index()];
         (std::cmp::Reverse(t.total_bytes()), id)
     });
     ids
@@ -62,13 +62,13 @@ pub fn acts_table(
     // COMM and FILE are as wide as their longest entry (within reason), so columns align.
     let width = |f: &dyn Fn(&Act) -> usize, min: usize, max: usize| {
         ids.iter()
-            .map(|&id| f(&tables.acts[id as usize]))
+            .map(|&id| f(&tables.acts[id.index()]))
             .fold(min, usize::max)
             .min(max)
     };
     let comm_w = width(
         &|a| {
-            printable(&tables.roles[a.role as usize].comm)
+            printable(&tables.roles[a.role.index()].comm)
                 .chars()
                 .count()
         },
@@ -94,10 +94,10 @@ pub fn acts_table(
         "W_IOS"
     )?;
     for id in ids {
-        let a = &tables.acts[id as usize];
-        let t = &tables.totals[id as usize];
-        let role = &tables.roles[a.role as usize];
-        let intent = &tables.intents[a.intent as usize];
+        let a = &tables.acts[id.index()];
+        let t = &tables.totals[id.index()];
+        let role = &tables.roles[a.role.index()];
+        let intent = &tables.intents[a.intent.index()];
         let mut top: Vec<String> = intent
             .stack
             .iter()
@@ -147,19 +147,19 @@ pub fn acts_json(
     show_recorder: bool,
 ) -> io::Result<()> {
     for id in sorted_acts(tables, show_recorder) {
-        let a: &Act = &tables.acts[id as usize];
-        let t = &tables.totals[id as usize];
-        let role = &tables.roles[a.role as usize];
-        let intent = &tables.intents[a.intent as usize];
+        let a: &Act = &tables.acts[id.index()];
+        let t = &tables.totals[id.index()];
+        let role = &tables.roles[a.role.index()];
+        let intent = &tables.intents[a.intent.index()];
         let issuer = a.issuer.and_then(|r| tables.role(r));
         let v = serde_json::json!({
-            "act": id,
-            "role": a.role,
+            "act": id.0,
+            "role": a.role.0,
             "pid": role.pid,
             "tid": role.tid,
             "gen": role.generation,
             "comm": role.comm,
-            "intent": a.intent,
+            "intent": a.intent.0,
             "modifier": intent.modifier,
             "dev": dev_str(a.file.dev),
             "ino": a.file.ino,
@@ -203,10 +203,10 @@ pub fn iolog_entry(
     frames: &dyn Frames,
     paths: &PathTable,
 ) -> io::Result<()> {
-    let a = &tables.acts[io.act as usize];
-    let role = &tables.roles[a.role as usize];
-    let issuer = &tables.roles[io.issuer as usize];
-    let intent = &tables.intents[a.intent as usize];
+    let a = &tables.acts[io.act.index()];
+    let role = &tables.roles[a.role.index()];
+    let issuer = &tables.roles[io.issuer.index()];
+    let intent = &tables.intents[a.intent.index()];
     write!(
         out,
         "{} {} @ {} pid-{} ({}) dev={:#x} ino={:#x} gen=0x0 via={}",
@@ -258,7 +258,7 @@ pub fn iolog_entry(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ioblame_attrib::{ActTotals, FileKey, Intent, Role};
+    use ioblame_attrib::{ActTotals, FileKey, Intent, IntentId, Role, RoleId};
 
     struct NoFrames;
     impl Frames for NoFrames {
@@ -280,8 +280,8 @@ mod tests {
             generation,
         };
         let act = |role| Act {
-            role,
-            intent: 2,
+            role: RoleId(role),
+            intent: IntentId(2),
             file: FileKey {
                 dev: 7 << 20,
                 ino: 12,

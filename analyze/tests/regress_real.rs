@@ -544,7 +544,7 @@ fn fixture_acts(name: &str) -> FixtureActs {
     let (ios, out) = ioblame_attrib::attribute_trace(&trace, &decoder, ctx);
     let mut totals = vec![ActTotals::default(); out.tables.acts.len()];
     for io in &ios {
-        totals[io.act as usize].add(io.dir, io.size);
+        totals[io.act.index()].add(io.dir, io.size);
     }
     FixtureActs {
         tables: out.tables,
@@ -603,9 +603,9 @@ fn inputs_with<'a>(
         .zip(&f.totals)
         .filter(|(_, tot)| tot.ios.iter().any(|&n| n > 0))
         .map(|(act, tot)| {
-            let intent = &t.intents[act.intent as usize];
+            let intent = &t.intents[act.intent.index()];
             ioblame_baseline::ActInput {
-                role: &t.roles[act.role as usize],
+                role: &t.roles[act.role.index()],
                 intent,
                 frames: intent
                     .stack

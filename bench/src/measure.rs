@@ -143,7 +143,7 @@ pub fn measure_here(stage: &str, threads: usize, trace: &Path, sample: bool) -> 
                 let mut buf: Vec<Io> = Vec::new();
                 let (mut n, mut ios, mut bytes) = (0u64, 0u64, 0u64);
                 let mut charge = |io: &Io, totals: &mut Vec<ActTotals>| {
-                    let i = io.act as usize;
+                    let i = io.act.index();
                     if totals.len() <= i {
                         totals.resize(i + 1, ActTotals::default());
                     }

@@ -123,9 +123,9 @@ fn attribute(dir: &Path) -> (Vec<Io>, Attribution) {
 fn sum_for(set: &CounterSet, out: &Attribution, comm: &str, c: usize) -> [u64; 8] {
     let t = &out.tables;
     let mut h = [0u64; 8];
-    for (id, act) in t.acts.iter().enumerate() {
-        if t.roles[act.role as usize].comm == comm {
-            for (s, v) in set.histogram(id as u32, c).unwrap().iter().enumerate() {
+    for (id, act, _) in t.acts_with_totals() {
+        if t.roles[act.role.index()].comm == comm {
+            for (s, v) in set.histogram(id, c).unwrap().iter().enumerate() {
                 h[s] += v;
             }
         }
@@ -186,7 +186,7 @@ fn counters_count_every_direct_io_exactly() {
     let (ios, out) = attribute(&out_dir);
     assert_eq!(out.summary.lost_records, 0, "{:?}", out.summary);
     let t = &out.tables;
-    let comm_of = |io: &Io| t.roles[t.acts[io.act as usize].role as usize].comm.as_str();
+    let comm_of = |io: &Io| t.roles[t.acts[io.act.index()].role.index()].comm.as_str();
 
     // The IOs themselves: exactly the ones issued, direct, none split or merged.
     let mut w: Vec<(u64, u64)> = Vec::new();

@@ -468,7 +468,7 @@ impl Attributor {
             return;
         }
         let role = self.roles.role_for(&mut self.tables.roles, ev.pid, ev.tid);
-        if !self.tables.roles[role as usize].comm.starts_with("kworker") {
+        if !self.tables.roles[role.index()].comm.starts_with("kworker") {
             let stack = self.intents.stack(ev.stack.as_ref());
             self.dirty
                 .put_inode(bdi, ino, Dirtier { role, stack }, ev.time);

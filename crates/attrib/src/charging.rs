@@ -21,7 +21,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::context::{DevInfo, Devices, STACK_DIO, STACK_JOURNAL};
 use crate::contexts::{BioCtx, Rmap, NO_REASON, NO_TXN};
 use crate::dirty::{Dirtier, Dirty};
-use crate::intents::{Intents, StackId};
+use crate::intents::{ActKey, Intents, StackId};
 use crate::interval::{adv_off, Advance, Paint, NO_OFF};
 use crate::model::*;
 use crate::roles::Roles;
@@ -620,14 +620,28 @@ impl Charging {
                 // the IO and why.
                 let unknown = b.roles.unknown(&mut b.tables.roles);
                 let issuer = (c.issuer != unknown).then_some(c.issuer);
-                b.intents
-                    .act(b.tables, unknown, intent, file, c.via, c.reason, issuer)
+                let key = ActKey {
+                    role: unknown,
+                    intent,
+                    file,
+                    via: c.via,
+                    reason: c.reason,
+                    issuer,
+                };
+                b.intents.act(b.tables, key)
             } else {
-                b.intents
-                    .act(b.tables, c.role, intent, file, c.via, c.reason, None)
+                let key = ActKey {
+                    role: c.role,
+                    intent,
+                    file,
+                    via: c.via,
+                    reason: c.reason,
+                    issuer: None,
+                };
+                b.intents.act(b.tables, key)
             };
             let offset = self.scale(&mut b, d.disk, sector);
-            b.tables.totals[act as usize].add(dir, bytes);
+            b.tables.totals[act.index()].add(dir, bytes);
             let s = &mut *b.summary;
             s.bytes[dir.index()] += bytes;
             s.ios[dir.index()] += 1;
@@ -705,7 +719,7 @@ mod tests {
     use ioblame_format::BlockDevice;
 
     const DISK: Dev = 8 << 20;
-    const ISSUER: RoleId = 9;
+    const ISSUER: u32 = 9;
 
     fn bio(rwbs: Rwbs, s: u64, e: u64, ctx: BioCtx) -> Bio {
         Bio {
@@ -719,7 +733,7 @@ mod tests {
             e,
             rwbs,
             time: 100,
-            issuer: ISSUER,
+            issuer: RoleId(ISSUER),
             stack: 0,
             flags: 0,
             ctx,
@@ -731,15 +745,18 @@ mod tests {
     }
 
     /// Each part as `(start, end, role, via, ino)`.
-    fn who(p: &Paint<Frag>) -> Vec<(u64, u64, RoleId, Via, u64)> {
+    fn who(p: &Paint<Frag>) -> Vec<(u64, u64, u32, Via, u64)> {
         p.segs
             .iter()
-            .map(|&(a, b, f)| (a, b, f.c.role, f.c.via, f.c.ino))
+            .map(|&(a, b, f)| (a, b, f.c.role.0, f.c.via, f.c.ino))
             .collect()
     }
 
-    fn dirtier(role: RoleId) -> Dirtier {
-        Dirtier { role, stack: 0 }
+    fn dirtier(role: u32) -> Dirtier {
+        Dirtier {
+            role: RoleId(role),
+            stack: 0,
+        }
     }
 
     fn map(a: u64, b: u64, ino: u64, foff: u64) -> (u64, u64, Rmap) {
@@ -835,7 +852,7 @@ mod tests {
         assert!(p
             .segs
             .iter()
-            .all(|s| s.2.c.reason == 2 && s.2.c.issuer == ISSUER));
+            .all(|s| s.2.c.reason == 2 && s.2.c.issuer == RoleId(ISSUER)));
         // the buffer is taken; both pages the map wrote are forgotten (the one under the
         // buffer too: written either way)
         assert_eq!((d.buffers_len(), d.folios_len()), (0, 0));
@@ -894,13 +911,13 @@ mod tests {
     }
 
     /// A charge of `role` by `via` for inode `ino`.
-    fn charge(role: RoleId, via: Via, ino: u64) -> Frag {
+    fn charge(role: u32, via: Via, ino: u64) -> Frag {
         Frag {
             c: Charge {
-                role,
+                role: RoleId(role),
                 via,
                 ino,
-                ..Charge::unmatched(ISSUER, DISK, 50, w())
+                ..Charge::unmatched(RoleId(ISSUER), DISK, 50, w())
             },
             foff: NO_OFF,
         }
@@ -976,14 +993,14 @@ mod tests {
         assert!(ios.iter().all(|io| io.split));
         assert_eq!(
             ios.iter()
-                .map(|io| (io.sector, io.size, io.act, io.via))
+                .map(|io| (io.sector, io.size, io.act.0, io.via))
                 .collect::<Vec<_>>(),
             vec![(0, 8192, 0, Via::Page), (8, 4096, 1, Via::Buffer)]
         );
         assert_eq!(ios[0].wait_time, (1_000_000 - 50) / 1000);
         assert_eq!(ios[0].io_time, 2000);
         assert_eq!(t.tables.totals[0].bytes[Dir::W.index()], 8192);
-        assert_eq!(t.tables.acts[1].role, 2);
+        assert_eq!(t.tables.acts[1].role, RoleId(2));
         // the intent of both: the empty stack, no modifier
         assert_eq!(t.tables.intents.len(), 3);
         assert_eq!(t.summary.bytes[Dir::W.index()], 12288);
@@ -1001,18 +1018,18 @@ mod tests {
         t.emit(&[(0, 8, charge(ISSUER, Via::Unknown, 12))], w(), true);
         let u = t.roles.unknown(&mut t.tables.roles);
         let io = &t.charging.ios[0];
-        let act = &t.tables.acts[io.act as usize];
+        let act = &t.tables.acts[io.act.index()];
         assert_eq!(
             (act.role, act.intent, act.issuer),
-            (u, INTENT_LOST, Some(ISSUER))
+            (u, INTENT_LOST, Some(RoleId(ISSUER)))
         );
-        assert_eq!((io.issuer, io.seek_dist), (ISSUER, 0));
+        assert_eq!((io.issuer, io.seek_dist), (RoleId(ISSUER), 0));
         assert_eq!((t.summary.unknown_bytes, t.summary.unknown_ios), (4096, 1));
         let uc = t.charging.unknown_contexts();
         assert_eq!(uc.len(), 1);
         assert_eq!(
             (uc[0].file.ino, uc[0].issuer, uc[0].bytes),
-            (12, ISSUER, 4096)
+            (12, RoleId(ISSUER), 4096)
         );
     }
 

@@ -728,9 +728,27 @@ mod tests {
     #[test]
     fn consume_queues_match_walking_the_folios() {
         let owners = [
-            (Dirtier { role: 1, stack: 1 }, Via::Page),
-            (Dirtier { role: 2, stack: 1 }, Via::Page),
-            (Dirtier { role: 1, stack: 1 }, Via::Buffer),
+            (
+                Dirtier {
+                    role: RoleId(1),
+                    stack: 1,
+                },
+                Via::Page,
+            ),
+            (
+                Dirtier {
+                    role: RoleId(2),
+                    stack: 1,
+                },
+                Via::Page,
+            ),
+            (
+                Dirtier {
+                    role: RoleId(1),
+                    stack: 1,
+                },
+                Via::Buffer,
+            ),
         ];
         for seed in 1..=30u64 {
             let mut rng = Rng::new(seed);
@@ -783,8 +801,11 @@ mod tests {
 
     const DISK: Dev = 8 << 20;
 
-    fn d(role: RoleId) -> Dirtier {
-        Dirtier { role, stack: 0 }
+    fn d(role: u32) -> Dirtier {
+        Dirtier {
+            role: RoleId(role),
+            stack: 0,
+        }
     }
 
     /// What `write_folios` hands out: `(first sector, end sector, role, file offset)`.
@@ -794,10 +815,10 @@ mod tests {
         a: u64,
         b: u64,
         foff: u64,
-    ) -> Vec<(u64, u64, RoleId, u64)> {
+    ) -> Vec<(u64, u64, u32, u64)> {
         let mut out = Vec::new();
         dirty.write_folios(DISK, ino, a, b, foff, |sa, sb, o, _, off| {
-            out.push((sa, sb, o.role, off))
+            out.push((sa, sb, o.role.0, off))
         });
         out
     }
@@ -877,7 +898,7 @@ mod tests {
         let mut out = Vec::new();
         dirty.take_buffers(DISK, 0, 8, &mut out);
         assert_eq!(
-            out.iter().map(|x| x.2.owner.role).collect::<Vec<_>>(),
+            out.iter().map(|x| x.2.owner.role.0).collect::<Vec<_>>(),
             vec![1]
         );
         assert_eq!(dirty.buffers_len(), 0);
@@ -889,7 +910,7 @@ mod tests {
         out.clear();
         dirty.take_buffers(DISK, 0, 8, &mut out);
         assert_eq!(
-            out.iter().map(|x| x.2.owner.role).collect::<Vec<_>>(),
+            out.iter().map(|x| x.2.owner.role.0).collect::<Vec<_>>(),
             vec![2]
         );
     }

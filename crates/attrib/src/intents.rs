@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use ioblame_decode::Dev;
 use rustc_hash::FxHashMap;
 
 use crate::context::{classify_stack, Symbolizer};
@@ -16,7 +15,34 @@ pub(crate) type StackId = u32;
 
 /// What tells acts apart: role, intent, file, link, and (for the lost intent) reason and
 /// issuer.
-type ActKey = (RoleId, IntentId, Dev, u64, Via, u32, RoleId);
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ActKey {
+    /// The role charged.
+    pub role: RoleId,
+    /// The intent.
+    pub intent: IntentId,
+    /// The file.
+    pub file: FileKey,
+    /// How the IOs were linked.
+    pub via: Via,
+    /// The writeback reason, or [`NO_REASON`].
+    pub reason: u32,
+    /// For the lost intent: the task that queued the IO, when known.
+    pub issuer: Option<RoleId>,
+}
+
+impl std::hash::Hash for ActKey {
+    /// The fields in order, `issuer` as one number (`u32::MAX` for none): each act made
+    /// costs a lookup, kept to one word per field.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.role.hash(state);
+        self.intent.hash(state);
+        self.file.hash(state);
+        self.via.hash(state);
+        self.reason.hash(state);
+        self.issuer.map_or(u32::MAX, |r| r.0).hash(state);
+    }
+}
 
 /// Most decoded stacks remembered by address (then the map starts over).
 const STACK_BY_PTR_MAX: usize = 1 << 14;
@@ -139,7 +165,7 @@ impl Intents {
         if let Some(&id) = self.intent_index.get(&(modifier, stack)) {
             return id;
         }
-        let id = intents.len() as IntentId;
+        let id = IntentId(intents.len() as u32);
         intents.push(Intent {
             modifier,
             stack: self.stacks[stack as usize].to_vec(),
@@ -148,45 +174,24 @@ impl Intents {
         id
     }
 
-    /// The act of `role` with `intent` on `file`, linked by `via`, with writeback reason
-    /// `reason` ([`NO_REASON`] for none) and, for the lost intent, `issuer`: appended to
-    /// `tables` (with zero totals) when new.
-    #[allow(clippy::too_many_arguments)]
-    pub fn act(
-        &mut self,
-        tables: &mut Tables,
-        role: RoleId,
-        intent: IntentId,
-        file: FileKey,
-        via: Via,
-        reason: u32,
-        issuer: Option<RoleId>,
-    ) -> ActId {
-        let key = (
-            role,
-            intent,
-            file.dev,
-            file.ino,
-            via,
-            reason,
-            issuer.unwrap_or(RoleId::MAX),
-        );
+    /// The act of `key`: appended to `tables` (with zero totals) when new.
+    pub fn act(&mut self, tables: &mut Tables, key: ActKey) -> ActId {
         if let Some(&id) = self.act_index.get(&key) {
             return id;
         }
-        let id = tables.acts.len() as ActId;
+        let id = ActId(tables.acts.len() as u32);
         let recorder = self.recorder_pid.is_some_and(|p| {
-            std::iter::once(role)
-                .chain(issuer)
-                .any(|r| tables.roles[r as usize].pid == p)
+            std::iter::once(key.role)
+                .chain(key.issuer)
+                .any(|r| tables.roles[r.index()].pid == p)
         });
         tables.acts.push(Act {
-            role,
-            intent,
-            file,
-            via,
-            reason: (reason != NO_REASON).then_some(WbReason(reason)),
-            issuer,
+            role: key.role,
+            intent: key.intent,
+            file: key.file.clone(),
+            via: key.via,
+            reason: (key.reason != NO_REASON).then_some(WbReason(key.reason)),
+            issuer: key.issuer,
             recorder,
         });
         tables.totals.push(ActTotals::default());
@@ -255,28 +260,49 @@ mod tests {
         let s = i.stack(Some(&Arc::from(&[7u64, 8][..])));
         let w = i.intent(&mut t.intents, WbReason(2).modifier(), s);
         let plain = i.intent(&mut t.intents, 0, s);
-        assert_eq!((w, plain), (2, 3));
+        assert_eq!((w, plain), (IntentId(2), IntentId(3)));
         assert_eq!(i.intent(&mut t.intents, WbReason(2).modifier(), s), w);
         assert_eq!(t.intents[2].stack, vec![7, 8]);
         assert_eq!(t.intents[2].modifier, 0x1000_0002);
 
-        let f = FileKey { dev: 7, ino: 12 };
-        let a = i.act(&mut t, 0, plain, f.clone(), Via::Page, NO_REASON, None);
-        assert_eq!(
-            i.act(&mut t, 0, plain, f.clone(), Via::Page, NO_REASON, None),
-            a
-        );
+        let page = ActKey {
+            role: RoleId(0),
+            intent: plain,
+            file: FileKey { dev: 7, ino: 12 },
+            via: Via::Page,
+            reason: NO_REASON,
+            issuer: None,
+        };
+        let a = i.act(&mut t, page.clone());
+        assert_eq!(i.act(&mut t, page.clone()), a);
         // anything in the key differing: another act
-        let b = i.act(&mut t, 0, plain, f.clone(), Via::Buffer, NO_REASON, None);
-        let c = i.act(&mut t, 0, w, f.clone(), Via::Page, 2, None);
-        let lost = i.act(&mut t, 0, INTENT_LOST, f.clone(), Via::Unknown, 2, Some(1));
-        assert_eq!((a, b, c, lost), (0, 1, 2, 3));
+        let buffer = ActKey {
+            via: Via::Buffer,
+            ..page.clone()
+        };
+        let b = i.act(&mut t, buffer);
+        let wb = ActKey {
+            intent: w,
+            reason: 2,
+            ..page.clone()
+        };
+        let c = i.act(&mut t, wb);
+        let lost = ActKey {
+            intent: INTENT_LOST,
+            via: Via::Unknown,
+            reason: 2,
+            issuer: Some(RoleId(1)),
+            ..page
+        };
+        let l = i.act(&mut t, lost.clone());
+        assert_eq!(i.act(&mut t, lost), l);
+        assert_eq!((a, b, c, l), (ActId(0), ActId(1), ActId(2), ActId(3)));
         assert_eq!(t.acts.len(), t.totals.len());
         assert_eq!(t.acts[2].reason, Some(WbReason(2)));
         assert_eq!(t.acts[0].reason, None);
         // the recorder (pid 2) acting or issuing
         assert!(!t.acts[0].recorder);
         assert!(t.acts[3].recorder);
-        assert_eq!(t.acts[3].issuer, Some(1));
+        assert_eq!(t.acts[3].issuer, Some(RoleId(1)));
     }
 }

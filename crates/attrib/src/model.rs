@@ -2,18 +2,60 @@
 
 use ioblame_decode::{Dev, Rwbs};
 
-/// Index of a role in [`crate::Tables::roles`].
-pub type RoleId = u32;
-/// Index of an intent in [`crate::Tables::intents`]; also its `#NR` as ioblame prints it.
-pub type IntentId = u32;
-/// Index of an act in [`crate::Tables::acts`].
-pub type ActId = u32;
+/// An id that indexes one of the [`Tables`]: a number that prints as itself.
+macro_rules! table_id {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+        pub struct $name(pub u32);
+
+        impl $name {
+            /// The id as an index into its table.
+            #[inline]
+            pub fn index(self) -> usize {
+                self.0 as usize
+            }
+
+            /// The id of entry `i` of its table, if `i` fits an id.
+            #[inline]
+            pub fn from_index(i: usize) -> Option<$name> {
+                u32::try_from(i).ok().map($name)
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            /// The number, as `u32` prints it (with the same width, fill and alignment).
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                std::fmt::Display::fmt(&self.0, f)
+            }
+        }
+
+        impl From<$name> for u32 {
+            fn from(id: $name) -> u32 {
+                id.0
+            }
+        }
+    };
+}
+
+table_id! {
+    /// Index of a role in [`Tables::roles`].
+    RoleId
+}
+table_id! {
+    /// Index of an intent in [`Tables::intents`]; also its `#NR` as ioblame prints it.
+    IntentId
+}
+table_id! {
+    /// Index of an act in [`Tables::acts`].
+    ActId
+}
 
 /// Intent #0: ioblame's "nomem" intent (an intent could not be created).
-pub const INTENT_NOMEM: IntentId = 0;
+pub const INTENT_NOMEM: IntentId = IntentId(0);
 /// Intent #1: ioblame's "lost" intent: the origin of the IO is unknown (dirtied before the
 /// capture began, records lost, no link found).
-pub const INTENT_LOST: IntentId = 1;
+pub const INTENT_LOST: IntentId = IntentId(1);
 
 /// ioblame's direction classes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -229,26 +271,26 @@ impl Tables {
             .iter()
             .zip(&self.totals)
             .enumerate()
-            .map(|(i, (a, t))| (i as ActId, a, t))
+            .map(|(i, (a, t))| (ActId(i as u32), a, t))
     }
     /// The intents with their ids (ioblame's `#NR`), in id order.
     pub fn intents_with_ids(&self) -> impl Iterator<Item = (IntentId, &Intent)> + '_ {
         self.intents
             .iter()
             .enumerate()
-            .map(|(i, it)| (i as IntentId, it))
+            .map(|(i, it)| (IntentId(i as u32), it))
     }
     /// A role by id.
     pub fn role(&self, id: RoleId) -> Option<&Role> {
-        self.roles.get(id as usize)
+        self.roles.get(id.index())
     }
     /// An intent by id.
     pub fn intent(&self, id: IntentId) -> Option<&Intent> {
-        self.intents.get(id as usize)
+        self.intents.get(id.index())
     }
     /// An act by id.
     pub fn act(&self, id: ActId) -> Option<&Act> {
-        self.acts.get(id as usize)
+        self.acts.get(id.index())
     }
 }
 
@@ -297,4 +339,46 @@ pub struct Io {
     pub split: bool,
     /// The jbd2 transaction being committed, for journal IO issued inside a commit.
     pub journal_txn: Option<u32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_print_as_their_numbers() {
+        assert_eq!(format!("{}", ActId(42)), "42");
+        assert_eq!(
+            format!("{:>5}|{:<3}|", RoleId(7), IntentId(1)),
+            "    7|1  |"
+        );
+        assert_eq!(u32::from(INTENT_LOST), 1);
+        assert_eq!(RoleId(3).index(), 3);
+        assert_eq!(ActId::from_index(5), Some(ActId(5)));
+        assert_eq!(ActId::from_index(usize::MAX), None);
+        assert!(ActId(2) < ActId(10));
+    }
+
+    #[test]
+    fn tables_are_indexed_by_ids() {
+        let t = Tables {
+            intents: vec![
+                Intent {
+                    modifier: 0,
+                    stack: Vec::new(),
+                },
+                Intent {
+                    modifier: 0,
+                    stack: vec![1],
+                },
+            ],
+            ..Tables::default()
+        };
+        assert_eq!(t.intent(INTENT_LOST).map(|i| i.stack.len()), Some(1));
+        assert!(t.act(ActId(0)).is_none());
+        assert_eq!(
+            t.intents_with_ids().map(|(id, _)| id).collect::<Vec<_>>(),
+            vec![INTENT_NOMEM, INTENT_LOST]
+        );
+    }
 }

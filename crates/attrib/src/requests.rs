@@ -497,6 +497,7 @@ mod tests {
     use super::*;
     use crate::charging::Charge;
     use crate::interval::NO_OFF;
+    use crate::model::RoleId;
 
     const DISK: Dev = 8 << 20;
 
@@ -504,8 +505,8 @@ mod tests {
     fn frag(role: u32, qtime: u64, foff: u64) -> Frag {
         Frag {
             c: Charge {
-                role,
-                ..Charge::unmatched(0, DISK, qtime, Rwbs::parse("W"))
+                role: RoleId(role),
+                ..Charge::unmatched(RoleId(0), DISK, qtime, Rwbs::parse("W"))
             },
             foff,
         }
@@ -513,7 +514,7 @@ mod tests {
 
     /// The roles of parts, with their sectors.
     fn roles(parts: &[(u64, u64, Frag)]) -> Vec<(u64, u64, u32)> {
-        parts.iter().map(|p| (p.0, p.1, p.2.c.role)).collect()
+        parts.iter().map(|p| (p.0, p.1, p.2.c.role.0)).collect()
     }
 
     #[test]
@@ -530,7 +531,7 @@ mod tests {
         let rest: Vec<_> = p
             .map
             .iter()
-            .map(|(&(a, q), &(b, f))| (a, b, q, f.c.role))
+            .map(|(&(a, q), &(b, f))| (a, b, q, f.c.role.0))
             .collect();
         assert_eq!(rest, vec![(0, 4, 1, 1), (8, 16, 2, 2), (20, 24, 2, 2)]);
     }
@@ -602,8 +603,8 @@ mod tests {
         }
         assert_eq!(s.reissues, 0);
         assert_eq!(r.inflight_len(), 2);
-        assert_eq!(r.complete(DISK, 0, 8).unwrap().parts[0].2.c.role, 1);
-        assert_eq!(r.complete(DISK, 0, 8).unwrap().parts[0].2.c.role, 2);
+        assert_eq!(r.complete(DISK, 0, 8).unwrap().parts[0].2.c.role, RoleId(1));
+        assert_eq!(r.complete(DISK, 0, 8).unwrap().parts[0].2.c.role, RoleId(2));
     }
 
     #[test]
@@ -649,7 +650,7 @@ mod tests {
         let seq = r.next_seq();
         r.queue(DISK, seq, vec![(200, 208, frag(3, STALE_NS + 60, NO_OFF))]);
         let stale = r.sweep(STALE_NS + 55, &mut s);
-        let got: Vec<_> = stale.iter().map(|x| (x.3, x.1[0].2.c.role)).collect();
+        let got: Vec<_> = stale.iter().map(|x| (x.3, x.1[0].2.c.role.0)).collect();
         assert_eq!(got, vec![(20, 2), (50, 1)]);
         assert_eq!((s.stale_bytes, s.stale_requests), (16 * 512, 1));
         assert_eq!((r.pending_len(), r.inflight_len()), (1, 0));

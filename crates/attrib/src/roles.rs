@@ -289,7 +289,7 @@ impl Roles {
                 if from_comm_record || st.comm.is_empty() {
                     st.comm = comm.to_string();
                     if let Some(r) = st.role {
-                        roles[r as usize].comm = comm.to_string();
+                        roles[r.index()].comm = comm.to_string();
                     }
                 }
             }
@@ -315,7 +315,7 @@ impl Roles {
 
 /// Appends a role to `roles`.
 fn new_role(roles: &mut Vec<Role>, pid: u32, tid: u32, comm: String, generation: u32) -> RoleId {
-    let id = roles.len() as RoleId;
+    let id = RoleId(roles.len() as u32);
     roles.push(Role {
         pid,
         tid,
@@ -338,7 +338,7 @@ mod tests {
     }
 
     fn role(roles: &[Role], id: RoleId) -> (u32, u32, &str, u32) {
-        let r = &roles[id as usize];
+        let r = &roles[id.index()];
         (r.pid, r.tid, r.comm.as_str(), r.generation)
     }
 
@@ -468,6 +468,6 @@ mod tests {
         let u = r.unknown(&mut roles);
         assert_eq!(r.unknown(&mut roles), u);
         assert_eq!(role(&roles, u), (0, 0, "<unknown>", u32::MAX));
-        assert_eq!((a, u), (0, 1));
+        assert_eq!((a, u), (RoleId(0), RoleId(1)));
     }
 }

@@ -309,8 +309,8 @@ impl Bench {
 fn charged(ios: &[Io], t: &Tables, comm: &str, via: Via) -> u64 {
     ios.iter()
         .filter(|i| {
-            let act = &t.acts[i.act as usize];
-            t.roles[act.role as usize].comm == comm && act.via == via
+            let act = &t.acts[i.act.index()];
+            t.roles[act.role.index()].comm == comm && act.via == via
         })
         .map(|i| i.size)
         .sum()
@@ -318,7 +318,7 @@ fn charged(ios: &[Io], t: &Tables, comm: &str, via: Via) -> u64 {
 
 fn comm_bytes(ios: &[Io], t: &Tables, comm: &str) -> u64 {
     ios.iter()
-        .filter(|i| t.roles[t.acts[i.act as usize].role as usize].comm == comm)
+        .filter(|i| t.roles[t.acts[i.act.index()].role.index()].comm == comm)
         .map(|i| i.size)
         .sum()
 }
@@ -377,11 +377,12 @@ fn a_dd_fsync_ext4_charges_dd_via_page() {
     assert_eq!(first.file_offset, Some(8 * MIB));
     // one act: dd + its dirtying stack (modifier 0: fsync, not writeback work)
     assert_eq!(t.acts.len(), 1);
-    let intent = &t.intents[t.acts[0].intent as usize];
+    let intent = &t.intents[t.acts[0].intent.index()];
     assert_eq!(intent.modifier, 0);
     assert_eq!(intent.stack, DIRTY_STACK);
     assert_eq!(
-        t.acts[0].intent, 2,
+        t.acts[0].intent,
+        IntentId(2),
         "first intent after the reserved #0 and #1"
     );
     assert_eq!(out.summary.dirty_folios_left, 0);
@@ -452,8 +453,8 @@ fn b_periodic_writeback_by_flusher_charges_dirtier_with_reason() {
     assert!(ios.iter().all(|i| i.reason == Some(WbReason(3))));
     assert!(ios
         .iter()
-        .all(|i| t.roles[i.issuer as usize].comm.starts_with("kworker")));
-    let intent = &t.intents[t.acts[ios[0].act as usize].intent as usize];
+        .all(|i| t.roles[i.issuer.index()].comm.starts_with("kworker")));
+    let intent = &t.intents[t.acts[ios[0].act.index()].intent.index()];
     assert_eq!(intent.modifier, 0x1000_0003);
     assert_eq!(intent.stack, DIRTY_STACK);
 }
@@ -501,7 +502,7 @@ fn g_two_writers_then_sync() {
     assert!(ios.iter().all(|i| i.reason == Some(WbReason(2))));
     assert!(ios
         .iter()
-        .filter(|i| t.roles[t.acts[i.act as usize].role as usize].comm == "writerA")
+        .filter(|i| t.roles[t.acts[i.act.index()].role.index()].comm == "writerA")
         .all(|i| i.ino == Some(216)));
     assert_eq!(out.summary.flushes_issued, 1);
     assert_eq!(out.summary.flushes_completed, 1);
@@ -537,7 +538,7 @@ fn h_request_straddling_two_dirtiers_is_split_by_sector() {
         .iter()
         .map(|i| {
             (
-                t.roles[t.acts[i.act as usize].role as usize].comm.clone(),
+                t.roles[t.acts[i.act.index()].role.index()].comm.clone(),
                 i.size,
             )
         })
@@ -840,7 +841,7 @@ fn direct_io_is_charged_to_the_issuer() {
         .all(|i| i.ino == Some(14) && i.file_offset == Some(0)));
     // intent = the bio_queue stack
     assert_eq!(
-        t.intents[t.acts[ios[0].act as usize].intent as usize].stack,
+        t.intents[t.acts[ios[0].act.index()].intent.index()].stack,
         BIO_STACK
     );
 }
@@ -867,7 +868,7 @@ fn direct_io_by_symbol() {
             assert_eq!(charged(&ios, t, "fio", Via::Direct), 4096);
         } else {
             assert_eq!(ios[0].via, Via::Unknown);
-            assert_eq!(t.acts[ios[0].act as usize].intent, INTENT_LOST);
+            assert_eq!(t.acts[ios[0].act.index()].intent, INTENT_LOST);
             assert_eq!(out.summary.unknown_bytes, 4096);
         }
     }
@@ -1103,7 +1104,7 @@ fn journal_io_is_charged_to_jbd2_with_its_transaction() {
         .iter()
         .all(|i| i.journal_txn == Some(17) && i.ino.is_none()));
     assert_eq!(
-        t.acts[ios[0].act as usize].file,
+        t.acts[ios[0].act.index()].file,
         FileKey { dev: LOOP0, ino: 0 }
     );
     assert_eq!(out.summary.flushes_issued, 1);
@@ -1146,7 +1147,7 @@ fn pages_dirtied_before_capture_go_to_lost_with_context() {
     let t = &out.tables;
     assert!(ios
         .iter()
-        .all(|i| i.via == Via::Unknown && t.acts[i.act as usize].intent == INTENT_LOST));
+        .all(|i| i.via == Via::Unknown && t.acts[i.act.index()].intent == INTENT_LOST));
     assert!(ios.iter().all(|i| i.ino == Some(219)));
     assert_eq!(out.summary.unknown_bytes, 4 * MIB);
     let uc = &out.summary.unknown_contexts;
@@ -1159,17 +1160,14 @@ fn pages_dirtied_before_capture_go_to_lost_with_context() {
         }
     );
     assert_eq!(uc[0].reason, Some(WbReason(2)));
-    assert_eq!(
-        t.roles[uc[0].issuer as usize].comm,
-        "kworker/u8:0-flush-7:0"
-    );
+    assert_eq!(t.roles[uc[0].issuer.index()].comm, "kworker/u8:0-flush-7:0");
     assert_eq!(uc[0].bytes, 4 * MIB);
     // The act itself carries that context: the <unknown> role, the reason, the issuer.
-    let a = &t.acts[ios[0].act as usize];
-    assert_eq!(t.roles[a.role as usize].comm, "<unknown>");
+    let a = &t.acts[ios[0].act.index()];
+    assert_eq!(t.roles[a.role.index()].comm, "<unknown>");
     assert_eq!(a.reason, Some(WbReason(2)));
     assert_eq!(
-        a.issuer.map(|r| t.roles[r as usize].comm.as_str()),
+        a.issuer.map(|r| t.roles[r.index()].comm.as_str()),
         Some("kworker/u8:0-flush-7:0")
     );
 }
@@ -1207,12 +1205,12 @@ fn lost_acts_are_told_apart_by_issuer_and_reason() {
     let ctx: Vec<(u64, Option<&str>, Option<u32>)> = ios
         .iter()
         .map(|i| {
-            let a = &t.acts[i.act as usize];
+            let a = &t.acts[i.act.index()];
             assert_eq!(a.intent, INTENT_LOST);
-            assert_eq!(t.roles[a.role as usize].comm, "<unknown>");
+            assert_eq!(t.roles[a.role.index()].comm, "<unknown>");
             (
                 a.file.ino,
-                a.issuer.map(|r| t.roles[r as usize].comm.as_str()),
+                a.issuer.map(|r| t.roles[r.index()].comm.as_str()),
                 a.reason.map(|r| r.0),
             )
         })
@@ -1512,7 +1510,7 @@ fn pid_reuse_and_exec_make_new_roles() {
     let mut roles: Vec<(String, u32, u32)> = ios
         .iter()
         .map(|i| {
-            let r = &t.roles[t.acts[i.act as usize].role as usize];
+            let r = &t.roles[t.acts[i.act.index()].role.index()];
             (r.comm.clone(), r.tid, r.generation)
         })
         .collect();
@@ -1566,7 +1564,7 @@ fn rename_after_acting_starts_a_new_role() {
     let issuers: Vec<(&str, u32)> = ios
         .iter()
         .map(|i| {
-            let r = &t.roles[i.issuer as usize];
+            let r = &t.roles[i.issuer.index()];
             (r.comm.as_str(), r.generation)
         })
         .collect();
@@ -1612,7 +1610,7 @@ fn rename_after_acting_starts_a_new_role() {
     b.requests(LOOP1, 656000, 8, 2560, "W");
     let (ios, out) = b.finish();
     assert_eq!(
-        out.tables.roles[ios[0].issuer as usize].comm,
+        out.tables.roles[ios[0].issuer.index()].comm,
         "kworker/u8:1-flush-7:1"
     );
 }
@@ -1807,7 +1805,7 @@ fn same_sector_requests_in_flight_at_once() {
     assert_eq!(charged(&ios, t, "r2", Via::Read), 4096);
     assert_eq!(
         ios.iter()
-            .map(|i| t.roles[t.acts[i.act as usize].role as usize].comm.as_str())
+            .map(|i| t.roles[t.acts[i.act.index()].role.index()].comm.as_str())
             .collect::<Vec<_>>(),
         vec!["r1", "r2"],
         "first issued, first completed"
@@ -1851,7 +1849,7 @@ fn redirty_after_writeback_charges_the_new_dirtier() {
         .acts_with_totals()
         .map(|(id, _, tot)| (id, tot.bytes[Dir::W.index()]))
         .collect();
-    assert_eq!(walked, vec![(0, 4096), (1, 4096)]);
+    assert_eq!(walked, vec![(ActId(0), 4096), (ActId(1), 4096)]);
 }
 
 /// Bios whose issue is never recorded are forgotten after two minutes of trace time.
@@ -1891,9 +1889,9 @@ fn stale_pending_bios_are_swept() {
     for i in &lost {
         assert_eq!(i.size, 4096);
         assert_eq!(i.dir, Dir::W);
-        assert_eq!(t.acts[i.act as usize].intent, INTENT_LOST);
+        assert_eq!(t.acts[i.act.index()].intent, INTENT_LOST);
         assert_eq!(i.ino, Some(9), "the file is kept");
-        assert_eq!(t.roles[i.issuer as usize].comm, "fio", "the issuer is kept");
+        assert_eq!(t.roles[i.issuer.index()].comm, "fio", "the issuer is kept");
         assert_eq!(i.io_time, 0);
     }
     assert_eq!(
@@ -2000,7 +1998,7 @@ fn fsync_by_another_task_charges_the_dirtier() {
     assert_eq!(charged(&ios, t, "A", Via::Page), 2 * MIB);
     assert!(ios
         .iter()
-        .all(|i| t.roles[i.issuer as usize].comm == "C" && i.reason.is_none()));
+        .all(|i| t.roles[i.issuer.index()].comm == "C" && i.reason.is_none()));
     assert_eq!(comm_bytes(&ios, t, "C"), 0);
 }
 
@@ -2049,7 +2047,7 @@ fn stacked_remap_passes_the_charge_down() {
     assert_eq!(ios.len(), 2, "one IO per device");
     assert!(ios
         .iter()
-        .all(|i| out.tables.roles[out.tables.acts[i.act as usize].role as usize].comm == "dd"));
+        .all(|i| out.tables.roles[out.tables.acts[i.act.index()].role.index()].comm == "dd"));
     assert_eq!(ios[0].dev, LOOP1);
     assert_eq!(ios[1].dev, ZRAM1);
 }

@@ -45,9 +45,7 @@ fn bytes(ios: &[Io], out: &Attribution, comm: &str, via: Via, dir: Dir) -> u64 {
     let t = &out.tables;
     ios.iter()
         .filter(|i| {
-            i.dir == dir
-                && i.via == via
-                && t.roles[t.acts[i.act as usize].role as usize].comm == comm
+            i.dir == dir && i.via == via && t.roles[t.acts[i.act.index()].role.index()].comm == comm
         })
         .map(|i| i.size)
         .sum()
@@ -62,7 +60,7 @@ fn check_mixed_request(ios: &[Io], out: &Attribution, sector: u64) {
         .filter(|i| i.split)
         .map(|i| {
             (
-                t.roles[t.acts[i.act as usize].role as usize].comm.as_str(),
+                t.roles[t.acts[i.act.index()].role.index()].comm.as_str(),
                 i.sector,
                 i.size,
                 i.file_offset,
@@ -113,7 +111,7 @@ fn ext4_direct_write_and_read_are_charged_to_the_issuers() {
     for i in ios.iter().filter(|i| i.via == Via::Direct) {
         assert_eq!(i.ino, Some(c), "c.dat is ino {c}");
         assert!(
-            t.roles[t.acts[i.act as usize].role as usize]
+            t.roles[t.acts[i.act.index()].role.index()]
                 .comm
                 .starts_with("writerD")
                 || i.dir == Dir::R
@@ -133,14 +131,14 @@ fn ext4_two_writers_halves_and_overwrite_ground_truth() {
                 i.dir == Dir::W
                     && i.ino == Some(ino)
                     && matches!(i.via, Via::Page | Via::Buffer)
-                    && t.roles[t.acts[i.act as usize].role as usize].comm == comm
+                    && t.roles[t.acts[i.act.index()].role.index()].comm == comm
             })
             .map(|i| i.size)
             .sum()
     };
     let msg = format!("summary: {:?}", out.summary);
     for (id, a, tot) in t.acts_with_totals() {
-        let r = &t.roles[a.role as usize];
+        let r = &t.roles[a.role.index()];
         eprintln!(
             "act {id}: {} {:?} ino {} intent {} W {} B / {} IOs",
             r.comm, a.via, a.file.ino, a.intent, tot.bytes[2], tot.ios[2]
@@ -160,8 +158,7 @@ fn ext4_two_writers_halves_and_overwrite_ground_truth() {
     let sync_data: u64 = ios
         .iter()
         .filter(|i| {
-            matches!(i.via, Via::Page)
-                && t.roles[t.acts[i.act as usize].role as usize].comm == "sync"
+            matches!(i.via, Via::Page) && t.roles[t.acts[i.act.index()].role.index()].comm == "sync"
         })
         .map(|i| i.size)
         .sum();
@@ -176,7 +173,7 @@ fn ext4_two_writers_halves_and_overwrite_ground_truth() {
         .iter()
         .filter(|i| {
             i.via == Via::Journal
-                && t.roles[t.acts[i.act as usize].role as usize]
+                && t.roles[t.acts[i.act.index()].role.index()]
                     .comm
                     .starts_with("jbd2/")
         })
@@ -190,7 +187,7 @@ fn xfs_two_writers_halves_and_overwrite_ground_truth() {
     let (ios, out) = run("xfs-two-writers");
     check_conservation(&ios, &out);
     let t = &out.tables;
-    let comm = |i: &Io| t.roles[t.acts[i.act as usize].role as usize].comm.as_str();
+    let comm = |i: &Io| t.roles[t.acts[i.act.index()].role.index()].comm.as_str();
     let per = |who: &str, ino: u64| -> u64 {
         ios.iter()
             .filter(|i| {

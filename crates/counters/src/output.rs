@@ -27,8 +27,8 @@ fn counted<'a>(
     roles: &'a [Role],
 ) -> impl Iterator<Item = (ActId, &'a Act, Option<&'a Role>)> + 'a {
     acts.iter().enumerate().filter_map(move |(i, a)| {
-        let id = ActId::try_from(i).ok()?;
-        set.is_used(id).then(|| (id, a, roles.get(a.role as usize)))
+        let id = ActId::from_index(i)?;
+        set.is_used(id).then(|| (id, a, roles.get(a.role.index())))
     })
 }
 
@@ -218,7 +218,7 @@ struct JsonHeader<'a> {
 
 #[derive(Serialize)]
 struct JsonAct<'a> {
-    act: ActId,
+    act: u32,
     pid: u32,
     tid: u32,
     comm: &'a str,
@@ -251,11 +251,11 @@ pub fn json(mut w: impl Write, set: &CounterSet, acts: &[Act], roles: &[Role]) -
     writeln!(w)?;
     for (id, act, role) in counted(set, acts, roles) {
         let line = JsonAct {
-            act: id,
+            act: id.0,
             pid: role.map_or(0, |r| r.pid),
             tid: role.map_or(0, |r| r.tid),
             comm: role.map_or("", |r| &r.comm),
-            intent: act.intent,
+            intent: act.intent.0,
             dev: maj_min(act.file.dev),
             ino: act.file.ino,
             via: act.via.name(),

@@ -61,8 +61,8 @@ impl<'a> IoContext<'a> {
     /// and an empty comm when the act or its role is not in the tables.
     #[inline]
     pub fn for_act(acts: &[Act], roles: &'a [Role], act: ActId) -> IoContext<'a> {
-        acts.get(act as usize)
-            .and_then(|a| roles.get(a.role as usize))
+        acts.get(act.index())
+            .and_then(|a| roles.get(a.role.index()))
             .map_or_else(IoContext::default, |r| IoContext {
                 pid: r.tid,
                 tgid: r.pid,
@@ -266,13 +266,13 @@ impl CounterSet {
         if !self.devs.enabled(io.dev) {
             return;
         }
-        let a = io.act as usize;
+        let a = io.act.index();
         if self.used.len() <= a / 64 {
             self.used.resize(a / 64 + 1, 0);
         }
         self.used[a / 64] |= 1 << (a % 64);
         let n = self.specs.len();
-        let Some(end) = (io.act as usize)
+        let Some(end) = (io.act.index())
             .checked_mul(n)
             .and_then(|b| b.checked_add(n))
         else {
@@ -316,7 +316,7 @@ impl CounterSet {
     /// The histograms of an act, one per counter (all zero for an act never counted).
     pub fn act_histograms(&self, act: ActId) -> &[Histogram] {
         let n = self.specs.len();
-        let base = (act as usize).saturating_mul(n);
+        let base = (act.index()).saturating_mul(n);
         self.counts
             .get(base..base.saturating_add(n))
             .unwrap_or(&ZEROS[..n.min(MAX_COUNTERS)])
@@ -336,7 +336,7 @@ impl CounterSet {
     /// whether or not a counter counted it. The outputs list the acts used, as ioblame's
     /// `counters_pipe` listed "all acts which have been used".
     pub fn is_used(&self, act: ActId) -> bool {
-        let a = act as usize;
+        let a = act.index();
         self.used
             .get(a / 64)
             .is_some_and(|w| w & (1 << (a % 64)) != 0)

@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use ioblame_attrib::Dir;
+use ioblame_attrib::{ActId, Dir};
 use ioblame_counters::{CounterSet, DevError, DevSelection, IoContext};
 use ioblame_format::BlockDevice;
 
@@ -137,7 +137,7 @@ fn counter_set_honours_selection() {
     io.dev = kdev(8, 0);
     set.record(&io, &ctx);
     set.record(&io, &ctx);
-    assert_eq!(set.histogram(0, 0), Some(&[0, 0, 0, 0, 0, 0, 0, 2]));
+    assert_eq!(set.histogram(ActId(0), 0), Some(&[0, 0, 0, 0, 0, 0, 0, 2]));
     assert!(!set.devs().enabled_io(&{
         let mut i = io.clone();
         i.dev = kdev(8, 16);
@@ -165,8 +165,8 @@ fn filter_dev_names_resolve_against_the_trace() {
             set.record(&io, &ctx);
         }
     }
-    assert_eq!(set.histogram(0, 0), Some(&[0, 0, 0, 0, 0, 0, 0, 1]));
-    assert_eq!(set.histogram(0, 1), Some(&[0, 0, 0, 0, 0, 0, 0, 2]));
+    assert_eq!(set.histogram(ActId(0), 0), Some(&[0, 0, 0, 0, 0, 0, 0, 1]));
+    assert_eq!(set.histogram(ActId(0), 1), Some(&[0, 0, 0, 0, 0, 0, 0, 2]));
 
     let mut bad = CounterSet::parse_args(&[
         "R size 0 1 2 3 4 5 6 7 0",
@@ -181,7 +181,10 @@ fn filter_dev_names_resolve_against_the_trace() {
     let mut unresolved =
         CounterSet::parse_args(&["R size 0 1 2 3 4 5 6 7 0 if dev != sdb"]).unwrap();
     unresolved.record(&io_at(0, Dir::R, 10, 0), &ctx);
-    assert_eq!(unresolved.histogram(0, 0), Some(&[0, 0, 0, 0, 0, 0, 0, 1]));
+    assert_eq!(
+        unresolved.histogram(ActId(0), 0),
+        Some(&[0, 0, 0, 0, 0, 0, 0, 1])
+    );
 }
 
 /// Selecting a device without IO says so; for a partition, that its requests are counted on

@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use ioblame_attrib::{Dir, Io, Via};
+use ioblame_attrib::{ActId, Dir, Io, Via};
 use ioblame_counters::{CounterSet, Filter, IoContext};
 
 fn eval(filter: &str, io: &Io, ctx: &IoContext<'_>) -> bool {
@@ -218,9 +218,9 @@ fn filtered_counter() {
     set.record(&io, &CTX);
     set.record(&io, &IoContext::new(1, "cp"));
     // io_time 12000 is in slot 0; the 128K IO is filtered out, the comm does not matter.
-    assert_eq!(set.histogram(0, 0), Some(&[2, 0, 0, 0, 0, 0, 0, 0]));
+    assert_eq!(set.histogram(ActId(0), 0), Some(&[2, 0, 0, 0, 0, 0, 0, 0]));
     // Sizes 128K and 4K by dd; cp's 4K is filtered out.
-    assert_eq!(set.histogram(0, 1), Some(&[0, 1, 0, 0, 0, 0, 1, 0]));
+    assert_eq!(set.histogram(ActId(0), 1), Some(&[0, 1, 0, 0, 0, 0, 1, 0]));
 }
 
 #[test]

@@ -6,7 +6,7 @@ mod common;
 use std::path::PathBuf;
 
 use common::*;
-use ioblame_attrib::{Act, Dir, Io, Role, Via};
+use ioblame_attrib::{Act, ActId, Dir, Io, Role, Via};
 use ioblame_counters::{output, CounterSet, IoContext};
 
 fn golden(name: &str, actual: &str) {
@@ -354,8 +354,8 @@ fn acts_used_without_counts_are_printed() {
     let mut set = CounterSet::parse_args(&DOC_COUNTERS[..1]).unwrap();
     // Act 0 (sync_supers) writes: the read-offset counter does not count it.
     fill(&mut set, &roles, &acts, &[io_at(0, Dir::W, 4096, 0)]);
-    assert!(set.is_used(0) && !set.is_counted(0));
-    assert!(!set.is_used(1));
+    assert!(set.is_used(ActId(0)) && !set.is_counted(ActId(0)));
+    assert!(!set.is_used(ActId(1)));
     let pipe = render(
         |w, s, a, r| output::counters_pipe(w, s, a, r),
         &set,
@@ -374,11 +374,11 @@ fn acts_used_without_counts_are_printed() {
     // Merging keeps the acts used.
     let mut other = CounterSet::parse_args(&DOC_COUNTERS[..1]).unwrap();
     assert!(other.merge(&set));
-    assert!(other.is_used(0));
+    assert!(other.is_used(ActId(0)));
     // An IO on a device left out does not use its act.
     let mut sel = CounterSet::parse_args(&DOC_COUNTERS[..1])
         .unwrap()
         .with_devs(ioblame_counters::DevSelection::parse("!8:16", &[]).unwrap());
     fill(&mut sel, &roles, &acts, &[io_at(0, Dir::W, 4096, 0)]);
-    assert!(!sel.is_used(0));
+    assert!(!sel.is_used(ActId(0)));
 }

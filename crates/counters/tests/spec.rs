@@ -4,7 +4,7 @@ mod common;
 
 use std::io::Write as _;
 
-use ioblame_attrib::Dir;
+use ioblame_attrib::{ActId, Dir};
 use ioblame_counters::{
     CounterSet, CounterSpec, CountersError, Field, Location, SpecError, DEFAULT_COUNTERS,
     MAX_COUNTERS,
@@ -446,36 +446,39 @@ fn record_by_direction_and_field() {
     w2.wait_time = 10;
     set.record(&w2, &ctx);
 
-    assert_eq!(set.histogram(0, 0), Some(&[1, 1, 0, 0, 0, 0, 0, 0]));
-    assert_eq!(set.histogram(0, 1), Some(&[0, 0, 0, 0, 0, 0, 1, 0]));
-    assert_eq!(set.histogram(0, 2), Some(&[0; 8]));
+    assert_eq!(set.histogram(ActId(0), 0), Some(&[1, 1, 0, 0, 0, 0, 0, 0]));
+    assert_eq!(set.histogram(ActId(0), 1), Some(&[0, 0, 0, 0, 0, 0, 1, 0]));
+    assert_eq!(set.histogram(ActId(0), 2), Some(&[0; 8]));
     assert_eq!(
-        set.histogram(0, 3),
+        set.histogram(ActId(0), 3),
         Some(&[0; 8]),
         "wait_time 0 is below B0"
     );
     assert_eq!(
-        set.histogram(0, 4),
+        set.histogram(ActId(0), 4),
         Some(&[2, 0, 0, 0, 0, 0, 0, 0]),
         "R counted, A not"
     );
-    assert_eq!(set.histogram(1, 0), Some(&[0; 8]));
-    assert!(!set.is_counted(1));
-    assert_eq!(set.histogram(2, 2), Some(&[1, 1, 0, 0, 0, 0, 0, 0]));
+    assert_eq!(set.histogram(ActId(1), 0), Some(&[0; 8]));
+    assert!(!set.is_counted(ActId(1)));
+    assert_eq!(set.histogram(ActId(2), 2), Some(&[1, 1, 0, 0, 0, 0, 0, 0]));
     assert_eq!(
-        set.histogram(2, 3),
+        set.histogram(ActId(2), 3),
         Some(&[1, 0, 0, 0, 0, 0, 0, 0]),
         "95 >= B8 is out"
     );
-    assert_eq!(set.histogram(2, 4), Some(&[1, 0, 0, 1, 0, 0, 0, 0]));
-    assert_eq!(set.histogram(2, 5), Some(&[1, 0, 0, 0, 0, 0, 0, 1]));
-    assert_eq!(set.histogram(2, 6), None);
-    assert_eq!(set.histogram(99, 0), Some(&[0; 8]));
+    assert_eq!(set.histogram(ActId(2), 4), Some(&[1, 0, 0, 1, 0, 0, 0, 0]));
+    assert_eq!(set.histogram(ActId(2), 5), Some(&[1, 0, 0, 0, 0, 0, 0, 1]));
+    assert_eq!(set.histogram(ActId(2), 6), None);
+    assert_eq!(set.histogram(ActId(99), 0), Some(&[0; 8]));
 
     // Merging adds.
     let mut other = set.clone();
     assert!(other.merge(&set));
-    assert_eq!(other.histogram(2, 2), Some(&[2, 2, 0, 0, 0, 0, 0, 0]));
+    assert_eq!(
+        other.histogram(ActId(2), 2),
+        Some(&[2, 2, 0, 0, 0, 0, 0, 0])
+    );
     assert!(!other.merge(&CounterSet::default_set()));
 }
 

@@ -66,8 +66,8 @@ fn acts_where(ios: &[Io], out: &Attribution, keep: impl Fn(&str) -> bool) -> BTr
     let t = &out.tables;
     let mut m: BTreeMap<Key, Tot> = BTreeMap::new();
     for io in ios {
-        let act = &t.acts[io.act as usize];
-        let comm = &t.roles[act.role as usize].comm;
+        let act = &t.acts[io.act.index()];
+        let comm = &t.roles[act.role.index()].comm;
         if !keep(comm) {
             continue;
         }
@@ -239,10 +239,10 @@ fn compare(fstype: &str, strict: bool) -> bool {
         let t = &out.tables;
         let mut m: BTreeMap<Key, BTreeSet<(u32, Vec<u64>)>> = BTreeMap::new();
         for io in ios {
-            let a = &t.acts[io.act as usize];
-            let comm = &t.roles[a.role as usize].comm;
+            let a = &t.acts[io.act.index()];
+            let comm = &t.roles[a.role.index()].comm;
             if comms.contains(&comm.as_str()) {
-                let i = &t.intents[a.intent as usize];
+                let i = &t.intents[a.intent.index()];
                 let stack = i.stack[..i.stack.len().min(32)].to_vec();
                 m.entry((comm.clone(), a.via, a.file.ino))
                     .or_default()

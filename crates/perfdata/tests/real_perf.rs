@@ -198,11 +198,10 @@ fn dd_writes(c: &Converted) -> (u64, usize) {
     let mut bytes = 0;
     let mut with_stack = std::collections::BTreeSet::new();
     for io in &ios {
-        let act = &tables.acts[io.act as usize];
-        if tables.roles[act.role as usize].comm == "dd" && act.via == Via::Page && io.dir == Dir::W
-        {
+        let act = &tables.acts[io.act.index()];
+        if tables.roles[act.role.index()].comm == "dd" && act.via == Via::Page && io.dir == Dir::W {
             bytes += io.size;
-            if !tables.intents[act.intent as usize].stack.is_empty() {
+            if !tables.intents[act.intent.index()].stack.is_empty() {
                 with_stack.insert(io.act);
             }
         }

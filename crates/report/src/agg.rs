@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use ioblame_attrib::{ActTotals, Dir, Io, RoleId, Tables, Via};
+use ioblame_attrib::{ActId, ActTotals, Dir, Io, RoleId, Tables, Via};
 
 /// Most time buckets kept; past it the bucket width doubles and pairs merge.
 pub(crate) const MAX_BUCKETS: u64 = 512;
@@ -131,7 +131,7 @@ impl Aggregates {
         let base = *self.base.get_or_insert(io.queue_time.min(io.complete_time));
         let t = io.complete_time.saturating_sub(base);
         self.end = self.end.max(t);
-        let a = io.act as usize;
+        let a = io.act.index();
         // Per-act sums only for acts the tables hold (bounds the vectors by the act table).
         if a < tables.acts.len() && self.act_io_us.len() <= a {
             self.act_io_us.resize(a + 1, 0);
@@ -148,7 +148,7 @@ impl Aggregates {
             tot.add(io.dir, io.size);
         }
 
-        let role = tables.act(io.act).map_or(RoleId::MAX, |x| x.role);
+        let role = tables.act(io.act).map_or(RoleId(u32::MAX), |x| x.role);
         while t / self.bucket_ns >= MAX_BUCKETS {
             self.bucket_ns *= 2;
             let old = std::mem::take(&mut self.role_buckets);
@@ -186,8 +186,8 @@ impl Aggregates {
     }
 
     /// The io_time sum of an act (0 when it had no IO).
-    pub(crate) fn io_us(&self, act: u32) -> u64 {
-        self.act_io_us.get(act as usize).copied().unwrap_or(0)
+    pub(crate) fn io_us(&self, act: ActId) -> u64 {
+        self.act_io_us.get(act.index()).copied().unwrap_or(0)
     }
 
     /// The per-act totals of the IOs given, one per act of `tables` (so that every output
@@ -214,8 +214,8 @@ impl Aggregates {
     }
 
     /// The wait_time sum of an act.
-    pub(crate) fn wait_us(&self, act: u32) -> u64 {
-        self.act_wait_us.get(act as usize).copied().unwrap_or(0)
+    pub(crate) fn wait_us(&self, act: ActId) -> u64 {
+        self.act_wait_us.get(act.index()).copied().unwrap_or(0)
     }
 }
 
@@ -223,7 +223,7 @@ impl Aggregates {
 mod tests {
     use super::*;
 
-    use ioblame_attrib::{Act, ActTotals, FileKey, Role, Tables};
+    use ioblame_attrib::{Act, ActTotals, FileKey, Role, Tables, INTENT_LOST};
     use ioblame_decode::Rwbs;
 
     fn io(i: u64, t: u64) -> Io {
@@ -240,8 +240,8 @@ mod tests {
             io_time: i % 5000,
             offset: (i % 65536) as u32,
             seek_dist: 0,
-            issuer: 0,
-            act: (i % 3) as u32,
+            issuer: RoleId(0),
+            act: ActId((i % 3) as u32),
             via: Via::Read,
             reason: None,
             ino: None,
@@ -254,8 +254,8 @@ mod tests {
     #[test]
     fn aggregates_stay_bounded() {
         let act = |role| Act {
-            role,
-            intent: 1,
+            role: RoleId(role),
+            intent: INTENT_LOST,
             file: FileKey { dev: 1, ino: 0 },
             via: Via::Read,
             reason: None,
@@ -300,7 +300,7 @@ mod tests {
         let ios: u64 = a.act_totals.iter().map(|t| t.total_ios()).sum();
         assert_eq!(ios, (0..n).filter(|i| i % 3 != 2).count() as u64);
         let want: u64 = (0..n).filter(|i| i % 3 == 0).map(|i| i % 5000).sum();
-        assert_eq!(a.io_us(0), want);
+        assert_eq!(a.io_us(ActId(0)), want);
         let lat: u64 = a.latency[1].iter().flatten().sum();
         assert_eq!(lat, n);
     }

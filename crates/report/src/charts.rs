@@ -157,7 +157,7 @@ fn field_desc(field: Field) -> &'static str {
 
 /// A label for an act in legends: `comm #intent act N`.
 pub(crate) fn act_label(t: &Tables, id: ActId) -> String {
-    let intent = t.act(id).map_or(0, |a| a.intent);
+    let intent = t.act(id).map_or(0, |a| a.intent.0);
     // `act_comm` is already escaped: cut it without escaping it twice.
     let comm = act_comm(t, id);
     let mut short: String = comm.chars().take(16).collect();

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use ioblame_attrib::{Symbolizer, Tables, INTENT_LOST, INTENT_NOMEM};
+use ioblame_attrib::{ActId, IntentId, Symbolizer, Tables, INTENT_LOST, INTENT_NOMEM};
 
 use crate::util::{frame_name, modifier_reason};
 
@@ -32,8 +32,12 @@ fn clean(s: &str) -> String {
 /// intent has one (`[wb:sync]`), then the role's comm as the leaf. Intents without a stack
 /// show as `[lost]` / `[nomem]` / `[no stack]`. `weight(act)` gives each act's weight; zero
 /// weights are left out.
-pub fn folded_stacks(t: &Tables, sym: &dyn Symbolizer, weight: impl Fn(u32) -> u64) -> Vec<String> {
-    let mut names: BTreeMap<u32, String> = BTreeMap::new();
+pub fn folded_stacks(
+    t: &Tables,
+    sym: &dyn Symbolizer,
+    weight: impl Fn(ActId) -> u64,
+) -> Vec<String> {
+    let mut names: BTreeMap<IntentId, String> = BTreeMap::new();
     let mut acc: BTreeMap<String, u64> = BTreeMap::new();
     for (id, a, _) in t.acts_with_totals() {
         let w = weight(id);

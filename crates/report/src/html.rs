@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use ioblame_attrib::{Symbolizer, Tables};
+use ioblame_attrib::{ActId, IntentId, Symbolizer, Tables};
 
 use crate::summary_text::intent_frames;
 use crate::util::{act_comm, dev_str, html_escape as esc, human_bytes, human_us, modifier_reason};
@@ -74,7 +74,7 @@ fn txt_nowrap(out: &mut String, text: &str) {
 /// The acts table (the given acts, in order).
 pub(crate) fn acts_table(
     t: &Tables,
-    acts: &[u32],
+    acts: &[ActId],
     io_us: &[u64],
     paths: &std::collections::BTreeMap<ioblame_attrib::FileKey, String>,
     sym: &dyn Symbolizer,
@@ -85,11 +85,11 @@ pub(crate) fn acts_table(
 <th>IOs</th><th>device time</th><th>frames (innermost first)</th></tr></thead><tbody>\n",
     );
     for &id in acts {
-        let (Some(a), Some(tot)) = (t.act(id), t.totals.get(id as usize)) else {
+        let (Some(a), Some(tot)) = (t.act(id), t.totals.get(id.index())) else {
             continue;
         };
         o.push_str("<tr>");
-        num(&mut o, id.into(), &id.to_string());
+        num(&mut o, id.0.into(), &id.to_string());
         txt(&mut o, &act_comm(t, id));
         // The task's own pid (its thread id, as ioblame's `pid-N`), and its process when the
         // task is not the main thread.
@@ -100,7 +100,7 @@ pub(crate) fn acts_table(
             _ => tid.to_string(),
         };
         num(&mut o, tid.into(), &text);
-        num(&mut o, a.intent.into(), &format!("#{}", a.intent));
+        num(&mut o, a.intent.0.into(), &format!("#{}", a.intent));
         txt(
             &mut o,
             &format!(
@@ -123,7 +123,7 @@ pub(crate) fn acts_table(
             num(&mut o, tot.bytes[d], &human_bytes(tot.bytes[d]));
         }
         num(&mut o, tot.total_ios(), &tot.total_ios().to_string());
-        let us = io_us.get(id as usize).copied().unwrap_or(0);
+        let us = io_us.get(id.index()).copied().unwrap_or(0);
         num(&mut o, us, &human_us(us));
         txt(&mut o, &intent_frames(t, sym, a.intent, 6));
         o.push_str("</tr>\n");
@@ -134,14 +134,10 @@ pub(crate) fn acts_table(
 
 /// The intents table: intents with IO, most bytes first, at most `max`.
 pub(crate) fn intents_table(t: &Tables, sym: &dyn Symbolizer, max: usize) -> String {
-    let mut per: Vec<(u32, u64, u64, u64)> = t
-        .intents
-        .iter()
-        .enumerate()
-        .map(|(i, _)| (i as u32, 0, 0, 0))
-        .collect();
+    let mut per: Vec<(IntentId, u64, u64, u64)> =
+        t.intents_with_ids().map(|(i, _)| (i, 0, 0, 0)).collect();
     for (_, a, tot) in t.acts_with_totals() {
-        if let Some(e) = per.get_mut(a.intent as usize) {
+        if let Some(e) = per.get_mut(a.intent.index()) {
             e.1 += tot.total_bytes();
             e.2 += tot.total_ios();
             e.3 += 1;
@@ -156,7 +152,7 @@ pub(crate) fn intents_table(t: &Tables, sym: &dyn Symbolizer, max: usize) -> Str
     for (id, bytes, ios, acts) in per.into_iter().take(max) {
         let m = t.intent(id).map_or(0, |i| i.modifier);
         o.push_str("<tr>");
-        num(&mut o, id.into(), &format!("#{id}"));
+        num(&mut o, id.0.into(), &format!("#{id}"));
         txt(&mut o, modifier_reason(m).map_or("-", |r| r.name()));
         num(&mut o, bytes, &human_bytes(bytes));
         num(&mut o, ios, &ios.to_string());

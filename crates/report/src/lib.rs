@@ -47,7 +47,7 @@ mod util;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use ioblame_attrib::{FileKey, Io, Summary, Symbolizer, Tables};
+use ioblame_attrib::{ActId, FileKey, Io, RoleId, Summary, Symbolizer, Tables};
 use ioblame_counters::CounterSet;
 use ioblame_format::{BlockDevice, Header};
 
@@ -275,7 +275,7 @@ impl ReportWriter {
             ),
         ] {
             let lines = folded_stacks(t, sym, |a| match w {
-                Weight::Bytes => t.totals.get(a as usize).map_or(0, |x| x.total_bytes()),
+                Weight::Bytes => t.totals.get(a.index()).map_or(0, |x| x.total_bytes()),
                 Weight::IoTime => agg.io_us(a),
             });
             let folded = p(&format!("flame-{name}.folded"));
@@ -317,9 +317,9 @@ impl ReportWriter {
                 charts::svg_string(&path, |root| charts::counter_chart(root, i, spec, &series))?;
             svg_chart(&mut files, name, format!("Counter #{i}: {spec}"), svg)?;
         }
-        let mut roles: Vec<(u32, u64)> = agg.role_bytes.iter().map(|(&r, &b)| (r, b)).collect();
+        let mut roles: Vec<(RoleId, u64)> = agg.role_bytes.iter().map(|(&r, &b)| (r, b)).collect();
         roles.sort_by_key(|&(r, b)| (std::cmp::Reverse(b), r));
-        let roles: Vec<u32> = roles
+        let roles: Vec<RoleId> = roles
             .into_iter()
             .take(input.top_chart_roles)
             .map(|x| x.0)
@@ -447,7 +447,7 @@ impl ReportWriter {
                 .collect();
             facts.push(("devices".to_string(), devs.join(", ")));
         }
-        let top: Vec<u32> = by_bytes.iter().copied().take(input.top_table).collect();
+        let top: Vec<ActId> = by_bytes.iter().copied().take(input.top_table).collect();
         let acts_html = html::acts_table(t, &top, &agg.act_io_us, &input.paths, sym);
         let intents_html = html::intents_table(t, sym, input.top_table);
         // Overview charts first, then the counters (drawn first above).

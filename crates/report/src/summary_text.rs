@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use ioblame_attrib::{ActId, Dir, Summary, Symbolizer, Tables, Via};
+use ioblame_attrib::{ActId, Dir, IntentId, Summary, Symbolizer, Tables, Via};
 
 use crate::util::{
     act_comm, dev_str, frame_name, human_bytes, human_us, modifier_reason, printable, task_ids,
@@ -43,20 +43,25 @@ pub(crate) fn acts_by_bytes(t: &Tables) -> Vec<ActId> {
         .filter(|(_, _, tot)| tot.total_ios() > 0)
         .map(|(id, _, _)| id)
         .collect();
-    ids.sort_by_key(|&id| (std::cmp::Reverse(t.totals[id as usize].total_bytes()), id));
+    ids.sort_by_key(|&id| (std::cmp::Reverse(t.totals[id.index()].total_bytes()), id));
     ids
 }
 
 /// Acts with IO, most device time first (ties by bytes, then id).
 pub(crate) fn acts_by_io_time(t: &Tables, io_us: &[u64]) -> Vec<ActId> {
     let mut ids = acts_by_bytes(t);
-    ids.sort_by_key(|&id| std::cmp::Reverse(io_us.get(id as usize).copied().unwrap_or(0)));
+    ids.sort_by_key(|&id| std::cmp::Reverse(io_us.get(id.index()).copied().unwrap_or(0)));
     ids
 }
 
 /// The first `n` frames of an intent, innermost first, joined by ` <- ` (with the writeback
 /// reason in front where the intent has one).
-pub(crate) fn intent_frames(t: &Tables, sym: &dyn Symbolizer, intent: u32, n: usize) -> String {
+pub(crate) fn intent_frames(
+    t: &Tables,
+    sym: &dyn Symbolizer,
+    intent: IntentId,
+    n: usize,
+) -> String {
     let Some(it) = t.intent(intent) else {
         return "?".to_string();
     };
@@ -95,11 +100,11 @@ fn pct(part: u64, whole: u64) -> String {
 
 fn act_line(out: &mut String, n: usize, id: ActId, inp: &SummaryInput<'_>, sym: &dyn Symbolizer) {
     let t = inp.tables;
-    let (Some(a), Some(tot)) = (t.act(id), t.totals.get(id as usize)) else {
+    let (Some(a), Some(tot)) = (t.act(id), t.totals.get(id.index())) else {
         return;
     };
     let task = task_ids(t.role(a.role));
-    let io_us = inp.act_io_us.get(id as usize).copied().unwrap_or(0);
+    let io_us = inp.act_io_us.get(id.index()).copied().unwrap_or(0);
     let file = match inp.paths.get(&a.file) {
         Some(p) => printable(p).into_owned(),
         None if a.file.ino == 0 => format!("{} (no inode)", dev_str(a.file.dev)),

@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
-use ioblame_attrib::{Dir, FileKey, Io, Symbolizer, Tables};
+use ioblame_attrib::{ActId, Dir, FileKey, Io, RoleId, Symbolizer, Tables};
 use ioblame_counters::{CounterSet, SLOTS};
 use polars::prelude::*;
 
@@ -92,7 +92,7 @@ impl IoColumns {
         self.issuer_pid.push(issuer.map_or(0, |r| r.pid));
         self.issuer_comm
             .push(issuer.map_or_else(String::new, |r| r.comm.clone()));
-        self.act.push(io.act);
+        self.act.push(io.act.0);
         self.via.push(io.via.name());
         self.reason.push(io.reason.map(|r| r.name()));
         self.ino.push(io.ino);
@@ -276,14 +276,14 @@ pub(crate) fn write_acts(path: &Path, t: &Tables, agg: &Aggregates) -> Result<()
     let (mut io_us, mut wait_us) = (vec![], vec![]);
     for (id, a, tot) in t.acts_with_totals() {
         let role = t.role(a.role);
-        c.0.push(id);
-        c.1.push(a.role);
+        c.0.push(id.0);
+        c.1.push(a.role.0);
         c.2.push(role.map_or(0, |r| r.pid));
         c.3.push(role.map_or(0, |r| r.tid));
         c.4.push(role.map_or_else(String::new, |r| r.comm.clone()));
         c.5.push(tot.total_bytes());
         let m = t.intent(a.intent).map_or(0, |i| i.modifier);
-        intent.push(a.intent);
+        intent.push(a.intent.0);
         modifier.push(m);
         reason.push(modifier_reason(m).map(|r| r.name()));
         dev.push(dev_str(a.file.dev));
@@ -371,7 +371,7 @@ pub(crate) fn write_intents(
     let (mut id, mut modifier, mut reason, mut depth, mut rows) =
         (vec![], vec![], vec![], vec![], vec![]);
     for (i, it) in t.intents_with_ids() {
-        id.push(i);
+        id.push(i.0);
         modifier.push(it.modifier);
         reason.push(modifier_reason(it.modifier).map(|r| r.name()));
         depth.push(it.stack.len() as u32);
@@ -398,8 +398,8 @@ pub(crate) fn write_roles(path: &Path, t: &Tables) -> Result<(), ReportError> {
     let (mut id, mut pid, mut tid, mut comm, mut gen, mut rows) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
     for (i, r) in t.roles.iter().enumerate() {
-        let i = i as u32;
-        id.push(i);
+        let i = RoleId(i as u32);
+        id.push(i.0);
         pid.push(r.pid);
         tid.push(r.tid);
         comm.push(r.comm.as_str());
@@ -447,14 +447,14 @@ pub(crate) fn write_histograms(
     let (mut act, mut counter, mut spec, mut slot, mut lo, mut hi, mut count) =
         (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
     let n_acts = t.acts.len().max(set.act_capacity());
-    for a in 0..n_acts as u32 {
+    for a in (0..n_acts as u32).map(ActId) {
         if !set.is_used(a) {
             continue;
         }
         for (c, h) in set.act_histograms(a).iter().enumerate() {
             let b = &set.specs()[c].bounds;
             for s in 0..SLOTS {
-                act.push(a);
+                act.push(a.0);
                 counter.push(c as u32);
                 spec.push(specs[c].as_str());
                 slot.push(s as u32);

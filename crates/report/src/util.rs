@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-use ioblame_attrib::{Symbolizer, Tables, WbReason};
+use ioblame_attrib::{ActId, Symbolizer, Tables, WbReason};
 pub use ioblame_counters::output::printable;
 use ioblame_decode::{dev_major, dev_minor};
 
@@ -72,7 +72,7 @@ pub fn task_ids(role: Option<&ioblame_attrib::Role>) -> String {
 
 /// The comm of an act's role (`?` when unknown or empty), control characters escaped
 /// ([`printable`]).
-pub fn act_comm(tables: &Tables, act: u32) -> Cow<'_, str> {
+pub fn act_comm(tables: &Tables, act: ActId) -> Cow<'_, str> {
     tables
         .act(act)
         .and_then(|a| tables.role(a.role))

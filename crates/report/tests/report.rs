@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{fixture, out_dir, sym, write_report};
+use ioblame_attrib::{ActId, RoleId};
 use ioblame_report::{folded_stacks, summary_text, SummaryInput, IOS_ROW_GROUP};
 use polars::prelude::*;
 
@@ -42,7 +43,7 @@ fn summary_text_golden() {
     let f = fixture(0);
     let mut io_us = vec![0u64; f.tables.acts.len()];
     for io in &f.ios {
-        io_us[io.act as usize] += io.io_time;
+        io_us[io.act.index()] += io.io_time;
     }
     let files = vec!["report.html".to_string(), "ios.parquet".to_string()];
     let text = summary_text(
@@ -132,11 +133,12 @@ fn parquet_round_trip_polars() {
     // Histograms: every counted act x counter x slot, counts equal to the counter set.
     let h = read_parquet(&dir.join("histograms.parquet"));
     let counted = (0..f.tables.acts.len() as u32)
+        .map(ActId)
         .filter(|&a| f.counters.is_used(a))
         .count();
     assert_eq!(h.height(), counted * f.counters.len() * 8);
     let mut want = 0;
-    for a in 0..f.tables.acts.len() as u32 {
+    for a in (0..f.tables.acts.len() as u32).map(ActId) {
         want += f.counters.act_histograms(a).iter().flatten().sum::<u64>();
     }
     assert_eq!(sum_u64(&h, "count"), want);
@@ -200,11 +202,17 @@ fn parquet_duckdb() {
     assert_eq!(j("roles_bytes"), total.to_string());
     assert_eq!(j("files_bytes"), total.to_string());
     let hist_total: u64 = (0..f.tables.acts.len() as u32)
-        .map(|a| f.counters.act_histograms(a).iter().flatten().sum::<u64>())
+        .map(|a| {
+            f.counters
+                .act_histograms(ActId(a))
+                .iter()
+                .flatten()
+                .sum::<u64>()
+        })
         .sum();
     assert_eq!(j("histogram_count"), hist_total.to_string());
     // Counter 2 (W size) of act 0, slot by slot with bounds (upper null = unbounded).
-    let h = f.counters.histogram(0, 2).unwrap();
+    let h = f.counters.histogram(ActId(0), 2).unwrap();
     let b = [0u64, 4096, 8192, 16384, 32768, 65536, 131072, 524288];
     let want: Vec<String> = (0..8)
         .map(|s| {
@@ -313,7 +321,7 @@ fn charts_and_flame_graphs() {
             .any(|l| l.starts_with("0xffffffff81000000;ext4_file_write_iter;")),
         "unknown frames in hex: {folded}"
     );
-    let lines = folded_stacks(&f.tables, &sym, |a| u64::from(a == 2));
+    let lines = folded_stacks(&f.tables, &sym, |a| u64::from(a == ActId(2)));
     assert_eq!(lines, ["jbd2_journal_commit_transaction;jbd2/sda1-8 1"]);
     let flame = svg_doc(&dir.join("flame-bytes.svg"));
     assert!(flame.contains("ksys_write"), "{flame}");
@@ -433,8 +441,10 @@ fn offset_charts_per_device() {
 fn flame_graph_towers_are_code_paths() {
     let mut f = fixture(0);
     // Acts 1 and 5 both read through intent 3; give them different roles.
-    f.tables.acts[1].role = 0;
-    let lines = folded_stacks(&f.tables, &sym, |a| u64::from(a == 1 || a == 5) * 10);
+    f.tables.acts[1].role = RoleId(0);
+    let lines = folded_stacks(&f.tables, &sym, |a| {
+        u64::from(a == ActId(1) || a == ActId(5)) * 10
+    });
     assert_eq!(
         lines,
         [
@@ -619,8 +629,8 @@ fn write_report_of(
 fn per_act(ios: &[&ioblame_attrib::Io], n: usize) -> Vec<([u64; 3], u64)> {
     let mut v = vec![([0u64; 3], 0u64); n];
     for io in ios {
-        v[io.act as usize].0[io.dir.index()] += io.size;
-        v[io.act as usize].1 += 1;
+        v[io.act.index()].0[io.dir.index()] += io.size;
+        v[io.act.index()].1 += 1;
     }
     v
 }
@@ -631,7 +641,7 @@ fn per_act(ios: &[&ioblame_attrib::Io], n: usize) -> Vec<([u64; 3], u64)> {
 fn summary_counts_only_the_ios_given() {
     let f = fixture(0);
     // Leave out the direct writes (act 3) and the unknown ones (act 4).
-    let keep = |io: &ioblame_attrib::Io| io.act != 3 && io.act != 4;
+    let keep = |io: &ioblame_attrib::Io| io.act != ActId(3) && io.act != ActId(4);
     let kept: Vec<_> = f.ios.iter().filter(|io| keep(io)).collect();
     let r = write_report_of(&f, &out_dir("summary-subset"), keep);
     let total: u64 = kept.iter().map(|i| i.size).sum();
@@ -744,7 +754,7 @@ fn control_characters_are_escaped() {
 #[test]
 fn tables_count_only_the_ios_given() {
     let f = fixture(0);
-    let keep = |io: &ioblame_attrib::Io| io.act != 0;
+    let keep = |io: &ioblame_attrib::Io| io.act != ActId(0);
     let kept: Vec<_> = f.ios.iter().filter(|io| keep(io)).collect();
     let dir = out_dir("tables-subset");
     let r = write_report_of(&f, &dir, keep);

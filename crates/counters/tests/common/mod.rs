@@ -1,7 +1,7 @@
 //! Hand-built attribution objects for the tests.
 #![allow(dead_code)]
 
-use ioblame_attrib::{Act, Dir, FileKey, Intent, Io, Role, Via, WbReason};
+use ioblame_attrib::{Act, ActId, Dir, FileKey, Intent, IntentId, Io, Role, RoleId, Via, WbReason};
 use ioblame_decode::Rwbs;
 
 /// Kernel encoding of MAJ:MIN.
@@ -24,8 +24,8 @@ pub fn io() -> Io {
         io_time: 0,
         offset: 0,
         seek_dist: 0,
-        issuer: 0,
-        act: 0,
+        issuer: RoleId(0),
+        act: ActId(0),
         via: Via::Read,
         reason: None,
         ino: None,
@@ -38,7 +38,7 @@ pub fn io() -> Io {
 /// An IO of direction `dir` with `size` bytes at scaled `offset`, charged to `act`.
 pub fn io_at(act: u32, dir: Dir, size: u64, offset: u32) -> Io {
     Io {
-        act,
+        act: ActId(act),
         dir,
         size,
         offset,
@@ -64,8 +64,8 @@ pub fn role(pid: u32, comm: &str) -> Role {
 /// An act.
 pub fn act(role: u32, intent: u32, dev: u32, ino: u64, via: Via) -> Act {
     Act {
-        role,
-        intent,
+        role: RoleId(role),
+        intent: IntentId(intent),
         file: FileKey { dev, ino },
         via,
         reason: None,

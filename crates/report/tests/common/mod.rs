@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use ioblame_attrib::{
-    Act, ActTotals, Dir, FileKey, Intent, Io, Role, Summary, Tables, Via, WbReason,
+    Act, ActId, ActTotals, Dir, FileKey, Intent, IntentId, Io, Role, RoleId, Summary, Tables, Via,
+    WbReason,
 };
 use ioblame_counters::{CounterSet, IoContext};
 use ioblame_decode::Rwbs;
@@ -50,8 +51,8 @@ fn role(pid: u32, comm: &str) -> Role {
 
 fn act(role: u32, intent: u32, ino: u64, via: Via) -> Act {
     Act {
-        role,
-        intent,
+        role: RoleId(role),
+        intent: IntentId(intent),
         file: FileKey { dev: DEV, ino },
         via,
         reason: None,
@@ -160,8 +161,8 @@ pub fn fixture(n_extra: usize) -> Fixture {
             io_time: iot,
             offset: ((i as u64 * 7919 + sector) % 65536) as u32,
             seek_dist: (i as u32 * 97) % 65536,
-            issuer,
-            act: a,
+            issuer: RoleId(issuer),
+            act: ActId(a),
             via,
             reason,
             ino: Some(tables.acts[a as usize].file.ino).filter(|&x| x != 0),
@@ -175,7 +176,7 @@ pub fn fixture(n_extra: usize) -> Fixture {
     let mut counters = CounterSet::default_set();
     let mut summary = Summary::default();
     for io in &ios {
-        tables.totals[io.act as usize].add(io.dir, io.size);
+        tables.totals[io.act.index()].add(io.dir, io.size);
         summary.bytes[io.dir.index()] += io.size;
         summary.ios[io.dir.index()] += 1;
         if io.via == Via::Unknown {
