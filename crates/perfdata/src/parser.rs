@@ -12,12 +12,12 @@ use std::io::BufReader;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
-use linux_perf_data::linux_perf_event_reader::{PerfEventAttr, RawEventRecord};
+use linux_perf_data::linux_perf_event_reader::{PerfEventAttr, RawEventRecord, RecordType};
 use linux_perf_data::{
     Feature, PerfFile, PerfFileReader, PerfFileRecord, PerfRecordIter, UserRecordType,
 };
 
-use crate::errors::PerfDataError;
+use crate::errors::{Corruption, PerfDataError};
 
 /// Runs `f`, a call into the parser about the file `path`; a panic in it becomes
 /// [`PerfDataError::ParserPanicked`] with the panic's message.
@@ -89,14 +89,24 @@ pub(crate) struct EventRecord<'a> {
 
 impl EventRecord<'_> {
     /// The time and CPU the parser reads from the record's sample fields (SAMPLE) or
-    /// `sample_id` trailer (other types), or the parser's error.
-    pub fn time_and_cpu(
-        &self,
-    ) -> Result<Result<(Option<u64>, Option<u32>), std::io::Error>, PerfDataError> {
-        guarded(self.path, || {
-            self.raw.common_data().map(|c| (c.timestamp, c.cpu))
-        })
+    /// `sample_id` trailer (other types); the parser's error about them is a
+    /// [`Corruption::Record`].
+    pub fn time_and_cpu(&self) -> Result<(Option<u64>, Option<u32>), PerfDataError> {
+        guarded(self.path, || self.raw.common_data())?
+            .map(|c| (c.timestamp, c.cpu))
+            .map_err(|source| PerfDataError::Corrupt {
+                path: self.path.to_path_buf(),
+                what: Corruption::Record {
+                    kind: record_name(self.kind),
+                    source,
+                },
+            })
     }
+}
+
+/// The name of record type `t` (`MMAP`, `SAMPLE`, ...).
+pub(crate) fn record_name(t: u32) -> String {
+    format!("{:?}", RecordType(t))
 }
 
 /// A perf.data file opened by the parser: its header and feature sections, and its records

@@ -12,12 +12,12 @@
 use std::collections::BTreeMap;
 
 use ioblame_format::{ByteOrder, ChunkBuilder, EncodedChunk};
-use linux_perf_data::linux_perf_event_reader::{RecordType, SampleFormat};
+use linux_perf_data::linux_perf_event_reader::SampleFormat;
 
 use crate::attrs::AttrInfo;
 use crate::errors::{Corruption, PerfDataError};
 use crate::layout::{put16, put32, put64, u32_at, u64_at};
-use crate::parser::{Parser, Record};
+use crate::parser::{record_name, Parser, Record};
 
 /// Target size of the uncompressed records of one chunk.
 const CHUNK_TARGET: usize = 1 << 20;
@@ -120,12 +120,7 @@ pub(crate) fn convert(
             *dropped.entry(record_name(t)).or_default() += 1;
             continue;
         }
-        let (time, cpu) = rec.time_and_cpu()?.map_err(|source| {
-            corrupt(Corruption::Record {
-                kind: record_name(t),
-                source,
-            })
-        })?;
+        let (time, cpu) = rec.time_and_cpu()?;
         let body = &rec.body;
         let info = infos
             .get(rec.attr_index)
@@ -156,11 +151,6 @@ pub(crate) fn convert(
         kernel_ref,
         dropped,
     })
-}
-
-/// The name of record type `t` (`MMAP`, `SAMPLE`, ...).
-fn record_name(t: u32) -> String {
-    format!("{:?}", RecordType(t))
 }
 
 /// Writes record `t` with `body` to `out` in byte order `order`: its header, the id `pre`
