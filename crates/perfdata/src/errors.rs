@@ -1,7 +1,7 @@
 //! Why a conversion fails: [`PerfDataError`], and what is wrong inside a damaged file
 //! ([`Corruption`], with the details of damaged event descriptions and tracing data).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Why a perf.data file could not be converted.
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +68,24 @@ pub enum PerfDataError {
     /// The recording could not be planned (tracefs, devices).
     #[error(transparent)]
     Plan(#[from] ioblame_tracepoints::Error),
+}
+
+impl PerfDataError {
+    /// [`PerfDataError::Io`] about `path`.
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
+        PerfDataError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// [`PerfDataError::Corrupt`] about `path`.
+    pub(crate) fn corrupt(path: &Path, what: Corruption) -> Self {
+        PerfDataError::Corrupt {
+            path: path.to_path_buf(),
+            what,
+        }
+    }
 }
 
 /// What is wrong in a truncated or damaged perf.data file ([`PerfDataError::Corrupt`]).

@@ -100,14 +100,8 @@ pub(crate) fn check<F: Read + Seek>(
     f: &mut F,
     len: u64,
 ) -> Result<Layout, PerfDataError> {
-    let io = |source| PerfDataError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let corrupt = |what| PerfDataError::Corrupt {
-        path: path.to_path_buf(),
-        what,
-    };
+    let io = |source| PerfDataError::io(path, source);
+    let corrupt = |what| PerfDataError::corrupt(path, what);
     let mut h = [0u8; PERF_FILE_HEADER_LEN as usize];
     if len < PERF_FILE_HEADER_LEN {
         let mut m = [0u8; 8];

@@ -84,14 +84,8 @@ pub struct Converted {
 
 /// Converts the perf.data file at `path` into an in-memory ioblame trace.
 pub fn open_perf_data(path: &Path, opts: &PerfDataOptions) -> Result<Converted, PerfDataError> {
-    let io = |source| PerfDataError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let corrupt = |what| PerfDataError::Corrupt {
-        path: path.to_path_buf(),
-        what,
-    };
+    let io = |source| PerfDataError::io(path, source);
+    let corrupt = |what| PerfDataError::corrupt(path, what);
     let mut file = std::fs::File::open(path).map_err(io)?;
     let len = file.metadata().map_err(io)?.len();
     let layout = layout::check(path, &mut file, len)?;
@@ -193,10 +187,7 @@ fn write_trace(
         path: path.to_path_buf(),
         source,
     };
-    let dir = tempfile::tempdir().map_err(|source| PerfDataError::Io {
-        path: std::env::temp_dir(),
-        source,
-    })?;
+    let dir = tempfile::tempdir().map_err(|e| PerfDataError::io(&std::env::temp_dir(), e))?;
     let tmp = dir.path().join("converted.iob");
     let mut w = FileWriter::create(&tmp, header, meta).map_err(trace_err)?;
     for c in &chunks {
@@ -204,10 +195,7 @@ fn write_trace(
     }
     w.finish().map_err(trace_err)?;
     drop(chunks);
-    let bytes = std::fs::read(&tmp).map_err(|source| PerfDataError::Io {
-        path: tmp.clone(),
-        source,
-    })?;
+    let bytes = std::fs::read(&tmp).map_err(|e| PerfDataError::io(&tmp, e))?;
     let tf = TraceFile::from_bytes(path, bytes).map_err(trace_err)?;
     Ok(Trace::from_files(vec![tf], Vec::new()))
 }

@@ -94,12 +94,9 @@ impl EventRecord<'_> {
     pub fn time_and_cpu(&self) -> Result<(Option<u64>, Option<u32>), PerfDataError> {
         guarded(self.path, || self.raw.common_data())?
             .map(|c| (c.timestamp, c.cpu))
-            .map_err(|source| PerfDataError::Corrupt {
-                path: self.path.to_path_buf(),
-                what: Corruption::Record {
-                    kind: record_name(self.kind),
-                    source,
-                },
+            .map_err(|source| {
+                let kind = record_name(self.kind);
+                PerfDataError::corrupt(self.path, Corruption::Record { kind, source })
             })
     }
 }

@@ -12,6 +12,10 @@
 use std::collections::BTreeMap;
 
 use ioblame_format::{ByteOrder, ChunkBuilder, EncodedChunk};
+use linux_perf_data::linux_perf_event_reader::constants::{
+    PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_LOST,
+    PERF_RECORD_LOST_SAMPLES, PERF_RECORD_MMAP, PERF_RECORD_MMAP2, PERF_RECORD_SAMPLE,
+};
 use linux_perf_data::linux_perf_event_reader::SampleFormat;
 
 use crate::attrs::AttrInfo;
@@ -23,15 +27,6 @@ use crate::parser::{record_name, Parser, Record};
 const CHUNK_TARGET: usize = 1 << 20;
 /// zstd level of the converted chunks.
 const ZSTD_LEVEL: i32 = 3;
-
-const PERF_RECORD_MMAP: u32 = 1;
-const PERF_RECORD_LOST: u32 = 2;
-const PERF_RECORD_COMM: u32 = 3;
-const PERF_RECORD_EXIT: u32 = 4;
-const PERF_RECORD_FORK: u32 = 7;
-const PERF_RECORD_SAMPLE: u32 = 9;
-const PERF_RECORD_LOST_SAMPLES: u32 = 13;
-const PERF_RECORD_MMAP2: u32 = 10;
 
 /// perf's kernel map record (`[kernel.kallsyms]_text`): a reference symbol and its address at
 /// recording time.
@@ -81,10 +76,7 @@ pub(crate) fn convert(
     infos: &[AttrInfo],
 ) -> Result<Records, PerfDataError> {
     let path = parser.path().to_path_buf();
-    let corrupt = |what| PerfDataError::Corrupt {
-        path: path.clone(),
-        what,
-    };
+    let corrupt = |what| PerfDataError::corrupt(&path, what);
     // Big-endian files: the parser misreads `sample_id_all` (see [`RawAttr`]), so it sorts
     // non-sample records without their times. Their records are kept per CPU and put back
     // in time order at the end (the whole file's records in memory: such files are rare).
