@@ -17,7 +17,7 @@ use ioblame_format::{
 };
 
 use crate::perf::{self, Event, EventSpec, Ring};
-use crate::{paths, snapshot};
+use crate::{host, paths, snapshot};
 use ioblame_tracepoints::{self as events, FilterDev, Tracepoint};
 
 /// Arguments of `record`.
@@ -307,14 +307,14 @@ pub fn run(a: RecordArgs) -> Result<u8> {
         bail!("--level must be within -7..=19 (negative levels are zstd's fast ones)");
     }
 
-    let tfs = events::tracefs()?;
+    let tfs = host::tracefs()?;
     let names = events::set_names(&a.events)?;
     let is_set = matches!(a.events.as_str(), "default" | "minimal" | "full");
     let (tps, notes) = events::resolve(&tfs, &names, !is_set)?;
     for n in &notes {
         eprintln!("ioblame-capture: note: {n}");
     }
-    let block_devices = events::block_devices();
+    let block_devices = host::block_devices();
     let fdevs: Vec<FilterDev> = match &a.devices {
         Some(s) => events::resolve_devices(s, &block_devices)?,
         None => Vec::new(),
