@@ -388,6 +388,7 @@ mod tests {
     };
 
     use super::*;
+    use crate::layout::{put32, put64};
 
     fn attr(tracefs_id: u64, sample_type: SampleFormat, flags: AttrFlags) -> PerfEventAttr {
         PerfEventAttr {
@@ -538,25 +539,20 @@ mod tests {
     #[test]
     fn raw_attr_of_either_order() {
         let mut a = vec![0u8; 96];
-        a[40..48].copy_from_slice(&(1u64 << 18 | 1).to_le_bytes());
-        a[92..96].copy_from_slice(&7u32.to_le_bytes());
-        assert_eq!(
-            RawAttr::parse(&a, ByteOrder::Little),
-            RawAttr {
-                flags: 1 << 18 | 1,
-                clockid: Some(7)
-            }
-        );
+        let flags = 1u64 << 18 | 1;
         // Big-endian: the bitfields are laid out from each byte's top bit.
-        a[40..48].copy_from_slice(&(1u64 << 18 | 1).reverse_bits().to_be_bytes());
-        a[92..96].copy_from_slice(&7u32.to_be_bytes());
-        assert_eq!(
-            RawAttr::parse(&a, ByteOrder::Big),
-            RawAttr {
-                flags: 1 << 18 | 1,
-                clockid: Some(7)
-            }
-        );
+        for (order, word) in [
+            (ByteOrder::Little, flags),
+            (ByteOrder::Big, flags.reverse_bits()),
+        ] {
+            a[40..48].copy_from_slice(&put64(order, word));
+            a[92..96].copy_from_slice(&put32(order, 7));
+            let want = RawAttr {
+                flags,
+                clockid: Some(7),
+            };
+            assert_eq!(RawAttr::parse(&a, order), want);
+        }
         // An attr too small for clockid.
         assert_eq!(RawAttr::parse(&a[..64], ByteOrder::Big).clockid, None);
     }

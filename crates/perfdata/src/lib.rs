@@ -36,7 +36,7 @@
 #![deny(missing_docs)]
 //!
 //! The modules follow the file: `layout` checks the file header and its sections before the
-//! parser sees them; `parser` is the only caller of `linux-perf-data` (a panic in it becomes
+//! parser sees them; `parser` alone calls the `linux-perf-data` parser (a panic in it becomes
 //! [`PerfDataError::ParserPanicked`], a panic in ioblame's own code stays a panic); `attrs`
 //! turns the attrs and the tracing data into the trace's events; `records` re-emits the
 //! records into chunks; `symbols` finds and checks the kernel symbols; `errors` holds the
