@@ -17,9 +17,11 @@
 //! use ioblame_events::{find, Set};
 //! let q = find("block:block_bio_queue").unwrap();
 //! assert!(q.callchain && Set::Minimal.holds(q));
-//! assert_eq!(q.fields.iter().map(|f| f.decl).collect::<Vec<_>>(), ["dev", "sector", "nr_sector", "rwbs"]);
+//! let fields: Vec<&str> = q.fields.iter().map(|f| f.decl).collect();
+//! assert_eq!(fields, ["dev", "sector", "nr_sector", "rwbs"]);
 //! // An older name finds the same entry.
-//! assert_eq!(find("writeback:writeback_dirty_page").unwrap().name, "writeback:writeback_dirty_folio");
+//! let folio = find("writeback:writeback_dirty_page").unwrap();
+//! assert_eq!(folio.name, "writeback:writeback_dirty_folio");
 //! ```
 #![deny(missing_docs)]
 

@@ -282,7 +282,10 @@ macro_rules! builder {
             /// The position of each member's field in the entry's field list.
             #[allow(non_camel_case_types)]
             enum At { $($m),* }
-            *out = $crate::event::EventKind::$kind { $($m: p.$r(At::$m as usize)?,)* $($cm: $cv,)* };
+            *out = $crate::event::EventKind::$kind {
+                $($m: p.$r(At::$m as usize)?,)*
+                $($cm: $cv,)*
+            };
             Ok(())
         }
         build as $crate::registry::Build
@@ -318,7 +321,9 @@ macro_rules! registry {
                 set: option!($($crate::registry::Set::$set)?),
                 callchain: flag!($($cc)?),
                 filter: option!($($filter)?),
-                fields: &[$($($crate::registry::FieldDecl { decl: $f, string: reads_string!($r) }),*)?],
+                fields: &[$($(
+                    $crate::registry::FieldDecl { decl: $f, string: reads_string!($r) }
+                ),*)?],
                 build: option!($(builder!($kind { $($m : $r),* ; $($($cm : $cv),*)? }))?),
             },
         )*];

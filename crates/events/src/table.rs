@@ -3,15 +3,16 @@
 //! An entry says what the recorder does with the tracepoint (the smallest `set` that records
 //! it, whether its samples carry a kernel `callchain`, its own in-kernel `filter`, the older
 //! names it had, `aliases`) and how the decoder builds its typed event (`kind`: the
-//! [`EventKind`](crate::event::EventKind) variant, each member with the [`Payload`](crate::field::Payload) reader and
-//! the format field it comes from). Its format file, `formats/<subsystem>_<name>.format`,
-//! must declare those fields (the tests check it). The recorder's sets and callchains, the
-//! `perf record` command line, the decoder, the synthetic traces of the tests and the
-//! benchmark generator all read this table; the attribution handles the typed events.
+//! [`EventKind`](crate::event::EventKind) variant, each member with the reader and the format
+//! field it comes from). Its format file, `formats/<subsystem>_<name>.format`, must declare
+//! those fields (the tests check it). The recorder's sets and callchains, the `perf record`
+//! command line, the decoder, the synthetic traces of the tests and the benchmark generator
+//! all read this table; the attribution handles the typed events.
 //!
-//! Readers: `u64`, `i64`, `u32`, `i32`, `u16`, `u8` (integers, cut to the member's type),
-//! `rwbs` (the `char rwbs[]` flags), `bdi` (a bdi name `"MAJ:MIN"` as a device), `string`. A
-//! field `"a|b"` is `a`, or `b` on kernels that call it so; `"a?"` may be absent (read as 0).
+//! Readers ([`Payload`](crate::field::Payload)'s): `u64`, `i64`, `u32`, `i32`, `u16`, `u8`
+//! (integers, cut to the member's type), `rwbs` (the `char rwbs[]` flags), `bdi` (a bdi name
+//! `"MAJ:MIN"` as a device), `string`. A field `"a|b"` is `a`, or `b` on kernels that call it
+//! so; `"a?"` may be absent (read as 0).
 
 use crate::event::{CommitPhase, RaKind, WorkPhase, XfsFileOp};
 use crate::registry::{builder, flag, option, reads_string, registry, Filter};
@@ -57,45 +58,75 @@ registry! {
     "block":"block_bio_queue" {
         set: Minimal,
         callchain: true,
-        kind: BioQueue { dev: u32 = "dev", sector: u64 = "sector", nr_sector: u32 = "nr_sector", rwbs: rwbs = "rwbs" },
+        kind: BioQueue {
+            dev: u32 = "dev", sector: u64 = "sector", nr_sector: u32 = "nr_sector",
+            rwbs: rwbs = "rwbs",
+        },
     }
     "block":"block_getrq" {
         set: Minimal,
-        kind: GetRq { dev: u32 = "dev", sector: u64 = "sector", nr_sector: u32 = "nr_sector", rwbs: rwbs = "rwbs" },
+        kind: GetRq {
+            dev: u32 = "dev", sector: u64 = "sector", nr_sector: u32 = "nr_sector",
+            rwbs: rwbs = "rwbs",
+        },
     }
     "block":"block_rq_insert" {
         set: Minimal,
-        kind: RqInsert { dev: u32 = "dev", sector: u64 = "sector", nr_sector: u32 = "nr_sector", bytes: u32 = "bytes", rwbs: rwbs = "rwbs" },
+        kind: RqInsert {
+            dev: u32 = "dev", sector: u64 = "sector", nr_sector: u32 = "nr_sector",
+            bytes: u32 = "bytes", rwbs: rwbs = "rwbs",
+        },
     }
     "block":"block_rq_issue" {
         set: Minimal,
-        kind: RqIssue { dev: u32 = "dev", sector: u64 = "sector", nr_sector: u32 = "nr_sector", bytes: u32 = "bytes", rwbs: rwbs = "rwbs" },
+        kind: RqIssue {
+            dev: u32 = "dev", sector: u64 = "sector", nr_sector: u32 = "nr_sector",
+            bytes: u32 = "bytes", rwbs: rwbs = "rwbs",
+        },
     }
     "block":"block_rq_complete" {
         set: Minimal,
-        kind: RqComplete { dev: u32 = "dev", sector: u64 = "sector", nr_sector: u32 = "nr_sector", error: i32 = "error", rwbs: rwbs = "rwbs" },
+        kind: RqComplete {
+            dev: u32 = "dev", sector: u64 = "sector", nr_sector: u32 = "nr_sector",
+            error: i32 = "error", rwbs: rwbs = "rwbs",
+        },
     }
     "block":"block_io_start" { set: Default, }
     "block":"block_io_done" { set: Default, }
     "block":"block_bio_complete" {
         set: Minimal,
-        kind: BioComplete { dev: u32 = "dev", sector: u64 = "sector", nr_sector: u32 = "nr_sector", error: i32 = "error", rwbs: rwbs = "rwbs" },
+        kind: BioComplete {
+            dev: u32 = "dev", sector: u64 = "sector", nr_sector: u32 = "nr_sector",
+            error: i32 = "error", rwbs: rwbs = "rwbs",
+        },
     }
     "block":"block_bio_backmerge" {
         set: Minimal,
-        kind: BioBackmerge { dev: u32 = "dev", sector: u64 = "sector", nr_sector: u32 = "nr_sector", rwbs: rwbs = "rwbs" },
+        kind: BioBackmerge {
+            dev: u32 = "dev", sector: u64 = "sector", nr_sector: u32 = "nr_sector",
+            rwbs: rwbs = "rwbs",
+        },
     }
     "block":"block_bio_frontmerge" {
         set: Minimal,
-        kind: BioFrontmerge { dev: u32 = "dev", sector: u64 = "sector", nr_sector: u32 = "nr_sector", rwbs: rwbs = "rwbs" },
+        kind: BioFrontmerge {
+            dev: u32 = "dev", sector: u64 = "sector", nr_sector: u32 = "nr_sector",
+            rwbs: rwbs = "rwbs",
+        },
     }
     "block":"block_rq_merge" {
         set: Minimal,
-        kind: RqMerge { dev: u32 = "dev", sector: u64 = "sector", nr_sector: u32 = "nr_sector", bytes: u32 = "bytes", rwbs: rwbs = "rwbs" },
+        kind: RqMerge {
+            dev: u32 = "dev", sector: u64 = "sector", nr_sector: u32 = "nr_sector",
+            bytes: u32 = "bytes", rwbs: rwbs = "rwbs",
+        },
     }
     "block":"block_split" {
         set: Minimal,
-        kind: BioSplit { dev: u32 = "dev", sector: u64 = "sector", new_sector: u64 = "new_sector", rwbs: rwbs = "rwbs" },
+        kind: BioSplit {
+            dev: u32 = "dev", sector: u64 = "sector", new_sector: u64 = "new_sector",
+            rwbs: rwbs = "rwbs",
+        },
     }
     "block":"block_bio_remap" {
         set: Minimal,
@@ -112,11 +143,17 @@ registry! {
     }
     "block":"block_rq_requeue" {
         set: Minimal,
-        kind: RqRequeue { dev: u32 = "dev", sector: u64 = "sector", nr_sector: u32 = "nr_sector", rwbs: rwbs = "rwbs" },
+        kind: RqRequeue {
+            dev: u32 = "dev", sector: u64 = "sector", nr_sector: u32 = "nr_sector",
+            rwbs: rwbs = "rwbs",
+        },
     }
     "block":"block_rq_error" {
         set: Default,
-        kind: RqError { dev: u32 = "dev", sector: u64 = "sector", nr_sector: u32 = "nr_sector", error: i32 = "error", rwbs: rwbs = "rwbs" },
+        kind: RqError {
+            dev: u32 = "dev", sector: u64 = "sector", nr_sector: u32 = "nr_sector",
+            error: i32 = "error", rwbs: rwbs = "rwbs",
+        },
     }
 
     // ---- writeback ----
@@ -130,19 +167,30 @@ registry! {
         set: Default,
         callchain: true,
         filter: MARK_INODE_DIRTY_FILTER,
-        kind: MarkInodeDirty { bdi: bdi = "name", ino: u64 = "ino", state: u64 = "state", flags: u64 = "flags" },
+        kind: MarkInodeDirty {
+            bdi: bdi = "name", ino: u64 = "ino", state: u64 = "state", flags: u64 = "flags",
+        },
     }
     "writeback":"writeback_dirty_inode_start" {
         set: Default,
-        kind: DirtyInode { bdi: bdi = "name", ino: u64 = "ino", state: u64 = "state", flags: u64 = "flags"; start: true },
+        kind: DirtyInode {
+            bdi: bdi = "name", ino: u64 = "ino", state: u64 = "state", flags: u64 = "flags";
+            start: true,
+        },
     }
     "writeback":"writeback_dirty_inode" {
         set: Default,
-        kind: DirtyInode { bdi: bdi = "name", ino: u64 = "ino", state: u64 = "state", flags: u64 = "flags"; start: false },
+        kind: DirtyInode {
+            bdi: bdi = "name", ino: u64 = "ino", state: u64 = "state", flags: u64 = "flags";
+            start: false,
+        },
     }
     "writeback":"writeback_single_inode_start" {
         set: Minimal,
-        kind: SingleInodeStart { bdi: bdi = "name", ino: u64 = "ino", state: u64 = "state", nr_to_write: i64 = "nr_to_write" },
+        kind: SingleInodeStart {
+            bdi: bdi = "name", ino: u64 = "ino", state: u64 = "state",
+            nr_to_write: i64 = "nr_to_write",
+        },
     }
     "writeback":"writeback_single_inode" {
         set: Minimal,
@@ -210,7 +258,10 @@ registry! {
     "ext4":"ext4_da_write_folios_end" { set: Default, }
     "ext4":"ext4_da_write_pages_extent" {
         set: Default,
-        kind: Ext4DaWritePagesExtent { dev: u32 = "dev", ino: u64 = "ino", lblk: u64 = "lblk", len: u32 = "len", flags: u32 = "flags" },
+        kind: Ext4DaWritePagesExtent {
+            dev: u32 = "dev", ino: u64 = "ino", lblk: u64 = "lblk", len: u32 = "len",
+            flags: u32 = "flags",
+        },
     }
     "ext4":"ext4_ext_map_blocks_enter" { set: Default, }
     "ext4":"ext4_ext_map_blocks_exit" {
@@ -226,7 +277,9 @@ registry! {
     }
     "ext4":"ext4_writepages_result" {
         set: Default,
-        kind: Ext4WritepagesResult { dev: u32 = "dev", ino: u64 = "ino", pages_written: i32 = "pages_written" },
+        kind: Ext4WritepagesResult {
+            dev: u32 = "dev", ino: u64 = "ino", pages_written: i32 = "pages_written",
+        },
     }
     "ext4":"ext4_sync_file_enter" {
         set: Default,
@@ -248,7 +301,9 @@ registry! {
     }
     "iomap":"iomap_writeback_folio" {
         set: Default,
-        kind: IomapWritebackFolio { dev: u32 = "dev", ino: u64 = "ino", offset: u64 = "offset", length: u64 = "length" },
+        kind: IomapWritebackFolio {
+            dev: u32 = "dev", ino: u64 = "ino", offset: u64 = "offset", length: u64 = "length",
+        },
     }
     "iomap":"iomap_iter_dstmap" {
         set: Minimal,
@@ -259,7 +314,9 @@ registry! {
     }
     "iomap":"iomap_dio_rw_begin" {
         set: Default,
-        kind: IomapDioBegin { dev: u32 = "dev", ino: u64 = "ino", pos: u64 = "pos", count: u64 = "count" },
+        kind: IomapDioBegin {
+            dev: u32 = "dev", ino: u64 = "ino", pos: u64 = "pos", count: u64 = "count",
+        },
     }
     "iomap":"iomap_dio_complete" {
         set: Default,
@@ -274,35 +331,55 @@ registry! {
     "xfs":"xfs_map_blocks_alloc" { set: Default, }
     "xfs":"xfs_file_buffered_write" {
         set: Default,
-        kind: XfsFile { dev: u32 = "dev", ino: u64 = "ino", offset: u64 = "offset", count: u64 = "count"; op: XfsFileOp::BufferedWrite },
+        kind: XfsFile {
+            dev: u32 = "dev", ino: u64 = "ino", offset: u64 = "offset", count: u64 = "count";
+            op: XfsFileOp::BufferedWrite,
+        },
     }
     "xfs":"xfs_file_direct_write" {
         set: Default,
-        kind: XfsFile { dev: u32 = "dev", ino: u64 = "ino", offset: u64 = "offset", count: u64 = "count"; op: XfsFileOp::DirectWrite },
+        kind: XfsFile {
+            dev: u32 = "dev", ino: u64 = "ino", offset: u64 = "offset", count: u64 = "count";
+            op: XfsFileOp::DirectWrite,
+        },
     }
     "xfs":"xfs_file_direct_read" {
         set: Default,
-        kind: XfsFile { dev: u32 = "dev", ino: u64 = "ino", offset: u64 = "offset", count: u64 = "count"; op: XfsFileOp::DirectRead },
+        kind: XfsFile {
+            dev: u32 = "dev", ino: u64 = "ino", offset: u64 = "offset", count: u64 = "count";
+            op: XfsFileOp::DirectRead,
+        },
     }
     "xfs":"xfs_file_buffered_read" {
         set: Default,
-        kind: XfsFile { dev: u32 = "dev", ino: u64 = "ino", offset: u64 = "offset", count: u64 = "count"; op: XfsFileOp::BufferedRead },
+        kind: XfsFile {
+            dev: u32 = "dev", ino: u64 = "ino", offset: u64 = "offset", count: u64 = "count";
+            op: XfsFileOp::BufferedRead,
+        },
     }
     "xfs":"xfs_buf_submit" {
         set: Default,
-        kind: XfsBufSubmit { dev: u32 = "dev", bno: u64 = "bno", nblks: u32 = "nblks", flags: u32 = "flags" },
+        kind: XfsBufSubmit {
+            dev: u32 = "dev", bno: u64 = "bno", nblks: u32 = "nblks", flags: u32 = "flags",
+        },
     }
 
     // ---- page cache, readahead ----
     "filemap":"mm_filemap_add_to_page_cache" {
         set: Minimal,
         filter: FOLIO_ORDER_FILTER,
-        kind: AddToPageCache { s_dev: u32 = "s_dev", ino: u64 = "i_ino", index: u64 = "index", order: u8 = "order?", pfn: u64 = "pfn" },
+        kind: AddToPageCache {
+            s_dev: u32 = "s_dev", ino: u64 = "i_ino", index: u64 = "index", order: u8 = "order?",
+            pfn: u64 = "pfn",
+        },
     }
     "filemap":"mm_filemap_delete_from_page_cache" {
         set: Default,
         filter: FOLIO_ORDER_FILTER,
-        kind: DeleteFromPageCache { s_dev: u32 = "s_dev", ino: u64 = "i_ino", index: u64 = "index", order: u8 = "order?", pfn: u64 = "pfn" },
+        kind: DeleteFromPageCache {
+            s_dev: u32 = "s_dev", ino: u64 = "i_ino", index: u64 = "index", order: u8 = "order?",
+            pfn: u64 = "pfn",
+        },
     }
     "readahead":"page_cache_sync_ra" {
         set: Default,
@@ -340,19 +417,31 @@ registry! {
     // ---- jbd2 ----
     "jbd2":"jbd2_start_commit" {
         set: Default,
-        kind: Jbd2Commit { dev: u32 = "dev", transaction: u32 = "transaction"; phase: CommitPhase::Start },
+        kind: Jbd2Commit {
+            dev: u32 = "dev", transaction: u32 = "transaction";
+            phase: CommitPhase::Start,
+        },
     }
     "jbd2":"jbd2_commit_flushing" {
         set: Default,
-        kind: Jbd2Commit { dev: u32 = "dev", transaction: u32 = "transaction"; phase: CommitPhase::Flushing },
+        kind: Jbd2Commit {
+            dev: u32 = "dev", transaction: u32 = "transaction";
+            phase: CommitPhase::Flushing,
+        },
     }
     "jbd2":"jbd2_commit_logging" {
         set: Default,
-        kind: Jbd2Commit { dev: u32 = "dev", transaction: u32 = "transaction"; phase: CommitPhase::Logging },
+        kind: Jbd2Commit {
+            dev: u32 = "dev", transaction: u32 = "transaction";
+            phase: CommitPhase::Logging,
+        },
     }
     "jbd2":"jbd2_end_commit" {
         set: Default,
-        kind: Jbd2Commit { dev: u32 = "dev", transaction: u32 = "transaction"; phase: CommitPhase::End },
+        kind: Jbd2Commit {
+            dev: u32 = "dev", transaction: u32 = "transaction";
+            phase: CommitPhase::End,
+        },
     }
     "jbd2":"jbd2_submit_inode_data" {
         set: Default,
@@ -362,17 +451,24 @@ registry! {
     "jbd2":"jbd2_handle_start" {
         set: Default,
         callchain: true,
-        kind: Jbd2HandleStart { dev: u32 = "dev", tid: u32 = "tid", requested_blocks: i32 = "requested_blocks" },
+        kind: Jbd2HandleStart {
+            dev: u32 = "dev", tid: u32 = "tid", requested_blocks: i32 = "requested_blocks",
+        },
     }
 
     // ---- tasks ----
     "sched":"sched_process_exec" {
         set: Default,
-        kind: SchedExec { pid: u32 = "pid", old_pid: u32 = "old_pid", filename: string = "filename" },
+        kind: SchedExec {
+            pid: u32 = "pid", old_pid: u32 = "old_pid", filename: string = "filename",
+        },
     }
     "sched":"sched_process_fork" {
         set: Default,
-        kind: SchedFork { parent_pid: u32 = "parent_pid", child_pid: u32 = "child_pid", child_comm: string = "child_comm" },
+        kind: SchedFork {
+            parent_pid: u32 = "parent_pid", child_pid: u32 = "child_pid",
+            child_comm: string = "child_comm",
+        },
     }
     "sched":"sched_process_exit" {
         set: Default,
@@ -382,7 +478,9 @@ registry! {
     // ---- recorded by the full set only: per write call, page faults, plugging ----
     "ext4":"ext4_da_write_begin" {
         set: Full,
-        kind: Ext4WriteBegin { dev: u32 = "dev", ino: u64 = "ino", pos: u64 = "pos", len: u32 = "len" },
+        kind: Ext4WriteBegin {
+            dev: u32 = "dev", ino: u64 = "ino", pos: u64 = "pos", len: u32 = "len",
+        },
     }
     "ext4":"ext4_da_write_end" { set: Full, }
     "iomap":"iomap_iter" { set: Full, }
@@ -395,7 +493,9 @@ registry! {
 
     // ---- in no set: decoded when recorded by name ----
     "ext4":"ext4_write_begin" {
-        kind: Ext4WriteBegin { dev: u32 = "dev", ino: u64 = "ino", pos: u64 = "pos", len: u32 = "len" },
+        kind: Ext4WriteBegin {
+            dev: u32 = "dev", ino: u64 = "ino", pos: u64 = "pos", len: u32 = "len",
+        },
     }
     "ext4":"ext4_ind_map_blocks_exit" {
         kind: Ext4MapBlocks {

@@ -7,7 +7,8 @@ use crate::table::{builtin_format, EVENTS};
 
 // The lists the registry replaced, as they were (`ioblame-tracepoints`' sets, callchain
 // events and renames; `ioblame-decode`'s typed events and the fields each read, `$` marking
-// a string): the registry must derive the same.
+// a string): the registry derives the same. The sets, callchains, renames and filters are
+// what users record: a change to them is deliberate, and updates these lists with it.
 const BLK: &[&str] = &[
     "block:block_bio_queue",
     "block:block_getrq",
@@ -512,7 +513,10 @@ fn callchains_renames_and_filters_are_the_lists_they_replaced() {
 
 #[test]
 fn typed_events_read_the_fields_they_read() {
-    assert_eq!(sorted(typed_names()), sorted(SPECS.iter().copied()));
+    // Every event typed before is typed, reading the same fields (new ones may be added).
+    for name in SPECS {
+        assert!(typed_names().any(|n| n == *name), "{name}");
+    }
     assert_eq!(SPEC_FIELDS.len(), SPECS.len());
     for (name, fields) in SPEC_FIELDS {
         let d = find(name).unwrap();
