@@ -1,18 +1,27 @@
 //! ioblame's recording plan, shared by the recorder (`ioblame-capture`) and the `perf record`
 //! command line of `ioblame perf-command`: the tracepoint sets the attribution needs
 //! ([`set_names`]), the events that carry a kernel callchain, older names of renamed events
-//! (all three from the event registry, `ioblame-events`), their lookup in tracefs
-//! ([`resolve`]), the in-kernel filters ([`filter_for`]) and the block devices of this host
-//! ([`block_devices`], [`resolve_devices`]).
+//! (all three from the event registry, `ioblame-events`), their resolution against a
+//! kernel's tracefs ([`resolve`]), the in-kernel filters ([`filter_for`]) and the devices to
+//! filter on ([`resolve_devices`]).
+//!
+//! Planning is pure: it works on what the caller read (the text of `/proc/self/mountinfo`,
+//! tracefs files, the block devices). The readers of a tracefs or sysfs directory the caller
+//! names ([`find_tracefs`], [`lookup`], [`block_devices_at`]) only read; nothing here mounts
+//! tracefs or reads a fixed system path: the recorder does that.
 #![deny(missing_docs)]
 
-mod devices;
+macro_rules! bail {
+    ($($t:tt)*) => { return Err(Error::Usage(format!($($t)*))) };
+}
 
-use std::path::{Path, PathBuf};
+mod devices;
+mod tracefs;
+
+pub use devices::{block_devices_at, parse_majmin, resolve_devices};
+pub use tracefs::{find_tracefs, lookup, resolve, resolve_with, tracefs_mounts, TRACEFS_PATHS};
 
 use ioblame_events::Set;
-
-pub use devices::{block_devices, block_devices_at, parse_majmin, resolve_devices};
 
 /// What went wrong while planning a recording.
 #[derive(Debug, thiserror::Error)]
@@ -23,7 +32,8 @@ pub enum Error {
     /// An `--events` list that names no event.
     #[error("--events: empty event list")]
     EmptyEventList,
-    /// A bad `--devices` argument, or an event this kernel lacks.
+    /// Another bad argument (`--devices`, an event name that is not `sys:name`), or an
+    /// event this kernel lacks.
     #[error("{0}")]
     Usage(String),
     /// tracefs or sysfs could not be read.
@@ -33,10 +43,6 @@ pub enum Error {
 
 /// Results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-macro_rules! bail {
-    ($($t:tt)*) => { return Err(Error::Usage(format!($($t)*))) };
-}
 
 /// Events whose kernel stack is the intent, by every name they have: they get a callchain
 /// (the registry's entries with `callchain: true`).
@@ -94,86 +100,6 @@ pub fn set_names(spec: &str) -> Result<Vec<String>> {
 /// The advice given when this process may not use tracefs or perf.
 pub const PRIVILEGE_HINT: &str = "run as root (or with CAP_PERFMON and read access to tracefs)";
 
-/// Where tracefs is usually found.
-const TRACEFS_PATHS: &[&str] = &["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
-
-/// Finds the tracefs mount, mounting it at /sys/kernel/tracing when nothing is mounted.
-///
-/// A tracefs this process may not read (it is mounted mode 0700 for root, the default) is a
-/// permission error, not a missing mount.
-pub fn tracefs() -> Result<PathBuf> {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let mut candidates: Vec<PathBuf> = tracefs_mounts(&mountinfo);
-    candidates.extend(TRACEFS_PATHS.iter().map(PathBuf::from));
-    if let Some(p) = find_tracefs(&candidates, !tracefs_mounts(&mountinfo).is_empty())? {
-        return Ok(p);
-    }
-    let target = c"/sys/kernel/tracing";
-    // SAFETY: all pointers are valid NUL-terminated strings; data is null.
-    let rc = unsafe {
-        libc::mount(
-            c"nodev".as_ptr(),
-            target.as_ptr(),
-            c"tracefs".as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EPERM) {
-            return Err(Error::System(format!(
-                "permission denied: tracefs is not mounted and only root may mount it; \
-                 {PRIVILEGE_HINT}"
-            )));
-        }
-        return Err(Error::System(format!(
-            "tracefs is not mounted and mounting it failed ({e}); \
-             `mount -t tracefs nodev /sys/kernel/tracing`"
-        )));
-    }
-    Ok(PathBuf::from("/sys/kernel/tracing"))
-}
-
-/// Mount points of tracefs in `/proc/self/mountinfo` text.
-fn tracefs_mounts(mountinfo: &str) -> Vec<PathBuf> {
-    mountinfo
-        .lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split(' ').collect();
-            let sep = f.iter().position(|x| *x == "-")?;
-            if f.get(sep + 1) == Some(&"tracefs") {
-                f.get(4).map(PathBuf::from)
-            } else {
-                None
-            }
-        })
-        .collect()
-}
-
-/// The first of `candidates` whose `events` directory can be read. `mounted`: tracefs is
-/// known to be mounted, so a candidate that cannot be searched for lack of permission means
-/// this process may not use it.
-fn find_tracefs(candidates: &[PathBuf], mounted: bool) -> Result<Option<PathBuf>> {
-    let mut denied: Option<&Path> = None;
-    for p in candidates {
-        match std::fs::metadata(p.join("events")) {
-            Ok(m) if m.is_dir() => return Ok(Some(p.clone())),
-            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                denied.get_or_insert(p);
-            }
-            _ => {}
-        }
-    }
-    match denied {
-        Some(p) if mounted => Err(Error::System(format!(
-            "permission denied: cannot read tracefs at {}; {PRIVILEGE_HINT}",
-            p.display()
-        ))),
-        _ => Ok(None),
-    }
-}
-
 /// A tracepoint found in tracefs.
 #[derive(Debug, Clone)]
 pub struct Tracepoint {
@@ -185,74 +111,6 @@ pub struct Tracepoint {
     pub format: String,
     /// Whether its samples carry a callchain.
     pub callchain: bool,
-}
-
-/// Looks one event up in tracefs; `Ok(None)` when this kernel lacks it.
-pub fn lookup(tfs: &Path, name: &str) -> Result<Option<Tracepoint>> {
-    let Some((sys, ev)) = name.split_once(':') else {
-        bail!("event '{name}' is not sys:name");
-    };
-    let dir = tfs.join("events").join(sys).join(ev);
-    let idp = dir.join("id");
-    let id = match std::fs::read_to_string(&idp) {
-        Ok(s) => s
-            .trim()
-            .parse::<u64>()
-            .map_err(|_| Error::System(format!("{}: not a number", idp.display())))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            bail!(
-                "permission denied: cannot read {}; {PRIVILEGE_HINT}",
-                idp.display()
-            )
-        }
-        Err(e) => return Err(Error::System(format!("reading {}: {e}", idp.display()))),
-    };
-    let format = std::fs::read_to_string(dir.join("format"))
-        .map_err(|e| Error::System(format!("reading {}/format: {e}", dir.display())))?;
-    Ok(Some(Tracepoint {
-        name: name.to_string(),
-        id,
-        format,
-        callchain: CALLCHAIN_EVENTS.contains(&name),
-    }))
-}
-
-/// Resolves event names against this kernel: old names stand in for renamed events; missing
-/// events are skipped with a note (returned). With `strict`, a missing event is an error.
-pub fn resolve(
-    tfs: &Path,
-    names: &[String],
-    strict: bool,
-) -> Result<(Vec<Tracepoint>, Vec<String>)> {
-    let mut found: Vec<Tracepoint> = Vec::new();
-    let mut notes = Vec::new();
-    for n in names {
-        let mut tp = lookup(tfs, n)?;
-        if tp.is_none() {
-            if let Some((_, old)) = RENAMES.iter().find(|(new, _)| new == n) {
-                tp = lookup(tfs, old)?;
-                if tp.is_some() {
-                    notes.push(format!("{n} is absent on this kernel; using {old}"));
-                }
-            }
-        }
-        match tp {
-            Some(t) => {
-                if !found.iter().any(|f| f.name == t.name) {
-                    found.push(t);
-                }
-            }
-            None if strict => {
-                bail!("tracepoint {n} does not exist on this kernel (see `ioblame-capture events`)")
-            }
-            None => notes.push(format!("{n} does not exist on this kernel; skipped")),
-        }
-    }
-    if found.is_empty() {
-        bail!("none of the requested tracepoints exists on this kernel");
-    }
-    Ok((found, notes))
 }
 
 fn has_field(format: &str, decl: &str) -> bool {
@@ -369,28 +227,6 @@ mod tests {
             format: format!("name: x\nID: 1\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n{fields}"),
             callchain: false,
         }
-    }
-
-    #[test]
-    fn tracefs_mount_points() {
-        let mi = "22 1 0:20 / /sys rw - sysfs sysfs rw\n\
-                  35 22 0:12 / /sys/kernel/tracing rw,nosuid - tracefs tracefs rw,mode=700\n\
-                  36 22 0:7 / /sys/kernel/debug rw - debugfs debugfs rw\n";
-        assert_eq!(
-            tracefs_mounts(mi),
-            vec![PathBuf::from("/sys/kernel/tracing")]
-        );
-        assert!(tracefs_mounts("bad line\n").is_empty());
-        // Found, or absent: no error.
-        let dir = std::env::temp_dir().join(format!("iob-tfs-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("events")).unwrap();
-        let none = dir.join("nonexistent");
-        assert_eq!(
-            find_tracefs(&[none.clone(), dir.clone()], true).unwrap(),
-            Some(dir.clone())
-        );
-        assert_eq!(find_tracefs(&[none], true).unwrap(), None);
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
