@@ -62,7 +62,8 @@ pub(crate) fn dir_color(d: Dir) -> RGBColor {
     }
 }
 
-type DrawResult = Result<(), String>;
+/// What drawing a chart gives.
+pub(crate) type DrawResult = Result<(), String>;
 
 fn e2s<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
