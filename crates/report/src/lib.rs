@@ -52,7 +52,7 @@ use ioblame_attrib::{FileKey, Io, Summary, Symbolizer, Tables};
 use ioblame_counters::CounterSet;
 use ioblame_format::{BlockDevice, Header};
 
-pub use error::ReportError;
+pub use error::{ChartError, ReportError};
 pub use flame::{flame_svg, folded_stacks, Weight};
 pub use summary_text::{summary_text, SummaryInput};
 pub use tables::IOS_ROW_GROUP;
