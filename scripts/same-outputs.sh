@@ -31,11 +31,12 @@ for t in "${traces[@]}"; do
             "$bin" acts --json "$t" >"$out/acts.json" 2>/dev/null
             "$bin" intents "$t" >"$out/intents" 2>/dev/null
             "$bin" counters "$t" >"$out/counters" 2>/dev/null
-            "$bin" report "$t" -o "$out/report" >"$out/report.out" 2>/dev/null
-            find "$out/report" -name '*.parquet' | sort | while read -r p; do
+            # The same report folder for both builds: the summary names it.
+            rm -rf "$work/report"
+            "$bin" report "$t" -o "$work/report" >"$out/report.out" 2>/dev/null
+            find "$work/report" -name '*.parquet' | sort | while read -r p; do
                 cp "$p" "$out/$(basename "$p")"
             done
-            rm -rf "$out/report"
         done
         for f in "$work"/old/*; do
             name=$(basename "$f")
