@@ -90,8 +90,8 @@ enum Command {
     PerfCommand(PerfCommandArgs),
 }
 
-// The arguments of each subcommand. Their help is the variant's above: a doc comment here
-// would replace it.
+// The arguments of each subcommand, one struct each; the subcommand's help is its variant's
+// doc comment in `Command`.
 
 #[derive(Args, Debug)]
 struct InfoArgs {
