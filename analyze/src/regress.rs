@@ -267,3 +267,42 @@ pub fn check(
         opts,
     )?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The refusal of a damaged trace counts its problems and names the first five.
+    #[test]
+    fn damage_is_counted_and_the_first_problems_named() {
+        let chunk = |seq| {
+            Damage::Chunk(DamagedChunk {
+                cpu: 0,
+                seq,
+                error: "bad".into(),
+            })
+        };
+        let one = Refusal::Damaged(vec![Damage::Skipped(SkipReason::ALL[0], 3)]);
+        assert_eq!(
+            one.to_string(),
+            format!(
+                "the trace is damaged or truncated (1 problem: 3 records skipped: {}): the IO it lost cannot be compared; record it again",
+                SkipReason::ALL[0].as_str()
+            )
+        );
+        let six = Refusal::Damaged((1..=6).map(chunk).collect());
+        assert_eq!(
+            six.to_string(),
+            "the trace is damaged or truncated (6 problems: cpu 0 chunk 1 unreadable: bad; \
+             cpu 0 chunk 2 unreadable: bad; cpu 0 chunk 3 unreadable: bad; \
+             cpu 0 chunk 4 unreadable: bad; cpu 0 chunk 5 unreadable: bad; ...): \
+             the IO it lost cannot be compared; record it again"
+        );
+        assert!(Refusal::NoIo { devs_given: true }
+            .to_string()
+            .starts_with("the trace holds no block IO on the selected devices (--devs): "));
+        assert!(Refusal::NoIo { devs_given: false }
+            .to_string()
+            .starts_with("the trace holds no block IO: nothing to compare"));
+    }
+}
