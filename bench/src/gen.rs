@@ -1054,8 +1054,7 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ioblame_attrib::{Attributor, Context};
-    use ioblame_decode::stream::{for_each_event, StreamOptions};
+    use ioblame_attrib::{attribute_stream, Context};
     use ioblame_decode::Decoder;
     use ioblame_format::Trace;
 
@@ -1093,21 +1092,24 @@ mod tests {
         assert!(t.problems().is_empty(), "{:?}", t.problems());
         let d = Decoder::new(t.header(), t.metadata());
         assert!(d.problems().is_empty(), "{:?}", d.problems());
-        let mut attr = Attributor::new(Context::from_trace(t.header(), t.metadata()));
-        let mut ios = Vec::new();
-        let mut events = 0u64;
-        let stats = for_each_event(&t, &d, &StreamOptions::default(), |ev| {
-            events += 1;
-            attr.push(ev);
-            attr.drain_ios_into(&mut ios);
-        });
+        let ctx = Context::from_trace(t.header(), t.metadata());
+        let (mut ios, mut bytes) = (0usize, 0u64);
+        let run = attribute_stream(
+            &t,
+            &d,
+            ctx,
+            |io, _| {
+                ios += 1;
+                bytes += io.size;
+            },
+            |_| {},
+        );
+        let stats = run.stream;
         assert_eq!(stats.decode.error_count(), 0);
         assert_eq!(stats.out_of_order, 0);
-        assert_eq!(events, n);
-        let done = attr.finish();
-        ios.extend(done.ios);
-        let bytes: u64 = ios.iter().map(|io| io.size).sum();
-        assert!(ios.len() > 1000, "{} IOs", ios.len());
+        assert_eq!(stats.events, n);
+        let done = run.attribution;
+        assert!(ios > 1000, "{ios} IOs");
         // Nearly every byte is charged to a known act.
         assert!(
             done.summary.unknown_bytes * 50 < bytes,
