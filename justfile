@@ -52,3 +52,8 @@ check-fixtures:
 # Rewrite the fixtures' baselines after an intended attribution change (review the diff).
 bless-fixtures:
     scripts/check-fixtures.sh --bless
+
+# Rewrite the tests' golden files (tests/golden/, the current format sample) after an intended
+# output change (review the diff).
+bless-golden:
+    BLESS=1 cargo test --workspace

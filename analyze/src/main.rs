@@ -2,7 +2,7 @@
 //! each IO.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
@@ -69,117 +69,147 @@ struct CounterArgs {
 #[allow(clippy::enum_variant_names)]
 enum Command {
     /// Print a trace's header, metadata and chunk statistics.
-    Info {
-        #[command(flatten)]
-        trace: TraceArgs,
-    },
+    Info(InfoArgs),
     /// One row per act (role + intent + file) with bytes and IOs per direction.
-    Acts {
-        #[command(flatten)]
-        trace: TraceArgs,
-        /// One JSON object per line (keys documented in docs/outputs.md).
-        #[arg(long)]
-        json: bool,
-        #[command(flatten)]
-        devs: DevArgs,
-    },
+    Acts(ActsArgs),
     /// Per-IO log as ioblame's iolog: direction, size @ sector, role, file, intent and stack.
-    Iolog {
-        #[command(flatten)]
-        trace: TraceArgs,
-        #[command(flatten)]
-        devs: DevArgs,
-    },
+    Iolog(IologArgs),
     /// The intents (kernel stack + modifier) that `int=NR` numbers refer to.
-    Intents {
-        #[command(flatten)]
-        trace: TraceArgs,
-    },
+    Intents(IntentsArgs),
     /// ioblame's eight-slot histogram counters per act.
-    Counters {
-        #[command(flatten)]
-        trace: TraceArgs,
-        #[command(flatten)]
-        counters: CounterArgs,
-        #[command(flatten)]
-        devs: DevArgs,
-        /// A readable variant with headers.
-        #[arg(long, conflicts_with = "json")]
-        pretty: bool,
-        /// One JSON object per line.
-        #[arg(long)]
-        json: bool,
-    },
+    Counters(CountersArgs),
     /// Analyse once and write Parquet tables, charts, flame graphs and an HTML report.
-    Report {
-        #[command(flatten)]
-        trace: TraceArgs,
-        /// Output directory (created; files in it are replaced).
-        #[arg(
-            short = 'o',
-            long = "output",
-            value_name = "OUTDIR",
-            default_value = "ioblame-report"
-        )]
-        outdir: PathBuf,
-        #[command(flatten)]
-        counters: CounterArgs,
-        #[command(flatten)]
-        devs: DevArgs,
-    },
+    Report(ReportArgs),
     /// Write a CI baseline (TOML, human-editable) of what the trace shows.
-    Baseline {
-        #[command(flatten)]
-        trace: TraceArgs,
-        /// The baseline file to write.
-        #[arg(short = 'o', long = "output", value_name = "FILE")]
-        output: PathBuf,
-        #[command(flatten)]
-        counters: CounterArgs,
-        #[command(flatten)]
-        devs: DevArgs,
-        /// For a deterministic input (a committed trace checked by a changed analyzer): no
-        /// significance floor, zero tolerances, every histogram compared, unattributed IO
-        /// strict. Not for real captures, which jitter.
-        #[arg(long)]
-        exact: bool,
-        /// Judge unattributed IO strictly (`unattributed = "strict"`): it explains no other
-        /// change, so a writer whose bytes went unattributed has vanished.
-        #[arg(long)]
-        strict: bool,
-        /// Write the baseline even when the trace has no kernel symbols (every intent `?`).
-        #[arg(long)]
-        allow_unsymbolized: bool,
-    },
+    Baseline(BaselineArgs),
     /// Compare a trace with a baseline: exit 0 within tolerance, 1 on a regression, 2 on a
     /// usage or input error.
-    Check {
-        #[command(flatten)]
-        trace: TraceArgs,
-        /// The baseline written by `ioblame baseline`.
-        #[arg(long, value_name = "FILE")]
-        baseline: PathBuf,
-        /// Counters to compare (default: the baseline's own counters).
-        #[command(flatten)]
-        counters: CounterArgs,
-        #[command(flatten)]
-        devs: DevArgs,
-        /// One JSON document instead of text.
-        #[arg(long)]
-        json: bool,
-        /// Judge unattributed IO strictly whatever the baseline says: it is compared like any
-        /// group and explains no other change (an analyzer or capture that loses a writer's
-        /// attribution fails).
-        #[arg(long)]
-        strict: bool,
-    },
+    Check(CheckArgs),
     /// Print the `perf record` command line that records what the attribution needs on this
     /// kernel, for hosts with stock perf and no ioblame-capture.
-    PerfCommand {
-        /// Devices to record (names or MAJ:MIN); default all.
-        #[arg(long, value_delimiter = ',', value_name = "DEV,...")]
-        devices: Vec<String>,
-    },
+    PerfCommand(PerfCommandArgs),
+}
+
+// The arguments of each subcommand, one struct each; the subcommand's help is its variant's
+// doc comment in `Command`.
+
+#[derive(Args, Debug)]
+struct InfoArgs {
+    #[command(flatten)]
+    trace: TraceArgs,
+}
+
+#[derive(Args, Debug)]
+struct ActsArgs {
+    #[command(flatten)]
+    trace: TraceArgs,
+    /// One JSON object per line (keys documented in docs/outputs.md).
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    devs: DevArgs,
+}
+
+#[derive(Args, Debug)]
+struct IologArgs {
+    #[command(flatten)]
+    trace: TraceArgs,
+    #[command(flatten)]
+    devs: DevArgs,
+}
+
+#[derive(Args, Debug)]
+struct IntentsArgs {
+    #[command(flatten)]
+    trace: TraceArgs,
+}
+
+#[derive(Args, Debug)]
+struct CountersArgs {
+    #[command(flatten)]
+    trace: TraceArgs,
+    #[command(flatten)]
+    counters: CounterArgs,
+    #[command(flatten)]
+    devs: DevArgs,
+    /// A readable variant with headers.
+    #[arg(long, conflicts_with = "json")]
+    pretty: bool,
+    /// One JSON object per line.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct ReportArgs {
+    #[command(flatten)]
+    trace: TraceArgs,
+    /// Output directory (created; files in it are replaced).
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "OUTDIR",
+        default_value = "ioblame-report"
+    )]
+    outdir: PathBuf,
+    #[command(flatten)]
+    counters: CounterArgs,
+    #[command(flatten)]
+    devs: DevArgs,
+}
+
+#[derive(Args, Debug)]
+struct BaselineArgs {
+    #[command(flatten)]
+    trace: TraceArgs,
+    /// The baseline file to write.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: PathBuf,
+    #[command(flatten)]
+    counters: CounterArgs,
+    #[command(flatten)]
+    devs: DevArgs,
+    /// For a deterministic input (a committed trace checked by a changed analyzer): no
+    /// significance floor, zero tolerances, every histogram compared, unattributed IO
+    /// strict. Not for real captures, which jitter.
+    #[arg(long)]
+    exact: bool,
+    /// Judge unattributed IO strictly (`unattributed = "strict"`): it explains no other
+    /// change, so a writer whose bytes went unattributed has vanished.
+    #[arg(long)]
+    strict: bool,
+    /// Write the baseline even when the trace has no kernel symbols (every intent `?`).
+    #[arg(long)]
+    allow_unsymbolized: bool,
+}
+
+#[derive(Args, Debug)]
+struct CheckArgs {
+    #[command(flatten)]
+    trace: TraceArgs,
+    /// The baseline written by `ioblame baseline`.
+    #[arg(long, value_name = "FILE")]
+    baseline: PathBuf,
+    /// Counters to compare (default: the baseline's own counters).
+    #[command(flatten)]
+    counters: CounterArgs,
+    #[command(flatten)]
+    devs: DevArgs,
+    /// One JSON document instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Judge unattributed IO strictly whatever the baseline says: it is compared like any
+    /// group and explains no other change (an analyzer or capture that loses a writer's
+    /// attribution fails).
+    #[arg(long)]
+    strict: bool,
+}
+
+#[derive(Args, Debug)]
+struct PerfCommandArgs {
+    /// Devices to record (names or MAJ:MIN); default all.
+    #[arg(long, value_delimiter = ',', value_name = "DEV,...")]
+    devices: Vec<String>,
 }
 
 /// Parses counters before any trace is read (a bad spec fails fast).
@@ -216,188 +246,198 @@ fn run(cli: Cli) -> Result<ExitCode> {
     let ks = cli.kallsyms.as_deref();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
+    let out = &mut out;
     match cli.cmd {
-        Command::Info { trace } => {
-            let t = pipeline::open_trace(&trace.trace, ks)?;
-            info::print(&mut out, &t)?;
-        }
-        Command::Acts { trace, json, devs } => {
-            let t = pipeline::open_trace(&trace.trace, ks)?;
-            let sel = dev_selection(&devs, &t)?;
-            let sym = pipeline::symbols_of(&t);
-            let a = pipeline::analyze(&t, &sym, &sel, devs.show_recorder, |_, _| {})?;
-            let frames = SymFrames(&sym);
-            if json {
-                text::acts_json(&mut out, &a.tables, &frames, t.paths(), devs.show_recorder)?;
-            } else {
-                text::acts_table(&mut out, &a.tables, &frames, t.paths(), devs.show_recorder)?;
-            }
-        }
-        Command::Iolog { trace, devs } => {
-            let t = pipeline::open_trace(&trace.trace, ks)?;
-            let sel = dev_selection(&devs, &t)?;
-            let sym = pipeline::symbols_of(&t);
-            let frames = SymFrames(&sym);
-            let mut err = None;
-            let paths = t.paths();
-            pipeline::analyze(&t, &sym, &sel, devs.show_recorder, |io, tables| {
-                if err.is_some() {
-                    return;
-                }
-                let a = &tables.acts[io.act.index()];
-                if a.recorder && !devs.show_recorder {
-                    return;
-                }
-                if let Err(e) = text::iolog_entry(&mut out, io, tables, &frames, paths) {
-                    err = Some(e);
-                }
-            })?;
-            if let Some(e) = err {
-                return Err(e.into());
-            }
-        }
-        Command::Intents { trace } => {
-            let t = pipeline::open_trace(&trace.trace, ks)?;
-            let sym = pipeline::symbols_of(&t);
-            let a = pipeline::analyze(&t, &sym, &DevSelection::all(), true, |_, _| {})?;
-            text::intents(&mut out, &a.tables, &SymFrames(&sym))?;
-        }
-        Command::Counters {
-            trace,
-            counters,
-            devs,
-            pretty,
-            json,
-        } => {
-            let mut set = counter_set(&counters)?;
-            let t = pipeline::open_trace(&trace.trace, ks)?;
-            let sel = dev_selection(&devs, &t)?;
-            resolve_filter_devices(&mut set, &t)?;
-            let block_devices = t.metadata().block_devices.clone();
-            let show_recorder = devs.show_recorder;
-            let sym = pipeline::symbols_of(&t);
-            let mut devs_with_io = std::collections::BTreeSet::new();
-            let a = pipeline::analyze(&t, &sym, &sel, show_recorder, |io, tables| {
-                devs_with_io.insert(io.dev);
-                let act = &tables.acts[io.act.index()];
-                if act.recorder && !show_recorder {
-                    return;
-                }
-                set.record(io, &IoContext::for_io(tables, io));
-            })?;
-            for w in sel.warnings(&block_devices, |d| devs_with_io.contains(&d)) {
-                eprintln!("ioblame: warning: {w}");
-            }
-            let (acts, roles) = (&a.tables.acts, &a.tables.roles);
-            if json {
-                ioblame_counters::output::json(&mut out, &set, acts, roles)?;
-            } else if pretty {
-                ioblame_counters::output::pretty(&mut out, &set, acts, roles)?;
-            } else {
-                ioblame_counters::output::counters_pipe(&mut out, &set, acts, roles)?;
-            }
-        }
-        Command::Report {
-            trace,
-            outdir,
-            counters,
-            devs,
-        } => {
-            let set = counter_set(&counters)?;
-            let t = pipeline::open_trace(&trace.trace, ks)?;
-            let sel = dev_selection(&devs, &t)?;
-            report_cmd::run(
-                &mut out,
-                t,
-                &trace.trace,
-                &outdir,
-                set,
-                &sel,
-                devs.show_recorder,
-            )?;
-        }
-        Command::Baseline {
-            trace,
-            output,
-            counters,
-            devs,
-            exact,
-            strict,
-            allow_unsymbolized,
-        } => {
-            let mut set = counter_set(&counters)?;
-            let t = pipeline::open_trace(&trace.trace, ks)?;
-            let sel = dev_selection(&devs, &t)?;
-            resolve_filter_devices(&mut set, &t)?;
-            let mode = regress::BaselineMode {
-                exact,
-                strict,
-                allow_unsymbolized,
-                devs_given: devs.devs.is_some(),
-            };
-            regress::baseline(t, set, &sel, devs.show_recorder, &output, mode)?;
-        }
-        Command::Check {
-            trace,
-            baseline,
-            counters,
-            devs,
-            json,
-            strict,
-        } => {
-            let text = std::fs::read_to_string(&baseline)
-                .with_context(|| format!("cannot read baseline {}", baseline.display()))?;
-            let base = ioblame_baseline::Baseline::from_toml(&text)
-                .with_context(|| format!("baseline {}", baseline.display()))?;
-            let mut set = if counters.counter.is_empty() && counters.counters_file.is_none() {
-                let specs: Vec<&str> = base.counters.iter().map(|c| c.spec.as_str()).collect();
-                CounterSet::parse_args(&specs).context("the baseline's counters")?
-            } else {
-                counter_set(&counters)?
-            };
-            let t = pipeline::open_trace(&trace.trace, ks)?;
-            let sel = dev_selection(&devs, &t)?;
-            resolve_filter_devices(&mut set, &t)?;
-            let opts = ioblame_baseline::CheckOptions { strict };
-            let report = regress::check(
-                t,
-                set,
-                &sel,
-                devs.show_recorder,
-                &base,
-                &opts,
-                devs.devs.is_some(),
-            )?;
-            // The verdict does not depend on whether anyone reads the report: a closed pipe
-            // (`ioblame check ... | head`) keeps exit 1 on a regression.
-            let code = if report.regressed() {
-                ExitCode::from(1)
-            } else {
-                ExitCode::SUCCESS
-            };
-            let written = if json {
-                writeln!(out, "{}", report.to_json())
-            } else {
-                report.render_text(&mut out)
-            }
-            .and_then(|()| out.flush());
-            match written {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-                Err(e) => return Err(anyhow::Error::from(e).context("writing the output")),
-            }
-            return Ok(code);
-        }
-        Command::PerfCommand { devices } => {
-            let (cmd, notes) = ioblame_perfdata::perf_command_with_notes(&devices)?;
-            for n in notes {
-                eprintln!("ioblame: note: {n}");
-            }
-            writeln!(out, "{cmd}")?;
-        }
+        Command::Info(a) => info(out, a, ks)?,
+        Command::Acts(a) => acts(out, a, ks)?,
+        Command::Iolog(a) => iolog(out, a, ks)?,
+        Command::Intents(a) => intents(out, a, ks)?,
+        Command::Counters(a) => counters(out, a, ks)?,
+        Command::Report(a) => report(out, a, ks)?,
+        Command::Baseline(a) => baseline(a, ks)?,
+        // The verdict is the exit status; check flushes its output itself.
+        Command::Check(a) => return check(out, a, ks),
+        Command::PerfCommand(a) => perf_command(out, a)?,
     }
     out.flush().context("writing the output")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `ioblame info`.
+fn info(out: &mut impl Write, a: InfoArgs, ks: Option<&Path>) -> Result<()> {
+    let t = pipeline::open_trace(&a.trace.trace, ks)?;
+    info::print(out, &t)?;
+    Ok(())
+}
+
+/// `ioblame acts`.
+fn acts(out: &mut impl Write, a: ActsArgs, ks: Option<&Path>) -> Result<()> {
+    let t = pipeline::open_trace(&a.trace.trace, ks)?;
+    let sel = dev_selection(&a.devs, &t)?;
+    let sym = pipeline::symbols_of(&t);
+    let show_recorder = a.devs.show_recorder;
+    let r = pipeline::analyze(&t, &sym, &sel, show_recorder, |_, _| {});
+    let frames = SymFrames(&sym);
+    if a.json {
+        text::acts_json(out, &r.tables, &frames, t.paths(), show_recorder)?;
+    } else {
+        text::acts_table(out, &r.tables, &frames, t.paths(), show_recorder)?;
+    }
+    Ok(())
+}
+
+/// `ioblame iolog`: one line per IO, written as the analysis charges it.
+fn iolog(out: &mut impl Write, a: IologArgs, ks: Option<&Path>) -> Result<()> {
+    let t = pipeline::open_trace(&a.trace.trace, ks)?;
+    let sel = dev_selection(&a.devs, &t)?;
+    let sym = pipeline::symbols_of(&t);
+    let frames = SymFrames(&sym);
+    let show_recorder = a.devs.show_recorder;
+    let mut err = None;
+    let paths = t.paths();
+    pipeline::analyze(&t, &sym, &sel, show_recorder, |io, tables| {
+        if err.is_some() {
+            return;
+        }
+        let act = &tables.acts[io.act.index()];
+        if act.recorder && !show_recorder {
+            return;
+        }
+        if let Err(e) = text::iolog_entry(out, io, tables, &frames, paths) {
+            err = Some(e);
+        }
+    });
+    match err {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
+/// `ioblame intents`: every intent, the recorder's and all devices' included.
+fn intents(out: &mut impl Write, a: IntentsArgs, ks: Option<&Path>) -> Result<()> {
+    let t = pipeline::open_trace(&a.trace.trace, ks)?;
+    let sym = pipeline::symbols_of(&t);
+    let r = pipeline::analyze(&t, &sym, &DevSelection::all(), true, |_, _| {});
+    text::intents(out, &r.tables, &SymFrames(&sym))?;
+    Ok(())
+}
+
+/// `ioblame counters`.
+fn counters(out: &mut impl Write, a: CountersArgs, ks: Option<&Path>) -> Result<()> {
+    let mut set = counter_set(&a.counters)?;
+    let t = pipeline::open_trace(&a.trace.trace, ks)?;
+    let sel = dev_selection(&a.devs, &t)?;
+    resolve_filter_devices(&mut set, &t)?;
+    let block_devices = t.metadata().block_devices.clone();
+    let show_recorder = a.devs.show_recorder;
+    let sym = pipeline::symbols_of(&t);
+    let mut devs_with_io = std::collections::BTreeSet::new();
+    let r = pipeline::analyze(&t, &sym, &sel, show_recorder, |io, tables| {
+        devs_with_io.insert(io.dev);
+        let act = &tables.acts[io.act.index()];
+        if act.recorder && !show_recorder {
+            return;
+        }
+        set.record(io, &IoContext::for_io(tables, io));
+    });
+    for w in sel.warnings(&block_devices, |d| devs_with_io.contains(&d)) {
+        eprintln!("ioblame: warning: {w}");
+    }
+    let (acts, roles) = (&r.tables.acts, &r.tables.roles);
+    if a.json {
+        ioblame_counters::output::json(out, &set, acts, roles)?;
+    } else if a.pretty {
+        ioblame_counters::output::pretty(out, &set, acts, roles)?;
+    } else {
+        ioblame_counters::output::counters_pipe(out, &set, acts, roles)?;
+    }
+    Ok(())
+}
+
+/// `ioblame report`.
+fn report(out: &mut impl Write, a: ReportArgs, ks: Option<&Path>) -> Result<()> {
+    let set = counter_set(&a.counters)?;
+    let t = pipeline::open_trace(&a.trace.trace, ks)?;
+    let sel = dev_selection(&a.devs, &t)?;
+    report_cmd::run(
+        out,
+        t,
+        &a.trace.trace,
+        &a.outdir,
+        set,
+        &sel,
+        a.devs.show_recorder,
+    )
+}
+
+/// `ioblame baseline`.
+fn baseline(a: BaselineArgs, ks: Option<&Path>) -> Result<()> {
+    let mut set = counter_set(&a.counters)?;
+    let t = pipeline::open_trace(&a.trace.trace, ks)?;
+    let sel = dev_selection(&a.devs, &t)?;
+    resolve_filter_devices(&mut set, &t)?;
+    let mode = regress::BaselineMode {
+        exact: a.exact,
+        strict: a.strict,
+        allow_unsymbolized: a.allow_unsymbolized,
+        devs_given: a.devs.devs.is_some(),
+    };
+    regress::baseline(t, set, &sel, a.devs.show_recorder, &a.output, mode)
+}
+
+/// `ioblame check`: exit 0 within tolerance, 1 on a regression.
+fn check(out: &mut impl Write, a: CheckArgs, ks: Option<&Path>) -> Result<ExitCode> {
+    let text = std::fs::read_to_string(&a.baseline)
+        .with_context(|| format!("cannot read baseline {}", a.baseline.display()))?;
+    let base = ioblame_baseline::Baseline::from_toml(&text)
+        .with_context(|| format!("baseline {}", a.baseline.display()))?;
+    let mut set = if a.counters.counter.is_empty() && a.counters.counters_file.is_none() {
+        let specs: Vec<&str> = base.counters.iter().map(|c| c.spec.as_str()).collect();
+        CounterSet::parse_args(&specs).context("the baseline's counters")?
+    } else {
+        counter_set(&a.counters)?
+    };
+    let t = pipeline::open_trace(&a.trace.trace, ks)?;
+    let sel = dev_selection(&a.devs, &t)?;
+    resolve_filter_devices(&mut set, &t)?;
+    let opts = ioblame_baseline::CheckOptions { strict: a.strict };
+    let report = regress::check(
+        t,
+        set,
+        &sel,
+        a.devs.show_recorder,
+        &base,
+        &opts,
+        a.devs.devs.is_some(),
+    )?;
+    // The verdict does not depend on whether anyone reads the report: a closed pipe
+    // (`ioblame check ... | head`) keeps exit 1 on a regression.
+    let code = if report.regressed() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    };
+    let written = if a.json {
+        writeln!(out, "{}", report.to_json())
+    } else {
+        report.render_text(out)
+    }
+    .and_then(|()| out.flush());
+    match written {
+        Ok(()) => Ok(code),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(code),
+        Err(e) => Err(anyhow::Error::from(e).context("writing the output")),
+    }
+}
+
+/// `ioblame perf-command`.
+fn perf_command(out: &mut impl Write, a: PerfCommandArgs) -> Result<()> {
+    let (cmd, notes) = ioblame_perfdata::perf_command_with_notes(&a.devices)?;
+    for n in notes {
+        eprintln!("ioblame: note: {n}");
+    }
+    writeln!(out, "{cmd}")?;
+    Ok(())
 }
 
 /// Stack frames through the trace's kernel symbols.

@@ -3,12 +3,12 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{Context as _, Result};
 use ioblame_attrib::{Dir, Tables, WbReason};
 use ioblame_baseline::{ActInput, Baseline, BuildOptions, CheckOptions, CheckReport, Defaults};
 use ioblame_counters::{CounterSet, DevSelection, IoContext};
-use ioblame_decode::stream::StreamStats;
-use ioblame_decode::{Rwbs, Symbolizer};
+use ioblame_decode::stream::{DamagedChunk, StreamStats};
+use ioblame_decode::{Rwbs, SkipReason, Symbolizer};
 use ioblame_format::{PathTable, Trace};
 
 use crate::pipeline;
@@ -22,55 +22,101 @@ struct Collected {
     sym: Symbolizer,
 }
 
+/// Why a trace cannot be compared (or baselined): the check fails with exit 2 rather than
+/// give a verdict.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    /// The trace is damaged or truncated: the IO it lost would be compared as if the
+    /// workload had not done it.
+    #[error("the trace is damaged or truncated ({}): the IO it lost cannot be compared; record it again", damage_list(.0))]
+    Damaged(Vec<Damage>),
+    /// The trace holds no block IO (on the selected devices).
+    #[error(
+        "the trace holds no block IO{}: nothing to compare (did the capture run around the workload, on its devices?)",
+        if *.devs_given { " on the selected devices (--devs)" } else { "" }
+    )]
+    NoIo {
+        /// Whether `--devs` selected the devices.
+        devs_given: bool,
+    },
+    /// The trace has no kernel symbols, and the baseline was not allowed without them.
+    #[error("the trace has no kernel symbols: every intent would be [\"?\", ...] and the baseline could not tell code paths apart. For a perf.data recording pass --kallsyms FILE (a copy of the recording host's /proc/kallsyms); to write it anyway, pass --allow-unsymbolized")]
+    Unsymbolized,
+}
+
+/// One problem of a damaged trace.
+#[derive(Debug)]
+pub enum Damage {
+    /// What the reader found.
+    Reader(ioblame_format::Problem),
+    /// A chunk the analysis could not decompress.
+    Chunk(DamagedChunk),
+    /// Records the analysis could not decode, by reason.
+    Skipped(SkipReason, u64),
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Damage::Reader(p) => write!(f, "{p}"),
+            Damage::Chunk(d) => write!(f, "cpu {} chunk {} unreadable: {}", d.cpu, d.seq, d.error),
+            Damage::Skipped(r, n) => write!(f, "{n} records skipped: {}", r.as_str()),
+        }
+    }
+}
+
+/// Problems shown in [`Refusal::Damaged`].
+const DAMAGE_SHOWN: usize = 5;
+
+/// `N problem(s): the first few; ...`.
+fn damage_list(d: &[Damage]) -> String {
+    let n = d.len();
+    let shown: Vec<String> = d.iter().take(DAMAGE_SHOWN).map(|p| p.to_string()).collect();
+    format!(
+        "{n} problem{}: {}{}",
+        if n == 1 { "" } else { "s" },
+        shown.join("; "),
+        if n > DAMAGE_SHOWN { "; ..." } else { "" }
+    )
+}
+
 /// Refuses a trace that is damaged or truncated: the IO it lost would be compared as if the
 /// workload had not done it, and a regression verdict (exit 1) on it would be wrong. The
 /// reader's problems, the chunks the analysis could not decompress and the records it could
 /// not decode are listed.
-fn require_intact(trace: &Trace, stream: &StreamStats) -> Result<()> {
-    let mut what: Vec<String> = trace.problems().iter().map(|p| p.to_string()).collect();
-    what.extend(
-        stream
-            .damaged
-            .iter()
-            .map(|d| format!("cpu {} chunk {} unreadable: {}", d.cpu, d.seq, d.error)),
-    );
-    what.extend(
+fn require_intact(trace: &Trace, stream: &StreamStats) -> Result<(), Refusal> {
+    let mut damage: Vec<Damage> = trace
+        .problems()
+        .iter()
+        .cloned()
+        .map(Damage::Reader)
+        .collect();
+    damage.extend(stream.damaged.iter().cloned().map(Damage::Chunk));
+    damage.extend(
         stream
             .decode
             .error_reasons()
-            .map(|(r, n)| format!("{n} records skipped: {}", r.as_str())),
+            .map(|(r, n)| Damage::Skipped(r, n)),
     );
-    if what.is_empty() {
-        return Ok(());
+    if damage.is_empty() {
+        Ok(())
+    } else {
+        Err(Refusal::Damaged(damage))
     }
-    let n = what.len();
-    what.truncate(5);
-    bail!(
-        "the trace is damaged or truncated ({n} problem{}: {}{}): the IO it lost cannot be compared; record it again",
-        if n == 1 { "" } else { "s" },
-        what.join("; "),
-        if n > 5 { "; ..." } else { "" }
-    )
 }
 
 /// Refuses a trace without block IO (on the selected devices): there is nothing to compare,
 /// and an empty run is not "within tolerance".
-fn require_io(c: &Collected, show_recorder: bool, devs_given: bool) -> Result<()> {
+fn require_io(c: &Collected, show_recorder: bool, devs_given: bool) -> Result<(), Refusal> {
     let t = &c.tables;
     let any = t
         .acts_with_totals()
         .any(|(_, act, tot)| (show_recorder || !act.recorder) && tot.ios.iter().any(|&n| n > 0));
-    if !any {
-        bail!(
-            "the trace holds no block IO{}: nothing to compare (did the capture run around the workload, on its devices?)",
-            if devs_given {
-                " on the selected devices (--devs)"
-            } else {
-                ""
-            }
-        );
+    if any {
+        Ok(())
+    } else {
+        Err(Refusal::NoIo { devs_given })
     }
-    Ok(())
 }
 
 fn collect(
@@ -95,7 +141,7 @@ fn collect(
             }
             sync_write[i] += io.size;
         }
-    })?;
+    });
     require_intact(trace, &a.stream)?;
     sync_write.resize(a.tables.acts.len(), 0);
     Ok(Collected {
@@ -177,9 +223,7 @@ pub fn baseline(
     let base = Baseline::build(&inputs, &spec_texts(&c.set), &opts)?;
     if !base.symbolized {
         if !mode.allow_unsymbolized {
-            bail!(
-                "the trace has no kernel symbols: every intent would be [\"?\", ...] and the baseline could not tell code paths apart. For a perf.data recording pass --kallsyms FILE (a copy of the recording host's /proc/kallsyms); to write it anyway, pass --allow-unsymbolized"
-            );
+            return Err(Refusal::Unsymbolized.into());
         }
         eprintln!(
             "ioblame: warning: the trace has no kernel symbols: the baseline's intents are all \"?\" (symbols = false); only traces without symbols can be checked against it"
@@ -222,4 +266,43 @@ pub fn check(
         &spec_texts(&c.set),
         opts,
     )?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The refusal of a damaged trace counts its problems and names the first five.
+    #[test]
+    fn damage_is_counted_and_the_first_problems_named() {
+        let chunk = |seq| {
+            Damage::Chunk(DamagedChunk {
+                cpu: 0,
+                seq,
+                error: "bad".into(),
+            })
+        };
+        let one = Refusal::Damaged(vec![Damage::Skipped(SkipReason::ALL[0], 3)]);
+        assert_eq!(
+            one.to_string(),
+            format!(
+                "the trace is damaged or truncated (1 problem: 3 records skipped: {}): the IO it lost cannot be compared; record it again",
+                SkipReason::ALL[0].as_str()
+            )
+        );
+        let six = Refusal::Damaged((1..=6).map(chunk).collect());
+        assert_eq!(
+            six.to_string(),
+            "the trace is damaged or truncated (6 problems: cpu 0 chunk 1 unreadable: bad; \
+             cpu 0 chunk 2 unreadable: bad; cpu 0 chunk 3 unreadable: bad; \
+             cpu 0 chunk 4 unreadable: bad; cpu 0 chunk 5 unreadable: bad; ...): \
+             the IO it lost cannot be compared; record it again"
+        );
+        assert!(Refusal::NoIo { devs_given: true }
+            .to_string()
+            .starts_with("the trace holds no block IO on the selected devices (--devs): "));
+        assert!(Refusal::NoIo { devs_given: false }
+            .to_string()
+            .starts_with("the trace holds no block IO: nothing to compare"));
+    }
 }

@@ -46,7 +46,7 @@ pub fn run(
                 failed = Some(e);
             }
         }
-    })?;
+    });
     if let Some(e) = failed {
         return Err(e).context("writing ios.parquet");
     }

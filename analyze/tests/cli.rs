@@ -39,19 +39,7 @@ fn ok(args: &[&str]) -> String {
 }
 
 fn golden(name: &str, actual: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    if std::env::var_os("BLESS").is_some() {
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|_| panic!("{} missing: run with BLESS=1", path.display()));
-    assert_eq!(
-        expected, actual,
-        "{name} differs from the golden file (BLESS=1 rewrites it)"
-    );
+    ioblame_testkit::assert_golden!(name, actual);
 }
 
 /// Bytes per (comm, via, ino, direction) from `acts --json`.

@@ -19,9 +19,9 @@
 //!
 //! Up to 16 requests are in flight per disk and complete slightly out of issue order. Kernel
 //! stacks are 10 to 28 frames deep and come from a few hundred distinct code paths inside a
-//! kallsyms table of 60,000 symbols. Event payloads are the 6.18 tracefs formats of
-//! `fixtures/tracefs-formats`, records are the capture's sample layout, chunks are zstd
-//! compressed ring files. Same options, same bytes.
+//! kallsyms table of 60,000 symbols. Event payloads are the 6.18 tracefs formats of the
+//! event registry (`crates/events/formats`), records are the capture's sample layout, chunks
+//! are zstd compressed ring files. Same options, same bytes.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -155,127 +155,78 @@ fn kallsyms() -> String {
     s
 }
 
-/// The 6.18 tracefs format of an event: the decode crate's built-in ones, and a few more
-/// the capture records from the same fixture directory.
-fn format_of(name: &str) -> Option<&'static str> {
-    macro_rules! extra {
-        ($($sys:literal : $ev:literal),* $(,)?) => {
-            match name {
-                $(concat!($sys, ":", $ev) => Some(include_str!(concat!(
-                    env!("CARGO_MANIFEST_DIR"), "/../fixtures/tracefs-formats/", $sys, "_", $ev, ".format"
-                ))),)*
-                _ => None,
-            }
-        };
-    }
-    builtin_format(name).or(extra!(
-        "block":"block_io_start", "block":"block_io_done",
-        "ext4":"ext4_da_write_folios_start", "ext4":"ext4_da_write_folios_end",
-        "ext4":"ext4_ext_map_blocks_enter", "writeback":"writeback_pages_written",
-    ))
+/// Declares the events of the trace, in trace order: [`E`], whose variants index [`EVENTS`],
+/// the registry names of those events, and [`CALLCHAIN`], whether each carries a kernel
+/// stack (as the registry says, checked when compiling: a name the event registry lacks
+/// does not compile).
+macro_rules! trace_events {
+    ($($v:ident = $name:literal,)*) => {
+        /// Index of each event in [`EVENTS`] (and in the trace).
+        #[derive(Clone, Copy)]
+        #[repr(u16)]
+        #[allow(dead_code)] // every variant is an index into EVENTS; not all are named in the code
+        enum E {
+            $($v,)*
+        }
+
+        /// The registry name of each event of the trace, by [`E`].
+        const EVENTS: &[&str] = &[$($name,)*];
+
+        /// Whether each event of the trace carries a callchain, by [`E`].
+        const CALLCHAIN: &[bool] = &[$(
+            match ioblame_events::find($name) {
+                Some(d) => d.callchain,
+                None => panic!(concat!($name, " is not in the event registry")),
+            },
+        )*];
+    };
 }
 
-/// Every event of the trace (the capture's default set, minus the ones this workload never
-/// fires), and those with a callchain (the capture's `CALLCHAIN_EVENTS`).
-const EVENTS: &[&str] = &[
-    "block:block_bio_queue",
-    "block:block_bio_backmerge",
-    "block:block_getrq",
-    "block:block_rq_insert",
-    "block:block_rq_issue",
-    "block:block_io_start",
-    "block:block_rq_complete",
-    "block:block_io_done",
-    "block:block_dirty_buffer",
-    "writeback:writeback_dirty_folio",
-    "writeback:writeback_mark_inode_dirty",
-    "writeback:writeback_dirty_inode_start",
-    "writeback:writeback_dirty_inode",
-    "writeback:writeback_start",
-    "writeback:writeback_written",
-    "writeback:writeback_pages_written",
-    "writeback:writeback_single_inode_start",
-    "writeback:writeback_single_inode",
-    "writeback:sb_mark_inode_writeback",
-    "writeback:sb_clear_inode_writeback",
-    "filemap:mm_filemap_add_to_page_cache",
-    "filemap:mm_filemap_delete_from_page_cache",
-    "readahead:page_cache_sync_ra",
-    "readahead:page_cache_async_ra",
-    "readahead:page_cache_ra_order",
-    "ext4:ext4_writepages",
-    "ext4:ext4_writepages_result",
-    "ext4:ext4_da_write_folios_start",
-    "ext4:ext4_da_write_folios_end",
-    "ext4:ext4_ext_map_blocks_enter",
-    "ext4:ext4_ext_map_blocks_exit",
-    "iomap:iomap_iter_dstmap",
-    "iomap:iomap_dio_rw_begin",
-    "iomap:iomap_dio_complete",
-    "jbd2:jbd2_handle_start",
-    "jbd2:jbd2_start_commit",
-    "jbd2:jbd2_commit_flushing",
-    "jbd2:jbd2_commit_logging",
-    "jbd2:jbd2_end_commit",
-    "sched:sched_process_fork",
-    "sched:sched_process_exec",
-    "sched:sched_process_exit",
-];
-const CALLCHAIN: &[&str] = &[
-    "writeback:writeback_dirty_folio",
-    "block:block_dirty_buffer",
-    "writeback:writeback_mark_inode_dirty",
-    "jbd2:jbd2_handle_start",
-    "block:block_bio_queue",
-];
-
-/// Index of each event in [`EVENTS`] (and in the trace).
-#[derive(Clone, Copy)]
-#[repr(u16)]
-#[allow(dead_code)] // every variant is an index into EVENTS; not all are named in the code
-enum E {
-    BioQueue,
-    BioBackmerge,
-    GetRq,
-    RqInsert,
-    RqIssue,
-    IoStart,
-    RqComplete,
-    IoDone,
-    DirtyBuffer,
-    DirtyFolio,
-    MarkInodeDirty,
-    DirtyInodeStart,
-    DirtyInode,
-    WbStart,
-    WbWritten,
-    WbPagesWritten,
-    SingleInodeStart,
-    SingleInode,
-    SbMarkWb,
-    SbClearWb,
-    AddToPageCache,
-    DeleteFromPageCache,
-    SyncRa,
-    AsyncRa,
-    RaOrder,
-    Writepages,
-    WritepagesResult,
-    DaWriteFoliosStart,
-    DaWriteFoliosEnd,
-    MapBlocksEnter,
-    MapBlocksExit,
-    IterDstmap,
-    DioBegin,
-    DioComplete,
-    HandleStart,
-    StartCommit,
-    CommitFlushing,
-    CommitLogging,
-    EndCommit,
-    Fork,
-    Exec,
-    Exit,
+// Every event of the trace: the capture's default set, minus the ones this workload never
+// fires.
+trace_events! {
+    BioQueue = "block:block_bio_queue",
+    BioBackmerge = "block:block_bio_backmerge",
+    GetRq = "block:block_getrq",
+    RqInsert = "block:block_rq_insert",
+    RqIssue = "block:block_rq_issue",
+    IoStart = "block:block_io_start",
+    RqComplete = "block:block_rq_complete",
+    IoDone = "block:block_io_done",
+    DirtyBuffer = "block:block_dirty_buffer",
+    DirtyFolio = "writeback:writeback_dirty_folio",
+    MarkInodeDirty = "writeback:writeback_mark_inode_dirty",
+    DirtyInodeStart = "writeback:writeback_dirty_inode_start",
+    DirtyInode = "writeback:writeback_dirty_inode",
+    WbStart = "writeback:writeback_start",
+    WbWritten = "writeback:writeback_written",
+    WbPagesWritten = "writeback:writeback_pages_written",
+    SingleInodeStart = "writeback:writeback_single_inode_start",
+    SingleInode = "writeback:writeback_single_inode",
+    SbMarkWb = "writeback:sb_mark_inode_writeback",
+    SbClearWb = "writeback:sb_clear_inode_writeback",
+    AddToPageCache = "filemap:mm_filemap_add_to_page_cache",
+    DeleteFromPageCache = "filemap:mm_filemap_delete_from_page_cache",
+    SyncRa = "readahead:page_cache_sync_ra",
+    AsyncRa = "readahead:page_cache_async_ra",
+    RaOrder = "readahead:page_cache_ra_order",
+    Writepages = "ext4:ext4_writepages",
+    WritepagesResult = "ext4:ext4_writepages_result",
+    DaWriteFoliosStart = "ext4:ext4_da_write_folios_start",
+    DaWriteFoliosEnd = "ext4:ext4_da_write_folios_end",
+    MapBlocksEnter = "ext4:ext4_ext_map_blocks_enter",
+    MapBlocksExit = "ext4:ext4_ext_map_blocks_exit",
+    IterDstmap = "iomap:iomap_iter_dstmap",
+    DioBegin = "iomap:iomap_dio_rw_begin",
+    DioComplete = "iomap:iomap_dio_complete",
+    HandleStart = "jbd2:jbd2_handle_start",
+    StartCommit = "jbd2:jbd2_start_commit",
+    CommitFlushing = "jbd2:jbd2_commit_flushing",
+    CommitLogging = "jbd2:jbd2_commit_logging",
+    EndCommit = "jbd2:jbd2_end_commit",
+    Fork = "sched:sched_process_fork",
+    Exec = "sched:sched_process_exec",
+    Exit = "sched:sched_process_exit",
 }
 
 /// A request in flight: completes after a few later operations.
@@ -370,11 +321,7 @@ impl Gen {
     ) -> Result<()> {
         let time = self.tick();
         let id = e as u16;
-        let stack = if CALLCHAIN.contains(&EVENTS[id as usize]) {
-            stack
-        } else {
-            &[]
-        };
+        let stack = if CALLCHAIN[id as usize] { stack } else { &[] };
         self.t
             .sample(cpu % self.cpus, id, time, pid, pid, stack, f)
             .with_context(|| format!("encoding {}", EVENTS[id as usize]))?;
@@ -579,9 +526,9 @@ struct Stacks {
 /// Writes a trace of at least `o.events` records into directory `dir`; returns the records.
 pub fn generate(dir: &Path, o: &GenOptions) -> Result<u64> {
     let mut t = TraceBuilder::new(ByteOrder::native(), o.cpus);
-    for &n in EVENTS {
-        let fmt = format_of(n).with_context(|| format!("no format for {n}"))?;
-        t.add_event(n, fmt, CALLCHAIN.contains(&n))?;
+    for (&n, &callchain) in EVENTS.iter().zip(CALLCHAIN) {
+        let fmt = builtin_format(n).with_context(|| format!("no format for {n}"))?;
+        t.add_event(n, fmt, callchain)?;
     }
     {
         let m = t.metadata_mut();
@@ -1107,8 +1054,7 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ioblame_attrib::{Attributor, Context};
-    use ioblame_decode::stream::{for_each_event, StreamOptions};
+    use ioblame_attrib::{attribute_stream, Context};
     use ioblame_decode::Decoder;
     use ioblame_format::Trace;
 
@@ -1146,21 +1092,24 @@ mod tests {
         assert!(t.problems().is_empty(), "{:?}", t.problems());
         let d = Decoder::new(t.header(), t.metadata());
         assert!(d.problems().is_empty(), "{:?}", d.problems());
-        let mut attr = Attributor::new(Context::from_trace(t.header(), t.metadata()));
-        let mut ios = Vec::new();
-        let mut events = 0u64;
-        let stats = for_each_event(&t, &d, &StreamOptions::default(), |ev| {
-            events += 1;
-            attr.push(ev);
-            attr.drain_ios_into(&mut ios);
-        });
+        let ctx = Context::from_trace(t.header(), t.metadata());
+        let (mut ios, mut bytes) = (0usize, 0u64);
+        let run = attribute_stream(
+            &t,
+            &d,
+            ctx,
+            |io, _| {
+                ios += 1;
+                bytes += io.size;
+            },
+            |_| {},
+        );
+        let stats = run.stream;
         assert_eq!(stats.decode.error_count(), 0);
         assert_eq!(stats.out_of_order, 0);
-        assert_eq!(events, n);
-        let done = attr.finish();
-        ios.extend(done.ios);
-        let bytes: u64 = ios.iter().map(|io| io.size).sum();
-        assert!(ios.len() > 1000, "{} IOs", ios.len());
+        assert_eq!(stats.events, n);
+        let done = run.attribution;
+        assert!(ios > 1000, "{ios} IOs");
         // Nearly every byte is charged to a known act.
         assert!(
             done.summary.unknown_bytes * 50 < bytes,

@@ -7,9 +7,9 @@
 //! * `decode`: every chunk decompressed and decoded to typed events (in parallel), no merge;
 //! * `merge`: the analyzer's stream (`for_each_event`: parallel decode windows merged into
 //!   one time-ordered stream) with a consumer that only counts;
-//! * `attribute`: what `ioblame` does end to end (`analyze/src/pipeline.rs`): the stream fed
-//!   to the attribution with the trace's kernel symbols, every charged IO drained and summed
-//!   per act with the tables at hand, then `finish()` and its leftover IOs.
+//! * `attribute`: what `ioblame` does end to end (`ioblame_pipeline::analyze`): the stream
+//!   fed to the attribution with the trace's kernel symbols, every charged IO counted per act
+//!   and handed to a consumer with the tables at hand, then `finish()` and its leftover IOs.
 
 use std::path::Path;
 use std::process::Command;
@@ -18,9 +18,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _, Result};
-use ioblame_attrib::{ActTotals, Attributor, Context, Io};
+use ioblame_counters::DevSelection;
 use ioblame_decode::stream::{for_each_event, StreamOptions};
-use ioblame_decode::{for_each_event_ahead, Decoder, Symbolizer};
+use ioblame_decode::Decoder;
 use ioblame_format::Trace;
 
 /// The stages, each including the ones before it.
@@ -132,53 +132,33 @@ pub fn measure_here(stage: &str, threads: usize, trace: &Path, sample: bool) -> 
                 n
             }
             _ => {
-                // As analyze/src/pipeline.rs::analyze, all devices selected.
-                let d = Decoder::new(t.header(), t.metadata());
-                let mut ctx = Context::from_trace(t.header(), t.metadata());
-                if let Some(k) = t.metadata().kallsyms.as_ref().filter(|k| !k.restricted) {
-                    ctx.symbols = Some(Box::new(Symbolizer::from_kallsyms(&k.text)));
-                }
-                let mut attr = Attributor::new(ctx);
-                let mut totals: Vec<ActTotals> = Vec::new();
-                let mut buf: Vec<Io> = Vec::new();
-                let (mut n, mut ios, mut bytes) = (0u64, 0u64, 0u64);
-                let mut charge = |io: &Io, totals: &mut Vec<ActTotals>| {
-                    let i = io.act.index();
-                    if totals.len() <= i {
-                        totals.resize(i + 1, ActTotals::default());
-                    }
-                    totals[i].add(io.dir, io.size);
-                    ios += 1;
-                    bytes += io.size;
+                // What `ioblame` runs, every device selected and every IO counted.
+                let (symbols, _) = ioblame_pipeline::symbols_of(&t);
+                let opts = ioblame_pipeline::Options {
+                    symbols: &symbols,
+                    devs: &DevSelection::all(),
+                    show_recorder: true,
                 };
-                for_each_event_ahead(&t, &d, &so, |ev, ahead| {
-                    n += 1;
-                    if let Some(a) = ahead {
-                        attr.prefetch(a);
-                    }
-                    attr.push(ev);
-                    attr.drain_ios_into(&mut buf);
-                    if !buf.is_empty() {
-                        let tables = attr.tables();
-                        for io in buf.drain(..) {
-                            charge(&io, &mut totals);
-                            std::hint::black_box(tables.acts.len());
-                        }
-                    }
+                let a = ioblame_pipeline::analyze(
+                    &t,
+                    &opts,
+                    |_, tables| {
+                        std::hint::black_box(tables.acts.len());
+                    },
+                    |_| {},
+                );
+                let (ios, bytes) = a.tables.totals.iter().fold((0, 0), |(n, b), t| {
+                    (n + t.total_ios(), b + t.total_bytes())
                 });
-                let done = attr.finish();
-                for io in &done.ios {
-                    charge(io, &mut totals);
-                }
                 note = format!(
                     "attribution: {ios} IOs, {:.1} GiB, {} acts, {} roles, {} intents, {:.2}% of the bytes unknown",
                     bytes as f64 / (1u64 << 30) as f64,
-                    done.tables.acts.len(),
-                    done.tables.roles.len(),
-                    done.tables.intents.len(),
-                    100.0 * done.summary.unknown_bytes as f64 / bytes.max(1) as f64
+                    a.tables.acts.len(),
+                    a.tables.roles.len(),
+                    a.tables.intents.len(),
+                    100.0 * a.summary.unknown_bytes as f64 / bytes.max(1) as f64
                 );
-                n
+                a.stream.events
             }
         })
     })?;

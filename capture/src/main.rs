@@ -2,6 +2,7 @@
 //! perf_event_open into ioblame ring files (see `docs/format.md`).
 
 use ioblame_tracepoints as events;
+mod host;
 mod paths;
 mod perf;
 mod record;
@@ -36,7 +37,7 @@ enum Cmd {
 
 fn events_cmd() -> anyhow::Result<()> {
     use std::fmt::Write as _;
-    let tfs = events::tracefs()?;
+    let tfs = host::tracefs()?;
     let mut out = String::new();
     macro_rules! println {
         ($($t:tt)*) => { let _ = writeln!(out, $($t)*); };

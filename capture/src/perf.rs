@@ -180,6 +180,11 @@ impl Event {
 }
 
 /// A mmap'd perf ring buffer.
+///
+/// Invariant, set up by [`Ring::map`] and relied on by every access: `base` is the start of
+/// a live mapping of `map_len` bytes, owned by this ring (unmapped when it is dropped), whose
+/// first page is the kernel's `perf_event_mmap_page` and whose data area is
+/// `[data_off, data_off + data_size)`, inside the mapping, `data_size` a power of two.
 #[derive(Debug)]
 pub struct Ring {
     base: *mut u8,
@@ -242,11 +247,14 @@ impl Ring {
         })
     }
 
-    /// The control page's head and tail; the references live as long as `_ring`'s mapping.
-    fn head_tail(base: *mut u8, _ring: &()) -> (&AtomicU64, &AtomicU64) {
-        let meta = base as *const b::perf_event_mmap_page;
-        // SAFETY: data_head/data_tail are naturally aligned u64 fields of the mapped control
-        // page, shared with the kernel; AtomicU64 has the same layout as u64.
+    /// The control page's head and tail, shared with the kernel. They borrow the ring, so
+    /// they cannot outlive the mapping (unmapped only when the ring is dropped).
+    fn head_tail(&self) -> (&AtomicU64, &AtomicU64) {
+        let meta = self.base as *const b::perf_event_mmap_page;
+        // SAFETY: `base` is the start of a live mapping (made in `map`, unmapped in `drop`)
+        // whose first page is a perf_event_mmap_page; data_head/data_tail are naturally
+        // aligned u64 fields of it, written by the kernel only through atomic accesses, and
+        // AtomicU64 has the same layout as u64. The returned references borrow `self`.
         unsafe {
             (
                 &*(std::ptr::addr_of!((*meta).data_head) as *const AtomicU64),
@@ -285,14 +293,13 @@ impl Ring {
     /// pending cannot be parsed: it is discarded (the space released) and the error says how
     /// many bytes were lost, for the chunk header.
     pub fn drain(&mut self, mut f: impl FnMut(&[u8])) -> Result<u64, RingCorrupt> {
-        let token = ();
-        let (head_a, tail_a) = Self::head_tail(self.base, &token);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let (head_a, tail_a) = self.head_tail();
         // Acquire: the record bytes the kernel wrote before publishing `head` are visible.
         let head = head_a.load(Ordering::Acquire);
         let start = tail_a.load(Ordering::Relaxed);
         let size = self.data_size as u64;
         let mut tail = start;
-        let mut scratch = std::mem::take(&mut self.scratch);
         let mut bad = None;
         if head.wrapping_sub(start) > size {
             // The kernel never gets more than the area ahead of the tail.
@@ -312,15 +319,17 @@ impl Ring {
             f(&scratch);
             tail = tail.wrapping_add(rsize);
         }
-        self.scratch = scratch;
-        if let Some((rsize, pending)) = bad {
+        let r = if let Some((rsize, pending)) = bad {
             // Skip everything pending: no record boundary can be found past a bad size.
             tail_a.store(head, Ordering::Release);
-            return Err(RingCorrupt { rsize, pending });
-        }
-        // Release: our reads of the records happen before the kernel may overwrite them.
-        tail_a.store(tail, Ordering::Release);
-        Ok(tail.wrapping_sub(start))
+            Err(RingCorrupt { rsize, pending })
+        } else {
+            // Release: our reads of the records happen before the kernel may overwrite them.
+            tail_a.store(tail, Ordering::Release);
+            Ok(tail.wrapping_sub(start))
+        };
+        self.scratch = scratch;
+        r
     }
 }
 
@@ -506,12 +515,11 @@ mod tests {
             // SAFETY: off < data_size, inside our anonymous mapping.
             unsafe { *r.base.add(r.data_off + off) = *b };
         }
-        let (h, _) = Ring::head_tail(r.base, &());
-        h.store(head, Ordering::Release);
+        r.head_tail().0.store(head, Ordering::Release);
     }
 
     fn tail_of(r: &Ring) -> u64 {
-        Ring::head_tail(r.base, &()).1.load(Ordering::Acquire)
+        r.head_tail().1.load(Ordering::Acquire)
     }
 
     #[test]
@@ -521,8 +529,7 @@ mod tests {
         let b = rec(3, &[2u8; 56]);
         // Start near the end of the area so that `b` wraps around it.
         let start = 4096 - 40;
-        let (_, t) = Ring::head_tail(r.base, &());
-        t.store(start, Ordering::Release);
+        r.head_tail().1.store(start, Ordering::Release);
         let mut bytes = a.clone();
         bytes.extend(&b);
         let head = start + bytes.len() as u64;

@@ -4,20 +4,22 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::process::{Child, ExitStatus};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use ioblame_format::{
-    ChunkBuilder, ChunkEncoder, ChunkHeader, EventDesc, FileTable, Header, Metadata, RingOptions,
-    RingStats, RingWriter, EVENT_CALLCHAIN, EVENT_TASK_RECORDS, FILES_AT_END,
+    BlockDevice, ChunkBuilder, ChunkEncoder, ChunkHeader, EventDesc, FileTable, Header, Metadata,
+    Mount, RingOptions, RingStats, RingWriter, EVENT_CALLCHAIN, EVENT_TASK_RECORDS, FILES_AT_END,
 };
 
 use crate::perf::{self, Event, EventSpec, Ring};
-use crate::{paths, snapshot};
+use crate::{host, paths, snapshot};
 use ioblame_tracepoints::{self as events, FilterDev, Tracepoint};
 
 /// Arguments of `record`.
@@ -288,6 +290,68 @@ fn human(n: u64) -> String {
 
 /// Runs `record`; returns the process exit code.
 pub fn run(a: RecordArgs) -> Result<u8> {
+    let page = check_args(&a)?;
+    let plan = plan(&a)?;
+    let opened = open_events(&a, &plan, page)?;
+    let (mut writer, files) = create_trace(&a, &plan, &opened, page)?;
+    let started = enable(&opened.per_cpu, &mut writer)?;
+
+    let shared = Arc::new(Shared::default());
+    let (tx, rx) = sync_channel::<ToWriter>(64);
+    let wshared = shared.clone();
+    let level = a.level;
+    let wt = std::thread::Builder::new()
+        .name("ioblame-writer".into())
+        .spawn(move || writer_thread(writer, rx, level, wshared))
+        .context("starting the writer thread")?;
+
+    let (mut child, spawn_err) = match start_command(&a.command) {
+        Ok(c) => (c, None),
+        Err(e) => (None, Some(e)),
+    };
+    let mut status = StatusLine::new();
+    let mut rec = Recorder {
+        per_cpu: opened.per_cpu,
+        counts: Counts::default(),
+        tx,
+        shared,
+    };
+    let (stop_reason, child_status) = match spawn_err {
+        Some(_) => ("the command could not start".to_string(), None),
+        None => record_loop(&mut rec, child.as_mut(), a.duration, started, &mut status),
+    };
+    status.clear();
+
+    let stopped = stop(rec, started, files.as_ref(), wt);
+    let child_status = wait_command(child, child_status);
+    let error = stopped
+        .shared
+        .error
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    summary(
+        &stopped.counts,
+        &names_by_id(&plan.tps, &opened.ids),
+        stopped.elapsed,
+        stopped.stats.as_ref(),
+        &stopped.shared,
+        &stop_reason,
+    );
+    if let Some(e) = spawn_err {
+        bail!("{e}");
+    }
+    if let Some(e) = error {
+        bail!("{e}");
+    }
+    Ok(match child_status {
+        Some(st) => exit_code(st),
+        None => 0,
+    })
+}
+
+/// Checks the arguments against this host's limits; returns the page size.
+fn check_args(a: &RecordArgs) -> Result<usize> {
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
     let max_stack_sys: u16 = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_stack")
@@ -306,20 +370,44 @@ pub fn run(a: RecordArgs) -> Result<u8> {
     if !(-7..=19).contains(&a.level) {
         bail!("--level must be within -7..=19 (negative levels are zstd's fast ones)");
     }
+    Ok(page)
+}
 
-    let tfs = events::tracefs()?;
+/// What to record: the events of `--events` found on this kernel and the devices of
+/// `--devices`.
+struct Plan {
+    /// The events, as this kernel has them.
+    tps: Vec<Tracepoint>,
+    /// The block devices of this host.
+    block_devices: Vec<BlockDevice>,
+    /// The devices to filter on (none: every device).
+    fdevs: Vec<FilterDev>,
+}
+
+/// Finds the events in tracefs (with a note for each missing or renamed one) and resolves
+/// `--devices`.
+fn plan(a: &RecordArgs) -> Result<Plan> {
+    let tfs = host::tracefs()?;
     let names = events::set_names(&a.events)?;
     let is_set = matches!(a.events.as_str(), "default" | "minimal" | "full");
     let (tps, notes) = events::resolve(&tfs, &names, !is_set)?;
     for n in &notes {
         eprintln!("ioblame-capture: note: {n}");
     }
-    let block_devices = events::block_devices();
+    let block_devices = host::block_devices();
     let fdevs: Vec<FilterDev> = match &a.devices {
         Some(s) => events::resolve_devices(s, &block_devices)?,
         None => Vec::new(),
     };
+    Ok(Plan {
+        tps,
+        block_devices,
+        fdevs,
+    })
+}
 
+/// The online CPUs, and how many CPUs the kernel may number (the header's `cpu_count`).
+fn cpus() -> Result<(Vec<u32>, u32)> {
     let online = std::fs::read_to_string("/sys/devices/system/cpu/online")
         .context("reading /sys/devices/system/cpu/online")?;
     let cpus = snapshot::parse_cpulist(&online).context("parsing the online CPU list")?;
@@ -329,11 +417,37 @@ pub fn run(a: RecordArgs) -> Result<u8> {
         .and_then(|v| v.into_iter().max())
         .map_or(0, |m| m + 1)
         .max(cpus.iter().max().map_or(1, |m| m + 1));
+    Ok((cpus, possible))
+}
 
+/// The plan's events, open (disabled) on every online CPU.
+struct Opened {
+    /// Each CPU's events, the first one owning the ring the others write into.
+    per_cpu: Vec<Cpu>,
+    /// How each event was opened, in the plan's order.
+    specs: Vec<EventSpec>,
+    /// Each event's in-kernel filter (empty: none).
+    filters: Vec<String>,
+    /// Each event's sample ids, one per CPU.
+    ids: Vec<Vec<u64>>,
+    /// How many CPUs the kernel may number.
+    possible: u32,
+    /// The size of each CPU's ring data area.
+    data_bytes: usize,
+}
+
+/// Opens every event of the plan on every online CPU, disabled, with its filter, each CPU's
+/// events writing into one ring.
+fn open_events(a: &RecordArgs, plan: &Plan, page: usize) -> Result<Opened> {
+    let (cpus, possible) = cpus()?;
+    let tps = &plan.tps;
     let data_pages = (a.buffer_size as usize).div_ceil(page).next_power_of_two();
     let data_bytes = data_pages * page;
     let watermark = (data_bytes / 4).min(4 << 20) as u32;
-    let filters: Vec<String> = tps.iter().map(|t| events::filter_for(t, &fdevs)).collect();
+    let filters: Vec<String> = tps
+        .iter()
+        .map(|t| events::filter_for(t, &plan.fdevs))
+        .collect();
     let specs: Vec<EventSpec> = tps
         .iter()
         .enumerate()
@@ -346,7 +460,6 @@ pub fn run(a: RecordArgs) -> Result<u8> {
         })
         .collect();
 
-    // Open everything (disabled).
     let mut per_cpu: Vec<Cpu> = Vec::new();
     let mut ids: Vec<Vec<u64>> = vec![Vec::new(); tps.len()];
     for &cpu in &cpus {
@@ -370,52 +483,86 @@ pub fn run(a: RecordArgs) -> Result<u8> {
             builder: ChunkBuilder::new(cpu),
         });
     }
+    Ok(Opened {
+        per_cpu,
+        specs,
+        filters,
+        ids,
+        possible,
+        data_bytes,
+    })
+}
 
-    // Metadata and header.
+/// The walk of the recorded filesystems that makes a FILES table.
+struct FilesWalk<'a> {
+    mounts: Vec<Mount>,
+    /// The devices of `--devices` (none: every block device's filesystems).
+    devs: Option<Vec<(u32, u32)>>,
+    block_devices: &'a [BlockDevice],
+    limits: paths::Limits,
+}
+
+impl FilesWalk<'_> {
+    /// Walks the filesystems; `flags` is added to the table's.
+    fn walk(&self, flags: u32) -> FileTable {
+        let ms = paths::mounts_to_walk(&self.mounts, self.devs.as_deref(), self.block_devices);
+        paths::walk(&ms, self.limits, flags)
+    }
+}
+
+/// Creates the output directory and the trace in it: the header, the metadata and the FILES
+/// table taken before recording starts (so that the walk's own reads are not recorded).
+/// Installs the signal handlers before that walk. Returns the writer and the walk to repeat
+/// when recording ends (none with `--no-paths`).
+fn create_trace<'a>(
+    a: &RecordArgs,
+    plan: &'a Plan,
+    opened: &Opened,
+    page: usize,
+) -> Result<(RingWriter, Option<FilesWalk<'a>>)> {
     std::fs::create_dir_all(&a.output)
         .with_context(|| format!("creating output directory {}", a.output.display()))?;
     let out_abs = std::fs::canonicalize(&a.output).unwrap_or_else(|_| a.output.clone());
     let output_dev = snapshot::dev_of(&out_abs)?;
-    let desc_ids = ids;
-    let descs: Vec<EventDesc> = tps
+    let descs: Vec<EventDesc> = plan
+        .tps
         .iter()
-        .zip(&specs)
-        .zip(filters.iter().zip(desc_ids.iter().cloned()))
+        .zip(&opened.specs)
+        .zip(opened.filters.iter().zip(opened.ids.iter().cloned()))
         .map(|((t, s), (f, ids))| event_desc(t, s, f, ids))
         .collect();
     let (kallsyms, kwarn) = snapshot::kallsyms();
     if let Some(w) = kwarn {
         eprintln!("ioblame-capture: warning: {w}");
     }
-    let devices_info = fdevs
+    let devices_info = plan
+        .fdevs
         .iter()
         .map(|d| format!("{}:{}", d.major, d.minor))
         .collect::<Vec<_>>()
         .join(",");
     let mounts = snapshot::mounts();
-    // The FILES table, taken before recording starts so that the walk's own reads are not
-    // recorded (and again when it ends, for the files created meanwhile).
-    let walk_devs: Option<Vec<(u32, u32)>> = a
-        .devices
-        .as_ref()
-        .map(|_| fdevs.iter().map(|d| (d.major, d.minor)).collect());
-    let walk_limits = paths::Limits {
-        max_entries: a.paths_max_entries,
-        budget: a.paths_time,
-    };
-    let walk_files = |flags: u32| {
-        let ms = paths::mounts_to_walk(&mounts, walk_devs.as_deref(), &block_devices);
-        paths::walk(&ms, walk_limits, flags)
+    let files = FilesWalk {
+        mounts: mounts.clone(),
+        devs: a
+            .devices
+            .as_ref()
+            .map(|_| plan.fdevs.iter().map(|d| (d.major, d.minor)).collect()),
+        block_devices: &plan.block_devices,
+        limits: paths::Limits {
+            max_entries: a.paths_max_entries,
+            budget: a.paths_time,
+        },
     };
     install_signals();
-    let start_files = (!a.no_paths).then(|| walk_files(0));
+    let start_files = (!a.no_paths).then(|| files.walk(0));
     let (hostname, kernel_release, machine) = snapshot::uname();
     let word_size = snapshot::kernel_word_size(kallsyms.as_ref(), &machine);
     let meta = Metadata {
         events: descs,
         kallsyms,
-        block_devices: block_devices.clone(),
-        mounts: mounts.clone(),
+        block_devices: plan.block_devices.clone(),
+        mounts,
         tasks: snapshot::tasks(),
         capture_info: vec![
             ("command".into(), shell_join(&a.command)),
@@ -424,14 +571,14 @@ pub fn run(a: RecordArgs) -> Result<u8> {
             ("output_dir".into(), out_abs.display().to_string()),
             ("output_dev".into(), output_dev),
             ("stack_depth".into(), a.stack_depth.to_string()),
-            ("buffer_size".into(), data_bytes.to_string()),
+            ("buffer_size".into(), opened.data_bytes.to_string()),
         ],
     };
     let header = Header {
         byte_order: ioblame_format::ByteOrder::native(),
         word_size,
         page_size: page as u32,
-        cpu_count: possible,
+        cpu_count: opened.possible,
         clock_id: libc::CLOCK_MONOTONIC,
         recorder_pid: std::process::id(),
         file_index: 0,
@@ -454,11 +601,16 @@ pub fn run(a: RecordArgs) -> Result<u8> {
             .write_files(t)
             .map_err(|e| anyhow::anyhow!(io_message(&e)))?;
     }
-    // Enable, then list the tasks again: the first file names every task alive before or
-    // after the events were enabled, so none forked (or exited) in between is missed. The
-    // second list is a later TASKS block, which wins (docs/format.md).
+    Ok((writer, (!a.no_paths).then_some(files)))
+}
+
+/// Enables the events, then lists the tasks again: the first file names every task alive
+/// before or after the events were enabled, so none forked (or exited) in between is missed.
+/// The second list is a later TASKS block, which wins (docs/format.md). Returns when
+/// recording started.
+fn enable(per_cpu: &[Cpu], writer: &mut RingWriter) -> Result<Instant> {
     let tasks_before = snapshot::tasks();
-    for c in &per_cpu {
+    for c in per_cpu {
         for ev in &c.events {
             ev.enable()?;
         }
@@ -467,44 +619,118 @@ pub fn run(a: RecordArgs) -> Result<u8> {
     writer
         .write_tasks(&snapshot::merge_tasks(tasks_before, snapshot::tasks()))
         .map_err(|e| anyhow::anyhow!(io_message(&e)))?;
+    Ok(started)
+}
 
-    let shared = Arc::new(Shared::default());
-    let (tx, rx) = sync_channel::<ToWriter>(64);
-    let wshared = shared.clone();
-    let level = a.level;
-    let wt = std::thread::Builder::new()
-        .name("ioblame-writer".into())
-        .spawn(move || writer_thread(writer, rx, level, wshared))
-        .context("starting the writer thread")?;
+/// Starts the command to run while recording, if any; the error says why it could not
+/// start.
+fn start_command(command: &[String]) -> Result<Option<Child>, String> {
+    if command.is_empty() {
+        return Ok(None);
+    }
+    std::process::Command::new(&command[0])
+        .args(&command[1..])
+        .spawn()
+        .map(Some)
+        .map_err(|e| format!("cannot run {}: {e}", command[0]))
+}
 
-    let mut child = None;
-    let mut spawn_err = None;
-    let mut stop_reason = String::new();
-    if !a.command.is_empty() {
-        match std::process::Command::new(&a.command[0])
-            .args(&a.command[1..])
-            .spawn()
-        {
-            Ok(c) => child = Some(c),
-            Err(e) => {
-                spawn_err = Some(format!("cannot run {}: {e}", a.command[0]));
-                stop_reason = "the command could not start".into();
-            }
+/// The events being recorded, what was counted of them, and the way to the writer thread.
+struct Recorder {
+    per_cpu: Vec<Cpu>,
+    counts: Counts,
+    tx: SyncSender<ToWriter>,
+    shared: Arc<Shared>,
+}
+
+impl Recorder {
+    /// Reads every CPU's ring into its chunk, sending the chunks that are full.
+    fn drain_all(&mut self) {
+        for c in self.per_cpu.iter_mut() {
+            drain(c, &mut self.counts, &self.tx, &self.shared);
         }
     }
 
-    let tty = std::io::stderr().is_terminal();
-    let status_every = if tty {
-        Duration::from_secs(1)
-    } else {
-        Duration::from_secs(5)
-    };
-    let mut counts = Counts::default();
+    /// Sends every CPU's chunk as it is.
+    fn flush_all(&mut self) {
+        for c in self.per_cpu.iter_mut() {
+            send(&self.tx, &mut c.builder, &self.shared);
+        }
+    }
+
+    /// Whether the writer failed (and stopped).
+    fn failed(&self) -> bool {
+        self.shared.failed.load(Ordering::SeqCst)
+    }
+}
+
+/// The status line printed while recording: on a terminal one line, rewritten every second;
+/// otherwise a line every five seconds.
+struct StatusLine {
+    tty: bool,
+    every: Duration,
+    last: Instant,
+    last_records: u64,
+}
+
+impl StatusLine {
+    fn new() -> StatusLine {
+        let tty = std::io::stderr().is_terminal();
+        StatusLine {
+            tty,
+            every: if tty {
+                Duration::from_secs(1)
+            } else {
+                Duration::from_secs(5)
+            },
+            last: Instant::now(),
+            last_records: 0,
+        }
+    }
+
+    /// Prints the line when it is due; `written`: bytes the writer wrote.
+    fn tick(&mut self, counts: &Counts, written: u64) {
+        if self.last.elapsed() >= self.every {
+            let secs = self.last.elapsed().as_secs_f64();
+            let rate = (counts.records - self.last_records) as f64 / secs;
+            let line = format!(
+                "ioblame-capture: {:.0} events/s, {} records, {} written, {} lost",
+                rate,
+                counts.records,
+                human(written),
+                counts.lost
+            );
+            if self.tty {
+                eprint!("\r{line}\x1b[K");
+            } else {
+                eprintln!("{line}");
+            }
+            self.last = Instant::now();
+            self.last_records = counts.records;
+        }
+    }
+
+    /// Clears the line on a terminal.
+    fn clear(&self) {
+        if self.tty {
+            eprint!("\r\x1b[K");
+        }
+    }
+}
+
+/// Drains the rings into the writer until something stops the recording: a write failure,
+/// a signal, the command's exit or `--duration` since `started`. Returns why, with the
+/// command's exit status when it exited.
+fn record_loop(
+    rec: &mut Recorder,
+    mut child: Option<&mut Child>,
+    duration: Option<Duration>,
+    started: Instant,
+    status: &mut StatusLine,
+) -> (String, Option<ExitStatus>) {
     let mut last_flush = Instant::now();
-    let mut last_status = Instant::now();
-    let mut last_status_records = 0u64;
-    let mut child_status: Option<std::process::ExitStatus> = None;
-    let mut pfds: Vec<libc::pollfd> = per_cpu
+    let mut pfds: Vec<libc::pollfd> = rec
+        .per_cpu
         .iter()
         .map(|c| libc::pollfd {
             fd: c.events[0].fd(),
@@ -512,63 +738,58 @@ pub fn run(a: RecordArgs) -> Result<u8> {
             revents: 0,
         })
         .collect();
-
-    while spawn_err.is_none() {
+    loop {
         // SAFETY: pfds is a valid array of pollfd of the given length.
         unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 100) };
-        for c in per_cpu.iter_mut() {
-            drain(c, &mut counts, &tx, &shared);
-        }
+        rec.drain_all();
         if last_flush.elapsed() >= FLUSH_EVERY {
-            for c in per_cpu.iter_mut() {
-                send(&tx, &mut c.builder, &shared);
-            }
+            rec.flush_all();
             last_flush = Instant::now();
         }
-        if shared.failed.load(Ordering::SeqCst) {
-            stop_reason = "write failure".into();
-            break;
+        if rec.failed() {
+            return ("write failure".into(), None);
         }
         let sig = SIGNAL.load(Ordering::SeqCst);
         if sig != 0 {
-            stop_reason = format!("signal {sig}");
-            break;
+            return (format!("signal {sig}"), None);
         }
         if let Some(ch) = child.as_mut() {
             if let Ok(Some(st)) = ch.try_wait() {
-                child_status = Some(st);
-                stop_reason = "command exited".into();
-                break;
+                return ("command exited".into(), Some(st));
             }
         }
-        if a.duration.is_some_and(|d| started.elapsed() >= d) {
-            stop_reason = "duration reached".into();
-            break;
+        if duration.is_some_and(|d| started.elapsed() >= d) {
+            return ("duration reached".into(), None);
         }
-        if last_status.elapsed() >= status_every {
-            let secs = last_status.elapsed().as_secs_f64();
-            let rate = (counts.records - last_status_records) as f64 / secs;
-            let line = format!(
-                "ioblame-capture: {:.0} events/s, {} records, {} written, {} lost",
-                rate,
-                counts.records,
-                human(shared.bytes.load(Ordering::Relaxed)),
-                counts.lost
-            );
-            if tty {
-                eprint!("\r{line}\x1b[K");
-            } else {
-                eprintln!("{line}");
-            }
-            last_status = Instant::now();
-            last_status_records = counts.records;
-        }
+        status.tick(&rec.counts, rec.shared.bytes.load(Ordering::Relaxed));
     }
-    if tty {
-        eprint!("\r\x1b[K");
-    }
+}
 
-    // Stop: disable, drain what is left, flush, close.
+/// What is left when recording has stopped.
+struct Stopped {
+    counts: Counts,
+    shared: Arc<Shared>,
+    /// How long recording lasted.
+    elapsed: Duration,
+    /// The writer's statistics; none when it failed.
+    stats: Option<RingStats>,
+}
+
+/// Stops recording: disables the events, drains what is left, has the FILES table of the
+/// end (`files`) written after the last chunk, waits for the writer to finish the trace, then
+/// closes the events.
+fn stop(
+    rec: Recorder,
+    started: Instant,
+    files: Option<&FilesWalk>,
+    wt: JoinHandle<Option<RingStats>>,
+) -> Stopped {
+    let Recorder {
+        mut per_cpu,
+        mut counts,
+        tx,
+        shared,
+    } = rec;
     for c in &per_cpu {
         for ev in &c.events {
             ev.disable();
@@ -583,57 +804,52 @@ pub fn run(a: RecordArgs) -> Result<u8> {
     let elapsed = started.elapsed();
     // The FILES table at the end names the files created during the capture. A failed
     // writer has stopped: nothing more is written.
-    if !a.no_paths && !shared.failed.load(Ordering::SeqCst) {
-        let _ = tx.send(ToWriter::Files(walk_files(FILES_AT_END)));
+    if let Some(f) = files {
+        if !shared.failed.load(Ordering::SeqCst) {
+            let _ = tx.send(ToWriter::Files(f.walk(FILES_AT_END)));
+        }
     }
     drop(tx);
     let stats = wt.join().unwrap_or(None);
     drop(per_cpu);
-
-    // The command: forward a stopping signal, then wait for it.
-    if let Some(mut ch) = child {
-        if child_status.is_none() {
-            let sig = SIGNAL.load(Ordering::SeqCst);
-            if sig != 0 {
-                // SAFETY: sending a signal to our own child.
-                unsafe { libc::kill(ch.id() as i32, sig) };
-            } else {
-                // SAFETY: as above; --duration or a write failure ended the capture first.
-                unsafe { libc::kill(ch.id() as i32, libc::SIGTERM) };
-            }
-            child_status = ch.wait().ok();
-        }
-    }
-
-    let error = shared
-        .error
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
-    let mut names_by_id: HashMap<u64, &str> = HashMap::new();
-    for (t, d) in tps.iter().zip(&desc_ids) {
-        for id in d {
-            names_by_id.insert(*id, t.name.as_str());
-        }
-    }
-    summary(
-        &counts,
-        &names_by_id,
+    Stopped {
+        counts,
+        shared,
         elapsed,
-        stats.as_ref(),
-        &shared,
-        &stop_reason,
-    );
-    if let Some(e) = spawn_err {
-        bail!("{e}");
+        stats,
     }
-    if let Some(e) = error {
-        bail!("{e}");
+}
+
+/// Waits for the command once recording has stopped. One that has not exited (`status`
+/// none) first gets the signal that stopped the capture, or SIGTERM when `--duration` or a
+/// write failure did. Returns its exit status.
+fn wait_command(child: Option<Child>, status: Option<ExitStatus>) -> Option<ExitStatus> {
+    let Some(mut ch) = child else {
+        return status;
+    };
+    if status.is_some() {
+        return status;
     }
-    Ok(match child_status {
-        Some(st) => exit_code(st),
-        None => 0,
-    })
+    let sig = SIGNAL.load(Ordering::SeqCst);
+    if sig != 0 {
+        // SAFETY: sending a signal to our own child.
+        unsafe { libc::kill(ch.id() as i32, sig) };
+    } else {
+        // SAFETY: as above; --duration or a write failure ended the capture first.
+        unsafe { libc::kill(ch.id() as i32, libc::SIGTERM) };
+    }
+    ch.wait().ok()
+}
+
+/// The event names by sample id: `ids` holds each of `tps`'s ids.
+fn names_by_id<'a>(tps: &'a [Tracepoint], ids: &[Vec<u64>]) -> HashMap<u64, &'a str> {
+    let mut names: HashMap<u64, &str> = HashMap::new();
+    for (t, d) in tps.iter().zip(ids) {
+        for id in d {
+            names.insert(*id, t.name.as_str());
+        }
+    }
+    names
 }
 
 fn exit_code(st: std::process::ExitStatus) -> u8 {

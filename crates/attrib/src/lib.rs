@@ -40,6 +40,7 @@ mod interval;
 pub mod model;
 mod requests;
 mod roles;
+mod run;
 mod summary;
 #[cfg(test)]
 mod test_rng;
@@ -49,32 +50,5 @@ mod tests;
 pub use attributor::{Attribution, Attributor, StateSizes};
 pub use context::{Context, InodeBits, Symbolizer};
 pub use model::*;
+pub use run::{attribute_stream, attribute_trace, Progress, Run, PROGRESS_EVERY};
 pub use summary::{LostWindow, Summary, UnknownContext};
-
-/// Decodes and attributes a whole trace with `ctx`, collecting every charged IO (those the
-/// end of the trace left pending included, last): for tests and small traces. Events are
-/// fed as the analyzer feeds them, each prefetched a few events ahead; the analyzer streams
-/// the IOs instead (`Attributor::drain_ios_into` as events are pushed).
-pub fn attribute_trace(
-    trace: &ioblame_format::Trace,
-    decoder: &ioblame_decode::Decoder,
-    ctx: Context,
-) -> (Vec<Io>, Attribution) {
-    let mut a = Attributor::new(ctx);
-    let mut ios = Vec::new();
-    ioblame_decode::for_each_event_ahead(
-        trace,
-        decoder,
-        &ioblame_decode::StreamOptions::default(),
-        |ev, ahead| {
-            if let Some(x) = ahead {
-                a.prefetch(x);
-            }
-            a.push(ev);
-            a.drain_ios_into(&mut ios);
-        },
-    );
-    let out = a.finish();
-    ios.extend(out.ios.iter().cloned());
-    (ios, out)
-}

@@ -7,11 +7,11 @@ use ioblame_counters::SLOTS;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::error::{line_col, BaselineError};
+use crate::error::{line_col, BaselineError, FileProblem};
 use crate::keys::ReasonClass;
 use crate::model::{
-    Baseline, Counter, Defaults, Group, GroupHist, GroupKey, Tol, Tolerances, Unattributed, ViaKey,
-    FORMAT_VERSION, TOLERANCE_KEYS,
+    add_bytes, Baseline, Counter, Defaults, Group, GroupHist, GroupKey, Tol, Tolerances,
+    Unattributed, ViaKey, FORMAT_VERSION, TOLERANCE_KEYS,
 };
 
 /// Most frames an intent key may hold.
@@ -205,33 +205,33 @@ impl Baseline {
                 BaselineError::Parse {
                     line,
                     column,
-                    message: e.message().trim().to_string(),
+                    problem: FileProblem::Toml(e.message().trim().to_string()),
                 }
             }
             None => BaselineError::Invalid(e.message().trim().to_string()),
         })?;
-        let at = |span: std::ops::Range<usize>, message: String| {
+        let at = |span: std::ops::Range<usize>, problem: FileProblem| {
             let (line, column) = line_col(text, span.start);
             BaselineError::Parse {
                 line,
                 column,
-                message,
+                problem,
             }
         };
         if *doc.version.get_ref() != FORMAT_VERSION {
             return Err(at(
                 doc.version.span(),
-                format!(
-                    "unsupported baseline version {} (this ioblame reads version {FORMAT_VERSION})",
-                    doc.version.get_ref()
-                ),
+                FileProblem::UnsupportedVersion {
+                    version: *doc.version.get_ref(),
+                    supported: FORMAT_VERSION,
+                },
             ));
         }
         let frames = *doc.keys.frames.get_ref();
         if frames == 0 || frames > MAX_FRAMES {
             return Err(at(
                 doc.keys.frames.span(),
-                format!("frames must be 1..={MAX_FRAMES}"),
+                FileProblem::FramesRange { max: MAX_FRAMES },
             ));
         }
         let mut defaults = Defaults::default();
@@ -243,8 +243,9 @@ impl Baseline {
                         .get_ref()
                         .as_integer()
                         .filter(|&n| n >= 0)
-                        .ok_or_else(|| at(v.span(), format!("{k} must be a whole number >= 0")))?
-                        as u64;
+                        .ok_or_else(|| {
+                            at(v.span(), FileProblem::NotWholeNumber { key: k.clone() })
+                        })? as u64;
                     if k == "min_bytes" {
                         defaults.min_bytes = n;
                     } else {
@@ -256,22 +257,18 @@ impl Baseline {
                         .get_ref()
                         .as_str()
                         .and_then(Unattributed::from_name)
-                        .ok_or_else(|| {
-                            at(
-                                v.span(),
-                                "unattributed must be \"pool\" or \"strict\"".into(),
-                            )
-                        })?;
+                        .ok_or_else(|| at(v.span(), FileProblem::UnattributedMode))?;
                 }
                 "min_share" => {
                     defaults.min_share = number(v.get_ref())
                         .filter(|x| (0.0..=1.0).contains(x))
-                        .ok_or_else(|| {
-                            at(v.span(), "min_share must be a number in 0..=1".into())
-                        })?;
+                        .ok_or_else(|| at(v.span(), FileProblem::MinShare))?;
                 }
                 _ => {
-                    let t = tol_value(k, v).map_err(|m| at(v.span(), m))?;
+                    if !TOLERANCE_KEYS.contains(&k.as_str()) {
+                        return Err(at(v.span(), FileProblem::UnknownSetting { key: k.clone() }));
+                    }
+                    let t = tol_value(k, v).map_err(|p| at(v.span(), p))?;
                     tolerances.set(k, t);
                 }
             }
@@ -287,7 +284,7 @@ impl Baseline {
                 BaselineError::Parse {
                     line,
                     column: column + e.column,
-                    message: format!("counter spec: {}", e.message),
+                    problem: FileProblem::CounterSpec(e),
                 }
             })?;
             counters.push(parsed);
@@ -303,9 +300,7 @@ impl Baseline {
         ];
         if total_bytes.iter().all(|&b| b == 0) {
             for g in &groups {
-                for (t, b) in total_bytes.iter_mut().zip(g.bytes) {
-                    *t = t.saturating_add(b);
-                }
+                add_bytes(&mut total_bytes, &g.bytes);
             }
         }
         // Files written before `symbols` existed: unsymbolized when every frame is `?`.
@@ -384,20 +379,16 @@ fn number(v: &toml::Value) -> Option<f64> {
     }
 }
 
-/// A tolerance value: a number >= 0 or "off".
-fn tol_value(key: &str, v: &Spanned<toml::Value>) -> Result<Tol, String> {
-    if !TOLERANCE_KEYS.contains(&key) {
-        return Err(format!(
-            "unknown setting '{key}' (expected min_bytes, min_share, min_ios, unattributed or a tolerance: {})",
-            TOLERANCE_KEYS.join(", ")
-        ));
-    }
+/// The value of tolerance `key` (one of [`TOLERANCE_KEYS`]): a number >= 0 or "off".
+fn tol_value(key: &str, v: &Spanned<toml::Value>) -> Result<Tol, FileProblem> {
     match v.get_ref() {
         toml::Value::String(s) if s == "off" => Ok(Tol::Off),
         other => number(other)
             .filter(|x| *x >= 0.0)
             .map(Tol::Value)
-            .ok_or_else(|| format!("tolerance {key} must be a number >= 0 or \"off\"")),
+            .ok_or_else(|| FileProblem::BadTolerance {
+                key: key.to_string(),
+            }),
     }
 }
 
@@ -406,32 +397,28 @@ fn group_from_doc(
     g: GroupDoc,
     n_counters: usize,
     frames: usize,
-    at: &dyn Fn(std::ops::Range<usize>, String) -> BaselineError,
+    at: &dyn Fn(std::ops::Range<usize>, FileProblem) -> BaselineError,
 ) -> Result<Group, BaselineError> {
     let via = ViaKey::from_name(g.via.get_ref()).ok_or_else(|| {
         at(
             g.via.span(),
-            format!(
-                "unknown via '{}' (expected page, buffer, inode, journal, direct, read, readahead or unknown)",
-                g.via.get_ref()
-            ),
+            FileProblem::UnknownVia {
+                via: g.via.get_ref().clone(),
+            },
         )
     })?;
     if g.frames.get_ref().len() > frames {
         return Err(at(
             g.frames.span(),
-            format!(
-                "{} frames, more than [keys] frames = {frames}: they could never match",
-                g.frames.get_ref().len()
-            ),
+            FileProblem::TooManyFrames {
+                got: g.frames.get_ref().len(),
+                max: frames,
+            },
         ));
     }
     let share = *g.sync_write_share.get_ref();
     if !(0.0..=1.0).contains(&share) {
-        return Err(at(
-            g.sync_write_share.span(),
-            "sync_write_share must be in 0..=1".into(),
-        ));
+        return Err(at(g.sync_write_share.span(), FileProblem::SyncShare));
     }
     let mut hist = Vec::with_capacity(g.hist.len());
     for h in g.hist {
@@ -439,12 +426,15 @@ fn group_from_doc(
         if c >= n_counters {
             return Err(at(
                 h.counter.span(),
-                format!("counter {c} does not exist (the baseline has {n_counters} [[counter]] entries, numbered from 0)"),
+                FileProblem::NoSuchCounter {
+                    counter: c,
+                    counters: n_counters,
+                },
             ));
         }
         let v = h.p.get_ref();
         if v.len() != SLOTS || v.iter().any(|x| !x.is_finite() || *x < 0.0) {
-            return Err(at(h.p.span(), format!("p must hold {SLOTS} numbers >= 0")));
+            return Err(at(h.p.span(), FileProblem::Proportions));
         }
         // Kept as written (rounded); the check normalises.
         let mut p = [0.0; SLOTS];
@@ -462,13 +452,10 @@ fn group_from_doc(
         if !TOLERANCE_KEYS.contains(&k.as_str()) {
             return Err(at(
                 v.span(),
-                format!(
-                    "unknown tolerance '{k}' (expected one of: {})",
-                    TOLERANCE_KEYS.join(", ")
-                ),
+                FileProblem::UnknownTolerance { key: k.clone() },
             ));
         }
-        tolerance.set(k, tol_value(k, v).map_err(|m| at(v.span(), m))?);
+        tolerance.set(k, tol_value(k, v).map_err(|p| at(v.span(), p))?);
     }
     let key = GroupKey {
         role: g.role,

@@ -9,6 +9,8 @@ use std::fmt;
 use ioblame_attrib::WbReason;
 use serde::{Deserialize, Serialize};
 
+use crate::error::UnknownReasonClass;
+
 /// Writeback reasons, coarsened to what the application controls.
 ///
 /// The flusher's own reasons (`background`, `periodic`, `laptop_timer`, `forker_thread`,
@@ -73,11 +75,9 @@ impl ReasonClass {
 }
 
 impl TryFrom<String> for ReasonClass {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        ReasonClass::from_name(&s).ok_or_else(|| {
-            format!("unknown writeback reason class '{s}' (expected none, flusher, sync or vmscan)")
-        })
+    type Error = UnknownReasonClass;
+    fn try_from(s: String) -> Result<Self, UnknownReasonClass> {
+        ReasonClass::from_name(&s).ok_or(UnknownReasonClass(s))
     }
 }
 

@@ -88,7 +88,7 @@ mod model;
 mod tests;
 
 pub use check::{check, check_with, CheckOptions, CheckReport, Finding, FindingKind, Scope};
-pub use error::BaselineError;
+pub use error::{BaselineError, FileProblem, InputError, SymbolsMismatch, UnknownReasonClass};
 pub use keys::ReasonClass;
 pub use model::{
     inputs_symbolized, ActInput, Baseline, BuildOptions, Counter, Defaults, Group, GroupHist,

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use ioblame_attrib::{ActTotals, Dir, Intent, Role, Via, WbReason};
 use ioblame_counters::{CounterSpec, Field, Location, SLOTS};
 
-use crate::error::BaselineError;
+use crate::error::{BaselineError, InputError};
 use crate::keys::{file_pattern, frame_name, intent_frames, role_pattern, ReasonClass};
 
 /// Version of the baseline file format written by this crate.
@@ -206,6 +206,22 @@ impl Tolerances {
     /// Whether no key is set.
     pub fn is_empty(&self) -> bool {
         TOLERANCE_KEYS.iter().all(|k| self.get(k).is_none())
+    }
+
+    /// Per key, the looser of this set and `other` (`off` is the loosest; a key set on one
+    /// side only keeps that side's value).
+    pub(crate) fn loosest(&self, other: &Tolerances) -> Tolerances {
+        let mut out = Tolerances::default();
+        for k in TOLERANCE_KEYS {
+            let t = match (self.get(k), other.get(k)) {
+                (Some(Tol::Off), _) | (_, Some(Tol::Off)) => Tol::Off,
+                (Some(Tol::Value(x)), Some(Tol::Value(y))) => Tol::Value(x.max(y)),
+                (Some(t), None) | (None, Some(t)) => t,
+                (None, None) => continue,
+            };
+            out.set(k, t);
+        }
+        out
     }
 }
 
@@ -441,6 +457,17 @@ impl Group {
     pub fn is_unknown(&self) -> bool {
         self.key.via.via() == Via::Unknown
     }
+
+    /// The group's bytes, IOs and sync-write bytes as a [`Sum`] (without histograms).
+    pub(crate) fn sum(&self) -> Sum {
+        Sum {
+            bytes: self.bytes,
+            ios: self.ios,
+            sync_write_bytes: (self.sync_write_share * self.bytes[Dir::W.index()] as f64).round()
+                as u64,
+            hist: Vec::new(),
+        }
+    }
 }
 
 /// Options of [`Baseline::build`].
@@ -499,12 +526,9 @@ impl Sum {
         sat_sum(self.bytes.iter().copied())
     }
 
+    /// Adds `other`, histograms included.
     pub fn add(&mut self, other: &Sum) {
-        for i in 0..3 {
-            self.bytes[i] = self.bytes[i].saturating_add(other.bytes[i]);
-            self.ios[i] = self.ios[i].saturating_add(other.ios[i]);
-        }
-        self.sync_write_bytes = self.sync_write_bytes.saturating_add(other.sync_write_bytes);
+        self.add_counts(other);
         if self.hist.len() < other.hist.len() {
             self.hist.resize(other.hist.len(), [0; SLOTS]);
         }
@@ -513,6 +537,15 @@ impl Sum {
                 *x = x.saturating_add(*y);
             }
         }
+    }
+
+    /// Adds the bytes, IOs and sync-write bytes of `other`, not its histograms.
+    pub fn add_counts(&mut self, other: &Sum) {
+        for i in 0..3 {
+            self.bytes[i] = self.bytes[i].saturating_add(other.bytes[i]);
+            self.ios[i] = self.ios[i].saturating_add(other.ios[i]);
+        }
+        self.sync_write_bytes = self.sync_write_bytes.saturating_add(other.sync_write_bytes);
     }
 
     pub fn sync_share(&self) -> f64 {
@@ -528,6 +561,13 @@ impl Sum {
 /// A sum that saturates instead of overflowing (hand-edited files may hold anything).
 pub(crate) fn sat_sum(it: impl Iterator<Item = u64>) -> u64 {
     it.fold(0, u64::saturating_add)
+}
+
+/// Adds bytes per direction to `to` (saturating).
+pub(crate) fn add_bytes(to: &mut [u64; 3], bytes: &[u64; 3]) {
+    for (t, b) in to.iter_mut().zip(bytes) {
+        *t = t.saturating_add(*b);
+    }
 }
 
 /// A byte count as a signed amount (saturating).
@@ -556,10 +596,11 @@ pub(crate) fn sum_inputs(
             continue;
         }
         if a.histograms.len() != n_counters && !a.histograms.is_empty() {
-            return Err(BaselineError::Input(format!(
-                "act {i} has {} histograms for {n_counters} counters",
-                a.histograms.len()
-            )));
+            return Err(BaselineError::Input(InputError::Histograms {
+                act: i,
+                histograms: a.histograms.len(),
+                counters: n_counters,
+            }));
         }
         let reason = match a.reason {
             Some(r) => ReasonClass::of(Some(r)),
@@ -637,9 +678,7 @@ impl Baseline {
         let sums = sum_inputs(inputs, counters.len(), frames)?;
         let mut total_bytes = [0u64; 3];
         for s in sums.values() {
-            for (t, b) in total_bytes.iter_mut().zip(s.bytes) {
-                *t = t.saturating_add(b);
-            }
+            add_bytes(&mut total_bytes, &s.bytes);
         }
         let floor = opts.defaults.floor(&[sat_sum(total_bytes.iter().copied())]);
         let keep = (floor as f64 * opts.keep_fraction.max(0.0)) as u64;

@@ -940,9 +940,9 @@ fn malformed_baselines_name_the_line() {
         let err = Baseline::from_toml(&text).unwrap_err();
         let want = line_of(&text, needle);
         match &err {
-            BaselineError::Parse { line, message, .. } => {
+            BaselineError::Parse { line, problem, .. } => {
                 assert_eq!(*line, want, "{needle}: {err}");
-                assert!(message.contains(what), "{needle}: {err}");
+                assert!(problem.to_string().contains(what), "{needle}: {err}");
             }
             other => panic!("{needle}: no line: {other}"),
         }

@@ -1,10 +1,10 @@
 //! Device selection (`--devs`), with the semantics of ioblame's `devs` file.
 
 use ioblame_attrib::Io;
-use ioblame_format::{kernel_dev, BlockDevice};
+use ioblame_format::BlockDevice;
 
-use crate::error::DevError;
-use crate::filter::parse_dec_u32;
+use crate::device::{maj_min, resolve_name};
+use crate::error::{DevError, DevSyntax};
 
 /// Which devices are analysed.
 ///
@@ -53,7 +53,7 @@ impl DevSelection {
             if name.is_empty() {
                 return Err(DevError::Syntax {
                     item: item.to_string(),
-                    why: "expected a device name or MAJ:MIN after '!'".to_string(),
+                    why: DevSyntax::MissingAfterBang,
                 });
             }
             let dev = resolve(name, item, devices)?;
@@ -137,38 +137,11 @@ impl DevSelection {
 }
 
 fn resolve(name: &str, item: &str, devices: &[BlockDevice]) -> Result<u32, DevError> {
-    if let Some((ma, mi)) = name.split_once(':') {
-        return match (parse_dec_u32(ma), parse_dec_u32(mi)) {
-            (Some(ma), Some(mi)) if ma < (1 << 12) && mi < (1 << 20) => Ok(kernel_dev(ma, mi)),
-            _ => Err(DevError::Syntax {
-                item: item.to_string(),
-                why: "MAJ:MIN needs two decimal numbers (major below 4096, minor below 1048576)"
-                    .to_string(),
-            }),
-        };
-    }
-    resolve_name(name, devices)
-}
-
-/// A device name (`sda` or `/dev/sda`) looked up in the trace's device table.
-pub(crate) fn resolve_name(name: &str, devices: &[BlockDevice]) -> Result<u32, DevError> {
-    let bare = name.strip_prefix("/dev/").unwrap_or(name);
-    match devices.iter().find(|d| d.name == bare) {
-        Some(d) => Ok(d.kernel_dev()),
-        None => {
-            let known = if devices.is_empty() {
-                "none".to_string()
-            } else {
-                devices
-                    .iter()
-                    .map(|d| format!("{} ({}:{})", d.name, d.major, d.minor))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
-            Err(DevError::Unknown {
-                name: name.to_string(),
-                known,
-            })
-        }
+    match name.split_once(':') {
+        Some((ma, mi)) => maj_min(ma, mi).ok_or_else(|| DevError::Syntax {
+            item: item.to_string(),
+            why: DevSyntax::BadMajMin,
+        }),
+        None => resolve_name(name, devices),
     }
 }

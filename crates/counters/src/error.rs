@@ -101,6 +101,18 @@ pub enum DevError {
         /// The item as given.
         item: String,
         /// What is wrong with it.
-        why: String,
+        why: DevSyntax,
     },
+}
+
+/// What is wrong with a `--devs` item that is neither a device name nor `MAJ:MIN`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DevSyntax {
+    /// A `!` with nothing after it.
+    #[error("expected a device name or MAJ:MIN after '!'")]
+    MissingAfterBang,
+    /// A `MAJ:MIN` whose halves are not decimal numbers in range.
+    #[error("MAJ:MIN needs two decimal numbers (major below 4096, minor below 1048576)")]
+    BadMajMin,
 }

@@ -23,14 +23,14 @@
 //! Evaluation allocates nothing: strings and globs are parsed once, here.
 
 use ioblame_attrib::{Io, Via, WbReason};
-use ioblame_format::{kernel_dev, BlockDevice};
+use ioblame_format::BlockDevice;
 use nom::bytes::complete::{tag, take_while1};
-use nom::character::complete::digit1;
 use nom::Parser;
 
+use crate::context::IoContext;
+use crate::device::{maj_min, resolve_name};
 use crate::error::{DevError, Location, SpecError};
 use crate::parse::{fail, found, is_mismatch, number, word, ws, PErr, Res};
-use crate::IoContext;
 
 /// Maximum nesting of parentheses and `!` in a filter (deeper input is rejected rather than
 /// risking the stack).
@@ -165,7 +165,7 @@ impl Node {
             Node::Or(v) | Node::And(v) => v.iter_mut().try_for_each(|n| n.resolve_devices(devices)),
             Node::Not(n) => n.resolve_devices(devices),
             Node::DevName { name, dev, .. } => {
-                *dev = Some(crate::devs::resolve_name(name, devices)?);
+                *dev = Some(resolve_name(name, devices)?);
                 Ok(())
             }
             _ => Ok(()),
@@ -291,9 +291,17 @@ impl GlobTok {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Glob(Vec<GlobTok>);
 
+/// A glob pattern that does not compile: a `[` without its `]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("unterminated '[' in glob pattern")]
+struct UnterminatedClass {
+    /// Byte offset of the `[` in the pattern.
+    at: usize,
+}
+
 impl Glob {
-    /// Compiles a pattern; `Err` is the byte offset of an unterminated `[` and a message.
-    fn compile(p: &[u8]) -> Result<Glob, (usize, &'static str)> {
+    /// Compiles a pattern.
+    fn compile(p: &[u8]) -> Result<Glob, UnterminatedClass> {
         let mut toks = Vec::new();
         let mut i = 0;
         while i < p.len() {
@@ -319,7 +327,7 @@ impl Glob {
                     let mut first = true;
                     loop {
                         let Some(&c) = p.get(i) else {
-                            return Err((start, "unterminated '[' in glob pattern"));
+                            return Err(UnterminatedClass { at: start });
                         };
                         // A ']' right after '[' (or '[!') is a literal member.
                         if c == b']' && !first {
@@ -568,9 +576,9 @@ fn predicate<'a>(at: &'a str, after: &str) -> Res<'a, Node> {
                 let quoted = v_at.starts_with(['"', '\'']);
                 match Glob::compile(s.as_bytes()) {
                     Ok(g) => StrPat::Glob(g),
-                    Err((off, msg)) => {
-                        let pos = off + usize::from(quoted);
-                        return fail(v_at.get(pos..).unwrap_or(v_at), msg);
+                    Err(e) => {
+                        let pos = e.at + usize::from(quoted);
+                        return fail(v_at.get(pos..).unwrap_or(v_at), e.to_string());
                     }
                 }
             } else {
@@ -728,11 +736,9 @@ fn dev_value<'a>(i: &'a str, ctx: &str) -> Res<'a, DevValue<'a>> {
         )
     };
     if let Some((ma, mi)) = s.split_once(':') {
-        match (parse_dec_u32(ma), parse_dec_u32(mi)) {
-            (Some(ma), Some(mi)) if ma < (1 << 12) && mi < (1 << 20) => {
-                Ok((rest, DevValue::Num(kernel_dev(ma, mi))))
-            }
-            _ => bad(),
+        match maj_min(ma, mi) {
+            Some(dev) => Ok((rest, DevValue::Num(dev))),
+            None => bad(),
         }
     } else if is_dev_name(s) {
         Ok((rest, DevValue::Name(s)))
@@ -741,14 +747,6 @@ fn dev_value<'a>(i: &'a str, ctx: &str) -> Res<'a, DevValue<'a>> {
             Ok(("", v)) if v <= u64::from(u32::MAX) => Ok((rest, DevValue::Num(v as u32))),
             _ => bad(),
         }
-    }
-}
-
-/// A decimal u32 (the whole string).
-pub(crate) fn parse_dec_u32(s: &str) -> Option<u32> {
-    match digit1::<_, PErr<'_>>(s) {
-        Ok(("", d)) => d.parse().ok(),
-        _ => None,
     }
 }
 
@@ -779,9 +777,8 @@ mod tests {
         assert!(g("").matches(b""));
         assert!(!g("").matches(b"a"));
         assert!(g("**").matches(b""));
-        assert_eq!(
-            Glob::compile(b"ab[cd"),
-            Err((2, "unterminated '[' in glob pattern"))
-        );
+        let e = Glob::compile(b"ab[cd").unwrap_err();
+        assert_eq!(e, UnterminatedClass { at: 2 });
+        assert_eq!(e.to_string(), "unterminated '[' in glob pattern");
     }
 }

@@ -83,6 +83,8 @@
 //! [`output::json`] (JSON lines).
 #![deny(missing_docs)]
 
+mod context;
+mod device;
 mod devs;
 mod error;
 pub mod filter;
@@ -91,8 +93,9 @@ mod parse;
 mod set;
 mod spec;
 
+pub use context::IoContext;
 pub use devs::DevSelection;
-pub use error::{CountersError, DevError, Location, SpecError};
+pub use error::{CountersError, DevError, DevSyntax, Location, SpecError};
 pub use filter::Filter;
-pub use set::{CounterSet, Histogram, IoContext, DEFAULT_COUNTERS, MAX_COUNTERS};
+pub use set::{CounterSet, Histogram, DEFAULT_COUNTERS, MAX_COUNTERS};
 pub use spec::{CounterSpec, DirMask, Field, SLOTS};

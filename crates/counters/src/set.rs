@@ -2,9 +2,10 @@
 
 use std::path::Path;
 
-use ioblame_attrib::{Act, ActId, Io, Role, Tables};
+use ioblame_attrib::{ActId, Io};
 use ioblame_format::BlockDevice;
 
+use crate::context::IoContext;
 use crate::devs::DevSelection;
 use crate::error::{CountersError, Location};
 use crate::spec::{CounterSpec, SLOTS};
@@ -29,53 +30,6 @@ pub const DEFAULT_COUNTERS: &[&str] = &[
     "RA offset 0 8192 16384 24576 32768 40960 49152 57344 0",
     "W offset 0 8192 16384 24576 32768 40960 49152 57344 0",
 ];
-
-/// What a filter needs beyond the [`Io`]: the task ids and comm of the role the IO is
-/// charged to.
-///
-/// Roles are threads. As in ioblame, `pid` is the task's own pid (what userspace calls the
-/// thread id, [`Role::tid`]), the number the `counters_pipe` header prints as `pid-N`; `tgid`
-/// is its process ([`Role::pid`]). Borrowed from the attribution tables, so building one costs
-/// two index lookups ([`IoContext::for_act`]) and no allocation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct IoContext<'a> {
-    /// The charged task's own pid (its thread id; the filter field `pid`).
-    pub pid: u32,
-    /// The charged task's process id, its thread group id (the filter field `tgid`).
-    pub tgid: u32,
-    /// Command name of the charged role (empty when unknown).
-    pub comm: &'a str,
-}
-
-impl<'a> IoContext<'a> {
-    /// A context of a single-threaded task: `tgid` is `pid`.
-    pub fn new(pid: u32, comm: &'a str) -> IoContext<'a> {
-        IoContext {
-            pid,
-            tgid: pid,
-            comm,
-        }
-    }
-
-    /// The context of act `act`: its role's tid (as `pid`), pid (as `tgid`) and comm; zeros
-    /// and an empty comm when the act or its role is not in the tables.
-    #[inline]
-    pub fn for_act(acts: &[Act], roles: &'a [Role], act: ActId) -> IoContext<'a> {
-        acts.get(act.index())
-            .and_then(|a| roles.get(a.role.index()))
-            .map_or_else(IoContext::default, |r| IoContext {
-                pid: r.tid,
-                tgid: r.pid,
-                comm: &r.comm,
-            })
-    }
-
-    /// The context of the act an IO is charged to, looked up in `tables`.
-    #[inline]
-    pub fn for_io(tables: &'a Tables, io: &Io) -> IoContext<'a> {
-        IoContext::for_act(&tables.acts, &tables.roles, io.act)
-    }
-}
 
 /// One eight-slot histogram.
 pub type Histogram = [u64; SLOTS];

@@ -4,6 +4,7 @@ use std::fmt;
 
 use ioblame_attrib::{Dir, Io};
 
+use crate::context::IoContext;
 use crate::error::{Location, SpecError};
 use crate::filter::{self, Filter};
 use crate::parse::{fail, found, is_mismatch, number, token, word, ws, Res};
@@ -164,7 +165,7 @@ impl CounterSpec {
     /// The slot an IO is counted in by this counter, or `None` when the counter does not
     /// record it (direction, range or filter).
     #[inline]
-    pub fn classify(&self, io: &Io, ctx: &crate::IoContext<'_>) -> Option<usize> {
+    pub fn classify(&self, io: &Io, ctx: &IoContext<'_>) -> Option<usize> {
         if !self.dirs.contains(io.dir) {
             return None;
         }

@@ -3,27 +3,12 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use common::*;
 use ioblame_attrib::{Act, ActId, Dir, Io, Role, Via};
 use ioblame_counters::{output, CounterSet, IoContext};
 
 fn golden(name: &str, actual: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    if std::env::var_os("BLESS").is_some_and(|v| v == "1") {
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run with BLESS=1 to create it)", path.display()));
-    assert!(
-        expected == actual,
-        "{name} differs from {} (BLESS=1 rewrites it)\n--- expected\n{expected}\n--- actual\n{actual}",
-        path.display()
-    );
+    ioblame_testkit::assert_golden!(name, actual);
 }
 
 /// The tables of the doc's `counters_pipe` example: sync_supers writing the super block,

@@ -17,13 +17,14 @@
 //! assert_eq!(f.field("rwbs").unwrap().bytes(&raw, ByteOrder::Little).unwrap(), b"WS");
 //! ```
 
-use ioblame_format::ByteOrder;
 use nom::branch::alt;
 use nom::bytes::complete::{tag, take_till, take_while1};
 use nom::character::complete::{digit1, space0};
 use nom::combinator::{map_res, opt, rest};
 use nom::sequence::{delimited, preceded, terminated};
 use nom::{IResult, Parser};
+
+pub use ioblame_events::field::{Field, FieldError, FieldLayout, FieldSpec};
 
 /// A malformed `format` text: which line, and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -37,62 +38,6 @@ pub struct FormatError {
     pub text: String,
     /// What is wrong.
     pub what: String,
-}
-
-/// Why a field of a payload could not be read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum FieldError {
-    /// The event's format has no field of this name.
-    #[error("event `{event}` has no field `{field}`")]
-    MissingField {
-        /// The event.
-        event: String,
-        /// The field looked for.
-        field: String,
-    },
-    /// The field exists but cannot be read as asked (e.g. a 16-byte integer).
-    #[error("event `{event}`, field `{field}`: {what}")]
-    BadField {
-        /// The event.
-        event: String,
-        /// The field.
-        field: String,
-        /// What does not fit.
-        what: String,
-    },
-    /// The field (or the string a `__data_loc` points at) runs past the payload.
-    #[error("field bytes {offset}..{end} run past the {len}-byte payload")]
-    OutOfBounds {
-        /// First byte of the field.
-        offset: usize,
-        /// One past its last byte.
-        end: usize,
-        /// Payload length.
-        len: usize,
-    },
-}
-
-/// One `field:` line of a format.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldSpec {
-    /// Field name, e.g. `rwbs`.
-    pub name: String,
-    /// Declared type without the name and the array suffix, e.g. `unsigned long`, `char`,
-    /// `__data_loc char[]`, `const void *`.
-    pub type_name: String,
-    /// Byte offset in the payload.
-    pub offset: usize,
-    /// Size in bytes (for `__data_loc`: the 4-byte locator).
-    pub size: usize,
-    /// Whether the kernel declares the field signed.
-    pub signed: bool,
-    /// For `TYPE NAME[N]`: `Some(N)`; `Some(0)` when `N` is not a number (a macro name).
-    pub array_len: Option<usize>,
-    /// A `__data_loc` (or `__rel_loc`) field: a u32 locator of a variable-length array.
-    pub data_loc: bool,
-    /// A `__rel_loc` field: the locator's offset counts from the end of the locator itself.
-    pub rel_loc: bool,
 }
 
 /// A parsed tracefs `format` text.
@@ -429,233 +374,51 @@ fn atom(t: &[Tok], pos: &mut usize) -> Option<u64> {
     }
 }
 
-/// How a field's bytes are laid out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FieldLayout {
-    /// Bytes in place at the field's offset (integers, fixed arrays).
-    Inline,
-    /// A u32 locator: offset (low 16 bits) from the payload start, length (high 16 bits).
-    DataLoc,
-    /// Like `DataLoc`, but the offset counts from the end of the locator.
-    RelLoc,
-}
-
-/// A field resolved once from a format: reading it from a payload is a bounds check and a
-/// load. Cheap to copy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Field {
-    /// Byte offset in the payload.
-    pub offset: u16,
-    /// Size in bytes.
-    pub size: u16,
-    /// Signed integer.
-    pub signed: bool,
-    /// Whether the field is a fixed array (`TYPE NAME[N]`).
-    pub array: bool,
-    /// Where the bytes are.
-    pub layout: FieldLayout,
-}
-
-impl Field {
-    /// The accessor of a spec.
-    pub fn from_spec(s: &FieldSpec) -> Field {
-        Field {
-            offset: s.offset as u16,
-            size: s.size as u16,
-            signed: s.signed,
-            array: s.array_len.is_some(),
-            layout: if s.rel_loc {
-                FieldLayout::RelLoc
-            } else if s.data_loc {
-                FieldLayout::DataLoc
-            } else {
-                FieldLayout::Inline
-            },
-        }
-    }
-
-    /// Whether the field can be read as an integer (inline, size 1, 2, 4 or 8).
-    pub fn is_integer(&self) -> bool {
-        self.layout == FieldLayout::Inline && !self.array && matches!(self.size, 1 | 2 | 4 | 8)
-    }
-
-    /// Whether the field can be read as a string (a fixed array or a `__data_loc`).
-    pub fn is_string(&self) -> bool {
-        self.layout != FieldLayout::Inline || self.array
-    }
-
-    #[inline]
-    fn slice(raw: &[u8], offset: usize, len: usize) -> Result<&[u8], FieldError> {
-        let end = offset + len;
-        raw.get(offset..end).ok_or(FieldError::OutOfBounds {
-            offset,
-            end,
-            len: raw.len(),
-        })
-    }
-
-    /// The field's own bytes (for a `__data_loc`: the locator).
-    #[inline]
-    pub fn raw_bytes<'a>(&self, raw: &'a [u8]) -> Result<&'a [u8], FieldError> {
-        Self::slice(raw, self.offset as usize, self.size as usize)
-    }
-
-    /// The integer value zero-extended (or sign-extended, for signed fields) to 64 bits.
-    /// Fields whose size is not 1, 2, 4 or 8 read as [`FieldError::BadField`].
-    #[inline]
-    pub fn u64(&self, raw: &[u8], order: ByteOrder) -> Result<u64, FieldError> {
-        match self.read_u64(raw, order) {
-            Some(v) => Ok(v),
-            None => Err(self.raw_bytes(raw).map_or_else(
-                |e| e,
-                |b| FieldError::BadField {
-                    event: String::new(),
-                    field: String::new(),
-                    what: format!("a {}-byte field is not an integer", b.len()),
-                },
-            )),
-        }
-    }
-
-    /// [`Field::u64`] without the reason when the payload cannot give it: the decoder's
-    /// per-event path, which only counts such events.
-    #[inline]
-    pub fn read_u64(&self, raw: &[u8], order: ByteOrder) -> Option<u64> {
-        let at = self.offset as usize;
-        let v = match self.size {
-            1 => {
-                let a = *raw.get(at)?;
-                if self.signed {
-                    a as i8 as i64 as u64
-                } else {
-                    a as u64
-                }
-            }
-            2 => {
-                let v = order.u16(raw.get(at..at + 2)?.try_into().ok()?);
-                if self.signed {
-                    v as i16 as i64 as u64
-                } else {
-                    v as u64
-                }
-            }
-            4 => {
-                let v = order.u32(raw.get(at..at + 4)?.try_into().ok()?);
-                if self.signed {
-                    v as i32 as i64 as u64
-                } else {
-                    v as u64
-                }
-            }
-            8 => order.u64(raw.get(at..at + 8)?.try_into().ok()?),
-            _ => return None,
-        };
-        Some(v)
-    }
-
-    /// The integer value as signed (sign-extended when the field is signed).
-    #[inline]
-    pub fn i64(&self, raw: &[u8], order: ByteOrder) -> Result<i64, FieldError> {
-        self.u64(raw, order).map(|v| v as i64)
-    }
-
-    /// The bytes of a string field up to (not including) the first NUL: a fixed `char[N]`
-    /// array, or the array a `__data_loc` points at.
-    #[inline]
-    pub fn bytes<'a>(&self, raw: &'a [u8], order: ByteOrder) -> Result<&'a [u8], FieldError> {
-        if let Some(b) = self.read_bytes(raw, order) {
-            return Ok(b);
-        }
-        // The same steps again, each saying why it fails (an inline field can only be out
-        // of bounds, which the first step says).
-        let loc = self.raw_bytes(raw)?;
-        let [a, c, d, e] = *loc else {
-            return Err(FieldError::BadField {
-                event: String::new(),
-                field: String::new(),
-                what: format!("a __data_loc locator of {} bytes", loc.len()),
-            });
-        };
-        let loc = order.u32([a, c, d, e]);
-        let b = Self::slice(raw, self.data_offset(loc), (loc >> 16) as usize)?;
-        Ok(memchr(b).map_or(b, |n| &b[..n]))
-    }
-
-    /// [`Field::bytes`] without the reason when the payload cannot give them.
-    #[inline]
-    pub fn read_bytes<'a>(&self, raw: &'a [u8], order: ByteOrder) -> Option<&'a [u8]> {
-        let at = self.offset as usize;
-        let b = match self.layout {
-            FieldLayout::Inline => raw.get(at..at + self.size as usize)?,
-            FieldLayout::DataLoc | FieldLayout::RelLoc => {
-                if self.size != 4 {
-                    return None;
-                }
-                let loc = order.u32(raw.get(at..at + 4)?.try_into().ok()?);
-                let off = self.data_offset(loc);
-                raw.get(off..off + (loc >> 16) as usize)?
-            }
-        };
-        Some(match memchr(b) {
-            Some(n) => &b[..n],
-            None => b,
-        })
-    }
-
-    /// Where a `__data_loc` (or `__rel_loc`) locator says the data starts.
-    #[inline]
-    fn data_offset(&self, loc: u32) -> usize {
-        let off = (loc & 0xffff) as usize;
-        if self.layout == FieldLayout::RelLoc {
-            off + self.offset as usize + 4
-        } else {
-            off
-        }
-    }
-
-    /// A string field as text (invalid UTF-8 replaced).
-    pub fn string(&self, raw: &[u8], order: ByteOrder) -> Result<String, FieldError> {
-        Ok(String::from_utf8_lossy(self.bytes(raw, order)?).into_owned())
-    }
-}
-
-#[inline]
-fn memchr(b: &[u8]) -> Option<usize> {
-    b.iter().position(|&c| c == 0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn fixtures() -> std::path::PathBuf {
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/tracefs-formats")
+    use ioblame_format::ByteOrder;
+
+    /// Every format text at hand, named `<subsystem>_<name>`: the event registry's and
+    /// those of other tracepoints in `tests/formats`.
+    fn formats() -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = ioblame_events::EVENTS
+            .iter()
+            .map(|d| {
+                let text = ioblame_events::builtin_format(d.name).unwrap();
+                (d.name.replacen(':', "_", 1), text.to_string())
+            })
+            .collect();
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/formats");
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "format") {
+                let stem = p.file_stem().unwrap().to_str().unwrap().to_string();
+                v.push((stem, std::fs::read_to_string(&p).unwrap()));
+            }
+        }
+        v
     }
 
     fn load(name: &str) -> EventFormat {
-        let t = std::fs::read_to_string(fixtures().join(name)).unwrap();
-        EventFormat::parse(&t).unwrap()
+        EventFormat::parse(ioblame_events::builtin_format(name).unwrap()).unwrap()
     }
 
     #[test]
-    fn every_fixture_parses() {
+    fn every_format_parses() {
         let mut n = 0;
-        for e in std::fs::read_dir(fixtures()).unwrap() {
-            let p = e.unwrap().path();
-            if p.extension().is_some_and(|x| x == "format") {
-                let t = std::fs::read_to_string(&p).unwrap();
-                let f = EventFormat::parse(&t).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-                // The file name is `<subsystem>_<name>.format`.
-                let stem = p.file_stem().unwrap().to_str().unwrap();
-                assert!(stem.ends_with(&f.name), "{stem} vs {}", f.name);
-                assert!(f.id > 0);
-                assert_eq!(f.spec("common_type").unwrap().offset, 0);
-                assert_eq!(f.spec("common_pid").unwrap().offset, 4);
-                assert!(f.spec("common_pid").unwrap().signed);
-                assert!(!f.print_fmt.is_empty());
-                assert!(f.fields.len() > 4, "{stem}");
-                n += 1;
-            }
+        for (stem, t) in formats() {
+            let f = EventFormat::parse(&t).unwrap_or_else(|e| panic!("{stem}: {e}"));
+            // The name is `<subsystem>_<name>`.
+            assert!(stem.ends_with(&f.name), "{stem} vs {}", f.name);
+            assert!(f.id > 0);
+            assert_eq!(f.spec("common_type").unwrap().offset, 0);
+            assert_eq!(f.spec("common_pid").unwrap().offset, 4);
+            assert!(f.spec("common_pid").unwrap().signed);
+            assert!(!f.print_fmt.is_empty());
+            assert!(f.fields.len() > 4, "{stem}");
+            n += 1;
         }
         assert!(n >= 90, "only {n} format files");
     }
@@ -674,7 +437,7 @@ mod tests {
 
     #[test]
     fn offsets_match_the_kernel_events_table() {
-        let f = load("block_block_rq_issue.format");
+        let f = load("block:block_rq_issue");
         assert_eq!((f.name.as_str(), f.id), ("block_rq_issue", 2104));
         check(&f, "dev", "dev_t", 8, 4);
         check(&f, "sector", "sector_t", 16, 8);
@@ -690,30 +453,30 @@ mod tests {
         let cmd = f.spec("cmd").unwrap();
         assert!(cmd.data_loc && cmd.array_len.is_none());
 
-        let f = load("writeback_writeback_single_inode_start.format");
+        let f = load("writeback:writeback_single_inode_start");
         check(&f, "name", "char", 8, 32);
         check(&f, "nr_to_write", "long", 72, 8);
         assert!(f.spec("nr_to_write").unwrap().signed);
         check(&f, "cgroup_ino", "ino_t", 88, 8);
 
-        let f = load("iomap_iomap_add_to_ioend.format");
+        let f = load("iomap:iomap_add_to_ioend");
         check(&f, "addr", "u64", 40, 8);
         check(&f, "type", "u16", 64, 2);
         check(&f, "bdev", "dev_t", 68, 4);
 
-        let f = load("xfs_xfs_buf_submit.format");
+        let f = load("xfs:xfs_buf_submit");
         check(&f, "buf_ops", "const void *", 56, 8);
         check(&f, "lockval", "unsigned", 36, 4);
 
-        let f = load("filemap_mm_filemap_add_to_page_cache.format");
+        let f = load("filemap:mm_filemap_add_to_page_cache");
         check(&f, "pfn", "unsigned long", 8, 8);
         check(&f, "order", "unsigned char", 36, 1);
 
-        let f = load("sched_sched_process_fork.format");
+        let f = load("sched:sched_process_fork");
         check(&f, "child_comm", "__data_loc char[]", 16, 4);
         check(&f, "child_pid", "pid_t", 20, 4);
 
-        let f = load("ext4_ext4_writepages.format");
+        let f = load("ext4:ext4_writepages");
         check(&f, "for_kupdate", "char", 68, 1);
         check(&f, "range_cyclic", "char", 69, 1);
     }
@@ -782,7 +545,7 @@ mod tests {
 
     #[test]
     fn data_loc_strings() {
-        let f = load("sched_sched_process_exec.format");
+        let f = load("sched:sched_process_exec");
         let fl = f.field("filename").unwrap();
         for o in [ByteOrder::Little, ByteOrder::Big] {
             let mut raw = vec![0u8; 20];

@@ -3,7 +3,8 @@
 //! * [`format`](mod@format): tracefs `format` texts and field access by name, in either byte order;
 //! * [`record`]: raw perf records (samples of any supported `sample_type`, COMM, FORK, EXIT,
 //!   LOST);
-//! * [`decoder`]: [`Decoder`] turns a chunk's records into typed [`Event`]s;
+//! * [`decoder`]: [`Decoder`] turns a chunk's records into typed [`Event`]s, each built as
+//!   its entry in the event registry ([`ioblame_events::table`]) says;
 //! * [`stream`]: parallel, windowed, time-ordered decoding of a whole trace;
 //! * [`symbols`]: kernel symbols from a kallsyms snapshot;
 //! * [`synth`]: synthetic traces for tests and benchmarks.
@@ -25,13 +26,15 @@
 #![deny(missing_docs)]
 
 pub mod decoder;
-pub mod event;
 pub mod format;
 mod pipe;
 pub mod record;
 pub mod stream;
 pub mod symbols;
 pub mod synth;
+
+/// The typed events, defined with the event registry (`ioblame-events`).
+pub use ioblame_events::event;
 
 pub use decoder::{DecodeStats, DecodedChunk, Decoder, DecoderProblem, SkipReason};
 pub use event::*;

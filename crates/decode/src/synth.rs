@@ -368,46 +368,10 @@ pub fn payload(
     Ok(b)
 }
 
-/// The 6.18 format text of an event this crate decodes (`subsystem:name`), from the
-/// repository's `fixtures/tracefs-formats/`.
+/// The 6.18 format text of a tracepoint of the event registry (`subsystem:name`), from
+/// `crates/events/formats` ([`ioblame_events::builtin_format`]).
 pub fn builtin_format(name: &str) -> Option<&'static str> {
-    macro_rules! formats {
-        ($($sys:literal : $ev:literal),* $(,)?) => {
-            match name {
-                $(concat!($sys, ":", $ev) => Some(include_str!(concat!(
-                    env!("CARGO_MANIFEST_DIR"), "/../../fixtures/tracefs-formats/", $sys, "_", $ev, ".format"
-                ))),)*
-                _ => None,
-            }
-        };
-    }
-    formats!(
-        "block":"block_bio_queue", "block":"block_bio_backmerge", "block":"block_bio_frontmerge",
-        "block":"block_split", "block":"block_bio_remap", "block":"block_bio_complete",
-        "block":"block_getrq", "block":"block_rq_insert", "block":"block_rq_issue",
-        "block":"block_rq_merge", "block":"block_rq_requeue", "block":"block_rq_complete",
-        "block":"block_rq_error", "block":"block_dirty_buffer",
-        "writeback":"writeback_dirty_folio", "writeback":"writeback_mark_inode_dirty",
-        "writeback":"writeback_dirty_inode_start", "writeback":"writeback_dirty_inode",
-        "writeback":"writeback_single_inode_start", "writeback":"writeback_single_inode",
-        "writeback":"writeback_write_inode_start", "writeback":"writeback_write_inode",
-        "writeback":"writeback_queue", "writeback":"writeback_exec", "writeback":"writeback_start",
-        "writeback":"writeback_written", "writeback":"sb_mark_inode_writeback",
-        "writeback":"sb_clear_inode_writeback",
-        "filemap":"mm_filemap_add_to_page_cache", "filemap":"mm_filemap_delete_from_page_cache",
-        "readahead":"page_cache_sync_ra", "readahead":"page_cache_async_ra",
-        "readahead":"page_cache_ra_order", "readahead":"page_cache_ra_unbounded",
-        "ext4":"ext4_da_write_begin", "ext4":"ext4_write_begin", "ext4":"ext4_ext_map_blocks_exit",
-        "ext4":"ext4_da_write_pages_extent", "ext4":"ext4_writepages",
-        "ext4":"ext4_writepages_result", "ext4":"ext4_sync_file_enter", "ext4":"ext4_sync_file_exit",
-        "iomap":"iomap_add_to_ioend", "iomap":"iomap_writeback_folio", "iomap":"iomap_iter_dstmap",
-        "iomap":"iomap_dio_rw_begin", "iomap":"iomap_dio_complete", "iomap":"iomap_readahead",
-        "xfs":"xfs_file_buffered_write", "xfs":"xfs_file_buffered_read",
-        "xfs":"xfs_file_direct_write", "xfs":"xfs_file_direct_read", "xfs":"xfs_buf_submit",
-        "jbd2":"jbd2_handle_start", "jbd2":"jbd2_start_commit", "jbd2":"jbd2_commit_flushing",
-        "jbd2":"jbd2_commit_logging", "jbd2":"jbd2_end_commit", "jbd2":"jbd2_submit_inode_data",
-        "sched":"sched_process_exec", "sched":"sched_process_fork", "sched":"sched_process_exit",
-    )
+    ioblame_events::builtin_format(name)
 }
 
 /// Builds a synthetic trace: events, per-CPU chunks of hand-made records, then writes it.

@@ -764,7 +764,7 @@ fn a_damaged_chunk_is_reported_and_skipped() {
 
 #[test]
 fn bdi_names() {
-    use crate::decoder::parse_bdi;
+    use crate::event::parse_bdi;
     assert_eq!(parse_bdi(b"7:0"), 7 << 20);
     assert_eq!(parse_bdi(b"254:0"), 266338304);
     assert_eq!(parse_bdi(b"253:1"), 265289729);

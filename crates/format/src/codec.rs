@@ -6,7 +6,7 @@
 // without it and only encodes.
 #![cfg_attr(not(feature = "reader"), allow(dead_code))]
 
-use crate::error::DecodeError;
+use crate::error::{DecodeError, FrameError};
 
 /// Longest string any ioblame structure may hold (format texts included).
 pub const MAX_STRING: usize = 1 << 20;
@@ -153,7 +153,7 @@ pub(crate) fn zstd_frame(
     declared: usize,
     cap: usize,
     max_ratio: Option<usize>,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, FrameError> {
     zstd_frame_into(z, declared, cap, max_ratio, Vec::new())
 }
 
@@ -165,7 +165,7 @@ pub(crate) fn zstd_frame_into(
     cap: usize,
     max_ratio: Option<usize>,
     mut buf: Vec<u8>,
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, FrameError> {
     check_frame(z, declared, cap, max_ratio)?;
     if buf.capacity() < declared {
         // Not `reserve`: growing would copy the stale contents.
@@ -183,13 +183,10 @@ pub(crate) fn decompress_exact<C: zstd::zstd_safe::WriteBuf + ?Sized>(
     z: &[u8],
     out: &mut C,
     declared: usize,
-) -> Result<(), String> {
-    let n =
-        with_decompressor(|d| d.decompress_to_buffer(z, out)).map_err(|e| format!("zstd: {e}"))?;
-    if n != declared {
-        return Err(format!(
-            "decompressed to {n} bytes, the header declares {declared}"
-        ));
+) -> Result<(), FrameError> {
+    let got = with_decompressor(|d| d.decompress_to_buffer(z, out)).map_err(FrameError::Zstd)?;
+    if got != declared {
+        return Err(FrameError::Decompressed { got, declared });
     }
     Ok(())
 }
@@ -201,39 +198,35 @@ pub(crate) fn check_frame(
     declared: usize,
     cap: usize,
     max_ratio: Option<usize>,
-) -> Result<(), String> {
+) -> Result<(), FrameError> {
     if declared > cap {
-        return Err(format!(
-            "declares {declared} uncompressed bytes, over the cap of {cap}"
-        ));
+        return Err(FrameError::OverCap { declared, cap });
     }
-    if let Some(r) = max_ratio {
-        let most = z.len().saturating_mul(r).max(1 << 16);
+    if let Some(ratio) = max_ratio {
+        let most = z.len().saturating_mul(ratio).max(1 << 16);
         if declared > most {
-            return Err(format!(
-                "declares {declared} uncompressed bytes from a {}-byte frame, more than \
-                 {r} times its size",
-                z.len()
-            ));
+            return Err(FrameError::OverRatio {
+                declared,
+                frame: z.len(),
+                ratio,
+            });
         }
     }
     match zstd::zstd_safe::find_frame_compressed_size(z) {
-        Ok(n) if n == z.len() => {}
-        Ok(n) => {
-            return Err(format!(
-                "zstd frame of {n} bytes does not fill its {} bytes",
-                z.len()
-            ))
+        Ok(frame) if frame == z.len() => {}
+        Ok(frame) => {
+            return Err(FrameError::Trailing {
+                frame,
+                given: z.len(),
+            })
         }
-        Err(_) => return Err("not a valid zstd frame".to_string()),
+        Err(_) => return Err(FrameError::NotAFrame),
     }
     match zstd::zstd_safe::get_frame_content_size(z) {
-        Ok(Some(n)) if n == declared as u64 => Ok(()),
-        Ok(Some(n)) => Err(format!(
-            "zstd frame holds {n} bytes, the header declares {declared}"
-        )),
-        Ok(None) => Err("zstd frame does not declare its content size".to_string()),
-        Err(_) => Err("not a valid zstd frame header".to_string()),
+        Ok(Some(holds)) if holds == declared as u64 => Ok(()),
+        Ok(Some(holds)) => Err(FrameError::ContentSize { holds, declared }),
+        Ok(None) => Err(FrameError::NoContentSize),
+        Err(_) => Err(FrameError::BadFrameHeader),
     }
 }
 

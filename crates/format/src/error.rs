@@ -70,5 +70,45 @@ impl DecodeError {
     }
 }
 
+/// Why a zstd frame of a block was refused (before or while decompressing it); it becomes
+/// the `what` of an [`Error::Corrupt`] or [`DecodeError`].
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FrameError {
+    /// The declared size is over the cap of its kind of block.
+    #[error("declares {declared} uncompressed bytes, over the cap of {cap}")]
+    OverCap { declared: usize, cap: usize },
+    /// The declared size is too many times the frame's.
+    #[error(
+        "declares {declared} uncompressed bytes from a {frame}-byte frame, more than \
+         {ratio} times its size"
+    )]
+    OverRatio {
+        declared: usize,
+        frame: usize,
+        ratio: usize,
+    },
+    /// The frame ends before the bytes given to it do.
+    #[error("zstd frame of {frame} bytes does not fill its {given} bytes")]
+    Trailing { frame: usize, given: usize },
+    /// The bytes are not a zstd frame.
+    #[error("not a valid zstd frame")]
+    NotAFrame,
+    /// The frame's header is not valid.
+    #[error("not a valid zstd frame header")]
+    BadFrameHeader,
+    /// The frame does not say how much it holds.
+    #[error("zstd frame does not declare its content size")]
+    NoContentSize,
+    /// The frame says it holds another size than the block's header.
+    #[error("zstd frame holds {holds} bytes, the header declares {declared}")]
+    ContentSize { holds: u64, declared: usize },
+    /// Decompressing failed.
+    #[error("zstd: {0}")]
+    Zstd(std::io::Error),
+    /// Decompressing gave another size than the block's header.
+    #[error("decompressed to {got} bytes, the header declares {declared}")]
+    Decompressed { got: usize, declared: usize },
+}
+
 /// Result alias of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -968,9 +968,8 @@ fn committed_fixtures_still_read() {
     assert!(n >= 1, "no fixture under {}", root.display());
 }
 
-/// Writes the committed sample of the current format version (`IOBLAME_BLESS=1` rewrites
-/// it; the samples of earlier versions stay as their writers left them).
-fn write_sample(path: &Path) {
+/// The sample of the current format version, as this writer writes it.
+fn current_sample() -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
     let mut w = ring_writer(dir.path(), ByteOrder::Little);
     w.write_files(&FileTable {
@@ -995,26 +994,23 @@ fn write_sample(path: &Path) {
     })
     .unwrap();
     w.finish().unwrap();
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::copy(dir.path().join(ring_file_name(0)), path).unwrap();
+    std::fs::read(dir.path().join(ring_file_name(0))).unwrap()
 }
 
 #[test]
 fn committed_format_samples_still_read() {
     // Every format version keeps a sample that later readers must read (docs/format.md):
     // 1.1 (one KALLSYMS frame) and 1.2 (KALLSYMS_PARTS), the same content.
+    // The current version's sample is what this writer writes (`BLESS=1` rewrites it); the
+    // samples of earlier versions stay as their writers left them.
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
-    if std::env::var_os("IOBLAME_BLESS").is_some() {
-        write_sample(&data.join(format!("format-1.{}.iob", block::FORMAT_MINOR)));
-    }
+    ioblame_testkit::assert_file(
+        data.join(format!("format-1.{}.iob", block::FORMAT_MINOR)),
+        current_sample(),
+    );
     for minor in 1..=block::FORMAT_MINOR {
         let path = data.join(format!("format-1.{minor}.iob"));
-        let bytes = std::fs::read(&path).unwrap_or_else(|e| {
-            panic!(
-                "{} (IOBLAME_BLESS=1 makes the current one): {e}",
-                path.display()
-            )
-        });
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         sample_reads(&path, &bytes, minor);
     }
 }

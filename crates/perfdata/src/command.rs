@@ -1,6 +1,8 @@
 //! The `perf record` command line that records what the attribution needs: the recorder's
 //! default event set and filters (`ioblame-tracepoints`), spelled for stock perf.
 
+use std::path::Path;
+
 use ioblame_tracepoints::{self as tp, FilterDev, Tracepoint};
 
 use crate::PerfDataError;
@@ -54,17 +56,24 @@ pub(crate) fn build_command(events: &[Tracepoint], devs: &[FilterDev]) -> String
 
 /// The exact `perf record` command line recording what the attribution needs on the running
 /// kernel, with notes on events this kernel lacks or has under an older name. The events are
-/// `ioblame-capture`'s default set as found in tracefs (mounted at /sys/kernel/tracing if
-/// needed); `devices` (`sda`, `loop0`, `/dev/loop0`, `MAJ:MIN`) restrict every event that has
-/// a `dev`, `s_dev` or bdi `name` field with the same in-kernel filters the recorder sets. The
-/// line ends with `-o perf.data -- COMMAND`, `COMMAND` being a placeholder for the workload.
+/// `ioblame-capture`'s default set as found in tracefs, which must be mounted (this only
+/// reads: `ioblame-capture` mounts it when needed); `devices` (`sda`, `loop0`, `/dev/loop0`,
+/// `MAJ:MIN`, resolved against `/sys/class/block`) restrict every event that has a `dev`,
+/// `s_dev` or bdi `name` field with the same in-kernel filters the recorder sets. The line
+/// ends with `-o perf.data -- COMMAND`, `COMMAND` being a placeholder for the workload.
 pub fn perf_command_with_notes(devices: &[String]) -> Result<(String, Vec<String>), PerfDataError> {
     let devs = if devices.is_empty() {
         Vec::new()
     } else {
-        tp::resolve_devices(&devices.join(","), &tp::block_devices())?
+        tp::resolve_devices(&devices.join(","), &tp::block_devices_at(Path::new("/sys")))?
     };
-    let tfs = tp::tracefs()?;
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let tfs = tp::find_tracefs(&mountinfo)?.ok_or_else(|| {
+        tp::Error::System(format!(
+            "tracefs is not mounted; `mount -t tracefs nodev {}`",
+            tp::TRACEFS_PATHS[0]
+        ))
+    })?;
     let names = tp::set_names("default")?;
     let (events, notes) = tp::resolve(&tfs, &names, false)?;
     Ok((build_command(&events, &devs), notes))

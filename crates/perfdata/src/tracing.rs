@@ -17,6 +17,10 @@
 
 use std::collections::BTreeMap;
 
+use ioblame_format::ByteOrder;
+
+use crate::errors::TracingDataError;
+
 /// Magic at the start of the tracing data.
 const MAGIC: &[u8] = b"\x17\x08\x44tracing";
 
@@ -33,67 +37,62 @@ pub(crate) struct TracingData {
     pub kallsyms: String,
 }
 
+/// A cursor over the section that checks every length against what remains.
 struct Rd<'a> {
     b: &'a [u8],
     pos: usize,
-    big: bool,
+    order: ByteOrder,
 }
 
 impl<'a> Rd<'a> {
-    fn take(&mut self, n: u64, what: &str) -> Result<&'a [u8], String> {
+    fn take(&mut self, n: u64, what: &'static str) -> Result<&'a [u8], TracingDataError> {
         let rest = self.b.len() - self.pos;
         if n > rest as u64 {
-            return Err(format!(
-                "tracing data: {what} needs {n} bytes at offset {} but only {rest} remain",
-                self.pos
-            ));
+            return Err(TracingDataError::CutShort {
+                what,
+                need: n,
+                offset: self.pos,
+                remain: rest,
+            });
         }
         let s = &self.b[self.pos..self.pos + n as usize];
         self.pos += n as usize;
         Ok(s)
     }
-    fn u8(&mut self, what: &str) -> Result<u8, String> {
+    fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], TracingDataError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N as u64, what)?);
+        Ok(a)
+    }
+    fn u8(&mut self, what: &'static str) -> Result<u8, TracingDataError> {
         Ok(self.take(1, what)?[0])
     }
-    fn u32(&mut self, what: &str) -> Result<u32, String> {
-        let s: [u8; 4] = self
-            .take(4, what)?
-            .try_into()
-            .map_err(|_| what.to_string())?;
-        Ok(if self.big {
-            u32::from_be_bytes(s)
-        } else {
-            u32::from_le_bytes(s)
-        })
+    fn u32(&mut self, what: &'static str) -> Result<u32, TracingDataError> {
+        Ok(self.order.u32(self.array(what)?))
     }
-    fn u64(&mut self, what: &str) -> Result<u64, String> {
-        let s: [u8; 8] = self
-            .take(8, what)?
-            .try_into()
-            .map_err(|_| what.to_string())?;
-        Ok(if self.big {
-            u64::from_be_bytes(s)
-        } else {
-            u64::from_le_bytes(s)
-        })
+    fn u64(&mut self, what: &'static str) -> Result<u64, TracingDataError> {
+        Ok(self.order.u64(self.array(what)?))
     }
-    fn cstr(&mut self, what: &str) -> Result<&'a [u8], String> {
+    fn cstr(&mut self, what: &'static str) -> Result<&'a [u8], TracingDataError> {
         let rest = &self.b[self.pos..];
         let n = rest
             .iter()
             .position(|&c| c == 0)
-            .ok_or_else(|| format!("tracing data: {what} is not NUL-terminated"))?;
+            .ok_or(TracingDataError::Unterminated { what })?;
         self.pos += n + 1;
         Ok(&rest[..n])
     }
-    fn expect(&mut self, lit: &[u8], what: &str) -> Result<(), String> {
+    fn expect(&mut self, lit: &[u8], what: &'static str) -> Result<(), TracingDataError> {
         let got = self.take(lit.len() as u64, what)?;
         if got != lit {
-            return Err(format!("tracing data: expected {what}, found {got:?}"));
+            return Err(TracingDataError::Unexpected {
+                what,
+                found: got.to_vec(),
+            });
         }
         Ok(())
     }
-    fn sized_text(&mut self, what: &str) -> Result<&'a [u8], String> {
+    fn sized_text(&mut self, what: &'static str) -> Result<&'a [u8], TracingDataError> {
         let n = self.u64(what)?;
         self.take(n, what)
     }
@@ -114,16 +113,17 @@ fn name_and_id(text: &str) -> Option<(&str, u64)> {
 }
 
 /// Parses the tracing data section.
-pub(crate) fn parse(b: &[u8]) -> Result<TracingData, String> {
+pub(crate) fn parse(b: &[u8]) -> Result<TracingData, TracingDataError> {
     let mut r = Rd {
         b,
         pos: 0,
-        big: false,
+        order: ByteOrder::Little,
     };
     r.expect(MAGIC, "the magic \\x17\\x08\\x44tracing")?;
     r.cstr("version")?;
-    let big = r.u8("endianness")? != 0;
-    r.big = big;
+    if r.u8("endianness")? != 0 {
+        r.order = ByteOrder::Big;
+    }
     let long_size = r.u8("long size")?;
     let page_size = r.u32("page size")?;
     r.expect(b"header_page\0", "\"header_page\"")?;
@@ -235,5 +235,26 @@ mod tests {
         let pos = MAGIC.len() + 4 + 2 + 4 + 12;
         big_len[pos..pos + 8].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(parse(&big_len).is_err());
+    }
+
+    #[test]
+    fn errors_say_what_and_where() {
+        let mut b = build(false);
+        assert_eq!(
+            parse(&b[..20]).unwrap_err().to_string(),
+            "tracing data: \"header_page\" needs 12 bytes at offset 20 but only 0 remain"
+        );
+        b[0] = b'x';
+        assert_eq!(
+            parse(&b).unwrap_err().to_string(),
+            "tracing data: expected the magic \\x17\\x08\\x44tracing, found [120, 8, 68, 116, \
+             114, 97, 99, 105, 110, 103]"
+        );
+        let mut b = build(false);
+        b.truncate(MAGIC.len() + 2);
+        assert_eq!(
+            parse(&b).unwrap_err(),
+            TracingDataError::Unterminated { what: "version" }
+        );
     }
 }

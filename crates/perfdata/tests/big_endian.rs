@@ -55,7 +55,7 @@ impl W {
     }
 }
 
-/// A tracepoint of the recording: its tracefs format (from fixtures/tracefs-formats).
+/// A tracepoint of the recording: its tracefs format (the event registry's).
 struct Tp {
     system: &'static str,
     name: &'static str,
@@ -64,10 +64,9 @@ struct Tp {
 }
 
 fn tp(system: &'static str, name: &'static str) -> Tp {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/tracefs-formats")
-        .join(format!("{system}_{name}.format"));
-    let format = std::fs::read_to_string(p).unwrap();
+    let format = ioblame_decode::synth::builtin_format(&format!("{system}:{name}"))
+        .unwrap()
+        .to_string();
     let id = format
         .lines()
         .find_map(|l| l.strip_prefix("ID: "))

@@ -10,7 +10,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use ioblame_perfdata::{is_perf_data, open_perf_data, Converted, PerfDataError, PerfDataOptions};
+use ioblame_perfdata::{
+    is_perf_data, open_perf_data, Converted, Corruption, PerfDataError, PerfDataOptions,
+};
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -191,7 +193,8 @@ fn damaged_event_description_counts_are_an_error() {
         std::fs::write(&out, &b).unwrap();
         match open_perf_data(&out, &PerfDataOptions::default()) {
             Err(PerfDataError::Corrupt { what: w, .. }) => {
-                assert!(w.contains("event descriptions"), "{what}: {w}")
+                assert!(matches!(w, Corruption::EventDesc { .. }), "{what}: {w}");
+                assert!(w.to_string().contains("event descriptions"), "{what}: {w}")
             }
             Err(e) => panic!("{what}: {e}"),
             Ok(_) => panic!("{what}: converted"),

@@ -12,7 +12,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::agg::{Aggregates, Sampler, LAT_BUCKETS, VIAS};
-use crate::error::ReportError;
+use crate::error::{ChartError, ReportError};
 use crate::util::{act_comm, label};
 
 /// The bundled font (DejaVu Sans, see `assets/DejaVuSans-LICENSE.txt`).
@@ -62,11 +62,8 @@ pub(crate) fn dir_color(d: Dir) -> RGBColor {
     }
 }
 
-type DrawResult = Result<(), String>;
-
-fn e2s<E: std::fmt::Display>(e: E) -> String {
-    e.to_string()
-}
+/// What drawing a chart gives.
+pub(crate) type DrawResult = Result<(), ChartError>;
 
 /// Renders a chart into an SVG string.
 pub(crate) fn svg_string(
@@ -168,13 +165,13 @@ pub(crate) fn act_label(t: &Tables, id: ActId) -> String {
 }
 
 /// One counter's eight-slot histogram for the given acts, as grouped bars.
-pub(crate) fn counter_chart<DB: DrawingBackend>(
+pub(crate) fn counter_chart<DB: DrawingBackend<ErrorType: 'static>>(
     root: DrawingArea<DB, Shift>,
     index: usize,
     spec: &CounterSpec,
     series: &[(String, [u64; SLOTS])],
 ) -> DrawResult {
-    root.fill(&WHITE).map_err(e2s)?;
+    root.fill(&WHITE)?;
     let ymax = series
         .iter()
         .flat_map(|(_, h)| h.iter().copied())
@@ -191,8 +188,7 @@ pub(crate) fn counter_chart<DB: DrawingBackend>(
         .margin(12)
         .x_label_area_size(55)
         .y_label_area_size(80)
-        .build_cartesian_2d(0f64..SLOTS as f64, 0f64..ymax)
-        .map_err(e2s)?;
+        .build_cartesian_2d(0f64..SLOTS as f64, 0f64..ymax)?;
     let field = spec.field;
     let bounds = spec.bounds;
     chart
@@ -214,8 +210,7 @@ pub(crate) fn counter_chart<DB: DrawingBackend>(
         .y_desc("IOs")
         .label_style((FAMILY, LABEL_PX))
         .axis_desc_style((FAMILY, DESC_PX))
-        .draw()
-        .map_err(e2s)?;
+        .draw()?;
     let n = series.len().max(1) as f64;
     let w = 0.8 / n;
     for (j, (name, h)) in series.iter().enumerate() {
@@ -224,16 +219,15 @@ pub(crate) fn counter_chart<DB: DrawingBackend>(
             .draw_series((0..SLOTS).map(|s| {
                 let x0 = s as f64 + 0.1 + j as f64 * w;
                 Rectangle::new([(x0, 0.0), (x0 + w, h[s] as f64)], c.filled())
-            }))
-            .map_err(e2s)?
+            }))?
             .label(name.as_str())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], c.filled()));
     }
     legend(&mut chart)?;
-    root.present().map_err(e2s)
+    Ok(root.present()?)
 }
 
-fn legend<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(
+fn legend<'a, DB: DrawingBackend<ErrorType: 'static> + 'a, X: Ranged, Y: Ranged>(
     chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
 ) -> DrawResult {
     chart
@@ -242,8 +236,8 @@ fn legend<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .label_font((FAMILY, LEGEND_PX))
-        .draw()
-        .map_err(e2s)
+        .draw()?;
+    Ok(())
 }
 
 /// The acts of a counter's chart: the `max` acts of `acts` with the most IOs counted by that
@@ -276,13 +270,13 @@ pub(crate) fn counter_series(
 const CHART_BUCKETS: u64 = 100;
 
 /// Throughput (MiB/s) over time of the top roles.
-pub(crate) fn throughput_chart<DB: DrawingBackend>(
+pub(crate) fn throughput_chart<DB: DrawingBackend<ErrorType: 'static>>(
     root: DrawingArea<DB, Shift>,
     t: &Tables,
     agg: &Aggregates,
     roles: &[RoleId],
 ) -> DrawResult {
-    root.fill(&WHITE).map_err(e2s)?;
+    root.fill(&WHITE)?;
     // At most ~CHART_BUCKETS points per line: merge `k` aggregate buckets per point.
     let k = (agg.end / agg.bucket_ns + 1).div_ceil(CHART_BUCKETS).max(1);
     let bucket_ns = agg.bucket_ns * k;
@@ -326,46 +320,42 @@ pub(crate) fn throughput_chart<DB: DrawingBackend>(
         .margin(12)
         .x_label_area_size(55)
         .y_label_area_size(80)
-        .build_cartesian_2d(0f64..xmax, 0f64..(ymax.max(0.001) * headroom(lines.len())))
-        .map_err(e2s)?;
+        .build_cartesian_2d(0f64..xmax, 0f64..(ymax.max(0.001) * headroom(lines.len())))?;
     chart
         .configure_mesh()
         .x_desc("time since start (s)")
         .y_desc("throughput (MiB/s)")
         .label_style((FAMILY, LABEL_PX))
         .axis_desc_style((FAMILY, DESC_PX))
-        .draw()
-        .map_err(e2s)?;
+        .draw()?;
     for (j, (name, pts)) in lines.into_iter().enumerate() {
         let c = color(j);
         chart
-            .draw_series(LineSeries::new(pts, c.stroke_width(2)))
-            .map_err(e2s)?
+            .draw_series(LineSeries::new(pts, c.stroke_width(2)))?
             .label(name)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
     }
     legend(&mut chart)?;
-    root.present().map_err(e2s)
+    Ok(root.present()?)
 }
 
 /// One device's IO position over time (seekwatcher style), one colour per direction class.
 /// `title` names the device; the time axis spans the whole report (`agg.end`) so the
 /// charts of several devices line up.
-pub(crate) fn offset_chart<DB: DrawingBackend>(
+pub(crate) fn offset_chart<DB: DrawingBackend<ErrorType: 'static>>(
     root: DrawingArea<DB, Shift>,
     agg: &Aggregates,
     sample: &Sampler,
     title: &str,
 ) -> DrawResult {
-    root.fill(&WHITE).map_err(e2s)?;
+    root.fill(&WHITE)?;
     let xmax = (agg.end as f64 / 1e9).max(0.001) * 1.02;
     let mut chart = ChartBuilder::on(&root)
         .caption(label(title, 80), caption_style())
         .margin(12)
         .x_label_area_size(55)
         .y_label_area_size(80)
-        .build_cartesian_2d(0f64..xmax, 0f64..100f64)
-        .map_err(e2s)?;
+        .build_cartesian_2d(0f64..xmax, 0f64..100f64)?;
     chart
         .configure_mesh()
         .x_desc("time since start (s)")
@@ -373,8 +363,7 @@ pub(crate) fn offset_chart<DB: DrawingBackend>(
         .y_label_formatter(&|y| format!("{y:.0}"))
         .label_style((FAMILY, LABEL_PX))
         .axis_desc_style((FAMILY, DESC_PX))
-        .draw()
-        .map_err(e2s)?;
+        .draw()?;
     for (d, name) in [(Dir::R, "read"), (Dir::A, "readahead"), (Dir::W, "write")] {
         // Directions without IO on this device stay out of the legend.
         if !sample.points.iter().any(|p| p.dir == d) {
@@ -388,22 +377,21 @@ pub(crate) fn offset_chart<DB: DrawingBackend>(
                     2,
                     c.filled(),
                 )
-            }))
-            .map_err(e2s)?
+            }))?
             .label(name)
             .legend(move |(x, y)| Circle::new((x + 6, y), 4, c.filled()));
     }
     legend(&mut chart)?;
-    root.present().map_err(e2s)
+    Ok(root.present()?)
 }
 
 /// Latency distribution per via class: `which` 0 = wait time, 1 = device time.
-pub(crate) fn latency_chart<DB: DrawingBackend>(
+pub(crate) fn latency_chart<DB: DrawingBackend<ErrorType: 'static>>(
     root: DrawingArea<DB, Shift>,
     agg: &Aggregates,
     which: usize,
 ) -> DrawResult {
-    root.fill(&WHITE).map_err(e2s)?;
+    root.fill(&WHITE)?;
     let hists = &agg.latency[which.min(1)];
     let last = hists
         .iter()
@@ -424,8 +412,7 @@ pub(crate) fn latency_chart<DB: DrawingBackend>(
         .margin(12)
         .x_label_area_size(55)
         .y_label_area_size(80)
-        .build_cartesian_2d(0f64..(last + 1) as f64, 0f64..ymax)
-        .map_err(e2s)?;
+        .build_cartesian_2d(0f64..(last + 1) as f64, 0f64..ymax)?;
     chart
         .configure_mesh()
         // At most 12 labels: more would overlap.
@@ -452,8 +439,7 @@ pub(crate) fn latency_chart<DB: DrawingBackend>(
         .y_desc("IOs")
         .label_style((FAMILY, LABEL_PX))
         .axis_desc_style((FAMILY, DESC_PX))
-        .draw()
-        .map_err(e2s)?;
+        .draw()?;
     for (j, (via, h)) in VIAS.iter().zip(hists).enumerate() {
         if h.iter().all(|&c| c == 0) {
             continue;
@@ -461,18 +447,15 @@ pub(crate) fn latency_chart<DB: DrawingBackend>(
         let c = color(j);
         let pts: Vec<(f64, f64)> = (0..=last).map(|k| (k as f64 + 0.5, h[k] as f64)).collect();
         chart
-            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))
-            .map_err(e2s)?
+            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
             .label(via.name())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
-        chart
-            .draw_series(
-                pts.into_iter()
-                    .filter(|p| p.1 > 0.0)
-                    .map(|p| Circle::new(p, 3, c.filled())),
-            )
-            .map_err(e2s)?;
+        chart.draw_series(
+            pts.into_iter()
+                .filter(|p| p.1 > 0.0)
+                .map(|p| Circle::new(p, 3, c.filled())),
+        )?;
     }
     legend(&mut chart)?;
-    root.present().map_err(e2s)
+    Ok(root.present()?)
 }

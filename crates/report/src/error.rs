@@ -25,12 +25,12 @@ pub enum ReportError {
         source: polars::error::PolarsError,
     },
     /// Drawing a chart failed.
-    #[error("{}: drawing chart: {message}", path.display())]
+    #[error("{}: drawing chart: {error}", path.display())]
     Chart {
         /// The chart file.
         path: PathBuf,
-        /// What the drawing backend said.
-        message: String,
+        /// What the drawing backend reported.
+        error: ChartError,
     },
     /// The bundled font could not be registered.
     #[error("the bundled font could not be loaded")]
@@ -44,10 +44,24 @@ impl ReportError {
             source,
         }
     }
-    pub(crate) fn chart(path: impl Into<PathBuf>, e: impl std::fmt::Display) -> ReportError {
+    pub(crate) fn chart(path: impl Into<PathBuf>, error: ChartError) -> ReportError {
         ReportError::Chart {
             path: path.into(),
-            message: e.to_string(),
+            error,
         }
+    }
+}
+
+/// An error of the chart drawing library (plotters), whose type depends on the backend
+/// (SVG or bitmap). Shown as the library shows it.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct ChartError(Box<dyn std::error::Error + Send + Sync>);
+
+impl<E: std::error::Error + Send + Sync + 'static> From<plotters::drawing::DrawingAreaErrorKind<E>>
+    for ChartError
+{
+    fn from(e: plotters::drawing::DrawingAreaErrorKind<E>) -> ChartError {
+        ChartError(Box::new(e))
     }
 }

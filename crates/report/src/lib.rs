@@ -43,15 +43,16 @@ mod html;
 mod summary_text;
 mod tables;
 mod util;
+mod write;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use ioblame_attrib::{ActId, FileKey, Io, RoleId, Summary, Symbolizer, Tables};
+use ioblame_attrib::{FileKey, Io, Summary, Symbolizer, Tables};
 use ioblame_counters::CounterSet;
 use ioblame_format::{BlockDevice, Header};
 
-pub use error::ReportError;
+pub use error::{ChartError, ReportError};
 pub use flame::{flame_svg, folded_stacks, Weight};
 pub use summary_text::{summary_text, SummaryInput};
 pub use tables::IOS_ROW_GROUP;
@@ -169,10 +170,6 @@ impl std::fmt::Debug for ReportWriter {
     }
 }
 
-fn write_file(path: &Path, data: impl AsRef<[u8]>) -> Result<(), ReportError> {
-    std::fs::write(path, data).map_err(|e| ReportError::io(path, e))
-}
-
 impl ReportWriter {
     /// Creates the output directory (and `charts/`) and opens `ios.parquet`.
     pub fn create(dir: impl AsRef<Path>, input: ReportInput) -> Result<ReportWriter, ReportError> {
@@ -227,241 +224,21 @@ impl ReportWriter {
             acts: t.acts.clone(),
             totals: agg.totals_for(t),
         };
-        let t = &shown;
-        let lost_window_bytes = if summary.lost_windows.is_empty() || ios_rows == 0 {
-            0
-        } else {
-            let windows: Vec<(u64, u64)> = summary
-                .lost_windows
-                .iter()
-                .map(|w| (w.start, w.end))
-                .collect();
-            tables::bytes_in_windows(&dir.join("ios.parquet"), ios_rows, &windows)?
+        let lost_window_bytes = write::lost_window_bytes(&dir, ios_rows, summary)?;
+        let s = write::Shown {
+            t: &shown,
+            agg: &agg,
+            counters,
+            input: &input,
+            sym,
         };
-        let mut files = ReportFiles {
-            dir: dir.clone(),
-            html: dir.join("report.html"),
-            ..ReportFiles::default()
-        };
-
-        // Tables.
-        let p = |n: &str| dir.join(n);
-        files.tables.push(p("ios.parquet"));
-        tables::write_acts(&p("acts.parquet"), t, &agg)?;
-        files.tables.push(p("acts.parquet"));
-        tables::write_intents(&p("intents.parquet"), t, sym)?;
-        files.tables.push(p("intents.parquet"));
-        tables::write_roles(&p("roles.parquet"), t)?;
-        files.tables.push(p("roles.parquet"));
-        tables::write_files(&p("files.parquet"), t, &input.paths)?;
-        files.tables.push(p("files.parquet"));
-        tables::write_histograms(&p("histograms.parquet"), t, counters)?;
-        files.tables.push(p("histograms.parquet"));
-
-        // Flame graphs.
-        let mut flames = Vec::new();
-        for (w, name, title, count) in [
-            (
-                Weight::Bytes,
-                "bytes",
-                "IO flame graph: bytes charged",
-                "bytes",
-            ),
-            (
-                Weight::IoTime,
-                "iotime",
-                "IO flame graph: device time charged",
-                "µs",
-            ),
-        ] {
-            let lines = folded_stacks(t, sym, |a| match w {
-                Weight::Bytes => t.totals.get(a.index()).map_or(0, |x| x.total_bytes()),
-                Weight::IoTime => agg.io_us(a),
-            });
-            let folded = p(&format!("flame-{name}.folded"));
-            let mut text = lines.join("\n");
-            text.push('\n');
-            write_file(&folded, text)?;
-            files.folded.push(folded);
-            let file = p(&format!("flame-{name}.svg"));
-            let interactive =
-                flame_svg(&lines, title, count, true).map_err(|e| ReportError::io(&file, e))?;
-            write_file(&file, interactive)?;
-            files.flames.push(file);
-            let inline = flame_svg(&lines, title, count, false)
-                .map_err(|e| ReportError::io(p(&format!("flame-{name}.svg")), e))?;
-            // Without its script inferno still asks for `init` on load: drop the handler.
-            let inline = inline.replacen(" onload=\"init(evt)\"", "", 1);
-            flames.push((title.to_string(), inline, format!("flame-{name}.svg")));
-        }
-
-        // Charts.
-        let by_bytes = summary_text::acts_by_bytes(t);
-        let mut chart_markup: Vec<(String, String)> = Vec::new();
-        let mut svg_chart = |files: &mut ReportFiles,
-                             name: String,
-                             title: String,
-                             svg: String|
-         -> Result<(), ReportError> {
-            let path = p(&format!("charts/{name}"));
-            write_file(&path, &svg)?;
-            files.charts.push(path);
-            chart_markup.push((title, html::inline_svg(&svg).to_string()));
-            Ok(())
-        };
-        for (i, spec) in counters.specs().iter().enumerate() {
-            let name = format!("counter-{i:02}.svg");
-            let series = charts::counter_series(t, counters, i, &by_bytes, input.top_chart_acts);
-            let path = p(&format!("charts/{name}"));
-            let svg =
-                charts::svg_string(&path, |root| charts::counter_chart(root, i, spec, &series))?;
-            svg_chart(&mut files, name, format!("Counter #{i}: {spec}"), svg)?;
-        }
-        let mut roles: Vec<(RoleId, u64)> = agg.role_bytes.iter().map(|(&r, &b)| (r, b)).collect();
-        roles.sort_by_key(|&(r, b)| (std::cmp::Reverse(b), r));
-        let roles: Vec<RoleId> = roles
-            .into_iter()
-            .take(input.top_chart_roles)
-            .map(|x| x.0)
-            .collect();
-        let path = p("charts/throughput.svg");
-        let svg = charts::svg_string(&path, |root| {
-            charts::throughput_chart(root, t, &agg, &roles)
-        })?;
-        svg_chart(
-            &mut files,
-            "throughput.svg".into(),
-            "Throughput over time".into(),
-            svg,
-        )?;
-        for (which, name, title) in [
-            (0, "latency-wait.svg", "Wait time per via class"),
-            (1, "latency-io.svg", "Device time per via class"),
-        ] {
-            let path = p(&format!("charts/{name}"));
-            let svg = charts::svg_string(&path, |root| charts::latency_chart(root, &agg, which))?;
-            svg_chart(&mut files, name.into(), title.into(), svg)?;
-        }
-        // IO position over time: one chart per device (the busiest first), each device
-        // scaled to its own size.
-        let (top_devs, devs_left) = agg.top_devices(input.top_chart_devices);
-        for (i, (dev, d)) in top_devs.iter().enumerate() {
-            let Some(sample) = d.sample.as_ref() else {
-                continue;
-            };
-            let what = match input.block_devices.iter().find(|b| b.kernel_dev() == *dev) {
-                Some(b) => format!(
-                    "{} ({}:{}, {})",
-                    b.name,
-                    b.major,
-                    b.minor,
-                    util::human_bytes(b.size_sectors.saturating_mul(512))
-                ),
-                None => dev_str(*dev),
-            };
-            let title = format!("IO position on {what} over time");
-            let caption = format!(
-                "IO position on {what}: {} IOs, {} (seekwatcher style)",
-                d.ios,
-                util::human_bytes(d.bytes)
-            );
-            let path = p(&format!("charts/offset-{i}.svg"));
-            let svg = charts::svg_string(&path, |root| {
-                charts::offset_chart(root, &agg, sample, &title)
-            })?;
-            write_file(&path, &svg)?;
-            files.charts.push(path);
-            let png = p(&format!("charts/offset-{i}.png"));
-            charts::png_file(&png, |root| {
-                charts::offset_chart(root, &agg, sample, &title)
-            })?;
-            let png_bytes = std::fs::read(&png).map_err(|e| ReportError::io(&png, e))?;
-            chart_markup.push((
-                caption,
-                format!(
-                    "<img alt=\"IO position over time on {}\" width={} height={} src=\"data:image/png;base64,{}\">",
-                    html_escape(&what),
-                    charts::SIZE.0,
-                    charts::SIZE.1,
-                    html::base64(&png_bytes)
-                ),
-            ));
-            files.charts.push(png);
-        }
-        if devs_left > 0 {
-            chart_markup.push((
-                format!(
-                    "{devs_left} more device{} with IO not charted",
-                    if devs_left == 1 { "" } else { "s" }
-                ),
-                String::new(),
-            ));
-        }
-
-        // Summary and page.
-        let rel = files.relative();
-        let mut si = SummaryInput {
-            tables: t,
-            summary,
-            lost_window_bytes: Some(lost_window_bytes),
-            act_io_us: &agg.act_io_us,
-            paths: &input.paths,
-            top: input.top_summary,
-            files: Some((&dir, &rel)),
-        };
-        let summary_text = summary_text::summary_text(&si, sym);
-        // The page lists the files at its end: its summary leaves them out.
-        si.files = None;
-        let page_summary = summary_text::summary_text(&si, sym);
-        let mut facts = Vec::new();
-        if let Some(h) = &input.header {
-            facts.push(("host".to_string(), h.hostname.clone()));
-            facts.push((
-                "kernel".to_string(),
-                format!("{} {}", h.kernel_release, h.machine),
-            ));
-            facts.push(("recorder".to_string(), h.recorder_version.clone()));
-            facts.push((
-                "capture start".to_string(),
-                chrono::DateTime::from_timestamp_nanos(h.start_time_ns.min(i64::MAX as u64) as i64)
-                    .format("%Y-%m-%d %H:%M:%S%.3f UTC")
-                    .to_string(),
-            ));
-        }
-        if !input.traces.is_empty() {
-            facts.push(("traces".to_string(), input.traces.join(" ")));
-        }
-        if !input.block_devices.is_empty() {
-            let devs: Vec<String> = input
-                .block_devices
-                .iter()
-                .map(|d| {
-                    format!(
-                        "{} ({}:{}, {})",
-                        d.name,
-                        d.major,
-                        d.minor,
-                        util::human_bytes(d.size_sectors.saturating_mul(512))
-                    )
-                })
-                .collect();
-            facts.push(("devices".to_string(), devs.join(", ")));
-        }
-        let top: Vec<ActId> = by_bytes.iter().copied().take(input.top_table).collect();
-        let acts_html = html::acts_table(t, &top, &agg.act_io_us, &input.paths, sym);
-        let intents_html = html::intents_table(t, sym, input.top_table);
-        // Overview charts first, then the counters (drawn first above).
-        let overview = chart_markup.split_off(counters.len().min(chart_markup.len()));
-        let page = html::Page {
-            title: "ioblame report".to_string(),
-            facts,
-            summary: &page_summary,
-            charts: overview,
-            counter_charts: chart_markup,
-            flames,
-            files: rel.iter().skip(1).cloned().collect(),
-        };
-        write_file(&files.html, html::page(&page, &acts_html, &intents_html))?;
+        let mut files = write::no_files(dir);
+        write::write_tables(&s, &mut files)?;
+        let flames = write::write_flame_graphs(&s, &mut files)?;
+        let by_bytes = summary_text::acts_by_bytes(&shown);
+        let charts = write::write_charts(&s, &by_bytes, &mut files)?;
+        let (summary_text, page_summary) = write::summaries(&s, summary, lost_window_bytes, &files);
+        write::write_page(&s, &page_summary, &by_bytes, flames, charts, &files)?;
         Ok(Report {
             files,
             summary_text,

@@ -12,22 +12,7 @@ use ioblame_report::{folded_stacks, summary_text, SummaryInput, IOS_ROW_GROUP};
 use polars::prelude::*;
 
 fn golden(name: &str, actual: &str) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    if std::env::var_os("BLESS").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run with BLESS=1 to create it)", path.display()));
-    assert_eq!(
-        actual,
-        expected,
-        "{} differs (BLESS=1 rewrites it)",
-        path.display()
-    );
+    ioblame_testkit::assert_golden!(name, actual);
 }
 
 /// In CI a missing tool is a failure; elsewhere the test says why it skips.

@@ -1,14 +1,11 @@
-//! The block devices of this host (sysfs) and the resolution of `--devices` lists.
+//! Block devices: read from a sysfs tree ([`block_devices_at`]), and the resolution of
+//! `--devices` lists against them ([`resolve_devices`], pure).
 
 use std::path::Path;
 
 use ioblame_format::BlockDevice;
 
 use crate::{Error, FilterDev, Result};
-
-macro_rules! bail {
-    ($($t:tt)*) => { return Err(Error::Usage(format!($($t)*))) };
-}
 
 fn read_trim(p: &Path) -> Option<String> {
     std::fs::read_to_string(p)
@@ -22,13 +19,8 @@ pub fn parse_majmin(s: &str) -> Option<(u32, u32)> {
     Some((a.parse().ok()?, b.parse().ok()?))
 }
 
-/// Block devices of this host, from `/sys/class/block`.
-pub fn block_devices() -> Vec<BlockDevice> {
-    block_devices_at(Path::new("/sys"))
-}
-
-/// Block devices from `<sysfs>/class/block` (`sysfs` is normally `/sys`; tests give a fake
-/// tree). A partition is an entry with a `partition` file; its whole disk is the directory its
+/// Block devices from `<sysfs>/class/block`, read only (`sysfs` is `/sys` for this host's;
+/// tests give a fake tree). A partition is an entry with a `partition` file; its whole disk is the directory its
 /// `class/block` link resolves into, as in sysfs.
 pub fn block_devices_at(sysfs: &Path) -> Vec<BlockDevice> {
     let class = sysfs.join("class/block");
@@ -197,6 +189,55 @@ mod tests {
         );
         assert!(resolve_devices("nosuch", &devs).is_err());
         assert!(resolve_devices(",", &devs).is_err());
+    }
+
+    #[test]
+    fn majmin() {
+        assert_eq!(parse_majmin("8:1"), Some((8, 1)));
+        assert_eq!(parse_majmin(" 259:0\n"), Some((259, 0)));
+        assert_eq!(parse_majmin("8"), None);
+        assert_eq!(parse_majmin("8:x"), None);
+        assert_eq!(parse_majmin("-1:0"), None);
+    }
+
+    /// A whole disk brings its partitions, each recording the disk; a partition whose disk
+    /// is not listed stands for its own disk.
+    #[test]
+    fn whole_disks_bring_their_partitions() {
+        let dev = |name: &str, major, minor, parent: &str| BlockDevice {
+            name: name.into(),
+            major,
+            minor,
+            parent: parent.into(),
+            ..Default::default()
+        };
+        let devs = [
+            dev("nvme0n1", 259, 0, ""),
+            dev("nvme0n1p1", 259, 1, "nvme0n1"),
+            dev("nvme0n1p2", 259, 2, "nvme0n1"),
+            dev("orphan1", 9, 1, "gone"),
+        ];
+        let fd = |major, minor, disk_major, disk_minor| FilterDev {
+            major,
+            minor,
+            disk_major,
+            disk_minor,
+        };
+        assert_eq!(
+            resolve_devices("259:0", &devs).unwrap(),
+            [fd(259, 0, 259, 0), fd(259, 1, 259, 0), fd(259, 2, 259, 0)]
+        );
+        // Listed again through its disk: once.
+        assert_eq!(
+            resolve_devices("nvme0n1p2, nvme0n1", &devs).unwrap(),
+            [fd(259, 2, 259, 0), fd(259, 0, 259, 0), fd(259, 1, 259, 0)]
+        );
+        assert_eq!(
+            resolve_devices("/dev/orphan1", &devs).unwrap(),
+            [fd(9, 1, 9, 1)]
+        );
+        let e = resolve_devices("sdz", &devs).unwrap_err();
+        assert!(matches!(e, Error::Usage(_)), "{e}");
     }
 }
 

@@ -1,20 +1,39 @@
 //! ioblame's recording plan, shared by the recorder (`ioblame-capture`) and the `perf record`
 //! command line of `ioblame perf-command`: the tracepoint sets the attribution needs
-//! ([`set_names`]), the events that carry a kernel callchain, older names of renamed events,
-//! their lookup in tracefs ([`resolve`]), the in-kernel filters ([`filter_for`]) and the
-//! block devices of this host ([`block_devices`], [`resolve_devices`]).
+//! ([`set_names`]), the events that carry a kernel callchain, older names of renamed events
+//! (all three from the event registry, `ioblame-events`), their resolution against a
+//! kernel's tracefs ([`resolve`]), the in-kernel filters ([`filter_for`]) and the devices to
+//! filter on ([`resolve_devices`]).
+//!
+//! Planning is pure: it works on what the caller read (the text of `/proc/self/mountinfo`,
+//! tracefs files, the block devices). The readers of a tracefs or sysfs directory the caller
+//! names ([`find_tracefs`], [`lookup`], [`block_devices_at`]) only read; nothing here mounts
+//! tracefs or reads a fixed system path: the recorder does that.
 #![deny(missing_docs)]
 
+macro_rules! bail {
+    ($($t:tt)*) => { return Err(Error::Usage(format!($($t)*))) };
+}
+
 mod devices;
+mod tracefs;
 
-use std::path::{Path, PathBuf};
+pub use devices::{block_devices_at, parse_majmin, resolve_devices};
+pub use tracefs::{find_tracefs, lookup, resolve, resolve_with, tracefs_mounts, TRACEFS_PATHS};
 
-pub use devices::{block_devices, block_devices_at, parse_majmin, resolve_devices};
+use ioblame_events::Set;
 
 /// What went wrong while planning a recording.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// A bad `--events` or `--devices` argument, or an event this kernel lacks.
+    /// An `--events` entry that is neither a set nor `sys:name`.
+    #[error("--events: '{0}' is neither a set (default, minimal, full) nor sys:name")]
+    NotAnEvent(String),
+    /// An `--events` list that names no event.
+    #[error("--events: empty event list")]
+    EmptyEventList,
+    /// Another bad argument (`--devices`, an event name that is not `sys:name`), or an
+    /// event this kernel lacks.
     #[error("{0}")]
     Usage(String),
     /// tracefs or sysfs could not be read.
@@ -25,187 +44,46 @@ pub enum Error {
 /// Results of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-macro_rules! bail {
-    ($($t:tt)*) => { return Err(Error::Usage(format!($($t)*))) };
-}
+/// Events whose kernel stack is the intent, by every name they have: they get a callchain
+/// (the registry's entries with `callchain: true`).
+pub use ioblame_events::CALLCHAIN_EVENTS;
 
-const BLK: &[&str] = &[
-    "block:block_bio_queue",
-    "block:block_getrq",
-    "block:block_rq_insert",
-    "block:block_rq_issue",
-    "block:block_rq_complete",
-    "block:block_io_start",
-    "block:block_io_done",
-    "block:block_bio_complete",
-    "block:block_bio_backmerge",
-    "block:block_bio_frontmerge",
-    "block:block_rq_merge",
-    "block:block_split",
-    "block:block_bio_remap",
-    "block:block_dirty_buffer",
-    "block:block_rq_requeue",
-    "block:block_rq_error",
-];
-const WB: &[&str] = &[
-    "writeback:writeback_dirty_folio",
-    "writeback:writeback_mark_inode_dirty",
-    "writeback:writeback_dirty_inode_start",
-    "writeback:writeback_dirty_inode",
-    "writeback:writeback_single_inode_start",
-    "writeback:writeback_single_inode",
-    "writeback:writeback_write_inode_start",
-    "writeback:writeback_write_inode",
-    "writeback:writeback_queue",
-    "writeback:writeback_exec",
-    "writeback:writeback_start",
-    "writeback:writeback_written",
-    "writeback:wbc_writepage",
-    "writeback:sb_mark_inode_writeback",
-    "writeback:sb_clear_inode_writeback",
-    "writeback:writeback_pages_written",
-];
-const EXT4: &[&str] = &[
-    "ext4:ext4_da_write_folios_start",
-    "ext4:ext4_da_write_folios_end",
-    "ext4:ext4_da_write_pages_extent",
-    "ext4:ext4_ext_map_blocks_enter",
-    "ext4:ext4_ext_map_blocks_exit",
-    "ext4:ext4_writepages",
-    "ext4:ext4_writepages_result",
-    "ext4:ext4_sync_file_enter",
-    "ext4:ext4_sync_file_exit",
-];
-const IOMAP: &[&str] = &[
-    "iomap:iomap_add_to_ioend",
-    "iomap:iomap_writeback_folio",
-    "iomap:iomap_iter_dstmap",
-    "iomap:iomap_dio_rw_begin",
-    "iomap:iomap_dio_complete",
-    "iomap:iomap_readahead",
-    "iomap:iomap_readpage",
-    "xfs:xfs_map_blocks_found",
-    "xfs:xfs_map_blocks_alloc",
-    "xfs:xfs_file_buffered_write",
-    "xfs:xfs_file_direct_write",
-    "xfs:xfs_file_direct_read",
-    "xfs:xfs_file_buffered_read",
-    "xfs:xfs_buf_submit",
-];
-const MISC: &[&str] = &[
-    "filemap:mm_filemap_add_to_page_cache",
-    "filemap:mm_filemap_delete_from_page_cache",
-    "readahead:page_cache_sync_ra",
-    "readahead:page_cache_async_ra",
-    "readahead:page_cache_ra_order",
-    "readahead:page_cache_ra_unbounded",
-    "jbd2:jbd2_start_commit",
-    "jbd2:jbd2_commit_flushing",
-    "jbd2:jbd2_commit_logging",
-    "jbd2:jbd2_end_commit",
-    "jbd2:jbd2_submit_inode_data",
-    "jbd2:jbd2_write_superblock",
-    "jbd2:jbd2_handle_start",
-    "sched:sched_process_exec",
-    "sched:sched_process_fork",
-    "sched:sched_process_exit",
-];
-const FULL_EXTRA: &[&str] = &[
-    "ext4:ext4_da_write_begin",
-    "ext4:ext4_da_write_end",
-    "iomap:iomap_iter",
-    "filemap:mm_filemap_fault",
-    "block:block_plug",
-    "block:block_unplug",
-];
-const MINIMAL: &[&str] = &[
-    "block:block_bio_queue",
-    "block:block_getrq",
-    "block:block_rq_insert",
-    "block:block_rq_issue",
-    "block:block_rq_complete",
-    "block:block_rq_requeue",
-    "block:block_rq_merge",
-    "block:block_bio_backmerge",
-    "block:block_bio_frontmerge",
-    "block:block_split",
-    "block:block_bio_remap",
-    "block:block_bio_complete",
-    "block:block_dirty_buffer",
-    "writeback:writeback_dirty_folio",
-    "writeback:writeback_start",
-    "writeback:writeback_written",
-    "writeback:writeback_single_inode_start",
-    "writeback:writeback_single_inode",
-    "filemap:mm_filemap_add_to_page_cache",
-    "ext4:ext4_ext_map_blocks_exit",
-    "iomap:iomap_add_to_ioend",
-    "iomap:iomap_iter_dstmap",
-    "readahead:page_cache_ra_order",
-];
-
-/// Events whose kernel stack is the intent: they get a callchain.
-pub const CALLCHAIN_EVENTS: &[&str] = &[
-    "writeback:writeback_dirty_folio",
-    "writeback:writeback_dirty_page",
-    "block:block_dirty_buffer",
-    "writeback:writeback_mark_inode_dirty",
-    "jbd2:jbd2_handle_start",
-    "block:block_bio_queue",
-];
-
-/// Older names to fall back on when the new one is absent: (new, old).
-pub const RENAMES: &[(&str, &str)] = &[
-    (
-        "writeback:writeback_dirty_folio",
-        "writeback:writeback_dirty_page",
-    ),
-    (
-        "ext4:ext4_da_write_folios_start",
-        "ext4:ext4_da_write_pages",
-    ),
-];
+/// Older names to fall back on when the new one is absent: (new, old), the registry's
+/// `aliases`.
+pub use ioblame_events::RENAMES;
 
 /// The names of the predefined event sets, with a one-line description.
-pub const SETS: &[(&str, &str)] = &[
-    (
-        "default",
-        "everything the attribution needs on ext4, xfs and generic paths",
-    ),
-    (
-        "minimal",
-        "block layer core, dirtiers and the map events only",
-    ),
-    (
-        "full",
-        "default + per-write-call events, page faults and plugging",
-    ),
-];
+pub const SETS: &[(&str, &str)] = &{
+    let all = Set::ALL;
+    let mut v = [("", ""); Set::ALL.len()];
+    let mut i = 0;
+    while i < v.len() {
+        v[i] = (all[i].name(), all[i].description());
+        i += 1;
+    }
+    v
+};
 
 /// The event names of a set (`default`, `minimal`, `full`) or of a comma-separated list of
 /// `sys:name`.
 pub fn set_names(spec: &str) -> Result<Vec<String>> {
-    let v: Vec<&str> = match spec {
-        "default" => [BLK, WB, EXT4, IOMAP, MISC].concat(),
-        "minimal" => MINIMAL.to_vec(),
-        "full" => [BLK, WB, EXT4, IOMAP, MISC, FULL_EXTRA].concat(),
-        list => {
+    let v: Vec<&str> = match Set::from_name(spec) {
+        Some(set) => set.names().collect(),
+        None => {
             let mut v = Vec::new();
-            for n in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            for n in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
                 match n.split_once(':') {
                     Some((s, e))
                         if !s.is_empty()
                             && !e.is_empty()
                             && !n.contains('/')
                             && !n.contains("..") => {}
-                    _ => bail!(
-                        "--events: '{n}' is neither a set (default, minimal, full) nor sys:name"
-                    ),
+                    _ => return Err(Error::NotAnEvent(n.to_string())),
                 }
                 v.push(n);
             }
             if v.is_empty() {
-                bail!("--events: empty event list");
+                return Err(Error::EmptyEventList);
             }
             v
         }
@@ -222,86 +100,6 @@ pub fn set_names(spec: &str) -> Result<Vec<String>> {
 /// The advice given when this process may not use tracefs or perf.
 pub const PRIVILEGE_HINT: &str = "run as root (or with CAP_PERFMON and read access to tracefs)";
 
-/// Where tracefs is usually found.
-const TRACEFS_PATHS: &[&str] = &["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
-
-/// Finds the tracefs mount, mounting it at /sys/kernel/tracing when nothing is mounted.
-///
-/// A tracefs this process may not read (it is mounted mode 0700 for root, the default) is a
-/// permission error, not a missing mount.
-pub fn tracefs() -> Result<PathBuf> {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let mut candidates: Vec<PathBuf> = tracefs_mounts(&mountinfo);
-    candidates.extend(TRACEFS_PATHS.iter().map(PathBuf::from));
-    if let Some(p) = find_tracefs(&candidates, !tracefs_mounts(&mountinfo).is_empty())? {
-        return Ok(p);
-    }
-    let target = c"/sys/kernel/tracing";
-    // SAFETY: all pointers are valid NUL-terminated strings; data is null.
-    let rc = unsafe {
-        libc::mount(
-            c"nodev".as_ptr(),
-            target.as_ptr(),
-            c"tracefs".as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EPERM) {
-            return Err(Error::System(format!(
-                "permission denied: tracefs is not mounted and only root may mount it; \
-                 {PRIVILEGE_HINT}"
-            )));
-        }
-        return Err(Error::System(format!(
-            "tracefs is not mounted and mounting it failed ({e}); \
-             `mount -t tracefs nodev /sys/kernel/tracing`"
-        )));
-    }
-    Ok(PathBuf::from("/sys/kernel/tracing"))
-}
-
-/// Mount points of tracefs in `/proc/self/mountinfo` text.
-fn tracefs_mounts(mountinfo: &str) -> Vec<PathBuf> {
-    mountinfo
-        .lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split(' ').collect();
-            let sep = f.iter().position(|x| *x == "-")?;
-            if f.get(sep + 1) == Some(&"tracefs") {
-                f.get(4).map(PathBuf::from)
-            } else {
-                None
-            }
-        })
-        .collect()
-}
-
-/// The first of `candidates` whose `events` directory can be read. `mounted`: tracefs is
-/// known to be mounted, so a candidate that cannot be searched for lack of permission means
-/// this process may not use it.
-fn find_tracefs(candidates: &[PathBuf], mounted: bool) -> Result<Option<PathBuf>> {
-    let mut denied: Option<&Path> = None;
-    for p in candidates {
-        match std::fs::metadata(p.join("events")) {
-            Ok(m) if m.is_dir() => return Ok(Some(p.clone())),
-            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                denied.get_or_insert(p);
-            }
-            _ => {}
-        }
-    }
-    match denied {
-        Some(p) if mounted => Err(Error::System(format!(
-            "permission denied: cannot read tracefs at {}; {PRIVILEGE_HINT}",
-            p.display()
-        ))),
-        _ => Ok(None),
-    }
-}
-
 /// A tracepoint found in tracefs.
 #[derive(Debug, Clone)]
 pub struct Tracepoint {
@@ -314,100 +112,6 @@ pub struct Tracepoint {
     /// Whether its samples carry a callchain.
     pub callchain: bool,
 }
-
-/// Looks one event up in tracefs; `Ok(None)` when this kernel lacks it.
-pub fn lookup(tfs: &Path, name: &str) -> Result<Option<Tracepoint>> {
-    let Some((sys, ev)) = name.split_once(':') else {
-        bail!("event '{name}' is not sys:name");
-    };
-    let dir = tfs.join("events").join(sys).join(ev);
-    let idp = dir.join("id");
-    let id = match std::fs::read_to_string(&idp) {
-        Ok(s) => s
-            .trim()
-            .parse::<u64>()
-            .map_err(|_| Error::System(format!("{}: not a number", idp.display())))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-            bail!(
-                "permission denied: cannot read {}; {PRIVILEGE_HINT}",
-                idp.display()
-            )
-        }
-        Err(e) => return Err(Error::System(format!("reading {}: {e}", idp.display()))),
-    };
-    let format = std::fs::read_to_string(dir.join("format"))
-        .map_err(|e| Error::System(format!("reading {}/format: {e}", dir.display())))?;
-    Ok(Some(Tracepoint {
-        name: name.to_string(),
-        id,
-        format,
-        callchain: CALLCHAIN_EVENTS.contains(&name),
-    }))
-}
-
-/// Resolves event names against this kernel: old names stand in for renamed events; missing
-/// events are skipped with a note (returned). With `strict`, a missing event is an error.
-pub fn resolve(
-    tfs: &Path,
-    names: &[String],
-    strict: bool,
-) -> Result<(Vec<Tracepoint>, Vec<String>)> {
-    let mut found: Vec<Tracepoint> = Vec::new();
-    let mut notes = Vec::new();
-    for n in names {
-        let mut tp = lookup(tfs, n)?;
-        if tp.is_none() {
-            if let Some((_, old)) = RENAMES.iter().find(|(new, _)| new == n) {
-                tp = lookup(tfs, old)?;
-                if tp.is_some() {
-                    notes.push(format!("{n} is absent on this kernel; using {old}"));
-                }
-            }
-        }
-        match tp {
-            Some(t) => {
-                if !found.iter().any(|f| f.name == t.name) {
-                    found.push(t);
-                }
-            }
-            None if strict => {
-                bail!("tracepoint {n} does not exist on this kernel (see `ioblame-capture events`)")
-            }
-            None => notes.push(format!("{n} does not exist on this kernel; skipped")),
-        }
-    }
-    if found.is_empty() {
-        bail!("none of the requested tracepoints exists on this kernel");
-    }
-    Ok((found, notes))
-}
-
-/// Filter that drops `block_dirty_buffer`'s delalloc sentinel events (blocks not mapped yet,
-/// `sector` = 2^62 and above).
-pub const DIRTY_BUFFER_FILTER: &str = "sector < 4611686018427387904";
-
-/// Filter that keeps only the `writeback_mark_inode_dirty` events that dirty the inode itself
-/// (`I_DIRTY_SYNC`/`I_DIRTY_DATASYNC`), the only ones the attribution uses (inode writeback
-/// charged to its dirtier). It drops the `I_DIRTY_PAGES` calls that come with every dirtied
-/// folio, each of which would otherwise cost a kernel callchain: a third of the events of
-/// small buffered writes.
-///
-/// The bits moved when 6.x reordered `i_state`: 0-1 before 6.12, 4-5 on 6.18 (observed), and
-/// the kernels in between may number them 3-4. The filter keeps the union (bits 0, 1, 3, 4,
-/// 5) so that no layout loses an inode dirtier; where `I_DIRTY_PAGES` falls inside it the
-/// cost is volume, not information. (This kernel's format names the bits without values, so
-/// the recorder cannot read them from tracefs.)
-pub const MARK_INODE_DIRTY_FILTER: &str = "flags & 59";
-
-/// Filter on `mm_filemap_add_to_page_cache` and `mm_filemap_delete_from_page_cache` that keeps
-/// only folios larger than one page. The attribution needs these events for the size of a
-/// folio, and a folio it has seen no event for is taken as one page, which is what the
-/// filter drops: nothing is lost. Small random IO adds and evicts a page per operation: on
-/// 4 KiB random buffered writes these two events were 40% of everything recorded. (A
-/// one-page folio of a file unlinked while dirty then leaves unseen; the analyzer forgets
-/// dirty folios nobody wrote for ten minutes.)
-pub const FOLIO_ORDER_FILTER: &str = "order > 0";
 
 fn has_field(format: &str, decl: &str) -> bool {
     format
@@ -452,12 +156,13 @@ pub struct FilterDev {
 
 /// Whether an event is traced on a request, whose `dev` is always the whole disk
 /// (`disk_devt`), rather than on a bio or a filesystem object, whose `dev` is the partition
-/// the IO was submitted to (`docs/kernel-events.md` §2, §7.6).
+/// the IO was submitted to.
 pub fn request_level(name: &str) -> bool {
     name.starts_with("block:block_rq_") || name.starts_with("block:block_io_")
 }
 
-/// The in-kernel filter of one event (empty: none).
+/// The in-kernel filter of one event (empty: none): the devices, and the event's own filter
+/// from the event registry ([`ioblame_events::Filter`]).
 ///
 /// Devices are matched by the number the event carries: request-level events
 /// ([`request_level`]) and the writeback bdi name by the whole disk of each device, bio-level
@@ -494,20 +199,11 @@ pub fn filter_for(tp: &Tracepoint, devs: &[FilterDev]) -> String {
             None => {}
         }
     }
-    if tp.name == "block:block_dirty_buffer" {
-        parts.push(DIRTY_BUFFER_FILTER.to_string());
-    }
-    if matches!(
-        tp.name.as_str(),
-        "filemap:mm_filemap_add_to_page_cache" | "filemap:mm_filemap_delete_from_page_cache"
-    ) && has_field(&tp.format, "unsigned char order")
-    {
-        parts.push(FOLIO_ORDER_FILTER.to_string());
-    }
-    if tp.name == "writeback:writeback_mark_inode_dirty"
-        && has_field(&tp.format, "unsigned long flags")
-    {
-        parts.push(MARK_INODE_DIRTY_FILTER.to_string());
+    // The event's own filter, where this kernel's format has the field it tests.
+    if let Some(f) = ioblame_events::find(&tp.name).and_then(|d| d.filter) {
+        if f.requires.is_none_or(|decl| has_field(&tp.format, decl)) {
+            parts.push(f.expr.to_string());
+        }
     }
     match parts.len() {
         0 => String::new(),
@@ -534,28 +230,6 @@ mod tests {
     }
 
     #[test]
-    fn tracefs_mount_points() {
-        let mi = "22 1 0:20 / /sys rw - sysfs sysfs rw\n\
-                  35 22 0:12 / /sys/kernel/tracing rw,nosuid - tracefs tracefs rw,mode=700\n\
-                  36 22 0:7 / /sys/kernel/debug rw - debugfs debugfs rw\n";
-        assert_eq!(
-            tracefs_mounts(mi),
-            vec![PathBuf::from("/sys/kernel/tracing")]
-        );
-        assert!(tracefs_mounts("bad line\n").is_empty());
-        // Found, or absent: no error.
-        let dir = std::env::temp_dir().join(format!("iob-tfs-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("events")).unwrap();
-        let none = dir.join("nonexistent");
-        assert_eq!(
-            find_tracefs(&[none.clone(), dir.clone()], true).unwrap(),
-            Some(dir.clone())
-        );
-        assert_eq!(find_tracefs(&[none], true).unwrap(), None);
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
     fn sets_expand() {
         let d = set_names("default").unwrap();
         assert!(d.contains(&"block:block_bio_queue".to_string()));
@@ -573,9 +247,24 @@ mod tests {
                 .unwrap(),
             vec!["block:block_rq_issue", "sched:sched_process_exec"]
         );
-        assert!(set_names("bogus").is_err());
-        assert!(set_names("a:../b").is_err());
-        assert!(set_names(",").is_err());
+        assert!(matches!(set_names("bogus"), Err(Error::NotAnEvent(n)) if n == "bogus"));
+        assert!(matches!(set_names("a:../b"), Err(Error::NotAnEvent(_))));
+        assert!(matches!(set_names(","), Err(Error::EmptyEventList)));
+        assert_eq!(
+            set_names("bogus").unwrap_err().to_string(),
+            "--events: 'bogus' is neither a set (default, minimal, full) nor sys:name"
+        );
+        for (set, what) in SETS {
+            assert!(!what.is_empty());
+            assert_eq!(
+                set_names(set).unwrap(),
+                Set::from_name(set).unwrap().names().collect::<Vec<_>>()
+            );
+        }
+        assert_eq!(
+            SETS.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+            ["default", "minimal", "full"]
+        );
     }
 
     #[test]

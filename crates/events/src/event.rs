@@ -1,7 +1,8 @@
 //! Typed events: what the attribution consumes.
 //!
-//! Every field comes from the trace's own tracefs `format` text (looked up by name), so a
-//! trace from another kernel whose fields moved still decodes to the same types.
+//! Every field comes from the trace's own tracefs `format` text (looked up by name, as the
+//! registry's entry for the tracepoint declares in [`crate::table`]), so a trace from another
+//! kernel whose fields moved still decodes to the same types.
 
 use std::sync::Arc;
 
@@ -17,6 +18,24 @@ pub fn dev_major(d: Dev) -> u32 {
 /// Minor number of a kernel-encoded device.
 pub fn dev_minor(d: Dev) -> u32 {
     d & 0xfffff
+}
+
+/// Parses a bdi name `"MAJ:MIN"` into a kernel dev (`major << 20 | minor`); 0 if the name is
+/// not of that form (e.g. `btrfs-1`).
+pub fn parse_bdi(name: &[u8]) -> Dev {
+    fn num(b: &[u8]) -> Option<u32> {
+        if b.is_empty() || b.len() > 7 || !b.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        Some(b.iter().fold(0u32, |a, &c| a * 10 + (c - b'0') as u32))
+    }
+    let Some(colon) = name.iter().position(|&c| c == b':') else {
+        return 0;
+    };
+    match (num(&name[..colon]), num(&name[colon + 1..])) {
+        (Some(ma), Some(mi)) if ma < (1 << 12) && mi < (1 << 20) => (ma << 20) | mi,
+        _ => 0,
+    }
 }
 
 /// The `rwbs` string of block events, as flags.
@@ -197,11 +216,13 @@ pub enum XfsFileOp {
 
 /// The typed content of one decoded record.
 ///
-/// Units are those of the kernel (see `../shared/docs/kernel-events.md` §1.2): block
-/// `sector`s are 512-byte units; `DirtyBuffer::blocknr` is in units of `size`; ext4 `pblk`
-/// and `lblk` are filesystem blocks; iomap `addr`, `pos`, `offset`, `length` are bytes; page
-/// `index`es are pages. `bdi` is the whole-disk device parsed from the bdi name `"MAJ:MIN"`
-/// (0 when the name is not numeric, e.g. `btrfs-1`).
+/// Units are those of the kernel: block `sector`s are 512-byte units; `DirtyBuffer::blocknr`
+/// is in units of `size`; ext4 `pblk` and `lblk` are filesystem blocks; iomap `addr`, `pos`,
+/// `offset`, `length` are bytes; page `index`es are pages. `bdi` is the whole-disk device
+/// parsed from the bdi name `"MAJ:MIN"` (0 when the name is not numeric, e.g. `btrfs-1`).
+///
+/// A tracepoint's variant is built by its registry entry ([`crate::table`]), which names
+/// the format field each member is read from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 #[allow(missing_docs)] // fields are the tracepoint's own, named as in its format file

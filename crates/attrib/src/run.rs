@@ -1,0 +1,197 @@
+//! The decode-then-attribute loop over a whole trace: the one place where decoded events
+//! meet the [`Attributor`]. The analyzer (through `ioblame-pipeline`), the benchmark and the
+//! tests all run it; see `docs/architecture.md` for the flow.
+
+use ioblame_decode::{for_each_event_ahead, Decoder, StreamOptions, StreamStats};
+use ioblame_format::Trace;
+
+use crate::attributor::{Attribution, Attributor};
+use crate::context::Context;
+use crate::model::{Io, Tables};
+
+/// How many events pass between two calls of [`attribute_stream`]'s progress observer.
+pub const PROGRESS_EVERY: u64 = 1 << 16;
+
+/// How far a run has got, shown to its progress observer every [`PROGRESS_EVERY`] events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// Events pushed so far, this one included.
+    pub events: u64,
+    /// The time of the latest event (ns, the trace's clock).
+    pub time: u64,
+}
+
+/// What [`attribute_stream`] produced, besides the IOs it handed out.
+#[derive(Debug)]
+pub struct Run {
+    /// The attribution's tables and summary; its `ios` are the ones the end of the trace
+    /// left pending (handed out already, last).
+    pub attribution: Attribution,
+    /// What reading the trace met: damaged chunks, records skipped, event counts.
+    pub stream: StreamStats,
+}
+
+/// Decodes `trace` with `decoder` and attributes its events with `ctx`, in time order, each
+/// prefetched a few events ahead ([`Attributor::prefetch`]). Every charged IO goes to `on_io`
+/// as it is charged, with the tables as they are at that point; then, with the final tables,
+/// those the end of the trace left pending. `progress` is called every [`PROGRESS_EVERY`]
+/// events.
+///
+/// The loop runs on the stream's merging thread, which sets the analyzer's pace: both
+/// callbacks are generic (no dynamic dispatch per event), and `on_io` runs only when the
+/// event charged some IO.
+pub fn attribute_stream(
+    trace: &Trace,
+    decoder: &Decoder,
+    ctx: Context,
+    mut on_io: impl FnMut(&Io, &Tables),
+    mut progress: impl FnMut(Progress),
+) -> Run {
+    let mut attr = Attributor::new(ctx);
+    let mut buf: Vec<Io> = Vec::new();
+    let mut events = 0u64;
+    let stream = for_each_event_ahead(trace, decoder, &StreamOptions::default(), |ev, ahead| {
+        events += 1;
+        if events % PROGRESS_EVERY == 0 {
+            progress(Progress {
+                events,
+                time: ev.time,
+            });
+        }
+        if let Some(a) = ahead {
+            attr.prefetch(a);
+        }
+        attr.push(ev);
+        attr.drain_ios_into(&mut buf);
+        if !buf.is_empty() {
+            let tables = attr.tables();
+            for io in buf.drain(..) {
+                on_io(&io, tables);
+            }
+        }
+    });
+    let attribution = attr.finish();
+    for io in &attribution.ios {
+        on_io(io, &attribution.tables);
+    }
+    Run {
+        attribution,
+        stream,
+    }
+}
+
+/// Decodes and attributes a whole trace with `ctx` ([`attribute_stream`]), collecting every
+/// charged IO (those the end of the trace left pending included, last): for tests and small
+/// traces.
+pub fn attribute_trace(trace: &Trace, decoder: &Decoder, ctx: Context) -> (Vec<Io>, Attribution) {
+    let mut ios = Vec::new();
+    let run = attribute_stream(trace, decoder, ctx, |io, _| ios.push(io.clone()), |_| {});
+    (ios, run.attribution)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ioblame_decode::synth::{builtin_format, TraceBuilder, Val};
+
+    /// A one-CPU trace: `comms` task-name records 1 µs apart, with one 8-sector read
+    /// (`block_bio_queue`, `block_rq_issue`, `block_rq_complete`) after the first of them.
+    fn trace(comms: u64) -> (tempfile::TempDir, Trace) {
+        let mut t = TraceBuilder::new(ioblame_format::ByteOrder::native(), 1);
+        let [q, d, c] = [
+            "block:block_bio_queue",
+            "block:block_rq_issue",
+            "block:block_rq_complete",
+        ]
+        .map(|name| {
+            t.add_event(name, builtin_format(name).unwrap(), false)
+                .unwrap()
+        });
+        let base = t.header().start_clock_ns + 1_000_000;
+        let dev = Val::U(7 << 20);
+        let bio = [
+            ("dev", dev),
+            ("sector", Val::U(2048)),
+            ("nr_sector", Val::U(8)),
+            ("rwbs", Val::Str("R")),
+            ("comm", Val::Str("reader")),
+        ];
+        for i in 0..comms {
+            let at = base + 1000 * i;
+            t.comm(0, at, 42, 42, "reader", false);
+            if i == 0 {
+                t.sample(0, q, at + 1, 42, 42, &[], &bio).unwrap();
+                let mut issue = bio.to_vec();
+                issue.push(("bytes", Val::U(4096)));
+                t.sample(0, d, at + 2, 0, 0, &[], &issue).unwrap();
+                let done = [
+                    ("dev", dev),
+                    ("sector", Val::U(2048)),
+                    ("nr_sector", Val::U(8)),
+                    ("error", Val::I(0)),
+                    ("rwbs", Val::Str("R")),
+                ];
+                t.sample(0, c, at + 3, 0, 0, &[], &done).unwrap();
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        t.write(&path).unwrap();
+        let trace = Trace::open(&path).unwrap();
+        (dir, trace)
+    }
+
+    /// Each IO is handed out once, as charged, with tables that hold its act; the result
+    /// is the one [`attribute_trace`] collects.
+    #[test]
+    fn ios_are_handed_out_once_with_their_tables() {
+        let (_dir, t) = trace(3);
+        let decoder = Decoder::new(t.header(), t.metadata());
+        let mut seen = Vec::new();
+        let run = attribute_stream(
+            &t,
+            &decoder,
+            Context::from_trace(t.header(), t.metadata()),
+            |io, tables| {
+                let act = &tables.acts[io.act.index()];
+                seen.push((io.clone(), tables.roles[act.role.index()].comm.clone()));
+            },
+            |_| {},
+        );
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert_eq!((seen[0].0.size, seen[0].1.as_str()), (4096, "reader"));
+        assert_eq!(run.stream.events, 6);
+        assert!(run.stream.damaged.is_empty());
+        let (ios, out) =
+            attribute_trace(&t, &decoder, Context::from_trace(t.header(), t.metadata()));
+        assert_eq!(ios, vec![seen[0].0.clone()]);
+        assert_eq!(out, run.attribution);
+        assert_eq!(out.summary.total_bytes(), 4096);
+    }
+
+    /// The observer sees every [`PROGRESS_EVERY`]th event, with its time.
+    #[test]
+    fn progress_is_shown_every_so_many_events() {
+        let (_dir, t) = trace(2 * PROGRESS_EVERY + 10);
+        let decoder = Decoder::new(t.header(), t.metadata());
+        let mut shown = Vec::new();
+        let run = attribute_stream(
+            &t,
+            &decoder,
+            Context::default(),
+            |_, _| {},
+            |p| shown.push(p),
+        );
+        assert_eq!(run.stream.events, 2 * PROGRESS_EVERY + 13);
+        let base = t.header().start_clock_ns + 1_000_000;
+        // The first comm is followed by the request's three events.
+        let time = |n: u64| base + 1000 * (n - 4);
+        assert_eq!(
+            shown,
+            [1, 2].map(|k| Progress {
+                events: k * PROGRESS_EVERY,
+                time: time(k * PROGRESS_EVERY),
+            })
+        );
+    }
+}

@@ -1,0 +1,345 @@
+//! The shape of the event registry: what an entry of [`crate::table`] says about a
+//! tracepoint, the recording sets, and the lists derived from the table for the recorder
+//! and the decoder.
+
+use crate::event::EventKind;
+use crate::field::{Payload, Read};
+use crate::table::EVENTS;
+
+/// Builds an event's kind from its payload into the event already in place (in the decoded
+/// chunk's vector): returning the kind by value, through the function pointer, made the
+/// caller copy each one from the stack where it had just been written piecewise, and that
+/// reload waited on the stores (a third of the decoding time).
+pub type Build = fn(&Payload<'_>, &mut EventKind) -> Read<()>;
+
+/// One tracepoint ioblame knows: an entry of [`EVENTS`].
+#[derive(Debug, Clone, Copy)]
+pub struct EventDef {
+    /// `subsystem:name` on current kernels.
+    pub name: &'static str,
+    /// The names of the same tracepoint on older kernels, recorded when `name` is absent and
+    /// decoded like it.
+    pub aliases: &'static [&'static str],
+    /// The smallest recording set that holds it (the sets nest: minimal, default, full);
+    /// `None`: recorded only when named on the command line.
+    pub set: Option<Set>,
+    /// Whether its samples carry a kernel callchain: its stack is the intent of the IO.
+    pub callchain: bool,
+    /// Its own in-kernel filter, besides the device filter every event with a device field
+    /// gets.
+    pub filter: Option<Filter>,
+    /// The fields its typed event reads, by name: `build` reads the `i`th of them as field
+    /// `i` of its [`Payload`].
+    pub fields: &'static [FieldDecl],
+    /// Builds its typed event; `None`: it decodes as [`EventKind::Other`].
+    pub build: Option<Build>,
+}
+
+impl EventDef {
+    /// Whether `name` is this tracepoint's name or one of its older ones.
+    pub fn is_named(&self, name: &str) -> bool {
+        self.name == name || self.aliases.contains(&name)
+    }
+}
+
+/// A field a typed event reads, as its registry entry declares it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldDecl {
+    /// The field's name; `a|b`: `a`, or `b` on kernels that name it so; a trailing `?`:
+    /// absent on some kernels, read as 0 there.
+    pub decl: &'static str,
+    /// Read as a string (a `char[N]` or a `__data_loc` array), not as an integer.
+    pub string: bool,
+}
+
+impl FieldDecl {
+    /// The names the field may have, the current one first.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> {
+        self.decl.trim_end_matches('?').split('|')
+    }
+    /// Whether a kernel may lack the field.
+    pub fn optional(&self) -> bool {
+        self.decl.ends_with('?')
+    }
+}
+
+/// An in-kernel filter of one tracepoint (perf's `--filter`, tracefs' `filter` syntax).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Filter {
+    /// The expression.
+    pub expr: &'static str,
+    /// A field declaration (`TYPE NAME`, as the format writes it) the event's format must
+    /// have for the filter to apply: kernels without that field would reject it.
+    pub requires: Option<&'static str>,
+}
+
+/// A predefined set of tracepoints to record. The sets nest: what `minimal` holds, `default`
+/// holds; what `default` holds, `full` holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Set {
+    /// The block layer core, the dirtiers and the map events.
+    Minimal,
+    /// What the attribution needs on ext4, xfs and generic paths.
+    Default,
+    /// `default` and the events of each write call, page faults and plugging.
+    Full,
+}
+
+impl Set {
+    /// Every set, in the order they are listed to users.
+    pub const ALL: [Set; 3] = [Set::Default, Set::Minimal, Set::Full];
+
+    /// Its name on the command line.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Set::Minimal => "minimal",
+            Set::Default => "default",
+            Set::Full => "full",
+        }
+    }
+
+    /// A one-line description.
+    pub const fn description(self) -> &'static str {
+        match self {
+            Set::Default => "everything the attribution needs on ext4, xfs and generic paths",
+            Set::Minimal => "block layer core, dirtiers and the map events only",
+            Set::Full => "default + per-write-call events, page faults and plugging",
+        }
+    }
+
+    /// The set of this name.
+    pub fn from_name(name: &str) -> Option<Set> {
+        Set::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// Whether this set holds the tracepoint.
+    pub fn holds(self, def: &EventDef) -> bool {
+        def.set.is_some_and(|s| s <= self)
+    }
+
+    /// The names of its tracepoints, in [`EVENTS`] order.
+    pub fn names(self) -> impl Iterator<Item = &'static str> {
+        EVENTS.iter().filter(move |d| self.holds(d)).map(|d| d.name)
+    }
+}
+
+/// `a == b`, in a `const fn`.
+const fn str_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// The entry of the tracepoint named `name` (its current or an older name). Usable in
+/// constants: a name that must be in the registry can be checked at compile time.
+pub const fn find(name: &str) -> Option<&'static EventDef> {
+    let mut i = 0;
+    while i < EVENTS.len() {
+        let d = &EVENTS[i];
+        if str_eq(d.name, name) {
+            return Some(d);
+        }
+        let mut j = 0;
+        while j < d.aliases.len() {
+            if str_eq(d.aliases[j], name) {
+                return Some(d);
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The names (current and older) of the tracepoints the decoder turns into typed events.
+pub fn typed_names() -> impl Iterator<Item = &'static str> {
+    EVENTS
+        .iter()
+        .filter(|d| d.build.is_some())
+        .flat_map(|d| std::iter::once(d.name).chain(d.aliases.iter().copied()))
+}
+
+const fn callchain_count() -> usize {
+    let (mut n, mut i) = (0, 0);
+    while i < EVENTS.len() {
+        if EVENTS[i].callchain {
+            n += 1 + EVENTS[i].aliases.len();
+        }
+        i += 1;
+    }
+    n
+}
+
+const fn callchain_names<const N: usize>() -> [&'static str; N] {
+    let mut out = [""; N];
+    let (mut n, mut i) = (0, 0);
+    while i < EVENTS.len() {
+        let d = &EVENTS[i];
+        if d.callchain {
+            out[n] = d.name;
+            n += 1;
+            let mut j = 0;
+            while j < d.aliases.len() {
+                out[n] = d.aliases[j];
+                n += 1;
+                j += 1;
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The tracepoints whose kernel stack is the intent, by every name they have: they are
+/// recorded with a callchain (the entries with `callchain: true`).
+pub const CALLCHAIN_EVENTS: &[&str] = &callchain_names::<{ callchain_count() }>();
+
+const fn rename_count() -> usize {
+    let (mut n, mut i) = (0, 0);
+    while i < EVENTS.len() {
+        n += EVENTS[i].aliases.len();
+        i += 1;
+    }
+    n
+}
+
+const fn renames<const N: usize>() -> [(&'static str, &'static str); N] {
+    let mut out = [("", ""); N];
+    let (mut n, mut i) = (0, 0);
+    while i < EVENTS.len() {
+        let d = &EVENTS[i];
+        let mut j = 0;
+        while j < d.aliases.len() {
+            out[n] = (d.name, d.aliases[j]);
+            n += 1;
+            j += 1;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Older names to fall back on when the current one is absent: (current, older), from the
+/// entries' `aliases`.
+pub const RENAMES: &[(&str, &str)] = &renames::<{ rename_count() }>();
+
+/// `None`, or `Some` of the expression.
+macro_rules! option {
+    () => {
+        None
+    };
+    ($e:expr) => {
+        Some($e)
+    };
+}
+
+/// `false`, or the expression.
+macro_rules! flag {
+    () => {
+        false
+    };
+    ($e:expr) => {
+        $e
+    };
+}
+
+/// Whether a [`Payload`] reader gives a string.
+macro_rules! reads_string {
+    (rwbs) => {
+        true
+    };
+    (bdi) => {
+        true
+    };
+    (string) => {
+        true
+    };
+    ($int:ident) => {
+        false
+    };
+}
+
+/// The builder of a typed event: `member: reader = "field"` reads field `"field"` with the
+/// [`Payload`] method `reader` into `member`, by its position in the list; `member: value`
+/// after the `;` sets a constant. The positions are an enum's discriminants, constants the
+/// compiler folds: each read is a bounds-checked load at a fixed slot, as written by hand.
+macro_rules! builder {
+    ($kind:ident { $($m:ident : $r:ident),* ; $($cm:ident : $cv:expr),* }) => {{
+        #[inline]
+        fn build(
+            p: &$crate::field::Payload<'_>,
+            out: &mut $crate::event::EventKind,
+        ) -> $crate::field::Read<()> {
+            /// The position of each member's field in the entry's field list.
+            #[allow(non_camel_case_types)]
+            enum At { $($m),* }
+            *out = $crate::event::EventKind::$kind {
+                $($m: p.$r(At::$m as usize)?,)*
+                $($cm: $cv,)*
+            };
+            Ok(())
+        }
+        build as $crate::registry::Build
+    }};
+}
+
+/// Declares the registry: the table [`EVENTS`] and [`builtin_format`], the format text of
+/// each entry, from `crates/events/formats/<subsystem>_<name>.format`.
+///
+/// An entry is `"subsystem":"name" { ... }` with, in this order and each optional:
+/// `aliases: ["subsystem:older_name", ...],`, `set: Minimal|Default|Full,`,
+/// `callchain: true,`, `filter: FILTER,` and
+/// `kind: Variant { member: reader = "field", ... ; member: constant, ... },`.
+macro_rules! registry {
+    ($(
+        $sys:literal : $ev:literal {
+            $(aliases: [$($alias:literal),* $(,)?],)?
+            $(set: $set:ident,)?
+            $(callchain: $cc:literal,)?
+            $(filter: $filter:expr,)?
+            $(kind: $kind:ident {
+                $($m:ident : $r:ident = $f:literal),* $(,)?
+                $(; $($cm:ident : $cv:expr),* $(,)?)?
+            },)?
+        }
+    )*) => {
+        /// Every tracepoint ioblame knows, in the order the `default` set records them (then
+        /// those only `full` adds, then those of no set).
+        pub static EVENTS: &[$crate::registry::EventDef] = &[$(
+            $crate::registry::EventDef {
+                name: concat!($sys, ":", $ev),
+                aliases: &[$($($alias),*)?],
+                set: option!($($crate::registry::Set::$set)?),
+                callchain: flag!($($cc)?),
+                filter: option!($($filter)?),
+                fields: &[$($(
+                    $crate::registry::FieldDecl { decl: $f, string: reads_string!($r) }
+                ),*)?],
+                build: option!($(builder!($kind { $($m : $r),* ; $($($cm : $cv),*)? }))?),
+            },
+        )*];
+
+        /// The format text of a registry entry (`subsystem:name`, its current name) on the
+        /// kernel the registry's format files come from (`crates/events/formats`): for
+        /// synthetic traces.
+        pub fn builtin_format(name: &str) -> Option<&'static str> {
+            match name {
+                $(concat!($sys, ":", $ev) => Some(include_str!(concat!(
+                    env!("CARGO_MANIFEST_DIR"), "/formats/", $sys, "_", $ev, ".format"
+                ))),)*
+                _ => None,
+            }
+        }
+    };
+}
+
+pub(crate) use {builder, flag, option, reads_string, registry};

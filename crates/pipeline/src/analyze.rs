@@ -1,0 +1,130 @@
+//! One analysis run: trace -> decode -> attribution, with per-act totals of the selected
+//! devices and what the run found to say.
+
+use ioblame_attrib::{attribute_stream, ActTotals, Context, Io, Progress, Summary, Tables};
+use ioblame_counters::DevSelection;
+use ioblame_decode::{Decoder, StreamStats, Symbolizer};
+use ioblame_format::Trace;
+
+use crate::diag::{self, Diagnostic};
+
+/// What an analysis run is asked to do.
+#[derive(Debug, Clone, Copy)]
+pub struct Options<'a> {
+    /// Kernel symbols to classify stacks with (empty: stacks stay addresses).
+    pub symbols: &'a Symbolizer,
+    /// The devices whose IO is counted and handed out.
+    pub devs: &'a DevSelection,
+    /// Whether the recorder's own IO counts in the per-act totals.
+    pub show_recorder: bool,
+}
+
+/// What one analysis run produced (the IOs went to the caller's consumer as they came).
+#[derive(Debug)]
+pub struct Analysis {
+    /// Roles, intents, acts; `totals` count only IOs on the selected devices, and the
+    /// recorder's own acts only when shown (they are zero otherwise).
+    pub tables: Tables,
+    /// Totals, leftovers, anomalies of the attribution.
+    pub summary: Summary,
+    /// What reading the trace met: damaged chunks, records skipped, event counts.
+    pub stream: StreamStats,
+    /// What the run found to say, in the order to tell it: the decoder's problems, the
+    /// stream's damage, records lost, bytes not charged to a known act, the attribution's
+    /// warnings, the recorder's IO left out.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Per-act totals of the IOs counted: on a selected device, and not the recorder's own
+/// unless shown.
+struct Totals<'a> {
+    devs: &'a DevSelection,
+    show_recorder: bool,
+    acts: Vec<ActTotals>,
+    recorder: ActTotals,
+}
+
+impl Totals<'_> {
+    /// Counts `io`; whether the caller's consumer gets it (it is on a selected device).
+    fn count(&mut self, io: &Io, tables: &Tables) -> bool {
+        if !self.devs.enabled(io.dev) {
+            return false;
+        }
+        if tables.act(io.act).is_some_and(|a| a.recorder) {
+            self.recorder.add(io.dir, io.size);
+            if !self.show_recorder {
+                return true;
+            }
+        }
+        let i = io.act.index();
+        if self.acts.len() <= i {
+            self.acts.resize(i + 1, ActTotals::default());
+        }
+        self.acts[i].add(io.dir, io.size);
+        true
+    }
+}
+
+/// Decodes and attributes the whole trace, calling `on_io` for each charged IO on a
+/// selected device, in completion order, with the tables as they are at that point (the
+/// recorder's own IOs included: their act is flagged [`ioblame_attrib::Act::recorder`]),
+/// and `progress` every [`ioblame_attrib::PROGRESS_EVERY`] events. The per-act totals of
+/// the result leave the recorder's IO out unless [`Options::show_recorder`], as the
+/// per-IO outputs do.
+pub fn analyze(
+    trace: &Trace,
+    opts: &Options<'_>,
+    mut on_io: impl FnMut(&Io, &Tables),
+    progress: impl FnMut(Progress),
+) -> Analysis {
+    let decoder = Decoder::new(trace.header(), trace.metadata());
+    let mut diagnostics: Vec<Diagnostic> = decoder
+        .problems()
+        .iter()
+        .cloned()
+        .map(Diagnostic::Decoder)
+        .collect();
+    let mut ctx = Context::from_trace(trace.header(), trace.metadata());
+    if !opts.symbols.is_empty() {
+        // A clone shares the table.
+        ctx.symbols = Some(Box::new(opts.symbols.clone()));
+    }
+    let mut totals = Totals {
+        devs: opts.devs,
+        show_recorder: opts.show_recorder,
+        acts: Vec::new(),
+        recorder: ActTotals::default(),
+    };
+    let run = attribute_stream(
+        trace,
+        &decoder,
+        ctx,
+        |io, tables| {
+            if totals.count(io, tables) {
+                on_io(io, tables);
+            }
+        },
+        progress,
+    );
+    let done = run.attribution;
+    let mut tables = done.tables;
+    let mut acts = totals.acts;
+    acts.resize(tables.acts.len(), ActTotals::default());
+    tables.totals = acts;
+    diagnostics.extend(diag::of_stream(&run.stream));
+    diagnostics.extend(diag::of_summary(
+        &done.summary,
+        &tables,
+        trace.header().start_clock_ns,
+    ));
+    diagnostics.extend(diag::recorder_left_out(
+        &totals.recorder,
+        opts.show_recorder,
+    ));
+    Analysis {
+        tables,
+        summary: done.summary,
+        stream: run.stream,
+        diagnostics,
+    }
+}

@@ -1,0 +1,374 @@
+//! What the pipeline found worth telling: warnings and notes, as data. The analyzer prints
+//! each as `ioblame: {diagnostic}`.
+
+use std::fmt;
+
+use ioblame_attrib::{ActTotals, FileKey, LostWindow, Summary, Tables, WbReason};
+use ioblame_decode::{DecoderProblem, SkipReason, StreamStats};
+
+/// How much a [`Diagnostic`] matters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    /// Something went wrong or was lost: the answer may be incomplete.
+    Warning,
+    /// Something the user may want to know; the answer is complete.
+    Note,
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Severity::Warning => "warning",
+            Severity::Note => "note",
+        })
+    }
+}
+
+/// Contexts of the IO charged to the lost intent named in [`Diagnostic::UnknownOrigin`],
+/// largest first.
+pub const UNKNOWN_CONTEXTS_SHOWN: usize = 5;
+
+/// Loss windows named in [`Diagnostic::LostRecords`].
+pub const LOST_WINDOWS_SHOWN: usize = 8;
+
+/// One thing opening or analysing a trace found to say. Displays as `severity: message`.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Diagnostic {
+    /// A note of the perf.data conversion.
+    PerfData(String),
+    /// `--kallsyms` was given with an ioblame trace, which carries its own symbols.
+    KallsymsIgnored,
+    /// Damage the trace reader found; reading goes on up to it.
+    Trace(ioblame_format::Problem),
+    /// The recording host hid kernel addresses: no symbols.
+    SymbolsHidden,
+    /// The trace has no kernel symbols.
+    NoSymbols,
+    /// Something in the trace's metadata that limits decoding.
+    Decoder(DecoderProblem),
+    /// A chunk that could not be read, skipped.
+    DamagedChunk(ioblame_decode::stream::DamagedChunk),
+    /// Records the decoder skipped, counted by reason (non-zero counts only).
+    RecordsSkipped(Vec<(SkipReason, u64)>),
+    /// The kernel lost records during the capture.
+    LostRecords {
+        /// Records lost.
+        records: u64,
+        /// Where, in trace order.
+        windows: Vec<LostWindow>,
+        /// The capture's start (ns, the trace's clock): windows are shown from it.
+        start: u64,
+        /// Bytes of IO whose span touched a window.
+        bytes: u64,
+    },
+    /// IO that saw no progress for two minutes of trace time, charged to the lost intent.
+    StaleIo {
+        /// Its bytes.
+        bytes: u64,
+        /// Issued requests among it (the rest were bios queued).
+        requests: u64,
+    },
+    /// IO the end of the trace left queued or in flight, not charged.
+    LeftAtEnd {
+        /// Bytes queued but not issued.
+        queued_bytes: u64,
+        /// Bytes in flight.
+        inflight_bytes: u64,
+        /// Requests in flight.
+        inflight_requests: u64,
+    },
+    /// Requests neither reads nor writes (discards, ...), not charged to acts.
+    NeitherReadNorWrite {
+        /// The requests.
+        requests: u64,
+        /// Their bytes.
+        bytes: u64,
+    },
+    /// IO of no known origin, charged to the lost intent (#1).
+    UnknownOrigin {
+        /// Its bytes.
+        bytes: u64,
+        /// Its IOs.
+        ios: u64,
+        /// The largest contexts it was charged in (at most [`UNKNOWN_CONTEXTS_SHOWN`]).
+        contexts: Vec<UnknownContextNote>,
+        /// How many smaller contexts are not shown.
+        more: usize,
+    },
+    /// A warning of the attribution.
+    Attribution(String),
+    /// Warnings of the attribution beyond those kept.
+    WarningsSuppressed(u64),
+    /// The recorder's own IO is left out (`--show-recorder` shows it).
+    RecorderLeftOut {
+        /// Its bytes.
+        bytes: u64,
+        /// Its IOs.
+        ios: u64,
+    },
+}
+
+/// One context of IO charged to the lost intent, with its issuer resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownContextNote {
+    /// Bytes.
+    pub bytes: u64,
+    /// The file, as well as known.
+    pub file: FileKey,
+    /// The task that queued the IO (pid, comm), if it was seen.
+    pub issuer: Option<(u32, String)>,
+    /// The writeback reason where writeback issued the IO.
+    pub reason: Option<WbReason>,
+}
+
+impl Diagnostic {
+    /// Whether it is a warning or a note.
+    pub fn severity(&self) -> Severity {
+        use Diagnostic::*;
+        match self {
+            Trace(_)
+            | Decoder(_)
+            | DamagedChunk(_)
+            | RecordsSkipped(_)
+            | LostRecords { .. }
+            | StaleIo { .. }
+            | Attribution(_)
+            | WarningsSuppressed(_) => Severity::Warning,
+            PerfData(_)
+            | KallsymsIgnored
+            | SymbolsHidden
+            | NoSymbols
+            | LeftAtEnd { .. }
+            | NeitherReadNorWrite { .. }
+            | UnknownOrigin { .. }
+            | RecorderLeftOut { .. } => Severity::Note,
+        }
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use Diagnostic::*;
+        write!(f, "{}: ", self.severity())?;
+        match self {
+            PerfData(n) => f.write_str(n),
+            KallsymsIgnored => f.write_str(
+                "--kallsyms is ignored for ioblame traces (they carry the recording host's symbols)",
+            ),
+            Trace(p) => write!(f, "{p}"),
+            SymbolsHidden => f.write_str(
+                "the recording host hid kernel addresses (kptr_restrict); stacks are shown as addresses",
+            ),
+            NoSymbols => {
+                f.write_str("the trace has no kernel symbols; stacks are shown as addresses")
+            }
+            Decoder(p) => write!(f, "{p}"),
+            DamagedChunk(d) => write!(
+                f,
+                "cpu {} chunk {} unreadable, skipped: {}",
+                d.cpu, d.seq, d.error
+            ),
+            RecordsSkipped(reasons) => {
+                f.write_str("records skipped: ")?;
+                for (i, (r, n)) in reasons.iter().enumerate() {
+                    let sep = if i > 0 { ", " } else { "" };
+                    write!(f, "{sep}{n} {}", r.as_str())?;
+                }
+                Ok(())
+            }
+            LostRecords {
+                records,
+                windows,
+                start,
+                bytes,
+            } => {
+                write!(f, "the kernel lost {records} records during the capture (")?;
+                for (i, w) in windows.iter().take(LOST_WINDOWS_SHOWN).enumerate() {
+                    write!(
+                        f,
+                        "{}{} on cpu {} at {:.3}s",
+                        if i > 0 { ", " } else { "" },
+                        w.count,
+                        w.cpu,
+                        w.end.saturating_sub(*start) as f64 / 1e9
+                    )?;
+                }
+                write!(
+                    f,
+                    "{}); {bytes} bytes of IO overlap those windows and may be misattributed",
+                    if windows.len() > LOST_WINDOWS_SHOWN {
+                        ", ..."
+                    } else {
+                        ""
+                    }
+                )
+            }
+            StaleIo { bytes, requests } => write!(
+                f,
+                "{bytes} bytes of IO ({requests} requests issued, the rest bios queued) saw no issue or completion for two minutes of trace time; they are charged to the lost intent (#1) with their file, issuer and reason"
+            ),
+            LeftAtEnd {
+                queued_bytes,
+                inflight_bytes,
+                inflight_requests,
+            } => write!(
+                f,
+                "at the end of the trace {queued_bytes} bytes were queued but not issued and {inflight_bytes} bytes ({inflight_requests} requests) were in flight; they are not charged"
+            ),
+            NeitherReadNorWrite { requests, bytes } => write!(
+                f,
+                "{requests} requests ({bytes} bytes) were neither reads nor writes (discards, ...); they are not charged to acts"
+            ),
+            UnknownOrigin {
+                bytes,
+                ios,
+                contexts,
+                more,
+            } => {
+                write!(
+                    f,
+                    "{bytes} bytes ({ios} IOs) have no known origin (dirtied before the capture, or records lost) and are charged to the lost intent (#1): "
+                )?;
+                for (i, c) in contexts.iter().enumerate() {
+                    write!(f, "{}{c}", if i > 0 { "; " } else { "" })?;
+                }
+                if *more > 0 {
+                    write!(f, "; and {more} more contexts")?;
+                }
+                Ok(())
+            }
+            Attribution(w) => f.write_str(w),
+            WarningsSuppressed(n) => write!(f, "... and {n} more warnings"),
+            RecorderLeftOut { bytes, ios } => write!(
+                f,
+                "the recorder's own IO ({bytes} bytes in {ios} IOs) is left out; --show-recorder shows it"
+            ),
+        }
+    }
+}
+
+impl fmt::Display for UnknownContextNote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} B on {}:{} ino {} queued by ",
+            self.bytes,
+            ioblame_decode::dev_major(self.file.dev),
+            ioblame_decode::dev_minor(self.file.dev),
+            self.file.ino
+        )?;
+        match &self.issuer {
+            Some((pid, comm)) => write!(f, "pid-{pid} ({comm})")?,
+            None => f.write_str("an unseen task")?,
+        }
+        if let Some(r) = self.reason {
+            write!(f, " for {}", r.name())?;
+        }
+        Ok(())
+    }
+}
+
+/// What reading the trace met: damaged chunks, then the records skipped.
+pub(crate) fn of_stream(s: &StreamStats) -> Vec<Diagnostic> {
+    let mut v: Vec<Diagnostic> = s
+        .damaged
+        .iter()
+        .cloned()
+        .map(Diagnostic::DamagedChunk)
+        .collect();
+    let skipped: Vec<(SkipReason, u64)> = s.decode.error_reasons().collect();
+    if !skipped.is_empty() {
+        v.push(Diagnostic::RecordsSkipped(skipped));
+    }
+    v
+}
+
+/// What the attribution says about the trace as a whole: records lost, the bytes not
+/// charged to a known act, its own warnings. `start` is the capture's start (ns).
+pub(crate) fn of_summary(s: &Summary, tables: &Tables, start: u64) -> Vec<Diagnostic> {
+    let mut v = Vec::new();
+    if s.lost_records > 0 {
+        v.push(Diagnostic::LostRecords {
+            records: s.lost_records,
+            windows: s.lost_windows.clone(),
+            start,
+            bytes: s.bytes_in_lost_windows,
+        });
+    }
+    v.extend(byte_accounting(s));
+    if let Some(d) = unknown_origin(s, tables) {
+        v.push(d);
+    }
+    v.extend(s.warnings.iter().cloned().map(Diagnostic::Attribution));
+    if s.warnings_suppressed > 0 {
+        v.push(Diagnostic::WarningsSuppressed(s.warnings_suppressed));
+    }
+    v
+}
+
+/// What accounts for IO bytes not charged to a known act: charged to the lost intent after
+/// two minutes without progress, left queued or in flight at the end, or neither reads nor
+/// writes. Every byte the trace shows is either in an act or here.
+fn byte_accounting(s: &Summary) -> Vec<Diagnostic> {
+    let mut v = Vec::new();
+    if s.stale_bytes > 0 {
+        v.push(Diagnostic::StaleIo {
+            bytes: s.stale_bytes,
+            requests: s.stale_requests,
+        });
+    }
+    if s.pending_bytes_at_end > 0 || s.inflight_bytes_at_end > 0 {
+        v.push(Diagnostic::LeftAtEnd {
+            queued_bytes: s.pending_bytes_at_end,
+            inflight_bytes: s.inflight_bytes_at_end,
+            inflight_requests: s.inflight_at_end,
+        });
+    }
+    if s.other_bytes > 0 {
+        v.push(Diagnostic::NeitherReadNorWrite {
+            requests: s.other_ios,
+            bytes: s.other_bytes,
+        });
+    }
+    v
+}
+
+/// The IO charged to the lost intent (#1), if any: how much, and the largest contexts
+/// (file, issuer, reason) it was charged in.
+fn unknown_origin(s: &Summary, tables: &Tables) -> Option<Diagnostic> {
+    if s.unknown_bytes == 0 {
+        return None;
+    }
+    let contexts = s
+        .unknown_contexts
+        .iter()
+        .take(UNKNOWN_CONTEXTS_SHOWN)
+        .map(|u| UnknownContextNote {
+            bytes: u.bytes,
+            file: u.file.clone(),
+            issuer: match tables.role(u.issuer) {
+                Some(r) if r.pid != 0 || r.tid != 0 => Some((r.pid, r.comm.to_string())),
+                _ => None,
+            },
+            reason: u.reason,
+        })
+        .collect();
+    Some(Diagnostic::UnknownOrigin {
+        bytes: s.unknown_bytes,
+        ios: s.unknown_ios,
+        contexts,
+        more: s
+            .unknown_contexts
+            .len()
+            .saturating_sub(UNKNOWN_CONTEXTS_SHOWN),
+    })
+}
+
+/// The note that the recorder's own IO is left out, if it is and there is some.
+pub(crate) fn recorder_left_out(recorder: &ActTotals, show_recorder: bool) -> Option<Diagnostic> {
+    (!show_recorder && recorder.total_ios() > 0).then(|| Diagnostic::RecorderLeftOut {
+        bytes: recorder.total_bytes(),
+        ios: recorder.total_ios(),
+    })
+}

@@ -1,0 +1,28 @@
+//! ioblame's analysis as a library: what the `ioblame` analyzer does with a trace before it
+//! writes any output.
+//!
+//! 1. [`open_trace`] opens what the user named (an ioblame trace directory, ring files of one
+//!    capture, or a `perf.data` recording, converted in memory);
+//! 2. [`symbols_of`] takes the kernel symbols the trace carries;
+//! 3. [`analyze`] decodes and attributes every event (the loop itself is
+//!    [`ioblame_attrib::attribute_stream`]), hands each charged IO on the selected devices to
+//!    the caller as it is charged, and returns the tables, the attribution's summary and the
+//!    stream's statistics.
+//!
+//! Nothing here prints: what each step found to say comes back as [`Diagnostic`]s, whose
+//! `Display` is the line the analyzer prints after `ioblame: `, and progress goes to a
+//! callback. See `docs/architecture.md` for the whole flow.
+#![deny(missing_docs)]
+
+mod analyze;
+mod diag;
+mod open;
+#[cfg(test)]
+mod tests;
+
+pub use analyze::{analyze, Analysis, Options};
+pub use diag::{
+    Diagnostic, Severity, UnknownContextNote, LOST_WINDOWS_SHOWN, UNKNOWN_CONTEXTS_SHOWN,
+};
+pub use ioblame_attrib::{Progress, PROGRESS_EVERY};
+pub use open::{open_trace, symbols_of, OpenError};

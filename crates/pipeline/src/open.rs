@@ -1,0 +1,154 @@
+//! Opening what the user named: an ioblame trace directory, ring files of one capture, or a
+//! `perf.data` recording; and the kernel symbols of the trace.
+
+use std::path::{Path, PathBuf};
+
+use ioblame_decode::Symbolizer;
+use ioblame_format::{Trace, TraceFile};
+use ioblame_perfdata::{PerfDataError, PerfDataOptions};
+
+use crate::diag::Diagnostic;
+
+/// Why a trace could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// No path was given.
+    #[error("no trace given")]
+    NoTrace,
+    /// A `perf.data` recording could not be read or converted.
+    #[error("cannot read perf.data {}", path.display())]
+    PerfData {
+        /// The recording.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: PerfDataError,
+    },
+    /// An ioblame trace (directory or ring file) could not be read.
+    #[error("cannot read trace {}", path.display())]
+    Trace {
+        /// The trace.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: ioblame_format::Error,
+    },
+    /// One of several ring files could not be read.
+    #[error("cannot read trace file {}", path.display())]
+    TraceFile {
+        /// The ring file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: ioblame_format::Error,
+    },
+    /// Of several inputs, one is a directory or a `perf.data` recording.
+    #[error("{}: several inputs must all be ring files (.iob) of one capture; give a directory or a perf.data file alone", path.display())]
+    NotRingFile {
+        /// The input.
+        path: PathBuf,
+    },
+    /// The same ring file was given twice.
+    #[error("{} and {} are the same ring file (index {index}) of one capture; give each once", first.display(), second.display())]
+    SameRingFile {
+        /// One path of it.
+        first: PathBuf,
+        /// The other.
+        second: PathBuf,
+        /// Its index in the capture.
+        index: u32,
+    },
+    /// Ring files of different captures were given together.
+    #[error("{} belongs to another capture than {} (trace ids differ)", path.display(), first.display())]
+    OtherCapture {
+        /// The ring file of another capture.
+        path: PathBuf,
+        /// The first ring file given.
+        first: PathBuf,
+    },
+}
+
+/// Opens what the user named: an ioblame trace directory, one or more ring files of one
+/// capture, or a `perf.data` recording (converted in memory, with `kallsyms` as the
+/// recording host's symbols if given). Reading goes on up to any damage the reader found.
+///
+/// What opening has to say (the conversion's notes, the damage found) is pushed onto
+/// `diagnostics` as it is found, also when opening then fails.
+pub fn open_trace(
+    paths: &[PathBuf],
+    kallsyms: Option<&Path>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Trace, OpenError> {
+    let t = match paths {
+        [] => return Err(OpenError::NoTrace),
+        [one] if ioblame_perfdata::is_perf_data(one) => {
+            let opts = PerfDataOptions {
+                kallsyms: kallsyms.map(Path::to_path_buf),
+            };
+            let c = ioblame_perfdata::open_perf_data(one, &opts).map_err(|source| {
+                OpenError::PerfData {
+                    path: one.clone(),
+                    source,
+                }
+            })?;
+            diagnostics.extend(c.notes.into_iter().map(Diagnostic::PerfData));
+            c.trace
+        }
+        [one] => {
+            if kallsyms.is_some() {
+                diagnostics.push(Diagnostic::KallsymsIgnored);
+            }
+            Trace::open(one).map_err(|source| OpenError::Trace {
+                path: one.clone(),
+                source,
+            })?
+        }
+        many => ring_files(many)?,
+    };
+    diagnostics.extend(t.problems().iter().cloned().map(Diagnostic::Trace));
+    Ok(t)
+}
+
+/// The trace made of the ring files `paths`, all of one capture, each given once.
+fn ring_files(paths: &[PathBuf]) -> Result<Trace, OpenError> {
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() || ioblame_perfdata::is_perf_data(p) {
+            return Err(OpenError::NotRingFile { path: p.clone() });
+        }
+        files.push(TraceFile::open(p).map_err(|source| OpenError::TraceFile {
+            path: p.clone(),
+            source,
+        })?);
+    }
+    files.sort_by_key(|f| f.header().file_index);
+    if let Some(w) = files
+        .windows(2)
+        .find(|w| w[0].header().file_index == w[1].header().file_index)
+    {
+        return Err(OpenError::SameRingFile {
+            first: w[0].path().to_path_buf(),
+            second: w[1].path().to_path_buf(),
+            index: w[0].header().file_index,
+        });
+    }
+    let id = files[0].header().trace_id;
+    if let Some(f) = files.iter().find(|f| f.header().trace_id != id) {
+        return Err(OpenError::OtherCapture {
+            path: f.path().to_path_buf(),
+            first: files[0].path().to_path_buf(),
+        });
+    }
+    Ok(Trace::from_files(files, Vec::new()))
+}
+
+/// The kernel symbols of `trace`, with a note when it has none (stacks are then shown as
+/// addresses).
+pub fn symbols_of(trace: &Trace) -> (Symbolizer, Option<Diagnostic>) {
+    match &trace.metadata().kallsyms {
+        Some(k) if !k.restricted => (Symbolizer::from_kallsyms(&k.text), None),
+        Some(_) => (Symbolizer::default(), Some(Diagnostic::SymbolsHidden)),
+        None => (Symbolizer::default(), Some(Diagnostic::NoSymbols)),
+    }
+}

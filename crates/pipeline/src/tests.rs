@@ -1,0 +1,405 @@
+use std::path::{Path, PathBuf};
+
+use ioblame_attrib::{
+    ActTotals, Dir, FileKey, LostWindow, Role, RoleId, Summary, Tables, UnknownContext, WbReason,
+};
+use ioblame_counters::DevSelection;
+use ioblame_decode::synth::{builtin_format, TraceBuilder, Val};
+use ioblame_decode::{SkipReason, StreamStats, Symbolizer};
+use ioblame_format::Trace;
+
+use crate::diag::{of_stream, of_summary, recorder_left_out};
+use crate::*;
+
+/// A one-CPU synthetic trace with `block_bio_queue`, `block_rq_issue` and
+/// `block_rq_complete` (their ids in that order), and a time 1 ms into it.
+fn request_trace() -> (TraceBuilder, [u16; 3], u64) {
+    let mut t = TraceBuilder::new(ioblame_format::ByteOrder::native(), 1);
+    let ids = [
+        "block:block_bio_queue",
+        "block:block_rq_issue",
+        "block:block_rq_complete",
+    ]
+    .map(|name| {
+        t.add_event(name, builtin_format(name).unwrap(), false)
+            .unwrap()
+    });
+    let base = t.header().start_clock_ns + 1_000_000;
+    (t, ids, base)
+}
+
+/// The fields of a successful 8-sector `block_rq_complete`.
+fn done(
+    dev: Val<'static>,
+    sector: Val<'static>,
+    rwbs: &'static str,
+) -> Vec<(&'static str, Val<'static>)> {
+    vec![
+        ("dev", dev),
+        ("sector", sector),
+        ("nr_sector", Val::U(8)),
+        ("error", Val::I(0)),
+        ("rwbs", Val::Str(rwbs)),
+    ]
+}
+
+/// The fields of an 8-sector bio on device 7:0.
+fn bio(sector: u64, rwbs: &'static str) -> Vec<(&'static str, Val<'static>)> {
+    vec![
+        ("dev", Val::U(7 << 20)),
+        ("sector", Val::U(sector)),
+        ("nr_sector", Val::U(8)),
+        ("rwbs", Val::Str(rwbs)),
+        ("comm", Val::Str("w")),
+    ]
+}
+
+/// `t` written into a new directory.
+fn written(t: TraceBuilder) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t");
+    t.write(&path).unwrap();
+    (dir, path)
+}
+
+fn all_devices(show_recorder: bool) -> (Symbolizer, DevSelection, bool) {
+    (Symbolizer::default(), DevSelection::all(), show_recorder)
+}
+
+fn run(
+    trace: &Trace,
+    show_recorder: bool,
+    on_io: impl FnMut(&ioblame_attrib::Io, &Tables),
+) -> Analysis {
+    let (symbols, devs, show_recorder) = all_devices(show_recorder);
+    let opts = Options {
+        symbols: &symbols,
+        devs: &devs,
+        show_recorder,
+    };
+    analyze(trace, &opts, on_io, |_| {})
+}
+
+/// A bio queued and never issued, and a discard: neither is charged to an act, and both
+/// are accounted for.
+#[test]
+fn bytes_not_charged_are_accounted_for() {
+    let (mut t, [q, d, c], base) = request_trace();
+    t.sample(0, q, base, 42, 42, &[], &bio(2048, "W")).unwrap();
+    let mut issue = bio(4096, "D");
+    issue.push(("bytes", Val::U(4096)));
+    t.sample(0, d, base + 10, 0, 0, &[], &issue).unwrap();
+    t.sample(
+        0,
+        c,
+        base + 20,
+        0,
+        0,
+        &[],
+        &done(Val::U(7 << 20), Val::U(4096), "D"),
+    )
+    .unwrap();
+    let (_dir, path) = written(t);
+    let trace = Trace::open(&path).unwrap();
+    let a = run(&trace, false, |_, _| {});
+    assert_eq!(
+        a.tables.totals.iter().map(|t| t.total_bytes()).sum::<u64>(),
+        0
+    );
+    assert_eq!(
+        a.diagnostics,
+        [
+            Diagnostic::LeftAtEnd {
+                queued_bytes: 4096,
+                inflight_bytes: 0,
+                inflight_requests: 0
+            },
+            Diagnostic::NeitherReadNorWrite {
+                requests: 1,
+                bytes: 4096
+            }
+        ]
+    );
+    let lines: Vec<String> = a.diagnostics.iter().map(|d| d.to_string()).collect();
+    assert_eq!(
+        lines,
+        [
+            "note: at the end of the trace 4096 bytes were queued but not issued and 0 bytes (0 requests) were in flight; they are not charged",
+            "note: 1 requests (4096 bytes) were neither reads nor writes (discards, ...); they are not charged to acts",
+        ]
+    );
+    let stale = Summary {
+        stale_bytes: 8192,
+        stale_requests: 1,
+        ..Summary::default()
+    };
+    assert_eq!(
+        of_summary(&stale, &Tables::default(), 0)[0].to_string(),
+        "warning: 8192 bytes of IO (1 requests issued, the rest bios queued) saw no issue or completion for two minutes of trace time; they are charged to the lost intent (#1) with their file, issuer and reason"
+    );
+}
+
+/// The recorder's own IO is left out of the per-act totals unless shown, as from the
+/// per-IO outputs, and a note says so; the consumer still sees it, flagged.
+#[test]
+fn recorder_io_is_left_out_of_totals_unless_shown() {
+    let (mut t, [q, d, c], base) = request_trace();
+    let recorder = t.header().recorder_pid;
+    let dev = Val::U(7 << 20);
+    for (i, pid) in [(0u64, recorder), (1, recorder + 41)] {
+        let sector = Val::U(2048 + 8 * i);
+        let at = base + 100 * i;
+        let bio = [
+            ("dev", dev),
+            ("sector", sector),
+            ("nr_sector", Val::U(8)),
+            ("rwbs", Val::Str("RA")),
+            ("comm", Val::Str("x")),
+        ];
+        t.sample(0, q, at, pid, pid, &[], &bio).unwrap();
+        let mut issue = bio.to_vec();
+        issue.push(("bytes", Val::U(4096)));
+        t.sample(0, d, at + 10, 0, 0, &[], &issue).unwrap();
+        t.sample(0, c, at + 20, 0, 0, &[], &done(dev, sector, "RA"))
+            .unwrap();
+    }
+    let (_dir, path) = written(t);
+    for show in [false, true] {
+        let trace = Trace::open(&path).unwrap();
+        let mut seen = 0;
+        let a = run(&trace, show, |_, _| seen += 1);
+        assert_eq!(seen, 2, "the consumer gets every IO");
+        let total: u64 = a.tables.totals.iter().map(|t| t.total_bytes()).sum();
+        assert_eq!(total, if show { 8192 } else { 4096 }, "show {show}");
+        let recorder = a
+            .tables
+            .acts_with_totals()
+            .filter(|(_, a, _)| a.recorder)
+            .map(|(_, _, t)| t.total_bytes())
+            .sum::<u64>();
+        assert_eq!(recorder, if show { 4096 } else { 0 });
+        let note = (!show).then_some(Diagnostic::RecorderLeftOut {
+            bytes: 4096,
+            ios: 1,
+        });
+        // The attribution's own warnings (the device's unknown size) come before it.
+        let last = a
+            .diagnostics
+            .last()
+            .filter(|d| !matches!(d, Diagnostic::Attribution(_)));
+        assert_eq!(last, note.as_ref(), "{:?}", a.diagnostics);
+    }
+    let mut r = ActTotals::default();
+    r.add(Dir::W, 4096);
+    assert_eq!(
+        recorder_left_out(&r, false).unwrap().to_string(),
+        "note: the recorder's own IO (4096 bytes in 1 IOs) is left out; --show-recorder shows it"
+    );
+    assert!(recorder_left_out(&r, true).is_none());
+    assert!(recorder_left_out(&ActTotals::default(), false).is_none());
+}
+
+/// Only the IO of the selected devices is handed out and counted.
+#[test]
+fn devices_not_selected_are_left_out() {
+    let (mut t, [q, d, c], base) = request_trace();
+    for (i, dev) in [(0u64, 7u64 << 20), (1, 8 << 20)] {
+        let at = base + 100 * i;
+        let mut b = bio(2048, "R");
+        b[0].1 = Val::U(dev);
+        t.sample(0, q, at, 42, 42, &[], &b).unwrap();
+        b.push(("bytes", Val::U(4096)));
+        t.sample(0, d, at + 10, 0, 0, &[], &b).unwrap();
+        t.sample(
+            0,
+            c,
+            at + 20,
+            0,
+            0,
+            &[],
+            &done(Val::U(dev), Val::U(2048), "R"),
+        )
+        .unwrap();
+    }
+    let (_dir, path) = written(t);
+    let trace = Trace::open(&path).unwrap();
+    let devs = DevSelection::parse("8:0", &[]).unwrap();
+    let symbols = Symbolizer::default();
+    let opts = Options {
+        symbols: &symbols,
+        devs: &devs,
+        show_recorder: false,
+    };
+    let mut seen = Vec::new();
+    let a = analyze(&trace, &opts, |io, _| seen.push(io.dev), |_| {});
+    assert_eq!(seen, [8 << 20]);
+    let total: u64 = a.tables.totals.iter().map(|t| t.total_bytes()).sum();
+    assert_eq!(total, 4096);
+    assert_eq!(
+        a.summary.total_bytes(),
+        8192,
+        "the attribution charged both"
+    );
+}
+
+/// The lost intent's contexts are named: file, issuer, reason.
+#[test]
+fn unknown_contexts_are_noted() {
+    let tables = Tables {
+        roles: vec![Role {
+            pid: 50,
+            tid: 50,
+            comm: "kworker/u8:0".into(),
+            generation: 0,
+        }],
+        ..Tables::default()
+    };
+    let context = |ino, issuer, bytes| UnknownContext {
+        file: FileKey { dev: 7 << 20, ino },
+        issuer: RoleId(issuer),
+        reason: (issuer == 0).then_some(WbReason(2)),
+        bytes,
+        ios: 1,
+    };
+    let s = Summary {
+        unknown_bytes: 4096 * 7,
+        unknown_ios: 7,
+        unknown_contexts: (0..7).map(|i| context(219 + i, i as u32, 4096)).collect(),
+        ..Summary::default()
+    };
+    let d = of_summary(&s, &tables, 0);
+    assert_eq!(d.len(), 1, "{d:?}");
+    assert_eq!(
+        d[0].to_string(),
+        "note: 28672 bytes (7 IOs) have no known origin (dirtied before the capture, or records lost) and are charged to the lost intent (#1): \
+         4096 B on 7:0 ino 219 queued by pid-50 (kworker/u8:0) for sync; \
+         4096 B on 7:0 ino 220 queued by an unseen task; \
+         4096 B on 7:0 ino 221 queued by an unseen task; \
+         4096 B on 7:0 ino 222 queued by an unseen task; \
+         4096 B on 7:0 ino 223 queued by an unseen task; and 2 more contexts"
+    );
+    assert!(of_summary(&Summary::default(), &tables, 0).is_empty());
+}
+
+/// Records lost, the attribution's warnings and those suppressed, in that order; at most
+/// eight loss windows named, from the capture's start.
+#[test]
+fn losses_and_warnings_are_told_in_order() {
+    let window = |i: u64| LostWindow {
+        start: 0,
+        end: 1_000_000_000 + i * 2_000_000,
+        cpu: i as u32,
+        count: 10 + i,
+    };
+    let mut s = Summary {
+        lost_records: 100,
+        lost_windows: (0..2).map(window).collect(),
+        bytes_in_lost_windows: 8192,
+        warnings: vec!["w1".into(), "w2".into()],
+        warnings_suppressed: 3,
+        ..Summary::default()
+    };
+    let lines: Vec<String> = of_summary(&s, &Tables::default(), 500_000_000)
+        .iter()
+        .map(|d| d.to_string())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "warning: the kernel lost 100 records during the capture (10 on cpu 0 at 0.500s, 11 on cpu 1 at 0.502s); 8192 bytes of IO overlap those windows and may be misattributed",
+            "warning: w1",
+            "warning: w2",
+            "warning: ... and 3 more warnings",
+        ]
+    );
+    s.lost_windows = (0..9).map(window).collect();
+    let d = of_summary(&s, &Tables::default(), 0)[0].to_string();
+    assert!(d.contains("17 on cpu 7 at 1.014s, ...); 8192 bytes"), "{d}");
+}
+
+/// Damaged chunks, then the records skipped by reason.
+#[test]
+fn stream_damage_is_told() {
+    let mut s = StreamStats::default();
+    assert!(of_stream(&s).is_empty());
+    s.damaged.push(ioblame_decode::stream::DamagedChunk {
+        cpu: 1,
+        seq: 7,
+        error: "bad checksum".into(),
+    });
+    s.decode.errors[0] = 3;
+    s.decode.errors[1] = 2;
+    let lines: Vec<String> = of_stream(&s).iter().map(|d| d.to_string()).collect();
+    assert_eq!(
+        lines,
+        [
+            "warning: cpu 1 chunk 7 unreadable, skipped: bad checksum".to_string(),
+            format!(
+                "warning: records skipped: 3 {}, 2 {}",
+                SkipReason::ALL[0].as_str(),
+                SkipReason::ALL[1].as_str()
+            ),
+        ]
+    );
+}
+
+/// Opening: the notes come back (also when opening then fails), and the errors say which
+/// input is wrong.
+#[test]
+fn opening_returns_its_notes_and_typed_errors() {
+    let (t, _, _) = request_trace();
+    let (dir, path) = written(t);
+    let mut notes = Vec::new();
+    let trace = open_trace(std::slice::from_ref(&path), None, &mut notes).unwrap();
+    assert!(notes.is_empty(), "{notes:?}");
+    let (_, note) = symbols_of(&trace);
+    assert_eq!(
+        note.unwrap().to_string(),
+        "note: the trace has no kernel symbols; stacks are shown as addresses"
+    );
+
+    let missing = dir.path().join("missing");
+    let e = open_trace(
+        std::slice::from_ref(&missing),
+        Some(Path::new("k")),
+        &mut notes,
+    )
+    .unwrap_err();
+    assert!(matches!(e, OpenError::Trace { .. }), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        format!("cannot read trace {}", missing.display())
+    );
+    assert_eq!(notes, [Diagnostic::KallsymsIgnored]);
+    assert_eq!(
+        notes[0].to_string(),
+        "note: --kallsyms is ignored for ioblame traces (they carry the recording host's symbols)"
+    );
+
+    assert!(matches!(
+        open_trace(&[], None, &mut notes),
+        Err(OpenError::NoTrace)
+    ));
+    let e = open_trace(&[path.clone(), path.clone()], None, &mut notes).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}: several inputs must all be ring files (.iob) of one capture; give a directory or a perf.data file alone",
+            path.display()
+        )
+    );
+    let ring: PathBuf = std::fs::read_dir(&path)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "iob"))
+        .unwrap();
+    let e = open_trace(&[ring.clone(), ring.clone()], None, &mut notes).unwrap_err();
+    assert!(
+        matches!(e, OpenError::SameRingFile { index: 0, .. }),
+        "{e:?}"
+    );
+    let mut notes = Vec::new();
+    let one = open_trace(std::slice::from_ref(&ring), None, &mut notes).unwrap();
+    assert_eq!(one.chunks().len(), trace.chunks().len());
+}
