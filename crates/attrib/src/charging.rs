@@ -195,8 +195,9 @@ pub(crate) fn charge_bio(
 ) -> Paint<Frag> {
     let base = bio.base();
     let mut paint = Paint::default();
-    if !bio.rwbs.is_write() || bio.is_direct() {
-        to_issuer(bio, &base, maps, &mut paint);
+    let direct = bio.is_direct();
+    if !bio.rwbs.is_write() || direct {
+        to_issuer(bio, direct, &base, maps, &mut paint);
     } else {
         let bracket_ino = bio.bracket_ino();
         dirty_buffers(dirty, bio, &base, bracket_ino, maps, &mut paint);
@@ -209,11 +210,16 @@ pub(crate) fn charge_bio(
     paint
 }
 
-/// Reads, readahead and direct IO: the issuer, with the file of the maps or, elsewhere, of
-/// the direct IO's bracket or of what the issuer last read (see docs/attribution.md,
-/// "Direct IO and reads").
-fn to_issuer(bio: &Bio, base: &Charge, maps: &[(u64, u64, Rmap)], paint: &mut Paint<Frag>) {
-    let direct = bio.is_direct();
+/// Reads, readahead and direct IO (`direct`, [`Bio::is_direct`]): the issuer, with the file
+/// of the maps or, elsewhere, of the direct IO's bracket or of what the issuer last read
+/// (see docs/attribution.md, "Direct IO and reads").
+fn to_issuer(
+    bio: &Bio,
+    direct: bool,
+    base: &Charge,
+    maps: &[(u64, u64, Rmap)],
+    paint: &mut Paint<Frag>,
+) {
     let rwbs = bio.rwbs;
     let via = if direct {
         Via::Direct
@@ -358,6 +364,7 @@ fn dirty_folios(
 
 /// Charges the dirty folios of `(bdi, ino)` that the sectors `[a, b)` (file bytes from
 /// `foff`) write to their dirtiers, and counts them written.
+#[inline]
 fn folio_owners(
     dirty: &mut Dirty,
     bdi: Dev,
