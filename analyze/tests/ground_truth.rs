@@ -34,10 +34,13 @@ fn ino(p: &Path) -> u64 {
     std::fs::metadata(p).unwrap().ino()
 }
 
-/// The writeback scenarios of kernel-events.md on one filesystem, in one capture:
-/// fsync by the writer, fsync by another task, overwrite of allocated blocks, two writers of
-/// disjoint halves of one file, a `sync` from a third task, and pages dirtied before the
-/// capture began.
+/// The writeback scenarios of docs/attribution.md on one filesystem, in one capture:
+/// fsync by the writer, fsync by another task ("Dirty folios and the sector maps"),
+/// overwrite of allocated blocks ("Dirty buffers"), two writers of disjoint halves of one
+/// file ("Splitting a request between acts"), a `sync` from a third task ("Intent modifiers
+/// (writeback reason)"), and pages dirtied before the capture began ("Lost and unknown",
+/// "Blind spots"); the kernel behaviour each relies on is in "Kernel facts the code depends
+/// on", "Writeback and filesystems".
 fn writeback_scenarios(fstype: &str) {
     if !support::ready(&["mkfs.ext4", "mkfs.xfs", "dd", "sync"]) {
         return;
@@ -219,9 +222,11 @@ m.close()
 os.close(fd)
 ";
 
-/// The other scenarios of kernel-events.md, in one capture per filesystem: two writers of
-/// different files then `sync` from a third task, a cold buffered read (readahead), an mmap
-/// write with msync, and an O_DIRECT write then read.
+/// The other scenarios of docs/attribution.md, in one capture per filesystem: two writers
+/// of different files then `sync` from a third task ("Dirty folios and the sector maps"), a
+/// cold buffered read (readahead) and an O_DIRECT write then read ("Direct IO and reads"),
+/// and an mmap write with msync ("Kernel facts the code depends on", "Page cache and
+/// dirtying").
 fn io_kinds_scenarios(fstype: &str) {
     if !support::ready(&["mkfs.ext4", "mkfs.xfs", "dd", "sync", "python3"]) {
         return;
