@@ -264,11 +264,13 @@ pub fn print_symbol_value(print_fmt: &str, name: &str) -> Option<u64> {
 }
 
 /// Evaluates the constant expressions the kernel's tables hold: integers (decimal, hex,
-/// `U`/`L` suffixes), parentheses, integer casts, `<<` and `|`.
+/// `U`/`L` suffixes), parentheses, integer casts, `<<` and `|`. Nesting deeper than
+/// [`MAX_NESTING`] is not evaluated (`None`): the text comes from the trace, and a crafted
+/// one must not overflow the stack.
 fn eval_const(text: &str) -> Option<u64> {
     let toks = tokens(text)?;
     let mut pos = 0;
-    let v = expr_or(&toks, &mut pos)?;
+    let v = expr_or(&toks, &mut pos, 0)?;
     (pos == toks.len()).then_some(v)
 }
 
@@ -330,26 +332,33 @@ fn tokens(text: &str) -> Option<Vec<Tok>> {
     Some(v)
 }
 
-fn expr_or(t: &[Tok], pos: &mut usize) -> Option<u64> {
-    let mut v = expr_shl(t, pos)?;
+/// How deep parentheses and casts may nest in a table's value: the kernel's are a few
+/// levels deep.
+const MAX_NESTING: u32 = 64;
+
+fn expr_or(t: &[Tok], pos: &mut usize, depth: u32) -> Option<u64> {
+    let mut v = expr_shl(t, pos, depth)?;
     while t.get(*pos) == Some(&Tok::Or) {
         *pos += 1;
-        v |= expr_shl(t, pos)?;
+        v |= expr_shl(t, pos, depth)?;
     }
     Some(v)
 }
 
-fn expr_shl(t: &[Tok], pos: &mut usize) -> Option<u64> {
-    let mut v = atom(t, pos)?;
+fn expr_shl(t: &[Tok], pos: &mut usize, depth: u32) -> Option<u64> {
+    let mut v = atom(t, pos, depth)?;
     while t.get(*pos) == Some(&Tok::Shl) {
         *pos += 1;
-        let n = atom(t, pos)?;
+        let n = atom(t, pos, depth)?;
         v = v.checked_shl(u32::try_from(n).ok()?)?;
     }
     Some(v)
 }
 
-fn atom(t: &[Tok], pos: &mut usize) -> Option<u64> {
+fn atom(t: &[Tok], pos: &mut usize, depth: u32) -> Option<u64> {
+    if depth >= MAX_NESTING {
+        return None;
+    }
     match t.get(*pos)? {
         Tok::Num(n) => {
             *pos += 1;
@@ -363,10 +372,10 @@ fn atom(t: &[Tok], pos: &mut usize) -> Option<u64> {
                 .count();
             if words > 0 && t.get(*pos + 1 + words) == Some(&Tok::Close) {
                 *pos += words + 2;
-                return atom(t, pos);
+                return atom(t, pos, depth + 1);
             }
             *pos += 1;
-            let v = expr_or(t, pos)?;
+            let v = expr_or(t, pos, depth + 1)?;
             (t.get(*pos) == Some(&Tok::Close)).then(|| *pos += 1)?;
             Some(v)
         }
@@ -379,6 +388,24 @@ mod tests {
     use super::*;
 
     use ioblame_format::ByteOrder;
+
+    /// A table value nested past `MAX_NESTING` is left unevaluated instead of overflowing
+    /// the stack (the print fmt comes from the trace); the kernel's own depths still work.
+    #[test]
+    fn deeply_nested_table_values_are_refused_not_overflowed() {
+        for (open, close) in [("(", ")"), ("(unsigned long)(", ")")] {
+            let deep = format!(
+                "{{{}1{}, \"X\"}}",
+                open.repeat(300_000),
+                close.repeat(300_000)
+            );
+            assert_eq!(print_symbol_value(&deep, "X"), None);
+        }
+        let shallow = format!("{{{}1 << 4{}, \"X\"}}", "(".repeat(40), ")".repeat(40));
+        assert_eq!(print_symbol_value(&shallow, "X"), Some(16));
+        let casts = format!("{{{}(1 << 4), \"X\"}}", "(unsigned long)".repeat(40));
+        assert_eq!(print_symbol_value(&casts, "X"), Some(16));
+    }
 
     /// Every format text at hand, named `<subsystem>_<name>`: the event registry's and
     /// those of other tracepoints in `tests/formats`.
