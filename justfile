@@ -40,6 +40,12 @@ fuzz SECS="60":
     for f in fixtures/*/trace/*.iob; do d=${f#fixtures/}; cp -n "$f" "fuzz/corpus/reader/${d%%/*}-$(basename "$f")"; done
     cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run reader corpus/reader -- -max_total_time={{SECS}} -rss_limit_mb=2048
 
+# The recorder for production hosts: a fully static, stripped x86_64 ioblame-capture
+# (scripts/dist.sh), checked: no dynamic dependencies, and it records a real write exactly
+# (root; a loop device).
+dist:
+    scripts/check-dist.sh
+
 # Regenerate the fixture traces (root; real loop devices).
 fixtures:
     cargo build --release -p ioblame-capture
