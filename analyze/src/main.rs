@@ -15,6 +15,7 @@ use ioblame_counters::{CounterSet, DevSelection, IoContext};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod info;
+mod latency_cmd;
 mod pipeline;
 mod regress;
 mod report_cmd;
@@ -85,6 +86,9 @@ enum Command {
     /// Compare a trace with a baseline: exit 0 within tolerance, 1 on a regression, 2 on a
     /// usage or input error.
     Check(CheckArgs),
+    /// btt's latency breakdown (Q2Q, Q2G, G2I, Q2M, I2D, M2D, D2C, Q2C) per device, overall,
+    /// per issuing process and per act, with p50/p95/p99.
+    Latency(LatencyArgs),
     /// Print the `perf record` command line that records what the attribution needs on this
     /// kernel, for hosts with stock perf and no ioblame-capture.
     PerfCommand(PerfCommandArgs),
@@ -206,6 +210,17 @@ struct CheckArgs {
 }
 
 #[derive(Args, Debug)]
+struct LatencyArgs {
+    #[command(flatten)]
+    trace: TraceArgs,
+    /// One JSON object per line and group (keys documented in docs/latency.md).
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    devs: DevArgs,
+}
+
+#[derive(Args, Debug)]
 struct PerfCommandArgs {
     /// Devices to record (names or MAJ:MIN); default all.
     #[arg(long, value_delimiter = ',', value_name = "DEV,...")]
@@ -258,6 +273,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
         // The verdict is the exit status; check flushes its output itself.
         Command::Check(a) => return check(out, a, ks),
         Command::PerfCommand(a) => perf_command(out, a)?,
+        Command::Latency(a) => {
+            let t = pipeline::open_trace(&a.trace.trace, ks)?;
+            let sel = dev_selection(&a.devs, &t)?;
+            latency_cmd::run(out, &t, &sel, a.devs.show_recorder, a.json)?
+        }
     }
     out.flush().context("writing the output")?;
     Ok(ExitCode::SUCCESS)

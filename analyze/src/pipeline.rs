@@ -8,7 +8,7 @@ use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 use ioblame_attrib::{Io, Tables};
 use ioblame_counters::DevSelection;
-use ioblame_decode::Symbolizer;
+use ioblame_decode::{Event, Symbolizer};
 use ioblame_format::Trace;
 use ioblame_pipeline::{Analysis, Diagnostic, Options, Progress};
 
@@ -51,6 +51,37 @@ pub fn analyze(
     bar.done();
     a.diagnostics.iter().for_each(say);
     a
+}
+
+/// [`analyze`], also showing `on_event` every decoded event
+/// ([`ioblame_pipeline::analyze_observed`]).
+pub fn analyze_observed(
+    trace: &Trace,
+    symbols: &Symbolizer,
+    devs: &DevSelection,
+    show_recorder: bool,
+    on_event: impl FnMut(&Event),
+    on_io: impl FnMut(&Io, &Tables),
+) -> Analysis {
+    let opts = Options {
+        symbols,
+        devs,
+        show_recorder,
+    };
+    let bar = Bar::new(trace);
+    let a = ioblame_pipeline::analyze_observed(trace, &opts, on_event, on_io, |p| bar.show(p));
+    bar.done();
+    a.diagnostics.iter().for_each(say);
+    a
+}
+
+/// Every decoded event to `on_event`, without the attribution ([`ioblame_pipeline::events`]),
+/// with a progress bar, then what the run found to say.
+pub fn events(trace: &Trace, on_event: impl FnMut(&Event)) {
+    let bar = Bar::new(trace);
+    let run = ioblame_pipeline::events(trace, on_event, |p| bar.show(p));
+    bar.done();
+    run.diagnostics.iter().for_each(say);
 }
 
 /// A progress bar on stderr over the trace's time span (hidden when stderr is not a terminal).

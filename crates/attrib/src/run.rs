@@ -2,7 +2,7 @@
 //! meet the [`Attributor`]. The analyzer (through `ioblame-pipeline`), the benchmark and the
 //! tests all run it; see `docs/architecture.md` for the flow.
 
-use ioblame_decode::{for_each_event_ahead, Decoder, StreamOptions, StreamStats};
+use ioblame_decode::{for_each_event_ahead, Decoder, Event, StreamOptions, StreamStats};
 use ioblame_format::Trace;
 
 use crate::attributor::{Attribution, Attributor};
@@ -44,6 +44,20 @@ pub fn attribute_stream(
     trace: &Trace,
     decoder: &Decoder,
     ctx: Context,
+    on_io: impl FnMut(&Io, &Tables),
+    progress: impl FnMut(Progress),
+) -> Run {
+    attribute_stream_observed(trace, decoder, ctx, |_| {}, on_io, progress)
+}
+
+/// [`attribute_stream`], also showing `on_event` every event, in time order, before the
+/// attribution takes it (`ioblame latency` computes btt's intervals from them while the
+/// attribution charges the IOs).
+pub fn attribute_stream_observed(
+    trace: &Trace,
+    decoder: &Decoder,
+    ctx: Context,
+    mut on_event: impl FnMut(&Event),
     mut on_io: impl FnMut(&Io, &Tables),
     mut progress: impl FnMut(Progress),
 ) -> Run {
@@ -61,6 +75,7 @@ pub fn attribute_stream(
         if let Some(a) = ahead {
             attr.prefetch(a);
         }
+        on_event(ev);
         attr.push(ev);
         attr.drain_ios_into(&mut buf);
         if !buf.is_empty() {

@@ -1,13 +1,15 @@
 //! btt's state machine over the block events, in time order.
 //!
-//! What btt 1.2 does (its `trace_*.c`, `devs.c`, `dip_rb.c`, `inlines.h`), and so what this
-//! does; `docs/latency.md` has the same with the differences:
+//! What btt 1.2 does (its `trace_*.c`, `devs.c`, `dip_rb.c`, `inlines.h`, checked against
+//! `btt` on crafted blktrace dumps), and so what this does; `docs/latency.md` has the same
+//! with the differences:
 //!
 //! * Only a bio's **Q** is kept, per device, in sector order, until a C covers it. G, I, M
-//!   and D are matched against the pending Q's and dropped.
-//! * **Q**: Q2Q since the previous Q overall, on the device and of the process (each its
-//!   own "last Q"). The first Q or A seen on a device ends its *pre-culling*: btt ignores a
-//!   device's events before its first Q or A.
+//!   and D are matched against the pending Q's and dropped. A Q whose first sector is that
+//!   of a pending Q replaces it (btt keeps one per sector; the old one is forgotten).
+//! * **Q**: Q2Q (Q2Qdm on a remapper device) since the previous Q overall (any device), on
+//!   the device and of the process. The first Q or A seen on a device ends its
+//!   *pre-culling*: btt ignores a device's events before its first Q or A.
 //! * **G**, **I**, **M** (bio back and front merges, request merges): the pending Q holding
 //!   the event's first sector gets the time; Q2G = G - Q, G2I = I - G (if the Q had a G),
 //!   Q2M = M - Q.
@@ -22,7 +24,7 @@
 //!   nothing else: each device's Q's complete with that device's C's.
 //! * **R** (requeue), **X** (split), plugs: no interval (btt counts requeues only for its
 //!   active-request figures).
-//! * G, I, M, D and C of zero bytes are ignored (flush requests); a zero-byte Q is kept.
+//! * Q, G, I, M, D and C of zero bytes are ignored (flushes).
 //! * A difference of zero or less counts as 1 ns (btt's `tdelta`).
 //!
 //! Each value goes to the overall group, the Q's device and the Q's process (by name, as
@@ -30,7 +32,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use ioblame_events::event::{Dev, Event, EventKind, Rwbs};
+use ioblame_events::event::{Dev, Event, EventKind};
 
 use crate::breakdown::{Breakdown, Interval};
 use crate::Latency;
@@ -63,7 +65,7 @@ struct Pending {
     m: u64,
     d: u64,
     process: u32,
-    /// Its key in the device's pending map, with `start`.
+    /// Order queued (the oldest wins where pending bios overlap).
     seq: u64,
 }
 
@@ -74,8 +76,9 @@ struct DevState {
     /// btt's pre-culling: events before the first Q or A are ignored.
     culling: bool,
     last_q: u64,
-    /// Pending Q's by (first sector, order queued).
-    pending: BTreeMap<(u64, u64), u32>,
+    /// Pending Q's by first sector: btt keeps one per sector (its tree refuses a second
+    /// with the same start, and drops that Q).
+    pending: BTreeMap<u64, u32>,
     /// The longest Q seen, in sectors: how far back a Q holding a sector may start.
     max_len: u64,
     stats: Breakdown,
@@ -101,6 +104,9 @@ pub struct EngineStats {
     pub unmatched_dc: u64,
     /// Requeues seen.
     pub requeues: u64,
+    /// Pending Q's forgotten because a new Q started at the same sector (btt keeps one
+    /// per sector).
+    pub replaced_q: u64,
     /// Q's still pending at the end (queued, never completed).
     pub pending_at_end: u64,
 }
@@ -171,84 +177,78 @@ impl Engine {
     /// Feeds one event; events must come in time order.
     pub fn push(&mut self, ev: &Event) {
         let t = ev.time;
+        if let Some(dev) = block_dev(&ev.kind) {
+            // blktrace names a task (its process notify) at its first event on a traced
+            // device, whatever the event: btt's process groups are bound then.
+            if (self.select)(dev) && !self.by_tid.contains_key(&ev.tid) {
+                self.process_of(ev.tid);
+            }
+        }
         match &ev.kind {
+            // A bio of no data (a flush) is no Q to btt.
             EventKind::BioQueue {
                 dev,
                 sector,
                 nr_sector,
-                rwbs,
-            } => {
-                if self.counts(*dev, *rwbs) {
-                    self.queue(t, ev.tid, *dev, *sector, *nr_sector as u64);
-                }
+                ..
+            } if *nr_sector > 0 && (self.select)(*dev) => {
+                self.queue(t, ev.tid, *dev, *sector, *nr_sector as u64);
             }
             EventKind::GetRq {
                 dev,
                 sector,
                 nr_sector,
-                rwbs,
-            } => self.gim(t, *dev, *sector, *nr_sector, *rwbs, Step::G),
+                ..
+            } => self.gim(t, *dev, *sector, *nr_sector, Step::G),
             EventKind::RqInsert {
                 dev,
                 sector,
                 nr_sector,
-                rwbs,
                 ..
-            } => self.gim(t, *dev, *sector, *nr_sector, *rwbs, Step::I),
+            } => self.gim(t, *dev, *sector, *nr_sector, Step::I),
             EventKind::BioBackmerge {
                 dev,
                 sector,
                 nr_sector,
-                rwbs,
+                ..
             }
             | EventKind::BioFrontmerge {
                 dev,
                 sector,
                 nr_sector,
-                rwbs,
+                ..
             }
             | EventKind::RqMerge {
                 dev,
                 sector,
                 nr_sector,
-                rwbs,
                 ..
-            } => self.gim(t, *dev, *sector, *nr_sector, *rwbs, Step::M),
+            } => self.gim(t, *dev, *sector, *nr_sector, Step::M),
             EventKind::RqIssue {
                 dev,
                 sector,
                 nr_sector,
-                rwbs,
                 ..
-            } => self.issue(t, *dev, *sector, *nr_sector, *rwbs),
+            } => self.issue(t, *dev, *sector, *nr_sector),
             EventKind::RqComplete {
                 dev,
                 sector,
                 nr_sector,
-                rwbs,
                 ..
             }
             | EventKind::BioComplete {
                 dev,
                 sector,
                 nr_sector,
-                rwbs,
                 ..
-            } => self.complete(t, *dev, *sector, *nr_sector, *rwbs),
+            } => self.complete(t, *dev, *sector, *nr_sector),
             EventKind::BioRemap {
                 dev,
                 old_dev,
                 old_sector,
-                rwbs,
                 ..
-            } => self.remap(t, *dev, *old_dev, *old_sector, *rwbs),
-            EventKind::RqRequeue { dev, rwbs, .. } => {
-                if self.counts(*dev, *rwbs) {
-                    if let Some(_d) = self.setup(*dev, false) {
-                        self.stats.requeues += 1;
-                    }
-                }
-            }
+            } => self.remap(t, *dev, *old_dev, *old_sector),
+            EventKind::RqRequeue { dev, .. } if (self.select)(*dev) => self.requeue(*dev),
             EventKind::Comm { tid, comm, .. } => {
                 self.comms.insert(*tid, comm.clone());
             }
@@ -265,13 +265,6 @@ impl Engine {
         let b = &mut self.acts[act];
         b.add(Interval::Q2C, tdelta(queue, complete));
         b.add(Interval::D2C, tdelta(issue, complete));
-    }
-
-    /// Whether an event of `dev` with this `rwbs` is counted: a selected device, and not a
-    /// driver-private (passthrough, `N`) request, which btt ignores.
-    #[inline]
-    fn counts(&self, dev: Dev, rwbs: Rwbs) -> bool {
-        !rwbs.has(Rwbs::OTHER) && (self.select)(dev)
     }
 
     /// btt's `io_setup`: the device's state, or `None` while the device is pre-culled and
@@ -308,13 +301,18 @@ impl Engine {
     }
 
     /// The process group of a task: its name when known (tasks of one name share a group,
-    /// as in btt), else `pidNNNNNNNNN`. A task keeps the group it was first given.
+    /// as in btt), else `pidNNNNNNNNN`. A task keeps the group it was given at its first
+    /// block event on a selected device (where blktrace writes its process notify).
     fn process_of(&mut self, tid: u32) -> u32 {
         if let Some(&p) = self.by_tid.get(&tid) {
             return p;
         }
+        // btt names a process by its notify's comm up to the first `/` (`kworker/u8:1`
+        // and `jbd2/sda1-8` are `kworker` and `jbd2`).
+        // The idle task (pid 0, interrupts) is btt's `kernel`.
         let name = match self.comms.get(&tid) {
-            Some(c) => c.clone(),
+            _ if tid == 0 => "kernel".to_owned(),
+            Some(c) => c.split('/').next().unwrap_or_default().to_owned(),
             None => format!("pid{tid:09}"),
         };
         let p = match self.by_name.get(&name) {
@@ -338,14 +336,21 @@ impl Engine {
         let Some(k) = self.setup(dev, true) else {
             return;
         };
+        if let Some(old) = self.devs[k].pending.remove(&sector) {
+            // btt keeps one pending Q per first sector: a new one replaces the old, which
+            // is forgotten without a Q2C.
+            self.free.push(old);
+            self.stats.replaced_q += 1;
+        }
         let p = self.process_of(tid);
         let q2q = if self.devs[k].remapper {
             Interval::Q2Qdm
         } else {
             Interval::Q2Q
         };
+        // One "last Q" overall, whatever the device: a Q on a remapper counts in Q2Qdm.
         if self.last_q != NONE {
-            self.all.add(Interval::Q2Q, tdelta(self.last_q, t));
+            self.all.add(q2q, tdelta(self.last_q, t));
         }
         self.last_q = t;
         let d = &mut self.devs[k];
@@ -382,31 +387,25 @@ impl Engine {
         let d = &mut self.devs[k];
         d.max_len = d.max_len.max(nr);
         self.seq += 1;
-        d.pending.insert((sector, q.seq), idx);
+        d.pending.insert(sector, idx);
     }
 
     /// btt's `dip_find_sec`: a pending Q of device `k` holding `sector`. btt returns the
-    /// first its tree walk meets; here the oldest Q starting at `sector`, else the one that
-    /// starts nearest before it (they differ only when pending bios overlap).
+    /// first its tree walk meets; here the oldest one (they differ only when pending bios
+    /// overlap, and then the oldest is the one nearer the tree's root in the cases seen).
     fn find_sec(&self, k: usize, sector: u64) -> Option<u32> {
         let d = &self.devs[k];
-        let mut best = None;
-        for (&(start, _), &qi) in d.pending.range(..=(sector, u64::MAX)).rev() {
+        let mut best: Option<(u64, u32)> = None;
+        for (&start, &qi) in d.pending.range(..=sector).rev() {
             if start.saturating_add(d.max_len) <= sector {
                 break;
             }
-            if sector < self.slab[qi as usize].end {
-                if start == sector {
-                    best = Some(qi);
-                    continue;
-                }
-                if best.is_none() {
-                    best = Some(qi);
-                }
-                break;
+            let q = &self.slab[qi as usize];
+            if sector < q.end && best.is_none_or(|(s, _)| q.seq < s) {
+                best = Some((q.seq, qi));
             }
         }
-        best
+        best.map(|(_, qi)| qi)
     }
 
     /// Into `self.scratch`, btt's `dip_foreach_list`: the pending Q's of device `k` whose
@@ -414,7 +413,7 @@ impl Engine {
     fn contained(&mut self, k: usize, start: u64, end: u64) {
         self.scratch.clear();
         let d = &self.devs[k];
-        for (_, &qi) in d.pending.range((start, 0)..=(end, u64::MAX)) {
+        for (_, &qi) in d.pending.range(start..=end) {
             if self.slab[qi as usize].end <= end {
                 self.scratch.push(qi);
             }
@@ -429,8 +428,8 @@ impl Engine {
         self.processes[process as usize].stats.add(i, v);
     }
 
-    fn gim(&mut self, t: u64, dev: Dev, sector: u64, nr: u32, rwbs: Rwbs, step: Step) {
-        if nr == 0 || !self.counts(dev, rwbs) {
+    fn gim(&mut self, t: u64, dev: Dev, sector: u64, nr: u32, step: Step) {
+        if nr == 0 || !(self.select)(dev) {
             return;
         }
         let Some(k) = self.setup(dev, false) else {
@@ -461,8 +460,8 @@ impl Engine {
         }
     }
 
-    fn issue(&mut self, t: u64, dev: Dev, sector: u64, nr: u32, rwbs: Rwbs) {
-        if nr == 0 || !self.counts(dev, rwbs) {
+    fn issue(&mut self, t: u64, dev: Dev, sector: u64, nr: u32) {
+        if nr == 0 || !(self.select)(dev) {
             return;
         }
         let Some(k) = self.setup(dev, false) else {
@@ -484,8 +483,8 @@ impl Engine {
         }
     }
 
-    fn complete(&mut self, t: u64, dev: Dev, sector: u64, nr: u32, rwbs: Rwbs) {
-        if nr == 0 || !self.counts(dev, rwbs) {
+    fn complete(&mut self, t: u64, dev: Dev, sector: u64, nr: u32) {
+        if nr == 0 || !(self.select)(dev) {
             return;
         }
         let Some(k) = self.setup(dev, false) else {
@@ -511,13 +510,19 @@ impl Engine {
         let d = &mut self.devs[k];
         for &qi in &self.scratch {
             let q = &self.slab[qi as usize];
-            d.pending.remove(&(q.start, q.seq));
+            d.pending.remove(&q.start);
             self.free.push(qi);
         }
     }
 
-    fn remap(&mut self, t: u64, dev: Dev, old_dev: Dev, old_sector: u64, rwbs: Rwbs) {
-        if !self.counts(dev, rwbs) {
+    fn requeue(&mut self, dev: Dev) {
+        if self.setup(dev, false).is_some() {
+            self.stats.requeues += 1;
+        }
+    }
+
+    fn remap(&mut self, t: u64, dev: Dev, old_dev: Dev, old_sector: u64) {
+        if !(self.select)(dev) {
             return;
         }
         if self.setup(dev, true).is_none() {
@@ -569,6 +574,25 @@ impl Engine {
             acts,
             stats,
         }
+    }
+}
+
+/// The device of a block event (one blktrace records), if `kind` is one.
+fn block_dev(kind: &EventKind) -> Option<Dev> {
+    match kind {
+        EventKind::BioQueue { dev, .. }
+        | EventKind::BioBackmerge { dev, .. }
+        | EventKind::BioFrontmerge { dev, .. }
+        | EventKind::BioSplit { dev, .. }
+        | EventKind::BioRemap { dev, .. }
+        | EventKind::BioComplete { dev, .. }
+        | EventKind::GetRq { dev, .. }
+        | EventKind::RqInsert { dev, .. }
+        | EventKind::RqIssue { dev, .. }
+        | EventKind::RqMerge { dev, .. }
+        | EventKind::RqRequeue { dev, .. }
+        | EventKind::RqComplete { dev, .. } => Some(*dev),
+        _ => None,
     }
 }
 

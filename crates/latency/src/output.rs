@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 
 use ioblame_events::event::{dev_major, dev_minor, Dev};
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 
 use crate::breakdown::{Breakdown, Interval};
 use crate::hist::Stat;
@@ -152,17 +152,43 @@ pub fn text(out: &mut impl Write, lat: &Latency, labels: &Labels<'_>) -> io::Res
     Ok(())
 }
 
-fn stat_json(s: &Stat) -> Value {
+/// A JSON object whose keys keep the order they are pushed in.
+#[derive(Default)]
+struct Obj(Vec<(&'static str, Value)>);
+
+impl Obj {
+    fn insert(&mut self, k: &'static str, v: impl Into<Value>) {
+        self.0.push((k, v.into()));
+    }
+
+    /// Writes `"key":value` pairs, comma separated, without the braces.
+    fn write_fields(&self, out: &mut impl Write) -> io::Result<()> {
+        for (n, (k, v)) in self.0.iter().enumerate() {
+            if n > 0 {
+                out.write_all(b",")?;
+            }
+            serde_json::to_writer(&mut *out, k)?;
+            out.write_all(b":")?;
+            serde_json::to_writer(&mut *out, v)?;
+        }
+        Ok(())
+    }
+}
+
+/// One interval's figures, in the documented key order.
+fn stat_json(out: &mut impl Write, s: &Stat) -> io::Result<()> {
     let p = PERCENTILES.map(|p| s.percentile(p).map(us));
-    json!({
-        "n": s.n,
-        "min_us": (s.n > 0).then(|| us(s.min)),
-        "avg_us": s.mean().map(|m| m / 1000.0),
-        "max_us": (s.n > 0).then(|| us(s.max)),
-        "p50_us": p[0],
-        "p95_us": p[1],
-        "p99_us": p[2],
-    })
+    let mut o = Obj::default();
+    o.insert("n", s.n);
+    o.insert("min_us", (s.n > 0).then(|| us(s.min)));
+    o.insert("avg_us", s.mean().map(|m| m / 1000.0));
+    o.insert("max_us", (s.n > 0).then(|| us(s.max)));
+    o.insert("p50_us", p[0]);
+    o.insert("p95_us", p[1]);
+    o.insert("p99_us", p[2]);
+    out.write_all(b"{")?;
+    o.write_fields(out)?;
+    out.write_all(b"}")
 }
 
 /// One JSON object per line and group: `{"group": "all"|"device"|"process"|"act", "dev":
@@ -172,43 +198,46 @@ fn stat_json(s: &Stat) -> Value {
 /// `d2c`, with the act's fields.
 pub fn json_lines(out: &mut impl Write, lat: &Latency, labels: &Labels<'_>) -> io::Result<()> {
     for (g, b) in groups(lat, labels) {
-        let mut o = Map::new();
+        let mut o = Obj::default();
         let act_row = matches!(g, Group::Act(..));
         match g {
             Group::All => {
-                o.insert("group".into(), "all".into());
-                o.insert("dev".into(), "all".into());
-                o.insert("name".into(), "all".into());
+                o.insert("dev", "all");
+                o.insert("name", "all");
+                o.insert("group", "all");
             }
             Group::Device(dev, name) => {
-                o.insert("group".into(), "device".into());
-                o.insert("dev".into(), dev_str(dev).into());
-                o.insert("name".into(), name.unwrap_or_else(|| dev_str(dev)).into());
+                o.insert("dev", dev_str(dev));
+                o.insert("name", name.unwrap_or_else(|| dev_str(dev)));
+                o.insert("group", "device");
             }
             Group::Process(name) => {
-                o.insert("group".into(), "process".into());
-                o.insert("dev".into(), "all".into());
-                o.insert("name".into(), name.into());
+                o.insert("dev", "all");
+                o.insert("name", name);
+                o.insert("group", "process");
             }
             Group::Act(i, label) => {
-                o.insert("group".into(), "act".into());
-                o.insert("dev".into(), "all".into());
+                o.insert("dev", "all");
                 match label {
                     Some(l) => {
-                        o.insert("name".into(), l.title().into());
-                        o.insert("act".into(), l.act.into());
-                        o.insert("role".into(), l.role.into());
-                        o.insert("pid".into(), l.pid.into());
-                        o.insert("intent".into(), l.intent.into());
-                        o.insert("via".into(), l.via.into());
-                        o.insert("file".into(), l.file.into());
+                        o.insert("name", l.title());
+                        o.insert("group", "act");
+                        o.insert("act", l.act);
+                        o.insert("role", l.role);
+                        o.insert("pid", l.pid);
+                        o.insert("intent", l.intent);
+                        o.insert("via", l.via);
+                        o.insert("file", l.file);
                     }
                     None => {
-                        o.insert("name".into(), format!("act #{i}").into());
+                        o.insert("name", format!("act #{i}"));
+                        o.insert("group", "act");
                     }
                 }
             }
         }
+        out.write_all(b"{")?;
+        o.write_fields(out)?;
         for i in Interval::ALL {
             let s = b.get(i);
             let shown = if act_row {
@@ -216,12 +245,13 @@ pub fn json_lines(out: &mut impl Write, lat: &Latency, labels: &Labels<'_>) -> i
             } else {
                 !i.is_dm() || s.n > 0
             };
-            if shown {
-                o.insert(i.key().into(), stat_json(s));
+            if !shown {
+                continue;
             }
+            write!(out, ",\"{}\":", i.key())?;
+            stat_json(out, s)?;
         }
-        serde_json::to_writer(&mut *out, &Value::Object(o))?;
-        writeln!(out)?;
+        writeln!(out, "}}")?;
     }
     Ok(())
 }

@@ -298,22 +298,25 @@ fn split_bio_is_never_completed() {
     assert_eq!(l.stats.pending_at_end, 1);
 }
 
-/// Flush requests (zero bytes) are ignored at D and C; a zero-byte Q is kept, and completes
-/// with the next C whose sectors hold its sector, as in btt.
+/// Flushes (zero bytes) are no Q, D or C to btt; a Q at the first sector of a pending one
+/// replaces it.
 #[test]
-fn zero_byte_events() {
+fn zero_byte_events_and_replaced_q() {
     let l = run(&[
         q(1000, 10, DISK, 0, 0),
         d(1100, DISK, 0, 0),
         c(1200, DISK, 0, 0),
         q(2000, 10, DISK, 0, 8),
-        d(2100, DISK, 0, 8),
-        c(2500, DISK, 0, 8),
+        q(2200, 10, DISK, 0, 16),
+        d(2300, DISK, 0, 16),
+        c(2500, DISK, 0, 16),
+        c(2600, DISK, 0, 16),
     ]);
-    assert_eq!(nmms(&l.all, Interval::Q2C), (2, 500, 1500, 2000));
-    // Only the 8-sector bio was issued (the zero-byte Q sits inside the request's range,
-    // so the D gives it a time too, as btt's tree walk does).
-    assert_eq!(l.all.get(Interval::D2C).n, 2);
+    assert_eq!(nmms(&l.all, Interval::Q2Q), (1, 200, 200, 200));
+    assert_eq!(nmms(&l.all, Interval::Q2C), (1, 300, 300, 300));
+    assert_eq!(nmms(&l.all, Interval::D2C), (1, 200, 200, 200));
+    assert_eq!(l.stats.replaced_q, 1);
+    assert_eq!(l.stats.pending_at_end, 0);
 }
 
 /// Processes are named from the trace (tasks of one name together); a task keeps the

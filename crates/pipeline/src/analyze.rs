@@ -1,9 +1,11 @@
 //! One analysis run: trace -> decode -> attribution, with per-act totals of the selected
 //! devices and what the run found to say.
 
-use ioblame_attrib::{attribute_stream, ActTotals, Context, Io, Progress, Summary, Tables};
+use ioblame_attrib::{
+    attribute_stream_observed, ActTotals, Context, Io, Progress, Summary, Tables, PROGRESS_EVERY,
+};
 use ioblame_counters::DevSelection;
-use ioblame_decode::{Decoder, StreamStats, Symbolizer};
+use ioblame_decode::{for_each_event, Decoder, Event, StreamOptions, StreamStats, Symbolizer};
 use ioblame_format::Trace;
 
 use crate::diag::{self, Diagnostic};
@@ -74,6 +76,18 @@ impl Totals<'_> {
 pub fn analyze(
     trace: &Trace,
     opts: &Options<'_>,
+    on_io: impl FnMut(&Io, &Tables),
+    progress: impl FnMut(Progress),
+) -> Analysis {
+    analyze_observed(trace, opts, |_| {}, on_io, progress)
+}
+
+/// [`analyze`], also showing `on_event` every decoded event, in time order, before the
+/// attribution takes it ([`ioblame_attrib::attribute_stream_observed`]).
+pub fn analyze_observed(
+    trace: &Trace,
+    opts: &Options<'_>,
+    on_event: impl FnMut(&Event),
     mut on_io: impl FnMut(&Io, &Tables),
     progress: impl FnMut(Progress),
 ) -> Analysis {
@@ -95,10 +109,11 @@ pub fn analyze(
         acts: Vec::new(),
         recorder: ActTotals::default(),
     };
-    let run = attribute_stream(
+    let run = attribute_stream_observed(
         trace,
         &decoder,
         ctx,
+        on_event,
         |io, tables| {
             if totals.count(io, tables) {
                 on_io(io, tables);
@@ -125,6 +140,48 @@ pub fn analyze(
         tables,
         summary: done.summary,
         stream: run.stream,
+        diagnostics,
+    }
+}
+
+/// What [`events`] met.
+#[derive(Debug)]
+pub struct EventsRun {
+    /// What reading the trace met: damaged chunks, records skipped, event counts.
+    pub stream: StreamStats,
+    /// What the run found to say: the decoder's problems, the stream's damage.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Decodes the whole trace and shows `on_event` every event in time order, without the
+/// attribution (for an analysis that needs the events only, such as btt's latency breakdown
+/// of a trace with no dirtier events); `progress` every [`PROGRESS_EVERY`] events.
+pub fn events(
+    trace: &Trace,
+    mut on_event: impl FnMut(&Event),
+    mut progress: impl FnMut(Progress),
+) -> EventsRun {
+    let decoder = Decoder::new(trace.header(), trace.metadata());
+    let mut diagnostics: Vec<Diagnostic> = decoder
+        .problems()
+        .iter()
+        .cloned()
+        .map(Diagnostic::Decoder)
+        .collect();
+    let mut n = 0u64;
+    let stream = for_each_event(trace, &decoder, &StreamOptions::default(), |ev| {
+        n += 1;
+        if n % PROGRESS_EVERY == 0 {
+            progress(Progress {
+                events: n,
+                time: ev.time,
+            });
+        }
+        on_event(ev);
+    });
+    diagnostics.extend(diag::of_stream(&stream));
+    EventsRun {
+        stream,
         diagnostics,
     }
 }

@@ -20,7 +20,7 @@ mod open;
 #[cfg(test)]
 mod tests;
 
-pub use analyze::{analyze, Analysis, Options};
+pub use analyze::{analyze, analyze_observed, events, Analysis, EventsRun, Options};
 pub use diag::{
     Diagnostic, Severity, UnknownContextNote, LOST_WINDOWS_SHOWN, UNKNOWN_CONTEXTS_SHOWN,
 };
