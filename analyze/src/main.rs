@@ -228,10 +228,11 @@ fn counter_set(c: &CounterArgs) -> Result<CounterSet> {
     })
 }
 
-fn dev_selection(d: &DevArgs, trace: &ioblame_format::Trace) -> Result<DevSelection> {
+fn dev_selection(d: &DevArgs, trace: &ioblame_pipeline::Input) -> Result<DevSelection> {
     match &d.devs {
         Some(s) => Ok(DevSelection::parse(s, &trace.metadata().block_devices)?),
-        None => Ok(DevSelection::all()),
+        // For blktrace recordings: the lowest level of stacked devices.
+        None => Ok(trace.default_devs()),
     }
 }
 

@@ -1,12 +1,14 @@
 //! One analysis run: trace -> decode -> attribution, with per-act totals of the selected
 //! devices and what the run found to say.
 
-use ioblame_attrib::{attribute_stream, ActTotals, Context, Io, Progress, Summary, Tables};
+use ioblame_attrib::{
+    attribute_events, attribute_stream, ActTotals, Context, Io, Progress, Summary, Tables,
+};
 use ioblame_counters::DevSelection;
 use ioblame_decode::{Decoder, StreamStats, Symbolizer};
-use ioblame_format::Trace;
 
 use crate::diag::{self, Diagnostic};
+use crate::open::Input;
 
 /// What an analysis run is asked to do.
 #[derive(Debug, Clone, Copy)]
@@ -72,11 +74,12 @@ impl Totals<'_> {
 /// the result leave the recorder's IO out unless [`Options::show_recorder`], as the
 /// per-IO outputs do.
 pub fn analyze(
-    trace: &Trace,
+    input: &Input,
     opts: &Options<'_>,
     mut on_io: impl FnMut(&Io, &Tables),
     progress: impl FnMut(Progress),
 ) -> Analysis {
+    let trace = input.trace();
     let decoder = Decoder::new(trace.header(), trace.metadata());
     let mut diagnostics: Vec<Diagnostic> = decoder
         .problems()
@@ -85,6 +88,7 @@ pub fn analyze(
         .map(Diagnostic::Decoder)
         .collect();
     let mut ctx = Context::from_trace(trace.header(), trace.metadata());
+    ctx.issuer_only = input.blktrace().is_some();
     if !opts.symbols.is_empty() {
         // A clone shares the table.
         ctx.symbols = Some(Box::new(opts.symbols.clone()));
@@ -95,23 +99,30 @@ pub fn analyze(
         acts: Vec::new(),
         recorder: ActTotals::default(),
     };
-    let run = attribute_stream(
-        trace,
-        &decoder,
-        ctx,
-        |io, tables| {
-            if totals.count(io, tables) {
-                on_io(io, tables);
-            }
-        },
-        progress,
-    );
-    let done = run.attribution;
+    let on_io = |io: &Io, tables: &Tables| {
+        if totals.count(io, tables) {
+            on_io(io, tables);
+        }
+    };
+    let (done, stream) = match input.blktrace() {
+        Some(rec) => {
+            let done = attribute_events(ctx, crate::blktrace::Feed(rec), on_io, progress);
+            let stream = StreamStats {
+                events: rec.scan().records,
+                ..StreamStats::default()
+            };
+            (done, stream)
+        }
+        None => {
+            let run = attribute_stream(trace, &decoder, ctx, on_io, progress);
+            (run.attribution, run.stream)
+        }
+    };
     let mut tables = done.tables;
     let mut acts = totals.acts;
     acts.resize(tables.acts.len(), ActTotals::default());
     tables.totals = acts;
-    diagnostics.extend(diag::of_stream(&run.stream));
+    diagnostics.extend(diag::of_stream(&stream));
     diagnostics.extend(diag::of_summary(
         &done.summary,
         &tables,
@@ -121,10 +132,17 @@ pub fn analyze(
         &totals.recorder,
         opts.show_recorder,
     ));
+    if input.blktrace().is_some() {
+        let (flusher_bytes, written_bytes) = crate::blktrace::flusher_share(&tables);
+        diagnostics.push(Diagnostic::BlktraceWriters {
+            flusher_bytes,
+            written_bytes,
+        });
+    }
     Analysis {
         tables,
         summary: done.summary,
-        stream: run.stream,
+        stream,
         diagnostics,
     }
 }
