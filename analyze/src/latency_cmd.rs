@@ -10,6 +10,7 @@ use ioblame_counters::DevSelection;
 use ioblame_format::Trace;
 use ioblame_latency::output::{self, ActLabel, Labels};
 use ioblame_latency::{Engine, Latency};
+use ioblame_pipeline::Input;
 
 use crate::pipeline;
 
@@ -33,7 +34,7 @@ fn knows_dirtiers(trace: &Trace) -> bool {
 /// Computes the breakdown of `trace` on the devices `sel` selects and prints it.
 pub fn run(
     out: &mut impl Write,
-    trace: &Trace,
+    trace: &Input,
     sel: &DevSelection,
     show_recorder: bool,
     json: bool,
@@ -43,7 +44,10 @@ pub fn run(
         Engine::new(move |d| sel.enabled(d))
     };
     for t in &trace.metadata().tasks {
-        engine.set_comm(t.tid, &t.comm);
+        // A blktrace task no notify named stays unnamed (btt's `pidNNNNNNNNN`).
+        if t.comm != ioblame_pipeline::unnamed_task(t.pid) {
+            engine.set_comm(t.tid, &t.comm);
+        }
     }
     let devices = &trace.metadata().block_devices;
     let dev_name = |d: u32| {

@@ -243,10 +243,11 @@ fn counter_set(c: &CounterArgs) -> Result<CounterSet> {
     })
 }
 
-fn dev_selection(d: &DevArgs, trace: &ioblame_format::Trace) -> Result<DevSelection> {
+fn dev_selection(d: &DevArgs, trace: &ioblame_pipeline::Input) -> Result<DevSelection> {
     match &d.devs {
         Some(s) => Ok(DevSelection::parse(s, &trace.metadata().block_devices)?),
-        None => Ok(DevSelection::all()),
+        // For blktrace recordings: the lowest level of stacked devices.
+        None => Ok(trace.default_devs()),
     }
 }
 
@@ -275,7 +276,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::PerfCommand(a) => perf_command(out, a)?,
         Command::Latency(a) => {
             let t = pipeline::open_trace(&a.trace.trace, ks)?;
-            let sel = dev_selection(&a.devs, &t)?;
+            // Every level of stacked devices by default, as btt.
+            let sel = match &a.devs.devs {
+                Some(_) => dev_selection(&a.devs, &t)?,
+                None => DevSelection::all(),
+            };
             latency_cmd::run(out, &t, &sel, a.devs.show_recorder, a.json)?
         }
     }

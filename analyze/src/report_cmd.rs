@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
 use ioblame_counters::{CounterSet, DevSelection, IoContext};
-use ioblame_format::Trace;
+use ioblame_pipeline::Input;
 use ioblame_report::{ReportInput, ReportWriter};
 
 use crate::pipeline;
@@ -13,7 +13,7 @@ use crate::pipeline;
 /// Analyses `trace` once, writes the report into `outdir` and prints the terminal summary.
 pub fn run(
     out: &mut impl Write,
-    trace: Trace,
+    trace: Input,
     paths: &[PathBuf],
     outdir: &Path,
     mut set: CounterSet,

@@ -440,34 +440,9 @@ fn every_figure_equals_btts_on_the_fixtures() {
         let text = std::fs::read_to_string(dir.path().join("btt.avg")).unwrap();
         let theirs = parse_btt(&text);
         assert!(!theirs.is_empty(), "{f}: nothing parsed from btt:\n{text}");
-        let mine = ours(&json_lines(&["latency", "--json", &t]));
-        // Every btt figure, and only those (M2D: btt prints it overall only; S2G: the
-        // tracepoints have no sleeprq).
-        let mine: BttTable = mine
-            .into_iter()
-            .filter(|((s, _, i), _)| s == "All Devices" || i != "M2D")
-            .collect();
-        let only = |a: &BttTable, b: &BttTable| {
-            a.iter()
-                .filter(|(k, _)| !b.contains_key(*k))
-                .map(|(k, v)| format!("{k:?} {v:?}"))
-                .collect::<Vec<_>>()
-        };
-        assert!(
-            only(&mine, &theirs).is_empty() && only(&theirs, &mine).is_empty(),
-            "{f}: rows only ioblame has: {:#?}\nrows only btt has: {:#?}",
-            only(&mine, &theirs),
-            only(&theirs, &mine)
-        );
-        for (k, (n, min, avg, max)) in &theirs {
-            let (n2, min2, avg2, max2) = mine[k];
-            assert_eq!((n2, min2, max2), (*n, *min, *max), "{f} {k:?}");
-            assert!(
-                (avg2 - avg).abs() <= 1.5e-9,
-                "{f} {k:?}: avg {avg2} vs btt {avg}"
-            );
-        }
-        percentiles_match_btts_per_io_files(f, dir.path(), &json_lines(&["latency", "--json", &t]));
+        let rows = json_lines(&["latency", "--json", &t]);
+        compare(f, &text, theirs, ours(&rows));
+        percentiles_match_btts_per_io_files(f, dir.path(), &rows);
     }
 }
 
@@ -502,5 +477,83 @@ fn percentiles_match_btts_per_io_files(f: &str, dir: &Path, rows: &[Value]) {
                 );
             }
         }
+    }
+}
+
+/// The blktrace fixtures (real recordings of the kernel's blk tracer): btt reads the
+/// `blkparse -d` dump of their per-CPU files, ioblame the files themselves.
+#[test]
+fn every_figure_equals_btts_on_blktrace_recordings() {
+    if !btt_available() {
+        eprintln!("skipped: no btt");
+        return;
+    }
+    for f in ["blktrace-buffered", "blktrace-direct"] {
+        let t = fixture(f);
+        let dir = tempfile::tempdir().unwrap();
+        let dev = std::fs::read_dir(&t)
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .find_map(|n| n.split_once(".blktrace.").map(|(d, _)| d.to_owned()))
+            .unwrap();
+        let o = Command::new("blkparse")
+            .current_dir(dir.path())
+            .args(["-q", "-O", "-i", &dev, "-D", &t, "-d", "dump.bin"])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "blkparse: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let o = Command::new("btt")
+            .current_dir(dir.path())
+            .args([
+                "-A", "-i", "dump.bin", "-o", "btt", "-q", "q2c", "-l", "d2c",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "btt: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let text = std::fs::read_to_string(dir.path().join("btt.avg")).unwrap();
+        let theirs = parse_btt(&text);
+        let rows = json_lines(&["latency", "--json", &t]);
+        compare(f, &text, theirs, ours(&rows));
+        percentiles_match_btts_per_io_files(f, dir.path(), &rows);
+    }
+}
+
+/// Every n, min, max (exact) and avg (to btt's nanosecond) btt prints is ioblame's, and
+/// ioblame has no row btt lacks.
+fn compare(f: &str, text: &str, theirs: BttTable, mine: BttTable) {
+    assert!(!theirs.is_empty(), "{f}: nothing parsed from btt:\n{text}");
+    // Every btt figure, and only those (M2D: btt prints it overall only; S2G: the
+    // tracepoints have no sleeprq).
+    let mine: BttTable = mine
+        .into_iter()
+        .filter(|((s, _, i), _)| s == "All Devices" || i != "M2D")
+        .collect();
+    let only = |a: &BttTable, b: &BttTable| {
+        a.iter()
+            .filter(|(k, _)| !b.contains_key(*k))
+            .map(|(k, v)| format!("{k:?} {v:?}"))
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        only(&mine, &theirs).is_empty() && only(&theirs, &mine).is_empty(),
+        "{f}: rows only ioblame has: {:#?}\nrows only btt has: {:#?}",
+        only(&mine, &theirs),
+        only(&theirs, &mine)
+    );
+    for (k, (n, min, avg, max)) in &theirs {
+        let (n2, min2, avg2, max2) = mine[k];
+        assert_eq!((n2, min2, max2), (*n, *min, *max), "{f} {k:?}");
+        assert!(
+            (avg2 - avg).abs() <= 1.5e-9,
+            "{f} {k:?}: avg {avg2} vs btt {avg}"
+        );
     }
 }

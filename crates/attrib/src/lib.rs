@@ -51,6 +51,7 @@ pub use attributor::{Attribution, Attributor, StateSizes};
 pub use context::{Context, InodeBits, Symbolizer};
 pub use model::*;
 pub use run::{
-    attribute_stream, attribute_stream_observed, attribute_trace, Progress, Run, PROGRESS_EVERY,
+    attribute_events, attribute_stream, attribute_stream_observed, attribute_trace, EventFeed,
+    Progress, Run, PROGRESS_EVERY,
 };
 pub use summary::{LostWindow, Summary, UnknownContext};
