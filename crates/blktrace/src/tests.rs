@@ -591,6 +591,20 @@ fn blkparse_lines_of_every_kind_parse() {
             65536,
             "WS",
         ),
+        (
+            "  7,2    1       34     0.138553859    22  C  FN 0 [0]",
+            Action::Complete,
+            0,
+            0,
+            "FN",
+        ),
+        (
+            "  7,2    1       40     0.142366960    22  C WSM 32794 [0]",
+            Action::Complete,
+            32794,
+            0,
+            "WSM",
+        ),
     ];
     for &(line, action, sector, bytes, rwbs) in cases {
         let (r, _) = text::parse_line(line).unwrap_or_else(|| panic!("{line}"));
