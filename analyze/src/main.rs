@@ -16,6 +16,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod info;
 mod latency_cmd;
+mod info_blktrace;
 mod pipeline;
 mod regress;
 mod report_cmd;
@@ -291,7 +292,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
 /// `ioblame info`.
 fn info(out: &mut impl Write, a: InfoArgs, ks: Option<&Path>) -> Result<()> {
     let t = pipeline::open_trace(&a.trace.trace, ks)?;
-    info::print(out, &t)?;
+    match t.blktrace() {
+        Some(rec) => info_blktrace::print(out, rec)?,
+        None => info::print(out, &t)?,
+    }
     Ok(())
 }
 

@@ -363,7 +363,7 @@ impl Record {
     }
 
     /// The request flags as the block tracepoints' `rwbs` (`ioblame_events::Rwbs`): a flush
-    /// with no data is the flush op, otherwise a preflush; then discard, write, read (with
+    /// with no data is the flush request (`FF`), otherwise a preflush; then discard, write, read (with
     /// data) or other, and FUA, readahead, sync, metadata.
     pub fn rwbs(&self) -> Rwbs {
         let mut b = 0u16;
@@ -375,11 +375,12 @@ impl Record {
         } else if self.bytes != 0 {
             b |= Rwbs::READ;
         } else if flush {
-            b |= Rwbs::FLUSH;
+            // The flush request: the tracepoints print it `FF` (preflush + flush op).
+            b |= Rwbs::FLUSH | Rwbs::PREFLUSH;
         } else {
             b |= Rwbs::OTHER;
         }
-        if flush && b & Rwbs::FLUSH == 0 {
+        if flush {
             b |= Rwbs::PREFLUSH;
         }
         for (c, f) in [

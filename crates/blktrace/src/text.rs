@@ -133,7 +133,13 @@ enum Tail<'a> {
 fn tail<'a>(action: Action, i: &'a str) -> IResult<&'a str, Tail<'a>> {
     match action {
         Action::Complete | Action::Requeue => {
-            let (i, e) = opt(extent).parse(i)?;
+            // `sector + blocks`, or the sector alone when no bytes are left (`C WS 0 [0]`).
+            let (i, e) = opt(alt((extent, |i| {
+                let (i, _) = space0(i)?;
+                let (i, s) = num(i)?;
+                Ok((i, (s, 0)))
+            })))
+            .parse(i)?;
             let (i, _) = elapsed(i)?;
             let (i, err) = bracket(i)?;
             let err = err.trim().parse::<i64>().unwrap_or(0) as u16;
