@@ -15,8 +15,8 @@ use ioblame_counters::{CounterSet, DevSelection, IoContext};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod info;
-mod latency_cmd;
 mod info_blktrace;
+mod latency_cmd;
 mod pipeline;
 mod regress;
 mod report_cmd;

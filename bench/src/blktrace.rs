@@ -217,13 +217,13 @@ pub fn generate(out: &Path, records: u64, seed: u64) -> Result<u64> {
 }
 
 /// Time and peak memory of one child process.
-struct Run {
-    secs: f64,
-    max_rss_kib: u64,
+pub(crate) struct Run {
+    pub(crate) secs: f64,
+    pub(crate) max_rss_kib: u64,
 }
 
 /// Runs `cmd` to the end with its output discarded; its wall time and peak RSS.
-fn run(cmd: &mut Command) -> Result<Run> {
+pub(crate) fn run(cmd: &mut Command) -> Result<Run> {
     let t0 = Instant::now();
     let child = cmd
         .stdout(Stdio::null())

@@ -17,6 +17,7 @@
 
 mod blktrace;
 mod gen;
+mod latency;
 mod measure;
 mod stats;
 mod vsperf;
@@ -100,6 +101,15 @@ enum Cmd {
         #[arg(long, default_value_t = 3)]
         repeat: usize,
     },
+    /// btt vs `ioblame latency` on a blktrace recording of `sda` (the release `ioblame`
+    /// beside this binary).
+    LatencyVs {
+        /// The directory of the per-CPU files.
+        dir: PathBuf,
+        /// Rounds, interleaved; the best time of each is reported.
+        #[arg(long, default_value_t = 3)]
+        repeat: usize,
+    },
     /// perf script vs ioblame on one real workload (root).
     VsPerf {
         /// Seconds of workload.
@@ -164,6 +174,7 @@ fn main() -> Result<()> {
             );
         }
         Cmd::BlktraceVs { dir, repeat } => blktrace::vs(&dir, repeat)?,
+        Cmd::LatencyVs { dir, repeat } => latency::vs(&dir, repeat)?,
         Cmd::VsPerf {
             secs,
             keep,
