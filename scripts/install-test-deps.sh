@@ -12,6 +12,9 @@ python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 command -v fio >/dev/null || need+=(fio)
 command -v perf >/dev/null || need+=(linux-perf)
 command -v chromium >/dev/null || need+=(chromium)
+# blkparse and btt: the reference readers of blktrace files (analyze/tests/blktrace.rs)
+# and the oracle of `ioblame latency` (analyze/tests/latency.rs).
+command -v blkparse >/dev/null && command -v btt >/dev/null || need+=(blktrace)
 if [ "${#need[@]}" -gt 0 ]; then
     echo "installing: ${need[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive

@@ -15,6 +15,8 @@ use ioblame_counters::{CounterSet, DevSelection, IoContext};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod info;
+mod info_blktrace;
+mod latency_cmd;
 mod pipeline;
 mod regress;
 mod report_cmd;
@@ -85,6 +87,9 @@ enum Command {
     /// Compare a trace with a baseline: exit 0 within tolerance, 1 on a regression, 2 on a
     /// usage or input error.
     Check(CheckArgs),
+    /// btt's latency breakdown (Q2Q, Q2G, G2I, Q2M, I2D, M2D, D2C, Q2C) per device, overall,
+    /// per issuing process and per act, with p50/p95/p99.
+    Latency(LatencyArgs),
     /// Print the `perf record` command line that records what the attribution needs on this
     /// kernel, for hosts with stock perf and no ioblame-capture.
     PerfCommand(PerfCommandArgs),
@@ -206,6 +211,17 @@ struct CheckArgs {
 }
 
 #[derive(Args, Debug)]
+struct LatencyArgs {
+    #[command(flatten)]
+    trace: TraceArgs,
+    /// One JSON object per line and group (keys documented in docs/latency.md).
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    devs: DevArgs,
+}
+
+#[derive(Args, Debug)]
 struct PerfCommandArgs {
     /// Devices to record (names or MAJ:MIN); default all.
     #[arg(long, value_delimiter = ',', value_name = "DEV,...")]
@@ -228,10 +244,11 @@ fn counter_set(c: &CounterArgs) -> Result<CounterSet> {
     })
 }
 
-fn dev_selection(d: &DevArgs, trace: &ioblame_format::Trace) -> Result<DevSelection> {
+fn dev_selection(d: &DevArgs, trace: &ioblame_pipeline::Input) -> Result<DevSelection> {
     match &d.devs {
         Some(s) => Ok(DevSelection::parse(s, &trace.metadata().block_devices)?),
-        None => Ok(DevSelection::all()),
+        // For blktrace recordings: the lowest level of stacked devices.
+        None => Ok(trace.default_devs()),
     }
 }
 
@@ -258,6 +275,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
         // The verdict is the exit status; check flushes its output itself.
         Command::Check(a) => return check(out, a, ks),
         Command::PerfCommand(a) => perf_command(out, a)?,
+        Command::Latency(a) => {
+            let t = pipeline::open_trace(&a.trace.trace, ks)?;
+            // Every level of stacked devices by default, as btt.
+            let sel = match &a.devs.devs {
+                Some(_) => dev_selection(&a.devs, &t)?,
+                None => DevSelection::all(),
+            };
+            latency_cmd::run(out, &t, &sel, a.devs.show_recorder, a.json)?
+        }
     }
     out.flush().context("writing the output")?;
     Ok(ExitCode::SUCCESS)
@@ -266,7 +292,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
 /// `ioblame info`.
 fn info(out: &mut impl Write, a: InfoArgs, ks: Option<&Path>) -> Result<()> {
     let t = pipeline::open_trace(&a.trace.trace, ks)?;
-    info::print(out, &t)?;
+    match t.blktrace() {
+        Some(rec) => info_blktrace::print(out, rec)?,
+        None => info::print(out, &t)?,
+    }
     Ok(())
 }
 

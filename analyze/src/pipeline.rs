@@ -8,9 +8,9 @@ use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 use ioblame_attrib::{Io, Tables};
 use ioblame_counters::DevSelection;
-use ioblame_decode::Symbolizer;
+use ioblame_decode::{Event, Symbolizer};
 use ioblame_format::Trace;
-use ioblame_pipeline::{Analysis, Diagnostic, Options, Progress};
+use ioblame_pipeline::{Analysis, Diagnostic, Input, Options, Progress};
 
 /// Prints one diagnostic on stderr.
 pub fn say(d: &Diagnostic) {
@@ -19,7 +19,7 @@ pub fn say(d: &Diagnostic) {
 
 /// Opens what the user named ([`ioblame_pipeline::open_trace`]), printing its notes and the
 /// damage found.
-pub fn open_trace(paths: &[PathBuf], kallsyms: Option<&Path>) -> Result<Trace> {
+pub fn open_trace(paths: &[PathBuf], kallsyms: Option<&Path>) -> Result<Input> {
     let mut notes = Vec::new();
     let trace = ioblame_pipeline::open_trace(paths, kallsyms, &mut notes);
     notes.iter().for_each(say);
@@ -35,7 +35,7 @@ pub fn symbols_of(trace: &Trace) -> Symbolizer {
 
 /// Runs [`ioblame_pipeline::analyze`] with a progress bar, then prints what it found to say.
 pub fn analyze(
-    trace: &Trace,
+    trace: &Input,
     symbols: &Symbolizer,
     devs: &DevSelection,
     show_recorder: bool,
@@ -51,6 +51,37 @@ pub fn analyze(
     bar.done();
     a.diagnostics.iter().for_each(say);
     a
+}
+
+/// [`analyze`], also showing `on_event` every decoded event
+/// ([`ioblame_pipeline::analyze_observed`]).
+pub fn analyze_observed(
+    trace: &Input,
+    symbols: &Symbolizer,
+    devs: &DevSelection,
+    show_recorder: bool,
+    on_event: impl FnMut(&Event),
+    on_io: impl FnMut(&Io, &Tables),
+) -> Analysis {
+    let opts = Options {
+        symbols,
+        devs,
+        show_recorder,
+    };
+    let bar = Bar::new(trace);
+    let a = ioblame_pipeline::analyze_observed(trace, &opts, on_event, on_io, |p| bar.show(p));
+    bar.done();
+    a.diagnostics.iter().for_each(say);
+    a
+}
+
+/// Every decoded event to `on_event`, without the attribution ([`ioblame_pipeline::events`]),
+/// with a progress bar, then what the run found to say.
+pub fn events(trace: &Input, on_event: impl FnMut(&Event)) {
+    let bar = Bar::new(trace);
+    let run = ioblame_pipeline::events(trace, on_event, |p| bar.show(p));
+    bar.done();
+    run.diagnostics.iter().for_each(say);
 }
 
 /// A progress bar on stderr over the trace's time span (hidden when stderr is not a terminal).

@@ -10,6 +10,7 @@ use ioblame_counters::{CounterSet, DevSelection, IoContext};
 use ioblame_decode::stream::{DamagedChunk, StreamStats};
 use ioblame_decode::{Rwbs, SkipReason, Symbolizer};
 use ioblame_format::{PathTable, Trace};
+use ioblame_pipeline::Input;
 
 use crate::pipeline;
 
@@ -120,7 +121,7 @@ fn require_io(c: &Collected, show_recorder: bool, devs_given: bool) -> Result<()
 }
 
 fn collect(
-    trace: &Trace,
+    trace: &Input,
     mut set: CounterSet,
     devs: &DevSelection,
     show_recorder: bool,
@@ -203,7 +204,7 @@ pub struct BaselineMode {
 
 /// `ioblame baseline`: writes the baseline of `trace` to `output`.
 pub fn baseline(
-    trace: Trace,
+    trace: Input,
     set: CounterSet,
     devs: &DevSelection,
     show_recorder: bool,
@@ -249,7 +250,7 @@ pub fn baseline(
 /// `ioblame check`: compares `trace` with `base`. Errors (exit 2) when the trace is
 /// damaged, holds no IO, or cannot be compared (kernel symbols on one side only).
 pub fn check(
-    trace: Trace,
+    trace: Input,
     set: CounterSet,
     devs: &DevSelection,
     show_recorder: bool,

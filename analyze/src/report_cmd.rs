@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
 use ioblame_counters::{CounterSet, DevSelection, IoContext};
-use ioblame_format::Trace;
+use ioblame_pipeline::Input;
 use ioblame_report::{ReportInput, ReportWriter};
 
 use crate::pipeline;
@@ -13,7 +13,7 @@ use crate::pipeline;
 /// Analyses `trace` once, writes the report into `outdir` and prints the terminal summary.
 pub fn run(
     out: &mut impl Write,
-    trace: Trace,
+    trace: Input,
     paths: &[PathBuf],
     outdir: &Path,
     mut set: CounterSet,
@@ -33,20 +33,30 @@ pub fn run(
     let sym = pipeline::symbols_of(&trace);
     let mut failed = None;
     let mut devs_with_io = std::collections::BTreeSet::new();
-    let a = pipeline::analyze(&trace, &sym, devs, show_recorder, |io, tables| {
-        devs_with_io.insert(io.dev);
-        // The pipeline's totals leave the recorder out the same way (and say so on stderr);
-        // the report keeps its own per-act totals of the IOs pushed either way.
-        if tables.acts[io.act.index()].recorder && !show_recorder {
-            return;
-        }
-        set.record(io, &IoContext::for_io(tables, io));
-        if failed.is_none() {
-            if let Err(e) = writer.push_io(io, tables) {
-                failed = Some(e);
+    // btt's latency breakdown of the same events, for the page's latency section.
+    let latency = std::cell::RefCell::new(crate::latency_cmd::engine(&trace, devs));
+    let on_event = |ev: &ioblame_decode::Event| latency.borrow_mut().push(ev);
+    let a =
+        pipeline::analyze_observed(&trace, &sym, devs, show_recorder, on_event, |io, tables| {
+            devs_with_io.insert(io.dev);
+            // The pipeline's totals leave the recorder out the same way (and say so on stderr);
+            // the report keeps its own per-act totals of the IOs pushed either way.
+            if tables.acts[io.act.index()].recorder && !show_recorder {
+                return;
             }
-        }
-    });
+            latency.borrow_mut().push_act_io(
+                io.act.index(),
+                io.queue_time,
+                io.issue_time,
+                io.complete_time,
+            );
+            set.record(io, &IoContext::for_io(tables, io));
+            if failed.is_none() {
+                if let Err(e) = writer.push_io(io, tables) {
+                    failed = Some(e);
+                }
+            }
+        });
     if let Some(e) = failed {
         return Err(e).context("writing ios.parquet");
     }
@@ -67,6 +77,11 @@ pub fn run(
             })
             .collect(),
     );
+    writer.set_latency(crate::latency_cmd::section(
+        &trace,
+        latency.into_inner(),
+        &a.tables,
+    )?);
     // Tables, charts and flame graphs take a while on a large trace: a spinner on stderr
     // (hidden when stderr is not a terminal).
     let spinner =

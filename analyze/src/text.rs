@@ -104,6 +104,9 @@ pub fn acts_table(
             .take(4)
             .map(|&x| frames.name(x))
             .collect();
+        if let Some(flags) = ioblame_attrib::blktrace_flags(intent.modifier) {
+            top.push(format!("no stack (blktrace) {flags}"));
+        }
         if let Some(issuer) = a.issuer.and_then(|r| tables.role(r)) {
             // The lost intent has no stack: say who queued the IO instead.
             top.push(format!(

@@ -8,12 +8,16 @@
 //! * `ioblame-bench run TRACE [--threads 1,2] [--repeat 3]` measures each stage (decompress,
 //!   decode, decode+merge, end to end with the attribution) in a fresh child process per
 //!   measurement, printing events/s and peak RSS, and the 2-thread/1-thread ratios.
+//! * `ioblame-bench blktrace-gen -o DIR [--records N]` and `blktrace-vs DIR`: a generated
+//!   blktrace recording, and `ioblame acts` timed against `blkparse` on it (`blktrace.rs`).
 //! * `ioblame-bench vs-perf [--secs 4] [--keep]` (root) records one real workload with
 //!   `perf record` (the line `ioblame perf-command` prints) and `ioblame-capture` at once,
 //!   then times `perf script -F comm,pid,tid,time,event,trace,ip,sym` against ioblame's
 //!   end-to-end analysis.
 
+mod blktrace;
 mod gen;
+mod latency;
 mod measure;
 mod stats;
 mod vsperf;
@@ -76,6 +80,36 @@ enum Cmd {
         /// The trace.
         trace: PathBuf,
     },
+    /// Generate a blktrace recording (per-CPU files of a disk `sda`).
+    BlktraceGen {
+        /// Output directory.
+        #[arg(short = 'o')]
+        out: PathBuf,
+        /// Records, at least.
+        #[arg(long, default_value_t = 10_000_000)]
+        records: u64,
+        /// Seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// blkparse vs `ioblame acts` on a blktrace recording of `sda` (the release `ioblame`
+    /// beside this binary).
+    BlktraceVs {
+        /// The directory of the per-CPU files.
+        dir: PathBuf,
+        /// Rounds, interleaved; the best time of each is reported.
+        #[arg(long, default_value_t = 3)]
+        repeat: usize,
+    },
+    /// btt vs `ioblame latency` on a blktrace recording of `sda` (the release `ioblame`
+    /// beside this binary).
+    LatencyVs {
+        /// The directory of the per-CPU files.
+        dir: PathBuf,
+        /// Rounds, interleaved; the best time of each is reported.
+        #[arg(long, default_value_t = 3)]
+        repeat: usize,
+    },
     /// perf script vs ioblame on one real workload (root).
     VsPerf {
         /// Seconds of workload.
@@ -130,6 +164,17 @@ fn main() -> Result<()> {
             no_sampler,
         } => measure::measure_here(&stage, threads, &trace, !no_sampler)?,
         Cmd::Stats { trace } => stats::print(&trace)?,
+        Cmd::BlktraceGen { out, records, seed } => {
+            let t0 = std::time::Instant::now();
+            let n = blktrace::generate(&out, records, seed)?;
+            println!(
+                "generated {n} blktrace records into {} in {:.1} s",
+                out.display(),
+                t0.elapsed().as_secs_f64()
+            );
+        }
+        Cmd::BlktraceVs { dir, repeat } => blktrace::vs(&dir, repeat)?,
+        Cmd::LatencyVs { dir, repeat } => latency::vs(&dir, repeat)?,
         Cmd::VsPerf {
             secs,
             keep,

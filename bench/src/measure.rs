@@ -133,6 +133,7 @@ pub fn measure_here(stage: &str, threads: usize, trace: &Path, sample: bool) -> 
             }
             _ => {
                 // What `ioblame` runs, every device selected and every IO counted.
+                let t = ioblame_pipeline::Input::from(t);
                 let (symbols, _) = ioblame_pipeline::symbols_of(&t);
                 let opts = ioblame_pipeline::Options {
                     symbols: &symbols,

@@ -116,7 +116,7 @@ impl Attributor {
             intents: Intents::new(ctx.symbols, ctx.recorder_pid),
             contexts: Contexts::default(),
             requests: Requests::default(),
-            charging: Charging::default(),
+            charging: Charging::new(ctx.issuer_only),
             losses: Losses::default(),
             last_time: 0,
             next_sweep: 0,
@@ -521,6 +521,7 @@ impl Attributor {
             stack,
             flags: self.intents.flags(stack),
             ctx,
+            issuer_only: self.charging.issuer_only,
         };
         if bio.is_direct() && ctx.dio.is_some() {
             self.contexts.dio_queued(ev.tid, (nr as u64) * 512);

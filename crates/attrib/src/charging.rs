@@ -136,6 +136,8 @@ pub(crate) struct Bio {
     pub flags: u8,
     /// The brackets the issuer is in.
     pub ctx: BioCtx,
+    /// Charge every sector to the issuer ([`crate::Context::issuer_only`]).
+    pub issuer_only: bool,
 }
 
 impl Bio {
@@ -196,7 +198,7 @@ pub(crate) fn charge_bio(
     let base = bio.base();
     let mut paint = Paint::default();
     let direct = bio.is_direct();
-    if !bio.rwbs.is_write() || direct {
+    if !bio.rwbs.is_write() || direct || bio.issuer_only {
         to_issuer(bio, direct, &base, maps, &mut paint);
     } else {
         let bracket_ino = bio.bracket_ino();
@@ -223,6 +225,9 @@ fn to_issuer(
     let rwbs = bio.rwbs;
     let via = if direct {
         Via::Direct
+    } else if rwbs.is_write() {
+        // Only when charging issuers alone: a write nothing tells direct or buffered.
+        Via::Issuer
     } else if rwbs.has(Rwbs::AHEAD) {
         Via::Readahead
     } else {
@@ -543,9 +548,20 @@ pub(crate) struct Charging {
     unknown_ctx: FxHashMap<(Dev, u64, RoleId, u32), (u64, u64)>,
     /// Disks warned about for having no known size.
     warned_no_size: FxHashSet<Dev>,
+    /// Intents are blktrace's: the empty stack with the request flags as the modifier
+    /// ([`crate::Context::issuer_only`]).
+    pub issuer_only: bool,
 }
 
 impl Charging {
+    /// Charging with blktrace's intents or not ([`crate::Context::issuer_only`]).
+    pub fn new(issuer_only: bool) -> Charging {
+        Charging {
+            issuer_only,
+            ..Charging::default()
+        }
+    }
+
     /// `sectors` scaled to 0..=65535 over the size of `disk` (0 when unknown, warned once).
     fn scale(&mut self, b: &mut Books<'_>, disk: Dev, sectors: u64) -> u32 {
         let size = b.devices.info(disk).size;
@@ -612,11 +628,12 @@ impl Charging {
             let intent = if c.via == Via::Unknown {
                 INTENT_LOST
             } else {
-                b.intents.intent(
-                    &mut b.tables.intents,
-                    reason.map(|r| r.modifier()).unwrap_or(0),
-                    c.stack,
-                )
+                let modifier = if self.issuer_only {
+                    blktrace_modifier(d.rwbs)
+                } else {
+                    reason.map(|r| r.modifier()).unwrap_or(0)
+                };
+                b.intents.intent(&mut b.tables.intents, modifier, c.stack)
             };
             let file = FileKey {
                 dev: c.fdev,
@@ -744,7 +761,43 @@ mod tests {
             stack: 0,
             flags: 0,
             ctx,
+            issuer_only: false,
         }
+    }
+
+    /// A recording without dirtier events (blktrace): writes, reads and readahead all go to
+    /// the issuer, writes via `issuer`, even where a dirty folio would have named a dirtier.
+    #[test]
+    fn issuer_only_charges_every_bio_to_its_issuer() {
+        let devs = Devices::default();
+        let mut d = dirty();
+        d.put_buffer(
+            DISK,
+            0,
+            8,
+            BhEnt {
+                owner: Dirtier {
+                    role: RoleId(1),
+                    stack: 0,
+                },
+                via: Via::Buffer,
+                ino: 0,
+                t: 0,
+            },
+        );
+        let only = |rwbs| Bio {
+            issuer_only: true,
+            ..bio(rwbs, 0, 8, BioCtx::default())
+        };
+        let p = charge_bio(&mut d, &devs, &only(w()), &[]);
+        assert_eq!(who(&p), vec![(0, 8, ISSUER, Via::Issuer, 0)]);
+        let p = charge_bio(&mut d, &devs, &only(Rwbs::parse("RA")), &[]);
+        assert_eq!(who(&p), vec![(0, 8, ISSUER, Via::Readahead, 0)]);
+        let p = charge_bio(&mut d, &devs, &only(Rwbs::parse("RS")), &[]);
+        assert_eq!(who(&p), vec![(0, 8, ISSUER, Via::Read, 0)]);
+        // The same write charged by the rules goes to the buffer's dirtier.
+        let p = charge_bio(&mut d, &devs, &bio(w(), 0, 8, BioCtx::default()), &[]);
+        assert_eq!(who(&p), vec![(0, 8, 1, Via::Buffer, 0)]);
     }
 
     fn w() -> Rwbs {

@@ -118,6 +118,11 @@ pub struct Context {
     /// buffer_head may have told the size before the first one (delalloc buffers are
     /// filtered in the kernel).
     pub block_sizes: Vec<(Dev, u32)>,
+    /// The recording has no dirtier, writeback, filesystem or stack events (blktrace): every
+    /// bio is charged to the task that queued it (writes via [`crate::Via::Issuer`]), with
+    /// the empty stack and the request flags as the intent's modifier
+    /// ([`crate::blktrace_modifier`]).
+    pub issuer_only: bool,
 }
 
 impl Default for Context {
@@ -130,6 +135,7 @@ impl Default for Context {
             symbols: None,
             inode_bits: InodeBits::default(),
             block_sizes: Vec::new(),
+            issuer_only: false,
         }
     }
 }
@@ -177,6 +183,7 @@ impl Context {
                 })
                 .map(|m| (ioblame_format::kernel_dev(m.major, m.minor), m.block_size))
                 .collect(),
+            issuer_only: false,
         }
     }
 }

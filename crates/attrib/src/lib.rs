@@ -50,5 +50,8 @@ mod tests;
 pub use attributor::{Attribution, Attributor, StateSizes};
 pub use context::{Context, InodeBits, Symbolizer};
 pub use model::*;
-pub use run::{attribute_stream, attribute_trace, Progress, Run, PROGRESS_EVERY};
+pub use run::{
+    attribute_events, attribute_stream, attribute_stream_observed, attribute_trace, EventFeed,
+    Progress, Run, PROGRESS_EVERY,
+};
 pub use summary::{LostWindow, Summary, UnknownContext};

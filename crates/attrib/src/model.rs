@@ -123,6 +123,9 @@ pub enum Via {
     Readahead,
     /// No link found: charged to the lost intent with the best context known.
     Unknown,
+    /// A write charged to the task that queued it, in a recording without dirtier events
+    /// (blktrace): buffered writes are then charged to the flusher that issued them.
+    Issuer,
 }
 
 impl Via {
@@ -137,6 +140,7 @@ impl Via {
             Via::Read => "read",
             Via::Readahead => "readahead",
             Via::Unknown => "unknown",
+            Via::Issuer => "issuer",
         }
     }
 }
@@ -166,6 +170,21 @@ impl WbReason {
     }
 }
 
+/// The high bits of the modifier of blktrace intents: the request flags are in the low bits
+/// ([`blktrace_modifier`]).
+pub const MODIFIER_BLKTRACE: u32 = 0x2000_0000;
+
+/// The intent modifier of an IO of a blktrace recording (no stacks, no writeback reason):
+/// [`MODIFIER_BLKTRACE`] with the request's `rwbs` flags (`ioblame_decode::Rwbs` bits).
+pub fn blktrace_modifier(rwbs: ioblame_decode::Rwbs) -> u32 {
+    MODIFIER_BLKTRACE | rwbs.0 as u32
+}
+
+/// The request flags of a blktrace intent's modifier, if it is one.
+pub fn blktrace_flags(modifier: u32) -> Option<ioblame_decode::Rwbs> {
+    (modifier >> 28 == 2).then_some(ioblame_decode::Rwbs((modifier & 0xffff) as u16))
+}
+
 /// Who acts: a task under one name. pid reuse and exec start new roles (a new
 /// generation), and so does a rename after the task acted.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -185,7 +204,8 @@ pub struct Role {
 /// An intent: a kernel stack plus a modifier.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Intent {
-    /// ioblame's modifier: 0, or `0x10000000 | wb_reason` for writeback.
+    /// ioblame's modifier: 0, or `0x10000000 | wb_reason` for writeback; in blktrace
+    /// recordings, [`blktrace_modifier`] (`0x20000000 | request flags`).
     pub modifier: u32,
     /// Kernel return addresses, innermost first.
     pub stack: Vec<u64>,

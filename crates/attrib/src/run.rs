@@ -2,7 +2,7 @@
 //! meet the [`Attributor`]. The analyzer (through `ioblame-pipeline`), the benchmark and the
 //! tests all run it; see `docs/architecture.md` for the flow.
 
-use ioblame_decode::{for_each_event_ahead, Decoder, StreamOptions, StreamStats};
+use ioblame_decode::{for_each_event_ahead, Decoder, Event, StreamOptions, StreamStats};
 use ioblame_format::Trace;
 
 use crate::attributor::{Attribution, Attributor};
@@ -44,39 +44,109 @@ pub fn attribute_stream(
     trace: &Trace,
     decoder: &Decoder,
     ctx: Context,
-    mut on_io: impl FnMut(&Io, &Tables),
-    mut progress: impl FnMut(Progress),
+    on_io: impl FnMut(&Io, &Tables),
+    progress: impl FnMut(Progress),
 ) -> Run {
-    let mut attr = Attributor::new(ctx);
-    let mut buf: Vec<Io> = Vec::new();
-    let mut events = 0u64;
+    let mut l = Loop::new(ctx, on_io, progress);
     let stream = for_each_event_ahead(trace, decoder, &StreamOptions::default(), |ev, ahead| {
-        events += 1;
-        if events % PROGRESS_EVERY == 0 {
-            progress(Progress {
-                events,
+        l.event(ev, ahead)
+    });
+    Run {
+        attribution: l.finish(),
+        stream,
+    }
+}
+
+/// [`attribute_stream`], also showing `on_event` every event, in time order, before the
+/// attribution takes it (`ioblame latency` computes btt's intervals from them while the
+/// attribution charges the IOs).
+pub fn attribute_stream_observed(
+    trace: &Trace,
+    decoder: &Decoder,
+    ctx: Context,
+    mut on_event: impl FnMut(&Event),
+    on_io: impl FnMut(&Io, &Tables),
+    progress: impl FnMut(Progress),
+) -> Run {
+    let mut l = Loop::new(ctx, on_io, progress);
+    let stream = for_each_event_ahead(trace, decoder, &StreamOptions::default(), |ev, ahead| {
+        on_event(ev);
+        l.event(ev, ahead)
+    });
+    Run {
+        attribution: l.finish(),
+        stream,
+    }
+}
+
+/// A source of typed events other than a trace (a blktrace recording).
+pub trait EventFeed {
+    /// Calls `f` with every event in time order and the event after it, as
+    /// [`for_each_event_ahead`] does.
+    fn feed(self, f: impl FnMut(&Event, Option<&Event>));
+}
+
+/// [`attribute_stream`]'s loop over the events of `feed`. Returns the attribution (its
+/// `ios`: those the end left pending, handed out already, last).
+pub fn attribute_events(
+    ctx: Context,
+    feed: impl EventFeed,
+    on_io: impl FnMut(&Io, &Tables),
+    progress: impl FnMut(Progress),
+) -> Attribution {
+    let mut l = Loop::new(ctx, on_io, progress);
+    feed.feed(|ev, ahead| l.event(ev, ahead));
+    l.finish()
+}
+
+/// The body of the decode-then-attribute loop, whatever feeds it.
+struct Loop<O, P> {
+    attr: Attributor,
+    buf: Vec<Io>,
+    events: u64,
+    on_io: O,
+    progress: P,
+}
+
+impl<O: FnMut(&Io, &Tables), P: FnMut(Progress)> Loop<O, P> {
+    fn new(ctx: Context, on_io: O, progress: P) -> Self {
+        Loop {
+            attr: Attributor::new(ctx),
+            buf: Vec::new(),
+            events: 0,
+            on_io,
+            progress,
+        }
+    }
+
+    #[inline]
+    fn event(&mut self, ev: &Event, ahead: Option<&Event>) {
+        self.events += 1;
+        if self.events % PROGRESS_EVERY == 0 {
+            (self.progress)(Progress {
+                events: self.events,
                 time: ev.time,
             });
         }
         if let Some(a) = ahead {
-            attr.prefetch(a);
+            self.attr.prefetch(a);
         }
-        attr.push(ev);
-        attr.drain_ios_into(&mut buf);
-        if !buf.is_empty() {
-            let tables = attr.tables();
-            for io in buf.drain(..) {
-                on_io(&io, tables);
+        self.attr.push(ev);
+        self.attr.drain_ios_into(&mut self.buf);
+        if !self.buf.is_empty() {
+            let tables = self.attr.tables();
+            for io in self.buf.drain(..) {
+                (self.on_io)(&io, tables);
             }
         }
-    });
-    let attribution = attr.finish();
-    for io in &attribution.ios {
-        on_io(io, &attribution.tables);
     }
-    Run {
-        attribution,
-        stream,
+
+    fn finish(mut self) -> Attribution {
+        let attribution = self.attr.finish();
+        for io in &attribution.ios {
+            (self.on_io)(io, &attribution.tables);
+        }
+        attribution
     }
 }
 

@@ -386,7 +386,7 @@ pub struct GroupKey {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ViaKey(pub u8);
 
-const VIAS: [Via; 8] = [
+const VIAS: [Via; 9] = [
     Via::Page,
     Via::Buffer,
     Via::Inode,
@@ -395,6 +395,7 @@ const VIAS: [Via; 8] = [
     Via::Read,
     Via::Readahead,
     Via::Unknown,
+    Via::Issuer,
 ];
 
 impl ViaKey {

@@ -608,11 +608,12 @@ fn predicate<'a>(at: &'a str, after: &str) -> Res<'a, Node> {
                 "read" => Via::Read,
                 "readahead" => Via::Readahead,
                 "unknown" => Via::Unknown,
+                "issuer" => Via::Issuer,
                 _ => {
                     return fail(
                         v_at,
                         format!(
-                            "unknown via '{s}' (expected page, buffer, inode, journal, direct, read, readahead or unknown)"
+                            "unknown via '{s}' (expected page, buffer, inode, journal, direct, read, readahead, unknown or issuer)"
                         ),
                     )
                 }

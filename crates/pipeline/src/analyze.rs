@@ -1,12 +1,15 @@
 //! One analysis run: trace -> decode -> attribution, with per-act totals of the selected
 //! devices and what the run found to say.
 
-use ioblame_attrib::{attribute_stream, ActTotals, Context, Io, Progress, Summary, Tables};
+use ioblame_attrib::{
+    attribute_events, attribute_stream_observed, ActTotals, Context, EventFeed, Io, Progress,
+    Summary, Tables, PROGRESS_EVERY,
+};
 use ioblame_counters::DevSelection;
-use ioblame_decode::{Decoder, StreamStats, Symbolizer};
-use ioblame_format::Trace;
+use ioblame_decode::{for_each_event, Decoder, Event, StreamOptions, StreamStats, Symbolizer};
 
 use crate::diag::{self, Diagnostic};
+use crate::open::Input;
 
 /// What an analysis run is asked to do.
 #[derive(Debug, Clone, Copy)]
@@ -72,11 +75,37 @@ impl Totals<'_> {
 /// the result leave the recorder's IO out unless [`Options::show_recorder`], as the
 /// per-IO outputs do.
 pub fn analyze(
-    trace: &Trace,
+    input: &Input,
     opts: &Options<'_>,
+    on_io: impl FnMut(&Io, &Tables),
+    progress: impl FnMut(Progress),
+) -> Analysis {
+    analyze_observed(input, opts, |_| {}, on_io, progress)
+}
+
+/// A feed that also shows each event to an observer first.
+struct Observed<F, E>(F, E);
+
+impl<F: EventFeed, E: FnMut(&Event)> EventFeed for Observed<F, E> {
+    fn feed(self, mut f: impl FnMut(&Event, Option<&Event>)) {
+        let Observed(feed, mut on_event) = self;
+        feed.feed(|ev, ahead| {
+            on_event(ev);
+            f(ev, ahead)
+        });
+    }
+}
+
+/// [`analyze`], also showing `on_event` every event, in time order, before the attribution
+/// takes it ([`ioblame_attrib::attribute_stream_observed`]).
+pub fn analyze_observed(
+    input: &Input,
+    opts: &Options<'_>,
+    on_event: impl FnMut(&Event),
     mut on_io: impl FnMut(&Io, &Tables),
     progress: impl FnMut(Progress),
 ) -> Analysis {
+    let trace = input.trace();
     let decoder = Decoder::new(trace.header(), trace.metadata());
     let mut diagnostics: Vec<Diagnostic> = decoder
         .problems()
@@ -85,6 +114,7 @@ pub fn analyze(
         .map(Diagnostic::Decoder)
         .collect();
     let mut ctx = Context::from_trace(trace.header(), trace.metadata());
+    ctx.issuer_only = input.blktrace().is_some();
     if !opts.symbols.is_empty() {
         // A clone shares the table.
         ctx.symbols = Some(Box::new(opts.symbols.clone()));
@@ -95,23 +125,31 @@ pub fn analyze(
         acts: Vec::new(),
         recorder: ActTotals::default(),
     };
-    let run = attribute_stream(
-        trace,
-        &decoder,
-        ctx,
-        |io, tables| {
-            if totals.count(io, tables) {
-                on_io(io, tables);
-            }
-        },
-        progress,
-    );
-    let done = run.attribution;
+    let on_io = |io: &Io, tables: &Tables| {
+        if totals.count(io, tables) {
+            on_io(io, tables);
+        }
+    };
+    let (done, stream) = match input.blktrace() {
+        Some(rec) => {
+            let feed = Observed(crate::blktrace::Feed(rec), on_event);
+            let done = attribute_events(ctx, feed, on_io, progress);
+            let stream = StreamStats {
+                events: rec.scan().records,
+                ..StreamStats::default()
+            };
+            (done, stream)
+        }
+        None => {
+            let run = attribute_stream_observed(trace, &decoder, ctx, on_event, on_io, progress);
+            (run.attribution, run.stream)
+        }
+    };
     let mut tables = done.tables;
     let mut acts = totals.acts;
     acts.resize(tables.acts.len(), ActTotals::default());
     tables.totals = acts;
-    diagnostics.extend(diag::of_stream(&run.stream));
+    diagnostics.extend(diag::of_stream(&stream));
     diagnostics.extend(diag::of_summary(
         &done.summary,
         &tables,
@@ -121,10 +159,72 @@ pub fn analyze(
         &totals.recorder,
         opts.show_recorder,
     ));
+    if input.blktrace().is_some() {
+        let (flusher_bytes, written_bytes) = crate::blktrace::flusher_share(&tables);
+        diagnostics.push(Diagnostic::BlktraceWriters {
+            flusher_bytes,
+            written_bytes,
+        });
+    }
     Analysis {
         tables,
         summary: done.summary,
-        stream: run.stream,
+        stream,
+        diagnostics,
+    }
+}
+
+/// What [`events`] met.
+#[derive(Debug)]
+pub struct EventsRun {
+    /// What reading the input met: damaged chunks, records skipped, event counts.
+    pub stream: StreamStats,
+    /// What the run found to say: the decoder's problems, the stream's damage.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Shows `on_event` every event of the input in time order, without the attribution (for
+/// an analysis that needs the events only, such as btt's latency breakdown of an input
+/// without dirtier events); `progress` every [`PROGRESS_EVERY`] events.
+pub fn events(
+    input: &Input,
+    mut on_event: impl FnMut(&Event),
+    mut progress: impl FnMut(Progress),
+) -> EventsRun {
+    let mut n = 0u64;
+    let mut each = |ev: &Event| {
+        n += 1;
+        if n % PROGRESS_EVERY == 0 {
+            progress(Progress {
+                events: n,
+                time: ev.time,
+            });
+        }
+        on_event(ev);
+    };
+    if let Some(rec) = input.blktrace() {
+        rec.for_each_event(|ev, _| each(ev));
+        let stream = StreamStats {
+            events: rec.scan().records,
+            ..StreamStats::default()
+        };
+        return EventsRun {
+            diagnostics: diag::of_stream(&stream),
+            stream,
+        };
+    }
+    let trace = input.trace();
+    let decoder = Decoder::new(trace.header(), trace.metadata());
+    let mut diagnostics: Vec<Diagnostic> = decoder
+        .problems()
+        .iter()
+        .cloned()
+        .map(Diagnostic::Decoder)
+        .collect();
+    let stream = for_each_event(trace, &decoder, &StreamOptions::default(), |ev| each(ev));
+    diagnostics.extend(diag::of_stream(&stream));
+    EventsRun {
+        stream,
         diagnostics,
     }
 }

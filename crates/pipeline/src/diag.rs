@@ -100,6 +100,16 @@ pub enum Diagnostic {
     Attribution(String),
     /// Warnings of the attribution beyond those kept.
     WarningsSuppressed(u64),
+    /// Damage or another thing the blktrace reader read past.
+    Blktrace(ioblame_blktrace::Problem),
+    /// blktrace cannot see who dirtied the pages: writes issued by flushers are charged to
+    /// them. Said once for every blktrace recording.
+    BlktraceWriters {
+        /// Bytes written by flushers and journal threads.
+        flusher_bytes: u64,
+        /// Bytes written in all.
+        written_bytes: u64,
+    },
     /// The recorder's own IO is left out (`--show-recorder` shows it).
     RecorderLeftOut {
         /// Its bytes.
@@ -135,6 +145,8 @@ impl Diagnostic {
             | StaleIo { .. }
             | Attribution(_)
             | WarningsSuppressed(_) => Severity::Warning,
+            Blktrace(p) if p.is_damage() => Severity::Warning,
+            Blktrace(_) => Severity::Note,
             PerfData(_)
             | KallsymsIgnored
             | SymbolsHidden
@@ -142,6 +154,7 @@ impl Diagnostic {
             | LeftAtEnd { .. }
             | NeitherReadNorWrite { .. }
             | UnknownOrigin { .. }
+            | BlktraceWriters { .. }
             | RecorderLeftOut { .. } => Severity::Note,
         }
     }
@@ -240,6 +253,19 @@ impl fmt::Display for Diagnostic {
             }
             Attribution(w) => f.write_str(w),
             WarningsSuppressed(n) => write!(f, "... and {n} more warnings"),
+            Blktrace(p) => write!(f, "{p}"),
+            BlktraceWriters {
+                flusher_bytes,
+                written_bytes,
+            } => write!(
+                f,
+                "blktrace cannot see who dirtied the pages it sees written: buffered writes are charged to the thread that issued them, a flusher or journal thread (kworker, jbd2, xfsaild, ...): here {flusher_bytes} of {written_bytes} bytes written ({:.1}%). To charge them to the processes that wrote them, record with `ioblame-capture record --devices DEV` (or the `perf record` line of `ioblame perf-command`)",
+                if *written_bytes == 0 {
+                    0.0
+                } else {
+                    *flusher_bytes as f64 * 100.0 / *written_bytes as f64
+                }
+            ),
             RecorderLeftOut { bytes, ios } => write!(
                 f,
                 "the recorder's own IO ({bytes} bytes in {ios} IOs) is left out; --show-recorder shows it"

@@ -15,14 +15,16 @@
 #![deny(missing_docs)]
 
 mod analyze;
+mod blktrace;
 mod diag;
 mod open;
 #[cfg(test)]
 mod tests;
 
-pub use analyze::{analyze, Analysis, Options};
+pub use analyze::{analyze, analyze_observed, events, Analysis, EventsRun, Options};
+pub use blktrace::{is_flusher, unnamed_task};
 pub use diag::{
     Diagnostic, Severity, UnknownContextNote, LOST_WINDOWS_SHOWN, UNKNOWN_CONTEXTS_SHOWN,
 };
 pub use ioblame_attrib::{Progress, PROGRESS_EVERY};
-pub use open::{open_trace, symbols_of, OpenError};
+pub use open::{open_trace, symbols_of, Input, OpenError};

@@ -3,11 +3,76 @@
 
 use std::path::{Path, PathBuf};
 
+use ioblame_counters::DevSelection;
 use ioblame_decode::Symbolizer;
 use ioblame_format::{Trace, TraceFile};
 use ioblame_perfdata::{PerfDataError, PerfDataOptions};
 
 use crate::diag::Diagnostic;
+
+/// What the user named, opened: an ioblame trace (a capture, or a `perf.data` recording
+/// converted in memory), or a blktrace recording, whose records the analysis reads from
+/// its files and whose devices, tasks and clock are described by a trace without chunks.
+/// It dereferences to that trace.
+pub struct Input {
+    trace: Trace,
+    blktrace: Option<ioblame_blktrace::Recording>,
+}
+
+impl std::fmt::Debug for Input {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Input")
+            .field("chunks", &self.trace.chunks().len())
+            .field("blktrace", &self.blktrace)
+            .finish()
+    }
+}
+
+impl std::ops::Deref for Input {
+    type Target = Trace;
+    fn deref(&self) -> &Trace {
+        &self.trace
+    }
+}
+
+impl From<Trace> for Input {
+    fn from(trace: Trace) -> Input {
+        Input {
+            trace,
+            blktrace: None,
+        }
+    }
+}
+
+impl Input {
+    /// The trace (for a blktrace recording: its description, without records).
+    pub fn trace(&self) -> &Trace {
+        &self.trace
+    }
+
+    /// The blktrace recording, if that is what was opened.
+    pub fn blktrace(&self) -> Option<&ioblame_blktrace::Recording> {
+        self.blktrace.as_ref()
+    }
+
+    /// The devices shown when the user selects none: all of them; for a blktrace
+    /// recording, the lowest level of stacked devices (an IO queued on `dm-0` and remapped
+    /// to a disk shows once, on the disk), so no IO is counted twice.
+    pub fn default_devs(&self) -> DevSelection {
+        let Some(rec) = &self.blktrace else {
+            return DevSelection::all();
+        };
+        let upper: Vec<String> = rec
+            .scan()
+            .devices
+            .iter()
+            .filter(|d| d.upper)
+            .map(|d| format!("!{}:{}", d.dev >> 20, d.dev & 0xfffff))
+            .collect();
+        DevSelection::parse(&upper.join(" "), &self.trace.metadata().block_devices)
+            .unwrap_or_else(|_| DevSelection::all())
+    }
+}
 
 /// Why a trace could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +114,15 @@ pub enum OpenError {
         /// The input.
         path: PathBuf,
     },
+    /// A blktrace recording could not be read.
+    #[error("cannot read blktrace recording {}", path.display())]
+    Blktrace {
+        /// The first input named.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: ioblame_blktrace::Error,
+    },
     /// The same ring file was given twice.
     #[error("{} and {} are the same ring file (index {index}) of one capture; give each once", first.display(), second.display())]
     SameRingFile {
@@ -70,8 +144,10 @@ pub enum OpenError {
 }
 
 /// Opens what the user named: an ioblame trace directory, one or more ring files of one
-/// capture, or a `perf.data` recording (converted in memory, with `kallsyms` as the
-/// recording host's symbols if given). Reading goes on up to any damage the reader found.
+/// capture, a `perf.data` recording (converted in memory, with `kallsyms` as the
+/// recording host's symbols if given), or blktrace data (per-CPU files, `blkparse -d`
+/// dumps or blkparse text, and directories of them; told by their content). Reading goes
+/// on up to any damage the reader found.
 ///
 /// What opening has to say (the conversion's notes, the damage found) is pushed onto
 /// `diagnostics` as it is found, also when opening then fails.
@@ -79,7 +155,29 @@ pub fn open_trace(
     paths: &[PathBuf],
     kallsyms: Option<&Path>,
     diagnostics: &mut Vec<Diagnostic>,
-) -> Result<Trace, OpenError> {
+) -> Result<Input, OpenError> {
+    if !paths.is_empty() && paths.iter().all(|p| ioblame_blktrace::is_blktrace(p)) {
+        let rec =
+            ioblame_blktrace::Recording::open(paths).map_err(|source| OpenError::Blktrace {
+                path: paths[0].clone(),
+                source,
+            })?;
+        if kallsyms.is_some() {
+            diagnostics.push(Diagnostic::KallsymsIgnored);
+        }
+        diagnostics.extend(
+            rec.scan()
+                .problems
+                .iter()
+                .cloned()
+                .map(Diagnostic::Blktrace),
+        );
+        let trace = crate::blktrace::trace_of(&rec, paths)?;
+        return Ok(Input {
+            trace,
+            blktrace: Some(rec),
+        });
+    }
     let t = match paths {
         [] => return Err(OpenError::NoTrace),
         [one] if ioblame_perfdata::is_perf_data(one) => {
@@ -107,7 +205,7 @@ pub fn open_trace(
         many => ring_files(many)?,
     };
     diagnostics.extend(t.problems().iter().cloned().map(Diagnostic::Trace));
-    Ok(t)
+    Ok(t.into())
 }
 
 /// The trace made of the ring files `paths`, all of one capture, each given once.
@@ -149,6 +247,8 @@ pub fn symbols_of(trace: &Trace) -> (Symbolizer, Option<Diagnostic>) {
     match &trace.metadata().kallsyms {
         Some(k) if !k.restricted => (Symbolizer::from_kallsyms(&k.text), None),
         Some(_) => (Symbolizer::default(), Some(Diagnostic::SymbolsHidden)),
+        // blktrace records no stacks: nothing to symbolize.
+        None if trace.metadata().info("input") == Some("blktrace") => (Symbolizer::default(), None),
         None => (Symbolizer::default(), Some(Diagnostic::NoSymbols)),
     }
 }

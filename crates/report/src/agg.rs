@@ -20,7 +20,7 @@ pub(crate) const MAX_DEVS: usize = 4096;
 pub(crate) const LAT_BUCKETS: usize = 32;
 
 /// All via classes, in output order.
-pub(crate) const VIAS: [Via; 8] = [
+pub(crate) const VIAS: [Via; 9] = [
     Via::Page,
     Via::Buffer,
     Via::Inode,
@@ -29,10 +29,11 @@ pub(crate) const VIAS: [Via; 8] = [
     Via::Read,
     Via::Readahead,
     Via::Unknown,
+    Via::Issuer,
 ];
 
 pub(crate) fn via_index(v: Via) -> usize {
-    VIAS.iter().position(|&x| x == v).unwrap_or(VIAS.len() - 1)
+    VIAS.iter().position(|&x| x == v).unwrap_or(7)
 }
 
 /// One sampled IO position.

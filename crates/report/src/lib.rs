@@ -40,6 +40,7 @@ mod charts;
 mod error;
 mod flame;
 mod html;
+mod latency;
 mod summary_text;
 mod tables;
 mod util;
@@ -54,6 +55,7 @@ use ioblame_format::{BlockDevice, Header};
 
 pub use error::{ChartError, ReportError};
 pub use flame::{flame_svg, folded_stacks, Weight};
+pub use latency::LatencySection;
 pub use summary_text::{summary_text, SummaryInput};
 pub use tables::IOS_ROW_GROUP;
 pub use util::{dev_str, html_escape, human_bytes, printable};
@@ -159,6 +161,7 @@ pub struct ReportWriter {
     input: ReportInput,
     ios: tables::IosWriter,
     agg: agg::Aggregates,
+    latency: Option<LatencySection>,
 }
 
 impl std::fmt::Debug for ReportWriter {
@@ -183,7 +186,14 @@ impl ReportWriter {
             input,
             ios,
             agg,
+            latency: None,
         })
+    }
+
+    /// Adds btt's latency breakdown (`ioblame latency`'s figures and table): `latency.txt`,
+    /// `charts/latency-percentiles.svg` and a section of the page.
+    pub fn set_latency(&mut self, section: LatencySection) {
+        self.latency = Some(section);
     }
 
     /// Names files by (dev, ino), for the tables, summary and page: paths known only once the
@@ -213,6 +223,7 @@ impl ReportWriter {
             input,
             ios,
             agg,
+            latency,
         } = self;
         let ios_rows = ios.finish()?;
         // Every output counts the IOs given to `push_io`, exactly those of `ios.parquet`: the
@@ -236,7 +247,10 @@ impl ReportWriter {
         write::write_tables(&s, &mut files)?;
         let flames = write::write_flame_graphs(&s, &mut files)?;
         let by_bytes = summary_text::acts_by_bytes(&shown);
-        let charts = write::write_charts(&s, &by_bytes, &mut files)?;
+        let mut charts = write::write_charts(&s, &by_bytes, &mut files)?;
+        if let Some(l) = &latency {
+            charts.overview.push(latency::write(l, &mut files)?);
+        }
         let (summary_text, page_summary) = write::summaries(&s, summary, lost_window_bytes, &files);
         write::write_page(&s, &page_summary, &by_bytes, flames, charts, &files)?;
         Ok(Report {

@@ -37,8 +37,9 @@ type Markup = (String, String);
 
 /// The charts' markup for the page.
 pub(crate) struct ChartMarkup {
-    /// Throughput, latency and IO position charts, in that order.
-    overview: Vec<Markup>,
+    /// Throughput, latency and IO position charts, in that order (then the latency
+    /// breakdown, when the caller gave one).
+    pub(crate) overview: Vec<Markup>,
     /// One histogram per counter.
     counters: Vec<Markup>,
 }
