@@ -278,6 +278,8 @@ mod tests {
             tid: 500,
             comm: "dd".into(),
             generation,
+            cgroup: 0,
+            lineage: false,
         };
         let act = |role| Act {
             role: RoleId(role),

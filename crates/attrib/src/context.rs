@@ -118,6 +118,9 @@ pub struct Context {
     /// buffer_head may have told the size before the first one (delalloc buffers are
     /// filtered in the kernel).
     pub block_sizes: Vec<(Dev, u32)>,
+    /// The process whose tasks and descendants are marked [`crate::Role::lineage`] (the
+    /// analyzer's `workload` and `pid:N` scopes); `None`: none is.
+    pub scope_root: Option<u32>,
 }
 
 impl Default for Context {
@@ -130,6 +133,7 @@ impl Default for Context {
             symbols: None,
             inode_bits: InodeBits::default(),
             block_sizes: Vec::new(),
+            scope_root: None,
         }
     }
 }
@@ -177,6 +181,7 @@ impl Context {
                 })
                 .map(|m| (ioblame_format::kernel_dev(m.major, m.minor), m.block_size))
                 .collect(),
+            scope_root: None,
         }
     }
 }

@@ -127,6 +127,8 @@ fn role(comm: &str, pid: u32) -> Role {
         tid: pid,
         comm: comm.to_string(),
         generation: 0,
+        cgroup: 0,
+        lineage: false,
     }
 }
 

@@ -61,6 +61,8 @@ mod tests {
             tid,
             comm: comm.into(),
             generation: 0,
+            cgroup: 0,
+            lineage: false,
         }
     }
 

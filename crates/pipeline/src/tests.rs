@@ -251,6 +251,8 @@ fn unknown_contexts_are_noted() {
             tid: 50,
             comm: "kworker/u8:0".into(),
             generation: 0,
+            cgroup: 0,
+            lineage: false,
         }],
         ..Tables::default()
     };

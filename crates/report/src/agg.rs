@@ -269,6 +269,8 @@ mod tests {
                     tid: 1,
                     comm: "a".into(),
                     generation: 0,
+                    cgroup: 0,
+                    lineage: false,
                 };
                 2
             ],
