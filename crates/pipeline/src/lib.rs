@@ -17,6 +17,7 @@
 mod analyze;
 mod diag;
 mod open;
+mod scope;
 #[cfg(test)]
 mod tests;
 
@@ -26,3 +27,4 @@ pub use diag::{
 };
 pub use ioblame_attrib::{Progress, PROGRESS_EVERY};
 pub use open::{open_trace, symbols_of, OpenError};
+pub use scope::{ResolvedScope, Scope, ScopeError, ScopeSummary};

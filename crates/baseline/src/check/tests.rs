@@ -56,6 +56,7 @@ fn baseline(groups: Vec<Group>) -> Baseline {
         total_bytes,
         groups,
         symbolized: true,
+        scope: None,
     }
 }
 
