@@ -10,7 +10,7 @@ use ioblame_attrib::{Io, Tables};
 use ioblame_counters::DevSelection;
 use ioblame_decode::Symbolizer;
 use ioblame_format::Trace;
-use ioblame_pipeline::{Analysis, Diagnostic, Options, Progress};
+use ioblame_pipeline::{Analysis, Diagnostic, Options, Progress, ResolvedScope, Scope};
 
 /// Prints one diagnostic on stderr.
 pub fn say(d: &Diagnostic) {
@@ -33,18 +33,30 @@ pub fn symbols_of(trace: &Trace) -> Symbolizer {
     symbols
 }
 
+/// The scope `--scope` names, resolved against `trace`; without one, `all`, or for
+/// `baseline` and `check` (`ci`) `workload` when the trace names its command.
+pub fn scope(trace: &Trace, given: Option<&Scope>, ci: bool) -> Result<ResolvedScope> {
+    Ok(match given {
+        Some(s) => ResolvedScope::resolve(s, trace)?,
+        None if ci => ResolvedScope::default_for_ci(trace),
+        None => ResolvedScope::resolve(&Scope::All, trace)?,
+    })
+}
+
 /// Runs [`ioblame_pipeline::analyze`] with a progress bar, then prints what it found to say.
 pub fn analyze(
     trace: &Trace,
     symbols: &Symbolizer,
     devs: &DevSelection,
     show_recorder: bool,
+    scope: &ResolvedScope,
     on_io: impl FnMut(&Io, &Tables),
 ) -> Analysis {
     let opts = Options {
         symbols,
         devs,
         show_recorder,
+        scope,
     };
     let bar = Bar::new(trace);
     let a = ioblame_pipeline::analyze(trace, &opts, on_io, |p| bar.show(p));

@@ -19,8 +19,10 @@ pub fn run(
     mut set: CounterSet,
     devs: &DevSelection,
     show_recorder: bool,
+    scope: Option<&ioblame_pipeline::Scope>,
 ) -> Result<()> {
     crate::resolve_filter_devices(&mut set, &trace)?;
+    let scope = pipeline::scope(&trace, scope, false)?;
     let input = ReportInput {
         header: Some(trace.header().clone()),
         block_devices: trace.metadata().block_devices.clone(),
@@ -33,7 +35,7 @@ pub fn run(
     let sym = pipeline::symbols_of(&trace);
     let mut failed = None;
     let mut devs_with_io = std::collections::BTreeSet::new();
-    let a = pipeline::analyze(&trace, &sym, devs, show_recorder, |io, tables| {
+    let a = pipeline::analyze(&trace, &sym, devs, show_recorder, &scope, |io, tables| {
         devs_with_io.insert(io.dev);
         // The pipeline's totals leave the recorder out the same way (and say so on stderr);
         // the report keeps its own per-act totals of the IOs pushed either way.

@@ -144,6 +144,7 @@ pub fn acts_json(
     tables: &Tables,
     frames: &dyn Frames,
     paths: &PathTable,
+    cgroups: Option<&crate::cgroups::CgroupNames>,
     show_recorder: bool,
 ) -> io::Result<()> {
     for id in sorted_acts(tables, show_recorder) {
@@ -152,7 +153,7 @@ pub fn acts_json(
         let role = &tables.roles[a.role.index()];
         let intent = &tables.intents[a.intent.index()];
         let issuer = a.issuer.and_then(|r| tables.role(r));
-        let v = serde_json::json!({
+        let mut v = serde_json::json!({
             "act": id.0,
             "role": a.role.0,
             "pid": role.pid,
@@ -178,6 +179,10 @@ pub fn acts_json(
             "recorder": a.recorder,
             "frames": intent.stack.iter().map(|&x| frames.name(x)).collect::<Vec<_>>(),
         });
+        // Only traces that recorded cgroups have the key (older outputs stay as they were).
+        if let Some(c) = cgroups {
+            v["cgroup"] = c.of_act(a, tables).into();
+        }
         writeln!(out, "{v}")?;
     }
     Ok(())
@@ -315,7 +320,15 @@ mod tests {
             totals: vec![totals, totals],
         };
         let mut out = Vec::new();
-        acts_json(&mut out, &tables, &NoFrames, &PathTable::default(), false).unwrap();
+        acts_json(
+            &mut out,
+            &tables,
+            &NoFrames,
+            &PathTable::default(),
+            None,
+            false,
+        )
+        .unwrap();
         let rows: Vec<serde_json::Value> = String::from_utf8(out)
             .unwrap()
             .lines()

@@ -47,7 +47,10 @@ fn unescape(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
             let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
             out.push(v);
             i += 4;
@@ -72,7 +75,11 @@ pub fn walk(mount: &Path, root: &str) -> Vec<Cgroup> {
         };
         out.push(Cgroup {
             id: md.ino(),
-            path: if path.is_empty() { "/".into() } else { path.clone() },
+            path: if path.is_empty() {
+                "/".into()
+            } else {
+                path.clone()
+            },
         });
         if out.len() >= MAX_CGROUPS || started.elapsed() > BUDGET {
             break;
@@ -125,7 +132,8 @@ mod tests {
             cgroup2_mount_in(hybrid),
             Some((PathBuf::from("/sys/fs/cgroup/unified"), "/".into()))
         );
-        let v2 = "29 23 0:26 /ns\\040x /sys/fs/cgroup rw shared:4 - cgroup2 cgroup2 rw,nsdelegate\n";
+        let v2 =
+            "29 23 0:26 /ns\\040x /sys/fs/cgroup rw shared:4 - cgroup2 cgroup2 rw,nsdelegate\n";
         assert_eq!(
             cgroup2_mount_in(v2),
             Some((PathBuf::from("/sys/fs/cgroup"), "/ns x".into()))

@@ -431,7 +431,8 @@ impl Attributor {
                 return (d, Via::Inode, wi.1);
             }
         }
-        let role = self.roles
+        let role = self
+            .roles
             .role_in(&mut self.tables.roles, ev.pid, ev.tid, ev.cgroup);
         let stack = self.intents.stack(ev.stack.as_ref());
         (Dirtier { role, stack }, plain, 0)
@@ -472,7 +473,8 @@ impl Attributor {
         if !self.dirty.wants_inode_dirtier(bdi, ino, flags) {
             return;
         }
-        let role = self.roles
+        let role = self
+            .roles
             .role_in(&mut self.tables.roles, ev.pid, ev.tid, ev.cgroup);
         if !self.tables.roles[role.index()].comm.starts_with("kworker") {
             let stack = self.intents.stack(ev.stack.as_ref());
@@ -511,7 +513,8 @@ impl Attributor {
             return;
         }
         let (s, e) = (sector, sector.saturating_add(nr as u64));
-        let issuer = self.roles
+        let issuer = self
+            .roles
             .role_in(&mut self.tables.roles, ev.pid, ev.tid, ev.cgroup);
         let stack = self.intents.stack(ev.stack.as_ref());
         // The thread's context, and the maps it emitted for these sectors (consumed).

@@ -900,7 +900,10 @@ impl Trace {
     /// id in both, the newest wins). Empty for traces before format 1.3.
     pub fn cgroups(&self) -> Vec<meta::Cgroup> {
         let mut by_id: BTreeMap<u64, String> = BTreeMap::new();
-        for f in [self.files.first(), self.files.last()].into_iter().flatten() {
+        for f in [self.files.first(), self.files.last()]
+            .into_iter()
+            .flatten()
+        {
             for c in &f.metadata().cgroups {
                 by_id.insert(c.id, c.path.clone());
             }
