@@ -250,7 +250,10 @@ fn dev_selection(d: &DevArgs, trace: &ioblame_format::Trace) -> Result<DevSelect
 /// device table, as `--devs` is.
 fn resolve_filter_devices(set: &mut CounterSet, trace: &ioblame_format::Trace) -> Result<()> {
     set.resolve_devices(&trace.metadata().block_devices)
-        .context("the counters' filters")
+        .context("the counters' filters")?;
+    let cgroups = trace.cgroups();
+    let by_id: Vec<(u64, &str)> = cgroups.iter().map(|c| (c.id, c.path.as_str())).collect();
+    set.resolve_cgroups(&by_id).context("the counters' filters")
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
