@@ -187,7 +187,7 @@ fn bad_filters() {
     );
     assert_eq!(
         ferr("size ~ 3"),
-        "counter 2, column 34: operator '~' cannot be used with size ('~' is only for comm)"
+        "counter 2, column 34: operator '~' cannot be used with size ('~' is only for comm and cgroup)"
     );
     assert_eq!(
         ferr("comm < dd"),
