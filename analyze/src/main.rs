@@ -404,16 +404,13 @@ fn report(
     let set = counter_set(&a.counters)?;
     let t = pipeline::open_trace(&a.trace.trace, ks)?;
     let sel = dev_selection(&a.devs, &t)?;
-    report_cmd::run(
-        out,
-        t,
-        &a.trace.trace,
-        &a.outdir,
-        set,
-        &sel,
-        a.devs.show_recorder,
-        sc,
-    )
+    let sel = pipeline::Selected {
+        devs: &sel,
+        devs_given: a.devs.devs.is_some(),
+        show_recorder: a.devs.show_recorder,
+        scope: sc,
+    };
+    report_cmd::run(out, t, &a.trace.trace, &a.outdir, set, &sel)
 }
 
 /// `ioblame baseline`.
@@ -452,16 +449,13 @@ fn check(
     let sel = dev_selection(&a.devs, &t)?;
     resolve_filter_devices(&mut set, &t)?;
     let opts = ioblame_baseline::CheckOptions { strict: a.strict };
-    let report = regress::check(
-        t,
-        set,
-        &sel,
-        a.devs.show_recorder,
-        &base,
-        &opts,
-        a.devs.devs.is_some(),
-        sc,
-    )?;
+    let sel = pipeline::Selected {
+        devs: &sel,
+        devs_given: a.devs.devs.is_some(),
+        show_recorder: a.devs.show_recorder,
+        scope: sc,
+    };
+    let report = regress::check(t, set, &base, &opts, &sel)?;
     // The verdict does not depend on whether anyone reads the report: a closed pipe
     // (`ioblame check ... | head`) keeps exit 1 on a regression.
     let code = if report.regressed() {

@@ -33,6 +33,19 @@ pub fn symbols_of(trace: &Trace) -> Symbolizer {
     symbols
 }
 
+/// What the user selected of a trace: devices (`--devs`), the recorder's own IO
+/// (`--show-recorder`) and the scope (`--scope`).
+pub struct Selected<'a> {
+    /// The devices analysed.
+    pub devs: &'a DevSelection,
+    /// Whether `--devs` was given (for messages).
+    pub devs_given: bool,
+    /// Whether the recorder's own IO is shown.
+    pub show_recorder: bool,
+    /// The scope named, if any.
+    pub scope: Option<&'a Scope>,
+}
+
 /// The scope `--scope` names, resolved against `trace`; without one, `all`, or for
 /// `baseline` and `check` (`ci`) `workload` when the trace names its command.
 pub fn scope(trace: &Trace, given: Option<&Scope>, ci: bool) -> Result<ResolvedScope> {

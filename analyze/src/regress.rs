@@ -281,13 +281,11 @@ pub fn baseline(
 pub fn check(
     trace: Trace,
     set: CounterSet,
-    devs: &DevSelection,
-    show_recorder: bool,
     base: &Baseline,
     opts: &CheckOptions,
-    devs_given: bool,
-    scope: Option<&Scope>,
+    sel: &pipeline::Selected<'_>,
 ) -> Result<CheckReport> {
+    let (devs, show_recorder, scope) = (sel.devs, sel.show_recorder, sel.scope);
     // The scope given, else the baseline's, else workload when the trace has one.
     let recorded = match (&scope, &base.scope) {
         (None, Some(s)) => Some(
@@ -298,7 +296,7 @@ pub fn check(
     };
     let scope = pipeline::scope(&trace, scope.or(recorded.as_ref()), true)?;
     let c = collect(&trace, set, devs, show_recorder, &scope)?;
-    require_io(&c, show_recorder, devs_given)?;
+    require_io(&c, show_recorder, sel.devs_given)?;
     let inputs = act_inputs(&c, trace.paths(), show_recorder);
     let mut report = ioblame_baseline::check_with(base, &inputs, &spec_texts(&c.set), opts)?;
     report.scope = scope_note(&c.scope);

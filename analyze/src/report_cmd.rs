@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
-use ioblame_counters::{CounterSet, DevSelection, IoContext};
+use ioblame_counters::{CounterSet, IoContext};
 use ioblame_format::Trace;
 use ioblame_report::{ReportInput, ReportWriter};
 
@@ -17,12 +17,11 @@ pub fn run(
     paths: &[PathBuf],
     outdir: &Path,
     mut set: CounterSet,
-    devs: &DevSelection,
-    show_recorder: bool,
-    scope: Option<&ioblame_pipeline::Scope>,
+    sel: &pipeline::Selected<'_>,
 ) -> Result<()> {
+    let (devs, show_recorder) = (sel.devs, sel.show_recorder);
     crate::resolve_filter_devices(&mut set, &trace)?;
-    let scope = pipeline::scope(&trace, scope, false)?;
+    let scope = pipeline::scope(&trace, sel.scope, false)?;
     let input = ReportInput {
         header: Some(trace.header().clone()),
         block_devices: trace.metadata().block_devices.clone(),
