@@ -12,7 +12,7 @@ use ioblame_counters::DevSelection;
 use ioblame_format::Trace;
 use ioblame_latency::output::{self, ActLabel, Labels};
 use ioblame_latency::{Engine, Latency};
-use ioblame_pipeline::Input;
+use ioblame_pipeline::{Input, ResolvedScope};
 use ioblame_report::LatencySection;
 
 use crate::pipeline;
@@ -133,6 +133,7 @@ pub fn run(
     trace: &Input,
     sel: &DevSelection,
     show_recorder: bool,
+    scope: &ResolvedScope,
     json: bool,
 ) -> Result<()> {
     let mut engine = engine(trace, sel);
@@ -144,6 +145,7 @@ pub fn run(
             &sym,
             sel,
             show_recorder,
+            scope,
             |ev| engine.borrow_mut().push(ev),
             |io, tables| {
                 if show_recorder || !tables.acts[io.act.index()].recorder {

@@ -8,12 +8,14 @@ use std::process::ExitCode;
 use anyhow::{Context as _, Result};
 use clap::{Args, Parser, Subcommand};
 use ioblame_counters::{CounterSet, DevSelection, IoContext};
+use ioblame_pipeline::Scope;
 
 /// Events are decoded on worker threads and freed on the merging thread, where glibc's
 /// malloc costs the analyzer about 40% of its speed (measured with `ioblame-bench run`).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod cgroups;
 mod info;
 mod info_blktrace;
 mod latency_cmd;
@@ -32,6 +34,12 @@ struct Cli {
     /// recording analysed on another host (ioblame traces carry their own symbols).
     #[arg(long, global = true, value_name = "FILE")]
     kallsyms: Option<PathBuf>,
+    /// Which IO to speak of: `workload` (the command the capture ran and its descendants,
+    /// with what the attribution charges to them), `all`, `pid:N` (process N and its
+    /// descendants), `cgroup:/PATH` (a cgroup2 subtree). Default: all; for baseline and
+    /// check, the baseline's scope, else workload when the trace names its command.
+    #[arg(long, global = true, value_name = "SCOPE")]
+    scope: Option<ioblame_pipeline::Scope>,
 }
 
 /// The input: an ioblame trace (directory, or ring files of one capture) or a perf.data file.
@@ -113,6 +121,9 @@ struct ActsArgs {
     json: bool,
     #[command(flatten)]
     devs: DevArgs,
+    /// Sum the acts by a key instead: `cgroup` (of the task charged).
+    #[arg(long, value_name = "KEY", value_parser = ["cgroup"])]
+    by: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -256,24 +267,28 @@ fn dev_selection(d: &DevArgs, trace: &ioblame_pipeline::Input) -> Result<DevSele
 /// device table, as `--devs` is.
 fn resolve_filter_devices(set: &mut CounterSet, trace: &ioblame_format::Trace) -> Result<()> {
     set.resolve_devices(&trace.metadata().block_devices)
-        .context("the counters' filters")
+        .context("the counters' filters")?;
+    let cgroups = trace.cgroups();
+    let by_id: Vec<(u64, &str)> = cgroups.iter().map(|c| (c.id, c.path.as_str())).collect();
+    set.resolve_cgroups(&by_id).context("the counters' filters")
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
     let ks = cli.kallsyms.as_deref();
+    let sc = cli.scope.as_ref();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let out = &mut out;
     match cli.cmd {
         Command::Info(a) => info(out, a, ks)?,
-        Command::Acts(a) => acts(out, a, ks)?,
-        Command::Iolog(a) => iolog(out, a, ks)?,
-        Command::Intents(a) => intents(out, a, ks)?,
-        Command::Counters(a) => counters(out, a, ks)?,
-        Command::Report(a) => report(out, a, ks)?,
-        Command::Baseline(a) => baseline(a, ks)?,
+        Command::Acts(a) => acts(out, a, ks, sc)?,
+        Command::Iolog(a) => iolog(out, a, ks, sc)?,
+        Command::Intents(a) => intents(out, a, ks, sc)?,
+        Command::Counters(a) => counters(out, a, ks, sc)?,
+        Command::Report(a) => report(out, a, ks, sc)?,
+        Command::Baseline(a) => baseline(a, ks, sc)?,
         // The verdict is the exit status; check flushes its output itself.
-        Command::Check(a) => return check(out, a, ks),
+        Command::Check(a) => return check(out, a, ks, sc),
         Command::PerfCommand(a) => perf_command(out, a)?,
         Command::Latency(a) => {
             let t = pipeline::open_trace(&a.trace.trace, ks)?;
@@ -282,7 +297,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 Some(_) => dev_selection(&a.devs, &t)?,
                 None => DevSelection::all(),
             };
-            latency_cmd::run(out, &t, &sel, a.devs.show_recorder, a.json)?
+            // The scope selects the acts of the per-act rows; the device and process rows
+            // are btt's, over all the IO of the selected devices.
+            let scope = pipeline::scope(&t, sc, false)?;
+            latency_cmd::run(out, &t, &sel, a.devs.show_recorder, &scope, a.json)?
         }
     }
     out.flush().context("writing the output")?;
@@ -300,15 +318,27 @@ fn info(out: &mut impl Write, a: InfoArgs, ks: Option<&Path>) -> Result<()> {
 }
 
 /// `ioblame acts`.
-fn acts(out: &mut impl Write, a: ActsArgs, ks: Option<&Path>) -> Result<()> {
+fn acts(out: &mut impl Write, a: ActsArgs, ks: Option<&Path>, sc: Option<&Scope>) -> Result<()> {
     let t = pipeline::open_trace(&a.trace.trace, ks)?;
     let sel = dev_selection(&a.devs, &t)?;
     let sym = pipeline::symbols_of(&t);
     let show_recorder = a.devs.show_recorder;
-    let r = pipeline::analyze(&t, &sym, &sel, show_recorder, |_, _| {});
+    let scope = pipeline::scope(&t, sc, false)?;
+    let r = pipeline::analyze(&t, &sym, &sel, show_recorder, &scope, |_, _| {});
     let frames = SymFrames(&sym);
-    if a.json {
-        text::acts_json(out, &r.tables, &frames, t.paths(), show_recorder)?;
+    let names = cgroups::CgroupNames::of(&t);
+    if a.by.is_some() {
+        cgroups::by_cgroup(out, &r.tables, names.as_ref(), show_recorder, a.json)?;
+    } else if a.json {
+        let paths = t.paths();
+        text::acts_json(
+            out,
+            &r.tables,
+            &frames,
+            paths,
+            names.as_ref(),
+            show_recorder,
+        )?;
     } else {
         text::acts_table(out, &r.tables, &frames, t.paths(), show_recorder)?;
     }
@@ -316,7 +346,7 @@ fn acts(out: &mut impl Write, a: ActsArgs, ks: Option<&Path>) -> Result<()> {
 }
 
 /// `ioblame iolog`: one line per IO, written as the analysis charges it.
-fn iolog(out: &mut impl Write, a: IologArgs, ks: Option<&Path>) -> Result<()> {
+fn iolog(out: &mut impl Write, a: IologArgs, ks: Option<&Path>, sc: Option<&Scope>) -> Result<()> {
     let t = pipeline::open_trace(&a.trace.trace, ks)?;
     let sel = dev_selection(&a.devs, &t)?;
     let sym = pipeline::symbols_of(&t);
@@ -324,7 +354,8 @@ fn iolog(out: &mut impl Write, a: IologArgs, ks: Option<&Path>) -> Result<()> {
     let show_recorder = a.devs.show_recorder;
     let mut err = None;
     let paths = t.paths();
-    pipeline::analyze(&t, &sym, &sel, show_recorder, |io, tables| {
+    let scope = pipeline::scope(&t, sc, false)?;
+    pipeline::analyze(&t, &sym, &sel, show_recorder, &scope, |io, tables| {
         if err.is_some() {
             return;
         }
@@ -343,16 +374,27 @@ fn iolog(out: &mut impl Write, a: IologArgs, ks: Option<&Path>) -> Result<()> {
 }
 
 /// `ioblame intents`: every intent, the recorder's and all devices' included.
-fn intents(out: &mut impl Write, a: IntentsArgs, ks: Option<&Path>) -> Result<()> {
+fn intents(
+    out: &mut impl Write,
+    a: IntentsArgs,
+    ks: Option<&Path>,
+    sc: Option<&Scope>,
+) -> Result<()> {
     let t = pipeline::open_trace(&a.trace.trace, ks)?;
     let sym = pipeline::symbols_of(&t);
-    let r = pipeline::analyze(&t, &sym, &DevSelection::all(), true, |_, _| {});
+    let scope = pipeline::scope(&t, sc, false)?;
+    let r = pipeline::analyze(&t, &sym, &DevSelection::all(), true, &scope, |_, _| {});
     text::intents(out, &r.tables, &SymFrames(&sym))?;
     Ok(())
 }
 
 /// `ioblame counters`.
-fn counters(out: &mut impl Write, a: CountersArgs, ks: Option<&Path>) -> Result<()> {
+fn counters(
+    out: &mut impl Write,
+    a: CountersArgs,
+    ks: Option<&Path>,
+    sc: Option<&Scope>,
+) -> Result<()> {
     let mut set = counter_set(&a.counters)?;
     let t = pipeline::open_trace(&a.trace.trace, ks)?;
     let sel = dev_selection(&a.devs, &t)?;
@@ -361,7 +403,8 @@ fn counters(out: &mut impl Write, a: CountersArgs, ks: Option<&Path>) -> Result<
     let show_recorder = a.devs.show_recorder;
     let sym = pipeline::symbols_of(&t);
     let mut devs_with_io = std::collections::BTreeSet::new();
-    let r = pipeline::analyze(&t, &sym, &sel, show_recorder, |io, tables| {
+    let scope = pipeline::scope(&t, sc, false)?;
+    let r = pipeline::analyze(&t, &sym, &sel, show_recorder, &scope, |io, tables| {
         devs_with_io.insert(io.dev);
         let act = &tables.acts[io.act.index()];
         if act.recorder && !show_recorder {
@@ -384,23 +427,26 @@ fn counters(out: &mut impl Write, a: CountersArgs, ks: Option<&Path>) -> Result<
 }
 
 /// `ioblame report`.
-fn report(out: &mut impl Write, a: ReportArgs, ks: Option<&Path>) -> Result<()> {
+fn report(
+    out: &mut impl Write,
+    a: ReportArgs,
+    ks: Option<&Path>,
+    sc: Option<&Scope>,
+) -> Result<()> {
     let set = counter_set(&a.counters)?;
     let t = pipeline::open_trace(&a.trace.trace, ks)?;
     let sel = dev_selection(&a.devs, &t)?;
-    report_cmd::run(
-        out,
-        t,
-        &a.trace.trace,
-        &a.outdir,
-        set,
-        &sel,
-        a.devs.show_recorder,
-    )
+    let sel = pipeline::Selected {
+        devs: &sel,
+        devs_given: a.devs.devs.is_some(),
+        show_recorder: a.devs.show_recorder,
+        scope: sc,
+    };
+    report_cmd::run(out, t, &a.trace.trace, &a.outdir, set, &sel)
 }
 
 /// `ioblame baseline`.
-fn baseline(a: BaselineArgs, ks: Option<&Path>) -> Result<()> {
+fn baseline(a: BaselineArgs, ks: Option<&Path>, sc: Option<&Scope>) -> Result<()> {
     let mut set = counter_set(&a.counters)?;
     let t = pipeline::open_trace(&a.trace.trace, ks)?;
     let sel = dev_selection(&a.devs, &t)?;
@@ -411,11 +457,16 @@ fn baseline(a: BaselineArgs, ks: Option<&Path>) -> Result<()> {
         allow_unsymbolized: a.allow_unsymbolized,
         devs_given: a.devs.devs.is_some(),
     };
-    regress::baseline(t, set, &sel, a.devs.show_recorder, &a.output, mode)
+    regress::baseline(t, set, &sel, a.devs.show_recorder, &a.output, mode, sc)
 }
 
 /// `ioblame check`: exit 0 within tolerance, 1 on a regression.
-fn check(out: &mut impl Write, a: CheckArgs, ks: Option<&Path>) -> Result<ExitCode> {
+fn check(
+    out: &mut impl Write,
+    a: CheckArgs,
+    ks: Option<&Path>,
+    sc: Option<&Scope>,
+) -> Result<ExitCode> {
     let text = std::fs::read_to_string(&a.baseline)
         .with_context(|| format!("cannot read baseline {}", a.baseline.display()))?;
     let base = ioblame_baseline::Baseline::from_toml(&text)
@@ -430,15 +481,13 @@ fn check(out: &mut impl Write, a: CheckArgs, ks: Option<&Path>) -> Result<ExitCo
     let sel = dev_selection(&a.devs, &t)?;
     resolve_filter_devices(&mut set, &t)?;
     let opts = ioblame_baseline::CheckOptions { strict: a.strict };
-    let report = regress::check(
-        t,
-        set,
-        &sel,
-        a.devs.show_recorder,
-        &base,
-        &opts,
-        a.devs.devs.is_some(),
-    )?;
+    let sel = pipeline::Selected {
+        devs: &sel,
+        devs_given: a.devs.devs.is_some(),
+        show_recorder: a.devs.show_recorder,
+        scope: sc,
+    };
+    let report = regress::check(t, set, &base, &opts, &sel)?;
     // The verdict does not depend on whether anyone reads the report: a closed pipe
     // (`ioblame check ... | head`) keeps exit 1 on a regression.
     let code = if report.regressed() {

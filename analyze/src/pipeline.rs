@@ -10,7 +10,7 @@ use ioblame_attrib::{Io, Tables};
 use ioblame_counters::DevSelection;
 use ioblame_decode::{Event, Symbolizer};
 use ioblame_format::Trace;
-use ioblame_pipeline::{Analysis, Diagnostic, Input, Options, Progress};
+use ioblame_pipeline::{Analysis, Diagnostic, Input, Options, Progress, ResolvedScope, Scope};
 
 /// Prints one diagnostic on stderr.
 pub fn say(d: &Diagnostic) {
@@ -33,18 +33,43 @@ pub fn symbols_of(trace: &Trace) -> Symbolizer {
     symbols
 }
 
+/// What the user selected of a trace: devices (`--devs`), the recorder's own IO
+/// (`--show-recorder`) and the scope (`--scope`).
+pub struct Selected<'a> {
+    /// The devices analysed.
+    pub devs: &'a DevSelection,
+    /// Whether `--devs` was given (for messages).
+    pub devs_given: bool,
+    /// Whether the recorder's own IO is shown.
+    pub show_recorder: bool,
+    /// The scope named, if any.
+    pub scope: Option<&'a Scope>,
+}
+
+/// The scope `--scope` names, resolved against `trace`; without one, `all`, or for
+/// `baseline` and `check` (`ci`) `workload` when the trace names its command.
+pub fn scope(trace: &Trace, given: Option<&Scope>, ci: bool) -> Result<ResolvedScope> {
+    Ok(match given {
+        Some(s) => ResolvedScope::resolve(s, trace)?,
+        None if ci => ResolvedScope::default_for_ci(trace),
+        None => ResolvedScope::resolve(&Scope::All, trace)?,
+    })
+}
+
 /// Runs [`ioblame_pipeline::analyze`] with a progress bar, then prints what it found to say.
 pub fn analyze(
     trace: &Input,
     symbols: &Symbolizer,
     devs: &DevSelection,
     show_recorder: bool,
+    scope: &ResolvedScope,
     on_io: impl FnMut(&Io, &Tables),
 ) -> Analysis {
     let opts = Options {
         symbols,
         devs,
         show_recorder,
+        scope,
     };
     let bar = Bar::new(trace);
     let a = ioblame_pipeline::analyze(trace, &opts, on_io, |p| bar.show(p));
@@ -60,6 +85,7 @@ pub fn analyze_observed(
     symbols: &Symbolizer,
     devs: &DevSelection,
     show_recorder: bool,
+    scope: &ResolvedScope,
     on_event: impl FnMut(&Event),
     on_io: impl FnMut(&Io, &Tables),
 ) -> Analysis {
@@ -67,6 +93,7 @@ pub fn analyze_observed(
         symbols,
         devs,
         show_recorder,
+        scope,
     };
     let bar = Bar::new(trace);
     let a = ioblame_pipeline::analyze_observed(trace, &opts, on_event, on_io, |p| bar.show(p));

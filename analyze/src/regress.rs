@@ -13,6 +13,7 @@ use ioblame_format::{PathTable, Trace};
 use ioblame_pipeline::Input;
 
 use crate::pipeline;
+use ioblame_pipeline::{Scope, ScopeSummary};
 
 /// What the check needs from one analysis run.
 struct Collected {
@@ -21,6 +22,8 @@ struct Collected {
     /// Bytes of synchronous (`S`) write requests per act.
     sync_write: Vec<u64>,
     sym: Symbolizer,
+    /// The scope compared and what fell outside it.
+    scope: ScopeSummary,
 }
 
 /// Why a trace cannot be compared (or baselined): the check fails with exit 2 rather than
@@ -125,12 +128,13 @@ fn collect(
     mut set: CounterSet,
     devs: &DevSelection,
     show_recorder: bool,
+    scope: &ioblame_pipeline::ResolvedScope,
 ) -> Result<Collected> {
     // What the reader found wrong before a single chunk is read fails at once.
     require_intact(trace, &StreamStats::default())?;
     let sym = pipeline::symbols_of(trace);
     let mut sync_write: Vec<u64> = Vec::new();
-    let a = pipeline::analyze(trace, &sym, devs, show_recorder, |io, tables| {
+    let a = pipeline::analyze(trace, &sym, devs, show_recorder, scope, |io, tables| {
         if tables.acts[io.act.index()].recorder && !show_recorder {
             return;
         }
@@ -150,6 +154,27 @@ fn collect(
         set,
         sync_write,
         sym,
+        scope: a.scope,
+    })
+}
+
+/// The scope note of a check report: given whenever the analysis said its scope (the
+/// scope is not `all`, or the trace has a workload).
+fn scope_note(s: &ScopeSummary) -> Option<ioblame_baseline::ScopeNote> {
+    if s.scope == "all" && s.outside_workload.is_none() {
+        return None;
+    }
+    let description = match (s.root, &s.command) {
+        (Some(pid), Some(c)) if s.scope == "workload" => {
+            format!("pid {pid} `{c}` and its descendants")
+        }
+        (Some(pid), _) => format!("pid {pid} and its descendants"),
+        _ => String::new(),
+    };
+    Some(ioblame_baseline::ScopeNote {
+        name: s.scope.clone(),
+        description,
+        outside_bytes: s.outside.total_bytes(),
     })
 }
 
@@ -210,8 +235,10 @@ pub fn baseline(
     show_recorder: bool,
     output: &Path,
     mode: BaselineMode,
+    scope: Option<&Scope>,
 ) -> Result<()> {
-    let c = collect(&trace, set, devs, show_recorder)?;
+    let scope = pipeline::scope(&trace, scope, true)?;
+    let c = collect(&trace, set, devs, show_recorder, &scope)?;
     require_io(&c, show_recorder, mode.devs_given)?;
     let inputs = act_inputs(&c, trace.paths(), show_recorder);
     let mut opts = BuildOptions::default();
@@ -221,7 +248,10 @@ pub fn baseline(
     if mode.strict {
         opts.defaults.unattributed = ioblame_baseline::Unattributed::Strict;
     }
-    let base = Baseline::build(&inputs, &spec_texts(&c.set), &opts)?;
+    let mut base = Baseline::build(&inputs, &spec_texts(&c.set), &opts)?;
+    if scope_note(&c.scope).is_some() {
+        base.scope = Some(c.scope.scope.clone());
+    }
     if !base.symbolized {
         if !mode.allow_unsymbolized {
             return Err(Refusal::Unsymbolized.into());
@@ -252,21 +282,26 @@ pub fn baseline(
 pub fn check(
     trace: Input,
     set: CounterSet,
-    devs: &DevSelection,
-    show_recorder: bool,
     base: &Baseline,
     opts: &CheckOptions,
-    devs_given: bool,
+    sel: &pipeline::Selected<'_>,
 ) -> Result<CheckReport> {
-    let c = collect(&trace, set, devs, show_recorder)?;
-    require_io(&c, show_recorder, devs_given)?;
+    let (devs, show_recorder, scope) = (sel.devs, sel.show_recorder, sel.scope);
+    // The scope given, else the baseline's, else workload when the trace has one.
+    let recorded = match (&scope, &base.scope) {
+        (None, Some(s)) => Some(
+            s.parse::<Scope>()
+                .with_context(|| format!("the baseline's scope {s:?}"))?,
+        ),
+        _ => None,
+    };
+    let scope = pipeline::scope(&trace, scope.or(recorded.as_ref()), true)?;
+    let c = collect(&trace, set, devs, show_recorder, &scope)?;
+    require_io(&c, show_recorder, sel.devs_given)?;
     let inputs = act_inputs(&c, trace.paths(), show_recorder);
-    Ok(ioblame_baseline::check_with(
-        base,
-        &inputs,
-        &spec_texts(&c.set),
-        opts,
-    )?)
+    let mut report = ioblame_baseline::check_with(base, &inputs, &spec_texts(&c.set), opts)?;
+    report.scope = scope_note(&c.scope);
+    Ok(report)
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
-use ioblame_counters::{CounterSet, DevSelection, IoContext};
+use ioblame_counters::{CounterSet, IoContext};
 use ioblame_pipeline::Input;
 use ioblame_report::{ReportInput, ReportWriter};
 
@@ -17,10 +17,11 @@ pub fn run(
     paths: &[PathBuf],
     outdir: &Path,
     mut set: CounterSet,
-    devs: &DevSelection,
-    show_recorder: bool,
+    sel: &pipeline::Selected<'_>,
 ) -> Result<()> {
+    let (devs, show_recorder) = (sel.devs, sel.show_recorder);
     crate::resolve_filter_devices(&mut set, &trace)?;
+    let scope = pipeline::scope(&trace, sel.scope, false)?;
     let input = ReportInput {
         header: Some(trace.header().clone()),
         block_devices: trace.metadata().block_devices.clone(),
@@ -37,7 +38,7 @@ pub fn run(
     let latency = std::cell::RefCell::new(crate::latency_cmd::engine(&trace, devs));
     let on_event = |ev: &ioblame_decode::Event| latency.borrow_mut().push(ev);
     let a =
-        pipeline::analyze_observed(&trace, &sym, devs, show_recorder, on_event, |io, tables| {
+        pipeline::analyze_observed(&trace, &sym, devs, show_recorder, &scope, on_event, |io, tables| {
             devs_with_io.insert(io.dev);
             // The pipeline's totals leave the recorder out the same way (and say so on stderr);
             // the report keeps its own per-act totals of the IOs pushed either way.

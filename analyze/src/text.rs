@@ -147,6 +147,7 @@ pub fn acts_json(
     tables: &Tables,
     frames: &dyn Frames,
     paths: &PathTable,
+    cgroups: Option<&crate::cgroups::CgroupNames>,
     show_recorder: bool,
 ) -> io::Result<()> {
     for id in sorted_acts(tables, show_recorder) {
@@ -155,7 +156,7 @@ pub fn acts_json(
         let role = &tables.roles[a.role.index()];
         let intent = &tables.intents[a.intent.index()];
         let issuer = a.issuer.and_then(|r| tables.role(r));
-        let v = serde_json::json!({
+        let mut v = serde_json::json!({
             "act": id.0,
             "role": a.role.0,
             "pid": role.pid,
@@ -181,6 +182,10 @@ pub fn acts_json(
             "recorder": a.recorder,
             "frames": intent.stack.iter().map(|&x| frames.name(x)).collect::<Vec<_>>(),
         });
+        // Only traces that recorded cgroups have the key (older outputs stay as they were).
+        if let Some(c) = cgroups {
+            v["cgroup"] = c.of_act(a, tables).into();
+        }
         writeln!(out, "{v}")?;
     }
     Ok(())
@@ -281,6 +286,8 @@ mod tests {
             tid: 500,
             comm: "dd".into(),
             generation,
+            cgroup: 0,
+            lineage: false,
         };
         let act = |role| Act {
             role: RoleId(role),
@@ -316,7 +323,15 @@ mod tests {
             totals: vec![totals, totals],
         };
         let mut out = Vec::new();
-        acts_json(&mut out, &tables, &NoFrames, &PathTable::default(), false).unwrap();
+        acts_json(
+            &mut out,
+            &tables,
+            &NoFrames,
+            &PathTable::default(),
+            None,
+            false,
+        )
+        .unwrap();
         let rows: Vec<serde_json::Value> = String::from_utf8(out)
             .unwrap()
             .lines()

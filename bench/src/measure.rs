@@ -135,10 +135,12 @@ pub fn measure_here(stage: &str, threads: usize, trace: &Path, sample: bool) -> 
                 // What `ioblame` runs, every device selected and every IO counted.
                 let t = ioblame_pipeline::Input::from(t);
                 let (symbols, _) = ioblame_pipeline::symbols_of(&t);
+                let all = ioblame_pipeline::ResolvedScope::all();
                 let opts = ioblame_pipeline::Options {
                     symbols: &symbols,
                     devs: &DevSelection::all(),
                     show_recorder: true,
+                    scope: &all,
                 };
                 let a = ioblame_pipeline::analyze(
                     &t,

@@ -2,6 +2,7 @@
 # Overhead benchmark of ioblame-capture (not a test). Root, Linux, fio, perf, mkfs.ext4.
 # For three fio jobs on a loop-device ext4 it runs, interleaved, REPS rounds of:
 #   untraced | under `ioblame-capture record` (release, default set, --devices loopN)
+#            | the same with --no-cgroups (no PERF_SAMPLE_CGROUP: 8 bytes less per stack event)
 #            | under `perf record -a -g --kernel-callchains` with the same tracepoints and filters
 # and prints per job: throughput change vs untraced, recorder CPU per event (utime+stime of the
 # recorder process from /proc/PID/stat: from its start, and during the fio run only), bytes
@@ -55,18 +56,21 @@ for r in $(seq "$REPS"); do
   for j in randwrite4k dio4k-qd16 seq1m-fsync; do
     # untraced
     BW[$j,none]=$(( ${BW[$j,none]:-0} + $(runfio $j) ))
-    # ioblame-capture
-    rm -rf "$W/trace"
-    "$CAP" record -o "$W/trace" --devices "$LN" 2> "$W/cap.log" & CP=$!
-    sleep 1
-    T0=$(cpu_ticks $CP)
-    BW[$j,cap]=$(( ${BW[$j,cap]:-0} + $(runfio $j) ))
-    T=$(cpu_ticks $CP); kill -INT $CP; wait $CP || true
-    CPU[$j,cap]=$(( ${CPU[$j,cap]:-0} + T ))
-    RUN[$j,cap]=$(( ${RUN[$j,cap]:-0} + T - T0 ))
-    EV[$j,cap]=$(( ${EV[$j,cap]:-0} + $(sed -n 's/.* \([0-9]*\) records (.*/\1/p' "$W/cap.log" | tail -1) ))
-    LOST[$j,cap]=$(( ${LOST[$j,cap]:-0} + $(sed -n 's/.*, \([0-9]*\) lost.*/\1/p' "$W/cap.log" | tail -1) ))
-    BYTES[$j,cap]=$(( ${BYTES[$j,cap]:-0} + $(du -sb "$W/trace" | cut -f1) ))
+    # ioblame-capture, and without the cgroup id on the stack events (--no-cgroups)
+    for t in cap cap-nocg; do
+      X=(); [ "$t" = cap-nocg ] && X=(--no-cgroups)
+      rm -rf "$W/trace"
+      "$CAP" record -o "$W/trace" --devices "$LN" "${X[@]}" 2> "$W/cap.log" & CP=$!
+      sleep 1
+      T0=$(cpu_ticks $CP)
+      BW[$j,$t]=$(( ${BW[$j,$t]:-0} + $(runfio $j) ))
+      T=$(cpu_ticks $CP); kill -INT $CP; wait $CP || true
+      CPU[$j,$t]=$(( ${CPU[$j,$t]:-0} + T ))
+      RUN[$j,$t]=$(( ${RUN[$j,$t]:-0} + T - T0 ))
+      EV[$j,$t]=$(( ${EV[$j,$t]:-0} + $(sed -n 's/.* \([0-9]*\) records (.*/\1/p' "$W/cap.log" | tail -1) ))
+      LOST[$j,$t]=$(( ${LOST[$j,$t]:-0} + $(sed -n 's/.*, \([0-9]*\) lost.*/\1/p' "$W/cap.log" | tail -1) ))
+      BYTES[$j,$t]=$(( ${BYTES[$j,$t]:-0} + $(du -sb "$W/trace" | cut -f1) ))
+    done
     # perf record
     rm -f "$W/perf.data"
     perf record -q -m 16M -a -g --kernel-callchains "${PERFARGS[@]}" -o "$W/perf.data" 2> "$W/perf.log" & PP=$!
@@ -87,7 +91,7 @@ printf '%-12s %-8s %12s %9s %12s %10s %10s %10s %8s\n' job tracer MB/s change ev
 for j in randwrite4k dio4k-qd16 seq1m-fsync; do
   base=${BW[$j,none]}
   printf '%-12s %-8s %12.1f %9s %12s %10s %10s %10s %8s\n' "$j" none "$(echo "$base/$REPS/1048576" | bc -l)" - - - - - -
-  for t in cap perf; do
+  for t in cap cap-nocg perf; do
     ev=${EV[$j,$t]}; [ "$ev" -gt 0 ] || ev=1
     printf '%-12s %-8s %12.1f %8.1f%% %12d %10.2f %10.2f %10.1f %8d\n' "$j" "$t" \
       "$(echo "${BW[$j,$t]}/$REPS/1048576" | bc -l)" \

@@ -15,6 +15,8 @@ pub const SAMPLE_TYPE: u64 = (b::PERF_SAMPLE_IDENTIFIER
     | b::PERF_SAMPLE_RAW) as u64;
 /// The callchain bit.
 pub const SAMPLE_CALLCHAIN: u64 = b::PERF_SAMPLE_CALLCHAIN as u64;
+/// The cgroup bit (Linux 5.7): the id of the task's cgroup2 cgroup, on the stack events.
+pub const SAMPLE_CGROUP: u64 = 1 << 21;
 
 /// perf record types used here.
 pub const RECORD_LOST: u32 = 2;
@@ -30,6 +32,8 @@ pub struct EventSpec {
     pub config: u64,
     /// Kernel callchain on samples.
     pub callchain: bool,
+    /// The task's cgroup id on samples (`PERF_SAMPLE_CGROUP`).
+    pub cgroup: bool,
     /// sample_max_stack.
     pub max_stack: u16,
     /// COMM/FORK/EXIT records.
@@ -41,7 +45,9 @@ pub struct EventSpec {
 impl EventSpec {
     /// The sample_type this spec produces.
     pub fn sample_type(&self) -> u64 {
-        SAMPLE_TYPE | if self.callchain { SAMPLE_CALLCHAIN } else { 0 }
+        SAMPLE_TYPE
+            | if self.callchain { SAMPLE_CALLCHAIN } else { 0 }
+            | if self.cgroup { SAMPLE_CGROUP } else { 0 }
     }
 
     /// The perf_event_attr.
@@ -578,6 +584,7 @@ mod tests {
         let spec = EventSpec {
             config: 42,
             callchain: true,
+            cgroup: false,
             max_stack: 32,
             task: true,
             watermark: 4096,
@@ -597,6 +604,15 @@ mod tests {
         }
         .attr();
         assert_eq!(plain.sample_type, SAMPLE_TYPE);
+        let with_cgroup = EventSpec {
+            cgroup: true,
+            ..spec
+        }
+        .attr();
+        assert_eq!(
+            with_cgroup.sample_type,
+            SAMPLE_TYPE | SAMPLE_CALLCHAIN | SAMPLE_CGROUP
+        );
         assert_eq!(
             (plain.comm(), plain.task(), plain.sample_max_stack),
             (0, 0, 0)

@@ -19,7 +19,7 @@ use ioblame_format::{
 };
 
 use crate::perf::{self, Event, EventSpec, Ring};
-use crate::{host, paths, snapshot};
+use crate::{cgroups, host, paths, snapshot};
 use ioblame_tracepoints::{self as events, FilterDev, Tracepoint};
 
 /// Arguments of `record`.
@@ -64,6 +64,10 @@ pub struct RecordArgs {
     /// Longest time spent walking the filesystems for the FILES table, at start and at end.
     #[arg(long, default_value = "2s", value_parser = crate::parse_duration, value_name = "DUR")]
     pub paths_time: Duration,
+    /// Do not record the cgroup of the tasks (`PERF_SAMPLE_CGROUP` on the stack events, and
+    /// the cgroup2 hierarchy's id -> path table).
+    #[arg(long)]
+    pub no_cgroups: bool,
     /// Command to run while recording (system-wide); the capture exits with its status.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -122,6 +126,10 @@ enum ToWriter {
     Chunk(RawChunk),
     /// The FILES table taken when the capture ended, appended after the last chunk.
     Files(FileTable),
+    /// The capture's facts again, once the command started (its pid).
+    Info(Vec<(String, String)>),
+    /// The cgroups of the start and end walks, appended after the last chunk.
+    Cgroups(Vec<ioblame_format::Cgroup>),
 }
 
 fn writer_thread(
@@ -153,6 +161,8 @@ fn writer_thread(
                 w.write_chunk(&enc)
             }
             Ok(ToWriter::Files(t)) => w.write_files(&t),
+            Ok(ToWriter::Info(i)) => w.write_capture_info(&i),
+            Ok(ToWriter::Cgroups(c)) => w.write_cgroups(&c),
             Err(RecvTimeoutError::Timeout) => Ok(()),
             Err(RecvTimeoutError::Disconnected) => break,
         };
@@ -293,7 +303,7 @@ pub fn run(a: RecordArgs) -> Result<u8> {
     let page = check_args(&a)?;
     let plan = plan(&a)?;
     let opened = open_events(&a, &plan, page)?;
-    let (mut writer, files) = create_trace(&a, &plan, &opened, page)?;
+    let (mut writer, files, facts) = create_trace(&a, &plan, &opened, page)?;
     let started = enable(&opened.per_cpu, &mut writer)?;
     // From here on every event is recorded: a workload started separately (not as the
     // command) should wait for this line.
@@ -317,6 +327,12 @@ pub fn run(a: RecordArgs) -> Result<u8> {
         Ok(c) => (c, None),
         Err(e) => (None, Some(e)),
     };
+    if let Some(c) = &child {
+        // The workload scope of the analyzer is this process and its descendants.
+        let mut info = facts.info.clone();
+        info.push(("command_pid".into(), c.id().to_string()));
+        let _ = tx.send(ToWriter::Info(info));
+    }
     let mut status = StatusLine::new();
     let mut rec = Recorder {
         per_cpu: opened.per_cpu,
@@ -330,7 +346,7 @@ pub fn run(a: RecordArgs) -> Result<u8> {
     };
     status.clear();
 
-    let stopped = stop(rec, started, files.as_ref(), wt);
+    let stopped = stop(rec, started, files.as_ref(), facts.cgroups.as_deref(), wt);
     let child_status = wait_command(child, child_status);
     let error = stopped
         .shared
@@ -462,11 +478,13 @@ fn open_events(a: &RecordArgs, plan: &Plan, page: usize) -> Result<Opened> {
         .map(|(i, t)| EventSpec {
             config: t.id,
             callchain: t.callchain,
+            cgroup: t.callchain && !a.no_cgroups,
             max_stack: a.stack_depth,
             task: i == 0,
             watermark,
         })
         .collect();
+    let specs = with_cgroups_if_supported(specs, &cpus, tps);
 
     let mut per_cpu: Vec<Cpu> = Vec::new();
     let mut ids: Vec<Vec<u64>> = vec![Vec::new(); tps.len()];
@@ -501,6 +519,33 @@ fn open_events(a: &RecordArgs, plan: &Plan, page: usize) -> Result<Opened> {
     })
 }
 
+/// `specs`, without `PERF_SAMPLE_CGROUP` when this kernel refuses it (before 5.7, or
+/// without cgroup2): a probe opens the first event asking for it on the first CPU. A
+/// warning says what is lost.
+fn with_cgroups_if_supported(
+    mut specs: Vec<EventSpec>,
+    cpus: &[u32],
+    tps: &[Tracepoint],
+) -> Vec<EventSpec> {
+    let Some(i) = specs.iter().position(|s| s.cgroup) else {
+        return specs;
+    };
+    let probe = EventSpec {
+        task: false,
+        ..specs[i]
+    };
+    if let Err(e) = Event::open(&probe, cpus.first().copied().unwrap_or(0), &tps[i].name) {
+        eprintln!(
+            "ioblame-capture: warning: this kernel does not record the cgroup of samples \
+             (PERF_SAMPLE_CGROUP, Linux 5.7): acts will have no cgroup ({e:#})"
+        );
+        for s in &mut specs {
+            s.cgroup = false;
+        }
+    }
+    specs
+}
+
 /// The walk of the recorded filesystems that makes a FILES table.
 struct FilesWalk<'a> {
     mounts: Vec<Mount>,
@@ -518,16 +563,24 @@ impl FilesWalk<'_> {
     }
 }
 
+/// What the trace was created with that the capture adds to later.
+struct Facts {
+    /// The CAPTURE_INFO pairs (the command's pid is added once it started).
+    info: Vec<(String, String)>,
+    /// The cgroups at start; `None` when cgroups are not recorded.
+    cgroups: Option<Vec<ioblame_format::Cgroup>>,
+}
+
 /// Creates the output directory and the trace in it: the header, the metadata and the FILES
 /// table taken before recording starts (so that the walk's own reads are not recorded).
-/// Installs the signal handlers before that walk. Returns the writer and the walk to repeat
-/// when recording ends (none with `--no-paths`).
+/// Installs the signal handlers before that walk. Returns the writer, the walk to repeat
+/// when recording ends (none with `--no-paths`) and the facts written.
 fn create_trace<'a>(
     a: &RecordArgs,
     plan: &'a Plan,
     opened: &Opened,
     page: usize,
-) -> Result<(RingWriter, Option<FilesWalk<'a>>)> {
+) -> Result<(RingWriter, Option<FilesWalk<'a>>, Facts)> {
     std::fs::create_dir_all(&a.output)
         .with_context(|| format!("creating output directory {}", a.output.display()))?;
     let out_abs = std::fs::canonicalize(&a.output).unwrap_or_else(|_| a.output.clone());
@@ -564,6 +617,11 @@ fn create_trace<'a>(
     };
     install_signals();
     let start_files = (!a.no_paths).then(|| files.walk(0));
+    let start_cgroups = opened
+        .specs
+        .iter()
+        .any(|s| s.cgroup)
+        .then(cgroups::snapshot);
     let (hostname, kernel_release, machine) = snapshot::uname();
     let word_size = snapshot::kernel_word_size(kallsyms.as_ref(), &machine);
     let meta = Metadata {
@@ -572,6 +630,7 @@ fn create_trace<'a>(
         block_devices: plan.block_devices.clone(),
         mounts,
         tasks: snapshot::tasks(),
+        cgroups: start_cgroups.clone().unwrap_or_default(),
         capture_info: vec![
             ("command".into(), shell_join(&a.command)),
             ("devices".into(), devices_info),
@@ -602,6 +661,10 @@ fn create_trace<'a>(
         file_size: a.file_size,
         max_size: a.max_size,
     };
+    let facts = Facts {
+        info: meta.capture_info.clone(),
+        cgroups: start_cgroups,
+    };
     let mut writer = RingWriter::create(&a.output, header, meta, opts)
         .map_err(|e| anyhow::anyhow!(io_message(&e)))?;
     if let Some(t) = &start_files {
@@ -609,7 +672,7 @@ fn create_trace<'a>(
             .write_files(t)
             .map_err(|e| anyhow::anyhow!(io_message(&e)))?;
     }
-    Ok((writer, (!a.no_paths).then_some(files)))
+    Ok((writer, (!a.no_paths).then_some(files), facts))
 }
 
 /// Enables the events, then lists the tasks again: the first file names every task alive
@@ -790,6 +853,7 @@ fn stop(
     rec: Recorder,
     started: Instant,
     files: Option<&FilesWalk>,
+    start_cgroups: Option<&[ioblame_format::Cgroup]>,
     wt: JoinHandle<Option<RingStats>>,
 ) -> Stopped {
     let Recorder {
@@ -816,6 +880,16 @@ fn stop(
     if let Some(f) = files {
         if !shared.failed.load(Ordering::SeqCst) {
             let _ = tx.send(ToWriter::Files(f.walk(FILES_AT_END)));
+        }
+    }
+    // The cgroups created while recording, with those of the start (a reader takes the
+    // first file's table and the last's).
+    if let Some(start) = start_cgroups {
+        if !shared.failed.load(Ordering::SeqCst) {
+            let end = cgroups::merge(start, cgroups::snapshot());
+            if end.as_slice() != start {
+                let _ = tx.send(ToWriter::Cgroups(end));
+            }
         }
     }
     drop(tx);

@@ -25,6 +25,7 @@ fn main() {
             tid: pid,
             kind,
             stack: st.map(std::sync::Arc::from),
+            cgroup: 0,
         });
     };
     let w = Rwbs::parse("W");

@@ -111,7 +111,7 @@ impl Attributor {
                 ..Tables::default()
             },
             summary: Summary::default(),
-            roles: Roles::new(&ctx.tasks),
+            roles: Roles::new(&ctx.tasks, ctx.scope_root),
             dirty: Dirty::new(ctx.page_size, ctx.inode_bits),
             intents: Intents::new(ctx.symbols, ctx.recorder_pid),
             contexts: Contexts::default(),
@@ -350,9 +350,13 @@ impl Attributor {
                 child_pid,
                 child_comm,
                 ..
-            } => self
-                .roles
-                .on_fork(*child_pid, *child_pid, Some(child_comm.clone()), false),
+            } => self.roles.on_fork(
+                *child_pid,
+                *child_pid,
+                Some(child_comm.clone()),
+                false,
+                ev.tid,
+            ),
             EventKind::Exit { tid, .. } => self.on_exit(ev.time, *tid),
             EventKind::SchedExit { pid, .. } => self.on_exit(ev.time, *pid),
 
@@ -427,7 +431,9 @@ impl Attributor {
                 return (d, Via::Inode, wi.1);
             }
         }
-        let role = self.roles.role_for(&mut self.tables.roles, ev.pid, ev.tid);
+        let role = self
+            .roles
+            .role_in(&mut self.tables.roles, ev.pid, ev.tid, ev.cgroup);
         let stack = self.intents.stack(ev.stack.as_ref());
         (Dirtier { role, stack }, plain, 0)
     }
@@ -467,7 +473,9 @@ impl Attributor {
         if !self.dirty.wants_inode_dirtier(bdi, ino, flags) {
             return;
         }
-        let role = self.roles.role_for(&mut self.tables.roles, ev.pid, ev.tid);
+        let role = self
+            .roles
+            .role_in(&mut self.tables.roles, ev.pid, ev.tid, ev.cgroup);
         if !self.tables.roles[role.index()].comm.starts_with("kworker") {
             let stack = self.intents.stack(ev.stack.as_ref());
             self.dirty
@@ -505,7 +513,9 @@ impl Attributor {
             return;
         }
         let (s, e) = (sector, sector.saturating_add(nr as u64));
-        let issuer = self.roles.role_for(&mut self.tables.roles, ev.pid, ev.tid);
+        let issuer = self
+            .roles
+            .role_in(&mut self.tables.roles, ev.pid, ev.tid, ev.cgroup);
         let stack = self.intents.stack(ev.stack.as_ref());
         // The thread's context, and the maps it emitted for these sectors (consumed).
         let mut maps = Vec::new();

@@ -123,6 +123,9 @@ pub struct Context {
     /// the empty stack and the request flags as the intent's modifier
     /// ([`crate::blktrace_modifier`]).
     pub issuer_only: bool,
+    /// The process whose tasks and descendants are marked [`crate::Role::lineage`] (the
+    /// analyzer's `workload` and `pid:N` scopes); `None`: none is.
+    pub scope_root: Option<u32>,
 }
 
 impl Default for Context {
@@ -136,6 +139,7 @@ impl Default for Context {
             inode_bits: InodeBits::default(),
             block_sizes: Vec::new(),
             issuer_only: false,
+            scope_root: None,
         }
     }
 }
@@ -184,6 +188,7 @@ impl Context {
                 .map(|m| (ioblame_format::kernel_dev(m.major, m.minor), m.block_size))
                 .collect(),
             issuer_only: false,
+            scope_root: None,
         }
     }
 }

@@ -211,6 +211,8 @@ mod tests {
             tid: pid,
             comm: format!("r{pid}"),
             generation: 0,
+            cgroup: 0,
+            lineage: false,
         }
     }
 

@@ -199,6 +199,14 @@ pub struct Role {
     /// Generation: 0 for the first task seen with this tid, incremented on each exec or
     /// tid reuse, so two tasks never merge.
     pub generation: u32,
+    /// The id of the task's cgroup in the cgroup2 hierarchy when it acted (the samples'
+    /// `PERF_SAMPLE_CGROUP`; the trace's CGROUPS table names it); 0 when not recorded. A
+    /// task that acts in another cgroup continues as a new role.
+    pub cgroup: u64,
+    /// The task is of the lineage of [`crate::Context::scope_root`]: a task of that process
+    /// or a descendant (fork and clone, threads included, across exec) forked while the
+    /// trace recorded. Always false without a root.
+    pub lineage: bool,
 }
 
 /// An intent: a kernel stack plus a modifier.

@@ -28,6 +28,8 @@ struct TaskState {
     exited: Option<u64>,
     /// An exec was seen and its second signal (perf COMM or `sched_process_exec`) may follow.
     fresh_exec: bool,
+    /// It is the scope's root task or descends from it ([`Role::lineage`]).
+    lineage: bool,
 }
 
 impl TaskState {
@@ -40,6 +42,7 @@ impl TaskState {
             generation,
             exited: None,
             fresh_exec: false,
+            lineage: false,
         }
     }
 }
@@ -54,18 +57,26 @@ pub(crate) struct Roles {
     next_gen: FxHashMap<u32, u32>,
     /// The `<unknown>` role, once made.
     unknown: Option<RoleId>,
-    /// The last task [`Roles::role_for`] gave a role: `(pid, tid, role)`. Consecutive
-    /// events mostly come from one task; whatever changes `tasks` otherwise forgets it.
-    last: Option<(u32, u32, RoleId)>,
+    /// The last task [`Roles::role_in`] gave a role: `(pid, tid, cgroup, role)`.
+    /// Consecutive events mostly come from one task; whatever changes `tasks` otherwise
+    /// forgets it.
+    last: Option<(u32, u32, u64, RoleId)>,
+    /// The process whose tasks and descendants are the lineage ([`Role::lineage`]).
+    root: Option<u32>,
 }
 
 impl Roles {
-    /// The tasks alive when the capture started, none of which acted yet.
-    pub fn new(tasks: &[Task]) -> Roles {
-        let mut r = Roles::default();
+    /// The tasks alive when the capture started, none of which acted yet; the tasks of
+    /// process `root` and their descendants make the lineage ([`Role::lineage`]).
+    pub fn new(tasks: &[Task], root: Option<u32>) -> Roles {
+        let mut r = Roles {
+            root,
+            ..Roles::default()
+        };
         for t in tasks {
-            r.tasks
-                .insert(t.tid, TaskState::new(t.pid, t.comm.clone(), 0));
+            let mut st = TaskState::new(t.pid, t.comm.clone(), 0);
+            st.lineage = Some(t.pid) == root;
+            r.tasks.insert(t.tid, st);
         }
         r
     }
@@ -85,28 +96,39 @@ impl Roles {
         next_gen.get(&tid).copied().unwrap_or(0)
     }
 
-    /// The role of the task running `tid` (in process `pid`) now, added to `roles` if new.
-    #[inline]
+    /// The role of the task running `tid` (in process `pid`) now, in no known cgroup.
+    #[cfg(test)]
     pub fn role_for(&mut self, roles: &mut Vec<Role>, pid: u32, tid: u32) -> RoleId {
-        if let Some((p, t, r)) = self.last {
+        self.role_in(roles, pid, tid, 0)
+    }
+
+    /// The role of the task running `tid` (in process `pid`) now, in cgroup `cgroup` (0:
+    /// not recorded), added to `roles` if new. A task that acts in another cgroup than its
+    /// role's continues as a new role, as after a rename.
+    #[inline]
+    pub fn role_in(&mut self, roles: &mut Vec<Role>, pid: u32, tid: u32, cgroup: u64) -> RoleId {
+        if let Some((p, t, c, r)) = self.last {
             // Nothing changed the task since: the same role, `fresh_exec` already cleared.
-            if (p, t) == (pid, tid) {
+            if (p, t) == (pid, tid) && (c == cgroup || cgroup == 0) {
                 return r;
             }
         }
-        let r = self.role_for_task(roles, pid, tid);
-        self.last = Some((pid, tid, r));
+        let r = self.role_for_task(roles, pid, tid, cgroup);
+        self.last = Some((pid, tid, roles[r.index()].cgroup, r));
         r
     }
 
-    fn role_for_task(&mut self, roles: &mut Vec<Role>, pid: u32, tid: u32) -> RoleId {
+    fn role_for_task(&mut self, roles: &mut Vec<Role>, pid: u32, tid: u32, cgroup: u64) -> RoleId {
         let next_gen = &self.next_gen;
+        let root = self.root;
         let st = self.tasks.entry(tid).or_insert_with(|| {
-            TaskState::new(
+            let mut st = TaskState::new(
                 pid,
                 format!("<{tid}>"),
                 Self::generation_of_new(next_gen, tid),
-            )
+            );
+            st.lineage = Some(pid) == root;
+            st
         });
         st.fresh_exec = false;
         if st.pid != pid {
@@ -115,13 +137,24 @@ impl Roles {
                 st.generation += 1;
                 st.role = None;
                 st.exited = None;
+                st.lineage = Some(pid) == root;
             }
             st.pid = pid;
         }
         if let Some(r) = st.role {
-            return r;
+            let have = &mut roles[r.index()].cgroup;
+            if cgroup == 0 || *have == cgroup {
+                return r;
+            }
+            if *have == 0 {
+                // Its first events said nothing of the cgroup.
+                *have = cgroup;
+                return r;
+            }
         }
         let id = new_role(roles, pid, tid, st.comm.clone(), st.generation);
+        roles[id.index()].cgroup = cgroup;
+        roles[id.index()].lineage = st.lineage;
         st.role = Some(id);
         id
     }
@@ -140,15 +173,24 @@ impl Roles {
     /// A perf FORK record: the child `tid` takes its parent `ptid`'s name.
     pub fn on_perf_fork(&mut self, pid: u32, tid: u32, ptid: u32) {
         let comm = self.tasks.get(&ptid).map(|t| t.comm.clone());
-        self.on_fork(pid, tid, comm, true);
+        self.on_fork(pid, tid, comm, true, ptid);
     }
 
-    /// A fork of `tid` named `comm`: a new task, unless this fork was seen already.
-    /// `exact_pid` tells whether `pid` is the child's process (perf FORK) or only its tid
-    /// (`sched_process_fork`).
-    pub fn on_fork(&mut self, pid: u32, tid: u32, comm: Option<String>, exact_pid: bool) {
+    /// A fork of `tid` named `comm` by task `parent`: a new task, unless this fork was seen
+    /// already. `exact_pid` tells whether `pid` is the child's process (perf FORK) or only
+    /// its tid (`sched_process_fork`). The child is of the lineage if its parent is.
+    pub fn on_fork(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        comm: Option<String>,
+        exact_pid: bool,
+        parent: u32,
+    ) {
         self.last = None;
         let comm = comm.unwrap_or_else(|| format!("<{tid}>"));
+        let lineage = self.root.is_some()
+            && (Some(pid) == self.root || self.tasks.get(&parent).is_some_and(|p| p.lineage));
         match self.tasks.get_mut(&tid) {
             Some(st) if st.exited.is_none() && st.role.is_none() => {
                 // Same fork seen twice (perf FORK and sched_process_fork), or a tid
@@ -157,6 +199,7 @@ impl Roles {
                     st.pid = pid;
                 }
                 st.comm = comm;
+                st.lineage |= lineage;
             }
             Some(st) => {
                 st.generation += 1;
@@ -165,11 +208,13 @@ impl Roles {
                 st.role = None;
                 st.exited = None;
                 st.fresh_exec = false;
+                st.lineage = lineage;
             }
             None => {
                 let generation = Self::generation_of_new(&self.next_gen, tid);
-                self.tasks
-                    .insert(tid, TaskState::new(pid, comm, generation));
+                let mut st = TaskState::new(pid, comm, generation);
+                st.lineage = lineage;
+                self.tasks.insert(tid, st);
             }
         }
     }
@@ -307,6 +352,7 @@ impl Roles {
                 let generation = Self::generation_of_new(&self.next_gen, tid);
                 let mut st = TaskState::new(pid, comm.to_string(), generation);
                 st.fresh_exec = true;
+                st.lineage = Some(pid) == self.root;
                 self.tasks.insert(tid, st);
             }
         }
@@ -321,6 +367,8 @@ fn new_role(roles: &mut Vec<Role>, pid: u32, tid: u32, comm: String, generation:
         tid,
         comm,
         generation,
+        cgroup: 0,
+        lineage: false,
     });
     id
 }
@@ -344,7 +392,7 @@ mod tests {
 
     #[test]
     fn a_task_acts_as_one_role_until_renamed() {
-        let mut r = Roles::new(&[task(10, 10, "dd")]);
+        let mut r = Roles::new(&[task(10, 10, "dd")], None);
         let mut roles = Vec::new();
         let a = r.role_for(&mut roles, 10, 10);
         assert_eq!(r.role_for(&mut roles, 10, 10), a);
@@ -417,15 +465,15 @@ mod tests {
 
     #[test]
     fn forks_make_tasks_once() {
-        let mut r = Roles::new(&[task(1, 1, "parent")]);
+        let mut r = Roles::new(&[task(1, 1, "parent")], None);
         let mut roles = Vec::new();
         // perf FORK then sched_process_fork of the same fork
         r.on_perf_fork(30, 31, 1);
-        r.on_fork(31, 31, Some("child".into()), false);
+        r.on_fork(31, 31, Some("child".into()), false, 1);
         let a = r.role_for(&mut roles, 30, 31);
         assert_eq!(role(&roles, a), (30, 31, "child", 0));
         // a fork of a tid that acted: the next generation
-        r.on_fork(40, 31, None, true);
+        r.on_fork(40, 31, None, true, 1);
         let b = r.role_for(&mut roles, 40, 31);
         assert_eq!(role(&roles, b), (40, 31, "<31>", 1));
     }
@@ -448,7 +496,7 @@ mod tests {
 
     #[test]
     fn flushers_are_named_after_their_device() {
-        let mut r = Roles::new(&[task(50, 50, "kworker/u8:0-events_unbound")]);
+        let mut r = Roles::new(&[task(50, 50, "kworker/u8:0-events_unbound")], None);
         let mut roles = Vec::new();
         let a = r.role_for(&mut roles, 50, 50);
         r.flusher_name(50, 50, (7 << 20) | 1);
@@ -469,5 +517,54 @@ mod tests {
         assert_eq!(r.unknown(&mut roles), u);
         assert_eq!(role(&roles, u), (0, 0, "<unknown>", u32::MAX));
         assert_eq!((a, u), (RoleId(0), RoleId(1)));
+    }
+
+    #[test]
+    fn the_lineage_follows_forks_threads_and_execs_from_the_root() {
+        // 100 is the root; 7 is another process alive at start.
+        let mut r = Roles::new(&[task(100, 100, "sh"), task(7, 7, "other")], Some(100));
+        let mut roles = Vec::new();
+        r.on_perf_fork(101, 101, 100); // a child process
+        r.on_perf_fork(101, 102, 101); // its thread
+        r.on_comm(&mut roles, 101, 101, "dd", true); // the child execs
+        r.on_perf_fork(201, 201, 7); // a child of the other process
+        r.on_fork(103, 103, Some("w".into()), false, 102); // sched_process_fork by the thread
+        let lineage = |r: &mut Roles, roles: &mut Vec<Role>, pid, tid| {
+            let id = r.role_for(roles, pid, tid);
+            roles[id.index()].lineage
+        };
+        assert!(lineage(&mut r, &mut roles, 100, 100));
+        assert!(lineage(&mut r, &mut roles, 101, 101));
+        assert!(lineage(&mut r, &mut roles, 101, 102));
+        assert!(lineage(&mut r, &mut roles, 103, 103));
+        assert!(!lineage(&mut r, &mut roles, 7, 7));
+        assert!(!lineage(&mut r, &mut roles, 201, 201));
+        // A task first seen in a sample is of the lineage only if of the root's process.
+        assert!(lineage(&mut r, &mut roles, 100, 150));
+        assert!(!lineage(&mut r, &mut roles, 300, 300));
+        // tid 101 reused by another process without a fork seen: not the lineage any more.
+        assert!(!lineage(&mut r, &mut roles, 400, 101));
+        // Without a root nothing is.
+        let mut none = Roles::new(&[task(100, 100, "sh")], None);
+        none.on_perf_fork(101, 101, 100);
+        assert!(!lineage(&mut none, &mut roles, 101, 101));
+    }
+
+    #[test]
+    fn a_task_acting_in_another_cgroup_is_a_new_role() {
+        let mut r = Roles::new(&[task(10, 10, "dd")], None);
+        let mut roles = Vec::new();
+        let a = r.role_in(&mut roles, 10, 10, 0);
+        // The first cgroup seen fills in the role's.
+        assert_eq!(r.role_in(&mut roles, 10, 10, 55), a);
+        assert_eq!(roles[a.index()].cgroup, 55);
+        // Events without a cgroup stay with the current role.
+        assert_eq!(r.role_in(&mut roles, 10, 10, 0), a);
+        let b = r.role_in(&mut roles, 10, 10, 66);
+        assert_ne!(b, a);
+        assert_eq!(role(&roles, b), (10, 10, "dd", 0));
+        assert_eq!(roles[b.index()].cgroup, 66);
+        assert_eq!(r.role_in(&mut roles, 10, 10, 66), b);
+        assert_eq!(r.role_in(&mut roles, 10, 10, 0), b);
     }
 }

@@ -67,6 +67,8 @@ fn context() -> Context {
         symbols: None,
         inode_bits: InodeBits::V6_18,
         block_sizes: Vec::new(),
+        issuer_only: false,
+        scope_root: None,
     }
 }
 
@@ -100,6 +102,7 @@ impl Bench {
             tid,
             kind,
             stack: stack.map(std::sync::Arc::from),
+            cgroup: 0,
         };
         self.a.push(&ev);
         self.a.drain_ios_into(&mut self.ios);

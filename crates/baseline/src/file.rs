@@ -142,6 +142,13 @@ impl Baseline {
                 "symbols = false  # made without kernel symbols: every frame is \"?\""
             );
         }
+        if let Some(scope) = &self.scope {
+            let _ = writeln!(
+                o,
+                "scope = {}  # the trace's IO described (ioblame --scope); check uses it by default",
+                toml_str(scope)
+            );
+        }
         o.push('\n');
         let _ = writeln!(o, "[defaults]");
         if *d == Defaults::exact() {
@@ -315,6 +322,7 @@ impl Baseline {
             total_bytes,
             groups,
             symbolized,
+            scope: doc.keys.scope,
         })
     }
 }
@@ -499,6 +507,8 @@ struct KeysDoc {
     frames: Spanned<usize>,
     #[serde(default)]
     symbols: Option<bool>,
+    #[serde(default)]
+    scope: Option<String>,
 }
 
 impl Default for KeysDoc {
@@ -506,6 +516,7 @@ impl Default for KeysDoc {
         KeysDoc {
             frames: default_frames(),
             symbols: None,
+            scope: None,
         }
     }
 }

@@ -87,7 +87,9 @@ mod model;
 #[cfg(test)]
 mod tests;
 
-pub use check::{check, check_with, CheckOptions, CheckReport, Finding, FindingKind, Scope};
+pub use check::{
+    check, check_with, CheckOptions, CheckReport, Finding, FindingKind, Scope, ScopeNote,
+};
 pub use error::{BaselineError, FileProblem, InputError, SymbolsMismatch, UnknownReasonClass};
 pub use keys::ReasonClass;
 pub use model::{

@@ -510,6 +510,10 @@ pub struct Baseline {
     /// kernel symbols (every frame `?`): such a baseline cannot tell code paths apart, and a
     /// trace is only comparable with it when it lacks symbols too (see [`crate::check`]).
     pub symbolized: bool,
+    /// The scope of the trace's IO the baseline describes (`workload`, `all`, `pid:N`,
+    /// `cgroup:PATH`, as `ioblame --scope` names it); `None` in files written before scopes
+    /// existed (their IO is all of the trace). `check` uses it unless told another.
+    pub scope: Option<String>,
 }
 
 /// The acts of one trace summed by key (shared by build and check).
@@ -729,6 +733,7 @@ impl Baseline {
             total_bytes,
             groups,
             symbolized: inputs_symbolized(inputs) != Some(false),
+            scope: None,
         })
     }
 

@@ -127,6 +127,8 @@ fn role(comm: &str, pid: u32) -> Role {
         tid: pid,
         comm: comm.to_string(),
         generation: 0,
+        cgroup: 0,
+        lineage: false,
     }
 }
 
@@ -1446,4 +1448,17 @@ fn unsymbolized_traces_and_baselines_are_not_compared() {
     }
     assert_eq!(inputs_symbolized(&inputs(&flat)), None);
     assert!(check(&base, &inputs(&flat), &specs()).is_ok());
+}
+
+#[test]
+fn the_scope_is_written_and_read_back_and_old_files_have_none() {
+    let mut b = baseline();
+    assert_eq!(Baseline::from_toml(&b.to_toml()).unwrap().scope, None);
+    b.scope = Some("workload".into());
+    let text = b.to_toml();
+    assert!(text.contains("scope = \"workload\""), "{text}");
+    assert_eq!(
+        Baseline::from_toml(&text).unwrap().scope.as_deref(),
+        Some("workload")
+    );
 }

@@ -17,6 +17,8 @@ pub struct IoContext<'a> {
     pub tgid: u32,
     /// Command name of the charged role (empty when unknown).
     pub comm: &'a str,
+    /// The charged role's cgroup id (the filter field `cgroup`; 0 when not recorded).
+    pub cgroup: u64,
 }
 
 impl<'a> IoContext<'a> {
@@ -26,6 +28,7 @@ impl<'a> IoContext<'a> {
             pid,
             tgid: pid,
             comm,
+            cgroup: 0,
         }
     }
 
@@ -39,6 +42,7 @@ impl<'a> IoContext<'a> {
                 pid: r.tid,
                 tgid: r.pid,
                 comm: &r.comm,
+                cgroup: r.cgroup,
             })
     }
 
@@ -61,6 +65,8 @@ mod tests {
             tid,
             comm: comm.into(),
             generation: 0,
+            cgroup: 0,
+            lineage: false,
         }
     }
 
@@ -85,7 +91,8 @@ mod tests {
             IoContext {
                 pid: 12,
                 tgid: 10,
-                comm: "worker"
+                comm: "worker",
+                cgroup: 0,
             }
         );
         assert_eq!(

@@ -73,6 +73,15 @@ pub enum CountersError {
         /// What is wrong with the name.
         source: DevError,
     },
+    /// A filter compares `cgroup` but the trace recorded no cgroups.
+    #[error(
+        "counter {counter}: its filter compares cgroup, but the trace recorded no cgroups \
+         (before format 1.3, --no-cgroups, or a kernel before 5.7)"
+    )]
+    NoCgroups {
+        /// 1-based index of the counter in its set.
+        counter: usize,
+    },
     /// More counters than [`crate::MAX_COUNTERS`].
     #[error("{count} counters given, at most {max} are allowed")]
     TooMany {

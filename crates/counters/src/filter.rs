@@ -18,6 +18,7 @@
 //! | `comm` (of the charged role) | strings, quoted (`"..."` or `'...'`) or bare | `==`, `!=`, `~` (glob: `*`, `?`, `[a-z]`, `[!x]`) |
 //! | `dev` (of the IO) | `"MAJ:MIN"`, bare `MAJ:MIN`, the kernel encoding `major << 20 \| minor` as a number, or a device name (`sda`, `/dev/sda`, quoted or bare) resolved against the trace's device table ([`crate::CounterSet::resolve_devices`]) | `==`, `!=` |
 //! | `via` | `page buffer inode journal direct read readahead unknown` | `==`, `!=` |
+//! | `cgroup` (of the charged role: the cgroup2 cgroup of the task that dirtied or issued) | a path under the cgroup2 mount (`/system.slice/nginx.service`), quoted or bare; `~` globs it, so `cgroup ~ '/system.slice/*'` is the cgroups below one; resolved against the trace's cgroup table ([`crate::CounterSet::resolve_cgroups`]) | `==`, `!=`, `~` |
 //! | `reason` (writeback reason) | `background vmscan sync periodic laptop_timer fs_free_space forker_thread foreign_flush other`, `none` (no writeback reason), or a number | `==`, `!=` |
 //!
 //! Evaluation allocates nothing: strings and globs are parsed once, here.
@@ -85,6 +86,17 @@ impl Filter {
         self.root.resolve_devices(devices)
     }
 
+    /// Whether the filter compares `cgroup`.
+    pub fn uses_cgroup(&self) -> bool {
+        self.root.uses_cgroup()
+    }
+
+    /// Resolves the cgroup paths of the filter (`cgroup == /a/b`, `cgroup ~ '/a/*'`) against
+    /// the trace's cgroup table (id, path); until then `cgroup` matches nothing.
+    pub fn resolve_cgroups(&mut self, cgroups: &[(u64, &str)]) {
+        self.root.resolve_cgroups(cgroups);
+    }
+
     /// Whether an IO passes the filter.
     #[inline]
     pub fn matches(&self, io: &Io, ctx: &IoContext<'_>) -> bool {
@@ -124,6 +136,12 @@ enum Node {
     Reason {
         negate: bool,
         reason: ReasonPat,
+    },
+    /// A cgroup by path; `ids` (sorted) is set by [`Filter::resolve_cgroups`].
+    Cgroup {
+        negate: bool,
+        pat: StrPat,
+        ids: Option<Box<[u64]>>,
     },
 }
 
@@ -172,6 +190,32 @@ impl Node {
         }
     }
 
+    fn uses_cgroup(&self) -> bool {
+        match self {
+            Node::Or(v) | Node::And(v) => v.iter().any(Node::uses_cgroup),
+            Node::Not(n) => n.uses_cgroup(),
+            Node::Cgroup { .. } => true,
+            _ => false,
+        }
+    }
+
+    fn resolve_cgroups(&mut self, cgroups: &[(u64, &str)]) {
+        match self {
+            Node::Or(v) | Node::And(v) => v.iter_mut().for_each(|n| n.resolve_cgroups(cgroups)),
+            Node::Not(n) => n.resolve_cgroups(cgroups),
+            Node::Cgroup { pat, ids, .. } => {
+                let mut v: Vec<u64> = cgroups
+                    .iter()
+                    .filter(|(_, p)| pat.matches(p.as_bytes()))
+                    .map(|&(id, _)| id)
+                    .collect();
+                v.sort_unstable();
+                *ids = Some(v.into());
+            }
+            _ => {}
+        }
+    }
+
     fn eval(&self, io: &Io, ctx: &IoContext<'_>) -> bool {
         match self {
             Node::Or(v) => v.iter().any(|n| n.eval(io, ctx)),
@@ -183,6 +227,11 @@ impl Node {
             Node::DevName { negate, dev, .. } => (Some(io.dev) == *dev) != *negate,
             Node::Via { negate, via } => (io.via == *via) != *negate,
             Node::Reason { negate, reason } => reason.matches(io.reason) != *negate,
+            Node::Cgroup { negate, ids, .. } => {
+                ids.as_ref()
+                    .is_some_and(|ids| ids.binary_search(&ctx.cgroup).is_ok())
+                    != *negate
+            }
         }
     }
 }
@@ -485,7 +534,7 @@ fn unary<'a>(i: &'a str, after: &str, depth: usize, whole: &str) -> Res<'a, Node
 }
 
 const FIELDS: &str =
-    "offset, size, wait_time, io_time, seek_dist, pid, tgid, comm, dev, ino, via or reason";
+    "offset, size, wait_time, io_time, seek_dist, pid, tgid, comm, dev, ino, via, reason or cgroup";
 
 fn predicate<'a>(at: &'a str, after: &str) -> Res<'a, Node> {
     let (rest, name) = match word(at) {
@@ -506,6 +555,7 @@ fn predicate<'a>(at: &'a str, after: &str) -> Res<'a, Node> {
         Dev,
         Via,
         Reason,
+        Cgroup,
     }
     let kind = match name {
         "offset" => Kind::Num(NumField::Offset),
@@ -520,6 +570,7 @@ fn predicate<'a>(at: &'a str, after: &str) -> Res<'a, Node> {
         "dev" => Kind::Dev,
         "via" => Kind::Via,
         "reason" => Kind::Reason,
+        "cgroup" => Kind::Cgroup,
         _ => {
             return fail(
                 at,
@@ -533,7 +584,7 @@ fn predicate<'a>(at: &'a str, after: &str) -> Res<'a, Node> {
         Err(_) => {
             let ops = match kind {
                 Kind::Num(_) => "==, !=, <, <=, >, >=",
-                Kind::Comm => "==, != or ~",
+                Kind::Comm | Kind::Cgroup => "==, != or ~",
                 _ => "== or !=",
             };
             return fail(
@@ -547,13 +598,13 @@ fn predicate<'a>(at: &'a str, after: &str) -> Res<'a, Node> {
     };
     let allowed = match kind {
         Kind::Num(_) => op != CmpOp::Glob,
-        Kind::Comm => matches!(op, CmpOp::Eq | CmpOp::Ne | CmpOp::Glob),
+        Kind::Comm | Kind::Cgroup => matches!(op, CmpOp::Eq | CmpOp::Ne | CmpOp::Glob),
         _ => matches!(op, CmpOp::Eq | CmpOp::Ne),
     };
     if !allowed {
         let hint = match kind {
-            Kind::Num(_) => "'~' is only for comm",
-            Kind::Comm => "use ==, != or ~",
+            Kind::Num(_) => "'~' is only for comm and cgroup",
+            Kind::Comm | Kind::Cgroup => "use ==, != or ~",
             _ => "use == or !=",
         };
         return fail(
@@ -570,7 +621,7 @@ fn predicate<'a>(at: &'a str, after: &str) -> Res<'a, Node> {
             Err(e) if is_mismatch(&e) => fail(v_at, format!("expected a number after '{ctx}'")),
             Err(e) => Err(e),
         },
-        Kind::Comm => {
+        Kind::Comm | Kind::Cgroup => {
             let (rest, s) = string(v_at, &ctx)?;
             let pat = if op == CmpOp::Glob {
                 let quoted = v_at.starts_with(['"', '\'']);
@@ -584,6 +635,16 @@ fn predicate<'a>(at: &'a str, after: &str) -> Res<'a, Node> {
             } else {
                 StrPat::Exact(s.as_bytes().into())
             };
+            if matches!(kind, Kind::Cgroup) {
+                return Ok((
+                    rest,
+                    Node::Cgroup {
+                        negate,
+                        pat,
+                        ids: None,
+                    },
+                ));
+            }
             Ok((rest, Node::Comm { negate, pat }))
         }
         Kind::Dev => match dev_value(v_at, &ctx)? {

@@ -180,6 +180,21 @@ impl CounterSet {
         Ok(())
     }
 
+    /// Resolves the cgroup paths of the filters (`cgroup == /a/b`) against the trace's
+    /// cgroup table (id, path). Fails, naming the counter, when a filter compares `cgroup`
+    /// and the table is empty (the trace recorded no cgroups).
+    pub fn resolve_cgroups(&mut self, cgroups: &[(u64, &str)]) -> Result<(), CountersError> {
+        for (i, spec) in self.specs.iter_mut().enumerate() {
+            if let Some(f) = spec.filter.as_mut() {
+                if cgroups.is_empty() && f.uses_cgroup() {
+                    return Err(CountersError::NoCgroups { counter: i + 1 });
+                }
+                f.resolve_cgroups(cgroups);
+            }
+        }
+        Ok(())
+    }
+
     /// The device selection.
     pub fn devs(&self) -> &DevSelection {
         &self.devs

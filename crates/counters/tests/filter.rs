@@ -29,6 +29,7 @@ const CTX: IoContext<'static> = IoContext {
     pid: 1708,
     tgid: 1700,
     comm: "dd",
+    cgroup: 0,
 };
 
 #[track_caller]
@@ -237,4 +238,41 @@ fn standalone_parse_errors() {
         Filter::parse("&& size < 1").unwrap_err().to_string(),
         "filter, column 1: expected a condition, found '&'"
     );
+}
+
+#[test]
+fn cgroup_paths_resolve_against_the_trace_table() {
+    let table = [
+        (1u64, "/"),
+        (5, "/system.slice"),
+        (6, "/system.slice/nginx.service"),
+        (7, "/user.slice"),
+    ];
+    let ctx = |cgroup| IoContext { cgroup, ..CTX };
+    for (text, yes, no) in [
+        ("cgroup == /system.slice/nginx.service", 6, 5),
+        ("cgroup == '/system.slice'", 5, 6),
+        ("cgroup ~ '/system.slice/*'", 6, 5),
+        ("cgroup ~ '/system.slice*'", 5, 7),
+        ("cgroup != /user.slice", 1, 7),
+        ("!(cgroup == /) && comm == dd", 7, 1),
+    ] {
+        let mut f = Filter::parse(text).unwrap();
+        assert!(f.uses_cgroup());
+        // Unresolved, a cgroup predicate matches nothing.
+        assert!(
+            !f.matches(&sample(), &ctx(yes)) || text.contains("!"),
+            "{text}"
+        );
+        f.resolve_cgroups(&table);
+        assert!(f.matches(&sample(), &ctx(yes)), "{text} on {yes}");
+        assert!(!f.matches(&sample(), &ctx(no)), "{text} on {no}");
+    }
+    assert!(!Filter::parse("comm == dd").unwrap().uses_cgroup());
+    let e = Filter::parse("cgroup > 3").unwrap_err().to_string();
+    assert!(e.contains("cannot be used with cgroup"), "{e}");
+    let mut set = CounterSet::parse_args(&["W size 0 1 2 3 4 5 6 7 0 if cgroup == /a"]).unwrap();
+    let e = set.resolve_cgroups(&[]).unwrap_err().to_string();
+    assert!(e.contains("counter 1") && e.contains("no cgroups"), "{e}");
+    set.resolve_cgroups(&table).unwrap();
 }

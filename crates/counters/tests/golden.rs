@@ -255,6 +255,8 @@ fn threads_are_named_by_their_own_pid() {
         tid: 1708,
         comm: "dd".to_string(),
         generation: 0,
+        cgroup: 0,
+        lineage: false,
     }];
     let acts = vec![act(0, 58, kdev(8, 16), 0x71, Via::Direct)];
     let mut set = CounterSet::parse_args(&[

@@ -171,7 +171,7 @@ fn bad_filters() {
     );
     assert_eq!(
         ferr("sz < 3"),
-        "counter 2, column 29: unknown filter field 'sz' (expected offset, size, wait_time, io_time, seek_dist, pid, tgid, comm, dev, ino, via or reason)"
+        "counter 2, column 29: unknown filter field 'sz' (expected offset, size, wait_time, io_time, seek_dist, pid, tgid, comm, dev, ino, via, reason or cgroup)"
     );
     assert_eq!(
         ferr("size 3"),
@@ -187,7 +187,7 @@ fn bad_filters() {
     );
     assert_eq!(
         ferr("size ~ 3"),
-        "counter 2, column 34: operator '~' cannot be used with size ('~' is only for comm)"
+        "counter 2, column 34: operator '~' cannot be used with size ('~' is only for comm and cgroup)"
     );
     assert_eq!(
         ferr("comm < dd"),

@@ -553,6 +553,7 @@ impl Decoder {
             tid,
             kind: EventKind::Other { event: idx },
             stack: None,
+            cgroup: s.cgroup.unwrap_or(0),
         });
         let Some(ev) = events.last_mut() else {
             return Ok(()); // Unreachable: the event was just pushed.
@@ -674,6 +675,7 @@ impl Decoder {
             tid,
             kind,
             stack: None,
+            cgroup: 0,
         })
     }
 }

@@ -27,6 +27,9 @@ pub const SAMPLE_STREAM_ID: u64 = 1 << 9;
 pub const SAMPLE_RAW: u64 = 1 << 10;
 /// `PERF_SAMPLE_IDENTIFIER`.
 pub const SAMPLE_IDENTIFIER: u64 = 1 << 16;
+/// `PERF_SAMPLE_CGROUP` (Linux 5.7): the id of the task's cgroup in the cgroup2 hierarchy,
+/// a u64 after `RAW`.
+pub const SAMPLE_CGROUP: u64 = 1 << 21;
 
 /// The `sample_type` bits this crate can parse.
 pub const SUPPORTED_SAMPLE_TYPE: u64 = SAMPLE_IDENTIFIER
@@ -39,7 +42,8 @@ pub const SUPPORTED_SAMPLE_TYPE: u64 = SAMPLE_IDENTIFIER
     | SAMPLE_CPU
     | SAMPLE_PERIOD
     | SAMPLE_CALLCHAIN
-    | SAMPLE_RAW;
+    | SAMPLE_RAW
+    | SAMPLE_CGROUP;
 
 /// `PERF_RECORD_LOST`.
 pub const RECORD_LOST: u32 = 2;
@@ -80,7 +84,7 @@ pub enum RecordError {
         len: usize,
     },
     /// The `sample_type` has bits this crate cannot parse.
-    #[error("sample_type {sample_type:#x} has unsupported bits {unsupported:#x} (supported: IDENTIFIER, IP, TID, TIME, ADDR, ID, STREAM_ID, CPU, PERIOD, CALLCHAIN, RAW)")]
+    #[error("sample_type {sample_type:#x} has unsupported bits {unsupported:#x} (supported: IDENTIFIER, IP, TID, TIME, ADDR, ID, STREAM_ID, CPU, PERIOD, CALLCHAIN, RAW, CGROUP)")]
     UnsupportedSampleType {
         /// The sample type.
         sample_type: u64,
@@ -231,6 +235,8 @@ pub struct Sample<'a> {
     pub callchain: Option<Callchain<'a>>,
     /// `RAW`: the tracepoint payload.
     pub raw: Option<&'a [u8]>,
+    /// `CGROUP`: the task's cgroup id in the cgroup2 hierarchy.
+    pub cgroup: Option<u64>,
 }
 
 /// Parses a sample body (after the perf header) laid out for `sample_type`, which must have
@@ -286,6 +292,9 @@ pub fn parse_sample(
         let n = order.u32([h[0], h[1], h[2], h[3]]) as usize;
         s.raw = Some(c.take(n, "raw data")?);
     }
+    if has(SAMPLE_CGROUP) {
+        s.cgroup = Some(c.u64("cgroup")?);
+    }
     Ok(s)
 }
 
@@ -300,6 +309,7 @@ pub struct SampleLayout {
     time: Option<usize>,
     callchain: bool,
     raw: bool,
+    cgroup: bool,
 }
 
 /// The fields of a sample a decoder reads (see [`SampleLayout::parse`]).
@@ -313,6 +323,8 @@ pub struct SampleParts<'a> {
     pub callchain: Option<Callchain<'a>>,
     /// `RAW`.
     pub raw: Option<&'a [u8]>,
+    /// `CGROUP`.
+    pub cgroup: Option<u64>,
 }
 
 impl<'a> From<Sample<'a>> for SampleParts<'a> {
@@ -322,6 +334,7 @@ impl<'a> From<Sample<'a>> for SampleParts<'a> {
             time: s.time,
             callchain: s.callchain,
             raw: s.raw,
+            cgroup: s.cgroup,
         }
     }
 }
@@ -350,6 +363,7 @@ impl SampleLayout {
             time: None,
             callchain: sample_type & SAMPLE_CALLCHAIN != 0,
             raw: sample_type & SAMPLE_RAW != 0,
+            cgroup: sample_type & SAMPLE_CGROUP != 0,
         };
         for bit in FIXED_SAMPLE_FIELDS {
             if sample_type & bit != 0 {
@@ -401,7 +415,15 @@ impl SampleLayout {
         };
         let raw = if self.raw {
             let n = order.u32(body.get(pos..pos + 4)?.try_into().ok()?) as usize;
-            Some(body.get(pos + 4..(pos + 4).checked_add(n)?)?)
+            let end = (pos + 4).checked_add(n)?;
+            let r = body.get(pos + 4..end)?;
+            pos = end;
+            Some(r)
+        } else {
+            None
+        };
+        let cgroup = if self.cgroup {
+            Some(order.u64(word(pos)?))
         } else {
             None
         };
@@ -410,6 +432,7 @@ impl SampleLayout {
             time,
             callchain,
             raw,
+            cgroup,
         })
     }
 }
@@ -623,6 +646,7 @@ mod tests {
                 period: 1,
                 callchain: vec![CONTEXT_KERNEL, 0xffffffff81000010, 0xffffffff81000020],
                 raw: vec![1, 2, 3, 4, 5],
+                cgroup: 4242,
             };
             let rec = synth::sample_record(st, order, &v);
             assert_eq!(rec.len() % 8, 0);
@@ -648,6 +672,7 @@ mod tests {
             // The kernel pads the raw data (u32 size included) to 8 bytes.
             assert_eq!(s.raw.unwrap().len(), 12);
             assert_eq!(&s.raw.unwrap()[..5], &[1u8, 2, 3, 4, 5][..]);
+            assert_eq!(s.cgroup, Some(4242));
             // Every truncation is an error, never a panic.
             for cut in 0..raw.body().len() {
                 assert!(
@@ -664,7 +689,7 @@ mod tests {
     fn layout_agrees_with_the_full_walk() {
         let bits: Vec<u64> = FIXED_SAMPLE_FIELDS
             .into_iter()
-            .chain([SAMPLE_CALLCHAIN, SAMPLE_RAW])
+            .chain([SAMPLE_CALLCHAIN, SAMPLE_RAW, SAMPLE_CGROUP])
             .collect();
         let v = SampleValues {
             identifier: 11,
@@ -679,6 +704,7 @@ mod tests {
             period: 1,
             callchain: vec![CONTEXT_KERNEL, 0xffffffff81000010],
             raw: vec![1, 2, 3, 4, 5],
+            cgroup: 4242,
         };
         for mask in 0..1u32 << bits.len() {
             let st = bits

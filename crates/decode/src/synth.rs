@@ -25,8 +25,8 @@ use ioblame_format::{
 use crate::format::{EventFormat, FieldError, FieldLayout, FormatError};
 use crate::record::{
     CONTEXT_KERNEL, MISC_COMM_EXEC, RECORD_COMM, RECORD_LOST, RECORD_LOST_SAMPLES, RECORD_SAMPLE,
-    SAMPLE_ADDR, SAMPLE_CALLCHAIN, SAMPLE_CPU, SAMPLE_ID, SAMPLE_IDENTIFIER, SAMPLE_IP,
-    SAMPLE_PERIOD, SAMPLE_RAW, SAMPLE_STREAM_ID, SAMPLE_TID, SAMPLE_TIME,
+    SAMPLE_ADDR, SAMPLE_CALLCHAIN, SAMPLE_CGROUP, SAMPLE_CPU, SAMPLE_ID, SAMPLE_IDENTIFIER,
+    SAMPLE_IP, SAMPLE_PERIOD, SAMPLE_RAW, SAMPLE_STREAM_ID, SAMPLE_TID, SAMPLE_TIME,
 };
 
 /// The sample type the ioblame capture uses (callchains added per event).
@@ -60,6 +60,8 @@ pub struct SampleValues {
     pub callchain: Vec<u64>,
     /// `RAW` payload.
     pub raw: Vec<u8>,
+    /// `CGROUP`.
+    pub cgroup: u64,
 }
 
 /// Values of a `sample_id_all` trailer.
@@ -202,6 +204,9 @@ pub fn sample_record(sample_type: u64, order: ByteOrder, v: &SampleValues) -> Ve
         w.u32(padded as u32);
         w.b.extend_from_slice(&v.raw);
         w.b.resize(w.b.len() + padded - v.raw.len(), 0);
+    }
+    if has(SAMPLE_CGROUP) {
+        w.u64(v.cgroup);
     }
     w.finish()
 }
@@ -385,6 +390,7 @@ pub struct TraceBuilder {
     chunks: Vec<EncodedChunk>,
     next_id: u64,
     task_sample_type: u64,
+    cgroup: u64,
 }
 
 impl TraceBuilder {
@@ -414,7 +420,13 @@ impl TraceBuilder {
             chunks: Vec::new(),
             next_id: 1,
             task_sample_type: CAPTURE_SAMPLE_TYPE,
+            cgroup: 0,
         }
+    }
+
+    /// The cgroup id the next samples of events recorded with `PERF_SAMPLE_CGROUP` carry.
+    pub fn set_cgroup(&mut self, id: u64) {
+        self.cgroup = id;
     }
 
     /// Adds an event (`subsystem:name`, its format text) sampled with
@@ -541,6 +553,7 @@ impl TraceBuilder {
             period: 1,
             callchain,
             raw,
+            cgroup: self.cgroup,
         };
         Ok(sample_record(ev.sample_type, self.order, &v))
     }

@@ -592,4 +592,7 @@ pub struct Event {
     /// event was recorded without callchains. Shared: the events one decoding thread finds
     /// with the same stack hold the same allocation (compare with [`Arc::ptr_eq`] first).
     pub stack: Option<Arc<[u64]>>,
+    /// The id of the task's cgroup in the cgroup2 hierarchy (`PERF_SAMPLE_CGROUP`, recorded
+    /// on the stack events since format 1.3); 0 when not recorded.
+    pub cgroup: u64,
 }

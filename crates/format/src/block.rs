@@ -13,7 +13,7 @@ pub const FILE_MAGIC: [u8; 8] = *b"\x89IOBLAM\n";
 /// Current major format version. A reader rejects files of a higher major version.
 pub const FORMAT_MAJOR: u16 = 1;
 /// Current minor format version. Minor versions only add block kinds or trailing fields.
-pub const FORMAT_MINOR: u16 = 2;
+pub const FORMAT_MINOR: u16 = 3;
 /// Size of the file preamble: magic, major, minor, reserved.
 pub const PREAMBLE_LEN: usize = 16;
 
@@ -50,6 +50,8 @@ pub mod kind {
     /// Kernel symbols, the text in parts compressed apart (format 1.2; recorders of 1.2
     /// write it instead of [`KALLSYMS`]).
     pub const KALLSYMS_PARTS: u16 = 0x17;
+    /// Cgroup id -> path table of the cgroup2 hierarchy (format 1.3).
+    pub const CGROUPS: u16 = 0x18;
     /// A chunk of perf records of one CPU.
     pub const CHUNK: u16 = 0x100;
     /// The chunk index written when a file is closed.

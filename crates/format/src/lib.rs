@@ -46,7 +46,7 @@ pub use chunk::{
 pub use codec::{MAX_METADATA_RATIO, MAX_STRING};
 pub use error::{DecodeError, Error, Result};
 pub use meta::{
-    kernel_dev, user_dev, BlockDevice, ByteOrder, EventDesc, FileEntry, FileTable, Header,
+    kernel_dev, user_dev, BlockDevice, ByteOrder, Cgroup, EventDesc, FileEntry, FileTable, Header,
     Kallsyms, Metadata, Mount, Task, EVENT_CALLCHAIN, EVENT_TASK_RECORDS, FILES_AT_END,
     FILES_CAPPED, FILES_TIMED_OUT, MAX_FILES_TABLE, MAX_KALLSYMS,
 };

@@ -289,6 +289,19 @@ pub struct Metadata {
     pub tasks: Vec<Task>,
     /// Free-form facts about the capture (`key`, `value`): command line, device filter, ...
     pub capture_info: Vec<(String, String)>,
+    /// The cgroup2 hierarchy's cgroups (id -> path), format 1.3; empty when not recorded.
+    pub cgroups: Vec<Cgroup>,
+}
+
+/// One cgroup of the recording host's cgroup2 hierarchy (CGROUPS block, format 1.3).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Cgroup {
+    /// The cgroup id the kernel reports (`PERF_SAMPLE_CGROUP`, the `cgroup_ino` of the
+    /// writeback events): the inode number of its directory in the cgroup2 filesystem.
+    pub id: u64,
+    /// Its path under the cgroup2 mount, from `/` (the root cgroup) on, e.g.
+    /// `/system.slice/nginx.service`.
+    pub path: String,
 }
 
 impl Metadata {
@@ -657,6 +670,27 @@ pub(crate) fn decode_info(b: &[u8]) -> Result<Vec<(String, String)>, DecodeError
     let mut v = Vec::with_capacity(n.min(INITIAL_CAPACITY));
     for _ in 0..n {
         v.push((d.str("key")?, d.str("value")?));
+    }
+    Ok(v)
+}
+
+pub(crate) fn encode_cgroups(v: &[Cgroup]) -> Vec<u8> {
+    let mut e = Enc::default();
+    e.u32(v.len() as u32);
+    for c in v {
+        e.u64(c.id).str(&c.path);
+    }
+    e.buf
+}
+
+pub(crate) fn decode_cgroups(b: &[u8]) -> Result<Vec<Cgroup>, DecodeError> {
+    let mut d = Dec::new(b);
+    let n = d.count(12, "cgroup count")?;
+    let mut v = Vec::with_capacity(n.min(INITIAL_CAPACITY));
+    for _ in 0..n {
+        let id = d.u64("cgroup id")?;
+        let path = d.str("cgroup path")?;
+        v.push(Cgroup { id, path });
     }
     Ok(v)
 }

@@ -492,6 +492,7 @@ impl TraceFile {
                 kind::MOUNTS => meta::decode_mounts(p).map(|v| m.mounts = v),
                 kind::TASKS => meta::decode_tasks(p).map(|v| m.tasks = v),
                 kind::CAPTURE_INFO => meta::decode_info(p).map(|v| m.capture_info = v),
+                kind::CGROUPS => meta::decode_cgroups(p).map(|v| m.cgroups = v),
                 // FILES is read by `Trace::paths`; kinds of newer minor versions are skipped.
                 _ => Ok(()),
             };
@@ -892,6 +893,25 @@ impl Trace {
     /// The metadata of the oldest surviving file.
     pub fn metadata(&self) -> &Metadata {
         self.files[0].metadata()
+    }
+    /// The cgroups of the recording host's cgroup2 hierarchy (id -> path), sorted by id: the
+    /// oldest file's table merged with the newest file's (the recorder appends a table taken
+    /// at the end of the capture, which names the cgroups created while recording; for an
+    /// id in both, the newest wins). Empty for traces before format 1.3.
+    pub fn cgroups(&self) -> Vec<meta::Cgroup> {
+        let mut by_id: BTreeMap<u64, String> = BTreeMap::new();
+        for f in [self.files.first(), self.files.last()]
+            .into_iter()
+            .flatten()
+        {
+            for c in &f.metadata().cgroups {
+                by_id.insert(c.id, c.path.clone());
+            }
+        }
+        by_id
+            .into_iter()
+            .map(|(id, path)| meta::Cgroup { id, path })
+            .collect()
     }
     /// The files of the trace, oldest first.
     pub fn files(&self) -> &[TraceFile] {

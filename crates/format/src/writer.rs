@@ -51,6 +51,8 @@ struct EncodedMeta {
     info: Vec<u8>,
     /// FILES, when the recorder has walked the filesystems.
     files: Vec<u8>,
+    /// CGROUPS, when the recorder read the cgroup2 hierarchy (empty otherwise).
+    cgroups: Vec<u8>,
 }
 
 impl EncodedMeta {
@@ -87,16 +89,22 @@ impl EncodedMeta {
                 &meta::encode_info(&meta.capture_info),
             ),
             files: Vec::new(),
+            cgroups: encode_cgroups_block(&meta.cgroups),
         }
     }
 
     fn bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(
-            self.head.len() + self.tasks.len() + self.info.len() + self.files.len(),
+            self.head.len()
+                + self.tasks.len()
+                + self.info.len()
+                + self.cgroups.len()
+                + self.files.len(),
         );
         out.extend_from_slice(&self.head);
         out.extend_from_slice(&self.tasks);
         out.extend_from_slice(&self.info);
+        out.extend_from_slice(&self.cgroups);
         out.extend_from_slice(&self.files);
         out
     }
@@ -104,6 +112,14 @@ impl EncodedMeta {
 
 fn encode_tasks_block(tasks: &[Task]) -> Vec<u8> {
     encode_block(kind::TASKS, 0, &meta::encode_tasks(tasks))
+}
+
+/// Encodes a CGROUPS block; nothing for an empty table (no cgroup2 hierarchy read).
+fn encode_cgroups_block(cgroups: &[crate::Cgroup]) -> Vec<u8> {
+    if cgroups.is_empty() {
+        return Vec::new();
+    }
+    encode_block(kind::CGROUPS, 0, &meta::encode_cgroups(cgroups))
 }
 
 /// Encodes a FILES block.
@@ -353,6 +369,28 @@ impl RingWriter {
         let block = encode_tasks_block(tasks);
         self.append_block(&block)?;
         self.meta.tasks = block;
+        self.enforce_cap()
+    }
+
+    /// Appends a CAPTURE_INFO block to the current file (the last one of a file wins), and
+    /// uses `info` in every file opened from now on: facts known once recording started, such
+    /// as the pid of the command it runs.
+    pub fn write_capture_info(&mut self, info: &[(String, String)]) -> Result<()> {
+        let block = encode_block(kind::CAPTURE_INFO, 0, &meta::encode_info(info));
+        self.append_block(&block)?;
+        self.meta.info = block;
+        self.enforce_cap()
+    }
+
+    /// Appends a CGROUPS block to the current file (the last one of a file wins), and uses
+    /// `cgroups` in every file opened from now on. Nothing is written for an empty table.
+    pub fn write_cgroups(&mut self, cgroups: &[crate::Cgroup]) -> Result<()> {
+        let block = encode_cgroups_block(cgroups);
+        if block.is_empty() {
+            return Ok(());
+        }
+        self.append_block(&block)?;
+        self.meta.cgroups = block;
         self.enforce_cap()
     }
 

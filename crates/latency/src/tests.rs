@@ -16,6 +16,7 @@ fn ev(time: u64, tid: u32, kind: EventKind) -> Event {
         tid,
         kind,
         stack: None,
+        cgroup: 0,
     }
 }
 

@@ -10,6 +10,7 @@ use ioblame_decode::{for_each_event, Decoder, Event, StreamOptions, StreamStats,
 
 use crate::diag::{self, Diagnostic};
 use crate::open::Input;
+use crate::scope::{ResolvedScope, ScopeCounter, ScopeSummary};
 
 /// What an analysis run is asked to do.
 #[derive(Debug, Clone, Copy)]
@@ -20,6 +21,9 @@ pub struct Options<'a> {
     pub devs: &'a DevSelection,
     /// Whether the recorder's own IO counts in the per-act totals.
     pub show_recorder: bool,
+    /// The IO spoken of: IO outside it is counted in [`Analysis::scope`] only, neither handed
+    /// to the caller nor in the per-act totals.
+    pub scope: &'a ResolvedScope,
 }
 
 /// What one analysis run produced (the IOs went to the caller's consumer as they came).
@@ -34,8 +38,10 @@ pub struct Analysis {
     pub stream: StreamStats,
     /// What the run found to say, in the order to tell it: the decoder's problems, the
     /// stream's damage, records lost, bytes not charged to a known act, the attribution's
-    /// warnings, the recorder's IO left out.
+    /// warnings, the recorder's IO left out, the scope.
     pub diagnostics: Vec<Diagnostic>,
+    /// The scope and the IO inside and outside it.
+    pub scope: ScopeSummary,
 }
 
 /// Per-act totals of the IOs counted: on a selected device, and not the recorder's own
@@ -45,12 +51,17 @@ struct Totals<'a> {
     show_recorder: bool,
     acts: Vec<ActTotals>,
     recorder: ActTotals,
+    scope: ScopeCounter<'a>,
 }
 
 impl Totals<'_> {
-    /// Counts `io`; whether the caller's consumer gets it (it is on a selected device).
+    /// Counts `io`; whether the caller's consumer gets it (it is on a selected device, in
+    /// the scope).
     fn count(&mut self, io: &Io, tables: &Tables) -> bool {
         if !self.devs.enabled(io.dev) {
+            return false;
+        }
+        if !self.scope.count(io, tables) {
             return false;
         }
         if tables.act(io.act).is_some_and(|a| a.recorder) {
@@ -119,11 +130,13 @@ pub fn analyze_observed(
         // A clone shares the table.
         ctx.symbols = Some(Box::new(opts.symbols.clone()));
     }
+    ctx.scope_root = opts.scope.root;
     let mut totals = Totals {
         devs: opts.devs,
         show_recorder: opts.show_recorder,
         acts: Vec::new(),
         recorder: ActTotals::default(),
+        scope: ScopeCounter::new(opts.scope),
     };
     let on_io = |io: &Io, tables: &Tables| {
         if totals.count(io, tables) {
@@ -166,11 +179,16 @@ pub fn analyze_observed(
             written_bytes,
         });
     }
+    let scope = totals.scope.summary;
+    if !(opts.scope.is_all() && scope.outside_workload.is_none()) {
+        diagnostics.push(Diagnostic::Scope(scope.clone()));
+    }
     Analysis {
         tables,
         summary: done.summary,
         stream,
         diagnostics,
+        scope,
     }
 }
 

@@ -117,6 +117,9 @@ pub enum Diagnostic {
         /// Its IOs.
         ios: u64,
     },
+    /// The scope of the outputs and the IO that fell outside it (said whenever the scope is
+    /// not `all`, or the trace has a workload).
+    Scope(crate::ScopeSummary),
 }
 
 /// One context of IO charged to the lost intent, with its issuer resolved.
@@ -155,7 +158,8 @@ impl Diagnostic {
             | NeitherReadNorWrite { .. }
             | UnknownOrigin { .. }
             | BlktraceWriters { .. }
-            | RecorderLeftOut { .. } => Severity::Note,
+            | RecorderLeftOut { .. }
+            | Scope(_) => Severity::Note,
         }
     }
 }
@@ -270,6 +274,7 @@ impl fmt::Display for Diagnostic {
                 f,
                 "the recorder's own IO ({bytes} bytes in {ios} IOs) is left out; --show-recorder shows it"
             ),
+            Scope(s) => write!(f, "{s}"),
         }
     }
 }

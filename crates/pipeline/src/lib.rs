@@ -18,6 +18,7 @@ mod analyze;
 mod blktrace;
 mod diag;
 mod open;
+mod scope;
 #[cfg(test)]
 mod tests;
 
@@ -28,3 +29,4 @@ pub use diag::{
 };
 pub use ioblame_attrib::{Progress, PROGRESS_EVERY};
 pub use open::{open_trace, symbols_of, Input, OpenError};
+pub use scope::{ResolvedScope, Scope, ScopeError, ScopeSummary};

@@ -67,15 +67,17 @@ fn all_devices(show_recorder: bool) -> (Symbolizer, DevSelection, bool) {
 }
 
 fn run(
-    trace: &Trace,
+    trace: &Input,
     show_recorder: bool,
     on_io: impl FnMut(&ioblame_attrib::Io, &Tables),
 ) -> Analysis {
     let (symbols, devs, show_recorder) = all_devices(show_recorder);
+    let all = ResolvedScope::all();
     let opts = Options {
         symbols: &symbols,
         devs: &devs,
         show_recorder,
+        scope: &all,
     };
     analyze(trace, &opts, on_io, |_| {})
 }
@@ -100,7 +102,7 @@ fn bytes_not_charged_are_accounted_for() {
     )
     .unwrap();
     let (_dir, path) = written(t);
-    let trace = Trace::open(&path).unwrap();
+    let trace = Input::from(Trace::open(&path).unwrap());
     let a = run(&trace, false, |_, _| {});
     assert_eq!(
         a.tables.totals.iter().map(|t| t.total_bytes()).sum::<u64>(),
@@ -165,7 +167,7 @@ fn recorder_io_is_left_out_of_totals_unless_shown() {
     }
     let (_dir, path) = written(t);
     for show in [false, true] {
-        let trace = Trace::open(&path).unwrap();
+        let trace = Input::from(Trace::open(&path).unwrap());
         let mut seen = 0;
         let a = run(&trace, show, |_, _| seen += 1);
         assert_eq!(seen, 2, "the consumer gets every IO");
@@ -222,13 +224,15 @@ fn devices_not_selected_are_left_out() {
         .unwrap();
     }
     let (_dir, path) = written(t);
-    let trace = Trace::open(&path).unwrap();
+    let trace = Input::from(Trace::open(&path).unwrap());
     let devs = DevSelection::parse("8:0", &[]).unwrap();
     let symbols = Symbolizer::default();
+    let all = ResolvedScope::all();
     let opts = Options {
         symbols: &symbols,
         devs: &devs,
         show_recorder: false,
+        scope: &all,
     };
     let mut seen = Vec::new();
     let a = analyze(&trace, &opts, |io, _| seen.push(io.dev), |_| {});
@@ -251,6 +255,8 @@ fn unknown_contexts_are_noted() {
             tid: 50,
             comm: "kworker/u8:0".into(),
             generation: 0,
+            cgroup: 0,
+            lineage: false,
         }],
         ..Tables::default()
     };
@@ -402,4 +408,172 @@ fn opening_returns_its_notes_and_typed_errors() {
     let mut notes = Vec::new();
     let one = open_trace(std::slice::from_ref(&ring), None, &mut notes).unwrap();
     assert_eq!(one.chunks().len(), trace.chunks().len());
+}
+
+/// A workload (pid 100, recorded as the command) whose child 101 reads 8 sectors in cgroup
+/// 5 (`/ci/job`), beside another process 200 reading 8 sectors in cgroup 6 (`/other`).
+fn scoped_trace() -> (tempfile::TempDir, PathBuf) {
+    use ioblame_decode::record::SAMPLE_CGROUP;
+    let mut t = TraceBuilder::new(ioblame_format::ByteOrder::native(), 1);
+    let st = ioblame_decode::synth::CAPTURE_SAMPLE_TYPE | SAMPLE_CGROUP;
+    let [q, d, c] = [
+        "block:block_bio_queue",
+        "block:block_rq_issue",
+        "block:block_rq_complete",
+    ]
+    .map(|name| {
+        t.add_event_with(name, builtin_format(name).unwrap(), st)
+            .unwrap()
+    });
+    let m = t.metadata_mut();
+    m.capture_info = vec![
+        ("command".into(), "./run-tests".into()),
+        ("command_pid".into(), "100".into()),
+    ];
+    m.cgroups = vec![
+        ioblame_format::Cgroup {
+            id: 1,
+            path: "/".into(),
+        },
+        ioblame_format::Cgroup {
+            id: 5,
+            path: "/ci/job".into(),
+        },
+        ioblame_format::Cgroup {
+            id: 6,
+            path: "/other".into(),
+        },
+    ];
+    let base = t.header().start_clock_ns + 1_000_000;
+    t.fork_exit(0, base, true, (100, 1, 100, 1));
+    t.fork_exit(0, base + 1, true, (101, 100, 101, 100));
+    for (i, (pid, cg, sector)) in [(101u32, 5u64, 2048u64), (200, 6, 4096)]
+        .into_iter()
+        .enumerate()
+    {
+        let at = base + 10 + i as u64 * 100;
+        t.set_cgroup(cg);
+        t.sample(0, q, at, pid, pid, &[], &bio(sector, "R"))
+            .unwrap();
+        let mut issue = bio(sector, "R");
+        issue.push(("bytes", Val::U(4096)));
+        t.sample(0, d, at + 10, 0, 0, &[], &issue).unwrap();
+        t.sample(
+            0,
+            c,
+            at + 20,
+            0,
+            0,
+            &[],
+            &done(Val::U(7 << 20), Val::U(sector), "R"),
+        )
+        .unwrap();
+    }
+    written(t)
+}
+
+fn scoped_run(trace: &Input, scope: &str) -> (Analysis, Vec<u32>) {
+    let scope = ResolvedScope::resolve(&scope.parse().unwrap(), trace).unwrap();
+    let (symbols, devs, _) = all_devices(false);
+    let opts = Options {
+        symbols: &symbols,
+        devs: &devs,
+        show_recorder: false,
+        scope: &scope,
+    };
+    let mut pids = Vec::new();
+    let a = analyze(
+        trace,
+        &opts,
+        |io, t| pids.push(t.roles[t.acts[io.act.index()].role.index()].pid),
+        |_| {},
+    );
+    (a, pids)
+}
+
+#[test]
+fn scopes_keep_the_workload_a_process_tree_or_a_cgroup_subtree() {
+    let (_dir, path) = scoped_trace();
+    let trace = Input::from(Trace::open(&path).unwrap());
+    let (a, pids) = scoped_run(&trace, "workload");
+    assert_eq!(pids, [101]);
+    assert_eq!(a.scope.inside.total_bytes(), 4096);
+    assert_eq!(a.scope.outside.total_bytes(), 4096);
+    assert_eq!(
+        a.tables.totals.iter().map(|t| t.total_bytes()).sum::<u64>(),
+        4096
+    );
+    let note = a
+        .diagnostics
+        .iter()
+        .find_map(|d| matches!(d, Diagnostic::Scope(_)).then(|| d.to_string()))
+        .unwrap();
+    assert_eq!(
+        note,
+        "note: scope workload (pid 100 `./run-tests` and its descendants): 4096 of 8192 bytes \
+         (50.0%) of the trace's IO fell outside it"
+    );
+    // The roles carry their cgroups.
+    let cg: Vec<u64> = a.tables.roles.iter().map(|r| r.cgroup).collect();
+    assert_eq!(cg, [5, 6]);
+    let (a, pids) = scoped_run(&trace, "all");
+    assert_eq!(pids, [101, 200]);
+    assert_eq!(a.scope.outside.total_bytes(), 0);
+    assert_eq!(
+        a.scope.outside_workload.map(|w| w.total_bytes()),
+        Some(4096)
+    );
+    assert_eq!(scoped_run(&trace, "pid:200").1, [200]);
+    assert_eq!(scoped_run(&trace, "cgroup:/ci").1, [101]);
+    assert_eq!(scoped_run(&trace, "cgroup:/ci/job/").1, [101]);
+    assert_eq!(scoped_run(&trace, "cgroup:/").1, [101, 200]);
+    assert_eq!(
+        ResolvedScope::resolve(&"cgroup:/c".parse().unwrap(), &trace).unwrap_err(),
+        ScopeError::UnknownCgroup("/c".into())
+    );
+}
+
+#[test]
+fn scopes_a_trace_cannot_have_are_refused_and_all_says_nothing() {
+    let (mut t, [q, d, c], base) = request_trace();
+    t.sample(0, q, base, 42, 42, &[], &bio(2048, "R")).unwrap();
+    let mut issue = bio(2048, "R");
+    issue.push(("bytes", Val::U(4096)));
+    t.sample(0, d, base + 10, 0, 0, &[], &issue).unwrap();
+    t.sample(
+        0,
+        c,
+        base + 20,
+        0,
+        0,
+        &[],
+        &done(Val::U(7 << 20), Val::U(2048), "R"),
+    )
+    .unwrap();
+    let (_dir, path) = written(t);
+    let trace = Input::from(Trace::open(&path).unwrap());
+    for (s, e) in [
+        ("workload", ScopeError::NoWorkload),
+        ("cgroup:/a", ScopeError::NoCgroups),
+    ] {
+        assert_eq!(
+            ResolvedScope::resolve(&s.parse().unwrap(), &trace).unwrap_err(),
+            e
+        );
+    }
+    assert!(matches!(
+        "pid:x".parse::<Scope>(),
+        Err(ScopeError::Syntax(_))
+    ));
+    assert!(matches!(
+        "cgroup:a".parse::<Scope>(),
+        Err(ScopeError::Syntax(_))
+    ));
+    assert_eq!(ResolvedScope::default_for_ci(&trace).scope, Scope::All);
+    let a = run(&trace, false, |_, _| {});
+    assert!(!a
+        .diagnostics
+        .iter()
+        .any(|d| matches!(d, Diagnostic::Scope(_))));
+    assert_eq!(scoped_run(&trace, "pid:42").1, [42]);
 }

@@ -270,6 +270,8 @@ mod tests {
                     tid: 1,
                     comm: "a".into(),
                     generation: 0,
+                    cgroup: 0,
+                    lineage: false,
                 };
                 2
             ],

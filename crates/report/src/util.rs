@@ -137,6 +137,8 @@ mod tests {
             tid: 7,
             comm: String::new(),
             generation: 0,
+            cgroup: 0,
+            lineage: false,
         };
         assert_eq!(task_ids(Some(&r)), "pid 7");
         r.tid = 9;

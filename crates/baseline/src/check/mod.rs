@@ -38,7 +38,7 @@ use families::{family_label, Families, Family, Item, NewFamily};
 use groups::{counter_map, match_groups, trace_groups, uncompared_note, TraceGroup};
 use judge::{dominant_dir, Subject};
 use pool::{pool_eligible, LostIntent, Pool};
-pub use report::{CheckReport, Finding, FindingKind, Scope};
+pub use report::{CheckReport, Finding, FindingKind, Scope, ScopeNote};
 
 /// Options of [`check_with`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -393,6 +393,7 @@ impl<'b> Comparison<'b> {
             groups_compared: self.groups_compared,
             baseline_groups: self.baseline.groups.len(),
             trace_groups: self.trace.len(),
+            scope: None,
         }
     }
 }

@@ -89,6 +89,22 @@ pub struct CheckReport {
     pub baseline_groups: usize,
     /// Groups of the trace (by key).
     pub trace_groups: usize,
+    /// The scope of the trace's IO compared and what fell outside it, when the caller
+    /// says (`ioblame check` does whenever the scope is not all of the trace or the trace
+    /// has a workload).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<ScopeNote>,
+}
+
+/// The scope of a check: which of the trace's IO was compared.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ScopeNote {
+    /// The scope (`workload`, `all`, `pid:N`, `cgroup:PATH`).
+    pub name: String,
+    /// What it is, for people (`pid 1234 `./run-tests` and its descendants`).
+    pub description: String,
+    /// Bytes of the trace's IO outside the scope, not compared.
+    pub outside_bytes: u64,
 }
 
 /// The JSON form of a [`CheckReport`]: the verdict first, then the report's fields.
@@ -139,6 +155,19 @@ impl CheckReport {
             for n in &self.notes {
                 writeln!(out, "  - {n}")?;
             }
+        }
+        if let Some(s) = &self.scope {
+            writeln!(
+                out,
+                "scope {}{}: {} of the trace's IO outside it, not compared",
+                s.name,
+                if s.description.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", s.description)
+                },
+                human_bytes(s.outside_bytes as f64),
+            )?;
         }
         writeln!(
             out,

@@ -56,6 +56,7 @@ fn baseline(groups: Vec<Group>) -> Baseline {
         total_bytes,
         groups,
         symbolized: true,
+        scope: None,
     }
 }
 
@@ -141,6 +142,8 @@ fn trace_groups_take_the_baselines_keys_and_counters() {
         tid: 7,
         comm: "worker-3".into(),
         generation: 0,
+        cgroup: 0,
+        lineage: false,
     };
     let intent = Intent {
         modifier: 0,

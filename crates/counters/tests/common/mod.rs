@@ -58,6 +58,8 @@ pub fn role(pid: u32, comm: &str) -> Role {
         tid: pid,
         comm: comm.to_string(),
         generation: 0,
+        cgroup: 0,
+        lineage: false,
     }
 }
 

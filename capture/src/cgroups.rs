@@ -1,0 +1,179 @@
+//! The cgroup2 hierarchy of this host: where it is mounted (from `/proc/self/mountinfo`,
+//! never a fixed path: `/sys/fs/cgroup` on a pure v2 host, `/sys/fs/cgroup/unified` on a
+//! v1/v2 hybrid) and its cgroups' ids and paths, for the trace's CGROUPS table
+//! (docs/format.md). A cgroup's id, as `PERF_SAMPLE_CGROUP` and the writeback events report
+//! it, is the inode number of its directory in the cgroup2 filesystem.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use ioblame_format::Cgroup;
+
+/// Most cgroups listed in one table.
+const MAX_CGROUPS: usize = 100_000;
+/// Longest time one walk may take.
+const BUDGET: Duration = Duration::from_secs(2);
+
+/// The cgroup2 mount of this host: its mount point and the hierarchy path of its root (not
+/// `/` inside a cgroup namespace). `None` when no cgroup2 filesystem is mounted.
+pub fn cgroup2_mount() -> Option<(PathBuf, String)> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    cgroup2_mount_in(&text)
+}
+
+/// [`cgroup2_mount`] on the text of a mountinfo file.
+fn cgroup2_mount_in(mountinfo: &str) -> Option<(PathBuf, String)> {
+    for line in mountinfo.lines() {
+        // `ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER`
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        if right.split(' ').next() != Some("cgroup2") {
+            continue;
+        }
+        let f: Vec<&str> = left.split(' ').collect();
+        if f.len() < 5 {
+            continue;
+        }
+        return Some((PathBuf::from(unescape(f[4])), unescape(f[3])));
+    }
+    None
+}
+
+/// Undoes mountinfo's octal escapes (`\040` for a space).
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
+            out.push(v);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Every cgroup of the hierarchy mounted at `mount` (whose root is `root` in the
+/// hierarchy), as (id, path), up to [`MAX_CGROUPS`] and [`BUDGET`]; directories that cannot
+/// be read are skipped. Empty when `mount` cannot be read.
+pub fn walk(mount: &Path, root: &str) -> Vec<Cgroup> {
+    let started = Instant::now();
+    let mut out = Vec::new();
+    let mut stack = vec![(mount.to_path_buf(), root.trim_end_matches('/').to_string())];
+    while let Some((dir, path)) = stack.pop() {
+        let Ok(md) = std::fs::metadata(&dir) else {
+            continue;
+        };
+        out.push(Cgroup {
+            id: md.ino(),
+            path: if path.is_empty() {
+                "/".into()
+            } else {
+                path.clone()
+            },
+        });
+        if out.len() >= MAX_CGROUPS || started.elapsed() > BUDGET {
+            break;
+        }
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                let name = e.file_name().to_string_lossy().into_owned();
+                stack.push((e.path(), format!("{path}/{name}")));
+            }
+        }
+    }
+    out.sort_by_key(|c| c.id);
+    out
+}
+
+/// The cgroups of this host's cgroup2 hierarchy (empty without one).
+pub fn snapshot() -> Vec<Cgroup> {
+    match cgroup2_mount() {
+        Some((mount, root)) => walk(&mount, &root),
+        None => Vec::new(),
+    }
+}
+
+/// `later` over `earlier`: every id of both, `later`'s path winning, sorted by id.
+pub fn merge(earlier: &[Cgroup], later: Vec<Cgroup>) -> Vec<Cgroup> {
+    let mut by_id: std::collections::BTreeMap<u64, String> =
+        earlier.iter().map(|c| (c.id, c.path.clone())).collect();
+    for c in later {
+        by_id.insert(c.id, c.path);
+    }
+    by_id
+        .into_iter()
+        .map(|(id, path)| Cgroup { id, path })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cgroup2_mount_is_found_wherever_it_is() {
+        let hybrid = "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n\
+            35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n\
+            41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+        assert_eq!(
+            cgroup2_mount_in(hybrid),
+            Some((PathBuf::from("/sys/fs/cgroup/unified"), "/".into()))
+        );
+        let v2 =
+            "29 23 0:26 /ns\\040x /sys/fs/cgroup rw shared:4 - cgroup2 cgroup2 rw,nsdelegate\n";
+        assert_eq!(
+            cgroup2_mount_in(v2),
+            Some((PathBuf::from("/sys/fs/cgroup"), "/ns x".into()))
+        );
+        assert_eq!(
+            cgroup2_mount_in("35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw\n"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_walk_names_each_directory_by_its_inode() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("a/b")).unwrap();
+        std::fs::write(d.path().join("a/cgroup.procs"), "").unwrap();
+        let t = walk(d.path(), "/");
+        let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
+        let mut want = vec![
+            Cgroup {
+                id: ino(d.path()),
+                path: "/".into(),
+            },
+            Cgroup {
+                id: ino(&d.path().join("a")),
+                path: "/a".into(),
+            },
+            Cgroup {
+                id: ino(&d.path().join("a/b")),
+                path: "/a/b".into(),
+            },
+        ];
+        want.sort_by_key(|c| c.id);
+        assert_eq!(t, want);
+        let merged = merge(
+            &[Cgroup {
+                id: 1,
+                path: "/gone".into(),
+            }],
+            t.clone(),
+        );
+        assert_eq!(merged.len(), 4);
+    }
+}
