@@ -1447,3 +1447,20 @@ fn unsymbolized_traces_and_baselines_are_not_compared() {
     assert_eq!(inputs_symbolized(&inputs(&flat)), None);
     assert!(check(&base, &inputs(&flat), &specs()).is_ok());
 }
+
+/// A baseline file is edited by hand and may come from anywhere: nesting deep enough to
+/// overflow a recursive parser's stack is an error (the TOML parser's own depth limit), not
+/// a crash (the test runs on a 2 MiB test thread's stack).
+#[test]
+fn deeply_nested_baseline_is_an_error_not_a_stack_overflow() {
+    let n = 100_000;
+    for text in [
+        format!("a = {}{}", "[".repeat(n), "]".repeat(n)),
+        format!("a = {}{}", "{ b = ".repeat(n), "}".repeat(n)),
+        format!("{} = 1", vec!["k"; n].join(".")),
+        format!("[{}]", vec!["t"; n].join(".")),
+    ] {
+        let e = Baseline::from_toml(&text).unwrap_err().to_string();
+        assert!(!e.is_empty());
+    }
+}
