@@ -35,10 +35,11 @@ bench-capture:
 
 # Fuzz the trace reader for SECS seconds (installs cargo-fuzz if needed; stable toolchain).
 fuzz SECS="60":
-    command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
-    mkdir -p fuzz/corpus/reader
-    for f in fixtures/*/trace/*.iob; do d=${f#fixtures/}; cp -n "$f" "fuzz/corpus/reader/${d%%/*}-$(basename "$f")"; done
-    cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run reader corpus/reader -- -max_total_time={{SECS}} -rss_limit_mb=2048
+    fuzz/run.sh {{SECS}} reader
+
+# Fuzz every target of fuzz/Cargo.toml in turn, SECS seconds each (docs/reliability.md).
+fuzz-all SECS="60":
+    fuzz/run.sh {{SECS}}
 
 # The recorder for production hosts: a fully static, stripped x86_64 ioblame-capture
 # (scripts/dist.sh), checked: no dynamic dependencies, and it records a real write exactly

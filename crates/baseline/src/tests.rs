@@ -1462,3 +1462,20 @@ fn the_scope_is_written_and_read_back_and_old_files_have_none() {
         Some("workload")
     );
 }
+
+/// A baseline file is edited by hand and may come from anywhere: nesting deep enough to
+/// overflow a recursive parser's stack is an error (the TOML parser's own depth limit), not
+/// a crash (the test runs on a 2 MiB test thread's stack).
+#[test]
+fn deeply_nested_baseline_is_an_error_not_a_stack_overflow() {
+    let n = 100_000;
+    for text in [
+        format!("a = {}{}", "[".repeat(n), "]".repeat(n)),
+        format!("a = {}{}", "{ b = ".repeat(n), "}".repeat(n)),
+        format!("{} = 1", vec!["k"; n].join(".")),
+        format!("[{}]", vec!["t"; n].join(".")),
+    ] {
+        let e = Baseline::from_toml(&text).unwrap_err().to_string();
+        assert!(!e.is_empty());
+    }
+}

@@ -437,7 +437,11 @@ impl Decoder {
             per_event: vec![0; self.entries.len()],
             ..Default::default()
         };
-        let need = (chunk.header.records as usize).min(1 << 20);
+        // The header's record count is the chunk's word: no more records than 8-byte headers
+        // fit in its data (a hostile count must not reserve 100 MiB for two records).
+        let need = (chunk.header.records as usize)
+            .min(chunk.data.len() / 8)
+            .min(1 << 20);
         if events.capacity() < need {
             // A fresh vector: growing this one would copy its stale contents.
             events = Vec::with_capacity(need);

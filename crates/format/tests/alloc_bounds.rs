@@ -5,83 +5,14 @@
 //! Regression tests for the audit's "unbounded allocation on hostile input": a directory of 8
 //! tiny files each with an 8 KB zstd frame declaring 256 MiB made `ioblame info` reach 2.1 GB.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 use ioblame_format::block::{encode_block, kind};
 use ioblame_format::*;
-
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-static LARGEST: AtomicUsize = AtomicUsize::new(0);
-
-fn note_alloc(size: usize) {
-    let live = LIVE.fetch_add(size, Ordering::Relaxed) + size;
-    PEAK.fetch_max(live, Ordering::Relaxed);
-    LARGEST.fetch_max(size, Ordering::Relaxed);
-}
-
-// SAFETY: every method forwards to the system allocator with the caller's arguments unchanged
-// and only updates counters besides.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        // SAFETY: forwarded as is; the caller upholds `alloc`'s contract.
-        let p = unsafe { System.alloc(l) };
-        if !p.is_null() {
-            note_alloc(l.size());
-        }
-        p
-    }
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        // SAFETY: forwarded as is.
-        let p = unsafe { System.alloc_zeroed(l) };
-        if !p.is_null() {
-            note_alloc(l.size());
-        }
-        p
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        // SAFETY: forwarded as is; `p` was allocated by `System` with layout `l`.
-        unsafe { System.dealloc(p, l) };
-        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        // SAFETY: forwarded as is; `p` was allocated by `System` with layout `l`.
-        let q = unsafe { System.realloc(p, l, new) };
-        if !q.is_null() {
-            LIVE.fetch_sub(l.size(), Ordering::Relaxed);
-            note_alloc(new);
-        }
-        q
-    }
-}
+use ioblame_testkit::alloc::{measure, one_test_at_a_time, Counting};
 
 #[global_allocator]
 static A: Counting = Counting;
-
-/// Holds the tests of this file to one at a time: the counters see every thread, so another
-/// test's allocations (its megabyte of noise, say) would land in the one being measured.
-/// Every test takes it first.
-fn one_test_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// What `f` allocated: (largest single allocation, peak live bytes above the start). The
-/// caller holds [`one_test_at_a_time`].
-fn measure<R>(f: impl FnOnce() -> R) -> (R, usize, usize) {
-    let base = LIVE.load(Ordering::Relaxed);
-    PEAK.store(base, Ordering::Relaxed);
-    LARGEST.store(0, Ordering::Relaxed);
-    let r = f();
-    let largest = LARGEST.load(Ordering::Relaxed);
-    let peak = PEAK.load(Ordering::Relaxed).saturating_sub(base);
-    (r, largest, peak)
-}
 
 const MIB: usize = 1 << 20;
 

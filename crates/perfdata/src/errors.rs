@@ -174,6 +174,41 @@ pub enum Corruption {
     /// A record grown by the converter's IDENTIFIER no longer fits a record's u16 size.
     #[error("a record of {0} bytes exceeds 65535")]
     RecordTooLong(usize),
+    /// A `perf record -z` record expands past what perf's records ever do: a zstd bomb.
+    #[error(
+        "the compressed record at byte {offset} ({len} bytes) expands to more than {limit} bytes"
+    )]
+    CompressedTooLarge {
+        /// Where the record starts (in the file, or in the stream for pipe mode).
+        offset: u64,
+        /// Its size.
+        len: u64,
+        /// What it may expand to (128 times its size, plus 1 MiB).
+        limit: u64,
+    },
+    /// A pipe-mode stream declares an attr after its first data record.
+    #[error("an attr record at byte {offset} of the stream comes after the data began")]
+    PipeAttrAfterData {
+        /// Where the record ends in the stream.
+        offset: u64,
+    },
+    /// A pipe-mode stream declares more than 65536 attrs.
+    #[error("the stream declares more than 65536 attrs")]
+    PipeTooManyAttrs,
+    /// A pipe-mode attr record holds an attr of an impossible size.
+    #[error("an attr of {size} bytes in the attr record ending at byte {offset} of the stream")]
+    PipeAttrSize {
+        /// Where the record ends in the stream.
+        offset: u64,
+        /// The attr size it declares.
+        size: usize,
+    },
+    /// A pipe-mode stream declares more tracing data than any kernel has.
+    #[error("{len} bytes of tracing data (at most 256 MiB)")]
+    PipeTracingDataTooLong {
+        /// The length declared.
+        len: u64,
+    },
 }
 
 /// A count inside the `HEADER_EVENT_DESC` section that the section cannot hold

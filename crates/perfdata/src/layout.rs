@@ -13,6 +13,7 @@ use ioblame_format::ByteOrder;
 
 use crate::attrs::RawAttr;
 use crate::errors::{Corruption, EventDescError, PerfDataError};
+use crate::inflate::{Inflation, COMPRESSED, COMPRESSED2};
 
 /// Size of `struct perf_file_header`.
 const PERF_FILE_HEADER_LEN: u64 = 104;
@@ -190,8 +191,61 @@ pub(crate) fn check<F: Read + Seek>(
             attrs.push(RawAttr::parse(&a[..a.len() - SECTION_LEN as usize], order));
         }
     }
+    check_compressed(f, order, data_off, data_size).map_err(|e| match e {
+        Checked::Io(e) => io(e),
+        Checked::Bomb(what) => corrupt(what),
+    })?;
     f.seek(SeekFrom::Start(0)).map_err(io)?;
     Ok(Layout { order, attrs })
+}
+
+/// Why [`check_compressed`] stopped.
+enum Checked {
+    Io(std::io::Error),
+    Bomb(Corruption),
+}
+
+/// Walks the records of the data section (`size` bytes at `offset`) and measures each
+/// compressed record ([`Inflation`]): one that expands too far is a [`Corruption`]. A record
+/// header that cannot be read ends the walk: the parser reports it.
+fn check_compressed<F: Read + Seek>(
+    f: &mut F,
+    order: ByteOrder,
+    offset: u64,
+    size: u64,
+) -> Result<(), Checked> {
+    f.seek(SeekFrom::Start(offset)).map_err(Checked::Io)?;
+    let mut r = std::io::BufReader::with_capacity(64 << 10, f);
+    let mut inflation: Option<Inflation> = None;
+    let mut at = 0u64;
+    let mut body = Vec::new();
+    while at + 8 <= size {
+        let mut h = [0u8; 8];
+        if r.read_exact(&mut h).is_err() {
+            break;
+        }
+        let kind = u32_at(order, &h, 0).unwrap_or(0);
+        let len = u64::from(order.u16([h[6], h[7]]));
+        if len < 8 || at + len > size {
+            break;
+        }
+        if kind == COMPRESSED || kind == COMPRESSED2 {
+            body.resize(len as usize - 8, 0);
+            r.read_exact(&mut body).map_err(Checked::Io)?;
+            let inflation = inflation.get_or_insert_with(Inflation::new);
+            if let Err(limit) = inflation.check(kind, &body, order) {
+                return Err(Checked::Bomb(Corruption::CompressedTooLarge {
+                    offset: offset + at,
+                    len,
+                    limit,
+                }));
+            }
+        } else {
+            r.seek_relative(len as i64 - 8).map_err(Checked::Io)?;
+        }
+        at += len;
+    }
+    Ok(())
 }
 
 /// Checks the counts inside a `HEADER_EVENT_DESC` section against its size: the parser

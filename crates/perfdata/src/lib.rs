@@ -45,12 +45,15 @@
 mod attrs;
 mod command;
 mod errors;
+mod inflate;
 mod layout;
 mod parser;
+mod pipe;
 mod records;
 mod symbols;
 mod tracing;
 
+use std::io::{BufWriter, Cursor, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use ioblame_format::{ByteOrder, FileWriter, Header, Metadata, Trace, TraceFile};
@@ -82,15 +85,106 @@ pub struct Converted {
     pub notes: Vec<String>,
 }
 
-/// Converts the perf.data file at `path` into an in-memory ioblame trace.
+/// Converts the perf.data file at `path` into an in-memory ioblame trace. The file may also
+/// hold perf's pipe-mode output (`perf record -o - > FILE`), possibly cut short.
 pub fn open_perf_data(path: &Path, opts: &PerfDataOptions) -> Result<Converted, PerfDataError> {
     let io = |source| PerfDataError::io(path, source);
-    let corrupt = |what| PerfDataError::corrupt(path, what);
     let mut file = std::fs::File::open(path).map_err(io)?;
+    let mut head = [0u8; pipe::PIPE_HEADER_LEN];
+    let n = read_up_to(&mut file, &mut head).map_err(io)?;
+    if pipe::pipe_order(&head[..n]).is_some() {
+        return convert_pipe(path, (&head[..n]).chain(file), opts);
+    }
+    file.seek(SeekFrom::Start(0)).map_err(io)?;
     let len = file.metadata().map_err(io)?.len();
+    convert(path, Box::new(file), len, opts, Vec::new())
+}
+
+/// Converts a perf.data recording read from `input`, a stream that cannot seek (standard
+/// input: `perf record -o - ... | ioblame acts -`), named `name` in errors: perf's pipe-mode
+/// output, read up to where it ends (a recording cut short is read up to the cut, with a
+/// note), or the bytes of a perf.data file. The stream is copied into a temporary file
+/// as it is read, not held in memory.
+pub fn read_perf_data(
+    name: &Path,
+    mut input: impl Read,
+    opts: &PerfDataOptions,
+) -> Result<Converted, PerfDataError> {
+    let io = |source| PerfDataError::io(name, source);
+    let mut head = [0u8; pipe::PIPE_HEADER_LEN];
+    let n = read_up_to(&mut input, &mut head).map_err(io)?;
+    let input = (&head[..n]).chain(input);
+    if pipe::pipe_order(&head[..n]).is_some() {
+        return convert_pipe(name, input, opts);
+    }
+    let mut tmp = tempfile::tempfile().map_err(|e| PerfDataError::io(&std::env::temp_dir(), e))?;
+    let len = std::io::copy(&mut { input }, &mut tmp).map_err(io)?;
+    tmp.seek(SeekFrom::Start(0)).map_err(io)?;
+    convert(name, Box::new(tmp), len, opts, Vec::new())
+}
+
+/// Converts a perf.data recording held in memory (a file's bytes or pipe-mode output), named
+/// `name` in errors. Nothing is read from disk but the symbols `opts` names or finds.
+pub fn perf_data_from_bytes(
+    name: &Path,
+    bytes: Vec<u8>,
+    opts: &PerfDataOptions,
+) -> Result<Converted, PerfDataError> {
+    if pipe::pipe_order(&bytes).is_some() {
+        let mut out = Cursor::new(Vec::new());
+        let u = pipe::unpipe(name, &bytes[..], &mut out)?;
+        drop(bytes);
+        out.set_position(0);
+        return convert(name, Box::new(out), u.len, opts, u.notes);
+    }
+    let len = bytes.len() as u64;
+    convert(name, Box::new(Cursor::new(bytes)), len, opts, Vec::new())
+}
+
+/// Reads into `buf` until it is full or `r` ends; the bytes read.
+fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+/// Converts the pipe-mode stream `input` (named `name`), rewritten as a perf.data file in a
+/// temporary file.
+fn convert_pipe(
+    name: &Path,
+    input: impl Read,
+    opts: &PerfDataOptions,
+) -> Result<Converted, PerfDataError> {
+    let tmp = tempfile::tempfile().map_err(|e| PerfDataError::io(&std::env::temp_dir(), e))?;
+    let mut out = BufWriter::new(tmp);
+    let u = pipe::unpipe(name, input, &mut out)?;
+    let mut tmp = out
+        .into_inner()
+        .map_err(|e| PerfDataError::io(name, e.into_error()))?;
+    tmp.seek(SeekFrom::Start(0))
+        .map_err(|e| PerfDataError::io(name, e))?;
+    convert(name, Box::new(tmp), u.len, opts, u.notes)
+}
+
+/// Converts the perf.data file `file` (`len` bytes, named `path` in errors), with `notes`
+/// already gathered.
+fn convert(
+    path: &Path,
+    mut file: Box<dyn parser::Input>,
+    len: u64,
+    opts: &PerfDataOptions,
+    mut notes: Vec<String>,
+) -> Result<Converted, PerfDataError> {
+    let corrupt = |what| PerfDataError::corrupt(path, what);
     let layout = layout::check(path, &mut file, len)?;
     let mut parser = Parser::open(path, file)?;
-    let mut notes = Vec::new();
     let tracing = attrs::tracing_data(parser.tracing_data()?, &mut notes).map_err(corrupt)?;
     let host = parser.host()?;
     let events = attrs::events(

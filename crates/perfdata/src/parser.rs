@@ -7,8 +7,7 @@
 //! copied into the plain types below before the rest of the conversion sees it.
 
 use std::borrow::Cow;
-use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Read, Seek};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
@@ -34,6 +33,11 @@ pub(crate) fn guarded<T>(path: &Path, f: impl FnOnce() -> T) -> Result<T, PerfDa
         }
     })
 }
+
+/// What the parser reads from: a file, or bytes in memory.
+pub(crate) trait Input: Read + Seek {}
+
+impl<T: Read + Seek> Input for T {}
 
 /// One `perf_event_attr` of the file, with what `HEADER_EVENT_DESC` says of it.
 #[derive(Debug, Clone)]
@@ -112,12 +116,12 @@ pub(crate) fn record_name(t: u32) -> String {
 pub(crate) struct Parser {
     path: PathBuf,
     file: PerfFile,
-    records: PerfRecordIter<BufReader<File>>,
+    records: PerfRecordIter<BufReader<Box<dyn Input>>>,
 }
 
 impl Parser {
     /// Parses the header and the feature sections of `file`, named `path` in errors.
-    pub fn open(path: &Path, file: File) -> Result<Parser, PerfDataError> {
+    pub fn open(path: &Path, file: Box<dyn Input>) -> Result<Parser, PerfDataError> {
         let PerfFileReader {
             perf_file,
             record_iter,
@@ -259,7 +263,7 @@ mod tests {
         b.extend(104u64.to_le_bytes());
         b.resize(200, 0);
         std::fs::write(&p, &b).unwrap();
-        match Parser::open(&p, File::open(&p).unwrap()) {
+        match Parser::open(&p, Box::new(std::fs::File::open(&p).unwrap())) {
             Err(PerfDataError::Parse { .. }) => {}
             Err(e) => panic!("{e}"),
             Ok(_) => panic!("parsed"),

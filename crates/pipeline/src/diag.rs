@@ -110,6 +110,16 @@ pub enum Diagnostic {
         /// Bytes written in all.
         written_bytes: u64,
     },
+    /// The trace's last file was not closed: the recorder was killed or crashed, or is still
+    /// writing it. Every complete chunk is read; what the recorder had not yet written is
+    /// missing (it writes each CPU's records at least once a second).
+    NotClosed {
+        /// The file.
+        file: std::path::PathBuf,
+        /// Where each CPU's records end, the earliest and the latest, in seconds since the
+        /// capture started (none when the trace has no chunk).
+        ends: Option<(f64, f64)>,
+    },
     /// The recorder's own IO is left out (`--show-recorder` shows it).
     RecorderLeftOut {
         /// Its bytes.
@@ -145,6 +155,7 @@ impl Diagnostic {
             | DamagedChunk(_)
             | RecordsSkipped(_)
             | LostRecords { .. }
+            | NotClosed { .. }
             | StaleIo { .. }
             | Attribution(_)
             | WarningsSuppressed(_) => Severity::Warning,
@@ -270,6 +281,23 @@ impl fmt::Display for Diagnostic {
                     *flusher_bytes as f64 * 100.0 / *written_bytes as f64
                 }
             ),
+            NotClosed { file, ends } => {
+                write!(
+                    f,
+                    "{} was not closed (the recorder was killed or crashed, or is still \
+                     writing it): every complete chunk is read",
+                    file.display()
+                )?;
+                match ends {
+                    Some((a, b)) => write!(
+                        f,
+                        "; the CPUs' records end between {a:.3} s and {b:.3} s, and what the \
+                         recorder had not yet written after that is missing (at most about the \
+                         last second: it writes every CPU's records at least once a second)"
+                    ),
+                    None => f.write_str("; it holds no records yet"),
+                }
+            }
             RecorderLeftOut { bytes, ios } => write!(
                 f,
                 "the recorder's own IO ({bytes} bytes in {ios} IOs) is left out; --show-recorder shows it"

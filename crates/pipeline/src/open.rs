@@ -145,9 +145,9 @@ pub enum OpenError {
 
 /// Opens what the user named: an ioblame trace directory, one or more ring files of one
 /// capture, a `perf.data` recording (converted in memory, with `kallsyms` as the
-/// recording host's symbols if given), or blktrace data (per-CPU files, `blkparse -d`
-/// dumps or blkparse text, and directories of them; told by their content). Reading goes
-/// on up to any damage the reader found.
+/// recording host's symbols if given; `-` reads one from standard input), or blktrace data
+/// (per-CPU files, `blkparse -d` dumps or blkparse text, and directories of them; told by
+/// their content). Reading goes on up to any damage the reader found.
 ///
 /// What opening has to say (the conversion's notes, the damage found) is pushed onto
 /// `diagnostics` as it is found, also when opening then fails.
@@ -180,15 +180,20 @@ pub fn open_trace(
     }
     let t = match paths {
         [] => return Err(OpenError::NoTrace),
-        [one] if ioblame_perfdata::is_perf_data(one) => {
+        [one] if one.as_os_str() == "-" || ioblame_perfdata::is_perf_data(one) => {
             let opts = PerfDataOptions {
                 kallsyms: kallsyms.map(Path::to_path_buf),
             };
-            let c = ioblame_perfdata::open_perf_data(one, &opts).map_err(|source| {
-                OpenError::PerfData {
-                    path: one.clone(),
-                    source,
-                }
+            let c = if one.as_os_str() == "-" {
+                // Standard input: a perf.data stream (`perf record -o - ... | ioblame acts -`).
+                let name = Path::new("standard input");
+                ioblame_perfdata::read_perf_data(name, std::io::stdin().lock(), &opts)
+            } else {
+                ioblame_perfdata::open_perf_data(one, &opts)
+            }
+            .map_err(|source| OpenError::PerfData {
+                path: one.clone(),
+                source,
             })?;
             diagnostics.extend(c.notes.into_iter().map(Diagnostic::PerfData));
             c.trace
@@ -205,7 +210,31 @@ pub fn open_trace(
         many => ring_files(many)?,
     };
     diagnostics.extend(t.problems().iter().cloned().map(Diagnostic::Trace));
+    diagnostics.extend(not_closed(&t));
     Ok(t.into())
+}
+
+/// The note that the trace's last file was never closed, with where each CPU's records end.
+fn not_closed(t: &Trace) -> Option<Diagnostic> {
+    let last = t.files().iter().max_by_key(|f| f.header().file_index)?;
+    if last.indexed() {
+        return None;
+    }
+    let start = t.header().start_clock_ns;
+    let mut per_cpu: std::collections::BTreeMap<u32, u64> = Default::default();
+    for c in t.chunks() {
+        let e = per_cpu.entry(c.header.cpu).or_default();
+        *e = (*e).max(c.header.last_ts);
+    }
+    let secs = |ns: u64| ns.saturating_sub(start) as f64 / 1e9;
+    let ends = match (per_cpu.values().min(), per_cpu.values().max()) {
+        (Some(&a), Some(&b)) => Some((secs(a), secs(b))),
+        _ => None,
+    };
+    Some(Diagnostic::NotClosed {
+        file: last.path().to_path_buf(),
+        ends,
+    })
 }
 
 /// The trace made of the ring files `paths`, all of one capture, each given once.

@@ -577,3 +577,36 @@ fn scopes_a_trace_cannot_have_are_refused_and_all_says_nothing() {
         .any(|d| matches!(d, Diagnostic::Scope(_))));
     assert_eq!(scoped_run(&trace, "pid:42").1, [42]);
 }
+
+/// A trace whose last file was never closed (a killed recorder, or one still writing) reads,
+/// and says where each CPU's records end; a closed one says nothing.
+#[test]
+fn an_unclosed_trace_is_noted_with_where_it_ends() {
+    let (mut t, [q, ..], base) = request_trace();
+    t.sample(0, q, base, 42, 42, &[], &bio(2048, "W")).unwrap();
+    t.sample(0, q, base + 500_000_000, 42, 42, &[], &bio(4096, "W"))
+        .unwrap();
+    let (_d, path) = written(t);
+    let mut diags = Vec::new();
+    open_trace(std::slice::from_ref(&path), None, &mut diags).unwrap();
+    assert!(
+        !diags.iter().any(|d| matches!(d, Diagnostic::NotClosed { .. })),
+        "{diags:?}"
+    );
+    // Cut the file before its index, as a SIGKILL leaves it.
+    let file = std::fs::read_dir(&path).unwrap().next().unwrap().unwrap().path();
+    let bytes = std::fs::read(&file).unwrap();
+    let index = u64::from_le_bytes(bytes[bytes.len() - 8..].try_into().unwrap()) as usize;
+    std::fs::write(&file, &bytes[..index]).unwrap();
+    let mut diags = Vec::new();
+    let trace = open_trace(&[path], None, &mut diags).unwrap();
+    assert_eq!(trace.chunks().len(), 1);
+    let note = diags
+        .iter()
+        .find(|d| matches!(d, Diagnostic::NotClosed { .. }))
+        .unwrap_or_else(|| panic!("{diags:?}"))
+        .to_string();
+    assert!(note.starts_with("warning: "), "{note}");
+    assert!(note.contains("was not closed"), "{note}");
+    assert!(note.contains("end between 0.501 s and 0.501 s"), "{note}");
+}

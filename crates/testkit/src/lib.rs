@@ -16,6 +16,7 @@ use std::ffi::OsStr;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+pub mod alloc;
 mod diff;
 
 /// The environment variable that rewrites golden files: set it to `1`.

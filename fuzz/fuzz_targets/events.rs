@@ -1,0 +1,64 @@
+//! Fuzzes chunk decoding and the attribution: any bytes, taken as the raw perf records of a
+//! chunk of a real trace (the `ext4-two-writers` fixture's events, formats, devices and
+//! tasks), must decode into events or skipped-and-counted records, and the events must go
+//! through the attribution, without a panic.
+//!
+//! The first byte picks the chunk's CPU; the rest are the records, in the fixture's byte
+//! order. Seeds (`fuzz/seeds/events`) are runs of that fixture's own records.
+#![no_main]
+
+use std::sync::OnceLock;
+
+use ioblame_attrib::{Attributor, Context};
+use ioblame_decode::Decoder;
+use ioblame_format::{Chunk, ChunkHeader, Header, Metadata, Trace, TraceFile};
+use libfuzzer_sys::fuzz_target;
+
+/// The fixture whose events the records refer to.
+static FIXTURE: &[u8] = include_bytes!("../../fixtures/ext4-two-writers/trace/ioblame-000000.iob");
+
+struct Setup {
+    header: Header,
+    meta: Metadata,
+    decoder: Decoder,
+}
+
+fn setup() -> &'static Setup {
+    static S: OnceLock<Setup> = OnceLock::new();
+    S.get_or_init(|| {
+        let f = TraceFile::from_bytes(std::path::Path::new("fixture.iob"), FIXTURE.to_vec())
+            .expect("the fixture reads");
+        let t = Trace::from_files(vec![f], vec![]);
+        let header = t.header().clone();
+        let meta = t.metadata().clone();
+        let decoder = Decoder::new(&header, &meta);
+        Setup {
+            header,
+            meta,
+            decoder,
+        }
+    })
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&cpu, records)) = data.split_first() else {
+        return;
+    };
+    let s = setup();
+    let chunk = Chunk {
+        header: ChunkHeader {
+            cpu: u32::from(cpu) % s.header.cpu_count.max(1),
+            records: (records.len() / 8) as u32,
+            uncompressed_len: records.len() as u32,
+            ..ChunkHeader::default()
+        },
+        data: records.to_vec(),
+    };
+    let decoded = s.decoder.decode_chunk(&chunk);
+    let mut a = Attributor::new(Context::from_trace(&s.header, &s.meta));
+    for ev in &decoded.events {
+        a.prefetch(ev);
+        a.push(ev);
+    }
+    let _ = a.finish();
+});

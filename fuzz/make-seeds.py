@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""Writes the fuzz targets' seed corpora (fuzz/seeds/<target>/), small inputs of a few KiB cut
+from the fixtures and the repository's own files, and from perf recordings made here.
+
+Usage: fuzz/make-seeds.py [PERF_DIR]. PERF_DIR holds perf.data recordings (file and pipe mode)
+to shrink into perfdata seeds; without it the perfdata seeds are left as they are. The seeds
+are committed: run this again only to change them. Needs the `zstd` command.
+"""
+import glob
+import os
+import struct
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SEEDS = os.path.join(ROOT, "fuzz", "seeds")
+FIXTURE = os.path.join(ROOT, "fixtures", "ext4-two-writers", "trace", "ioblame-000000.iob")
+MAX_SEED = 4096
+
+
+def out(target, name, data):
+    d = os.path.join(SEEDS, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def blocks(b):
+    """(kind, whole block bytes, payload) of an ioblame trace file, after its preamble."""
+    o = 16
+    while o + 24 <= len(b) and b[o:o + 4] == b"IOBk":
+        kind, _flags, ln = struct.unpack_from("<HHI", b, o + 4)
+        yield kind, b[o:o + 24 + ln], b[o + 24:o + 24 + ln]
+        o += 24 + ln
+
+
+def chunk_records(payload):
+    """The decompressed perf records of a CHUNK payload (64-byte chunk header, zstd frame)."""
+    cpu = struct.unpack_from("<I", payload, 0)[0]
+    z = payload[64:]
+    raw = subprocess.run(["zstd", "-d", "-c"], input=z, capture_output=True, check=True).stdout
+    recs = []
+    o = 0
+    while o + 8 <= len(raw):
+        size = struct.unpack_from("<H", raw, o + 6)[0]
+        if size < 8:
+            break
+        recs.append(raw[o:o + size])
+        o += size
+    return cpu, recs
+
+
+def events_and_reader():
+    b = open(FIXTURE, "rb").read()
+    meta = []
+    chunks = []
+    for kind, block, payload in blocks(b):
+        if kind == 0x100:
+            chunks.append((block, payload))
+        elif kind not in (0x10, 0x11, 0x17, 0x200):  # events and kallsyms are large
+            meta.append(block)
+    n = 0
+    for _block, payload in chunks:
+        cpu, recs = chunk_records(payload)
+        run = b""
+        for r in recs:
+            if len(run) + len(r) > MAX_SEED - 1:
+                out("events", "two-writers-%03d" % n, bytes([cpu]) + run)
+                n += 1
+                run = b""
+            run += r
+        if run:
+            out("events", "two-writers-%03d" % n, bytes([cpu]) + run)
+            n += 1
+    # The reader: the preamble and the small metadata blocks, then each small chunk.
+    head = b[:16] + b"".join(meta)
+    for i, (block, _) in enumerate(chunks):
+        if len(block) <= 4096:
+            out("reader", "two-writers-chunk-%d.iob" % i, head + block)
+    out("reader", "two-writers-meta.iob", head)
+
+
+def kallsyms():
+    text = open("/proc/kallsyms", "rb").read()
+    lines = text.splitlines(keepends=True)
+    picks = {"start": 0, "middle": len(lines) // 2, "modules": max(len(lines) - 60, 0)}
+    for name, at in picks.items():
+        s = b""
+        for line in lines[at:]:
+            if len(s) + len(line) > MAX_SEED:
+                break
+            s += line
+        out("kallsyms", name, s)
+
+
+def formats():
+    for d in ("crates/events/formats", "crates/decode/tests/formats"):
+        for p in sorted(glob.glob(os.path.join(ROOT, d, "*.format"))):
+            data = open(p, "rb").read()
+            if len(data) <= 2 * MAX_SEED:
+                out("tracefs_format", os.path.basename(p), data)
+
+
+def counters():
+    specs = {
+        "default": b"size r 4k 8k 16k 32k 64k 128k 256k\nwait_time rw 100us 1ms 10ms 100ms 1s 10s 100s\n",
+        "filtered": b"size w 4k 8k 16k 32k 64k 128k 256k if comm ~ \"kworker*\" && (via == buffer || !(dev == 8:0))\n",
+        "filter": b"(pid == 7 || tgid >= 0x10) && !(reason == vmscan) && comm != 'a b' && seek_dist < 4096",
+        "comments": b"# a comment\nio_time r 1ms 2ms 4ms 8ms 16ms 32ms 64ms # trailing\n\n",
+    }
+    for name, s in specs.items():
+        out("counters", name, s)
+
+
+def baselines():
+    for p in sorted(glob.glob(os.path.join(ROOT, "fixtures", "*", "baseline.toml"))):
+        out("baseline", os.path.basename(os.path.dirname(p)) + ".toml", open(p, "rb").read())
+
+
+def shrink_tracing(t, be):
+    """Tracing data with the ftrace formats, kallsyms, printk formats and saved cmdlines
+    emptied: the event formats are what ioblame reads."""
+    e = ">" if be else "<"
+    o = 10
+    o = t.index(b"\0", o) + 1  # version
+    o += 1 + 1 + 4  # endian, long size, page size
+    for name in (b"header_page\0", b"header_event\0"):
+        assert t[o:o + len(name)] == name
+        o += len(name)
+        size = struct.unpack_from(e + "Q", t, o)[0]
+        o += 8 + size
+    keep = t[:o] + struct.pack(e + "I", 0)  # no ftrace formats
+    n = struct.unpack_from(e + "I", t, o)[0]
+    o += 4
+    for _ in range(n):
+        size = struct.unpack_from(e + "Q", t, o)[0]
+        o += 8 + size
+    start = o
+    systems = struct.unpack_from(e + "I", t, o)[0]
+    o += 4
+    for _ in range(systems):
+        o = t.index(b"\0", o) + 1
+        count = struct.unpack_from(e + "I", t, o)[0]
+        o += 4
+        for _ in range(count):
+            size = struct.unpack_from(e + "Q", t, o)[0]
+            o += 8 + size
+    keep += t[start:o]
+    keep += struct.pack(e + "I", 0) + struct.pack(e + "I", 0)  # kallsyms, printk
+    if t[10:14] == b"0.6\0":
+        keep += struct.pack(e + "Q", 0)  # saved cmdlines
+    return keep
+
+
+def shrink_file(b):
+    """A perf.data file with its tracing data shrunk (the feature table fixed up)."""
+    be = b[:8] == b"2ELIFREP"
+    e = ">" if be else "<"
+    data_off, data_size = struct.unpack_from(e + "QQ", b, 40)
+    features = struct.unpack_from(e + "4Q", b, 72)
+    if not features[0] & 2:
+        return b
+    table = data_off + data_size
+    nfeat = sum(bin(w).count("1") for w in features)
+    entries = [list(struct.unpack_from(e + "QQ", b, table + 16 * i)) for i in range(nfeat)]
+    # Bit 1 (tracing data) comes first unless bit 0 is set.
+    ti = 1 if features[0] & 1 else 0
+    off, size = entries[ti]
+    new = shrink_tracing(b[off:off + size], be)
+    delta = size - len(new)
+    entries[ti][1] = len(new)
+    for ent in entries:
+        if ent[0] > off:
+            ent[0] -= delta
+    b = b[:off] + new + b[off + size:]
+    for i, (o2, s2) in enumerate(entries):
+        b = b[:table + 16 * i] + struct.pack(e + "QQ", o2, s2) + b[table + 16 * i + 16:]
+    return b
+
+
+def shrink_pipe(b):
+    """A pipe-mode stream with its tracing data shrunk."""
+    be = b[:8] == b"2ELIFREP"
+    e = ">" if be else "<"
+    o = 16
+    while o + 8 <= len(b):
+        kind, _misc, size = struct.unpack_from(e + "IHH", b, o)
+        if kind == 66:
+            ln = struct.unpack_from(e + "I", b, o + 8)[0]
+            new = shrink_tracing(b[o + size:o + size + ln], be)
+            new += b"\0" * (-len(new) % 8)
+            b = b[:o + 8] + struct.pack(e + "I", len(new)) + b[o + 12:o + size] + new + b[o + size + ln:]
+            return b
+        o += size
+    return b
+
+
+def perfdata(d):
+    for p in sorted(glob.glob(os.path.join(d, "*.data"))):
+        b = open(p, "rb").read()
+        pipe = struct.unpack_from("<Q", b, 8)[0] == 16 or struct.unpack_from(">Q", b, 8)[0] == 16
+        b = shrink_pipe(b) if pipe else shrink_file(b)
+        out("perfdata", os.path.basename(p), b)
+
+
+if __name__ == "__main__":
+    events_and_reader()
+    kallsyms()
+    formats()
+    counters()
+    baselines()
+    if len(sys.argv) > 1:
+        perfdata(sys.argv[1])
