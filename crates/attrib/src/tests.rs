@@ -67,6 +67,7 @@ fn context() -> Context {
         symbols: None,
         inode_bits: InodeBits::V6_18,
         block_sizes: Vec::new(),
+        issuer_only: false,
     }
 }
 

@@ -67,7 +67,7 @@ fn all_devices(show_recorder: bool) -> (Symbolizer, DevSelection, bool) {
 }
 
 fn run(
-    trace: &Trace,
+    trace: &Input,
     show_recorder: bool,
     on_io: impl FnMut(&ioblame_attrib::Io, &Tables),
 ) -> Analysis {
@@ -100,7 +100,7 @@ fn bytes_not_charged_are_accounted_for() {
     )
     .unwrap();
     let (_dir, path) = written(t);
-    let trace = Trace::open(&path).unwrap();
+    let trace = Input::from(Trace::open(&path).unwrap());
     let a = run(&trace, false, |_, _| {});
     assert_eq!(
         a.tables.totals.iter().map(|t| t.total_bytes()).sum::<u64>(),
@@ -165,7 +165,7 @@ fn recorder_io_is_left_out_of_totals_unless_shown() {
     }
     let (_dir, path) = written(t);
     for show in [false, true] {
-        let trace = Trace::open(&path).unwrap();
+        let trace = Input::from(Trace::open(&path).unwrap());
         let mut seen = 0;
         let a = run(&trace, show, |_, _| seen += 1);
         assert_eq!(seen, 2, "the consumer gets every IO");
@@ -222,7 +222,7 @@ fn devices_not_selected_are_left_out() {
         .unwrap();
     }
     let (_dir, path) = written(t);
-    let trace = Trace::open(&path).unwrap();
+    let trace = Input::from(Trace::open(&path).unwrap());
     let devs = DevSelection::parse("8:0", &[]).unwrap();
     let symbols = Symbolizer::default();
     let opts = Options {
