@@ -258,6 +258,16 @@ impl Recording {
         Ok(Recording { sources, scan })
     }
 
+    /// A recording of one file's `bytes` already in memory, named `path` (in messages);
+    /// `None` when they are neither blktrace records nor blkparse text. For tests and
+    /// fuzzing.
+    pub fn from_bytes(path: &Path, bytes: Vec<u8>) -> Option<Recording> {
+        let s = reader::Source::from_bytes(path.to_path_buf(), bytes)?;
+        let sources = vec![s];
+        let scan = scan::scan(&sources, Vec::new());
+        Some(Recording { sources, scan })
+    }
+
     /// What the first reading found.
     pub fn scan(&self) -> &Scan {
         &self.scan

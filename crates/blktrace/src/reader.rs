@@ -21,16 +21,28 @@ pub enum Kind {
     Text,
 }
 
-/// One input file, mapped.
+/// One input file, mapped (or given as bytes).
 pub(crate) struct Source {
     pub path: PathBuf,
     pub kind: Kind,
     map: Option<Mmap>,
+    owned: Vec<u8>,
 }
 
 impl Source {
     pub fn bytes(&self) -> &[u8] {
-        self.map.as_deref().unwrap_or(&[])
+        self.map.as_deref().unwrap_or(&self.owned)
+    }
+
+    /// A source of `bytes` already in memory, named `path`.
+    pub fn from_bytes(path: PathBuf, bytes: Vec<u8>) -> Option<Source> {
+        let kind = kind_of(&bytes)?;
+        Some(Source {
+            path,
+            kind,
+            map: None,
+            owned: bytes,
+        })
     }
 }
 
@@ -144,6 +156,7 @@ pub(crate) fn open_sources(
                     path: f,
                     kind,
                     map: m,
+                    owned: Vec::new(),
                 });
             }
         } else {
@@ -159,6 +172,7 @@ pub(crate) fn open_sources(
                 path: p.clone(),
                 kind,
                 map: m,
+                owned: Vec::new(),
             });
         }
     }

@@ -151,11 +151,9 @@ pub(crate) fn scan(sources: &[Source], mut problems: Vec<Problem>) -> Scan {
                 (Action::Process, Payload::Process { comm }) => {
                     names.entry(r.pid).or_insert_with(|| comm.clone());
                 }
-                (Action::Timestamp, Payload::Timestamp { sec, nsec }) => {
-                    if s.wall_clock.is_none() {
-                        let wall = *sec as u64 * 1_000_000_000 + *nsec as u64;
-                        s.wall_clock = Some((wall, r.time));
-                    }
+                (Action::Timestamp, Payload::Timestamp { sec, nsec }) if s.wall_clock.is_none() => {
+                    let wall = *sec as u64 * 1_000_000_000 + *nsec as u64;
+                    s.wall_clock = Some((wall, r.time));
                 }
                 (Action::Message, Payload::Message { text }) => {
                     s.message_count += 1;

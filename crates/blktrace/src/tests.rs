@@ -9,7 +9,7 @@ use crate::record::{self, cat, encode, Order};
 use crate::*;
 
 const LOOP0: u32 = 7 << 20;
-const DM0: u32 = (253 << 20) | 0;
+const DM0: u32 = 253 << 20;
 
 /// A record of `action` at `time` on `dev`.
 pub(crate) fn rec(time: u64, cpu: u32, pid: u32, action: Action, cats: u32, dev: u32) -> Record {
