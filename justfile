@@ -47,15 +47,10 @@ fuzz-all SECS="60":
 dist:
     scripts/check-dist.sh
 
-# Fuzz the blktrace binary reader and the blkparse text parser for SECS seconds each, seeded
-# with the blktrace fixtures.
+# Fuzz the blktrace binary reader and the blkparse text parser for SECS seconds each, from
+# their committed seeds (fuzz/seeds/, cut from the blktrace fixtures by fuzz/make-seeds.py).
 fuzz-blktrace SECS="60":
-    command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
-    mkdir -p fuzz/corpus/blktrace_reader fuzz/corpus/blkparse_text
-    for f in fixtures/blktrace-*/trace/*.blktrace.*; do d=${f#fixtures/}; [ -s "$f" ] && cp -n "$f" "fuzz/corpus/blktrace_reader/${d%%/*}-$(basename "$f")"; done
-    for f in fixtures/blktrace-*/*.blkparse.txt; do d=${f#fixtures/}; cp -n "$f" "fuzz/corpus/blkparse_text/${d%%/*}.txt"; done
-    cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run blktrace_reader corpus/blktrace_reader -- -max_total_time={{SECS}} -rss_limit_mb=2048
-    cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run blkparse_text corpus/blkparse_text -- -max_total_time={{SECS}} -rss_limit_mb=2048
+    fuzz/run.sh {{SECS}} blktrace_reader blkparse_text
 
 # Regenerate the fixture traces (root; real loop devices).
 fixtures:

@@ -203,7 +203,27 @@ def perfdata(d):
         out("perfdata", os.path.basename(p), b)
 
 
+def blktrace():
+    """The blktrace fixtures: per-CPU files (cut at MAX_SEED) and blkparse text (whole lines)."""
+    for f in sorted(glob.glob(os.path.join(ROOT, "fixtures", "blktrace-*", "trace", "*"))):
+        data = open(f, "rb").read()[:MAX_SEED]
+        if data:
+            fixture = f.split(os.sep)[-3]
+            out("blktrace_reader", f"{fixture}-{os.path.basename(f)}", data)
+    for f in sorted(glob.glob(os.path.join(ROOT, "fixtures", "blktrace-*", "*.blkparse.txt"))):
+        text = open(f, "rb").read()
+        cut = text[:MAX_SEED]
+        cut = cut[: cut.rfind(b"\n") + 1]
+        fixture = f.split(os.sep)[-2]
+        out("blkparse_text", f"{fixture}-{os.path.basename(f)}", cut)
+        # The end of the file: the per-CPU and summary sections blkparse prints last.
+        tail = text[-MAX_SEED:]
+        tail = tail[tail.find(b"\n") + 1 :]
+        out("blkparse_text", f"{fixture}-{os.path.basename(f)}.end", tail)
+
+
 if __name__ == "__main__":
+    blktrace()
     events_and_reader()
     kallsyms()
     formats()
