@@ -5,11 +5,18 @@
 //! binary beside this one, reading the per-CPU files on its second thread) each run as a
 //! whole child process. Prints the best time of each, records/s, the ratio, peak resident
 //! memory, and whether both counted the same bios (Q2C n of all devices).
+//!
+//! The timed ioblame process is `ioblame-bench latency DIR`, which makes the library calls
+//! `ioblame latency --json` makes (open the input, stream its events into the engine, print
+//! the JSON lines) without the attribution, as `ioblame latency` does on an input without
+//! dirtier events; it avoids a release build of the analyzer and its report libraries.
 
 use std::path::Path;
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
+use ioblame_latency::output::{json_lines, Labels};
+use ioblame_latency::Engine;
 
 use crate::blktrace::{run, Run};
 use crate::measure::group;
@@ -42,16 +49,7 @@ fn btt_q2c_n(avg: &str) -> Option<u64> {
 
 /// `btt` vs `ioblame latency` on the recording in `dir` (device `sda`).
 pub fn vs(dir: &Path, repeat: usize) -> Result<()> {
-    let ioblame = std::env::current_exe()?
-        .parent()
-        .context("no directory")?
-        .join("ioblame");
-    if !ioblame.exists() {
-        bail!(
-            "{} not built (cargo build --release -p ioblame)",
-            ioblame.display()
-        );
-    }
+    let me = std::env::current_exe()?;
     let rec = ioblame_blktrace::Recording::open(&[dir.to_path_buf()])?;
     let records = rec.scan().records;
     drop(rec);
@@ -91,10 +89,7 @@ pub fn vs(dir: &Path, repeat: usize) -> Result<()> {
                 .arg(&dump)
                 .args(["-o", "btt"]))?,
         );
-        keep(
-            &mut ib,
-            run(Command::new(&ioblame).args(["latency", "--json"]).arg(dir))?,
-        );
+        keep(&mut ib, run(Command::new(&me).arg("latency").arg(dir))?);
     }
     let (Some(bt), Some(ib)) = (bt, ib) else {
         bail!("nothing timed");
@@ -103,7 +98,7 @@ pub fn vs(dir: &Path, repeat: usize) -> Result<()> {
         "{:<40} {:>9} {:>14} {:>12}",
         "", "secs", "records/s", "peak RSS"
     );
-    for (name, r) in [("btt -i DUMP", &bt), ("ioblame latency DIR", &ib)] {
+    for (name, r) in [("btt -i DUMP", &bt), ("ioblame latency --json DIR", &ib)] {
         println!(
             "{:<40} {:>9.3} {:>14} {:>9} MiB",
             name,
@@ -117,10 +112,7 @@ pub fn vs(dir: &Path, repeat: usize) -> Result<()> {
         bt.secs / ib.secs
     );
     // Both counted the same bios.
-    let out = Command::new(&ioblame)
-        .args(["latency", "--json"])
-        .arg(dir)
-        .output()?;
+    let out = Command::new(&me).arg("latency").arg(dir).output()?;
     let first = String::from_utf8_lossy(&out.stdout)
         .lines()
         .next()
@@ -134,5 +126,23 @@ pub fn vs(dir: &Path, repeat: usize) -> Result<()> {
         .ok()
         .and_then(|a| btt_q2c_n(&a));
     println!("Q2C n of all devices: ioblame {ours:?}, btt {theirs:?}");
+    Ok(())
+}
+
+/// `ioblame latency --json INPUT` without the attribution: the engine over the input's
+/// events, the JSON lines on stdout.
+pub fn latency(input: &Path) -> Result<()> {
+    let mut notes = Vec::new();
+    let input = ioblame_pipeline::open_trace(&[input.to_path_buf()], None, &mut notes)?;
+    let mut engine = Engine::default();
+    for t in &input.metadata().tasks {
+        if t.comm != ioblame_pipeline::unnamed_task(t.pid) {
+            engine.set_comm(t.tid, &t.comm);
+        }
+    }
+    ioblame_pipeline::events(&input, |ev| engine.push(ev), |_| {});
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    json_lines(&mut out, &engine.finish(), &Labels::NONE)?;
     Ok(())
 }

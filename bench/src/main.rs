@@ -110,6 +110,13 @@ enum Cmd {
         #[arg(long, default_value_t = 3)]
         repeat: usize,
     },
+    /// `ioblame latency --json` of a trace or recording to stdout, through the same library
+    /// calls (`latency-vs` times this, so that the benchmark needs no release build of the
+    /// whole analyzer).
+    Latency {
+        /// The trace, perf.data or blktrace files.
+        input: PathBuf,
+    },
     /// perf script vs ioblame on one real workload (root).
     VsPerf {
         /// Seconds of workload.
@@ -175,6 +182,7 @@ fn main() -> Result<()> {
         }
         Cmd::BlktraceVs { dir, repeat } => blktrace::vs(&dir, repeat)?,
         Cmd::LatencyVs { dir, repeat } => latency::vs(&dir, repeat)?,
+        Cmd::Latency { input } => latency::latency(&input)?,
         Cmd::VsPerf {
             secs,
             keep,
