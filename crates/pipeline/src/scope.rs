@@ -185,26 +185,24 @@ impl ResolvedScope {
     /// Whether `act` is in the scope: its role is, or for an act of the lost intent
     /// (charged to the `<unknown>` role), the task that queued its IO is.
     pub fn act_in(&self, act: &Act, tables: &Tables) -> bool {
-        if self.is_all() {
-            return true;
-        }
-        let role = match (act.via, act.issuer) {
-            (Via::Unknown, Some(issuer)) => issuer,
-            (Via::Unknown, None) => return false,
-            _ => act.role,
-        };
-        tables.role(role).is_some_and(|r| self.role_in(r))
+        self.is_all() || deciding_role(act, tables).is_some_and(|r| self.role_in(r))
     }
 
     /// Whether `act` is of the workload's lineage (for the figure `all` gives).
     fn act_in_workload(act: &Act, tables: &Tables) -> bool {
-        let role = match (act.via, act.issuer) {
-            (Via::Unknown, Some(issuer)) => issuer,
-            (Via::Unknown, None) => return false,
-            _ => act.role,
-        };
-        tables.role(role).is_some_and(|r| r.lineage)
+        deciding_role(act, tables).is_some_and(|r| r.lineage)
     }
+}
+
+/// The role whose scope an act is in: its own, or for an act of the lost intent the task
+/// that queued its IO (none when no bio was seen).
+fn deciding_role<'t>(act: &Act, tables: &'t Tables) -> Option<&'t Role> {
+    let role = match (act.via, act.issuer) {
+        (Via::Unknown, Some(issuer)) => issuer,
+        (Via::Unknown, None) => return None,
+        _ => act.role,
+    };
+    tables.role(role)
 }
 
 /// What a run counted inside and outside its scope (IO on the selected devices).
@@ -252,7 +250,7 @@ impl<'a> ScopeCounter<'a> {
         }
     }
 
-    /// Counts an IO of `act` (`bytes` in direction `dir`); whether it is in the scope.
+    /// Counts `io` inside or outside the scope; whether it is inside.
     #[inline]
     pub(crate) fn count(&mut self, io: &ioblame_attrib::Io, tables: &Tables) -> bool {
         let i = io.act.index();
