@@ -12,6 +12,13 @@ python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 command -v fio >/dev/null || need+=(fio)
 command -v perf >/dev/null || need+=(linux-perf)
 command -v chromium >/dev/null || need+=(chromium)
+# The completion and man page tests: the shells load each script, man renders each page,
+# and `script` gives the colour test a terminal.
+command -v zsh >/dev/null || need+=(zsh)
+command -v fish >/dev/null || need+=(fish)
+command -v man >/dev/null || need+=(man-db)
+command -v groff >/dev/null || need+=(groff-base)
+command -v script >/dev/null || need+=(bsdutils)
 if [ "${#need[@]}" -gt 0 ]; then
     echo "installing: ${need[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive

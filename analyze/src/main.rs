@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use ioblame_counters::{CounterSet, DevSelection, IoContext};
 
 /// Events are decoded on worker threads and freed on the merging thread, where glibc's
@@ -88,6 +88,19 @@ enum Command {
     /// Print the `perf record` command line that records what the attribution needs on this
     /// kernel, for hosts with stock perf and no ioblame-capture.
     PerfCommand(PerfCommandArgs),
+    /// Print the shell completion script (e.g. `source <(ioblame completions bash)`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: ioblame_clidoc::Shell,
+    },
+    /// Write the man pages (this program and each subcommand) into a directory.
+    #[command(hide = true)]
+    Man {
+        /// Directory to write the pages into (created).
+        #[arg(long = "out", value_name = "DIR")]
+        out: PathBuf,
+    },
 }
 
 // The arguments of each subcommand, one struct each; the subcommand's help is its variant's
@@ -108,6 +121,9 @@ struct ActsArgs {
     json: bool,
     #[command(flatten)]
     devs: DevArgs,
+    /// Only the N acts with the most bytes.
+    #[arg(long, value_name = "N")]
+    top: Option<usize>,
 }
 
 #[derive(Args, Debug)]
@@ -156,6 +172,9 @@ struct ReportArgs {
     counters: CounterArgs,
     #[command(flatten)]
     devs: DevArgs,
+    /// Acts in each top list of the terminal summary.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    top: usize,
 }
 
 #[derive(Args, Debug)]
@@ -245,7 +264,9 @@ fn resolve_filter_devices(set: &mut CounterSet, trace: &ioblame_format::Trace) -
 fn run(cli: Cli) -> Result<ExitCode> {
     let ks = cli.kallsyms.as_deref();
     let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    // Colour on a terminal; `anstream` strips the styles when stdout is not one, when
+    // NO_COLOR is set, or when CLICOLOR=0.
+    let mut out = std::io::BufWriter::new(anstream::AutoStream::auto(stdout.lock()));
     let out = &mut out;
     match cli.cmd {
         Command::Info(a) => info(out, a, ks)?,
@@ -258,6 +279,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
         // The verdict is the exit status; check flushes its output itself.
         Command::Check(a) => return check(out, a, ks),
         Command::PerfCommand(a) => perf_command(out, a)?,
+        Command::Completions { shell } => {
+            ioblame_clidoc::completions(shell, &mut Cli::command(), out)
+        }
+        Command::Man { out: dir } => {
+            ioblame_clidoc::man_pages(&Cli::command(), &dir)
+                .with_context(|| format!("writing man pages into {}", dir.display()))?;
+        }
     }
     out.flush().context("writing the output")?;
     Ok(ExitCode::SUCCESS)
@@ -278,10 +306,12 @@ fn acts(out: &mut impl Write, a: ActsArgs, ks: Option<&Path>) -> Result<()> {
     let show_recorder = a.devs.show_recorder;
     let r = pipeline::analyze(&t, &sym, &sel, show_recorder, |_, _| {});
     let frames = SymFrames(&sym);
+    let names = ioblame_attrib::intent_names(&r.tables, &sym);
+    let (tables, paths) = (&r.tables, t.paths());
     if a.json {
-        text::acts_json(out, &r.tables, &frames, t.paths(), show_recorder)?;
+        text::acts_json(out, tables, &frames, &names, paths, show_recorder, a.top)?;
     } else {
-        text::acts_table(out, &r.tables, &frames, t.paths(), show_recorder)?;
+        text::acts_table(out, tables, &names, paths, show_recorder, a.top, true)?;
     }
     Ok(())
 }
@@ -367,6 +397,7 @@ fn report(out: &mut impl Write, a: ReportArgs, ks: Option<&Path>) -> Result<()> 
         set,
         &sel,
         a.devs.show_recorder,
+        a.top,
     )
 }
 

@@ -10,7 +10,9 @@ use ioblame_report::{ReportInput, ReportWriter};
 
 use crate::pipeline;
 
-/// Analyses `trace` once, writes the report into `outdir` and prints the terminal summary.
+/// Analyses `trace` once, writes the report into `outdir` and prints the terminal summary
+/// (`top` acts in each of its lists).
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     out: &mut impl Write,
     trace: Trace,
@@ -19,12 +21,16 @@ pub fn run(
     mut set: CounterSet,
     devs: &DevSelection,
     show_recorder: bool,
+    top: usize,
 ) -> Result<()> {
     crate::resolve_filter_devices(&mut set, &trace)?;
     let input = ReportInput {
         header: Some(trace.header().clone()),
         block_devices: trace.metadata().block_devices.clone(),
         traces: paths.iter().map(|p| p.display().to_string()).collect(),
+        top_summary: top,
+        // Styled always: the output stream strips the styles where colour is off.
+        color: true,
         ..ReportInput::default()
     };
     let mut writer = ReportWriter::create(outdir, input)

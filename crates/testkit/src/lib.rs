@@ -16,6 +16,7 @@ use std::ffi::OsStr;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+pub mod cli;
 mod diff;
 
 /// The environment variable that rewrites golden files: set it to `1`.
