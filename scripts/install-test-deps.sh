@@ -15,6 +15,13 @@ command -v chromium >/dev/null || need+=(chromium)
 # blkparse and btt: the reference readers of blktrace files (analyze/tests/blktrace.rs)
 # and the oracle of `ioblame latency` (analyze/tests/latency.rs).
 command -v blkparse >/dev/null && command -v btt >/dev/null || need+=(blktrace)
+# The completion and man page tests: the shells load each script, man renders each page,
+# and `script` gives the colour test a terminal.
+command -v zsh >/dev/null || need+=(zsh)
+command -v fish >/dev/null || need+=(fish)
+command -v man >/dev/null || need+=(man-db)
+command -v groff >/dev/null || need+=(groff-base)
+command -v script >/dev/null || need+=(bsdutils)
 if [ "${#need[@]}" -gt 0 ]; then
     echo "installing: ${need[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive

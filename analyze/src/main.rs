@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use ioblame_counters::{CounterSet, DevSelection, IoContext};
 use ioblame_pipeline::Scope;
 
@@ -101,6 +101,19 @@ enum Command {
     /// Print the `perf record` command line that records what the attribution needs on this
     /// kernel, for hosts with stock perf and no ioblame-capture.
     PerfCommand(PerfCommandArgs),
+    /// Print the shell completion script (e.g. `source <(ioblame completions bash)`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: ioblame_clidoc::Shell,
+    },
+    /// Write the man pages (this program and each subcommand) into a directory.
+    #[command(hide = true)]
+    Man {
+        /// Directory to write the pages into (created).
+        #[arg(long = "out", value_name = "DIR")]
+        out: PathBuf,
+    },
 }
 
 // The arguments of each subcommand, one struct each; the subcommand's help is its variant's
@@ -124,6 +137,9 @@ struct ActsArgs {
     /// Sum the acts by a key instead: `cgroup` (of the task charged).
     #[arg(long, value_name = "KEY", value_parser = ["cgroup"])]
     by: Option<String>,
+    /// Only the N acts with the most bytes.
+    #[arg(long, value_name = "N")]
+    top: Option<usize>,
 }
 
 #[derive(Args, Debug)]
@@ -172,6 +188,9 @@ struct ReportArgs {
     counters: CounterArgs,
     #[command(flatten)]
     devs: DevArgs,
+    /// Acts in each top list of the terminal summary.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    top: usize,
 }
 
 #[derive(Args, Debug)]
@@ -277,7 +296,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
     let ks = cli.kallsyms.as_deref();
     let sc = cli.scope.as_ref();
     let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    // Colour on a terminal; `anstream` strips the styles when stdout is not one, when
+    // NO_COLOR is set, or when CLICOLOR=0.
+    let mut out = std::io::BufWriter::new(anstream::AutoStream::auto(stdout.lock()));
     let out = &mut out;
     match cli.cmd {
         Command::Info(a) => info(out, a, ks)?,
@@ -301,6 +322,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             // are btt's, over all the IO of the selected devices.
             let scope = pipeline::scope(&t, sc, false)?;
             latency_cmd::run(out, &t, &sel, a.devs.show_recorder, &scope, a.json)?
+        }
+        Command::Completions { shell } => {
+            ioblame_clidoc::completions(shell, &mut Cli::command(), out)
+        }
+        Command::Man { out: dir } => {
+            ioblame_clidoc::man_pages(&Cli::command(), &dir)
+                .with_context(|| format!("writing man pages into {}", dir.display()))?;
         }
     }
     out.flush().context("writing the output")?;
@@ -326,21 +354,24 @@ fn acts(out: &mut impl Write, a: ActsArgs, ks: Option<&Path>, sc: Option<&Scope>
     let scope = pipeline::scope(&t, sc, false)?;
     let r = pipeline::analyze(&t, &sym, &sel, show_recorder, &scope, |_, _| {});
     let frames = SymFrames(&sym);
-    let names = cgroups::CgroupNames::of(&t);
+    let intent_names = ioblame_attrib::intent_names(&r.tables, &sym);
+    let cgroup_names = cgroups::CgroupNames::of(&t);
+    let (tables, paths) = (&r.tables, t.paths());
     if a.by.is_some() {
-        cgroups::by_cgroup(out, &r.tables, names.as_ref(), show_recorder, a.json)?;
+        cgroups::by_cgroup(out, tables, cgroup_names.as_ref(), show_recorder, a.json)?;
     } else if a.json {
-        let paths = t.paths();
         text::acts_json(
             out,
-            &r.tables,
+            tables,
             &frames,
+            &intent_names,
             paths,
-            names.as_ref(),
+            cgroup_names.as_ref(),
             show_recorder,
+            a.top,
         )?;
     } else {
-        text::acts_table(out, &r.tables, &frames, t.paths(), show_recorder)?;
+        text::acts_table(out, tables, &intent_names, paths, show_recorder, a.top, true)?;
     }
     Ok(())
 }
@@ -442,7 +473,7 @@ fn report(
         show_recorder: a.devs.show_recorder,
         scope: sc,
     };
-    report_cmd::run(out, t, &a.trace.trace, &a.outdir, set, &sel)
+    report_cmd::run(out, t, &a.trace.trace, &a.outdir, set, &sel, a.top)
 }
 
 /// `ioblame baseline`.

@@ -10,7 +10,9 @@ use ioblame_report::{ReportInput, ReportWriter};
 
 use crate::pipeline;
 
-/// Analyses `trace` once, writes the report into `outdir` and prints the terminal summary.
+/// Analyses `trace` once, writes the report into `outdir` and prints the terminal summary
+/// (`top` acts in each of its lists).
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     out: &mut impl Write,
     trace: Input,
@@ -18,6 +20,7 @@ pub fn run(
     outdir: &Path,
     mut set: CounterSet,
     sel: &pipeline::Selected<'_>,
+    top: usize,
 ) -> Result<()> {
     let (devs, show_recorder) = (sel.devs, sel.show_recorder);
     crate::resolve_filter_devices(&mut set, &trace)?;
@@ -26,6 +29,9 @@ pub fn run(
         header: Some(trace.header().clone()),
         block_devices: trace.metadata().block_devices.clone(),
         traces: paths.iter().map(|p| p.display().to_string()).collect(),
+        top_summary: top,
+        // Styled always: the output stream strips the styles where colour is off.
+        color: true,
         ..ReportInput::default()
     };
     let mut writer = ReportWriter::create(outdir, input)

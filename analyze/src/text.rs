@@ -50,21 +50,49 @@ pub fn sorted_acts(tables: &Tables, show_recorder: bool) -> Vec<ActId> {
     ids
 }
 
-/// `ioblame acts`: one row per act.
+/// Column titles.
+const TITLE: anstyle::Style = anstyle::Style::new().bold();
+/// The comm column.
+const COMM: anstyle::Style = anstyle::Style::new()
+    .bold()
+    .fg_color(Some(anstyle::Color::Ansi(anstyle::AnsiColor::Cyan)));
+
+/// `text` padded to `width` columns (left-aligned), in `style` when `color`.
+fn painted(color: bool, style: anstyle::Style, text: &str, width: usize) -> String {
+    let pad = width.saturating_sub(text.chars().count());
+    if color {
+        format!(
+            "{}{text}{}{}",
+            style.render(),
+            style.render_reset(),
+            " ".repeat(pad)
+        )
+    } else {
+        format!("{text}{}", " ".repeat(pad))
+    }
+}
+
+/// `ioblame acts`: one row per act (the first `top`, all when `None`), the intent named by
+/// `names` (by intent id). `color` adds ANSI styles (the caller strips them where colour is
+/// off).
+#[allow(clippy::too_many_arguments)]
 pub fn acts_table(
     out: &mut impl Write,
     tables: &Tables,
-    frames: &dyn Frames,
+    names: &[String],
     paths: &PathTable,
     show_recorder: bool,
+    top: Option<usize>,
+    color: bool,
 ) -> io::Result<()> {
-    let ids = sorted_acts(tables, show_recorder);
-    // COMM and FILE are as wide as their longest entry (within reason), so columns align.
-    let width = |f: &dyn Fn(&Act) -> usize, min: usize, max: usize| {
+    let mut ids = sorted_acts(tables, show_recorder);
+    ids.truncate(top.unwrap_or(usize::MAX));
+    // COMM and FILE are as wide as their longest entry, so columns align whatever the
+    // comms and paths.
+    let width = |f: &dyn Fn(&Act) -> usize, min: usize| {
         ids.iter()
             .map(|&id| f(&tables.acts[id.index()]))
             .fold(min, usize::max)
-            .min(max)
     };
     let comm_w = width(
         &|a| {
@@ -73,12 +101,10 @@ pub fn acts_table(
                 .count()
         },
         16,
-        40,
     );
-    let file_w = width(&|a| path_text(paths, a).chars().count(), 4, 64);
-    writeln!(
-        out,
-        "{:>7} {:<comm_w$} {:>6} {:>10} {:>7} {:>10} {:<file_w$} {:<9} {:<10} {:>12} {:>7} {:>12} {:>7}  FRAMES",
+    let file_w = width(&|a| path_text(paths, a).chars().count(), 4);
+    let head = format!(
+        "{:>7} {:<comm_w$} {:>6} {:>10} {:>7} {:>10} {:<file_w$} {:<9} {:<10} {:>12} {:>7} {:>12} {:>7}  INTENT NAME",
         "PID",
         "COMM",
         "INTENT",
@@ -92,34 +118,29 @@ pub fn acts_table(
         "R_IOS",
         "WRITE",
         "W_IOS"
-    )?;
+    );
+    writeln!(out, "{}", painted(color, TITLE, &head, 0))?;
     for id in ids {
         let a = &tables.acts[id.index()];
         let t = &tables.totals[id.index()];
         let role = &tables.roles[a.role.index()];
         let intent = &tables.intents[a.intent.index()];
-        let mut top: Vec<String> = intent
-            .stack
-            .iter()
-            .take(4)
-            .map(|&x| frames.name(x))
-            .collect();
-        if let Some(flags) = ioblame_attrib::blktrace_flags(intent.modifier) {
-            top.push(format!("no stack (blktrace) {flags}"));
-        }
+        let mut name = names
+            .get(a.intent.index())
+            .map_or_else(|| "-".to_string(), |n| printable(n).into_owned());
         if let Some(issuer) = a.issuer.and_then(|r| tables.role(r)) {
             // The lost intent has no stack: say who queued the IO instead.
-            top.push(format!(
-                "(issued by pid-{} {})",
+            name.push_str(&format!(
+                " (issued by pid-{} {})",
                 issuer.tid,
                 printable(&issuer.comm)
             ));
         }
         writeln!(
             out,
-            "{:>7} {:<comm_w$} {:>6} {:>#10x} {:>7} {:>10} {:<file_w$} {:<9} {:<10} {:>12} {:>7} {:>12} {:>7}  {}",
+            "{:>7} {} {:>6} {:>#10x} {:>7} {:>10} {:<file_w$} {:<9} {:<10} {:>12} {:>7} {:>12} {:>7}  {}",
             role.tid,
-            printable(&role.comm),
+            painted(color, COMM, &printable(&role.comm), comm_w),
             format!("#{}", a.intent),
             intent.modifier,
             dev_str(a.file.dev),
@@ -131,26 +152,27 @@ pub fn acts_table(
             t.ios[0] + t.ios[1],
             human_bytes(t.bytes[2]),
             t.ios[2],
-            if top.is_empty() {
-                "-".to_string()
-            } else {
-                top.join(" <- ")
-            }
+            name
         )?;
     }
     Ok(())
 }
 
-/// `ioblame acts --json`: one JSON object per act and line.
+/// `ioblame acts --json`: one JSON object per act and line (the first `top`, all when
+/// `None`).
 pub fn acts_json(
     out: &mut impl Write,
     tables: &Tables,
     frames: &dyn Frames,
+    names: &[String],
     paths: &PathTable,
     cgroups: Option<&crate::cgroups::CgroupNames>,
     show_recorder: bool,
+    top: Option<usize>,
 ) -> io::Result<()> {
-    for id in sorted_acts(tables, show_recorder) {
+    let mut ids = sorted_acts(tables, show_recorder);
+    ids.truncate(top.unwrap_or(usize::MAX));
+    for id in ids {
         let a: &Act = &tables.acts[id.index()];
         let t = &tables.totals[id.index()];
         let role = &tables.roles[a.role.index()];
@@ -164,6 +186,7 @@ pub fn acts_json(
             "gen": role.generation,
             "comm": role.comm,
             "intent": a.intent.0,
+            "intent_name": names.get(a.intent.index()),
             "modifier": intent.modifier,
             "dev": dev_str(a.file.dev),
             "ino": a.file.ino,
@@ -327,9 +350,11 @@ mod tests {
             &mut out,
             &tables,
             &NoFrames,
+            &[],
             &PathTable::default(),
             None,
             false,
+            None,
         )
         .unwrap();
         let rows: Vec<serde_json::Value> = String::from_utf8(out)

@@ -662,6 +662,7 @@ fn every_figure_equals_btts_on_a_remapped_dm_volume() {
             tid,
             kind,
             stack: None,
+            cgroup: 0,
         })
     };
     let mut t = 1_000_000u64;

@@ -11,7 +11,7 @@ mod snapshot;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// Records who causes block IO, for offline analysis with `ioblame`.
 #[derive(Parser, Debug)]
@@ -34,6 +34,19 @@ enum Cmd {
     Record(record::RecordArgs),
     /// List the event sets and which of their tracepoints exist on this kernel.
     Events,
+    /// Print the shell completion script (e.g. `source <(ioblame-capture completions bash)`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: ioblame_clidoc::Shell,
+    },
+    /// Write the man pages (this program and each subcommand) into a directory.
+    #[command(hide = true)]
+    Man {
+        /// Directory to write the pages into (created).
+        #[arg(long = "out", value_name = "DIR")]
+        out: std::path::PathBuf,
+    },
 }
 
 fn events_cmd() -> anyhow::Result<()> {
@@ -71,6 +84,13 @@ fn main() -> ExitCode {
     let r = match cli.cmd {
         Cmd::Events => events_cmd().map(|_| 0),
         Cmd::Record(a) => record::run(a),
+        Cmd::Completions { shell } => {
+            ioblame_clidoc::completions(shell, &mut Cli::command(), &mut std::io::stdout());
+            Ok(0)
+        }
+        Cmd::Man { out } => ioblame_clidoc::man_pages(&Cli::command(), &out)
+            .map(|_| 0)
+            .map_err(|e| anyhow::anyhow!("writing man pages into {}: {e}", out.display())),
     };
     match r {
         Ok(code) => ExitCode::from(code),

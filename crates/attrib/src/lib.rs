@@ -38,6 +38,7 @@ mod dirty;
 mod intents;
 mod interval;
 pub mod model;
+pub mod names;
 mod requests;
 mod roles;
 mod run;
@@ -50,6 +51,7 @@ mod tests;
 pub use attributor::{Attribution, Attributor, StateSizes};
 pub use context::{Context, InodeBits, Symbolizer};
 pub use model::*;
+pub use names::intent_names;
 pub use run::{
     attribute_events, attribute_stream, attribute_stream_observed, attribute_trace, EventFeed,
     Progress, Run, PROGRESS_EVERY,

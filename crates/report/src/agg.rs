@@ -16,6 +16,9 @@ pub(crate) const MAX_POINTS: usize = 20_000;
 pub(crate) const MAX_SAMPLED_DEVS: usize = 16;
 /// Devices counted; IO of further devices is left out of the per-device figures.
 pub(crate) const MAX_DEVS: usize = 4096;
+/// Time buckets kept per act (the page's "IOs over time" of an act); past it the act
+/// buckets' width doubles.
+pub(crate) const MAX_ACT_BUCKETS: u64 = 64;
 /// Latency histogram buckets: bucket `i` holds `2^(i-1) <= µs < 2^i` (bucket 0: 0 µs).
 pub(crate) const LAT_BUCKETS: usize = 32;
 
@@ -112,6 +115,12 @@ pub(crate) struct Aggregates {
     pub n_ios: u64,
     /// Wait (0) and io (1) time histograms per via class.
     pub latency: [[[u64; LAT_BUCKETS]; VIAS.len()]; 2],
+    /// Device time histogram per act: IOs per (act id, [`lat_bucket`]), sparse.
+    pub act_latency: BTreeMap<(u32, u8), u64>,
+    /// Width of an act time bucket, ns.
+    pub act_bucket_ns: u64,
+    /// Bytes per (act id, act time bucket), sparse; at most [`MAX_ACT_BUCKETS`] per act.
+    pub act_buckets: BTreeMap<(u32, u64), u64>,
 }
 
 /// The latency bucket of a value in µs.
@@ -124,6 +133,7 @@ impl Aggregates {
         Aggregates {
             base,
             bucket_ns: FIRST_BUCKET_NS,
+            act_bucket_ns: FIRST_BUCKET_NS,
             ..Aggregates::default()
         }
     }
@@ -147,6 +157,22 @@ impl Aggregates {
             *x = x.saturating_add(io.io_time);
             *y = y.saturating_add(io.wait_time);
             tot.add(io.dir, io.size);
+            let act = io.act.0;
+            *self
+                .act_latency
+                .entry((act, lat_bucket(io.io_time) as u8))
+                .or_default() += 1;
+            while t / self.act_bucket_ns >= MAX_ACT_BUCKETS {
+                self.act_bucket_ns *= 2;
+                let old = std::mem::take(&mut self.act_buckets);
+                for ((a, b), v) in old {
+                    *self.act_buckets.entry((a, b / 2)).or_default() += v;
+                }
+            }
+            *self
+                .act_buckets
+                .entry((act, t / self.act_bucket_ns))
+                .or_default() += io.size;
         }
 
         let role = tables.act(io.act).map_or(RoleId(u32::MAX), |x| x.role);
@@ -299,6 +325,22 @@ mod tests {
         let step = 1u64 << s.stride_log;
         assert_eq!(s.points[1].t - s.points[0].t, step * 10_000_000);
         assert_eq!(a.act_io_us.len(), 2, "no room made for an unknown act");
+        assert!(a
+            .act_buckets
+            .keys()
+            .all(|&(x, b)| x < 2 && b < MAX_ACT_BUCKETS));
+        assert_eq!(
+            a.act_buckets.values().sum::<u64>(),
+            a.act_totals
+                .iter()
+                .map(|t| t.bytes.iter().sum::<u64>())
+                .sum::<u64>()
+        );
+        assert_eq!(
+            a.act_latency.values().sum::<u64>(),
+            a.act_totals.iter().map(|t| t.total_ios()).sum::<u64>()
+        );
+        assert!(a.act_bucket_ns * MAX_ACT_BUCKETS > a.end);
         assert_eq!(a.act_totals.len(), 2);
         let ios: u64 = a.act_totals.iter().map(|t| t.total_ios()).sum();
         assert_eq!(ios, (0..n).filter(|i| i % 3 != 2).count() as u64);

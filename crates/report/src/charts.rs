@@ -239,7 +239,6 @@ fn legend<'a, DB: DrawingBackend<ErrorType: 'static> + 'a, X: Ranged, Y: Ranged>
         .draw()?;
     Ok(())
 }
-
 /// The acts of a counter's chart: the `max` acts of `acts` with the most IOs counted by that
 /// counter (ties keep the order of `acts`, most bytes first), leaving out acts it did not
 /// count.
@@ -266,10 +265,21 @@ pub(crate) fn counter_series(
         .collect()
 }
 
-/// Most points per line of the throughput chart.
-const CHART_BUCKETS: u64 = 100;
+/// The throughput chart's bucket width, chosen from the trace's length: the smallest
+/// multiple of the aggregate's width that cuts the time span into at most
+/// [`CHART_BUCKETS`] buckets (a 0.3 s trace gets 10 ms buckets, a 1 h trace 80 s ones);
+/// returns (aggregate buckets merged per chart bucket, chart buckets).
+pub(crate) fn chart_buckets(agg: &Aggregates) -> (u64, u64) {
+    let k = (agg.end / agg.bucket_ns + 1).div_ceil(CHART_BUCKETS).max(1);
+    (k, agg.end / (agg.bucket_ns * k) + 1)
+}
 
-/// Throughput (MiB/s) over time of the top roles.
+/// Buckets of the throughput chart: enough to show the shape, few enough that each holds
+/// several IOs.
+const CHART_BUCKETS: u64 = 48;
+
+/// Throughput over time as a stacked area: one layer per role in `roles` (the first at the
+/// bottom), then the other roles together, in MiB/s per bucket.
 pub(crate) fn throughput_chart<DB: DrawingBackend<ErrorType: 'static>>(
     root: DrawingArea<DB, Shift>,
     t: &Tables,
@@ -277,50 +287,52 @@ pub(crate) fn throughput_chart<DB: DrawingBackend<ErrorType: 'static>>(
     roles: &[RoleId],
 ) -> DrawResult {
     root.fill(&WHITE)?;
-    // At most ~CHART_BUCKETS points per line: merge `k` aggregate buckets per point.
-    let k = (agg.end / agg.bucket_ns + 1).div_ceil(CHART_BUCKETS).max(1);
+    let (k, n_buckets) = chart_buckets(agg);
     let bucket_ns = agg.bucket_ns * k;
     let width_s = bucket_ns as f64 / 1e9;
-    let n_buckets = agg.end / bucket_ns + 1;
-    let mut lines: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-    let mut ymax: f64 = 0.0;
-    for &r in roles {
-        let mut v = vec![0u64; n_buckets as usize];
-        for (&(b, role), &bytes) in agg.role_buckets.range((0, r)..) {
-            if role == r {
-                if let Some(x) = v.get_mut((b / k) as usize) {
-                    *x += bytes;
-                }
-            }
+    // Bytes per layer and bucket: the roles charted, then everyone else.
+    let mut layers = vec![vec![0u64; n_buckets as usize]; roles.len() + 1];
+    for (&(b, role), &bytes) in &agg.role_buckets {
+        let layer = roles.iter().position(|&r| r == role).unwrap_or(roles.len());
+        if let Some(x) = layers[layer].get_mut((b / k) as usize) {
+            *x += bytes;
         }
-        let pts: Vec<(f64, f64)> = v
-            .iter()
-            .enumerate()
-            .map(|(b, &bytes)| {
-                let mib_s = bytes as f64 / 1048576.0 / width_s;
-                ymax = ymax.max(mib_s);
-                (b as f64 * width_s, mib_s)
-            })
-            .collect();
-        let name = t.role(r).map_or_else(
-            || "?".to_string(),
-            |x| format!("{} ({})", label(&x.comm, 16), x.tid),
-        );
-        lines.push((name, pts));
     }
+    let mut names: Vec<String> = roles
+        .iter()
+        .map(|&r| {
+            t.role(r).map_or_else(
+                || "?".to_string(),
+                |x| format!("{} ({})", label(&x.comm, 16), x.tid),
+            )
+        })
+        .collect();
+    names.push("other roles".into());
+    let others = layers.last().is_some_and(|l| l.iter().any(|&b| b > 0));
+    // Cumulative MiB/s: layer j's top edge is the sum of layers 0..=j.
+    let mut tops: Vec<Vec<f64>> = Vec::with_capacity(layers.len());
+    let mut acc = vec![0f64; n_buckets as usize];
+    for l in &layers {
+        for (a, &b) in acc.iter_mut().zip(l) {
+            *a += b as f64 / 1048576.0 / width_s;
+        }
+        tops.push(acc.clone());
+    }
+    let ymax = acc.iter().copied().fold(0f64, f64::max);
     let xmax = (n_buckets as f64 * width_s).max(width_s);
+    let n_series = roles.len() + usize::from(others);
     let mut chart = ChartBuilder::on(&root)
         .caption(
             format!(
-                "Throughput of the top roles ({:.0} ms buckets)",
-                width_s * 1e3
+                "Throughput per role ({} buckets)",
+                crate::util::human_us(bucket_ns / 1000)
             ),
             caption_style(),
         )
         .margin(12)
         .x_label_area_size(55)
         .y_label_area_size(80)
-        .build_cartesian_2d(0f64..xmax, 0f64..(ymax.max(0.001) * headroom(lines.len())))?;
+        .build_cartesian_2d(0f64..xmax, 0f64..(ymax.max(0.001) * headroom(n_series)))?;
     chart
         .configure_mesh()
         .x_desc("time since start (s)")
@@ -328,12 +340,26 @@ pub(crate) fn throughput_chart<DB: DrawingBackend<ErrorType: 'static>>(
         .label_style((FAMILY, LABEL_PX))
         .axis_desc_style((FAMILY, DESC_PX))
         .draw()?;
-    for (j, (name, pts)) in lines.into_iter().enumerate() {
-        let c = color(j);
+    // Steps: each bucket is flat over its width. Drawn top layer first, so that each lower
+    // layer paints over the part of the area below its edge.
+    for j in (0..tops.len()).rev() {
+        if j == roles.len() && !others {
+            continue;
+        }
+        let c = if j == roles.len() {
+            RGBColor(170, 170, 170)
+        } else {
+            color(j)
+        };
+        let pts: Vec<(f64, f64)> = tops[j]
+            .iter()
+            .enumerate()
+            .flat_map(|(b, &y)| [(b as f64 * width_s, y), ((b + 1) as f64 * width_s, y)])
+            .collect();
         chart
-            .draw_series(LineSeries::new(pts, c.stroke_width(2)))?
-            .label(name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(2)));
+            .draw_series(AreaSeries::new(pts, 0.0, c.mix(0.85)).border_style(c.stroke_width(1)))?
+            .label(names[j].clone())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 16, y + 6)], c.filled()));
     }
     legend(&mut chart)?;
     Ok(root.present()?)

@@ -1,11 +1,12 @@
-//! IO flame graphs: folded stacks `outer;...;inner;[wb:reason];comm weight` of the charged
-//! intents, drawn with inferno: the code path at the root, the role that took it on top.
+//! IO flame graphs: folded stacks `outer;...;inner;NAME;comm weight` of the charged intents
+//! (NAME the intent's short name), drawn with inferno: the code path at the root, the role
+//! that took it on top.
 
 use std::collections::BTreeMap;
 
 use ioblame_attrib::{ActId, IntentId, Symbolizer, Tables, INTENT_LOST, INTENT_NOMEM};
 
-use crate::util::{frame_name, modifier_reason};
+use crate::util::frame_name;
 
 /// What a flame graph is weighted by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,13 +29,15 @@ fn clean(s: &str) -> String {
 }
 
 /// Folded stacks, one line per distinct stack (sorted): the intent's frames outermost first
-/// (so a code path taken by several roles is one tower), then the writeback reason where the
-/// intent has one (`[wb:sync]`), then the role's comm as the leaf. Intents without a stack
-/// show as `[lost]` / `[nomem]` / `[no stack]`. `weight(act)` gives each act's weight; zero
-/// weights are left out.
+/// (so a code path taken by several roles is one tower), then the intent's short name
+/// (`intent_names`, by intent id; it ends with the writeback reason where the intent has
+/// one, `[wb:sync]`), then the role's comm as the leaf. Intents without a stack show as
+/// `[lost]` / `[nomem]` / `[no stack]` (with the reason). `weight(act)` gives each act's
+/// weight; zero weights are left out.
 pub fn folded_stacks(
     t: &Tables,
     sym: &dyn Symbolizer,
+    intent_names: &[String],
     weight: impl Fn(ActId) -> u64,
 ) -> Vec<String> {
     let mut names: BTreeMap<IntentId, String> = BTreeMap::new();
@@ -53,15 +56,14 @@ pub fn folded_stacks(
                 line.push_str(&clean(&frame_name(sym, *f)));
                 line.push(';');
             }
-            if intent.stack.is_empty() {
-                line.push_str(match a.intent {
-                    INTENT_LOST => "[lost];",
-                    INTENT_NOMEM => "[nomem];",
-                    _ => "[no stack];",
-                });
-            }
-            if let Some(r) = modifier_reason(intent.modifier) {
-                line.push_str(&format!("[wb:{}];", r.name()));
+            let name = intent_names.get(a.intent.index()).map(|n| clean(n));
+            match (intent.stack.is_empty(), a.intent) {
+                (true, INTENT_LOST) => line.push_str("[lost];"),
+                (true, INTENT_NOMEM) => line.push_str("[nomem];"),
+                (_, _) => {
+                    line.push_str(name.as_deref().unwrap_or("?"));
+                    line.push(';');
+                }
             }
             line
         });

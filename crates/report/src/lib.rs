@@ -83,6 +83,9 @@ pub struct ReportInput {
     pub top_chart_roles: usize,
     /// Devices charted (IO position over time), those with the most IOs.
     pub top_chart_devices: usize,
+    /// Colour the terminal summary with ANSI escapes ([`Report::summary_text`]; the page's
+    /// copy never is).
+    pub color: bool,
 }
 
 impl Default for ReportInput {
@@ -98,6 +101,7 @@ impl Default for ReportInput {
             top_chart_acts: 6,
             top_chart_roles: 6,
             top_chart_devices: 4,
+            color: false,
         }
     }
 }
@@ -149,7 +153,7 @@ impl ReportFiles {
 pub struct Report {
     /// What was written.
     pub files: ReportFiles,
-    /// The terminal summary (also in the page).
+    /// The terminal summary.
     pub summary_text: String,
     /// Rows written to `ios.parquet`.
     pub ios_rows: u64,
@@ -236,12 +240,14 @@ impl ReportWriter {
             totals: agg.totals_for(t),
         };
         let lost_window_bytes = write::lost_window_bytes(&dir, ios_rows, summary)?;
+        let names = ioblame_attrib::intent_names(&shown, sym);
         let s = write::Shown {
             t: &shown,
             agg: &agg,
             counters,
             input: &input,
             sym,
+            names: &names,
         };
         let mut files = write::no_files(dir);
         write::write_tables(&s, &mut files)?;
@@ -251,8 +257,9 @@ impl ReportWriter {
         if let Some(l) = &latency {
             charts.overview.push(latency::write(l, &mut files)?);
         }
-        let (summary_text, page_summary) = write::summaries(&s, summary, lost_window_bytes, &files);
-        write::write_page(&s, &page_summary, &by_bytes, flames, charts, &files)?;
+        let summary_text = write::terminal_summary(&s, summary, lost_window_bytes, &files);
+        let glance = write::glance_numbers(&shown, summary, lost_window_bytes);
+        write::write_page(&s, &glance, &by_bytes, flames, charts, &files)?;
         Ok(Report {
             files,
             summary_text,

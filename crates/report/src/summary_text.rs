@@ -3,11 +3,10 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use ioblame_attrib::{ActId, Dir, IntentId, Summary, Symbolizer, Tables, Via};
+use anstyle::{AnsiColor, Style};
+use ioblame_attrib::{ActId, Dir, Summary, Tables, Via};
 
-use crate::util::{
-    act_comm, dev_str, frame_name, human_bytes, human_us, modifier_reason, printable, task_ids,
-};
+use crate::util::{act_comm, dev_str, human_bytes, human_us, printable, task_ids};
 
 /// What [`summary_text`] prints beyond the attribution's own tables.
 ///
@@ -30,10 +29,15 @@ pub struct SummaryInput<'a> {
     pub act_io_us: &'a [u64],
     /// File paths by (dev, ino) where known.
     pub paths: &'a std::collections::BTreeMap<ioblame_attrib::FileKey, String>,
+    /// The short name of each intent, by intent id ([`ioblame_attrib::intent_names`]).
+    pub intent_names: &'a [String],
     /// Acts shown in each top list.
     pub top: usize,
     /// The output directory and the files written in it (relative names).
     pub files: Option<(&'a Path, &'a [String])>,
+    /// Colour with ANSI escapes (the caller strips them where colour is off, e.g. through
+    /// `anstream`).
+    pub color: bool,
 }
 
 /// Acts with IO, most bytes first (ties by id).
@@ -54,41 +58,25 @@ pub(crate) fn acts_by_io_time(t: &Tables, io_us: &[u64]) -> Vec<ActId> {
     ids
 }
 
-/// The first `n` frames of an intent, innermost first, joined by ` <- ` (with the writeback
-/// reason in front where the intent has one).
-pub(crate) fn intent_frames(
-    t: &Tables,
-    sym: &dyn Symbolizer,
-    intent: IntentId,
-    n: usize,
-) -> String {
-    let Some(it) = t.intent(intent) else {
-        return "?".to_string();
-    };
-    let mut s = String::new();
-    if let Some(r) = modifier_reason(it.modifier) {
-        let _ = write!(s, "[wb:{}] ", r.name());
-    }
-    if it.stack.is_empty() {
-        s.push_str(match intent {
-            ioblame_attrib::INTENT_LOST => "[lost: origin unknown]",
-            ioblame_attrib::INTENT_NOMEM => "[nomem]",
-            _ => "[no stack]",
-        });
+/// `text` in `style` when `color`, else as is.
+pub(crate) fn paint(color: bool, style: Style, text: &str) -> String {
+    if color {
+        format!("{}{text}{}", style.render(), style.render_reset())
     } else {
-        let f: Vec<String> = it
-            .stack
-            .iter()
-            .take(n)
-            .map(|&a| frame_name(sym, a))
-            .collect();
-        s.push_str(&f.join(" <- "));
-        if it.stack.len() > n {
-            s.push_str(" <- ...");
-        }
+        text.to_string()
     }
-    s
 }
+
+/// Headings.
+const HEADING: Style = Style::new().bold();
+/// Column titles and the second line of an act.
+const DIM: Style = Style::new().dimmed();
+/// Commands (comm).
+const COMM: Style = Style::new()
+    .bold()
+    .fg_color(Some(anstyle::Color::Ansi(AnsiColor::Cyan)));
+/// Warnings: unknown bytes, lost records.
+const WARN: Style = Style::new().fg_color(Some(anstyle::Color::Ansi(AnsiColor::Yellow)));
 
 fn pct(part: u64, whole: u64) -> String {
     if whole == 0 {
@@ -98,40 +86,100 @@ fn pct(part: u64, whole: u64) -> String {
     }
 }
 
-fn act_line(out: &mut String, n: usize, id: ActId, inp: &SummaryInput<'_>, sym: &dyn Symbolizer) {
+/// One act of a top list, as its columns (number, bytes, IOs, device time, comm, task,
+/// via, file) and its intent line.
+struct ActRow {
+    cols: [String; 8],
+    intent: String,
+}
+
+fn act_row(n: usize, id: ActId, inp: &SummaryInput<'_>) -> Option<ActRow> {
     let t = inp.tables;
-    let (Some(a), Some(tot)) = (t.act(id), t.totals.get(id.index())) else {
-        return;
-    };
-    let task = task_ids(t.role(a.role));
+    let (a, tot) = (t.act(id)?, t.totals.get(id.index())?);
     let io_us = inp.act_io_us.get(id.index()).copied().unwrap_or(0);
     let file = match inp.paths.get(&a.file) {
         Some(p) => printable(p).into_owned(),
         None if a.file.ino == 0 => format!("{} (no inode)", dev_str(a.file.dev)),
         None => format!("{} ino {}", dev_str(a.file.dev), a.file.ino),
     };
-    let _ = writeln!(
-        out,
-        "{n:>3}. {:>11} {:>6} IOs  io {:>10}  {} ({task}) via {}{}  file {file}",
-        human_bytes(tot.total_bytes()),
-        tot.total_ios(),
-        human_us(io_us),
-        act_comm(t, id),
-        a.via.name(),
-        if a.recorder { " [recorder]" } else { "" },
-    );
-    let _ = writeln!(
-        out,
-        "     intent #{}: {}",
-        a.intent,
-        intent_frames(t, sym, a.intent, 3)
-    );
+    let name = inp
+        .intent_names
+        .get(a.intent.index())
+        .map_or("?", |s| s.as_str());
+    Some(ActRow {
+        cols: [
+            format!("{n}."),
+            human_bytes(tot.total_bytes()),
+            tot.total_ios().to_string(),
+            human_us(io_us),
+            act_comm(t, id).into_owned(),
+            task_ids(t.role(a.role)),
+            format!(
+                "{}{}",
+                a.via.name(),
+                if a.recorder { " [recorder]" } else { "" }
+            ),
+            file,
+        ],
+        intent: format!("intent #{}: {}", a.intent, printable(name)),
+    })
+}
+
+/// A top list of acts as an aligned table: every column as wide as its widest cell
+/// (numbers right-aligned), the intent's name on a second line under the command.
+fn act_table(out: &mut String, ids: &[ActId], inp: &SummaryInput<'_>) {
+    const TITLES: [&str; 8] = [
+        "", "BYTES", "IOs", "DEV TIME", "COMM", "TASK", "VIA", "FILE",
+    ];
+    const RIGHT: [bool; 8] = [true, true, true, true, false, false, false, false];
+    let rows: Vec<ActRow> = ids
+        .iter()
+        .enumerate()
+        .filter_map(|(n, &id)| act_row(n + 1, id, inp))
+        .collect();
+    if rows.is_empty() {
+        let _ = writeln!(out, "  (no IO)");
+        return;
+    }
+    let mut w = TITLES.map(|t| t.chars().count());
+    for r in &rows {
+        for (c, cell) in r.cols.iter().enumerate() {
+            w[c] = w[c].max(cell.chars().count());
+        }
+    }
+    let line = |cells: [&str; 8], styles: [Style; 8]| {
+        let mut l = String::new();
+        for c in 0..8 {
+            let pad = w[c] - cells[c].chars().count();
+            // The last column is not padded (no trailing spaces).
+            let (left, right) = match (RIGHT[c], c == 7) {
+                (true, _) => (pad, 0),
+                (false, false) => (0, pad),
+                (false, true) => (0, 0),
+            };
+            l.push_str("  ");
+            l.push_str(&" ".repeat(left));
+            l.push_str(&paint(inp.color, styles[c], cells[c]));
+            l.push_str(&" ".repeat(right));
+        }
+        l
+    };
+    let _ = writeln!(out, "{}", line(TITLES, [DIM; 8]));
+    let plain = Style::new();
+    let indent = " ".repeat(2 + w[0] + 2);
+    for r in &rows {
+        let cells: [&str; 8] = std::array::from_fn(|c| r.cols[c].as_str());
+        let mut styles = [plain; 8];
+        styles[4] = COMM;
+        let _ = writeln!(out, "{}", line(cells, styles));
+        let _ = writeln!(out, "{indent}{}", paint(inp.color, DIM, &r.intent));
+    }
 }
 
 /// The terminal summary: totals per direction, lost records, the unknown share, the top acts
-/// by bytes and by device time (role, top frames of the intent, file) and where the files
-/// were written.
-pub fn summary_text(inp: &SummaryInput<'_>, sym: &dyn Symbolizer) -> String {
+/// by bytes and by device time (role, file, the intent's name) and where the files were
+/// written.
+pub fn summary_text(inp: &SummaryInput<'_>) -> String {
     let s = inp.summary;
     let t = inp.tables;
     let mut out = String::new();
@@ -150,12 +198,12 @@ pub fn summary_text(inp: &SummaryInput<'_>, sym: &dyn Symbolizer) -> String {
     let total: u64 = bytes.iter().sum();
     let n_ios: u64 = ios.iter().sum();
     let acts = acts_by_bytes(t);
-    let _ = writeln!(
-        out,
+    let head = format!(
         "ioblame report: {} in {n_ios} IOs charged to {} acts",
         human_bytes(total),
         acts.len()
     );
+    let _ = writeln!(out, "{}", paint(inp.color, HEADING, &head));
     for (d, name) in [(Dir::R, "read"), (Dir::A, "readahead"), (Dir::W, "write")] {
         let i = d.index();
         let _ = writeln!(
@@ -174,24 +222,29 @@ pub fn summary_text(inp: &SummaryInput<'_>, sym: &dyn Symbolizer) -> String {
             s.other_ios
         );
     }
-    let _ = writeln!(
-        out,
+    let unknown = format!(
         "unknown origin: {} in {} IOs ({} of the bytes)",
         human_bytes(unknown_bytes),
         unknown_ios,
         pct(unknown_bytes, total)
     );
+    let style = if unknown_bytes > 0 {
+        WARN
+    } else {
+        Style::new()
+    };
+    let _ = writeln!(out, "{}", paint(inp.color, style, &unknown));
     if s.lost_records == 0 {
         let _ = writeln!(out, "lost records: none");
     } else {
-        let _ = writeln!(
-            out,
+        let lost = format!(
             "lost records: {} in {} window{}; {} of the IO shown overlapped them (attribution may be incomplete)",
             s.lost_records,
             s.lost_windows.len(),
             if s.lost_windows.len() == 1 { "" } else { "s" },
             human_bytes(inp.lost_window_bytes.unwrap_or(s.bytes_in_lost_windows))
         );
+        let _ = writeln!(out, "{}", paint(inp.color, WARN, &lost));
     }
     if s.inflight_at_end > 0 {
         let _ = writeln!(
@@ -209,24 +262,19 @@ pub fn summary_text(inp: &SummaryInput<'_>, sym: &dyn Symbolizer) -> String {
         );
     }
 
-    let _ = writeln!(out, "\nTop acts by bytes:");
-    if acts.is_empty() {
-        let _ = writeln!(out, "  (no IO)");
-    }
-    for (n, &id) in acts.iter().take(inp.top).enumerate() {
-        act_line(&mut out, n + 1, id, inp, sym);
-    }
-    let _ = writeln!(out, "\nTop acts by device time:");
-    if acts.is_empty() {
-        let _ = writeln!(out, "  (no IO)");
-    }
-    for (n, &id) in acts_by_io_time(t, inp.act_io_us)
-        .iter()
+    let _ = writeln!(out, "\n{}", paint(inp.color, HEADING, "Top acts by bytes:"));
+    let top: Vec<ActId> = acts.iter().copied().take(inp.top).collect();
+    act_table(&mut out, &top, inp);
+    let _ = writeln!(
+        out,
+        "\n{}",
+        paint(inp.color, HEADING, "Top acts by device time:")
+    );
+    let top: Vec<ActId> = acts_by_io_time(t, inp.act_io_us)
+        .into_iter()
         .take(inp.top)
-        .enumerate()
-    {
-        act_line(&mut out, n + 1, id, inp, sym);
-    }
+        .collect();
+    act_table(&mut out, &top, inp);
     if let Some((dir, files)) = inp.files {
         let _ = writeln!(out, "\nWritten to {}:", dir.display());
         for f in files {

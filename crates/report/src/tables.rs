@@ -258,7 +258,12 @@ pub(crate) fn bytes_in_windows(
 }
 
 /// `acts.parquet`.
-pub(crate) fn write_acts(path: &Path, t: &Tables, agg: &Aggregates) -> Result<(), ReportError> {
+pub(crate) fn write_acts(
+    path: &Path,
+    t: &Tables,
+    agg: &Aggregates,
+    names: &[String],
+) -> Result<(), ReportError> {
     let n = t.acts.len();
     let mut c = (
         Vec::with_capacity(n),
@@ -271,6 +276,7 @@ pub(crate) fn write_acts(path: &Path, t: &Tables, agg: &Aggregates) -> Result<()
     let (mut intent, mut modifier, mut reason, mut dev, mut ino, mut via) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
     let mut recorder = vec![];
+    let mut intent_name = vec![];
     let mut b = [vec![], vec![], vec![]];
     let mut ios = [vec![], vec![], vec![]];
     let (mut io_us, mut wait_us) = (vec![], vec![]);
@@ -284,6 +290,7 @@ pub(crate) fn write_acts(path: &Path, t: &Tables, agg: &Aggregates) -> Result<()
         c.5.push(tot.total_bytes());
         let m = t.intent(a.intent).map_or(0, |i| i.modifier);
         intent.push(a.intent.0);
+        intent_name.push(names.get(a.intent.index()).cloned().unwrap_or_default());
         modifier.push(m);
         reason.push(modifier_reason(m).map(|r| r.name()));
         dev.push(dev_str(a.file.dev));
@@ -308,6 +315,7 @@ pub(crate) fn write_acts(path: &Path, t: &Tables, agg: &Aggregates) -> Result<()
             col("tid", c.3),
             col("comm", c.4),
             col("intent", intent),
+            col("intent_name", intent_name),
             col("modifier", modifier),
             col("reason", reason),
             col("dev", dev),
@@ -362,6 +370,7 @@ pub(crate) fn write_intents(
     path: &Path,
     t: &Tables,
     sym: &dyn Symbolizer,
+    intent_names: &[String],
 ) -> Result<(), ReportError> {
     let totals = totals_by(t, |a| a.intent);
     let n = t.intents.len();
@@ -380,8 +389,12 @@ pub(crate) fn write_intents(
         addrs.append_slice(&it.stack);
         rows.push(totals.get(&i).copied().unwrap_or_default());
     }
+    let intent_name: Vec<String> = (0..id.len())
+        .map(|i| intent_names.get(i).cloned().unwrap_or_default())
+        .collect();
     let mut cols = vec![
         col("intent", id),
+        col("intent_name", intent_name),
         col("modifier", modifier),
         col("reason", reason),
         col("depth", depth),

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ioblame_attrib::{ActId, RoleId, Summary, Symbolizer, Tables};
+use ioblame_attrib::{ActId, IntentId, RoleId, Summary, Symbolizer, Tables};
 use ioblame_counters::CounterSet;
 use ioblame_format::BlockDevice;
 use plotters::coord::Shift;
@@ -13,9 +13,9 @@ use plotters::prelude::{DrawingArea, SVGBackend};
 use crate::agg::Aggregates;
 use crate::charts::{self, DrawResult};
 use crate::flame::{flame_svg, folded_stacks, Weight};
-use crate::html::{self, Page};
+use crate::html::{self, Glance, Page, PageData, Section};
 use crate::summary_text::{summary_text, SummaryInput};
-use crate::util::{dev_str, html_escape, human_bytes};
+use crate::util::{dev_str, frame_name, html_escape, human_bytes};
 use crate::{tables, ReportError, ReportFiles, ReportInput};
 
 /// What every stage reads.
@@ -30,6 +30,8 @@ pub(crate) struct Shown<'a> {
     pub input: &'a ReportInput,
     /// Names kernel frames.
     pub sym: &'a dyn Symbolizer,
+    /// The short name of each intent, by intent id.
+    pub names: &'a [String],
 }
 
 /// A chart or note for the page: its title, and its inline SVG or `<img>` markup.
@@ -90,8 +92,8 @@ pub(crate) fn write_tables(s: &Shown<'_>, files: &mut ReportFiles) -> Result<(),
         p("files.parquet"),
         p("histograms.parquet"),
     ];
-    tables::write_acts(&written[1], s.t, s.agg)?;
-    tables::write_intents(&written[2], s.t, s.sym)?;
+    tables::write_acts(&written[1], s.t, s.agg, s.names)?;
+    tables::write_intents(&written[2], s.t, s.sym, s.names)?;
     tables::write_roles(&written[3], s.t)?;
     tables::write_files(&written[4], s.t, &s.input.paths)?;
     tables::write_histograms(&written[5], s.t, s.counters)?;
@@ -136,7 +138,7 @@ fn write_flame_graph(
     count: &str,
 ) -> Result<Flame, ReportError> {
     let t = s.t;
-    let lines = folded_stacks(t, s.sym, |a| match w {
+    let lines = folded_stacks(t, s.sym, s.names, |a| match w {
         Weight::Bytes => t.totals.get(a.index()).map_or(0, |x| x.total_bytes()),
         Weight::IoTime => s.agg.io_us(a),
     });
@@ -306,26 +308,25 @@ fn offset_charts(s: &Shown<'_>, files: &mut ReportFiles) -> Result<Vec<Markup>, 
     Ok(v)
 }
 
-/// The terminal summary (ending with the files written) and the page's (without them).
-pub(crate) fn summaries(
+/// The terminal summary, ending with the files written.
+pub(crate) fn terminal_summary(
     s: &Shown<'_>,
     summary: &Summary,
     lost_window_bytes: u64,
     files: &ReportFiles,
-) -> (String, String) {
+) -> String {
     let rel = files.relative();
-    let mut si = SummaryInput {
+    summary_text(&SummaryInput {
         tables: s.t,
         summary,
         lost_window_bytes: Some(lost_window_bytes),
         act_io_us: &s.agg.act_io_us,
         paths: &s.input.paths,
+        intent_names: s.names,
         top: s.input.top_summary,
         files: Some((&files.dir, &rel)),
-    };
-    let terminal = summary_text(&si, s.sym);
-    si.files = None;
-    (terminal, summary_text(&si, s.sym))
+        color: s.input.color,
+    })
 }
 
 /// The page's table of facts about the capture: host, kernel, recorder, start, traces,
@@ -356,29 +357,150 @@ fn facts(input: &ReportInput) -> Vec<(String, String)> {
     facts
 }
 
-/// Writes `report.html`: the facts, the summary, the top acts and intents (`by_bytes`: the
-/// acts with IO, most bytes first), the flame graphs, the charts, and the other files.
+/// The page's glance numbers: totals of the IOs shown, the unknown share, lost records.
+pub(crate) fn glance_numbers(t: &Tables, summary: &Summary, lost_window_bytes: u64) -> Glance {
+    let mut g = Glance {
+        bytes: [0; 3],
+        ios: [0; 3],
+        unknown: (0, 0),
+        lost: (
+            summary.lost_records,
+            summary.lost_windows.len(),
+            lost_window_bytes,
+        ),
+        acts: 0,
+    };
+    for (_, a, tot) in t.acts_with_totals() {
+        for d in 0..3 {
+            g.bytes[d] += tot.bytes[d];
+            g.ios[d] += tot.ios[d];
+        }
+        if a.via == ioblame_attrib::Via::Unknown {
+            g.unknown.0 += tot.total_bytes();
+            g.unknown.1 += tot.total_ios();
+        }
+        g.acts += usize::from(tot.total_ios() > 0);
+    }
+    g
+}
+
+/// The page's sections, in order: the summary at a glance, throughput, the explorer (acts,
+/// intents, the detail of the one chosen), the flame graphs, the other charts, the counters
+/// and the files. A new part of the report is one more [`Section`] pushed here.
+pub(crate) fn sections(
+    s: &Shown<'_>,
+    glance: &Glance,
+    by_bytes: &[ActId],
+    flames: Vec<Flame>,
+    charts: ChartMarkup,
+    files: &ReportFiles,
+) -> Vec<Section> {
+    let top: Vec<ActId> = by_bytes.iter().copied().take(s.input.top_table).collect();
+    let section = |id: &str, title: &str, body: String| Section {
+        id: id.into(),
+        title: title.into(),
+        body,
+    };
+    let mut v = vec![section(
+        "glance",
+        "At a glance",
+        html::glance(glance, s.t, s.input.top_summary.max(8)),
+    )];
+    let mut overview = charts.overview.into_iter();
+    if let Some((title, markup)) = overview.next() {
+        v.push(section(
+            "throughput",
+            "Throughput",
+            format!(
+                "<p class=note>{}: bytes per bucket of the top roles, stacked (the bucket width \
+follows the trace's length).</p>\n<div class=wide>{markup}</div>\n",
+                html_escape(&title)
+            ),
+        ));
+    }
+    v.push(section(
+        "explore",
+        "Acts and intents",
+        html::explore(
+            s.t,
+            &top,
+            &s.agg.act_io_us,
+            &s.input.paths,
+            s.names,
+            s.input.top_table,
+        ),
+    ));
+    let mut flame = String::from(
+        "<p class=note>Each tower is an intent's kernel stack, outermost frame at the bottom, \
+then the intent's name (with its writeback reason), and on top the role (comm) that took that \
+path: the widest tower is the code path that caused the most IO, split at the top by the roles \
+that caused it.</p>\n",
+    );
+    for (title, svg, file) in &flames {
+        flame.push_str(&format!(
+            "<h3>{}</h3>\n<p class=note>Interactive version (search, zoom): <a href=\"{}\">{}</a></p>\n<div class=flame>{}</div>\n",
+            html_escape(title),
+            html_escape(file),
+            html_escape(file),
+            html::inline_svg(svg)
+        ));
+    }
+    v.push(section("flames", "IO flame graphs", flame));
+    let rest: Vec<Markup> = overview.collect();
+    v.push(section(
+        "charts",
+        "Latency and IO position",
+        html::chart_grid(&rest),
+    ));
+    v.push(section(
+        "counters",
+        "Counters",
+        html::chart_grid(&charts.counters),
+    ));
+    let mut list = String::from("<ul>\n");
+    for f in files.relative().into_iter().skip(1) {
+        list.push_str(&format!(
+            "<li><a href=\"{}\">{}</a></li>\n",
+            html_escape(&f),
+            html_escape(&f)
+        ));
+    }
+    list.push_str("</ul>\n");
+    v.push(section("files", "Files", list));
+    v
+}
+
+/// Writes `report.html`: the facts, then the [`sections`], then the data of the linked views.
 pub(crate) fn write_page(
     s: &Shown<'_>,
-    summary: &str,
+    glance: &Glance,
     by_bytes: &[ActId],
     flames: Vec<Flame>,
     charts: ChartMarkup,
     files: &ReportFiles,
 ) -> Result<(), ReportError> {
     let top: Vec<ActId> = by_bytes.iter().copied().take(s.input.top_table).collect();
-    let acts_html = html::acts_table(s.t, &top, &s.agg.act_io_us, &s.input.paths, s.sym);
-    let intents_html = html::intents_table(s.t, s.sym, s.input.top_table);
+    let frames = |i: IntentId| -> Vec<String> {
+        s.t.intent(i).map_or_else(Vec::new, |it| {
+            it.stack.iter().map(|&a| frame_name(s.sym, a)).collect()
+        })
+    };
+    let data = html::page_data(&PageData {
+        t: s.t,
+        acts: &top,
+        agg: s.agg,
+        paths: &s.input.paths,
+        names: s.names,
+        frames: &frames,
+        max_intents: s.input.top_table,
+    });
     let page = Page {
         title: "ioblame report".to_string(),
         facts: facts(s.input),
-        summary,
-        charts: charts.overview,
-        counter_charts: charts.counters,
-        flames,
-        files: files.relative().into_iter().skip(1).collect(),
+        sections: sections(s, glance, by_bytes, flames, charts, files),
+        data,
     };
-    write_file(&files.html, html::page(&page, &acts_html, &intents_html))
+    write_file(&files.html, html::page(&page))
 }
 
 #[cfg(test)]

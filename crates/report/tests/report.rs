@@ -31,19 +31,93 @@ fn summary_text_golden() {
         io_us[io.act.index()] += io.io_time;
     }
     let files = vec!["report.html".to_string(), "ios.parquet".to_string()];
-    let text = summary_text(
-        &SummaryInput {
-            tables: &f.tables,
-            summary: &f.summary,
-            lost_window_bytes: None,
-            act_io_us: &io_us,
-            paths: &f.paths,
-            top: 3,
-            files: Some((Path::new("OUT"), &files)),
-        },
-        &sym,
-    );
+    let names = ioblame_attrib::intent_names(&f.tables, &sym);
+    let mut input = SummaryInput {
+        tables: &f.tables,
+        summary: &f.summary,
+        lost_window_bytes: None,
+        act_io_us: &io_us,
+        paths: &f.paths,
+        intent_names: &names,
+        top: 3,
+        files: Some((Path::new("OUT"), &files)),
+        color: false,
+    };
+    let text = summary_text(&input);
     golden("summary.txt", &text);
+    // In colour: the same text with ANSI styles around headings, comms and intent lines.
+    input.color = true;
+    let colored = summary_text(&input);
+    assert!(colored.contains("\x1b[1m"), "{colored}");
+    assert_eq!(strip_ansi(&colored), text);
+    // Fewer acts in each list with a smaller `top`.
+    input.color = false;
+    input.top = 1;
+    let one = summary_text(&input);
+    assert!(one.contains("  1.  ") && !one.contains("  2.  "), "{one}");
+}
+
+/// `text` without ANSI CSI sequences (`ESC [ ... letter`).
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Every table of the summary is aligned, whatever the length of comms and paths: each
+/// column starts at the same position on every row.
+#[test]
+fn summary_tables_align_long_comms_and_paths() {
+    let mut f = fixture(0);
+    f.tables.roles[0].comm = "a-very-long-command-name-from-prctl".to_string();
+    f.paths.insert(
+        ioblame_attrib::FileKey {
+            dev: common::DEV,
+            ino: 12,
+        },
+        "/a/rather/long/path/to/some/deeply/nested/file.bin".to_string(),
+    );
+    let r = write_report(&f, &out_dir("align"));
+    let table: Vec<&str> = r
+        .summary_text
+        .lines()
+        .skip_while(|l| !l.starts_with("Top acts by bytes"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .filter(|l| !l.trim_start().starts_with("intent #"))
+        .collect();
+    assert!(table.len() >= 3, "{}", r.summary_text);
+    // The VIA column: where the header puts it, each row has its via.
+    let at = table[0].find("VIA").unwrap();
+    for row in &table[1..] {
+        let via = &row[row.char_indices().nth(at).map_or(row.len(), |x| x.0)..];
+        assert!(
+            [
+                "page",
+                "direct",
+                "readahead",
+                "read",
+                "unknown",
+                "buffer",
+                "journal"
+            ]
+            .iter()
+            .any(|v| via.starts_with(v)),
+            "misaligned: {row:?}\n{}",
+            r.summary_text
+        );
+    }
 }
 
 fn read_parquet(path: &Path) -> DataFrame {
@@ -295,7 +369,8 @@ fn charts_and_flame_graphs() {
     let w0 = f.tables.totals[0].total_bytes();
     assert!(
         folded.contains(&format!(
-            "ksys_write;vfs_write;generic_perform_write;folio_mark_dirty;[wb:background];dd {w0}\n"
+            "ksys_write;vfs_write;generic_perform_write;folio_mark_dirty;\
+             write(2) › generic_perform_write › folio_mark_dirty [wb:background];dd {w0}\n"
         )),
         "{folded}"
     );
@@ -306,8 +381,12 @@ fn charts_and_flame_graphs() {
             .any(|l| l.starts_with("0xffffffff81000000;ext4_file_write_iter;")),
         "unknown frames in hex: {folded}"
     );
-    let lines = folded_stacks(&f.tables, &sym, |a| u64::from(a == ActId(2)));
-    assert_eq!(lines, ["jbd2_journal_commit_transaction;jbd2/sda1-8 1"]);
+    let names = ioblame_attrib::intent_names(&f.tables, &sym);
+    let lines = folded_stacks(&f.tables, &sym, &names, |a| u64::from(a == ActId(2)));
+    assert_eq!(
+        lines,
+        ["jbd2_journal_commit_transaction;jbd2_journal_commit_transaction;jbd2/sda1-8 1"]
+    );
     let flame = svg_doc(&dir.join("flame-bytes.svg"));
     assert!(flame.contains("ksys_write"), "{flame}");
     svg_doc(&dir.join("flame-iotime.svg"));
@@ -339,14 +418,45 @@ fn page_is_legible() {
     }
     let html = std::fs::read_to_string(&r.files.html).unwrap();
     assert!(
-        html.contains("minmax(900px,1fr)"),
-        "charts at their own size"
+        html.contains("minmax(min(100%,560px),1fr)"),
+        "charts side by side only where they fit"
     );
+    assert!(html.contains("<meta name=viewport content=\"width=device-width, initial-scale=1\">"));
+    assert!(html.contains("@media (max-width:520px)"), "a phone layout");
     assert!(html.contains("<div class=scroll><table class=sortable id=acts>"));
     assert!(html.contains("<div class=scroll><table class=sortable id=intents>"));
-    let summary = html.split("<pre id=summary>").nth(1).unwrap();
-    let summary = summary.split("</pre>").next().unwrap();
-    assert!(!summary.contains("Written to"), "{summary}");
+    // The summary is cards and bars, not preformatted text.
+    assert!(!html.contains("<pre"), "no preformatted block");
+    for card in [
+        "written",
+        "read",
+        "readahead",
+        "unknown origin",
+        "lost records",
+    ] {
+        assert!(
+            html.contains(&format!("<div class=k>{card}</div>")),
+            "card {card}"
+        );
+    }
+    assert!(html.contains("<div id=writers><h3>Top writers</h3>"));
+    assert!(html.contains("<div id=readers><h3>Top readers</h3>"));
+    // Every section has its link in the navigation.
+    for id in [
+        "glance",
+        "throughput",
+        "explore",
+        "flames",
+        "charts",
+        "counters",
+        "files",
+    ] {
+        assert!(html.contains(&format!("<a href=\"#{id}\">")), "nav to {id}");
+        assert!(
+            html.contains(&format!("<section id=\"{id}\">")),
+            "section {id}"
+        );
+    }
     assert!(
         r.summary_text.contains("Written to"),
         "the terminal still says where"
@@ -427,14 +537,17 @@ fn flame_graph_towers_are_code_paths() {
     let mut f = fixture(0);
     // Acts 1 and 5 both read through intent 3; give them different roles.
     f.tables.acts[1].role = RoleId(0);
-    let lines = folded_stacks(&f.tables, &sym, |a| {
+    let names = ioblame_attrib::intent_names(&f.tables, &sym);
+    let lines = folded_stacks(&f.tables, &sym, &names, |a| {
         u64::from(a == ActId(1) || a == ActId(5)) * 10
     });
     assert_eq!(
         lines,
         [
-            "filemap_read;ext4_mpage_readpages;submit_bio;<script>alert(1)</script> 10",
-            "filemap_read;ext4_mpage_readpages;submit_bio;dd 10",
+            "filemap_read;ext4_mpage_readpages;submit_bio;filemap_read › ext4_mpage_readpages;\
+             <script>alert(1)</script> 10",
+            "filemap_read;ext4_mpage_readpages;submit_bio;filemap_read › ext4_mpage_readpages;\
+             dd 10",
         ]
     );
     // Drawn, the code path is one frame 20 wide at the root.
@@ -480,6 +593,16 @@ fn chromium() -> Option<PathBuf> {
 }
 
 fn run_chromium(bin: &Path, profile: &Path, extra: &[String], url: &str) -> (String, String) {
+    run_chromium_at(bin, profile, extra, url, (1300, 2400))
+}
+
+fn run_chromium_at(
+    bin: &Path,
+    profile: &Path,
+    extra: &[String],
+    url: &str,
+    (w, h): (u32, u32),
+) -> (String, String) {
     let out = Command::new(bin)
         .args([
             "--headless",
@@ -492,8 +615,9 @@ fn run_chromium(bin: &Path, profile: &Path, extra: &[String], url: &str) -> (Str
             "--enable-logging=stderr",
             // Verbose level 1 logs every file the page loads (FileURLLoader::Start).
             "--v=1",
-            "--window-size=1300,2400",
+            "--hide-scrollbars",
         ])
+        .arg(format!("--window-size={w},{h}"))
         .arg(format!("--user-data-dir={}", profile.display()))
         .args(extra)
         .arg(url)
@@ -569,25 +693,79 @@ fn html_in_headless_chromium() {
         .split("</table>")
         .next()
         .unwrap();
-    assert_eq!(acts.matches("<tr>").count(), 1 + 6, "header + 6 acts");
+    assert_eq!(acts.matches("<tr data-act=").count(), 6, "6 acts");
     assert!(dom.contains("id=\"intents\""));
     let svgs = dom.matches("<svg").count();
     // Counter charts, throughput, two latency charts, two flame graphs.
     assert!(svgs >= f.counters.len() + 5, "{svgs} svg elements");
     assert!(dom.contains("data:image/png;base64,"));
     assert!(dom.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    // The script ran: the filter counts the acts, and the first act's detail is shown (its
+    // intent's stack, its files, the device time of its IOs and its IOs over time).
+    assert!(dom.contains("6 of 6 acts"), "filter count");
+    let detail = dom.split("id=\"detail\"").nth(1).expect("detail pane");
+    for what in [
+        "Stack of intent #",
+        "Files of intent #",
+        "Device time of its IOs",
+        "Its IOs over time",
+        "<li>submit_bio</li>",
+    ] {
+        assert!(detail.contains(what), "detail lacks {what}: {detail}");
+    }
 
-    let shot = dir.join("report.png");
-    let (_, log) = run_chromium(
-        &bin,
-        profile.path(),
-        &[format!("--screenshot={}", shot.display())],
-        &url,
+    // Screenshots at a laptop's width and a phone's, kept as test artefacts in
+    // $CARGO_TARGET_DIR/report-test/html/.
+    for (w, h) in [(1280, 2000), (390, 2400)] {
+        let shot = dir.join(format!("report-{w}.png"));
+        let (_, log) = run_chromium_at(
+            &bin,
+            profile.path(),
+            &[format!("--screenshot={}", shot.display())],
+            &url,
+            (w, h),
+        );
+        let found = page_problems(&log, &url);
+        assert!(found.is_empty(), "the page logged or loaded: {found:#?}");
+        assert!(shot.is_file(), "no screenshot:\n{log}");
+        assert_not_blank(&shot, (w, h));
+    }
+}
+
+/// A screenshot of `size` with content: the page's own colours (header, bars, charts) and
+/// a good share of pixels that are not background.
+fn assert_not_blank(png_path: &Path, size: (u32, u32)) {
+    let decoder = png::Decoder::new(std::io::BufReader::new(
+        std::fs::File::open(png_path).unwrap(),
+    ));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    assert_eq!((info.width, info.height), size, "{}", png_path.display());
+    let channels = info.color_type.samples();
+    let px: Vec<&[u8]> = buf[..info.buffer_size()].chunks(channels).collect();
+    let background = px
+        .iter()
+        .filter(|p| p[..3].iter().all(|&c| c >= 0xf0))
+        .count();
+    let colours: std::collections::BTreeSet<[u8; 3]> = px
+        .iter()
+        .map(|p| [p[0] & 0xf0, p[1] & 0xf0, p[2] & 0xf0])
+        .collect();
+    let content = 1.0 - background as f64 / px.len() as f64;
+    assert!(
+        content > 0.1 && colours.len() > 20,
+        "{} looks blank: {:.1}% content, {} colours",
+        png_path.display(),
+        content * 100.0,
+        colours.len()
     );
-    let found = page_problems(&log, &url);
-    assert!(found.is_empty(), "the page logged or loaded: {found:#?}");
-    assert!(shot.is_file(), "no screenshot:\n{log}");
-    assert_eq!(&std::fs::read(&shot).unwrap()[..4], b"\x89PNG");
+    // The header's dark blue is at the top left, as the page draws it.
+    assert!(
+        px[0][2] < 0x60 && px[0][0] < 0x40,
+        "{}: no header",
+        png_path.display()
+    );
 }
 
 /// Writes a report of the fixture giving only the IOs `keep` accepts (as `--devs` or the
@@ -658,7 +836,7 @@ fn summary_counts_only_the_ios_given() {
         "{}",
         r.summary_text
     );
-    assert!(!r.summary_text.contains("via direct"), "{}", r.summary_text);
+    assert!(!r.summary_text.contains(" direct "), "{}", r.summary_text);
     // The lost window (1.5 s) overlaps one read of act 1, kept.
     assert!(
         r.summary_text
@@ -692,15 +870,13 @@ fn threads_are_named_by_their_own_pid() {
     let dir = out_dir("threads");
     let r = write_report(&f, &dir);
     assert!(
-        r.summary_text.contains("dd (pid 101 tgid 100) via direct"),
+        r.summary_text.lines().any(|l| l.contains(" dd ")
+            && l.contains(" pid 101 tgid 100 ")
+            && l.contains("direct")),
         "{}",
         r.summary_text
     );
-    assert!(
-        r.summary_text.contains("(pid 200) via"),
-        "{}",
-        r.summary_text
-    );
+    assert!(r.summary_text.contains("  pid 200  "), "{}", r.summary_text);
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("<td class=n data-v=\"101\">101 (tgid 100)</td>"));
 }
@@ -722,13 +898,17 @@ fn control_characters_are_escaped() {
     let r = write_report(&f, &dir);
     assert!(
         r.summary_text
-            .contains(r"d\nd\x1b]0;owned\x07 (pid 100) via direct  file /tmp/a\rb"),
+            .lines()
+            .any(|l| l.contains(r" d\nd\x1b]0;owned\x07 ")
+                && l.contains(" pid 100 ")
+                && l.contains(" direct ")
+                && l.ends_with(r" /tmp/a\rb")),
         "{}",
         r.summary_text
     );
     assert!(!r.summary_text.chars().any(|c| c.is_control() && c != '\n'));
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
-    assert!(html.contains(r"<td>d\nd\x1b]0;owned\x07</td>"));
+    assert!(html.contains(r"<td class=f>d\nd\x1b]0;owned\x07</td>"));
     let folded = std::fs::read_to_string(dir.join("flame-bytes.folded")).unwrap();
     assert!(folded.contains(r";d\nd\x1b]0:owned\x07 "), "{folded}");
 }

@@ -17,6 +17,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub mod alloc;
+pub mod cli;
 mod diff;
 
 /// The environment variable that rewrites golden files: set it to `1`.

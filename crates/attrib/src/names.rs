@@ -1,0 +1,504 @@
+//! Short names of intents: the entry point (system call or kernel thread) and the frames
+//! that tell one intent from the others, e.g. `write(2) › ext4_buffered_write_iter ›
+//! __folio_mark_dirty [wb:sync]`. The rule is in docs/attribution.md, "Intent names"; it
+//! uses only generic naming conventions of the kernel (syscall wrappers, `kthread`,
+//! `worker_thread`), never a list of one kernel's functions.
+
+use crate::context::Symbolizer;
+use crate::model::{IntentId, Tables, INTENT_LOST, INTENT_NOMEM};
+
+/// Separates the parts of a name.
+pub const SEP: &str = " › ";
+
+/// The short name of every intent of `tables`, indexed by [`IntentId::index`]; frames are
+/// named by `sym` (unknown addresses as `0x...`).
+pub fn intent_names(tables: &Tables, sym: &dyn Symbolizer) -> Vec<String> {
+    let stacks: Vec<(u32, Vec<String>)> = tables
+        .intents
+        .iter()
+        .map(|it| {
+            let frames = it
+                .stack
+                .iter()
+                .map(|&a| match sym.symbol(a) {
+                    Some(n) if !normalize(&n).is_empty() => normalize(&n).to_string(),
+                    _ => format!("{a:#x}"),
+                })
+                .collect();
+            (it.modifier, frames)
+        })
+        .collect();
+    let mut names = name_stacks(&stacks);
+    // A blktrace recording has no stacks: its intents differ only by the request flags.
+    for (name, it) in names.iter_mut().zip(&tables.intents) {
+        if let Some(flags) = crate::blktrace_flags(it.modifier).filter(|_| it.stack.is_empty()) {
+            *name = format!("no stack (blktrace) {flags}");
+        }
+    }
+    names
+}
+
+/// A function name without a `+0x../0x..` offset and without compiler suffixes
+/// (`.constprop.0`, `.isra.0`, `.part.0`, `.cold`).
+pub fn normalize(name: &str) -> &str {
+    let n = name.split(['+', ' ']).next().unwrap_or("");
+    n.split('.').next().unwrap_or("")
+}
+
+/// The name of a system call entered through `frame`, if `frame` is one of the generic
+/// syscall wrappers: `__<arch>_sys_NAME`, `__<arch>_compat_sys_NAME`, `__se_sys_NAME`,
+/// `__do_sys_NAME`, `ksys_NAME`, `sys_NAME`, `SyS_NAME`, `compat_sys_NAME`.
+pub fn syscall_of(frame: &str) -> Option<&str> {
+    let rest = frame.strip_prefix("__").map_or(frame, |r| {
+        // `__x64_sys_`, `__arm64_sys_`, `__se_sys_`, `__do_sys_`, and their compat forms.
+        r.split_once('_').map_or(r, |(_, after)| after)
+    });
+    let name = rest
+        .strip_prefix("sys_")
+        .or_else(|| rest.strip_prefix("compat_sys_"))
+        .or_else(|| frame.strip_prefix("ksys_"))
+        .or_else(|| frame.strip_prefix("SyS_"))?;
+    // `__x64_sys_` must not match functions such as `__foo_sys_bar` outside the wrappers:
+    // the part before `sys_` is an arch, `se`, `do` or nothing.
+    if frame.starts_with("__") {
+        let arch = frame[2..].split('_').next().unwrap_or("");
+        let known = matches!(
+            arch,
+            "x64"
+                | "ia32"
+                | "x32"
+                | "arm64"
+                | "arm"
+                | "riscv"
+                | "s390x"
+                | "s390"
+                | "powerpc"
+                | "loongarch"
+                | "se"
+                | "do"
+        );
+        if !known {
+            return None;
+        }
+    }
+    (!name.is_empty()).then_some(name)
+}
+
+/// Where a stack entered the kernel, and the frames inside that entry (outermost first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    /// `write(2)`, `kworker wb_workfn`, `kthread kjournald2`, `page fault`, `softirq`, or the
+    /// outermost frame when none of these is recognised.
+    label: String,
+    /// The frames inside the entry, outermost first, without the entry's own plumbing.
+    path: Vec<String>,
+}
+
+/// Finds the entry of a stack given innermost first.
+fn entry_of(frames: &[String]) -> Entry {
+    let outer: Vec<&str> = frames.iter().rev().map(String::as_str).collect();
+    let mut label = None;
+    let mut inside = outer.len();
+    // What marks the entry's own plumbing (see below).
+    let mut syscall: Option<String> = None;
+    let mut suffix: Option<&str> = None;
+    for (i, f) in outer.iter().enumerate() {
+        if let Some(sc) = syscall_of(f) {
+            // Skip the syscall's further wrappers too (`__se_sys_x`, `__do_sys_x`, `ksys_x`).
+            let mut j = i + 1;
+            while j < outer.len() && syscall_of(outer[j]).is_some() {
+                j += 1;
+            }
+            label = Some(format!("{sc}(2)"));
+            syscall = Some(
+                sc.trim_end_matches(|c: char| c.is_ascii_digit() || c == '_')
+                    .into(),
+            );
+            inside = j;
+            break;
+        }
+        if *f == "kthread" {
+            let thread = outer.get(i + 1).copied().unwrap_or("?");
+            if thread == "worker_thread" || thread == "rescuer_thread" {
+                // The work function runs inside `process_one_work`.
+                let pow = outer[i..].iter().position(|x| *x == "process_one_work");
+                let w = pow.map_or(i + 2, |p| i + p + 1);
+                label = Some(format!("kworker {}", outer.get(w).copied().unwrap_or("?")));
+                inside = w + 1;
+            } else {
+                label = Some(format!("kthread {thread}"));
+                inside = i + 2;
+            }
+            break;
+        }
+        if f.ends_with("page_fault") {
+            label = Some("page fault".into());
+            suffix = Some("_fault");
+            inside = i + 1;
+            break;
+        }
+        if f.contains("softirq") {
+            label = Some("softirq".into());
+            suffix = Some("softirq");
+            inside = i + 1;
+            break;
+        }
+    }
+    let label = match label {
+        Some(l) => l,
+        None => {
+            // No known entry: the outermost frame names it.
+            inside = 1.min(outer.len());
+            outer.first().map_or_else(String::new, |f| f.to_string())
+        }
+    };
+    let mut path: Vec<String> = outer
+        .get(inside..)
+        .unwrap_or(&[])
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    // The entry's own plumbing, at the start of the path: under a syscall NAME, the VFS entry
+    // points (`vfs_*`) and frames `do_NAME*`, `__do_NAME*` or containing `sys_NAME`
+    // (`do_fsync` under fsync(2), `do_sys_openat2` under openat(2)); under a fault, frames
+    // ending in `_fault` (`do_user_addr_fault`, `handle_mm_fault`); under a softirq, frames
+    // containing `softirq`. The innermost frame always stays.
+    let is_plumbing = |f: &str| match (&syscall, suffix) {
+        (Some(sc), _) => {
+            !sc.is_empty()
+                && (f.starts_with("vfs_")
+                    || f.starts_with(&format!("do_{sc}"))
+                    || f.starts_with(&format!("__do_{sc}"))
+                    || f.contains(&format!("sys_{sc}")))
+        }
+        (None, Some("_fault")) => f.ends_with("_fault"),
+        (None, Some(s)) => f.contains(s),
+        (None, None) => false,
+    };
+    let plumbing = path
+        .iter()
+        .take(path.len().saturating_sub(1))
+        .take_while(|f| is_plumbing(f))
+        .count();
+    path.drain(..plumbing);
+    Entry { label, path }
+}
+
+/// Common leading length of two sequences.
+fn common_prefix<T: PartialEq>(a: &[T], b: &[T]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// For each item `(group, sequence)`: the longest common start of its sequence with any
+/// *other* sequence of its group, `None` when its group has no other sequence. Sorting
+/// puts the closest sequence next to each one, so this takes `O(n log n)` comparisons.
+fn closest_in_group<G: Ord>(items: &[(G, &[String])]) -> Vec<Option<usize>> {
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by(|&a, &b| items[a].cmp(&items[b]));
+    // Runs of equal items, in sorted order.
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for (k, &i) in order.iter().enumerate() {
+        match runs.last_mut() {
+            Some((start, end)) if items[order[*start]] == items[i] => *end = k + 1,
+            _ => runs.push((k, k + 1)),
+        }
+    }
+    let mut out = vec![None; items.len()];
+    for (r, &(start, end)) in runs.iter().enumerate() {
+        let me = &items[order[start]];
+        let lcp_with = |other: Option<&(usize, usize)>| {
+            other
+                .map(|&(s, _)| &items[order[s]])
+                .filter(|o| o.0 == me.0)
+                .map(|o| common_prefix(me.1, o.1))
+        };
+        let best =
+            lcp_with(r.checked_sub(1).and_then(|p| runs.get(p))).max(lcp_with(runs.get(r + 1)));
+        for &i in &order[start..end] {
+            out[i] = best;
+        }
+    }
+    out
+}
+
+/// The frame at which `own` parts from its closest other sequence, which shares its first
+/// `k` frames: the next frame, or its last when `own` is a prefix of the other.
+fn parting(own: &[String], k: Option<usize>) -> Option<&String> {
+    let k = k?;
+    own.get(k).or(own.last())
+}
+
+/// The writeback reason suffix of a modifier (` [wb:sync]`), ` [0x..]` for another
+/// modifier, empty for 0.
+fn modifier_suffix(modifier: u32) -> String {
+    if modifier == 0 {
+        String::new()
+    } else if modifier >> 28 == 1 {
+        format!(" [wb:{}]", crate::WbReason(modifier & 0x0fff_ffff).name())
+    } else {
+        format!(" [{modifier:#x}]")
+    }
+}
+
+/// Names a set of intents given as (modifier, frames innermost first), indexed by intent id
+/// (#0 is nomem and #1 lost whatever their frames). The rule, per intent:
+///
+/// 1. **Entry**: from the outermost frame in, the first system call wrapper gives `NAME(2)`
+///    ([`syscall_of`]); `kthread` gives `kthread FN` (FN the frame inside it), or for a
+///    workqueue worker (`worker_thread`, `rescuer_thread`) `kworker WORK`, WORK the frame
+///    inside `process_one_work`; a `*page_fault` frame gives `page fault`; a `*softirq*`
+///    frame `softirq`; otherwise the outermost frame itself.
+/// 2. **Path**: the frames inside the entry, outermost first, without the leading frames
+///    that are the entry's plumbing: under a syscall NAME (without trailing digits) `vfs_*`,
+///    `do_NAME*`, `__do_NAME*` and frames containing `sys_NAME`; under a fault frames ending
+///    in `_fault`; under a softirq frames containing `softirq`.
+/// 3. **First frame**: the path's first frame (the code the entry went to).
+/// 4. **Parting frame**: among the intents with the same entry, where this path parts from
+///    the closest other path (the first frame after their longest common start; its last
+///    frame when it is a prefix of another; identical paths do not count). With no other intent of that entry, or when
+///    that is the first frame: where the stack, read from its innermost frame, parts from
+///    the closest other stack of the trace (if that frame is on the path).
+/// 5. The name is `ENTRY › FIRST › PARTING` (the parting frame left out when absent or equal
+///    to the first), then ` [wb:REASON]` for a writeback modifier; names still equal
+///    (stacks with the same functions at other offsets) get ` (#N)`.
+pub fn name_stacks(intents: &[(u32, Vec<String>)]) -> Vec<String> {
+    let entries: Vec<Entry> = intents.iter().map(|(_, f)| entry_of(f)).collect();
+    // The intents compared: those with a stack, #0 and #1 aside.
+    let real: Vec<usize> = (2..intents.len())
+        .filter(|&i| !intents[i].1.is_empty())
+        .collect();
+    let mut in_entry = vec![None; intents.len()];
+    let mut in_trace = vec![None; intents.len()];
+    let by_entry: Vec<(&str, &[String])> = real
+        .iter()
+        .map(|&i| (entries[i].label.as_str(), entries[i].path.as_slice()))
+        .collect();
+    let whole: Vec<((), &[String])> = real
+        .iter()
+        .map(|&i| ((), intents[i].1.as_slice()))
+        .collect();
+    for (k, (a, b)) in closest_in_group(&by_entry)
+        .into_iter()
+        .zip(closest_in_group(&whole))
+        .enumerate()
+    {
+        in_entry[real[k]] = a;
+        in_trace[real[k]] = b;
+    }
+    let mut names: Vec<String> = Vec::with_capacity(intents.len());
+    for (i, ((modifier, frames), e)) in intents.iter().zip(&entries).enumerate() {
+        let id = IntentId(i as u32);
+        if id == INTENT_NOMEM {
+            names.push("[nomem]".into());
+            continue;
+        }
+        if id == INTENT_LOST {
+            names.push("[lost]".into());
+            continue;
+        }
+        if frames.is_empty() {
+            names.push(format!("[no stack]{}", modifier_suffix(*modifier)));
+            continue;
+        }
+        let mut parts = vec![e.label.clone()];
+        if let Some(first) = e.path.first() {
+            parts.push(first.clone());
+            let part = parting(&e.path, in_entry[i])
+                .filter(|p| *p != first)
+                .or_else(|| {
+                    parting(frames, in_trace[i]).filter(|p| *p != first && e.path[1..].contains(p))
+                });
+            if let Some(p) = part {
+                parts.push(p.clone());
+            }
+        }
+        names.push(parts.join(SEP) + &modifier_suffix(*modifier));
+    }
+    // Equal names: the intent number tells them apart.
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for n in &names {
+        *seen.entry(n.clone()).or_default() += 1;
+    }
+    for (i, n) in names.iter_mut().enumerate() {
+        if seen.get(n.as_str()).is_some_and(|&c| c > 1) {
+            n.push_str(&format!(" (#{i})"));
+        }
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Frames given outermost first (as one reads a call path), returned innermost first.
+    fn st(outer_first: &str) -> Vec<String> {
+        outer_first
+            .split_whitespace()
+            .rev()
+            .map(String::from)
+            .collect()
+    }
+
+    fn names(stacks: &[(u32, &str)]) -> Vec<String> {
+        let mut v = vec![(0, vec![]), (0, vec![])];
+        v.extend(stacks.iter().map(|&(m, s)| (m, st(s))));
+        name_stacks(&v)[2..].to_vec()
+    }
+
+    const WRITE: &str = "entry_SYSCALL_64_after_hwframe do_syscall_64 ksys_write vfs_write \
+        ext4_buffered_write_iter generic_perform_write ext4_da_write_end block_write_end \
+        block_commit_write mark_buffer_dirty";
+
+    #[test]
+    fn syscall_wrappers() {
+        assert_eq!(syscall_of("__x64_sys_openat"), Some("openat"));
+        assert_eq!(syscall_of("__arm64_sys_write"), Some("write"));
+        assert_eq!(syscall_of("__se_sys_pwrite64"), Some("pwrite64"));
+        assert_eq!(syscall_of("__do_sys_fsync"), Some("fsync"));
+        assert_eq!(syscall_of("ksys_write"), Some("write"));
+        assert_eq!(syscall_of("__ia32_compat_sys_pwritev"), Some("pwritev"));
+        assert_eq!(syscall_of("sys_write"), Some("write"));
+        assert_eq!(syscall_of("do_syscall_64"), None);
+        assert_eq!(syscall_of("do_sys_openat2"), None);
+        assert_eq!(syscall_of("__foo_sys_bar"), None);
+        assert_eq!(syscall_of("__sys_"), None);
+        assert_eq!(
+            normalize("ext4_mb_scan_groups_linear.constprop.0+0x73/0xe0"),
+            "ext4_mb_scan_groups_linear"
+        );
+    }
+
+    #[test]
+    fn folio_and_buffer_dirtied_by_one_write_path() {
+        // The folio dirtier's stack is the buffer dirtier's plus one frame: the parting
+        // frame is what tells them apart.
+        let n = names(&[
+            (0x1000_0002, &format!("{WRITE} __folio_mark_dirty")),
+            (0x1000_0002, WRITE),
+        ]);
+        assert_eq!(
+            n,
+            [
+                "write(2) › ext4_buffered_write_iter › __folio_mark_dirty [wb:sync]",
+                "write(2) › ext4_buffered_write_iter › mark_buffer_dirty [wb:sync]",
+            ]
+        );
+    }
+
+    #[test]
+    fn one_intent_per_entry_parts_from_the_inside() {
+        let n = names(&[
+            (
+                0,
+                "entry_SYSCALL_64_after_hwframe do_syscall_64 __x64_sys_openat do_sys_openat2 \
+                 do_filp_open path_openat ext4_create __ext4_new_inode ext4_read_inode_bitmap \
+                 ext4_read_bh submit_bio_noacct_nocheck",
+            ),
+            (
+                0x1000_0003,
+                "ret_from_fork_asm ret_from_fork kthread worker_thread process_one_work \
+                 wb_workfn wb_writeback writeback_sb_inodes do_writepages ext4_writepages \
+                 ext4_mb_prefetch ext4_read_block_bitmap_nowait submit_bio_noacct_nocheck",
+            ),
+        ]);
+        assert_eq!(
+            n,
+            [
+                "openat(2) › do_filp_open › ext4_read_bh",
+                "kworker wb_workfn › wb_writeback › ext4_read_block_bitmap_nowait [wb:periodic]",
+            ]
+        );
+    }
+
+    #[test]
+    fn kernel_threads_part_where_their_paths_do() {
+        let j = "ret_from_fork_asm ret_from_fork kthread kjournald2 \
+                 jbd2_journal_commit_transaction";
+        let n = names(&[
+            (
+                0,
+                &format!("{j} jbd2_journal_update_sb_log_tail jbd2_write_superblock submit_bio"),
+            ),
+            (0, &format!("{j} submit_bio")),
+            (0, &format!("{j} journal_submit_commit_record submit_bio")),
+        ]);
+        assert_eq!(
+            n,
+            [
+                "kthread kjournald2 › jbd2_journal_commit_transaction › jbd2_journal_update_sb_log_tail",
+                "kthread kjournald2 › jbd2_journal_commit_transaction › submit_bio",
+                "kthread kjournald2 › jbd2_journal_commit_transaction › journal_submit_commit_record",
+            ]
+        );
+    }
+
+    #[test]
+    fn other_entries_and_special_intents() {
+        let stacks = vec![
+            (0, vec![]),
+            (0, vec![]),
+            (0, st("asm_exc_page_fault exc_page_fault do_user_addr_fault handle_mm_fault do_wp_page filemap_page_mkwrite")),
+            (0, st("0xffffffff81000000 0xffffffff81000010")),
+            (0, vec![]),
+            (0x1000_0001, vec![]),
+        ];
+        assert_eq!(
+            name_stacks(&stacks),
+            [
+                "[nomem]",
+                "[lost]",
+                "page fault › do_wp_page › filemap_page_mkwrite",
+                "0xffffffff81000000 › 0xffffffff81000010",
+                "[no stack]",
+                "[no stack] [wb:vmscan]",
+            ]
+        );
+    }
+
+    #[test]
+    fn same_functions_at_other_offsets_get_their_number() {
+        let n = names(&[(0, WRITE), (0, WRITE)]);
+        assert_eq!(n[0], "write(2) › ext4_buffered_write_iter (#2)");
+        assert_eq!(n[1], "write(2) › ext4_buffered_write_iter (#3)");
+    }
+
+    #[test]
+    fn plumbing_is_only_the_entry_s_own() {
+        // `generic_perform_write` ends with the syscall's name but is not its plumbing.
+        let n = names(&[
+            (
+                0,
+                "ksys_write vfs_write generic_perform_write folio_mark_dirty",
+            ),
+            (
+                0,
+                "__x64_sys_fsync do_fsync vfs_fsync_range ext4_sync_file submit_bio",
+            ),
+        ]);
+        assert_eq!(n[0], "write(2) › generic_perform_write › folio_mark_dirty");
+        assert_eq!(n[1], "fsync(2) › ext4_sync_file › submit_bio");
+    }
+
+    #[test]
+    fn different_filesystems_under_one_syscall() {
+        let n = names(&[
+            (0, WRITE),
+            (
+                0,
+                "entry_SYSCALL_64 do_syscall_64 __x64_sys_pwrite64 vfs_write xfs_file_write_iter \
+                 xfs_file_buffered_write iomap_file_buffered_write iomap_write_iter \
+                 filemap_dirty_folio",
+            ),
+        ]);
+        // The first frames already differ: the parting frame comes from the innermost side.
+        assert_eq!(
+            n[0],
+            "write(2) › ext4_buffered_write_iter › mark_buffer_dirty"
+        );
+        assert_eq!(
+            n[1],
+            "pwrite64(2) › xfs_file_write_iter › filemap_dirty_folio"
+        );
+    }
+}
