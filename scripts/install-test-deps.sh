@@ -12,6 +12,8 @@ python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 command -v fio >/dev/null || need+=(fio)
 command -v perf >/dev/null || need+=(linux-perf)
 command -v chromium >/dev/null || need+=(chromium)
+# The fleet dataset's tests run its PySpark example on a local Spark, which needs Java 17.
+command -v java >/dev/null || need+=(openjdk-17-jre-headless)
 if [ "${#need[@]}" -gt 0 ]; then
     echo "installing: ${need[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive
@@ -24,6 +26,12 @@ fi
 if ! python3 -c 'import duckdb' 2>/dev/null; then
     python3 -m pip install --quiet duckdb 2>/dev/null ||
         python3 -m pip install --quiet --break-system-packages duckdb
+fi
+
+# The fleet dataset's tests run examples/spark/ (PySpark, master local[2]) on the dataset.
+if ! python3 -c 'import pyspark' 2>/dev/null; then
+    python3 -m pip install --quiet pyspark 2>/dev/null ||
+        python3 -m pip install --quiet --break-system-packages pyspark
 fi
 
 # The capture reads tracepoint ids and formats from tracefs.

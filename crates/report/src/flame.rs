@@ -27,6 +27,34 @@ fn clean(s: &str) -> String {
     }
 }
 
+/// The folded frames of a stack: `frames` (innermost first) outermost first, or `empty` when
+/// there are none, then `[wb:REASON]` when `reason` is given; each followed by `;`.
+fn stack_prefix(frames: &[String], empty: &str, reason: Option<&str>) -> String {
+    let mut line = String::new();
+    for f in frames.iter().rev() {
+        line.push_str(&clean(f));
+        line.push(';');
+    }
+    if frames.is_empty() {
+        line.push_str(empty);
+        line.push(';');
+    }
+    if let Some(r) = reason {
+        line.push_str(&format!("[wb:{r}];"));
+    }
+    line
+}
+
+/// One folded stack without its weight, as [`folded_stacks`] writes them:
+/// `outer;...;inner;[wb:REASON];comm`, from the frame names innermost first (`empty` stands
+/// for a stack without frames, e.g. `[lost]`), the writeback reason's name and the role's
+/// comm.
+pub fn folded_stack(frames: &[String], empty: &str, reason: Option<&str>, comm: &str) -> String {
+    let mut line = stack_prefix(frames, empty, reason);
+    line.push_str(&clean(comm));
+    line
+}
+
 /// Folded stacks, one line per distinct stack (sorted): the intent's frames outermost first
 /// (so a code path taken by several roles is one tower), then the writeback reason where the
 /// intent has one (`[wb:sync]`), then the role's comm as the leaf. Intents without a stack
@@ -48,27 +76,17 @@ pub fn folded_stacks(
             continue;
         };
         let frames = names.entry(a.intent).or_insert_with(|| {
-            let mut line = String::new();
-            for f in intent.stack.iter().rev() {
-                line.push_str(&clean(&frame_name(sym, *f)));
-                line.push(';');
-            }
-            if intent.stack.is_empty() {
-                line.push_str(match a.intent {
-                    INTENT_LOST => "[lost];",
-                    INTENT_NOMEM => "[nomem];",
-                    _ => "[no stack];",
-                });
-            }
-            if let Some(r) = modifier_reason(intent.modifier) {
-                line.push_str(&format!("[wb:{}];", r.name()));
-            }
-            line
+            let names: Vec<String> = intent.stack.iter().map(|f| frame_name(sym, *f)).collect();
+            let empty = match a.intent {
+                INTENT_LOST => "[lost]",
+                INTENT_NOMEM => "[nomem]",
+                _ => "[no stack]",
+            };
+            let reason = modifier_reason(intent.modifier).map(|r| r.name());
+            stack_prefix(&names, empty, reason)
         });
-        let comm = t
-            .role(a.role)
-            .map(|r| clean(&r.comm))
-            .unwrap_or_else(|| "?".to_string());
+        let comm = t.role(a.role).map_or("?", |r| r.comm.as_str());
+        let comm = clean(comm);
         let line = format!("{frames}{comm}");
         *acc.entry(line).or_default() += w;
     }
