@@ -22,6 +22,8 @@ command -v fish >/dev/null || need+=(fish)
 command -v man >/dev/null || need+=(man-db)
 command -v groff >/dev/null || need+=(groff-base)
 command -v script >/dev/null || need+=(bsdutils)
+# The fleet dataset's tests run its PySpark example on a local Spark, which needs Java 17.
+command -v java >/dev/null || need+=(openjdk-17-jre-headless)
 if [ "${#need[@]}" -gt 0 ]; then
     echo "installing: ${need[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive
@@ -34,6 +36,12 @@ fi
 if ! python3 -c 'import duckdb' 2>/dev/null; then
     python3 -m pip install --quiet duckdb 2>/dev/null ||
         python3 -m pip install --quiet --break-system-packages duckdb
+fi
+
+# The fleet dataset's tests run examples/spark/ (PySpark, master local[2]) on the dataset.
+if ! python3 -c 'import pyspark' 2>/dev/null; then
+    python3 -m pip install --quiet pyspark 2>/dev/null ||
+        python3 -m pip install --quiet --break-system-packages pyspark
 fi
 
 # The capture reads tracepoint ids and formats from tracefs.

@@ -16,6 +16,8 @@ use ioblame_pipeline::Scope;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod cgroups;
+mod export_cmd;
+mod fleet_cmd;
 mod info;
 mod info_blktrace;
 mod latency_cmd;
@@ -114,6 +116,12 @@ enum Command {
         #[arg(long = "out", value_name = "DIR")]
         out: PathBuf,
     },
+    /// Analyse traces and write their tables into a Hive-partitioned Parquet dataset
+    /// (docs/dataset.md), several traces at once; exit 1 when some failed.
+    Export(ExportArgs),
+    /// Query a dataset written by `export`: top intents, acts, files and roles across hosts,
+    /// per-host totals; optionally a page with the fleet's flame graph.
+    Fleet(FleetArgs),
 }
 
 // The arguments of each subcommand, one struct each; the subcommand's help is its variant's
@@ -258,6 +266,92 @@ struct PerfCommandArgs {
     devices: Vec<String>,
 }
 
+// `ioblame export` and `ioblame fleet` (the fleet dataset): arguments here, logic in
+// `export_cmd.rs` and `fleet_cmd.rs`.
+
+#[derive(Args, Debug)]
+struct ExportArgs {
+    /// Traces to export, each an ioblame trace directory, a ring file or a perf.data file.
+    #[arg(value_name = "TRACE", required = true, num_args = 1..)]
+    trace: Vec<PathBuf>,
+    /// The dataset's root directory (created).
+    #[arg(long, value_name = "DIR")]
+    dataset: PathBuf,
+    /// Host name of the traces (default: the host recorded in each trace).
+    #[arg(long, value_name = "NAME")]
+    host: Option<String>,
+    /// A label KEY=VALUE carried by every row of these traces. Repeatable.
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    labels: Vec<String>,
+    /// Traces analysed at once (default: the number of CPUs).
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
+}
+
+#[derive(Args, Debug)]
+struct FleetArgs {
+    /// The dataset's root directory.
+    #[arg(value_name = "DIR")]
+    dataset: PathBuf,
+    /// First capture date read (YYYY-MM-DD, UTC), inclusive.
+    #[arg(long, value_name = "DATE")]
+    since: Option<String>,
+    /// Last capture date read (YYYY-MM-DD, UTC), inclusive.
+    #[arg(long, value_name = "DATE")]
+    until: Option<String>,
+    /// Hosts read: a glob on the host name (e.g. 'db-*').
+    #[arg(long, value_name = "GLOB")]
+    host: Option<String>,
+    /// Read only traces with this label KEY=VALUE. Repeatable (all must match).
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    labels: Vec<String>,
+    /// Rows in each top list.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    top: usize,
+    /// One JSON document instead of text (keys in docs/dataset.md).
+    #[arg(long)]
+    json: bool,
+    /// Also write a page (fleet.html) with the fleet's merged flame graph into OUTDIR.
+    #[arg(long, value_name = "OUTDIR")]
+    report: Option<PathBuf>,
+}
+
+/// `ioblame export`.
+fn export(out: &mut impl Write, a: ExportArgs, ks: Option<&Path>) -> Result<ExitCode> {
+    let jobs = a
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let opts = export_cmd::ExportOptions {
+        dataset: a.dataset,
+        host: a.host,
+        labels: a.labels,
+        jobs,
+    };
+    let code = export_cmd::run(out, &a.trace, &opts, ks)?;
+    out.flush().context("writing the output")?;
+    Ok(code)
+}
+
+/// `ioblame fleet`.
+fn fleet(out: &mut impl Write, a: FleetArgs) -> Result<()> {
+    let host = match &a.host {
+        Some(g) => Some(ioblame_dataset::Pattern::new(g).with_context(|| format!("--host {g:?}"))?),
+        None => None,
+    };
+    let opts = fleet_cmd::FleetOptions {
+        filter: ioblame_dataset::fleet::Filter {
+            since: a.since,
+            until: a.until,
+            host,
+            labels: a.labels,
+        },
+        top: a.top,
+        json: a.json,
+        report: a.report,
+    };
+    fleet_cmd::run(out, &a.dataset, &opts)
+}
+
 /// Parses counters before any trace is read (a bad spec fails fast).
 fn counter_set(c: &CounterArgs) -> Result<CounterSet> {
     Ok(match &c.counters_file {
@@ -330,6 +424,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             ioblame_clidoc::man_pages(&Cli::command(), &dir)
                 .with_context(|| format!("writing man pages into {}", dir.display()))?;
         }
+        Command::Export(a) => return export(out, a, ks),
+        Command::Fleet(a) => fleet(out, a)?,
     }
     out.flush().context("writing the output")?;
     Ok(ExitCode::SUCCESS)

@@ -654,6 +654,11 @@ impl PathTable {
     /// a later table wins over an older one for the same inode. Identical tables (the ring
     /// files repeat the start-of-capture table) are read once.
     fn build(files: &[TraceFile]) -> PathTable {
+        PathTable::build_for(files, None)
+    }
+
+    /// The table of `files`, keeping only the inodes in `wanted` when given.
+    fn build_for(files: &[TraceFile], wanted: Option<&HashSet<(u32, u64)>>) -> PathTable {
         let mut t = PathTable::default();
         let mut seen: HashSet<(u32, u32)> = HashSet::new();
         for f in files.iter().rev() {
@@ -668,7 +673,13 @@ impl PathTable {
                 // Entries go to a scratch map first, so that a table damaged half way adds
                 // nothing.
                 let mut one: Vec<(u32, u64, Box<str>)> = Vec::new();
-                match meta::decode_files(p, |dev, ino, path| one.push((dev, ino, path.into()))) {
+                let keep = |dev, ino| wanted.is_none_or(|w| w.contains(&(dev, ino)));
+                let decoded = meta::decode_files(p, |dev, ino, path| {
+                    if keep(dev, ino) {
+                        one.push((dev, ino, path.into()))
+                    }
+                });
+                match decoded {
                     Ok(flags) => {
                         t.flags |= flags;
                         t.tables += 1;
@@ -931,6 +942,12 @@ impl Trace {
     /// Empty for traces without FILES sections (format 1.0, or recorded with `--no-paths`).
     pub fn paths(&self) -> &PathTable {
         self.paths.get_or_init(|| PathTable::build(&self.files))
+    }
+    /// The paths of the inodes in `wanted` only (`(dev, ino)`, as in [`PathTable::get`]):
+    /// what [`Trace::paths`] holds for them, without keeping every other path of a large
+    /// FILES table (a host whose root filesystem was walked lists millions). Not cached.
+    pub fn paths_of(&self, wanted: &HashSet<(u32, u64)>) -> PathTable {
+        PathTable::build_for(&self.files, Some(wanted))
     }
     /// The path of inode `ino` on the filesystem of kernel dev_t `dev` (`major << 20 |
     /// minor`, as in tracepoint payloads), if the recorder found it. See [`Trace::paths`].

@@ -898,6 +898,15 @@ fn file_tables_repeat_in_every_ring_file_and_the_last_one_wins() {
     assert_eq!(t.path_of(7 << 20, 14), Some("/mnt/x/created"));
     assert_eq!(t.path_of(8 << 20 | 1, 12), Some("/srv/same-ino-other-fs"));
     assert_eq!(t.path_of(7 << 20, 99), None);
+    // Only the inodes asked for, with the same answers (the end table still wins).
+    let wanted: std::collections::HashSet<(u32, u64)> =
+        [(7 << 20, 12), (7 << 20, 99), (8 << 20 | 1, 12)].into();
+    let some = t.paths_of(&wanted);
+    assert_eq!(some.len(), 2);
+    assert_eq!(some.tables(), 2);
+    assert_eq!(some.get(7 << 20, 12), Some("/mnt/x/new-name"));
+    assert_eq!(some.get(8 << 20 | 1, 12), Some("/srv/same-ino-other-fs"));
+    assert_eq!(some.get(7 << 20, 14), None);
     // Every file alone knows the start table; a middle file does not know the end one.
     for f in &t.files()[..t.files().len() - 1] {
         let one = Trace::open(f.path()).unwrap();

@@ -24,6 +24,13 @@ pub enum ReportError {
         #[source]
         source: polars::error::PolarsError,
     },
+    /// Building a table in memory failed.
+    #[error("building a table: {source}")]
+    Frame {
+        /// The underlying error.
+        #[source]
+        source: polars::error::PolarsError,
+    },
     /// Drawing a chart failed.
     #[error("{}: drawing chart: {error}", path.display())]
     Chart {

@@ -28,6 +28,34 @@ fn clean(s: &str) -> String {
     }
 }
 
+/// The folded frames of a stack: `frames` (innermost first) outermost first, or `empty` when
+/// there are none, then `[wb:REASON]` when `reason` is given; each followed by `;`.
+fn stack_prefix(frames: &[String], empty: &str, reason: Option<&str>) -> String {
+    let mut line = String::new();
+    for f in frames.iter().rev() {
+        line.push_str(&clean(f));
+        line.push(';');
+    }
+    if frames.is_empty() {
+        line.push_str(empty);
+        line.push(';');
+    }
+    if let Some(r) = reason {
+        line.push_str(&format!("[wb:{r}];"));
+    }
+    line
+}
+
+/// One folded stack without its weight, as [`folded_stacks`] writes them:
+/// `outer;...;inner;[wb:REASON];comm`, from the frame names innermost first (`empty` stands
+/// for a stack without frames, e.g. `[lost]`), the writeback reason's name and the role's
+/// comm.
+pub fn folded_stack(frames: &[String], empty: &str, reason: Option<&str>, comm: &str) -> String {
+    let mut line = stack_prefix(frames, empty, reason);
+    line.push_str(&clean(comm));
+    line
+}
+
 /// Folded stacks, one line per distinct stack (sorted): the intent's frames outermost first
 /// (so a code path taken by several roles is one tower), then the intent's short name
 /// (`intent_names`, by intent id; it ends with the writeback reason where the intent has
@@ -67,10 +95,8 @@ pub fn folded_stacks(
             }
             line
         });
-        let comm = t
-            .role(a.role)
-            .map(|r| clean(&r.comm))
-            .unwrap_or_else(|| "?".to_string());
+        let comm = t.role(a.role).map_or("?", |r| r.comm.as_str());
+        let comm = clean(comm);
         let line = format!("{frames}{comm}");
         *acc.entry(line).or_default() += w;
     }

@@ -42,6 +42,7 @@ mod flame;
 mod html;
 mod latency;
 mod summary_text;
+mod table_writer;
 mod tables;
 mod util;
 mod write;
@@ -54,10 +55,11 @@ use ioblame_counters::CounterSet;
 use ioblame_format::{BlockDevice, Header};
 
 pub use error::{ChartError, ReportError};
-pub use flame::{flame_svg, folded_stacks, Weight};
+pub use flame::{flame_svg, folded_stack, folded_stacks, Weight};
 pub use latency::LatencySection;
 pub use summary_text::{summary_text, SummaryInput};
-pub use tables::IOS_ROW_GROUP;
+pub use table_writer::{TableFrames, TableWriter};
+pub use tables::{FrameMap, IOS_ROW_GROUP};
 pub use util::{dev_str, html_escape, human_bytes, printable};
 
 /// What the report knows about the trace beyond the IOs.
@@ -183,7 +185,7 @@ impl ReportWriter {
         let dir = dir.as_ref().to_path_buf();
         let charts = dir.join("charts");
         std::fs::create_dir_all(&charts).map_err(|e| ReportError::io(&charts, e))?;
-        let ios = tables::IosWriter::create(dir.join("ios.parquet"))?;
+        let ios = tables::IosWriter::create(dir.join("ios.parquet"), None)?;
         let agg = agg::Aggregates::new(input.start_ns);
         Ok(ReportWriter {
             dir,

@@ -28,13 +28,22 @@ fn writer(path: &Path) -> Result<ParquetWriter<BufWriter<File>>, ReportError> {
     Ok(ParquetWriter::new(BufWriter::new(f)).with_compression(ParquetCompression::Zstd(None)))
 }
 
-/// Writes a whole frame to `path`.
-fn write_frame(path: &Path, columns: Vec<Column>) -> Result<(), ReportError> {
+/// A frame of equally long columns.
+fn frame(columns: Vec<Column>) -> PolarsResult<DataFrame> {
     let height = columns.first().map_or(0, |c| c.len());
-    let mut df = DataFrame::new(height, columns).map_err(pq_err(path))?;
+    DataFrame::new(height, columns)
+}
+
+/// Writes a whole frame to `path`.
+pub(crate) fn write_df(path: &Path, df: PolarsResult<DataFrame>) -> Result<(), ReportError> {
+    let mut df = df.map_err(pq_err(path))?;
     writer(path)?.finish(&mut df).map_err(pq_err(path))?;
     Ok(())
 }
+
+/// Rewrites each batch of rows before it is written (and the empty frame whose schema the
+/// file gets): another writer's columns and types over the same rows.
+pub type FrameMap = Box<dyn Fn(DataFrame) -> PolarsResult<DataFrame> + Send>;
 
 fn col<T, S>(name: &str, v: T) -> Column
 where
@@ -145,25 +154,36 @@ pub(crate) struct IosWriter {
     buf: IoColumns,
     writer: Option<polars::io::parquet::write::BatchedWriter<BufWriter<File>>>,
     rows: u64,
+    map: Option<FrameMap>,
 }
 
 impl IosWriter {
-    pub(crate) fn create(path: PathBuf) -> Result<IosWriter, ReportError> {
+    /// Creates `path`; `map`, if any, rewrites each batch of rows before it is written.
+    pub(crate) fn create(path: PathBuf, map: Option<FrameMap>) -> Result<IosWriter, ReportError> {
         // Create the file now so an unwritable directory fails early.
         let mut w = IosWriter {
             path,
             buf: IoColumns::default(),
             writer: None,
             rows: 0,
+            map,
         };
-        let schema = w.empty_frame()?.schema().as_ref().clone();
+        let schema = w
+            .mapped(IoColumns::default().take_columns(), 0)?
+            .schema()
+            .as_ref()
+            .clone();
         w.writer = Some(writer(&w.path)?.batched(&schema).map_err(pq_err(&w.path))?);
         Ok(w)
     }
 
-    fn empty_frame(&mut self) -> Result<DataFrame, ReportError> {
-        let cols = IoColumns::default().take_columns();
-        DataFrame::new(0, cols).map_err(pq_err(&self.path))
+    /// The frame of `n` buffered rows, through `map`.
+    fn mapped(&self, cols: Vec<Column>, n: usize) -> Result<DataFrame, ReportError> {
+        let df = DataFrame::new(n, cols).map_err(pq_err(&self.path))?;
+        match &self.map {
+            Some(map) => map(df).map_err(pq_err(&self.path)),
+            None => Ok(df),
+        }
     }
 
     pub(crate) fn push(&mut self, io: &Io, tables: &Tables) -> Result<(), ReportError> {
@@ -179,7 +199,8 @@ impl IosWriter {
         if n == 0 {
             return Ok(());
         }
-        let df = DataFrame::new(n, self.buf.take_columns()).map_err(pq_err(&self.path))?;
+        let cols = self.buf.take_columns();
+        let df = self.mapped(cols, n)?;
         if let Some(w) = self.writer.as_mut() {
             w.write_batch(&df).map_err(pq_err(&self.path))?;
         }
@@ -258,12 +279,11 @@ pub(crate) fn bytes_in_windows(
 }
 
 /// `acts.parquet`.
-pub(crate) fn write_acts(
-    path: &Path,
+pub(crate) fn acts_frame(
     t: &Tables,
     agg: &Aggregates,
     names: &[String],
-) -> Result<(), ReportError> {
+) -> PolarsResult<DataFrame> {
     let n = t.acts.len();
     let mut c = (
         Vec::with_capacity(n),
@@ -306,33 +326,30 @@ pub(crate) fn write_acts(
     }
     let [br, ba, bw] = b;
     let [ir, ia, iw] = ios;
-    write_frame(
-        path,
-        vec![
-            col("act", c.0),
-            col("role", c.1),
-            col("pid", c.2),
-            col("tid", c.3),
-            col("comm", c.4),
-            col("intent", intent),
-            col("intent_name", intent_name),
-            col("modifier", modifier),
-            col("reason", reason),
-            col("dev", dev),
-            col("ino", ino),
-            col("via", via),
-            col("bytes", c.5),
-            col("read_bytes", br),
-            col("readahead_bytes", ba),
-            col("write_bytes", bw),
-            col("read_ios", ir),
-            col("readahead_ios", ia),
-            col("write_ios", iw),
-            col("io_us", io_us),
-            col("wait_us", wait_us),
-            col("recorder", recorder),
-        ],
-    )
+    frame(vec![
+        col("act", c.0),
+        col("role", c.1),
+        col("pid", c.2),
+        col("tid", c.3),
+        col("comm", c.4),
+        col("intent", intent),
+        col("intent_name", intent_name),
+        col("modifier", modifier),
+        col("reason", reason),
+        col("dev", dev),
+        col("ino", ino),
+        col("via", via),
+        col("bytes", c.5),
+        col("read_bytes", br),
+        col("readahead_bytes", ba),
+        col("write_bytes", bw),
+        col("read_ios", ir),
+        col("readahead_ios", ia),
+        col("write_ios", iw),
+        col("io_us", io_us),
+        col("wait_us", wait_us),
+        col("recorder", recorder),
+    ])
 }
 
 /// Per-direction totals keyed by something, from the act totals.
@@ -366,12 +383,11 @@ fn dir_columns(rows: &[[u64; 6]]) -> Vec<Column> {
 }
 
 /// `intents.parquet`.
-pub(crate) fn write_intents(
-    path: &Path,
+pub(crate) fn intents_frame(
     t: &Tables,
     sym: &dyn Symbolizer,
     intent_names: &[String],
-) -> Result<(), ReportError> {
+) -> PolarsResult<DataFrame> {
     let totals = totals_by(t, |a| a.intent);
     let n = t.intents.len();
     let mut frames = ListStringChunkedBuilder::new("frames".into(), n, n * 8);
@@ -402,11 +418,11 @@ pub(crate) fn write_intents(
         addrs.finish().into_series().into_column(),
     ];
     cols.extend(dir_columns(&rows));
-    write_frame(path, cols)
+    frame(cols)
 }
 
 /// `roles.parquet`.
-pub(crate) fn write_roles(path: &Path, t: &Tables) -> Result<(), ReportError> {
+pub(crate) fn roles_frame(t: &Tables) -> PolarsResult<DataFrame> {
     let totals = totals_by(t, |a| a.role);
     let (mut id, mut pid, mut tid, mut comm, mut gen, mut rows) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
@@ -427,15 +443,14 @@ pub(crate) fn write_roles(path: &Path, t: &Tables) -> Result<(), ReportError> {
         col("generation", gen),
     ];
     cols.extend(dir_columns(&rows));
-    write_frame(path, cols)
+    frame(cols)
 }
 
 /// `files.parquet`: one row per (dev, ino) charged.
-pub(crate) fn write_files(
-    path: &Path,
+pub(crate) fn files_frame(
     t: &Tables,
     paths: &BTreeMap<FileKey, String>,
-) -> Result<(), ReportError> {
+) -> PolarsResult<DataFrame> {
     let totals = totals_by(t, |a| a.file.clone());
     let (mut dev, mut ino, mut p, mut rows) = (vec![], vec![], vec![], vec![]);
     for (k, r) in &totals {
@@ -446,16 +461,12 @@ pub(crate) fn write_files(
     }
     let mut cols = vec![col("dev", dev), col("ino", ino), col("path", p)];
     cols.extend(dir_columns(&rows));
-    write_frame(path, cols)
+    frame(cols)
 }
 
 /// `histograms.parquet`: for each act used (an IO recorded, as the counters outputs list),
 /// every counter and slot.
-pub(crate) fn write_histograms(
-    path: &Path,
-    t: &Tables,
-    set: &CounterSet,
-) -> Result<(), ReportError> {
+pub(crate) fn histograms_frame(t: &Tables, set: &CounterSet) -> PolarsResult<DataFrame> {
     let specs: Vec<String> = set.specs().iter().map(|s| s.to_string()).collect();
     let (mut act, mut counter, mut spec, mut slot, mut lo, mut hi, mut count) =
         (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
@@ -481,16 +492,13 @@ pub(crate) fn write_histograms(
             }
         }
     }
-    write_frame(
-        path,
-        vec![
-            col("act", act),
-            col("counter", counter),
-            col("spec", spec),
-            col("slot", slot),
-            col("lower", lo),
-            col("upper", hi),
-            col("count", count),
-        ],
-    )
+    frame(vec![
+        col("act", act),
+        col("counter", counter),
+        col("spec", spec),
+        col("slot", slot),
+        col("lower", lo),
+        col("upper", hi),
+        col("count", count),
+    ])
 }

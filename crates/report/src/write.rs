@@ -92,11 +92,11 @@ pub(crate) fn write_tables(s: &Shown<'_>, files: &mut ReportFiles) -> Result<(),
         p("files.parquet"),
         p("histograms.parquet"),
     ];
-    tables::write_acts(&written[1], s.t, s.agg, s.names)?;
-    tables::write_intents(&written[2], s.t, s.sym, s.names)?;
-    tables::write_roles(&written[3], s.t)?;
-    tables::write_files(&written[4], s.t, &s.input.paths)?;
-    tables::write_histograms(&written[5], s.t, s.counters)?;
+    tables::write_df(&written[1], tables::acts_frame(s.t, s.agg, s.names))?;
+    tables::write_df(&written[2], tables::intents_frame(s.t, s.sym, s.names))?;
+    tables::write_df(&written[3], tables::roles_frame(s.t))?;
+    tables::write_df(&written[4], tables::files_frame(s.t, &s.input.paths))?;
+    tables::write_df(&written[5], tables::histograms_frame(s.t, s.counters))?;
     files.tables.extend(written);
     Ok(())
 }

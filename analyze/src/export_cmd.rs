@@ -1,0 +1,170 @@
+//! `ioblame export`: each trace analysed once and its tables written into the fleet dataset
+//! (`ioblame_dataset`, `docs/dataset.md`), several traces at once.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use anyhow::{Context as _, Result};
+use ioblame_counters::{CounterSet, DevSelection, IoContext};
+use ioblame_dataset::{TraceInfo, TraceKeys, TraceWriter};
+use ioblame_pipeline::Options;
+
+/// What `ioblame export` was asked.
+#[derive(Debug, Clone)]
+pub struct ExportOptions {
+    /// The dataset's root directory.
+    pub dataset: PathBuf,
+    /// The host name of every trace (default: each trace's recorded host).
+    pub host: Option<String>,
+    /// Labels `KEY=VALUE` of every trace.
+    pub labels: Vec<String>,
+    /// Traces analysed at once.
+    pub jobs: usize,
+}
+
+/// Exports each trace; a trace that fails is reported on one line and the others go on.
+/// Exit status 1 when some failed.
+pub fn run(
+    out: &mut impl std::io::Write,
+    traces: &[PathBuf],
+    opts: &ExportOptions,
+    kallsyms: Option<&Path>,
+) -> Result<ExitCode> {
+    // Usage errors fail before any trace is read.
+    if let Some(h) = &opts.host {
+        ioblame_dataset::schema::check_host(h)?;
+    }
+    for l in &opts.labels {
+        ioblame_dataset::schema::check_label(l)?;
+    }
+    ioblame_dataset::schema::prepare(&opts.dataset)
+        .with_context(|| format!("dataset {}", opts.dataset.display()))?;
+    let next = AtomicUsize::new(0);
+    let done: Mutex<Vec<(usize, Result<String>)>> = Mutex::new(Vec::new());
+    let jobs = opts.jobs.clamp(1, traces.len().max(1));
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(path) = traces.get(i) else { break };
+                let r = export_one(path, opts, kallsyms);
+                if let Ok(mut d) = done.lock() {
+                    d.push((i, r));
+                }
+            });
+        }
+    });
+    let mut done = done.into_inner().unwrap_or_default();
+    done.sort_by_key(|(i, _)| *i);
+    let mut failed = 0;
+    for (i, r) in done {
+        match r {
+            Ok(line) => writeln!(out, "{line}")?,
+            Err(e) => {
+                failed += 1;
+                eprintln!("ioblame: error: {}: {e:#}", traces[i].display());
+            }
+        }
+    }
+    if failed > 0 {
+        eprintln!("ioblame: {failed} of {} traces not exported", traces.len());
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Analyses one trace into the dataset; returns the line to print.
+fn export_one(path: &Path, opts: &ExportOptions, kallsyms: Option<&Path>) -> Result<String> {
+    let name = path.display().to_string();
+    let say = |d: &ioblame_pipeline::Diagnostic| eprintln!("ioblame: {name}: {d}");
+    let mut notes = Vec::new();
+    let trace = ioblame_pipeline::open_trace(&[path.to_path_buf()], kallsyms, &mut notes);
+    notes.iter().for_each(say);
+    let trace = trace?;
+    let h = trace.header().clone();
+    let host = match &opts.host {
+        Some(h) => h.clone(),
+        None => ioblame_dataset::schema::sanitize_host(&h.hostname),
+    };
+    let mut labels = opts.labels.clone();
+    labels.sort();
+    labels.dedup();
+    let keys = TraceKeys {
+        host,
+        trace_id: format!("{:016x}", h.trace_id),
+        capture_start_ns: h.start_time_ns.min(i64::MAX as u64) as i64,
+        kernel_release: h.kernel_release.clone(),
+        labels,
+    };
+    let mut writer = TraceWriter::create(&opts.dataset, keys.clone())?;
+    let (sym, note) = ioblame_pipeline::symbols_of(&trace);
+    note.iter().for_each(say);
+    let mut set = CounterSet::default_set();
+    let devs = DevSelection::all();
+    let aopts = Options {
+        symbols: &sym,
+        devs: &devs,
+        show_recorder: false,
+    };
+    let mut failed = None;
+    let a = ioblame_pipeline::analyze(
+        &trace,
+        &aopts,
+        |io, tables| {
+            if tables.acts[io.act.index()].recorder {
+                return;
+            }
+            set.record(io, &IoContext::for_io(tables, io));
+            if failed.is_none() {
+                if let Err(e) = writer.push_io(io, tables) {
+                    failed = Some(e);
+                }
+            }
+        },
+        |_| {},
+    );
+    if let Some(e) = failed {
+        return Err(e).context("writing ios");
+    }
+    a.diagnostics.iter().for_each(say);
+    // Paths of the acts' files only (as `report` names them): a FILES table can list
+    // millions of inodes.
+    let charged: std::collections::HashSet<(u32, u64)> = a
+        .tables
+        .acts
+        .iter()
+        .filter(|act| act.file.ino != 0)
+        .map(|act| (act.file.dev, act.file.ino))
+        .collect();
+    let paths = trace.paths_of(&charged);
+    let files = a
+        .tables
+        .acts
+        .iter()
+        .filter_map(|act| {
+            Some((
+                act.file.clone(),
+                paths.get(act.file.dev, act.file.ino)?.to_string(),
+            ))
+        })
+        .collect();
+    // The latency breakdown (`crates/latency`, being written at the same time) goes here as
+    // `writer.add_table("latency", frame)` once it is merged; the dataset's `latency`
+    // directory and schema slot are reserved for it (docs/dataset.md).
+    let info = TraceInfo {
+        source: name.clone(),
+        recorded_host: h.hostname.clone(),
+        machine: h.machine.clone(),
+        recorder_version: h.recorder_version.clone(),
+    };
+    let done = writer.finish(&a.tables, &set, &sym, &files, &info)?;
+    Ok(format!(
+        "{name}: host={} date={} trace {}: {} IO rows",
+        keys.host,
+        keys.date(),
+        keys.trace_id,
+        done.ios_rows
+    ))
+}

@@ -1,0 +1,608 @@
+//! The fleet query: polars' lazy scan of the dataset, pruned by partition (`host=`, `date=`)
+//! before any file is opened, then grouped across hosts: the top intents (with the hosts
+//! where each appears), acts, files and roles, per-host totals, and the folded stacks of a
+//! merged flame graph.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+use polars::prelude::*;
+use serde::Serialize;
+
+use crate::error::DatasetError;
+use crate::schema::{self, empty_stack_name};
+
+/// Which traces of the dataset a query reads.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    /// First date (`YYYY-MM-DD`, the capture start's UTC date), inclusive.
+    pub since: Option<String>,
+    /// Last date, inclusive.
+    pub until: Option<String>,
+    /// Hosts whose name matches this glob.
+    pub host: Option<glob::Pattern>,
+    /// Labels `KEY=VALUE` every trace read must carry.
+    pub labels: Vec<String>,
+}
+
+/// Checks a date given as `YYYY-MM-DD`.
+pub fn check_date(d: &str) -> Result<(), DatasetError> {
+    chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d")
+        .map(|_| ())
+        .map_err(|_| DatasetError::Invalid(format!("date {d:?}: give YYYY-MM-DD")))
+}
+
+/// Per-direction bytes and IOs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Totals {
+    /// Bytes over all directions.
+    pub bytes: i64,
+    /// Bytes read (without readahead).
+    pub read_bytes: i64,
+    /// Bytes read ahead.
+    pub readahead_bytes: i64,
+    /// Bytes written.
+    pub write_bytes: i64,
+    /// IOs over all directions.
+    pub ios: i64,
+}
+
+/// One host's totals.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HostTotals {
+    /// The host (partition value).
+    pub host: String,
+    /// Traces read.
+    pub traces: i64,
+    /// First and last capture dates.
+    pub first_date: String,
+    /// Last capture date.
+    pub last_date: String,
+    /// Kernel releases seen, sorted.
+    pub kernels: Vec<String>,
+    /// Totals of its traces.
+    #[serde(flatten)]
+    pub totals: Totals,
+}
+
+/// One intent (code path) across the fleet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TopIntent {
+    /// The intent key (`docs/dataset.md`): the same on every host for the same stack.
+    pub intent_key: i64,
+    /// Frame names, innermost first.
+    pub frames: Vec<String>,
+    /// Writeback reason, for writeback intents.
+    pub reason: Option<String>,
+    /// Hosts where it was charged IO.
+    pub n_hosts: i64,
+    /// Traces where it was charged IO.
+    pub n_traces: i64,
+    /// Its totals.
+    #[serde(flatten)]
+    pub totals: Totals,
+    /// The hosts where it appears, with their bytes, most first.
+    pub hosts: Vec<(String, i64)>,
+}
+
+/// One act across the fleet: a comm, an intent key and a file path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TopAct {
+    /// The role's comm.
+    pub comm: String,
+    /// The intent key.
+    pub intent_key: i64,
+    /// The file's path, where the traces name it.
+    pub path: Option<String>,
+    /// Hosts where it was charged IO.
+    pub n_hosts: i64,
+    /// Its totals.
+    #[serde(flatten)]
+    pub totals: Totals,
+}
+
+/// One file path (or a comm, for roles) across the fleet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TopNamed {
+    /// The path or comm (`None`: files the traces do not name).
+    pub name: Option<String>,
+    /// Hosts where it was charged IO.
+    pub n_hosts: i64,
+    /// Its totals.
+    #[serde(flatten)]
+    pub totals: Totals,
+}
+
+/// What [`query`] found.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Fleet {
+    /// Traces read.
+    pub traces: i64,
+    /// Per host, by name.
+    pub hosts: Vec<HostTotals>,
+    /// The top intents by bytes (ties: by key).
+    pub top_intents: Vec<TopIntent>,
+    /// The top acts by bytes.
+    pub top_acts: Vec<TopAct>,
+    /// The top files by bytes.
+    pub top_files: Vec<TopNamed>,
+    /// The top roles (by comm) by bytes.
+    pub top_roles: Vec<TopNamed>,
+    /// Folded stacks of the merged flame graph, weighted by bytes (`outer;...;comm bytes`).
+    #[serde(skip)]
+    pub folded: Vec<String>,
+}
+
+/// The hive partition columns, read as strings.
+fn hive_schema() -> SchemaRef {
+    Arc::new(Schema::from_iter([
+        Field::new("host".into(), DataType::String),
+        Field::new("date".into(), DataType::String),
+    ]))
+}
+
+/// The hosts of the dataset: the `host=` directories of `traces`.
+pub fn hosts(dataset: &Path) -> Result<Vec<String>, DatasetError> {
+    let dir = dataset.join("traces");
+    let mut out = Vec::new();
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(DatasetError::io(dir, e)),
+    };
+    for e in entries.flatten() {
+        if let Some(h) = e.file_name().to_string_lossy().strip_prefix("host=") {
+            out.push(h.to_string());
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The partition predicate of `filter`, on `host` and `date` only (what polars prunes
+/// files with); `None` when it selects every partition.
+pub fn partition_predicate(dataset: &Path, filter: &Filter) -> Result<Option<Expr>, DatasetError> {
+    let mut preds = Vec::new();
+    if let Some(s) = &filter.since {
+        check_date(s)?;
+        preds.push(col("date").gt_eq(lit(s.as_str())));
+    }
+    if let Some(u) = &filter.until {
+        check_date(u)?;
+        preds.push(col("date").lt_eq(lit(u.as_str())));
+    }
+    if let Some(g) = &filter.host {
+        let matched: Vec<String> = hosts(dataset)?
+            .into_iter()
+            .filter(|h| g.matches(h))
+            .collect();
+        let s = Series::new("hosts".into(), matched);
+        preds.push(col("host").is_in(lit(s), false));
+    }
+    Ok(preds.into_iter().reduce(|a, b| a.and(b)))
+}
+
+/// The lazy scan of one table: every `host=*/date=*/*.parquet` file (temporary files do not
+/// match), with `host` and `date` from the paths, filtered by `pred`. `None` when the table
+/// has no file at all.
+pub fn scan(
+    dataset: &Path,
+    table: &str,
+    pred: Option<&Expr>,
+) -> Result<Option<LazyFrame>, DatasetError> {
+    let dir = dataset.join(table);
+    let pattern = format!("{}/host=*/date=*/*.parquet", dir.display());
+    // polars refuses a scan without files; a table may have none (only temporary files).
+    let any = glob::glob(&pattern).is_ok_and(|mut g| g.next().is_some());
+    if !any {
+        return Ok(None);
+    }
+    let args = ScanArgsParquet {
+        hive_options: HiveOptions {
+            enabled: Some(true),
+            hive_start_idx: 0,
+            schema: Some(hive_schema()),
+            try_parse_dates: false,
+        },
+        glob: true,
+        ..Default::default()
+    };
+    let lf =
+        LazyFrame::scan_parquet(PlRefPath::new(pattern), args).map_err(DatasetError::pq(&dir))?;
+    Ok(Some(match pred {
+        Some(p) => lf.filter(p.clone()),
+        None => lf,
+    }))
+}
+
+/// The selected traces: `(host, trace_id)` of the `traces` rows in the partitions, with
+/// every label asked for; their per-host totals.
+struct Selected {
+    ids: Vec<String>,
+    hosts: Vec<HostTotals>,
+}
+
+fn select_traces(
+    dataset: &Path,
+    filter: &Filter,
+    pred: Option<&Expr>,
+) -> Result<Selected, DatasetError> {
+    let path = dataset.join("traces");
+    let err = DatasetError::pq(&path);
+    let Some(lf) = scan(dataset, "traces", pred)? else {
+        return Ok(Selected {
+            ids: Vec::new(),
+            hosts: Vec::new(),
+        });
+    };
+    let df = lf
+        .select([
+            col("host"),
+            col("date"),
+            col("trace_id"),
+            col("kernel_release"),
+            col("labels"),
+            col("ios"),
+            col("read_bytes"),
+            col("readahead_bytes"),
+            col("write_bytes"),
+        ])
+        .collect()
+        .map_err(err)?;
+    let err = |e: PolarsError| DatasetError::pq(&path)(e);
+    let host = strs(&df, "host").map_err(err)?;
+    let date = strs(&df, "date").map_err(err)?;
+    let id = strs(&df, "trace_id").map_err(err)?;
+    let kernel = strs(&df, "kernel_release").map_err(err)?;
+    let labels = df
+        .column("labels")
+        .and_then(|c| c.as_materialized_series().list().cloned())
+        .map_err(err)?;
+    let [ios, r, a, w] =
+        ["ios", "read_bytes", "readahead_bytes", "write_bytes"].map(|n| ints(&df, n));
+    let (ios, r, a, w) = (
+        ios.map_err(err)?,
+        r.map_err(err)?,
+        a.map_err(err)?,
+        w.map_err(err)?,
+    );
+    let mut ids = Vec::new();
+    let mut per_host: BTreeMap<String, (HostTotals, BTreeSet<String>)> = BTreeMap::new();
+    for i in 0..labels.len() {
+        let have: BTreeSet<String> = match labels.get_as_series(i) {
+            Some(s) => s
+                .str()
+                .map_err(err)?
+                .iter()
+                .flatten()
+                .map(str::to_string)
+                .collect(),
+            None => BTreeSet::new(),
+        };
+        if !filter.labels.iter().all(|x| have.contains(x)) {
+            continue;
+        }
+        ids.push(id[i].clone());
+        let (h, kernels) = per_host.entry(host[i].clone()).or_insert_with(|| {
+            (
+                HostTotals {
+                    host: host[i].clone(),
+                    traces: 0,
+                    first_date: date[i].clone(),
+                    last_date: date[i].clone(),
+                    kernels: Vec::new(),
+                    totals: Totals::default(),
+                },
+                BTreeSet::new(),
+            )
+        });
+        h.traces += 1;
+        h.first_date = h.first_date.clone().min(date[i].clone());
+        h.last_date = h.last_date.clone().max(date[i].clone());
+        kernels.insert(kernel[i].clone());
+        h.totals.read_bytes += r[i];
+        h.totals.readahead_bytes += a[i];
+        h.totals.write_bytes += w[i];
+        h.totals.bytes += r[i] + a[i] + w[i];
+        h.totals.ios += ios[i];
+    }
+    ids.sort();
+    ids.dedup();
+    let hosts = per_host
+        .into_values()
+        .map(|(mut h, k)| {
+            h.kernels = k.into_iter().collect();
+            h
+        })
+        .collect();
+    Ok(Selected { ids, hosts })
+}
+
+/// A string column as owned strings (nulls as "").
+fn strs(df: &DataFrame, name: &str) -> PolarsResult<Vec<String>> {
+    let c = df.column(name)?.cast(&DataType::String)?;
+    Ok(c.as_materialized_series()
+        .str()?
+        .iter()
+        .map(|s| s.unwrap_or_default().to_string())
+        .collect())
+}
+
+/// A string column with its nulls.
+fn opt_strs(df: &DataFrame, name: &str) -> PolarsResult<Vec<Option<String>>> {
+    Ok(df
+        .column(name)?
+        .as_materialized_series()
+        .str()?
+        .iter()
+        .map(|s| s.map(str::to_string))
+        .collect())
+}
+
+/// An integer column as `i64` (nulls as 0).
+fn ints(df: &DataFrame, name: &str) -> PolarsResult<Vec<i64>> {
+    let c = df.column(name)?.cast(&DataType::Int64)?;
+    Ok(c.as_materialized_series()
+        .i64()?
+        .iter()
+        .map(|v| v.unwrap_or(0))
+        .collect())
+}
+
+/// The per-direction sums every grouping computes, and `bytes`, `ios` over them.
+fn sums() -> Vec<Expr> {
+    vec![
+        col("read_bytes").sum(),
+        col("readahead_bytes").sum(),
+        col("write_bytes").sum(),
+        (col("read_ios") + col("readahead_ios") + col("write_ios"))
+            .sum()
+            .alias("ios"),
+        (col("read_bytes") + col("readahead_bytes") + col("write_bytes"))
+            .sum()
+            .alias("bytes"),
+    ]
+}
+
+/// The rows that were charged bytes: every top list and count (hosts, traces) is over these.
+fn charged(lf: LazyFrame) -> LazyFrame {
+    lf.filter((col("read_bytes") + col("readahead_bytes") + col("write_bytes")).gt(lit(0)))
+}
+
+/// The totals of each row of a grouped frame.
+fn totals(df: &DataFrame) -> PolarsResult<Vec<Totals>> {
+    let [b, r, a, w, i] = [
+        "bytes",
+        "read_bytes",
+        "readahead_bytes",
+        "write_bytes",
+        "ios",
+    ]
+    .map(|n| ints(df, n));
+    let (b, r, a, w, i) = (b?, r?, a?, w?, i?);
+    Ok((0..df.height())
+        .map(|k| Totals {
+            bytes: b[k],
+            read_bytes: r[k],
+            readahead_bytes: a[k],
+            write_bytes: w[k],
+            ios: i[k],
+        })
+        .collect())
+}
+
+/// Row indices with bytes, most bytes first, ties by `tie`, at most `top`.
+fn top_rows<K: Ord>(t: &[Totals], top: usize, tie: impl Fn(usize) -> K) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..t.len()).filter(|&i| t[i].bytes > 0).collect();
+    idx.sort_by(|&x, &y| {
+        t[y].bytes
+            .cmp(&t[x].bytes)
+            .then_with(|| tie(x).cmp(&tie(y)))
+    });
+    idx.truncate(top);
+    idx
+}
+
+/// Runs the fleet query over `dataset`: `top` rows in each top list.
+pub fn query(dataset: &Path, filter: &Filter, top: usize) -> Result<Fleet, DatasetError> {
+    schema::check_readable(dataset)?;
+    for l in &filter.labels {
+        schema::check_label(l)?;
+    }
+    let part = partition_predicate(dataset, filter)?;
+    let sel = select_traces(dataset, filter, part.as_ref())?;
+    let mut fleet = Fleet {
+        traces: sel.ids.len() as i64,
+        hosts: sel.hosts,
+        ..Fleet::default()
+    };
+    if sel.ids.is_empty() {
+        return Ok(fleet);
+    }
+    // Only the traces listed in `traces` (complete exports, with the labels asked for).
+    let ids = lit(Series::new("ids".into(), sel.ids));
+    let pred = match part {
+        Some(p) => p.and(col("trace_id").is_in(ids, false)),
+        None => col("trace_id").is_in(ids, false),
+    };
+    let table = |t: &str| -> Result<(LazyFrame, PathBuf), DatasetError> {
+        let path = dataset.join(t);
+        match scan(dataset, t, Some(&pred))? {
+            Some(lf) => Ok((lf, path)),
+            None => Err(DatasetError::NotADataset {
+                path,
+                why: "the table has no file although `traces` lists traces".to_string(),
+            }),
+        }
+    };
+
+    // Intents: by key, then by key and host.
+    let (intents, path) = table("intents")?;
+    let intents = charged(intents);
+    let err = |e: PolarsError| DatasetError::pq(&path)(e);
+    let mut aggs = sums();
+    aggs.extend([
+        col("frames").first(),
+        col("reason").first(),
+        col("intent").first(),
+        col("host").n_unique().alias("n_hosts"),
+        col("trace_id").n_unique().alias("n_traces"),
+    ]);
+    let by_key = intents
+        .clone()
+        .group_by([col("intent_key")])
+        .agg(aggs)
+        .collect()
+        .map_err(err)?;
+    let by_key_host = intents
+        .group_by([col("intent_key"), col("host")])
+        .agg(sums())
+        .collect()
+        .map_err(err)?;
+    let keys = ints(&by_key, "intent_key").map_err(err)?;
+    let tot = totals(&by_key).map_err(err)?;
+    let reasons = opt_strs(&by_key, "reason").map_err(err)?;
+    let intent_ids = ints(&by_key, "intent").map_err(err)?;
+    let n_hosts = ints(&by_key, "n_hosts").map_err(err)?;
+    let n_traces = ints(&by_key, "n_traces").map_err(err)?;
+    let frame_lists = by_key
+        .column("frames")
+        .and_then(|c| c.as_materialized_series().list().cloned())
+        .map_err(err)?;
+    let mut frames: Vec<Vec<String>> = Vec::with_capacity(keys.len());
+    for i in 0..frame_lists.len() {
+        frames.push(match frame_lists.get_as_series(i) {
+            Some(s) => s
+                .str()
+                .map_err(err)?
+                .iter()
+                .map(|n| n.unwrap_or("?").to_string())
+                .collect(),
+            None => Vec::new(),
+        });
+    }
+    let mut hosts_of: HashMap<i64, Vec<(String, i64)>> = HashMap::new();
+    {
+        let k = ints(&by_key_host, "intent_key").map_err(err)?;
+        let h = strs(&by_key_host, "host").map_err(err)?;
+        let t = totals(&by_key_host).map_err(err)?;
+        for i in 0..k.len() {
+            if t[i].bytes > 0 {
+                hosts_of
+                    .entry(k[i])
+                    .or_default()
+                    .push((h[i].clone(), t[i].bytes));
+            }
+        }
+    }
+    for i in top_rows(&tot, top, |i| keys[i]) {
+        let mut hosts = hosts_of.remove(&keys[i]).unwrap_or_default();
+        hosts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        fleet.top_intents.push(TopIntent {
+            intent_key: keys[i],
+            frames: frames[i].clone(),
+            reason: reasons[i].clone(),
+            n_hosts: n_hosts[i],
+            n_traces: n_traces[i],
+            totals: tot[i],
+            hosts,
+        });
+    }
+    // The stack of every key, for the flame graph.
+    let stacks: HashMap<i64, (usize, i64)> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, &k)| (k, (i, intent_ids[i])))
+        .collect();
+
+    // Acts: by comm, intent key and path; by intent key and comm for the flame graph.
+    let (acts, path) = table("acts")?;
+    let acts = charged(acts);
+    let err = |e: PolarsError| DatasetError::pq(&path)(e);
+    let mut aggs = sums();
+    aggs.push(col("host").n_unique().alias("n_hosts"));
+    let by_act = acts
+        .clone()
+        .group_by([col("comm"), col("intent_key"), col("path")])
+        .agg(aggs)
+        .collect()
+        .map_err(err)?;
+    let comm = strs(&by_act, "comm").map_err(err)?;
+    let key = ints(&by_act, "intent_key").map_err(err)?;
+    let p = opt_strs(&by_act, "path").map_err(err)?;
+    let nh = ints(&by_act, "n_hosts").map_err(err)?;
+    let tot = totals(&by_act).map_err(err)?;
+    for i in top_rows(&tot, top, |i| (comm[i].clone(), key[i], p[i].clone())) {
+        fleet.top_acts.push(TopAct {
+            comm: comm[i].clone(),
+            intent_key: key[i],
+            path: p[i].clone(),
+            n_hosts: nh[i],
+            totals: tot[i],
+        });
+    }
+    let flame = acts
+        .group_by([col("intent_key"), col("comm")])
+        .agg([
+            (col("read_bytes") + col("readahead_bytes") + col("write_bytes"))
+                .sum()
+                .alias("bytes"),
+        ])
+        .collect()
+        .map_err(err)?;
+    let fk = ints(&flame, "intent_key").map_err(err)?;
+    let fc = strs(&flame, "comm").map_err(err)?;
+    let fb = ints(&flame, "bytes").map_err(err)?;
+    let mut folded: BTreeMap<String, i64> = BTreeMap::new();
+    for i in 0..fk.len() {
+        if fb[i] <= 0 {
+            continue;
+        }
+        let line = match stacks.get(&fk[i]) {
+            Some(&(j, id)) => ioblame_report::folded_stack(
+                &frames[j],
+                empty_stack_name(id as u32),
+                reasons[j].as_deref(),
+                &fc[i],
+            ),
+            None => ioblame_report::folded_stack(&[], "[no stack]", None, &fc[i]),
+        };
+        *folded.entry(line).or_default() += fb[i];
+    }
+    fleet.folded = folded
+        .into_iter()
+        .map(|(l, w)| format!("{l} {w}"))
+        .collect();
+
+    // Files by path, roles by comm.
+    fleet.top_files = top_named(table("files")?, "path", top)?;
+    fleet.top_roles = top_named(table("roles")?, "comm", top)?;
+    Ok(fleet)
+}
+
+/// The top rows of a table grouped by one string column.
+fn top_named(
+    (lf, path): (LazyFrame, PathBuf),
+    by: &str,
+    top: usize,
+) -> Result<Vec<TopNamed>, DatasetError> {
+    let err = |e: PolarsError| DatasetError::pq(&path)(e);
+    let mut aggs = sums();
+    aggs.push(col("host").n_unique().alias("n_hosts"));
+    let df = charged(lf)
+        .group_by([col(by)])
+        .agg(aggs)
+        .collect()
+        .map_err(err)?;
+    let name = opt_strs(&df, by).map_err(err)?;
+    let nh = ints(&df, "n_hosts").map_err(err)?;
+    let tot = totals(&df).map_err(err)?;
+    Ok(top_rows(&tot, top, |i| name[i].clone())
+        .into_iter()
+        .map(|i| TopNamed {
+            name: name[i].clone(),
+            n_hosts: nh[i],
+            totals: tot[i],
+        })
+        .collect())
+}
