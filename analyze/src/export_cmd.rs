@@ -103,10 +103,14 @@ fn export_one(path: &Path, opts: &ExportOptions, kallsyms: Option<&Path>) -> Res
     note.iter().for_each(say);
     let mut set = CounterSet::default_set();
     let devs = DevSelection::all();
+    // The dataset holds all of a trace's IO (its rows carry roles and cgroups to select by):
+    // `--scope` does not apply to `export`.
+    let all = ioblame_pipeline::ResolvedScope::all();
     let aopts = Options {
         symbols: &sym,
         devs: &devs,
         show_recorder: false,
+        scope: &all,
     };
     let mut failed = None;
     let a = ioblame_pipeline::analyze(

@@ -292,6 +292,7 @@ fn report_writes_everything() {
         "roles.parquet",
         "files.parquet",
         "histograms.parquet",
+        "lost_windows.parquet",
         "flame-bytes.svg",
         "flame-iotime.svg",
         "charts/offset-0.svg",

@@ -29,8 +29,9 @@ enum Cmd {
     /// SIGINT/SIGTERM; every way closes the files cleanly. The recorder's own pid is stored in
     /// the trace header (recorder_pid) and the analyzer hides its IO, so the recorder does not
     /// feed on itself; writing the output to another device than the traced ones is still
-    /// best. If recording stops before COMMAND exits (--duration, a signal, a full disk),
-    /// COMMAND gets SIGTERM (or the signal received) and is waited for.
+    /// best. If recording stops before COMMAND exits (--duration, a signal), COMMAND gets
+    /// SIGTERM (or the signal received) and is waited for; if writing the trace fails (a full
+    /// disk), COMMAND runs on to its end, and the recorder exits non-zero.
     Record(record::RecordArgs),
     /// List the event sets and which of their tracepoints exist on this kernel.
     Events,

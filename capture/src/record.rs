@@ -346,8 +346,9 @@ pub fn run(a: RecordArgs) -> Result<u8> {
     };
     status.clear();
 
+    let write_failed = rec.failed();
     let stopped = stop(rec, started, files.as_ref(), facts.cgroups.as_deref(), wt);
-    let child_status = wait_command(child, child_status);
+    let child_status = wait_command(child, child_status, write_failed);
     let error = stopped
         .shared
         .error
@@ -958,23 +959,40 @@ fn hand_off_events(per_cpu: &mut [Cpu]) {
 }
 
 /// Waits for the command once recording has stopped. One that has not exited (`status`
-/// none) first gets the signal that stopped the capture, or SIGTERM when `--duration` or a
-/// write failure did. Returns its exit status.
-fn wait_command(child: Option<Child>, status: Option<ExitStatus>) -> Option<ExitStatus> {
+/// none) first gets the signal that stopped the capture, or SIGTERM when `--duration` did.
+/// When writing the trace failed (`write_failed`: the output filesystem is full, say), the
+/// workload is not the trace's to stop: it runs to its end, and a signal the recorder gets
+/// meanwhile is passed on to it. Returns its exit status.
+fn wait_command(
+    child: Option<Child>,
+    status: Option<ExitStatus>,
+    write_failed: bool,
+) -> Option<ExitStatus> {
     let Some(mut ch) = child else {
         return status;
     };
     if status.is_some() {
         return status;
     }
-    let sig = SIGNAL.load(Ordering::SeqCst);
-    if sig != 0 {
-        // SAFETY: sending a signal to our own child.
-        unsafe { libc::kill(ch.id() as i32, sig) };
-    } else {
-        // SAFETY: as above; --duration or a write failure ended the capture first.
-        unsafe { libc::kill(ch.id() as i32, libc::SIGTERM) };
+    let mut sig = SIGNAL.load(Ordering::SeqCst);
+    if write_failed && sig == 0 {
+        eprintln!(
+            "ioblame-capture: recording stopped; the command runs on to its end (pid {})",
+            ch.id()
+        );
+        loop {
+            if let Ok(Some(st)) = ch.try_wait() {
+                return Some(st);
+            }
+            sig = SIGNAL.load(Ordering::SeqCst);
+            if sig != 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
+    // SAFETY: sending a signal to our own child; without one, --duration ended the capture.
+    unsafe { libc::kill(ch.id() as i32, if sig != 0 { sig } else { libc::SIGTERM }) };
     ch.wait().ok()
 }
 

@@ -334,57 +334,18 @@ fn stops_as_promised() {
 }
 
 #[test]
-fn sigkill_leaves_a_readable_trace() {
-    let _g = lock();
-    let lfs = LoopFs::new("ext4", 300);
-    let out = lfs.dir.path().join("trace");
-    let mut child = std::process::Command::new(bin())
-        .args([
-            "record",
-            "-o",
-            out.to_str().unwrap(),
-            "--devices",
-            &lfs.name,
-        ])
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
-    let file = lfs.mnt.join("k.dat");
-    let st = std::process::Command::new("dd")
-        .args([
-            "if=/dev/zero",
-            &format!("of={}", file.display()),
-            "bs=1M",
-            "count=4",
-            "conv=fsync",
-        ])
-        .stderr(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(st.success());
-    std::thread::sleep(Duration::from_millis(2500));
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let p = parse(&out);
-    assert!(!p.trace.chunks().is_empty());
-    assert!(
-        p.of("block:block_bio_queue").count() > 0,
-        "records before the kill decode"
-    );
-    assert!(!p.trace.files()[0].indexed());
-}
-
-#[test]
 fn full_disk_fails_cleanly() {
     let _g = lock();
     let lfs = LoopFs::new("ext4", 300);
     let small = Tmpfs::new("1600k");
     let out = small.dir.path().join("trace");
+    // A workload that ends: it must run to its end although the trace's disk fills.
+    let done = lfs.mnt.join("workload-done");
     let cmd = format!(
-        "while :; do dd if=/dev/zero of={}/f bs=512 count=20000 2>/dev/null; rm -f {}/f; done",
-        lfs.mnt.display(),
-        lfs.mnt.display()
+        "for i in $(seq 60); do dd if=/dev/zero of={m}/f bs=512 count=20000 2>/dev/null; rm -f {m}/f; done; \
+         dd if=/dev/zero of={m}/last bs=1M count=4 conv=fsync 2>/dev/null && touch {}",
+        done.display(),
+        m = lfs.mnt.display(),
     );
     let t = Instant::now();
     let o = record(&[
@@ -410,6 +371,13 @@ fn full_disk_fails_cleanly() {
     let errs: Vec<&str> = e.lines().filter(|l| l.contains("error:")).collect();
     assert_eq!(errs.len(), 1, "{e}");
     assert!(errs[0].contains("full"), "{e}");
+    // The workload was not stopped: it ran to its end, and wrote its last file whole.
+    assert!(e.contains("the command runs on to its end"), "{e}");
+    assert!(done.exists(), "the workload did not finish: {e}");
+    assert_eq!(
+        std::fs::metadata(lfs.mnt.join("last")).unwrap().len(),
+        4 << 20
+    );
     let p = parse(&out);
     assert!(
         !p.trace.chunks().is_empty(),

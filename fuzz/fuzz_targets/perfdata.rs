@@ -3,6 +3,11 @@
 //! converted trace's chunks must decode. Symbols come from a one-line kallsyms file: the seeds
 //! were recorded on this host, and reading its /proc/kallsyms at every input would make the
 //! target a hundred times slower.
+//!
+//! The converter calls the third-party parser under `catch_unwind` and turns its panics into
+//! errors; libfuzzer-sys's panic hook would abort on those caught panics, so the target
+//! installs a silent hook: a panic that escapes the converter (ioblame's own code) still
+//! reaches libfuzzer-sys, which aborts on it and keeps the input.
 #![no_main]
 
 use std::path::PathBuf;
@@ -16,6 +21,7 @@ fuzz_target!(|data: &[u8]| {
     let name = std::path::Path::new("fuzz.data");
     static KALLSYMS: OnceLock<PathBuf> = OnceLock::new();
     let ks = KALLSYMS.get_or_init(|| {
+        std::panic::set_hook(Box::new(|_| {}));
         let p = std::env::temp_dir().join(format!("ioblame-fuzz-kallsyms-{}", std::process::id()));
         std::fs::write(&p, "ffffffff81000000 T _text\n").expect("write the kallsyms file");
         p

@@ -19,6 +19,8 @@ use crate::inflate::{Inflation, COMPRESSED, COMPRESSED2};
 const PERF_FILE_HEADER_LEN: u64 = 104;
 /// Feature bit of `HEADER_EVENT_DESC`.
 const HEADER_EVENT_DESC: u32 = 12;
+/// Feature bit of `HEADER_CMDLINE`.
+const HEADER_CMDLINE: u32 = 11;
 /// Size of the `{ u64 offset; u64 size; }` that locates each section.
 const SECTION_LEN: u64 = 16;
 
@@ -30,6 +32,10 @@ pub(crate) struct Layout {
     /// The attrs as written, for what the parser reads wrong in big-endian files (empty when
     /// the attrs section has an implausible entry size or count).
     pub attrs: Vec<RawAttr>,
+    /// Whether the `HEADER_CMDLINE` section (if any) may be given to the parser: its string
+    /// count fits in it. The parser reserves room for the declared count first, and a
+    /// count of billions aborts the process (found by fuzzing).
+    pub cmdline_ok: bool,
 }
 
 /// The byte order a file magic announces: `PERFILE2` as written by a host of the file's
@@ -158,6 +164,7 @@ pub(crate) fn check<F: Read + Seek>(
     f.seek(SeekFrom::Start(table)).map_err(io)?;
     let mut t = vec![0u8; (SECTION_LEN * features) as usize];
     f.read_exact(&mut t).map_err(io)?;
+    let mut cmdline_ok = true;
     // The table lists the sections of the feature bits set, in bit order.
     let bits = (0..256u32).filter(|b| feature_word(*b as usize / 64) >> (b % 64) & 1 != 0);
     for ((index, e), bit) in t.chunks_exact(SECTION_LEN as usize).enumerate().zip(bits) {
@@ -172,6 +179,14 @@ pub(crate) fn check<F: Read + Seek>(
                 size,
                 len,
             }));
+        }
+        if bit == HEADER_CMDLINE {
+            // `u32 count`, then `count` strings of at least 4 bytes (their length) each.
+            f.seek(SeekFrom::Start(offset)).map_err(io)?;
+            let mut c = [0u8; 4];
+            cmdline_ok = size >= 4
+                && f.read_exact(&mut c).is_ok()
+                && u64::from(order.u32(c)) <= (size - 4) / 4;
         }
         if bit == HEADER_EVENT_DESC {
             f.seek(SeekFrom::Start(offset)).map_err(io)?;
@@ -196,7 +211,11 @@ pub(crate) fn check<F: Read + Seek>(
         Checked::Bomb(what) => corrupt(what),
     })?;
     f.seek(SeekFrom::Start(0)).map_err(io)?;
-    Ok(Layout { order, attrs })
+    Ok(Layout {
+        order,
+        attrs,
+        cmdline_ok,
+    })
 }
 
 /// Why [`check_compressed`] stopped.
@@ -414,6 +433,31 @@ mod tests {
         let mut b = good.clone();
         b[216..224].copy_from_slice(&1000u64.to_le_bytes());
         assert!(corruption(&b).contains("feature section 0 (1000 bytes at offset 224) runs past"));
+    }
+
+    #[test]
+    fn command_line_counts() {
+        let o = ByteOrder::Little;
+        let list = |n: u32| {
+            let mut s = put32(o, n).to_vec();
+            s.extend(put32(o, 4));
+            s.extend(b"perf");
+            s
+        };
+        assert!(
+            checked(&file(o, 1, &[(HEADER_CMDLINE, list(1))]))
+                .unwrap()
+                .cmdline_ok
+        );
+        assert!(checked(&file(o, 1, &[(3, vec![0; 8])])).unwrap().cmdline_ok);
+        // A count of 4 billion strings in 12 bytes: not for the parser.
+        let l = checked(&file(o, 1, &[(HEADER_CMDLINE, list(u32::MAX))])).unwrap();
+        assert!(!l.cmdline_ok);
+        assert!(
+            !checked(&file(o, 1, &[(HEADER_CMDLINE, vec![1, 0])]))
+                .unwrap()
+                .cmdline_ok
+        );
     }
 
     #[test]

@@ -186,7 +186,7 @@ fn convert(
     let layout = layout::check(path, &mut file, len)?;
     let mut parser = Parser::open(path, file)?;
     let tracing = attrs::tracing_data(parser.tracing_data()?, &mut notes).map_err(corrupt)?;
-    let host = parser.host()?;
+    let host = parser.host(layout.cmdline_ok)?;
     let events = attrs::events(
         &parser.attrs()?,
         &layout.attrs,

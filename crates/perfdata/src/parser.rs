@@ -148,8 +148,10 @@ impl Parser {
     }
 
     /// What the feature sections say about the recording. A damaged clock data or command
-    /// line section is taken as missing; the other sections must parse.
-    pub fn host(&self) -> Result<Host, PerfDataError> {
+    /// line section is taken as missing, and the command line is not read at all unless
+    /// `cmdline_ok` (the layout check found its count plausible); the other sections must
+    /// parse.
+    pub fn host(&self, cmdline_ok: bool) -> Result<Host, PerfDataError> {
         let f = &self.file;
         let (hostname, os_release, arch, perf_version, nr_cpus, clock, cmdline) =
             guarded(&self.path, || -> Result<_, linux_perf_data::Error> {
@@ -160,7 +162,11 @@ impl Parser {
                     f.perf_version()?,
                     f.nr_cpus()?,
                     f.clock_data().unwrap_or(None),
-                    f.cmdline().ok().flatten().unwrap_or_default(),
+                    if cmdline_ok {
+                        f.cmdline().ok().flatten().unwrap_or_default()
+                    } else {
+                        Vec::new()
+                    },
                 ))
             })?
             .map_err(|source| parse_error(&self.path, source))?;

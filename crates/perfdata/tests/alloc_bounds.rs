@@ -155,3 +155,31 @@ fn many_tiny_records_cost_in_proportion() {
         "peak heap {peak} bytes for {len} bytes of input"
     );
 }
+
+/// Found by fuzzing: a `HEADER_CMDLINE` section declaring billions of strings made the
+/// parser reserve 27 GB and abort the process. The section is now taken as missing.
+#[test]
+fn a_command_line_declaring_billions_of_strings_is_taken_as_missing() {
+    let _serial = one_test_at_a_time();
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/single-noidentifier.data"
+    );
+    let mut b = std::fs::read(path).unwrap();
+    // The feature table follows the data section; HEADER_CMDLINE (bit 11) is the 11th
+    // section listed (bits 1 to 11 are set).
+    let u64at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+    let table = (u64at(&b, 40) + u64at(&b, 48)) as usize;
+    let bits = u64at(&b, 72);
+    assert_eq!(bits & 0xffe, 0xffe, "bits 1..=11 set");
+    let listed = (bits & ((1 << 11) - 1)).count_ones() as usize;
+    let at = u64at(&b, table + 16 * listed) as usize;
+    let before =
+        perf_data_from_bytes(Path::new("x"), b.clone(), &PerfDataOptions::default()).unwrap();
+    assert!(before.trace.metadata().info("command").is_some());
+    b[at..at + 4].copy_from_slice(&0xfff0_0000u32.to_le_bytes());
+    let (r, largest, _) = convert(b);
+    let c = r.unwrap();
+    assert!(c.trace.metadata().info("command").is_none());
+    assert!(largest < 4 * MIB, "largest allocation {largest} bytes");
+}

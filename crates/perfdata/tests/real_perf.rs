@@ -601,11 +601,7 @@ fn pipe_mode_converts_every_record_perf_sees() {
         decode_all(&from_pipe);
         // The same events from standard input; the workload's answer: dd's 4 MiB, by page,
         // with stacks.
-        assert_eq!(
-            event_texts(&from_pipe),
-            event_texts(&from_stdin),
-            "-z {z}"
-        );
+        assert_eq!(event_texts(&from_pipe), event_texts(&from_stdin), "-z {z}");
         let (bytes, stacks) = dd_writes(&from_pipe);
         assert_eq!(bytes, 4 << 20, "-z {z}");
         assert!(stacks > 0, "-z {z}");
@@ -718,8 +714,14 @@ fn every_variant_and_every_cut_answers() {
         ("file -z", format!("-z {events} -o {{}}")),
         ("pipe", format!("{events} --kernel-callchains -o - > {{}}")),
         ("pipe -z", format!("-z {events} -o - > {{}}")),
-        ("cpu-clock file", "-e cpu-clock -c 100000 -g -o {}".to_string()),
-        ("cpu-clock pipe", "-e cpu-clock -c 100000 -g -o - > {}".to_string()),
+        (
+            "cpu-clock file",
+            "-e cpu-clock -c 100000 -g -o {}".to_string(),
+        ),
+        (
+            "cpu-clock pipe",
+            "-e cpu-clock -c 100000 -g -o - > {}".to_string(),
+        ),
     ];
     for (name, args) in cuts_of {
         let p = dir.path().join(format!("small {name}").replace(' ', "_"));
@@ -732,7 +734,9 @@ fn every_variant_and_every_cut_answers() {
         if name.starts_with("cpu-clock") {
             // No tracepoint: the notes say what is missing.
             assert!(
-                c.notes.iter().any(|n| n.contains("block:block_rq_complete")),
+                c.notes
+                    .iter()
+                    .any(|n| n.contains("block:block_rq_complete")),
                 "{name}: {:?}",
                 c.notes
             );
@@ -760,7 +764,11 @@ fn every_variant_and_every_cut_answers() {
         }
         // A stream cut after its header records still reads; a file cut short does not.
         if name.contains("pipe") {
-            assert!(read * 2 > cuts.len(), "{name}: {read} of {} cuts read", cuts.len());
+            assert!(
+                read * 2 > cuts.len(),
+                "{name}: {read} of {} cuts read",
+                cuts.len()
+            );
         }
     }
 }

@@ -590,11 +590,18 @@ fn an_unclosed_trace_is_noted_with_where_it_ends() {
     let mut diags = Vec::new();
     open_trace(std::slice::from_ref(&path), None, &mut diags).unwrap();
     assert!(
-        !diags.iter().any(|d| matches!(d, Diagnostic::NotClosed { .. })),
+        !diags
+            .iter()
+            .any(|d| matches!(d, Diagnostic::NotClosed { .. })),
         "{diags:?}"
     );
     // Cut the file before its index, as a SIGKILL leaves it.
-    let file = std::fs::read_dir(&path).unwrap().next().unwrap().unwrap().path();
+    let file = std::fs::read_dir(&path)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
     let bytes = std::fs::read(&file).unwrap();
     let index = u64::from_le_bytes(bytes[bytes.len() - 8..].try_into().unwrap()) as usize;
     std::fs::write(&file, &bytes[..index]).unwrap();

@@ -23,7 +23,7 @@
 //!
 //! | file | what |
 //! | --- | --- |
-//! | `ios.parquet`, `acts.parquet`, `intents.parquet`, `roles.parquet`, `files.parquet`, `histograms.parquet` | the tables (zstd), schemas in `docs/report.md` |
+//! | `ios.parquet`, `acts.parquet`, `intents.parquet`, `roles.parquet`, `files.parquet`, `histograms.parquet`, `lost_windows.parquet` | the tables (zstd), schemas in `docs/report.md` |
 //! | `charts/counter-NN.svg` | each counter's eight-slot histogram for the top acts |
 //! | `charts/throughput.svg` | throughput over time of the top roles |
 //! | `charts/offset-N.svg`, `charts/offset-N.png` | IO position over time on the `N`th busiest device (at most 4), by direction |

@@ -219,13 +219,15 @@ impl IosWriter {
 }
 
 /// Bytes of the rows of `ios.parquet` (`rows` of them) whose `queue_ns..=complete_ns` span
-/// touches one of `windows` (`(start, end)` in ns, any order): read back one row group at a
-/// time, three columns only.
+/// touches one of `windows` (`(start, end)` in ns, any order), and the bytes touching each
+/// window: read back one row group at a time, three columns only.
 pub(crate) fn bytes_in_windows(
     path: &Path,
     rows: u64,
     windows: &[(u64, u64)],
-) -> Result<u64, ReportError> {
+) -> Result<(u64, Vec<u64>), ReportError> {
+    let each: Vec<(u64, u64)> = windows.iter().map(|&(a, b)| (a.min(b), a.max(b))).collect();
+    let mut per_window = vec![0u64; each.len()];
     let mut merged: Vec<(u64, u64)> = windows.iter().map(|&(a, b)| (a.min(b), a.max(b))).collect();
     merged.sort_unstable();
     let mut w: Vec<(u64, u64)> = Vec::with_capacity(merged.len());
@@ -236,7 +238,7 @@ pub(crate) fn bytes_in_windows(
         }
     }
     if w.is_empty() {
-        return Ok(0);
+        return Ok((0, per_window));
     }
     let mut total = 0u64;
     let mut off = 0u64;
@@ -271,11 +273,42 @@ pub(crate) fn bytes_in_windows(
             let i = w.partition_point(|x| x.1 < start);
             if w.get(i).is_some_and(|x| x.0 <= end) {
                 total = total.saturating_add(size);
+                for (b, x) in per_window.iter_mut().zip(&each) {
+                    if x.0 <= end && start <= x.1 {
+                        *b = b.saturating_add(size);
+                    }
+                }
             }
         }
         off += n.max(1);
     }
-    Ok(total)
+    Ok((total, per_window))
+}
+
+/// `lost_windows.parquet`: one row per window of trace time in which the kernel lost
+/// records: `cpu`, `start_ns`, `end_ns`, `records` lost, and `bytes` of the IOs of
+/// `ios.parquet` whose span touches it (their attribution may have changed).
+pub(crate) fn write_lost_windows(
+    path: &Path,
+    windows: &[ioblame_attrib::LostWindow],
+    bytes: &[u64],
+) -> Result<(), ReportError> {
+    write_df(
+        path,
+        frame(vec![
+            col("cpu", windows.iter().map(|w| w.cpu).collect::<Vec<_>>()),
+            col(
+                "start_ns",
+                windows.iter().map(|w| w.start).collect::<Vec<_>>(),
+            ),
+            col("end_ns", windows.iter().map(|w| w.end).collect::<Vec<_>>()),
+            col(
+                "records",
+                windows.iter().map(|w| w.count).collect::<Vec<_>>(),
+            ),
+            col("bytes", bytes.to_vec()),
+        ]),
+    )
 }
 
 /// `acts.parquet`.

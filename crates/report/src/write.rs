@@ -64,21 +64,29 @@ pub(crate) fn no_files(dir: PathBuf) -> ReportFiles {
 }
 
 /// Bytes of the IOs in `ios.parquet` whose span touched one of the summary's lost-record
-/// windows (read back from the finished table).
+/// windows (read back from the finished table); writes `lost_windows.parquet`, each window
+/// with the bytes touching it.
 pub(crate) fn lost_window_bytes(
     dir: &Path,
     ios_rows: u64,
     summary: &Summary,
 ) -> Result<u64, ReportError> {
-    if summary.lost_windows.is_empty() || ios_rows == 0 {
-        return Ok(0);
-    }
     let windows: Vec<(u64, u64)> = summary
         .lost_windows
         .iter()
         .map(|w| (w.start, w.end))
         .collect();
-    tables::bytes_in_windows(&dir.join("ios.parquet"), ios_rows, &windows)
+    let (total, each) = if windows.is_empty() || ios_rows == 0 {
+        (0, vec![0; windows.len()])
+    } else {
+        tables::bytes_in_windows(&dir.join("ios.parquet"), ios_rows, &windows)?
+    };
+    tables::write_lost_windows(
+        &dir.join("lost_windows.parquet"),
+        &summary.lost_windows,
+        &each,
+    )?;
+    Ok(total)
 }
 
 /// Writes the Parquet tables besides `ios.parquet` (already written) and lists them all.
@@ -91,12 +99,14 @@ pub(crate) fn write_tables(s: &Shown<'_>, files: &mut ReportFiles) -> Result<(),
         p("roles.parquet"),
         p("files.parquet"),
         p("histograms.parquet"),
+        p("lost_windows.parquet"),
     ];
     tables::write_df(&written[1], tables::acts_frame(s.t, s.agg, s.names))?;
     tables::write_df(&written[2], tables::intents_frame(s.t, s.sym, s.names))?;
     tables::write_df(&written[3], tables::roles_frame(s.t))?;
     tables::write_df(&written[4], tables::files_frame(s.t, &s.input.paths))?;
     tables::write_df(&written[5], tables::histograms_frame(s.t, s.counters))?;
+    // written[6], lost_windows.parquet, was written with the lost-window bytes.
     files.tables.extend(written);
     Ok(())
 }
@@ -568,9 +578,14 @@ mod tests {
 
     #[test]
     fn no_lost_windows_reads_nothing() {
-        // No `ios.parquet` in the directory: nothing is read when there are no windows.
-        let dir = Path::new("/nonexistent");
-        assert_eq!(lost_window_bytes(dir, 10, &Summary::default()).unwrap(), 0);
+        // No `ios.parquet` in the directory: nothing is read when there are no windows, and
+        // the table of windows is written empty.
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            lost_window_bytes(dir.path(), 10, &Summary::default()).unwrap(),
+            0
+        );
+        assert!(dir.path().join("lost_windows.parquet").is_file());
     }
 
     #[test]

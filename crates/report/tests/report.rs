@@ -806,7 +806,8 @@ fn summary_counts_only_the_ios_given() {
     // Leave out the direct writes (act 3) and the unknown ones (act 4).
     let keep = |io: &ioblame_attrib::Io| io.act != ActId(3) && io.act != ActId(4);
     let kept: Vec<_> = f.ios.iter().filter(|io| keep(io)).collect();
-    let r = write_report_of(&f, &out_dir("summary-subset"), keep);
+    let dir = out_dir("summary-subset");
+    let r = write_report_of(&f, &dir, keep);
     let total: u64 = kept.iter().map(|i| i.size).sum();
     let first = r.summary_text.lines().next().unwrap();
     assert_eq!(
@@ -843,6 +844,16 @@ fn summary_counts_only_the_ios_given() {
             .contains("4.00 KiB of the IO shown overlapped them"),
         "{}",
         r.summary_text
+    );
+    // The same in the data: each window, its records and the bytes touching it.
+    let lw = read_parquet(&dir.join("lost_windows.parquet"));
+    assert_eq!(lw.height(), f.summary.lost_windows.len());
+    assert!(lw.height() > 0);
+    assert_eq!(sum_u64(&lw, "records"), f.summary.lost_records);
+    assert_eq!(sum_u64(&lw, "bytes"), 4096);
+    assert_eq!(
+        sum_u64(&lw, "start_ns"),
+        f.summary.lost_windows.iter().map(|w| w.start).sum::<u64>()
     );
 
     // Nothing given: no IO anywhere in the summary.

@@ -1,0 +1,305 @@
+//! The recorder under stress, on a real kernel (root, loop devices; skipped elsewhere unless
+//! `CI` is set): killed at several moments of a heavy workload, its rings overflowing, its
+//! ring of files capped under sustained load, and its trace read while it is still being
+//! written. Each test records a few seconds. (The output filesystem filling up is
+//! `record.rs`'s `full_disk_fails_cleanly`.)
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use ioblame_format::Trace;
+
+/// A heavy workload on `lfs`: writers that fsync 8 MiB files in a loop, and a reader, until
+/// dropped.
+struct Workload(Vec<Child>);
+
+impl Workload {
+    fn start(lfs: &LoopFs) -> Workload {
+        let m = lfs.mnt.display();
+        let w = |i: u32| {
+            format!(
+                "while :; do dd if=/dev/zero of={m}/w{i} bs=1M count=8 conv=fsync 2>/dev/null; \
+                 dd if={m}/w{i} of=/dev/null bs=64k iflag=direct 2>/dev/null; done"
+            )
+        };
+        Workload(
+            (0..2)
+                .map(|i| {
+                    Command::new("sh")
+                        .args(["-c", &w(i)])
+                        .spawn()
+                        .expect("start the workload")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Workload {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(c.id() as i32, libc::SIGKILL) };
+            let _ = c.wait();
+        }
+    }
+}
+
+/// What each test records on: the lock held, an ext4 loop device under the heavy workload,
+/// and the path of the trace to write there; `None` (skipped) without root and loop devices.
+fn under_load(
+    trace: &str,
+) -> Option<(
+    std::sync::MutexGuard<'static, ()>,
+    LoopFs,
+    Workload,
+    std::path::PathBuf,
+)> {
+    if !ready(&["dd"]) {
+        return None;
+    }
+    let g = lock();
+    let lfs = LoopFs::new("ext4", 400);
+    let work = Workload::start(&lfs);
+    let out = lfs.dir.path().join(trace);
+    Some((g, lfs, work, out))
+}
+
+/// CLOCK_MONOTONIC now, in ns: the recorder's perf clock.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Starts the recorder on `lfs`'s device, writing to `out`, with `extra` arguments.
+fn start_recorder(lfs: &LoopFs, out: &Path, extra: &[&str]) -> Child {
+    Command::new(bin())
+        .args([
+            "record",
+            "-o",
+            out.to_str().unwrap(),
+            "--devices",
+            &lfs.name,
+        ])
+        .args(["--no-paths"])
+        .args(extra)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the recorder")
+}
+
+/// Waits until the recorder has created its first ring file in `out` (it writes the header
+/// and the metadata before it enables the events): recording starts about then. A debug build
+/// on a loaded machine takes seconds to get there.
+fn wait_for_start(out: &Path, rec: &mut Child) {
+    let first = out.join("ioblame-000000.iob");
+    let t0 = Instant::now();
+    while !first.metadata().is_ok_and(|m| m.len() > 0) {
+        assert!(
+            rec.try_wait().unwrap().is_none(),
+            "the recorder exited before it started"
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the recorder did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The latest record time of the trace's chunks (perf clock, ns).
+fn last_time(t: &Trace) -> u64 {
+    t.chunks()
+        .iter()
+        .map(|c| c.header.last_ts)
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn sigkill_at_several_moments_loses_at_most_the_last_second() {
+    let Some((_g, lfs, _work, base)) = under_load("killed") else {
+        return;
+    };
+    for (i, after) in [1300u64, 2700, 4100].into_iter().enumerate() {
+        let out = base.with_file_name(format!("killed-{i}"));
+        let mut rec = start_recorder(&lfs, &out, &[]);
+        wait_for_start(&out, &mut rec);
+        std::thread::sleep(Duration::from_millis(after));
+        let killed_at = monotonic_ns();
+        rec.kill().unwrap();
+        rec.wait().unwrap();
+        // The trace reads: every complete chunk, its last file unclosed.
+        let p = parse(&out);
+        let t = &p.trace;
+        assert!(
+            !t.files().last().unwrap().indexed(),
+            "killed after {after} ms"
+        );
+        assert!(
+            p.of("block:block_rq_complete").count() > 0,
+            "killed after {after} ms: no completions read back"
+        );
+        // At most about the last second is missing: the recorder hands each CPU's records
+        // to its writer at least once a second, and the writer writes them at once (2 s:
+        // a debug build on a loaded machine may lag).
+        let end = last_time(t);
+        let gap_ms = killed_at.saturating_sub(end) / 1_000_000;
+        eprintln!("killed {after} ms into the recording: the trace ends {gap_ms} ms before");
+        assert!(
+            gap_ms <= 2000,
+            "killed after {after} ms: the trace ends {gap_ms} ms before the kill"
+        );
+    }
+}
+
+#[test]
+fn ring_overflow_counts_every_lost_record() {
+    let Some((_g, lfs, _work, out)) = under_load("overflow") else {
+        return;
+    };
+    // Two pages per CPU under two fsyncing writers: the kernel drops records.
+    let rec = start_recorder(&lfs, &out, &["--buffer-size", "8k", "--duration", "3s"]);
+    let o = rec.wait_with_output().unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{e}");
+    let said: u64 = e
+        .lines()
+        .find_map(|l| l.split("the kernel dropped ").nth(1))
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no lost records reported: {e}"));
+    assert!(said > 0);
+    // The chunks' headers and the LOST records they hold count the same records as the
+    // recorder said, exactly.
+    let p = parse(&out);
+    assert_eq!(p.lost, said, "{e}");
+    let t = &p.trace;
+    let mut in_records = 0u64;
+    for c in t.chunks() {
+        let chunk = t.decompress(c).unwrap();
+        for r in chunk.records(t.header().byte_order) {
+            let r = r.unwrap();
+            if r.kind == 2 {
+                // PERF_RECORD_LOST: id, lost.
+                in_records += u64::from_ne_bytes(r.bytes[16..24].try_into().unwrap());
+            } else if r.kind == 13 {
+                // PERF_RECORD_LOST_SAMPLES: lost.
+                in_records += u64::from_ne_bytes(r.bytes[8..16].try_into().unwrap());
+            }
+        }
+    }
+    assert_eq!(in_records, said);
+    // The analysis marks the windows and the bytes they touch.
+    let decoder = ioblame_decode::Decoder::new(t.header(), t.metadata());
+    let (_ios, a) = ioblame_attrib::attribute_trace(
+        t,
+        &decoder,
+        ioblame_attrib::Context::from_trace(t.header(), t.metadata()),
+    );
+    assert_eq!(a.summary.lost_records, said);
+    assert!(!a.summary.lost_windows.is_empty());
+    assert_eq!(
+        a.summary.lost_windows.iter().map(|w| w.count).sum::<u64>(),
+        said
+    );
+}
+
+#[test]
+fn max_size_keeps_disk_use_bounded_under_sustained_load() {
+    let Some((_g, lfs, _work, out)) = under_load("ring") else {
+        return;
+    };
+    let (file_size, max_size) = (512u64 << 10, 2u64 << 20);
+    let mut rec = start_recorder(
+        &lfs,
+        &out,
+        &[
+            "--events",
+            "full",
+            "--file-size",
+            "512k",
+            "--max-size",
+            "2M",
+        ],
+    );
+    wait_for_start(&out, &mut rec);
+    // Disk use sampled while recording never passes the cap by more than the file being
+    // written.
+    let t0 = Instant::now();
+    let mut most = 0u64;
+    while t0.elapsed() < Duration::from_secs(5) {
+        let used: u64 = std::fs::read_dir(&out)
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|e| e.metadata().ok())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0);
+        most = most.max(used);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    let st = rec.wait().unwrap();
+    assert!(st.success());
+    assert!(most <= max_size + file_size, "{most} bytes on disk");
+    // The oldest files went; what remains reads and decodes.
+    let t = Trace::open(&out).unwrap();
+    let first = t
+        .files()
+        .iter()
+        .map(|f| f.header().file_index)
+        .min()
+        .unwrap();
+    assert!(
+        first > 0,
+        "no ring file was deleted: {} files",
+        t.files().len()
+    );
+    // The only problems: the chunks of the deleted files are missing.
+    assert!(
+        t.problems()
+            .iter()
+            .all(|p| p.what.contains("deleted by the size cap")),
+        "{:?}",
+        t.problems()
+    );
+    let p = parse(&out);
+    assert!(p.of("block:block_rq_complete").count() > 0);
+}
+
+#[test]
+fn a_trace_being_written_reads_every_complete_chunk() {
+    let Some((_g, lfs, _work, out)) = under_load("live") else {
+        return;
+    };
+    let mut rec = start_recorder(&lfs, &out, &["--file-size", "1M"]);
+    wait_for_start(&out, &mut rec);
+    std::thread::sleep(Duration::from_millis(3000));
+    // Read while the recorder writes: the last file has no index yet.
+    let live = Trace::open(&out).unwrap();
+    assert!(!live.files().last().unwrap().indexed());
+    assert!(!live.chunks().is_empty());
+    for c in live.chunks() {
+        live.decompress(c).expect("every chunk found is complete");
+    }
+    let seen = live.chunks().len();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    assert!(rec.wait().unwrap().success());
+    // Closed, the trace holds at least what was read while it was written.
+    let done = Trace::open(&out).unwrap();
+    assert!(done.files().iter().all(|f| f.indexed()));
+    assert!(done.chunks().len() >= seen);
+}
