@@ -88,19 +88,8 @@ enum Command {
     /// Print the `perf record` command line that records what the attribution needs on this
     /// kernel, for hosts with stock perf and no ioblame-capture.
     PerfCommand(PerfCommandArgs),
-    /// Print the shell completion script (e.g. `source <(ioblame completions bash)`).
-    Completions {
-        /// The shell.
-        #[arg(value_enum)]
-        shell: ioblame_clidoc::Shell,
-    },
-    /// Write the man pages (this program and each subcommand) into a directory.
-    #[command(hide = true)]
-    Man {
-        /// Directory to write the pages into (created).
-        #[arg(long = "out", value_name = "DIR")]
-        out: PathBuf,
-    },
+    #[command(flatten)]
+    Docs(ioblame_clidoc::DocCommand),
 }
 
 // The arguments of each subcommand, one struct each; the subcommand's help is its variant's
@@ -279,13 +268,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         // The verdict is the exit status; check flushes its output itself.
         Command::Check(a) => return check(out, a, ks),
         Command::PerfCommand(a) => perf_command(out, a)?,
-        Command::Completions { shell } => {
-            ioblame_clidoc::completions(shell, &mut Cli::command(), out)
-        }
-        Command::Man { out: dir } => {
-            ioblame_clidoc::man_pages(&Cli::command(), &dir)
-                .with_context(|| format!("writing man pages into {}", dir.display()))?;
-        }
+        Command::Docs(d) => d.run(&mut Cli::command(), out)?,
     }
     out.flush().context("writing the output")?;
     Ok(ExitCode::SUCCESS)
