@@ -103,25 +103,14 @@ enum Command {
     /// Print the `perf record` command line that records what the attribution needs on this
     /// kernel, for hosts with stock perf and no ioblame-capture.
     PerfCommand(PerfCommandArgs),
-    /// Print the shell completion script (e.g. `source <(ioblame completions bash)`).
-    Completions {
-        /// The shell.
-        #[arg(value_enum)]
-        shell: ioblame_clidoc::Shell,
-    },
-    /// Write the man pages (this program and each subcommand) into a directory.
-    #[command(hide = true)]
-    Man {
-        /// Directory to write the pages into (created).
-        #[arg(long = "out", value_name = "DIR")]
-        out: PathBuf,
-    },
     /// Analyse traces and write their tables into a Hive-partitioned Parquet dataset
     /// (docs/dataset.md), several traces at once; exit 1 when some failed.
     Export(ExportArgs),
     /// Query a dataset written by `export`: top intents, acts, files and roles across hosts,
     /// per-host totals; optionally a page with the fleet's flame graph.
     Fleet(FleetArgs),
+    #[command(flatten)]
+    Docs(ioblame_clidoc::DocCommand),
 }
 
 // The arguments of each subcommand, one struct each; the subcommand's help is its variant's
@@ -417,15 +406,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let scope = pipeline::scope(&t, sc, false)?;
             latency_cmd::run(out, &t, &sel, a.devs.show_recorder, &scope, a.json)?
         }
-        Command::Completions { shell } => {
-            ioblame_clidoc::completions(shell, &mut Cli::command(), out)
-        }
-        Command::Man { out: dir } => {
-            ioblame_clidoc::man_pages(&Cli::command(), &dir)
-                .with_context(|| format!("writing man pages into {}", dir.display()))?;
-        }
         Command::Export(a) => return export(out, a, ks),
         Command::Fleet(a) => fleet(out, a)?,
+        Command::Docs(d) => d.run(&mut Cli::command(), out)?,
     }
     out.flush().context("writing the output")?;
     Ok(ExitCode::SUCCESS)

@@ -35,19 +35,8 @@ enum Cmd {
     Record(record::RecordArgs),
     /// List the event sets and which of their tracepoints exist on this kernel.
     Events,
-    /// Print the shell completion script (e.g. `source <(ioblame-capture completions bash)`).
-    Completions {
-        /// The shell.
-        #[arg(value_enum)]
-        shell: ioblame_clidoc::Shell,
-    },
-    /// Write the man pages (this program and each subcommand) into a directory.
-    #[command(hide = true)]
-    Man {
-        /// Directory to write the pages into (created).
-        #[arg(long = "out", value_name = "DIR")]
-        out: std::path::PathBuf,
-    },
+    #[command(flatten)]
+    Docs(ioblame_clidoc::DocCommand),
 }
 
 fn events_cmd() -> anyhow::Result<()> {
@@ -85,13 +74,10 @@ fn main() -> ExitCode {
     let r = match cli.cmd {
         Cmd::Events => events_cmd().map(|_| 0),
         Cmd::Record(a) => record::run(a),
-        Cmd::Completions { shell } => {
-            ioblame_clidoc::completions(shell, &mut Cli::command(), &mut std::io::stdout());
-            Ok(0)
-        }
-        Cmd::Man { out } => ioblame_clidoc::man_pages(&Cli::command(), &out)
-            .map(|_| 0)
-            .map_err(|e| anyhow::anyhow!("writing man pages into {}: {e}", out.display())),
+        Cmd::Docs(d) => d
+            .run(&mut Cli::command(), &mut std::io::stdout())
+            .map(|()| 0)
+            .map_err(anyhow::Error::from),
     };
     match r {
         Ok(code) => ExitCode::from(code),

@@ -60,8 +60,8 @@ pub fn syscall_of(frame: &str) -> Option<&str> {
         .or_else(|| frame.strip_prefix("SyS_"))?;
     // `__x64_sys_` must not match functions such as `__foo_sys_bar` outside the wrappers:
     // the part before `sys_` is an arch, `se`, `do` or nothing.
-    if frame.starts_with("__") {
-        let arch = frame[2..].split('_').next().unwrap_or("");
+    if let Some(after) = frame.strip_prefix("__") {
+        let arch = after.split('_').next().unwrap_or("");
         let known = matches!(
             arch,
             "x64"

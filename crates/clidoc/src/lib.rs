@@ -1,14 +1,52 @@
 //! Shell completions and man pages of ioblame's binaries, generated from their clap
 //! definitions (`clap_complete`, `clap_mangen`), so that they never disagree with `--help`.
 //!
-//! Each binary has a `completions SHELL` subcommand ([`completions`]) and a hidden
-//! `man --out DIR` subcommand ([`man_pages`]) that `just man` runs.
+//! Each binary flattens [`DocCommand`] into its subcommands: `completions SHELL`
+//! ([`completions`]) and a hidden `man --out DIR` ([`man_pages`]) that `just man` runs.
 #![deny(missing_docs)]
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 pub use clap_complete::Shell;
+
+/// The subcommands a binary gets from this crate (`#[command(flatten)]` in its own
+/// subcommand enum).
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum DocCommand {
+    /// Print the shell completion script (bash: `source <(PROGRAM completions bash)`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: Shell,
+    },
+    /// Write the man pages (this program and each subcommand) into a directory.
+    #[command(hide = true)]
+    Man {
+        /// Directory to write the pages into (created).
+        #[arg(long = "out", value_name = "DIR")]
+        out: PathBuf,
+    },
+}
+
+impl DocCommand {
+    /// Runs the subcommand for the program `cmd` (its `CommandFactory::command()`), writing a
+    /// completion script to `out`.
+    pub fn run(self, cmd: &mut clap::Command, out: &mut dyn Write) -> io::Result<()> {
+        match self {
+            DocCommand::Completions { shell } => {
+                completions(shell, cmd, out);
+                Ok(())
+            }
+            DocCommand::Man { out: dir } => man_pages(cmd, &dir).map(|_| ()).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("writing man pages into {}: {e}", dir.display()),
+                )
+            }),
+        }
+    }
+}
 
 /// Writes the completion script of `cmd` for `shell` (bash, zsh, fish, elvish, powershell).
 pub fn completions(shell: Shell, cmd: &mut clap::Command, out: &mut dyn Write) {

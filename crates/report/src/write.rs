@@ -396,16 +396,16 @@ pub(crate) fn glance_numbers(t: &Tables, summary: &Summary, lost_window_bytes: u
 
 /// The page's sections, in order: the summary at a glance, throughput, the explorer (acts,
 /// intents, the detail of the one chosen), the flame graphs, the other charts, the counters
-/// and the files. A new part of the report is one more [`Section`] pushed here.
+/// and the files (`top`: the acts of the tables, most bytes first). A new part of the report
+/// is one more [`Section`] pushed here.
 pub(crate) fn sections(
     s: &Shown<'_>,
     glance: &Glance,
-    by_bytes: &[ActId],
+    top: &[ActId],
     flames: Vec<Flame>,
     charts: ChartMarkup,
     files: &ReportFiles,
 ) -> Vec<Section> {
-    let top: Vec<ActId> = by_bytes.iter().copied().take(s.input.top_table).collect();
     let section = |id: &str, title: &str, body: String| Section {
         id: id.into(),
         title: title.into(),
@@ -433,7 +433,7 @@ follows the trace's length).</p>\n<div class=wide>{markup}</div>\n",
         "Acts and intents",
         html::explore(
             s.t,
-            &top,
+            top,
             &s.agg.act_io_us,
             &s.input.paths,
             s.names,
@@ -507,7 +507,7 @@ pub(crate) fn write_page(
     let page = Page {
         title: "ioblame report".to_string(),
         facts: facts(s.input),
-        sections: sections(s, glance, by_bytes, flames, charts, files),
+        sections: sections(s, glance, &top, flames, charts, files),
         data,
     };
     write_file(&files.html, html::page(&page))

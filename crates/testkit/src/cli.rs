@@ -1,6 +1,7 @@
 //! Checks of a binary's shell completions and man pages (its `completions SHELL` and hidden
-//! `man --out DIR` subcommands): each shell loads the script and completes a subcommand from
-//! it, and `man -l` renders each page without a warning. A shell or `man` that is missing
+//! `man --out DIR` subcommands): bash and fish load the script and complete a subcommand
+//! from it, zsh loads it and registers its function for the program (zsh completes only
+//! inside its line editor), and `man -l` renders each page without a warning. A shell or `man` that is missing
 //! skips its check, except in CI (`CI` set), where it fails.
 
 use std::path::{Path, PathBuf};
@@ -27,9 +28,9 @@ fn run(cmd: &mut Command) -> (String, String, bool) {
     )
 }
 
-/// Loads `bin`'s completion script in bash, zsh and fish, and has each complete `partial`
-/// (the start of a subcommand) after the program's name into `want`. Returns the shells
-/// checked.
+/// Loads `bin`'s completion script in bash, zsh and fish; bash and fish complete `partial`
+/// (the start of a subcommand) after the program's name into `want`, zsh registers
+/// `_PROGRAM` for the program. Returns the shells checked.
 pub fn check_completions(bin: &Path, partial: &str, want: &str) -> Vec<&'static str> {
     let name = bin.file_name().unwrap().to_string_lossy().into_owned();
     let dir = tempfile_dir(&name);
@@ -80,7 +81,7 @@ pub fn check_completions(bin: &Path, partial: &str, want: &str) -> Vec<&'static 
             "{shell} complained loading {name}'s completions: {err}"
         );
         let expect = if shell == "zsh" {
-            format!("_{}", name.replace('-', "_"))
+            format!("_{name}")
         } else {
             want.to_string()
         };
