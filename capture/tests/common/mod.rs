@@ -300,8 +300,14 @@ pub fn parse(dir: &Path) -> Parsed {
             };
             let size = u32_at(b, pos) as usize;
             pos += 4;
+            // PERF_SAMPLE_CGROUP (a u64) follows the raw data on the stack events.
+            let tail = if ev.sample_type & (1 << 21) != 0 {
+                8
+            } else {
+                0
+            };
             assert!(
-                pos + size <= b.len() && b.len() - (pos + size) < 8,
+                pos + size + tail <= b.len() && b.len() - (pos + size + tail) < 8,
                 "{}: raw size {size} does not end the record ({} bytes)",
                 ev.name,
                 b.len()

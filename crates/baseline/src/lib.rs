@@ -52,7 +52,7 @@
 //! use ioblame_attrib::{ActTotals, Intent, Role, Via};
 //! use ioblame_baseline::{check, ActInput, Baseline, BuildOptions};
 //!
-//! let role = Role { pid: 42, tid: 42, comm: "writer".into(), generation: 0 };
+//! let role = Role { pid: 42, tid: 42, comm: "writer".into(), generation: 0, cgroup: 0, lineage: false };
 //! let intent = Intent { modifier: 0x1000_0003, stack: vec![0xffff_ffff_8100_0000] };
 //! let act = |mib: u64| ActInput {
 //!     role: &role,
