@@ -18,7 +18,8 @@ fmt:
     cargo fmt --all
 
 # The analyzer benchmark: a 5M-event generated trace, every stage at 1 and 2 threads with peak
-# memory, then perf script vs ioblame on a real workload (root). See docs/benchmarks.md.
+# memory, then perf script vs ioblame on a real workload (root), then btt vs ioblame latency.
+# See docs/benchmarks.md.
 bench EVENTS="5000000":
     cargo build --release -p ioblame-bench -p ioblame-capture
     rm -rf /var/tmp/ioblame-bench-trace
@@ -27,6 +28,15 @@ bench EVENTS="5000000":
     ${CARGO_TARGET_DIR:-target}/release/ioblame-bench run /var/tmp/ioblame-bench-trace
     rm -rf /var/tmp/ioblame-bench-trace
     ${CARGO_TARGET_DIR:-target}/release/ioblame-bench vs-perf
+    {{just_executable()}} bench-latency
+
+# btt against ioblame latency on a generated blktrace recording (docs/benchmarks.md).
+bench-latency RECORDS="10000000":
+    cargo build --release -p ioblame-bench
+    rm -rf /var/tmp/ioblame-bench-blktrace
+    ${CARGO_TARGET_DIR:-target}/release/ioblame-bench blktrace-gen -o /var/tmp/ioblame-bench-blktrace --records {{RECORDS}}
+    ${CARGO_TARGET_DIR:-target}/release/ioblame-bench latency-vs /var/tmp/ioblame-bench-blktrace
+    rm -rf /var/tmp/ioblame-bench-blktrace
 
 # The recorder overhead benchmark (fio untraced / ioblame-capture / perf record; needs root).
 bench-capture:

@@ -136,8 +136,8 @@ pub(crate) fn write(
     files: &mut ReportFiles,
 ) -> Result<(String, String), ReportError> {
     let txt = files.dir.join("latency.txt");
+    // Not one of `files.tables` (the Parquet tables): the page holds the same text.
     std::fs::write(&txt, &s.text).map_err(|e| ReportError::io(&txt, e))?;
-    files.tables.push(txt);
     let path = files.dir.join("charts/latency-percentiles.svg");
     let ls = lines(s);
     let svg = charts::svg_string(&path, |root| chart(root, &ls))?;
