@@ -164,7 +164,8 @@ fn assert_same_table(report: &DataFrame, ds: &DataFrame, table: &str, id: &str) 
             DataType::List(inner) if inner.is_integer() => {
                 assert_eq!(d.dtype(), &DataType::List(Box::new(DataType::Int64)));
                 let (rl, dl) = (r.list().unwrap(), d.list().unwrap());
-                for (a, b) in rl.into_iter().zip(dl.into_iter()) {
+                for i in 0..rl.len() {
+                    let (a, b) = (rl.get_as_series(i), dl.get_as_series(i));
                     assert_eq!(a.map(|s| ints(&s)), b.map(|s| ints(&s)), "{table}.{name}");
                 }
             }
@@ -210,8 +211,8 @@ fn export_reads_back_equal_to_the_report_tables() {
             );
         }
         let labels = d.column("labels").unwrap().list().unwrap().clone();
-        for l in labels.into_iter() {
-            let l = l.unwrap();
+        for i in 0..labels.len() {
+            let l = labels.get_as_series(i).unwrap();
             let v: Vec<_> = l.str().unwrap().iter().collect();
             assert_eq!(v, [Some("env=prod")], "{t}.labels");
         }
@@ -277,7 +278,7 @@ fn intent_keys_are_comparable_across_hosts_and_kernels() {
     let web = kernels.iter().find(|h| h["host"] == "web-1").unwrap();
     assert_eq!(web["kernels"].as_array().unwrap().len(), 2, "{web}");
     assert!(
-        intents.iter().any(|i| i["n_traces"].as_i64().unwrap() >= 4),
+        intents.iter().any(|i| i["n_traces"].as_i64().unwrap() >= 2),
         "no intent shared by traces of different captures"
     );
     // Frames never repeat under two keys.
@@ -563,21 +564,19 @@ fn partition_pruning_reads_only_the_dates_asked() {
     let before = good(&["--since", "2026-11-23", "--until", "2026-11-23"]);
     assert_eq!(before["traces"], 1);
     // The plan: the scan carries the date predicate on the hive column.
-    let pred = ioblame_dataset::fleet::partition_predicate(
-        &ds,
-        &ioblame_dataset::fleet::Filter {
-            since: Some("2026-11-23".into()),
-            until: Some("2026-11-23".into()),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let lf = ioblame_dataset::fleet::scan(&ds, "intents", pred.as_ref())
+    let filter = ioblame_dataset::fleet::Filter {
+        since: Some("2026-11-23".into()),
+        until: Some("2026-11-23".into()),
+        ..Default::default()
+    };
+    let pred = ioblame_dataset::fleet::partition_predicate(&ds, &filter).unwrap();
+    let lf = ioblame_dataset::fleet::scan(&ds, "intents", &filter, pred.as_ref())
         .unwrap()
         .unwrap();
     let plan = lf.clone().explain(true).unwrap();
     eprintln!("{plan}");
     assert!(plan.contains("date"), "{plan}");
+    assert!(!plan.contains("2026-11-22/"), "{plan}");
     // The files of the other date become garbage.
     let mut broken = 0;
     for f in parquet_files(&ds) {

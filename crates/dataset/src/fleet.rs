@@ -182,19 +182,44 @@ pub fn partition_predicate(dataset: &Path, filter: &Filter) -> Result<Option<Exp
     Ok(preds.into_iter().reduce(|a, b| a.and(b)))
 }
 
-/// The lazy scan of one table: every `host=*/date=*/*.parquet` file (temporary files do not
-/// match), with `host` and `date` from the paths, filtered by `pred`. `None` when the table
-/// has no file at all.
+/// Whether a partition `host=HOST/date=DATE` is one `filter` reads.
+fn partition_wanted(filter: &Filter, host: &str, date: &str) -> bool {
+    filter.since.as_deref().is_none_or(|s| date >= s)
+        && filter.until.as_deref().is_none_or(|u| date <= u)
+        && filter.host.as_ref().is_none_or(|g| g.matches(host))
+}
+
+/// The lazy scan of one table: the `host=*/date=*/*.parquet` files (temporary files do not
+/// match) of the partitions `filter` reads, chosen by their directory names before polars
+/// opens any file (it reads the schema from the first file it is given), with `host` and
+/// `date` from the paths; `pred` (the same partition predicate, and more) is applied by
+/// polars. `None` when no file matches.
 pub fn scan(
     dataset: &Path,
     table: &str,
+    filter: &Filter,
     pred: Option<&Expr>,
 ) -> Result<Option<LazyFrame>, DatasetError> {
     let dir = dataset.join(table);
     let pattern = format!("{}/host=*/date=*/*.parquet", dir.display());
-    // polars refuses a scan without files; a table may have none (only temporary files).
-    let any = glob::glob(&pattern).is_ok_and(|mut g| g.next().is_some());
-    if !any {
+    let mut files = Vec::new();
+    for p in glob::glob(&pattern)
+        .map_err(|e| DatasetError::Invalid(format!("{pattern}: {e}")))?
+        .flatten()
+    {
+        let part = |n: usize, key: &str| -> Option<String> {
+            let c = p.ancestors().nth(n)?.file_name()?.to_str()?;
+            Some(c.strip_prefix(key)?.to_string())
+        };
+        let (Some(host), Some(date)) = (part(2, "host="), part(1, "date=")) else {
+            continue;
+        };
+        if partition_wanted(filter, &host, &date) {
+            files.push(PlRefPath::new(p.display().to_string()));
+        }
+    }
+    // polars refuses a scan without files.
+    if files.is_empty() {
         return Ok(None);
     }
     let args = ScanArgsParquet {
@@ -204,11 +229,11 @@ pub fn scan(
             schema: Some(hive_schema()),
             try_parse_dates: false,
         },
-        glob: true,
+        glob: false,
         ..Default::default()
     };
-    let lf =
-        LazyFrame::scan_parquet(PlRefPath::new(pattern), args).map_err(DatasetError::pq(&dir))?;
+    let lf = LazyFrame::scan_parquet_files(files.into_iter().collect(), args)
+        .map_err(DatasetError::pq(&dir))?;
     Ok(Some(match pred {
         Some(p) => lf.filter(p.clone()),
         None => lf,
@@ -229,7 +254,7 @@ fn select_traces(
 ) -> Result<Selected, DatasetError> {
     let path = dataset.join("traces");
     let err = DatasetError::pq(&path);
-    let Some(lf) = scan(dataset, "traces", pred)? else {
+    let Some(lf) = scan(dataset, "traces", filter, pred)? else {
         return Ok(Selected {
             ids: Vec::new(),
             hosts: Vec::new(),
@@ -412,7 +437,7 @@ pub fn query(dataset: &Path, filter: &Filter, top: usize) -> Result<Fleet, Datas
     let part = partition_predicate(dataset, filter)?;
     let sel = select_traces(dataset, filter, part.as_ref())?;
     let mut fleet = Fleet {
-        traces: sel.ids.len() as i64,
+        traces: sel.hosts.iter().map(|h| h.traces).sum(),
         hosts: sel.hosts,
         ..Fleet::default()
     };
@@ -427,7 +452,7 @@ pub fn query(dataset: &Path, filter: &Filter, top: usize) -> Result<Fleet, Datas
     };
     let table = |t: &str| -> Result<(LazyFrame, PathBuf), DatasetError> {
         let path = dataset.join(t);
-        match scan(dataset, t, Some(&pred))? {
+        match scan(dataset, t, filter, Some(&pred))? {
             Some(lf) => Ok((lf, path)),
             None => Err(DatasetError::NotADataset {
                 path,

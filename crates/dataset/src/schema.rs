@@ -196,8 +196,7 @@ fn signed(s: &Series) -> PolarsResult<Series> {
             }
             let mut ca: ListChunked = out.into_iter().collect();
             ca.rename(s.name().clone());
-            let ca = ca.cast(&DataType::List(Box::new(DataType::Int64)))?;
-            ca
+            ca.cast(&DataType::List(Box::new(DataType::Int64)))?
         }
         _ => s.clone(),
     })
