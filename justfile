@@ -27,6 +27,15 @@ bench EVENTS="5000000":
     ${CARGO_TARGET_DIR:-target}/release/ioblame-bench run /var/tmp/ioblame-bench-trace
     rm -rf /var/tmp/ioblame-bench-trace
     ${CARGO_TARGET_DIR:-target}/release/ioblame-bench vs-perf
+    just bench-blktrace
+
+# blkparse vs ioblame on a generated blktrace recording of RECORDS records (docs/benchmarks.md).
+bench-blktrace RECORDS="10000000":
+    cargo build --release -p ioblame-bench
+    rm -rf /var/tmp/ioblame-bench-blktrace
+    ${CARGO_TARGET_DIR:-target}/release/ioblame-bench blktrace-gen -o /var/tmp/ioblame-bench-blktrace --records {{RECORDS}}
+    ${CARGO_TARGET_DIR:-target}/release/ioblame-bench blktrace-vs /var/tmp/ioblame-bench-blktrace
+    rm -rf /var/tmp/ioblame-bench-blktrace
 
 # The recorder overhead benchmark (fio untraced / ioblame-capture / perf record; needs root).
 bench-capture:

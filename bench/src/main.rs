@@ -100,6 +100,12 @@ enum Cmd {
         #[arg(long, default_value_t = 3)]
         repeat: usize,
     },
+    /// ioblame's analysis of a blktrace recording (run by `blktrace-vs` in a child process).
+    #[command(hide = true)]
+    BlktraceAnalyze {
+        /// The recording.
+        dir: PathBuf,
+    },
     /// perf script vs ioblame on one real workload (root).
     VsPerf {
         /// Seconds of workload.
@@ -164,6 +170,7 @@ fn main() -> Result<()> {
             );
         }
         Cmd::BlktraceVs { dir, repeat } => blktrace::vs(&dir, repeat)?,
+        Cmd::BlktraceAnalyze { dir } => blktrace::analyze(&dir)?,
         Cmd::VsPerf {
             secs,
             keep,
