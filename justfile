@@ -28,9 +28,19 @@ bench EVENTS="5000000":
     ${CARGO_TARGET_DIR:-target}/release/ioblame-bench run /var/tmp/ioblame-bench-trace
     rm -rf /var/tmp/ioblame-bench-trace
     ${CARGO_TARGET_DIR:-target}/release/ioblame-bench vs-perf
-    {{just_executable()}} bench-latency
+    {{just_executable()}} bench-blktrace
 
-# btt against ioblame latency on a generated blktrace recording (docs/benchmarks.md).
+# blkparse vs `ioblame acts` and btt vs `ioblame latency` on a generated blktrace recording of
+# RECORDS records (docs/benchmarks.md).
+bench-blktrace RECORDS="10000000":
+    cargo build --release -p ioblame-bench
+    rm -rf /var/tmp/ioblame-bench-blktrace
+    ${CARGO_TARGET_DIR:-target}/release/ioblame-bench blktrace-gen -o /var/tmp/ioblame-bench-blktrace --records {{RECORDS}}
+    ${CARGO_TARGET_DIR:-target}/release/ioblame-bench blktrace-vs /var/tmp/ioblame-bench-blktrace
+    ${CARGO_TARGET_DIR:-target}/release/ioblame-bench latency-vs /var/tmp/ioblame-bench-blktrace
+    rm -rf /var/tmp/ioblame-bench-blktrace
+
+# btt against ioblame latency alone on a generated blktrace recording (docs/benchmarks.md).
 bench-latency RECORDS="10000000":
     cargo build --release -p ioblame-bench
     rm -rf /var/tmp/ioblame-bench-blktrace

@@ -9,9 +9,10 @@
 //!   completing (C) out of order on any CPU. Records stream to the files in time order:
 //!   memory stays flat.
 //! * `ioblame-bench blktrace-vs DIR [--repeat 3]` times, in interleaved rounds, `blkparse -i
-//!   sda -D DIR -o /dev/null` and `ioblame acts DIR` (the release binary beside this one),
-//!   each a whole child process, and prints records/s, the ratio, and each one's peak
-//!   resident and anonymous memory.
+//!   sda -D DIR -o /dev/null` and ioblame's analysis as `ioblame acts DIR` runs it (opened
+//!   and attributed through `ioblame_pipeline`, in a child `ioblame-bench blktrace-analyze
+//!   DIR`), each a whole child process, and prints records/s, the ratio, and each one's
+//!   peak resident memory.
 
 use std::collections::BinaryHeap;
 use std::io::{BufWriter, Write};
@@ -247,18 +248,31 @@ pub(crate) fn run(cmd: &mut Command) -> Result<Run> {
     })
 }
 
-/// `blkparse` vs `ioblame acts` on the recording in `dir` (device `sda`).
+/// What `ioblame acts DIR` runs before printing its table, in this process: the recording
+/// opened and attributed through `ioblame_pipeline` (default devices, every IO counted).
+/// Prints the records, IOs and bytes.
+pub fn analyze(dir: &Path) -> Result<()> {
+    let mut notes = Vec::new();
+    let input = ioblame_pipeline::open_trace(&[dir.to_path_buf()], None, &mut notes)?;
+    let (symbols, _) = ioblame_pipeline::symbols_of(&input);
+    let devs = input.default_devs();
+    let all = ioblame_pipeline::ResolvedScope::all();
+    let opts = ioblame_pipeline::Options {
+        symbols: &symbols,
+        devs: &devs,
+        show_recorder: true,
+        scope: &all,
+    };
+    let mut ios = 0u64;
+    let a = ioblame_pipeline::analyze(&input, &opts, |_, _| ios += 1, |_| {});
+    let bytes: u64 = a.tables.totals.iter().map(|t| t.total_bytes()).sum();
+    println!("{} records, {ios} IOs, {bytes} bytes", a.stream.events);
+    Ok(())
+}
+
+/// `blkparse` vs ioblame's analysis on the recording in `dir` (device `sda`).
 pub fn vs(dir: &Path, repeat: usize) -> Result<()> {
-    let ioblame = std::env::current_exe()?
-        .parent()
-        .context("no directory")?
-        .join("ioblame");
-    if !ioblame.exists() {
-        bail!(
-            "{} not built (cargo build --release -p ioblame)",
-            ioblame.display()
-        );
-    }
+    let me = std::env::current_exe()?;
     let rec = ioblame_blktrace::Recording::open(&[dir.to_path_buf()])?;
     let records = rec.scan().records;
     let bytes: u64 = rec
@@ -294,7 +308,10 @@ pub fn vs(dir: &Path, repeat: usize) -> Result<()> {
                 .arg(dir)
                 .args(["-o", "/dev/null"]))?,
         );
-        keep(&mut ib, run(Command::new(&ioblame).arg("acts").arg(dir))?);
+        keep(
+            &mut ib,
+            run(Command::new(&me).arg("blktrace-analyze").arg(dir))?,
+        );
     }
     let (Some(bp), Some(ib)) = (bp, ib) else {
         bail!("nothing timed");
@@ -305,7 +322,7 @@ pub fn vs(dir: &Path, repeat: usize) -> Result<()> {
     );
     for (name, r) in [
         ("blkparse -i sda -D DIR -o /dev/null", &bp),
-        ("ioblame acts DIR", &ib),
+        ("ioblame acts's analysis (2 threads)", &ib),
     ] {
         println!(
             "{:<40} {:>9.3} {:>14} {:>9} MiB",
@@ -315,9 +332,6 @@ pub fn vs(dir: &Path, repeat: usize) -> Result<()> {
             r.max_rss_kib / 1024
         );
     }
-    println!(
-        "ioblame acts vs blkparse: x{:.2} records/s",
-        bp.secs / ib.secs
-    );
+    println!("ioblame vs blkparse: x{:.2} records/s", bp.secs / ib.secs);
     Ok(())
 }

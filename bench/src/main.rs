@@ -117,6 +117,12 @@ enum Cmd {
         /// The trace, perf.data or blktrace files.
         input: PathBuf,
     },
+    /// ioblame's analysis of a blktrace recording (run by `blktrace-vs` in a child process).
+    #[command(hide = true)]
+    BlktraceAnalyze {
+        /// The recording.
+        dir: PathBuf,
+    },
     /// perf script vs ioblame on one real workload (root).
     VsPerf {
         /// Seconds of workload.
@@ -183,6 +189,7 @@ fn main() -> Result<()> {
         Cmd::BlktraceVs { dir, repeat } => blktrace::vs(&dir, repeat)?,
         Cmd::LatencyVs { dir, repeat } => latency::vs(&dir, repeat)?,
         Cmd::Latency { input } => latency::latency(&input)?,
+        Cmd::BlktraceAnalyze { dir } => blktrace::analyze(&dir)?,
         Cmd::VsPerf {
             secs,
             keep,

@@ -91,7 +91,7 @@ pub enum FileProblem {
     #[error("counter spec: {}", .0.message)]
     CounterSpec(SpecError),
     /// A group's `via` is not a via.
-    #[error("unknown via '{via}' (expected page, buffer, inode, journal, direct, read, readahead or unknown)")]
+    #[error("unknown via '{via}' (expected page, buffer, inode, journal, direct, read, readahead, unknown or issuer)")]
     UnknownVia {
         /// The via as written.
         via: String,

@@ -182,16 +182,52 @@ pub(crate) fn open_sources(
     Ok(out)
 }
 
+/// Bytes read behind which a file's mapped pages are released.
+const RELEASE_EVERY: usize = 16 << 20;
+
 /// Reads one binary file record by record, stepping over damage.
 pub(crate) struct BinCursor<'a> {
     data: &'a [u8],
     pos: usize,
     path: &'a Path,
+    /// The file's map, whose pages behind `pos` are given back as reading goes, so the
+    /// resident memory stays flat however long the file.
+    map: Option<&'a Mmap>,
+    released: usize,
 }
 
 impl<'a> BinCursor<'a> {
-    pub fn new(data: &'a [u8], path: &'a Path) -> BinCursor<'a> {
-        BinCursor { data, pos: 0, path }
+    pub fn new(data: &'a [u8], path: &'a Path, map: Option<&'a Mmap>) -> BinCursor<'a> {
+        if let Some(m) = map {
+            // Best effort: read-ahead in bigger steps.
+            let _ = m.advise(memmap2::Advice::Sequential);
+        }
+        BinCursor {
+            data,
+            pos: 0,
+            path,
+            map,
+            released: 0,
+        }
+    }
+
+    /// Gives back the pages of the file read so far.
+    fn release(&mut self) {
+        let Some(m) = self.map else { return };
+        let end = self.pos & !(4095);
+        if end > self.released {
+            // SAFETY: the map is a read-only file mapping; MADV_DONTNEED only drops its
+            // pages, which a later access reads again from the file with the same bytes.
+            // No record borrows from it (records are copied out).
+            let _ = unsafe {
+                m.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    self.released,
+                    end - self.released,
+                )
+            };
+            self.released = end;
+        }
     }
 
     /// The next record; damage is pushed onto `problems` (bytes that are no record are
@@ -205,6 +241,9 @@ impl<'a> BinCursor<'a> {
             match record::parse(rest) {
                 Ok((r, n)) => {
                     self.pos += n;
+                    if self.pos - self.released >= RELEASE_EVERY {
+                        self.release();
+                    }
                     return Some(r);
                 }
                 Err(Bad::ShortHeader) => {
@@ -260,7 +299,7 @@ pub(crate) enum Cursor<'a> {
 impl<'a> Cursor<'a> {
     pub fn new(s: &'a Source) -> Cursor<'a> {
         match s.kind {
-            Kind::Binary => Cursor::Bin(BinCursor::new(s.bytes(), &s.path)),
+            Kind::Binary => Cursor::Bin(BinCursor::new(s.bytes(), &s.path, s.map.as_ref())),
             Kind::Text => Cursor::Text(text::TextCursor::new(s.bytes(), &s.path)),
         }
     }

@@ -17,7 +17,7 @@
 //! | `pid` (the charged task's own pid, i.e. its thread id, as ioblame's filters and the `pid-N` of `counters_pipe`), `tgid` (its process id), `ino` (of the IO, 0 when unknown) | numbers | `== != < <= > >=` |
 //! | `comm` (of the charged role) | strings, quoted (`"..."` or `'...'`) or bare | `==`, `!=`, `~` (glob: `*`, `?`, `[a-z]`, `[!x]`) |
 //! | `dev` (of the IO) | `"MAJ:MIN"`, bare `MAJ:MIN`, the kernel encoding `major << 20 \| minor` as a number, or a device name (`sda`, `/dev/sda`, quoted or bare) resolved against the trace's device table ([`crate::CounterSet::resolve_devices`]) | `==`, `!=` |
-//! | `via` | `page buffer inode journal direct read readahead unknown` | `==`, `!=` |
+//! | `via` | `page buffer inode journal direct read readahead unknown issuer` | `==`, `!=` |
 //! | `cgroup` (of the charged role: the cgroup2 cgroup of the task that dirtied or issued) | a path under the cgroup2 mount (`/system.slice/nginx.service`), quoted or bare; `~` globs it, so `cgroup ~ '/system.slice/*'` is the cgroups below one; resolved against the trace's cgroup table ([`crate::CounterSet::resolve_cgroups`]) | `==`, `!=`, `~` |
 //! | `reason` (writeback reason) | `background vmscan sync periodic laptop_timer fs_free_space forker_thread foreign_flush other`, `none` (no writeback reason), or a number | `==`, `!=` |
 //!

@@ -131,6 +131,7 @@ fn via() {
         (Via::Read, "read"),
         (Via::Readahead, "readahead"),
         (Via::Unknown, "unknown"),
+        (Via::Issuer, "issuer"),
     ] {
         io.via = v;
         assert!(eval(&format!("via == {name}"), &io, &CTX), "{name}");

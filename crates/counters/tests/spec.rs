@@ -240,7 +240,7 @@ fn bad_filters() {
     );
     assert_eq!(
         ferr("via == foo"),
-        "counter 2, column 36: unknown via 'foo' (expected page, buffer, inode, journal, direct, read, readahead or unknown)"
+        "counter 2, column 36: unknown via 'foo' (expected page, buffer, inode, journal, direct, read, readahead, unknown or issuer)"
     );
     assert_eq!(
         ferr("reason == nope"),
