@@ -450,7 +450,15 @@ fn acts(out: &mut impl Write, a: ActsArgs, ks: Option<&Path>, sc: Option<&Scope>
             a.top,
         )?;
     } else {
-        text::acts_table(out, tables, &intent_names, paths, show_recorder, a.top, true)?;
+        text::acts_table(
+            out,
+            tables,
+            &intent_names,
+            paths,
+            show_recorder,
+            a.top,
+            true,
+        )?;
     }
     Ok(())
 }

@@ -43,8 +43,14 @@ pub fn run(
     // btt's latency breakdown of the same events, for the page's latency section.
     let latency = std::cell::RefCell::new(crate::latency_cmd::engine(&trace, devs));
     let on_event = |ev: &ioblame_decode::Event| latency.borrow_mut().push(ev);
-    let a =
-        pipeline::analyze_observed(&trace, &sym, devs, show_recorder, &scope, on_event, |io, tables| {
+    let a = pipeline::analyze_observed(
+        &trace,
+        &sym,
+        devs,
+        show_recorder,
+        &scope,
+        on_event,
+        |io, tables| {
             devs_with_io.insert(io.dev);
             // The pipeline's totals leave the recorder out the same way (and say so on stderr);
             // the report keeps its own per-act totals of the IOs pushed either way.
@@ -63,7 +69,8 @@ pub fn run(
                     failed = Some(e);
                 }
             }
-        });
+        },
+    );
     if let Some(e) = failed {
         return Err(e).context("writing ios.parquet");
     }

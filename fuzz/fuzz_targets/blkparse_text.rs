@@ -11,7 +11,9 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     // As a file: the first line must look like an action for the text reader to take it.
-    if let Some(r) = ioblame_blktrace::Recording::from_bytes(std::path::Path::new("fuzz.txt"), data.to_vec()) {
+    if let Some(r) =
+        ioblame_blktrace::Recording::from_bytes(std::path::Path::new("fuzz.txt"), data.to_vec())
+    {
         let n = r.records().count() as u64;
         assert_eq!(n, r.scan().records);
         let _ = ioblame_blktrace::to_events(&r);
