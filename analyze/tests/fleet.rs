@@ -6,42 +6,13 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::OnceLock;
 
 use polars::prelude::*;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn fixture(name: &str) -> String {
-    root()
-        .join("fixtures")
-        .join(name)
-        .join("trace")
-        .display()
-        .to_string()
-}
-
-fn ioblame(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ioblame"))
-        .args(args)
-        .output()
-        .expect("runs ioblame")
-}
-
-/// Runs ioblame and expects success; returns stdout.
-fn ok(args: &[&str]) -> String {
-    let o = ioblame(args);
-    assert!(
-        o.status.success(),
-        "ioblame {args:?} failed: {}\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).expect("utf-8 output")
-}
+mod cmd;
+use cmd::{fixture, ioblame, ok, root};
 
 /// The exports of the shared dataset: (fixture, host, label). ext4-mmap was captured the
 /// day before the others and on another kernel build; ext4-two-writers is on two hosts.

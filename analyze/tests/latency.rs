@@ -6,43 +6,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use ioblame_decode::{Event, EventKind};
 use serde_json::Value;
 
 mod support;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn fixture(name: &str) -> String {
-    root()
-        .join("fixtures")
-        .join(name)
-        .join("trace")
-        .display()
-        .to_string()
-}
-
-fn ioblame(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ioblame"))
-        .args(args)
-        .output()
-        .expect("runs ioblame")
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = ioblame(args);
-    assert!(
-        o.status.success(),
-        "ioblame {args:?} failed: {}\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).expect("utf-8 output")
-}
+mod cmd;
+use cmd::{fixture, ok, root};
 
 fn json_lines(args: &[&str]) -> Vec<Value> {
     ok(args)
