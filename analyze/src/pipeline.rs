@@ -65,17 +65,7 @@ pub fn analyze(
     scope: &ResolvedScope,
     on_io: impl FnMut(&Io, &Tables),
 ) -> Analysis {
-    let opts = Options {
-        symbols,
-        devs,
-        show_recorder,
-        scope,
-    };
-    let bar = Bar::new(trace);
-    let a = ioblame_pipeline::analyze(trace, &opts, on_io, |p| bar.show(p));
-    bar.done();
-    a.diagnostics.iter().for_each(say);
-    a
+    analyze_observed(trace, symbols, devs, show_recorder, scope, |_| {}, on_io)
 }
 
 /// [`analyze`], also showing `on_event` every decoded event

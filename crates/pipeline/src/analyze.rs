@@ -8,6 +8,8 @@ use ioblame_attrib::{
 use ioblame_counters::DevSelection;
 use ioblame_decode::{for_each_event, Decoder, Event, StreamOptions, StreamStats, Symbolizer};
 
+use ioblame_format::Trace;
+
 use crate::diag::{self, Diagnostic};
 use crate::open::Input;
 use crate::scope::{ResolvedScope, ScopeCounter, ScopeSummary};
@@ -117,13 +119,7 @@ pub fn analyze_observed(
     progress: impl FnMut(Progress),
 ) -> Analysis {
     let trace = input.trace();
-    let decoder = Decoder::new(trace.header(), trace.metadata());
-    let mut diagnostics: Vec<Diagnostic> = decoder
-        .problems()
-        .iter()
-        .cloned()
-        .map(Diagnostic::Decoder)
-        .collect();
+    let (decoder, mut diagnostics) = decoder_of(trace);
     let mut ctx = Context::from_trace(trace.header(), trace.metadata());
     ctx.issuer_only = input.blktrace().is_some();
     if !opts.symbols.is_empty() {
@@ -232,17 +228,24 @@ pub fn events(
         };
     }
     let trace = input.trace();
-    let decoder = Decoder::new(trace.header(), trace.metadata());
-    let mut diagnostics: Vec<Diagnostic> = decoder
-        .problems()
-        .iter()
-        .cloned()
-        .map(Diagnostic::Decoder)
-        .collect();
+    let (decoder, mut diagnostics) = decoder_of(trace);
     let stream = for_each_event(trace, &decoder, &StreamOptions::default(), |ev| each(ev));
     diagnostics.extend(diag::of_stream(&stream));
     EventsRun {
         stream,
         diagnostics,
     }
+}
+
+/// The decoder of `trace`'s records, and the problems it found in the trace's formats as the
+/// first diagnostics.
+fn decoder_of(trace: &Trace) -> (Decoder, Vec<Diagnostic>) {
+    let decoder = Decoder::new(trace.header(), trace.metadata());
+    let diagnostics = decoder
+        .problems()
+        .iter()
+        .cloned()
+        .map(Diagnostic::Decoder)
+        .collect();
+    (decoder, diagnostics)
 }
