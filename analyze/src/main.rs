@@ -439,6 +439,8 @@ fn acts(out: &mut impl Write, a: ActsArgs, ks: Option<&Path>, sc: Option<&Scope>
     if a.by.is_some() {
         cgroups::by_cgroup(out, tables, cgroup_names.as_ref(), show_recorder, a.json)?;
     } else if a.json {
+        let mut ids = text::sorted_acts(tables, show_recorder);
+        ids.truncate(a.top.unwrap_or(usize::MAX));
         text::acts_json(
             out,
             tables,
@@ -446,8 +448,7 @@ fn acts(out: &mut impl Write, a: ActsArgs, ks: Option<&Path>, sc: Option<&Scope>
             &intent_names,
             paths,
             cgroup_names.as_ref(),
-            show_recorder,
-            a.top,
+            &ids,
         )?;
     } else {
         text::acts_table(

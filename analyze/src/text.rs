@@ -158,8 +158,8 @@ pub fn acts_table(
     Ok(())
 }
 
-/// `ioblame acts --json`: one JSON object per act and line (the first `top`, all when
-/// `None`).
+/// `ioblame acts --json`: one JSON object per act of `ids` and line (in that order: the
+/// first of [`sorted_acts`], say).
 pub fn acts_json(
     out: &mut impl Write,
     tables: &Tables,
@@ -167,12 +167,9 @@ pub fn acts_json(
     names: &[String],
     paths: &PathTable,
     cgroups: Option<&crate::cgroups::CgroupNames>,
-    show_recorder: bool,
-    top: Option<usize>,
+    ids: &[ActId],
 ) -> io::Result<()> {
-    let mut ids = sorted_acts(tables, show_recorder);
-    ids.truncate(top.unwrap_or(usize::MAX));
-    for id in ids {
+    for &id in ids {
         let a: &Act = &tables.acts[id.index()];
         let t = &tables.totals[id.index()];
         let role = &tables.roles[a.role.index()];
@@ -353,8 +350,7 @@ mod tests {
             &[],
             &PathTable::default(),
             None,
-            false,
-            None,
+            &sorted_acts(&tables, false),
         )
         .unwrap();
         let rows: Vec<serde_json::Value> = String::from_utf8(out)
