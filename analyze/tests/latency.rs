@@ -406,19 +406,7 @@ fn every_figure_equals_btts_on_the_fixtures() {
         std::fs::write(&dump, blktrace_dump(&events(&t), &comms)).unwrap();
         // btt writes some files into its working directory, and with -q/-l each bio's
         // Q2C and D2C per device (`q2c_MAJ,MIN_q2c.dat`: time and latency in seconds).
-        let o = Command::new("btt")
-            .current_dir(dir.path())
-            .args([
-                "-A", "-i", "dump.bin", "-o", "btt", "-q", "q2c", "-l", "d2c",
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "btt: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let text = std::fs::read_to_string(dir.path().join("btt.avg")).unwrap();
+        let text = btt_avg(dir.path());
         let theirs = parse_btt(&text);
         assert!(!theirs.is_empty(), "{f}: nothing parsed from btt:\n{text}");
         let rows = json_lines(&["latency", "--json", &t]);
@@ -497,19 +485,7 @@ fn check_blktrace_recording(f: &str, t: &Path) {
         "blkparse: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let o = Command::new("btt")
-        .current_dir(dir.path())
-        .args([
-            "-A", "-i", "dump.bin", "-o", "btt", "-q", "q2c", "-l", "d2c",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "btt: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let text = std::fs::read_to_string(dir.path().join("btt.avg")).unwrap();
+    let text = btt_avg(dir.path());
     let theirs = parse_btt(&text);
     let rows = json_lines(&["latency", "--json", t.to_str().unwrap()]);
     compare(f, &text, theirs, ours(&rows));
@@ -809,19 +785,7 @@ fn every_figure_equals_btts_on_a_remapped_dm_volume() {
         [(100, "writer".to_string()), (101, "other".to_string())].into();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("dump.bin"), blktrace_dump(&evs, &comms)).unwrap();
-    let o = Command::new("btt")
-        .current_dir(dir.path())
-        .args([
-            "-A", "-i", "dump.bin", "-o", "btt", "-q", "q2c", "-l", "d2c",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "btt: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let text = std::fs::read_to_string(dir.path().join("btt.avg")).unwrap();
+    let text = btt_avg(dir.path());
     let rows = json_lines(&[
         "latency",
         "--json",
@@ -836,4 +800,22 @@ fn every_figure_equals_btts_on_a_remapped_dm_volume() {
     }
     compare("dm", &text, parse_btt(&text), mine);
     percentiles_match_btts_per_io_files("dm", dir.path(), &rows);
+}
+
+/// Runs `btt -A` on `DIR/dump.bin` in `dir`, with each bio's Q2C and D2C per device in
+/// `q2c_*`/`d2c_*` files (`-q`, `-l`); returns its averages file, `btt.avg`.
+fn btt_avg(dir: &Path) -> String {
+    let o = Command::new("btt")
+        .current_dir(dir)
+        .args([
+            "-A", "-i", "dump.bin", "-o", "btt", "-q", "q2c", "-l", "d2c",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "btt: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    std::fs::read_to_string(dir.join("btt.avg")).unwrap()
 }
