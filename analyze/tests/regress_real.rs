@@ -88,14 +88,7 @@ fn baseline() -> Option<&'static Path> {
                 .any(|l| l.starts_with("file = \"/") && l.ends_with("/mnt/a.bin\"")),
             "files keyed by path: {text}"
         );
-        let globbed: String = text
-            .lines()
-            .map(|l| match (l.strip_prefix("file = \""), l.find("/mnt/")) {
-                (Some(_), Some(i)) => format!("file = \"*{}\n", &l[i..]),
-                _ => format!("{l}\n"),
-            })
-            .collect();
-        std::fs::write(&b, globbed).unwrap();
+        support::glob_mount_dirs(&b);
         (keep, b)
     });
     Some(p)

@@ -363,14 +363,7 @@ fn baseline() -> Option<&'static Path> {
         let text = std::fs::read_to_string(&b).unwrap();
         assert!(text.contains("scope = \"workload\""), "{text}");
         // The loop device is mounted in a fresh directory per capture: glob the file keys.
-        let globbed: String = text
-            .lines()
-            .map(|l| match (l.strip_prefix("file = \""), l.find("/mnt/")) {
-                (Some(_), Some(i)) => format!("file = \"*{}\n", &l[i..]),
-                _ => format!("{l}\n"),
-            })
-            .collect();
-        std::fs::write(&b, globbed).unwrap();
+        support::glob_mount_dirs(&b);
         (keep, b)
     });
     Some(p)

@@ -98,3 +98,17 @@ pub fn charges(trace: &Path) -> Charges {
     }
     m
 }
+
+/// Rewrites the file keys of the baseline at `path` to `*/mnt/...`: the loop device is
+/// mounted in a fresh directory per capture.
+pub fn glob_mount_dirs(path: &Path) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let globbed: String = text
+        .lines()
+        .map(|l| match (l.strip_prefix("file = \""), l.find("/mnt/")) {
+            (Some(_), Some(i)) => format!("file = \"*{}\n", &l[i..]),
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    std::fs::write(path, globbed).unwrap();
+}
