@@ -32,7 +32,9 @@ for t in "${targets[@]}"; do
         -max_total_time="$secs" -max_len=16384 -rss_limit_mb=2048 -timeout=20 \
         -print_final_stats=1 >"logs/$t.log" 2>&1; then
         failed+=("$t")
-        tail -n 40 "logs/$t.log" >&2
+        # The panic (message and place) and the input that caused it.
+        grep -E -B2 -A6 "panicked at|ERROR: libFuzzer" "logs/$t.log" | cut -c1-400 >&2
+        grep -E "Test unit written to" "logs/$t.log" >&2
     fi
     grep -E "^stat::number_of_executed_units|^stat::average_exec_per_sec|^stat::new_units_added|cov: " \
         "logs/$t.log" | tail -n 4 >&2

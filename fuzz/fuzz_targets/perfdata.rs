@@ -6,8 +6,9 @@
 //!
 //! The converter calls the third-party parser under `catch_unwind` and turns its panics into
 //! errors; libfuzzer-sys's panic hook would abort on those caught panics, so the target
-//! installs a silent hook: a panic that escapes the converter (ioblame's own code) still
-//! reaches libfuzzer-sys, which aborts on it and keeps the input.
+//! installs its own hook, silent for panics in registry crates: a panic that escapes the
+//! converter (ioblame's own code) is printed and still reaches libfuzzer-sys, which aborts
+//! on it and keeps the input.
 #![no_main]
 
 use std::path::PathBuf;
@@ -21,7 +22,16 @@ fuzz_target!(|data: &[u8]| {
     let name = std::path::Path::new("fuzz.data");
     static KALLSYMS: OnceLock<PathBuf> = OnceLock::new();
     let ks = KALLSYMS.get_or_init(|| {
-        std::panic::set_hook(Box::new(|_| {}));
+        std::panic::set_hook(Box::new(|info| {
+            // Print ioblame's own panics (they escape and crash the run); the third-party
+            // parser's are caught and are just noise.
+            if info
+                .location()
+                .is_some_and(|l| !l.file().contains("/registry/"))
+            {
+                eprintln!("{info}");
+            }
+        }));
         let p = std::env::temp_dir().join(format!("ioblame-fuzz-kallsyms-{}", std::process::id()));
         std::fs::write(&p, "ffffffff81000000 T _text\n").expect("write the kallsyms file");
         p

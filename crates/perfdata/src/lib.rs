@@ -240,7 +240,7 @@ fn trace_header(
     max_cpu: u32,
     chunks: usize,
 ) -> Header {
-    let cpu_count = host.cpus.unwrap_or(0).max(max_cpu + 1);
+    let cpu_count = host.cpus.unwrap_or(0).max(max_cpu.saturating_add(1));
     let (start_time_ns, start_clock_ns) = host.clock.unwrap_or((0, 0));
     let trace_id = {
         let mut h = fnv1a(path.to_string_lossy().as_bytes());

@@ -38,6 +38,10 @@ pub(crate) struct KernelRef {
     pub address: u64,
 }
 
+/// The highest CPU number a record may carry; a record with a higher one is damaged and
+/// dropped (counted in [`Records::dropped`]).
+pub(crate) const MAX_CPU: u32 = (1 << 16) - 1;
+
 /// The converted records.
 #[derive(Debug)]
 pub(crate) struct Records {
@@ -128,6 +132,13 @@ pub(crate) fn convert(
             cpu = cc.or(cpu);
         }
         let cpu = cpu.unwrap_or(0);
+        if cpu > MAX_CPU {
+            // A damaged record: no kernel numbers CPUs this high (NR_CPUS is at most 8192).
+            *dropped
+                .entry(format!("records with an impossible CPU number (>{MAX_CPU})"))
+                .or_default() += 1;
+            continue;
+        }
         let (pre, post) = match info.add_id {
             Some(id) if t == PERF_RECORD_SAMPLE => (Some(id), None),
             Some(id) if info.sample_id_all => (None, Some(id)),
