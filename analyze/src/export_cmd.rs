@@ -1,6 +1,7 @@
 //! `ioblame export`: each trace analysed once and its tables written into the fleet dataset
 //! (`ioblame_dataset`, `docs/dataset.md`), several traces at once.
 
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -113,13 +114,22 @@ fn export_one(path: &Path, opts: &ExportOptions, kallsyms: Option<&Path>) -> Res
         scope: &all,
     };
     let mut failed = None;
-    let a = ioblame_pipeline::analyze(
+    // btt's latency breakdown of the same pass (per device, process and act).
+    let engine = RefCell::new(crate::latency_cmd::engine(&trace, &devs));
+    let a = ioblame_pipeline::analyze_observed(
         &trace,
         &aopts,
+        |ev| engine.borrow_mut().push(ev),
         |io, tables| {
             if tables.acts[io.act.index()].recorder {
                 return;
             }
+            engine.borrow_mut().push_act_io(
+                io.act.index(),
+                io.queue_time,
+                io.issue_time,
+                io.complete_time,
+            );
             set.record(io, &IoContext::for_io(tables, io));
             if failed.is_none() {
                 if let Err(e) = writer.push_io(io, tables) {
@@ -143,7 +153,7 @@ fn export_one(path: &Path, opts: &ExportOptions, kallsyms: Option<&Path>) -> Res
         .map(|act| (act.file.dev, act.file.ino))
         .collect();
     let paths = trace.paths_of(&charged);
-    let files = a
+    let files: std::collections::BTreeMap<ioblame_attrib::FileKey, String> = a
         .tables
         .acts
         .iter()
@@ -154,9 +164,15 @@ fn export_one(path: &Path, opts: &ExportOptions, kallsyms: Option<&Path>) -> Res
             ))
         })
         .collect();
-    // The latency breakdown (`crates/latency`, being written at the same time) goes here as
-    // `writer.add_table("latency", frame)` once it is merged; the dataset's `latency`
-    // directory and schema slot are reserved for it (docs/dataset.md).
+    let latency = engine.into_inner().finish();
+    let frame = crate::latency_cmd::with_labels(
+        &trace,
+        Some(&a.tables),
+        &|f| files.get(f).cloned(),
+        |labels| ioblame_dataset::latency::latency_frame(&latency, labels),
+    )
+    .context("building the latency table")?;
+    writer.add_table("latency", frame)?;
     let info = TraceInfo {
         source: name.clone(),
         recorded_host: h.hostname.clone(),

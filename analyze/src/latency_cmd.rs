@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use std::io::Write;
 
 use anyhow::Result;
-use ioblame_attrib::Tables;
+use ioblame_attrib::{FileKey, Tables};
 use ioblame_counters::output::printable;
 use ioblame_counters::DevSelection;
 use ioblame_format::Trace;
@@ -59,20 +59,19 @@ fn dev_names(trace: &Trace) -> Vec<(u32, String)> {
         .collect()
 }
 
-/// Each act's label (by act index) from the attribution's tables.
-fn act_labels(trace: &Trace, tables: &Tables) -> Vec<Option<ActLabel>> {
-    let paths = trace.paths();
+/// Each act's label (by act index) from the attribution's tables; `path_of` names files.
+fn act_labels(
+    tables: &Tables,
+    path_of: &dyn Fn(&FileKey) -> Option<String>,
+) -> Vec<Option<ActLabel>> {
     tables
         .acts
         .iter()
         .enumerate()
         .map(|(i, act)| {
             let role = &tables.roles[act.role.index()];
-            let file = match (act.file.ino != 0)
-                .then(|| paths.get(act.file.dev, act.file.ino))
-                .flatten()
-            {
-                Some(p) => printable(p).into_owned(),
+            let file = match (act.file.ino != 0).then(|| path_of(&act.file)).flatten() {
+                Some(p) => printable(&p).into_owned(),
                 None => format!("{}/{}", output::dev_str(act.file.dev), act.file.ino),
             };
             Some(ActLabel {
@@ -87,43 +86,55 @@ fn act_labels(trace: &Trace, tables: &Tables) -> Vec<Option<ActLabel>> {
         .collect()
 }
 
+/// Calls `f` with the row labels: `trace`'s device names and, with `tables`, its acts (their
+/// files named by `path_of`).
+pub fn with_labels<T>(
+    trace: &Trace,
+    tables: Option<&Tables>,
+    path_of: &dyn Fn(&FileKey) -> Option<String>,
+    f: impl FnOnce(&Labels<'_>) -> T,
+) -> T {
+    let devs = dev_names(trace);
+    let acts = tables.map_or_else(Vec::new, |t| act_labels(t, path_of));
+    let dev_name = |d: u32| devs.iter().find(|(x, _)| *x == d).map(|(_, n)| n.clone());
+    let act = |i: usize| acts.get(i).cloned().flatten();
+    f(&Labels {
+        dev_name: &dev_name,
+        act: &act,
+    })
+}
+
+/// The paths of `trace`'s FILES table, for the act labels.
+fn trace_paths(trace: &Trace) -> impl Fn(&FileKey) -> Option<String> + use<'_> {
+    let paths = trace.paths();
+    move |f: &FileKey| paths.get(f.dev, f.ino).map(str::to_owned)
+}
+
 /// Renders `lat` as text or JSON lines.
 fn render(
     out: &mut impl Write,
     lat: &Latency,
-    devs: &[(u32, String)],
-    acts: &[Option<ActLabel>],
+    labels: &Labels<'_>,
     json: bool,
 ) -> std::io::Result<()> {
-    let dev_name = |d: u32| devs.iter().find(|(x, _)| *x == d).map(|(_, n)| n.clone());
-    let act = |i: usize| acts.get(i).cloned().flatten();
-    let labels = Labels {
-        dev_name: &dev_name,
-        act: &act,
-    };
     if json {
-        output::json_lines(out, lat, &labels)
+        output::json_lines(out, lat, labels)
     } else {
-        output::text(out, lat, &labels)
+        output::text(out, lat, labels)
     }
 }
 
 /// The report's latency section, from the engine that saw the report's analysis.
 pub fn section(trace: &Trace, engine: Engine, tables: &Tables) -> Result<LatencySection> {
     let latency = engine.finish();
-    let dev_names = dev_names(trace);
     let mut text = Vec::new();
-    render(
-        &mut text,
-        &latency,
-        &dev_names,
-        &act_labels(trace, tables),
-        false,
-    )?;
+    with_labels(trace, Some(tables), &trace_paths(trace), |labels| {
+        render(&mut text, &latency, labels, false)
+    })?;
     Ok(LatencySection {
         latency,
         text: String::from_utf8_lossy(&text).into_owned(),
-        dev_names,
+        dev_names: dev_names(trace),
     })
 }
 
@@ -137,7 +148,7 @@ pub fn run(
     json: bool,
 ) -> Result<()> {
     let mut engine = engine(trace, sel);
-    let (lat, acts) = if knows_dirtiers(trace) {
+    if knows_dirtiers(trace) {
         let sym = pipeline::symbols_of(trace);
         let engine = RefCell::new(engine);
         let a = pipeline::analyze_observed(
@@ -158,11 +169,16 @@ pub fn run(
                 }
             },
         );
-        (engine.into_inner().finish(), act_labels(trace, &a.tables))
+        let lat = engine.into_inner().finish();
+        with_labels(trace, Some(&a.tables), &trace_paths(trace), |labels| {
+            render(out, &lat, labels, json)
+        })?;
     } else {
         pipeline::events(trace, |ev| engine.push(ev));
-        (engine.finish(), Vec::new())
-    };
-    render(out, &lat, &dev_names(trace), &acts, json)?;
+        let lat = engine.finish();
+        with_labels(trace, None, &|_| None, |labels| {
+            render(out, &lat, labels, json)
+        })?;
+    }
     Ok(())
 }

@@ -217,6 +217,80 @@ fn export_reads_back_equal_to_the_report_tables() {
     assert_eq!(rows as usize, read(&file("ios")).height());
 }
 
+/// The `latency` table holds what `ioblame latency --json --scope all` prints (export
+/// analyses all of a trace's IO): one row per group and interval with values, same figures.
+#[test]
+fn export_latency_table_equals_the_latency_command() {
+    let ds = shared();
+    for (name, host) in [("ext4-two-writers", "db-1"), ("ext4-direct", "db-2")] {
+        let id = trace_id(name);
+        let file = ds.join(format!("latency/host={host}/date=2026-11-23/{id}.parquet"));
+        let d = read(&file);
+        let col = |c: &str| d.column(c).unwrap().as_materialized_series().clone();
+        let strs = |c: &str| -> Vec<String> {
+            col(c)
+                .str()
+                .unwrap()
+                .iter()
+                .map(|v| v.unwrap().to_string())
+                .collect()
+        };
+        let (group, dev, rname, interval) =
+            (strs("group"), strs("dev"), strs("name"), strs("interval"));
+        let n = ints(&col("n"));
+        let stats: Vec<[Option<i128>; 5]> = (0..d.height())
+            .map(|i| {
+                let c = ["min_ns", "p50_ns", "p95_ns", "p99_ns", "max_ns"];
+                c.map(|c| ints(&col(c))[i])
+            })
+            .collect();
+        type Key = (String, String, String, String);
+        let mut rows: BTreeMap<Key, (i128, [Option<i128>; 5])> = BTreeMap::new();
+        for i in 0..d.height() {
+            let key = (
+                group[i].clone(),
+                dev[i].clone(),
+                rname[i].clone(),
+                interval[i].clone(),
+            );
+            assert!(
+                rows.insert(key, (n[i].unwrap(), stats[i])).is_none(),
+                "{name}: dup row {i}"
+            );
+        }
+        let json: Vec<serde_json::Value> =
+            ok(&["latency", "--json", "--scope", "all", &fixture(name)])
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+        let mut expected = 0;
+        let ns = |v: &serde_json::Value| v.as_f64().map(|us| (us * 1000.0).round() as i128);
+        for j in &json {
+            let s = |k: &str| j[k].as_str().unwrap().to_string();
+            for (k, v) in j.as_object().unwrap() {
+                let Some(cnt) = v.get("n").and_then(|x| x.as_u64()) else {
+                    continue;
+                };
+                if cnt == 0 {
+                    continue;
+                }
+                expected += 1;
+                let iv = k.to_uppercase().replace("_DM", "dm");
+                let key = (s("group"), s("dev"), s("name"), iv);
+                let (rn, st) = rows
+                    .get(&key)
+                    .unwrap_or_else(|| panic!("{name}: no dataset row {key:?}"));
+                assert_eq!(*rn, cnt as i128, "{name} {key:?} n");
+                let want = ["min_us", "p50_us", "p95_us", "p99_us", "max_us"].map(|f| ns(&v[f]));
+                assert_eq!(*st, want, "{name} {key:?}");
+            }
+        }
+        assert!(expected > 4, "{name}: {expected} figures");
+        assert_eq!(rows.len(), expected, "{name}: rows");
+        assert!(group.iter().any(|g| g == "act"), "{name}: act rows");
+    }
+}
+
 /// The same stack has the same intent key on every host and kernel build: the fixtures come
 /// from two kernel builds, and intents shared by their traces have equal keys.
 #[test]

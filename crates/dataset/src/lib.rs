@@ -5,6 +5,7 @@
 //!
 //! * [`TraceWriter`]: export one analysed trace (atomic per file, idempotent per trace).
 //! * [`fleet::query`]: the top intents, acts, files and roles across hosts, per-host totals.
+//! * [`latency::latency_frame`]: the `latency` table of a trace's breakdown.
 //! * [`page::write`]: the fleet's HTML page with a merged flame graph.
 #![deny(missing_docs)]
 
@@ -12,6 +13,7 @@ mod atomic;
 mod error;
 mod export;
 pub mod fleet;
+pub mod latency;
 pub mod page;
 pub mod schema;
 

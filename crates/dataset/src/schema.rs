@@ -16,8 +16,8 @@ pub const SCHEMA_VERSION: i64 = 1;
 /// The version file at the dataset's root (ignored by Hive readers: its name starts with `_`).
 pub const VERSION_FILE: &str = "_ioblame_dataset.json";
 
-/// The tables of a trace, each a directory of the dataset. `latency` is written only by an
-/// analyzer that has the latency breakdown.
+/// The tables of a trace, each a directory of the dataset (`latency`: btt's latency
+/// breakdown, [`crate::latency::latency_frame`]).
 pub const TABLES: [&str; 8] = [
     "traces",
     "ios",

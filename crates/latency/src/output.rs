@@ -97,6 +97,68 @@ fn table(out: &mut impl Write, title: &str, b: &Breakdown) -> io::Result<()> {
     writeln!(out)
 }
 
+/// What one group of the breakdown is, as its JSON line and the dataset's `latency` table
+/// key it: `group` (`all`, `device`, `process` or `act`), `dev` (`MAJ:MIN` or `all`), `name`
+/// (the device's or process's name, the act's title) and, for an act, its number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupKey {
+    /// `all`, `device`, `process` or `act`.
+    pub group: &'static str,
+    /// `MAJ:MIN` of a device row, else `all`.
+    pub dev: String,
+    /// The row's name: `all`, the device's name (else `MAJ:MIN`), the process's name, or
+    /// the act's title (`act #N` when the act has no label).
+    pub name: String,
+    /// The act's number, on act rows.
+    pub act: Option<u32>,
+}
+
+/// Every group of `lat` with its key, in output order (all, devices, processes, acts), and
+/// the intervals it has values for: act rows only Q2C and D2C.
+pub fn keyed_rows<'a>(
+    lat: &'a Latency,
+    labels: &Labels<'_>,
+) -> Vec<(GroupKey, Vec<(Interval, &'a Stat)>)> {
+    groups(lat, labels)
+        .into_iter()
+        .map(|(g, b)| {
+            let act_row = matches!(g, Group::Act(..));
+            let key = match g {
+                Group::All => GroupKey {
+                    group: "all",
+                    dev: "all".into(),
+                    name: "all".into(),
+                    act: None,
+                },
+                Group::Device(dev, name) => GroupKey {
+                    group: "device",
+                    dev: dev_str(dev),
+                    name: name.unwrap_or_else(|| dev_str(dev)),
+                    act: None,
+                },
+                Group::Process(name) => GroupKey {
+                    group: "process",
+                    dev: "all".into(),
+                    name,
+                    act: None,
+                },
+                Group::Act(i, label) => GroupKey {
+                    group: "act",
+                    dev: "all".into(),
+                    name: label
+                        .as_ref()
+                        .map_or_else(|| format!("act #{i}"), ActLabel::title),
+                    act: Some(label.map_or(i as u32, |l| l.act)),
+                },
+            };
+            let stats = rows(b)
+                .filter(|(i, _)| !act_row || matches!(i, Interval::Q2C | Interval::D2C))
+                .collect();
+            (key, stats)
+        })
+        .collect()
+}
+
 /// The group titles and breakdowns, in output order: all, devices, processes, acts.
 fn groups<'a>(lat: &'a Latency, labels: &Labels<'_>) -> Vec<(Group, &'a Breakdown)> {
     let mut v = vec![(Group::All, &lat.all)];
