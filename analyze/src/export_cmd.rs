@@ -143,16 +143,8 @@ fn export_one(path: &Path, opts: &ExportOptions, kallsyms: Option<&Path>) -> Res
         return Err(e).context("writing ios");
     }
     a.diagnostics.iter().for_each(say);
-    // Paths of the acts' files only (as `report` names them): a FILES table can list
-    // millions of inodes.
-    let charged: std::collections::HashSet<(u32, u64)> = a
-        .tables
-        .acts
-        .iter()
-        .filter(|act| act.file.ino != 0)
-        .map(|act| (act.file.dev, act.file.ino))
-        .collect();
-    let paths = trace.paths_of(&charged);
+    // Paths of the acts' files only (as `report` names them).
+    let paths = ioblame_pipeline::charged_paths(&trace, &a.tables);
     let files: std::collections::BTreeMap<ioblame_attrib::FileKey, String> = a
         .tables
         .acts

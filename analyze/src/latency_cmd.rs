@@ -104,9 +104,9 @@ pub fn with_labels<T>(
     })
 }
 
-/// The paths of `trace`'s FILES table, for the act labels.
-fn trace_paths(trace: &Trace) -> impl Fn(&FileKey) -> Option<String> + use<'_> {
-    let paths = trace.paths();
+/// The paths of the files `tables`' acts are charged to, for the act labels.
+fn charged_paths(trace: &Trace, tables: &Tables) -> impl Fn(&FileKey) -> Option<String> {
+    let paths = ioblame_pipeline::charged_paths(trace, tables);
     move |f: &FileKey| paths.get(f.dev, f.ino).map(str::to_owned)
 }
 
@@ -128,9 +128,12 @@ fn render(
 pub fn section(trace: &Trace, engine: Engine, tables: &Tables) -> Result<LatencySection> {
     let latency = engine.finish();
     let mut text = Vec::new();
-    with_labels(trace, Some(tables), &trace_paths(trace), |labels| {
-        render(&mut text, &latency, labels, false)
-    })?;
+    with_labels(
+        trace,
+        Some(tables),
+        &charged_paths(trace, tables),
+        |labels| render(&mut text, &latency, labels, false),
+    )?;
     Ok(LatencySection {
         latency,
         text: String::from_utf8_lossy(&text).into_owned(),
@@ -170,9 +173,12 @@ pub fn run(
             },
         );
         let lat = engine.into_inner().finish();
-        with_labels(trace, Some(&a.tables), &trace_paths(trace), |labels| {
-            render(out, &lat, labels, json)
-        })?;
+        with_labels(
+            trace,
+            Some(&a.tables),
+            &charged_paths(trace, &a.tables),
+            |labels| render(out, &lat, labels, json),
+        )?;
     } else {
         pipeline::events(trace, |ev| engine.push(ev));
         let lat = engine.finish();

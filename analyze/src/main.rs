@@ -435,7 +435,8 @@ fn acts(out: &mut impl Write, a: ActsArgs, ks: Option<&Path>, sc: Option<&Scope>
     let frames = SymFrames(&sym);
     let intent_names = ioblame_attrib::intent_names(&r.tables, &sym);
     let cgroup_names = cgroups::CgroupNames::of(&t);
-    let (tables, paths) = (&r.tables, t.paths());
+    let paths = ioblame_pipeline::charged_paths(&t, &r.tables);
+    let (tables, paths) = (&r.tables, &paths);
     if a.by.is_some() {
         cgroups::by_cgroup(out, tables, cgroup_names.as_ref(), show_recorder, a.json)?;
     } else if a.json {

@@ -240,7 +240,8 @@ pub fn baseline(
     let scope = pipeline::scope(&trace, scope, true)?;
     let c = collect(&trace, set, devs, show_recorder, &scope)?;
     require_io(&c, show_recorder, mode.devs_given)?;
-    let inputs = act_inputs(&c, trace.paths(), show_recorder);
+    let paths = ioblame_pipeline::charged_paths(&trace, &c.tables);
+    let inputs = act_inputs(&c, &paths, show_recorder);
     let mut opts = BuildOptions::default();
     if mode.exact {
         opts.defaults = Defaults::exact();
@@ -269,7 +270,7 @@ pub fn baseline(
         base.groups.len(),
         base.counters.len()
     );
-    if trace.paths().is_empty() {
+    if paths.is_empty() {
         eprintln!(
             "ioblame: note: the trace names no files (a perf.data recording, or a capture without FILES sections): every file key is \"-\""
         );
@@ -298,7 +299,8 @@ pub fn check(
     let scope = pipeline::scope(&trace, scope.or(recorded.as_ref()), true)?;
     let c = collect(&trace, set, devs, show_recorder, &scope)?;
     require_io(&c, show_recorder, sel.devs_given)?;
-    let inputs = act_inputs(&c, trace.paths(), show_recorder);
+    let paths = ioblame_pipeline::charged_paths(&trace, &c.tables);
+    let inputs = act_inputs(&c, &paths, show_recorder);
     let mut report = ioblame_baseline::check_with(base, &inputs, &spec_texts(&c.set), opts)?;
     report.scope = scope_note(&c.scope);
     Ok(report)

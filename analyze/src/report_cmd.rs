@@ -77,7 +77,7 @@ pub fn run(
     for w in devs.warnings(&block_devices, |d| devs_with_io.contains(&d)) {
         eprintln!("ioblame: warning: {w}");
     }
-    let paths = trace.paths();
+    let paths = ioblame_pipeline::charged_paths(&trace, &a.tables);
     writer.set_paths(
         a.tables
             .acts

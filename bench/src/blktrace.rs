@@ -221,6 +221,8 @@ pub fn generate(out: &Path, records: u64, seed: u64) -> Result<u64> {
 pub(crate) struct Run {
     pub(crate) secs: f64,
     pub(crate) max_rss_kib: u64,
+    /// User plus system CPU seconds of the child (and its waited-for children).
+    pub(crate) cpu_secs: f64,
 }
 
 /// Runs `cmd` to the end with its output discarded; its wall time and peak RSS.
@@ -242,9 +244,11 @@ pub(crate) fn run(cmd: &mut Command) -> Result<Run> {
         bail!("{cmd:?} failed (status {status})");
     }
     std::mem::forget(child);
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     Ok(Run {
         secs,
         max_rss_kib: ru.ru_maxrss as u64,
+        cpu_secs: tv(ru.ru_utime) + tv(ru.ru_stime),
     })
 }
 
@@ -293,8 +297,8 @@ pub fn vs(dir: &Path, repeat: usize) -> Result<()> {
             .max(r.max_rss_kib);
         if best.as_ref().is_none_or(|b| r.secs < b.secs) {
             *best = Some(Run {
-                secs: r.secs,
                 max_rss_kib: peak,
+                ..r
             });
         } else if let Some(b) = best {
             b.max_rss_kib = peak;

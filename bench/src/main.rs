@@ -10,12 +10,16 @@
 //!   measurement, printing events/s and peak RSS, and the 2-thread/1-thread ratios.
 //! * `ioblame-bench blktrace-gen -o DIR [--records N]` and `blktrace-vs DIR`: a generated
 //!   blktrace recording, and `ioblame acts` timed against `blkparse` on it (`blktrace.rs`).
+//! * `ioblame-bench paths TRACE` and `fleet-vs OUT --fixtures DIR`: the FILES path table
+//!   whole against the charged inodes only; `ioblame export` with one and two jobs and
+//!   `ioblame fleet` over a dataset of 1,000 traces (`fleet.rs`).
 //! * `ioblame-bench vs-perf [--secs 4] [--keep]` (root) records one real workload with
 //!   `perf record` (the line `ioblame perf-command` prints) and `ioblame-capture` at once,
 //!   then times `perf script -F comm,pid,tid,time,event,trace,ip,sym` against ioblame's
 //!   end-to-end analysis.
 
 mod blktrace;
+mod fleet;
 mod gen;
 mod latency;
 mod measure;
@@ -123,6 +127,29 @@ enum Cmd {
         /// The recording.
         dir: PathBuf,
     },
+    /// An analysis's path lookup: the whole FILES table against the charged inodes only.
+    Paths {
+        /// The trace (one whose recorder walked a large filesystem shows the difference).
+        trace: PathBuf,
+        /// Rounds, interleaved; the median is reported.
+        #[arg(long, default_value_t = 5)]
+        repeat: usize,
+    },
+    /// `ioblame export` with one and two jobs, then `ioblame fleet` over a dataset of
+    /// `--traces` traces made from the exports (the release `ioblame` beside this binary).
+    FleetVs {
+        /// A new directory for the datasets.
+        out: PathBuf,
+        /// The directory of the fixture traces to export.
+        #[arg(long, default_value = "fixtures")]
+        fixtures: PathBuf,
+        /// Traces in the fleet dataset.
+        #[arg(long, default_value_t = 1000)]
+        traces: usize,
+        /// Rounds, interleaved; the best time of each is reported.
+        #[arg(long, default_value_t = 3)]
+        repeat: usize,
+    },
     /// perf script vs ioblame on one real workload (root).
     VsPerf {
         /// Seconds of workload.
@@ -190,6 +217,13 @@ fn main() -> Result<()> {
         Cmd::LatencyVs { dir, repeat } => latency::vs(&dir, repeat)?,
         Cmd::Latency { input } => latency::latency(&input)?,
         Cmd::BlktraceAnalyze { dir } => blktrace::analyze(&dir)?,
+        Cmd::Paths { trace, repeat } => fleet::paths(&trace, repeat)?,
+        Cmd::FleetVs {
+            out,
+            fixtures,
+            traces,
+            repeat,
+        } => fleet::fleet_vs(&out, &fixtures, traces, repeat)?,
         Cmd::VsPerf {
             secs,
             keep,

@@ -8,7 +8,7 @@ use ioblame_attrib::{
 use ioblame_counters::DevSelection;
 use ioblame_decode::{for_each_event, Decoder, Event, StreamOptions, StreamStats, Symbolizer};
 
-use ioblame_format::Trace;
+use ioblame_format::{PathTable, Trace};
 
 use crate::diag::{self, Diagnostic};
 use crate::open::Input;
@@ -44,6 +44,19 @@ pub struct Analysis {
     pub diagnostics: Vec<Diagnostic>,
     /// The scope and the IO inside and outside it.
     pub scope: ScopeSummary,
+}
+
+/// The paths of the files `tables`' acts are charged to, and of no other inode: a FILES
+/// table can list millions (a host whose root filesystem was walked), and parsing it all is
+/// most of a short analysis ([`Trace::paths_of`]).
+pub fn charged_paths(trace: &Trace, tables: &Tables) -> PathTable {
+    let charged: std::collections::HashSet<(u32, u64)> = tables
+        .acts
+        .iter()
+        .filter(|act| act.file.ino != 0)
+        .map(|act| (act.file.dev, act.file.ino))
+        .collect();
+    trace.paths_of(&charged)
 }
 
 /// Per-act totals of the IOs counted: on a selected device, and not the recorder's own
