@@ -199,6 +199,7 @@ pub fn acts_json(
             "readahead_ios": t.ios[1],
             "write_bytes": t.bytes[2],
             "write_ios": t.ios[2],
+            "lost_window_bytes": t.lost_window_bytes,
             "recorder": a.recorder,
             "frames": intent.stack.iter().map(|&x| frames.name(x)).collect::<Vec<_>>(),
         });
@@ -271,11 +272,16 @@ pub fn iolog_entry(
             write!(out, " txn={t}")?;
         }
     }
-    writeln!(
+    write!(
         out,
         " rwbs={} wait={}us io={}us",
         io.rwbs, io.wait_time, io.io_time
     )?;
+    if io.in_lost_window {
+        // The kernel lost records while this IO was in progress.
+        write!(out, " lost_window")?;
+    }
+    writeln!(out)?;
     writeln!(out, "  #{} modifier={:#x}", a.intent, intent.modifier)?;
     for &x in &intent.stack {
         writeln!(out, "  {}", frames.frame_line(x))?;

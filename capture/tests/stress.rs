@@ -201,7 +201,7 @@ fn ring_overflow_counts_every_lost_record() {
     assert_eq!(in_records, said);
     // The analysis marks the windows and the bytes they touch.
     let decoder = ioblame_decode::Decoder::new(t.header(), t.metadata());
-    let (_ios, a) = ioblame_attrib::attribute_trace(
+    let (ios, a) = ioblame_attrib::attribute_trace(
         t,
         &decoder,
         ioblame_attrib::Context::from_trace(t.header(), t.metadata()),
@@ -212,6 +212,16 @@ fn ring_overflow_counts_every_lost_record() {
         a.summary.lost_windows.iter().map(|w| w.count).sum::<u64>(),
         said
     );
+    // The IOs marked, the acts' bytes in lost windows (`acts --json`'s
+    // `lost_window_bytes`) and the summary agree.
+    let marked: u64 = ios
+        .iter()
+        .filter(|io| io.in_lost_window)
+        .map(|io| io.size)
+        .sum();
+    let per_act: u64 = a.tables.totals.iter().map(|t| t.lost_window_bytes).sum();
+    assert_eq!(marked, a.summary.bytes_in_lost_windows);
+    assert_eq!(per_act, a.summary.bytes_in_lost_windows);
 }
 
 #[test]

@@ -665,11 +665,13 @@ impl Charging {
                 b.intents.act(b.tables, key)
             };
             let offset = self.scale(&mut b, d.disk, sector);
-            b.tables.totals[act.index()].add(dir, bytes);
+            let tot = &mut b.tables.totals[act.index()];
+            tot.add(dir, bytes);
             let s = &mut *b.summary;
             s.bytes[dir.index()] += bytes;
             s.ios[dir.index()] += 1;
             if in_lost {
+                tot.lost_window_bytes += bytes;
                 s.bytes_in_lost_windows += bytes;
             }
             if c.via == Via::Unknown {
@@ -704,6 +706,7 @@ impl Charging {
                 file_offset: (foff != NO_OFF).then_some(foff),
                 split,
                 journal_txn: (c.txn != NO_TXN).then_some(c.txn),
+                in_lost_window: in_lost,
             });
         }
     }

@@ -259,6 +259,9 @@ pub struct ActTotals {
     pub bytes: [u64; 3],
     /// IO count per direction (R, A, W).
     pub ios: [u64; 3],
+    /// Bytes of these IOs whose queue..completion span touched a window where the kernel
+    /// lost records ([`Io::in_lost_window`]): their attribution may be incomplete.
+    pub lost_window_bytes: u64,
 }
 
 impl ActTotals {
@@ -266,6 +269,13 @@ impl ActTotals {
     pub fn add(&mut self, dir: Dir, bytes: u64) {
         self.bytes[dir.index()] += bytes;
         self.ios[dir.index()] += 1;
+    }
+    /// Adds one charged IO, its bytes in lost windows included.
+    pub fn add_io(&mut self, io: &Io) {
+        self.add(io.dir, io.size);
+        if io.in_lost_window {
+            self.lost_window_bytes += io.size;
+        }
     }
     /// Bytes over all directions.
     pub fn total_bytes(&self) -> u64 {
@@ -367,6 +377,9 @@ pub struct Io {
     pub split: bool,
     /// The jbd2 transaction being committed, for journal IO issued inside a commit.
     pub journal_txn: Option<u32>,
+    /// Whether its queue..completion span touched a window where the kernel lost records
+    /// (`Summary::lost_windows`): what charged it may have been among the records lost.
+    pub in_lost_window: bool,
 }
 
 #[cfg(test)]

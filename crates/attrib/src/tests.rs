@@ -1664,6 +1664,12 @@ fn io_spanning_a_loss_is_counted_in_the_lost_window() {
     b.complete(LOOP0, 6000, 8, "W");
     let (ios, out) = b.finish();
     assert_eq!(out.summary.bytes_in_lost_windows, 4096);
+    // The IO and its act are marked; the later completion is not.
+    let spanning = ios.iter().find(|io| io.via == Via::Direct).unwrap();
+    assert!(spanning.in_lost_window);
+    assert_eq!(out.tables.totals[spanning.act.index()].lost_window_bytes, 4096);
+    assert!(!ios[1].in_lost_window);
+    assert_eq!(out.tables.totals[ios[1].act.index()].lost_window_bytes, 0);
     assert_eq!(out.summary.unmatched_completions, 1);
     assert_eq!(ios[1].via, Via::Unknown);
     assert_eq!(out.summary.unknown_bytes, 4096);

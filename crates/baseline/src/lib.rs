@@ -62,7 +62,7 @@
 //!     via: Via::Page,
 //!     reason: None,
 //!     recorder: false,
-//!     totals: ActTotals { bytes: [0, 0, mib << 20], ios: [0, 0, mib * 8] },
+//!     totals: ActTotals { bytes: [0, 0, mib << 20], ios: [0, 0, mib * 8], ..ActTotals::default() },
 //!     sync_write_bytes: 0,
 //!     histograms: vec![],
 //! };

@@ -36,6 +36,7 @@ impl Act {
             totals: ActTotals {
                 bytes: self.bytes,
                 ios: self.ios,
+                ..ActTotals::default()
             },
             sync_write_bytes: self.sync,
             histograms: self.hist.clone(),

@@ -89,7 +89,7 @@ impl Totals<'_> {
         if self.acts.len() <= i {
             self.acts.resize(i + 1, ActTotals::default());
         }
-        self.acts[i].add(io.dir, io.size);
+        self.acts[i].add_io(io);
         true
     }
 }

@@ -77,6 +77,7 @@ struct IoColumns {
     file_offset: Vec<Option<u64>>,
     split: Vec<bool>,
     journal_txn: Vec<Option<u32>>,
+    in_lost_window: Vec<bool>,
 }
 
 impl IoColumns {
@@ -108,6 +109,7 @@ impl IoColumns {
         self.file_offset.push(io.file_offset);
         self.split.push(io.split);
         self.journal_txn.push(io.journal_txn);
+        self.in_lost_window.push(io.in_lost_window);
     }
 
     fn take_columns(&mut self) -> Vec<Column> {
@@ -134,6 +136,7 @@ impl IoColumns {
             col("file_offset", c.file_offset),
             col("split", c.split),
             col("journal_txn", c.journal_txn),
+            col("in_lost_window", c.in_lost_window),
         ]
     }
 }

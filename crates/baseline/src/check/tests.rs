@@ -160,6 +160,7 @@ fn trace_groups_take_the_baselines_keys_and_counters() {
         totals: ActTotals {
             bytes: [0, 0, kib * KIB],
             ios: [0, 0, 1],
+            ..ActTotals::default()
         },
         sync_write_bytes: 0,
         // Trace counter 0 is not in the baseline; trace counter 1 is its counter 1.
