@@ -166,7 +166,7 @@ pub fn acts_json(
     frames: &dyn Frames,
     names: &[String],
     paths: &PathTable,
-    cgroups: Option<&crate::cgroups::CgroupNames>,
+    cgroups: Option<&ioblame_attrib::CgroupNames>,
     ids: &[ActId],
 ) -> io::Result<()> {
     for &id in ids {
