@@ -36,6 +36,7 @@
 #![deny(missing_docs)]
 
 mod agg;
+mod cgroups;
 mod charts;
 mod error;
 mod flame;
@@ -50,7 +51,7 @@ mod write;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use ioblame_attrib::{FileKey, Io, Summary, Symbolizer, Tables};
+use ioblame_attrib::{CgroupNames, FileKey, Io, Summary, Symbolizer, Tables};
 use ioblame_counters::CounterSet;
 use ioblame_format::{BlockDevice, Header};
 
@@ -73,6 +74,10 @@ pub struct ReportInput {
     pub traces: Vec<String>,
     /// File paths by (dev, ino) where known.
     pub paths: BTreeMap<FileKey, String>,
+    /// The trace's cgroups (`ioblame_attrib::CgroupNames::of`): the `cgroup` columns of
+    /// `acts.parquet` and `roles.parquet`, and the page's per-cgroup section. `None` when the
+    /// trace recorded none (null columns, no section).
+    pub cgroups: Option<CgroupNames>,
     /// Base of the charts' time axis (ns, trace clock); `None`: the first IO's queue time.
     pub start_ns: Option<u64>,
     /// Acts in each top list of the summary text.
@@ -97,6 +102,7 @@ impl Default for ReportInput {
             block_devices: Vec::new(),
             traces: Vec::new(),
             paths: BTreeMap::new(),
+            cgroups: None,
             start_ns: None,
             top_summary: 5,
             top_table: 100,
