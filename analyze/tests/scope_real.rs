@@ -188,6 +188,33 @@ fn two_cgroups_written_back_by_sync(fs_type: &str) {
         "{}",
         text(&o)
     );
+    // The report: the `cgroup` column of acts.parquet sums per cgroup as `acts --by cgroup`,
+    // and the page's Cgroups table lists both cgroups.
+    let rep = fs.dir.path().join("report");
+    let o = run(&["report", t, "-o", rep.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let df = {
+        use polars::prelude::{ParquetReader, SerReader};
+        let f = std::fs::File::open(rep.join("acts.parquet")).unwrap();
+        ParquetReader::new(f).finish().unwrap()
+    };
+    let cg = df.column("cgroup").unwrap().str().unwrap().clone();
+    let wb = df.column("write_bytes").unwrap().u64().unwrap().clone();
+    for p in [&a.path, &b.path] {
+        let sum: u64 = cg
+            .iter()
+            .zip(wb.iter())
+            .filter(|(c, _)| *c == Some(p.as_str()))
+            .map(|(_, w)| w.unwrap_or(0))
+            .sum();
+        assert_eq!(sum, row(p), "{p}");
+    }
+    let html = std::fs::read_to_string(rep.join("report.html")).unwrap();
+    let table = &html[html.find("<table class=sortable id=cgroups>").expect("Cgroups table")..];
+    let table = &table[..table.find("</table>").unwrap()];
+    for p in [&a.path, &b.path] {
+        assert!(table.contains(&format!("<td class=p>{p}</td>")), "{table}");
+    }
     drop(fs);
 }
 
