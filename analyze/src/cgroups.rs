@@ -21,17 +21,11 @@ pub fn by_cgroup(
     let rows = per_cgroup(tables, names, show_recorder);
     if json {
         for r in rows {
-            let t = &r.totals;
-            let v = serde_json::json!({
+            let mut v = serde_json::json!({
                 "cgroup": r.cgroup,
-                "read_bytes": t.bytes[0] + t.bytes[1],
-                "read_ios": t.ios[0] + t.ios[1],
-                "readahead_bytes": t.bytes[1],
-                "readahead_ios": t.ios[1],
-                "write_bytes": t.bytes[2],
-                "write_ios": t.ios[2],
                 "acts": r.acts,
             });
+            crate::text::add_totals_json(&mut v, &r.totals);
             writeln!(out, "{v}")?;
         }
         return Ok(());

@@ -210,7 +210,9 @@ fn two_cgroups_written_back_by_sync(fs_type: &str) {
         assert_eq!(sum, row(p), "{p}");
     }
     let html = std::fs::read_to_string(rep.join("report.html")).unwrap();
-    let table = &html[html.find("<table class=sortable id=cgroups>").expect("Cgroups table")..];
+    let table = &html[html
+        .find("<table class=sortable id=cgroups>")
+        .expect("Cgroups table")..];
     let table = &table[..table.find("</table>").unwrap()];
     for p in [&a.path, &b.path] {
         assert!(table.contains(&format!("<td class=p>{p}</td>")), "{table}");

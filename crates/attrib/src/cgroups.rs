@@ -110,14 +110,38 @@ mod tests {
     use crate::{FileKey, IntentId, RoleId, Via};
 
     fn table() -> Vec<Cgroup> {
-        [(1, "/"), (7, "/system.slice"), (9, "/system.slice/a.service")]
-            .into_iter()
-            .chain([(11, "/system.slicer")])
-            .map(|(id, p)| Cgroup {
-                id,
-                path: p.into(),
-            })
-            .collect()
+        [
+            (1, "/"),
+            (7, "/system.slice"),
+            (9, "/system.slice/a.service"),
+        ]
+        .into_iter()
+        .chain([(11, "/system.slicer")])
+        .map(|(id, p)| Cgroup { id, path: p.into() })
+        .collect()
+    }
+
+    fn role(cgroup: u64) -> Role {
+        Role {
+            pid: 1,
+            tid: 1,
+            comm: "w".into(),
+            generation: 0,
+            cgroup,
+            lineage: false,
+        }
+    }
+
+    fn act(role: u32, ino: u64, recorder: bool) -> Act {
+        Act {
+            role: RoleId(role),
+            intent: IntentId(2),
+            file: FileKey { dev: 0, ino },
+            via: Via::Page,
+            reason: None,
+            issuer: None,
+            recorder,
+        }
     }
 
     #[test]
@@ -147,52 +171,21 @@ mod tests {
     #[test]
     fn an_act_is_in_its_roles_cgroup() {
         let n = CgroupNames::new(table()).unwrap();
-        let role = |cgroup| Role {
-            pid: 1,
-            tid: 1,
-            comm: "w".into(),
-            generation: 0,
-            cgroup,
-            lineage: false,
-        };
         let t = Tables {
             roles: vec![role(9), role(0)],
             ..Tables::default()
         };
-        let act = |r: u32| Act {
-            role: RoleId(r),
-            intent: IntentId(2),
-            file: FileKey { dev: 0, ino: 0 },
-            via: Via::Page,
-            reason: None,
-            issuer: None,
-            recorder: false,
-        };
-        assert_eq!(n.of_act(&act(0), &t), Some("/system.slice/a.service"));
-        assert_eq!(n.of_act(&act(1), &t), None);
-        assert_eq!(n.of_act(&act(5), &t), None);
+        assert_eq!(
+            n.of_act(&act(0, 0, false), &t),
+            Some("/system.slice/a.service")
+        );
+        assert_eq!(n.of_act(&act(1, 0, false), &t), None);
+        assert_eq!(n.of_act(&act(5, 0, false), &t), None);
     }
 
     #[test]
     fn per_cgroup_sums_acts_most_bytes_first() {
         let n = CgroupNames::new(table()).unwrap();
-        let role = |cgroup| Role {
-            pid: 1,
-            tid: 1,
-            comm: "w".into(),
-            generation: 0,
-            cgroup,
-            lineage: false,
-        };
-        let act = |r: u32, ino: u64, recorder: bool| Act {
-            role: RoleId(r),
-            intent: IntentId(2),
-            file: FileKey { dev: 0, ino },
-            via: Via::Page,
-            reason: None,
-            issuer: None,
-            recorder,
-        };
         let tot = |r: u64, w: u64| ActTotals {
             bytes: [r, 0, w],
             ios: [u64::from(r > 0), 0, u64::from(w > 0)],

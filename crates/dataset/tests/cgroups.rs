@@ -36,20 +36,10 @@ fn tables(bytes: [u64; 2]) -> (Tables, Vec<Io>) {
     };
     let mut t = Tables {
         roles: vec![role(100, 9), role(200, 0)],
-        intents: vec![
-            Intent {
-                modifier: 0,
-                stack: vec![],
-            },
-            Intent {
-                modifier: 0,
-                stack: vec![],
-            },
-            Intent {
-                modifier: 0,
-                stack: vec![0xa1],
-            },
-        ],
+        // #0 nomem and #1 lost without stacks, then the writers' intent.
+        intents: [vec![], vec![], vec![0xa1]]
+            .map(|stack| Intent { modifier: 0, stack })
+            .into(),
         acts: vec![act(0), act(1)],
         totals: vec![ActTotals::default(); 2],
     };
@@ -123,14 +113,23 @@ fn cgroups(df: &DataFrame) -> Vec<Option<String>> {
     c.iter().map(|v| v.map(str::to_string)).collect()
 }
 
+/// The cgroup table of the exports that have one: `/db.slice` is id 9.
+fn db_slice() -> Option<CgroupNames> {
+    CgroupNames::new([Cgroup {
+        id: 9,
+        path: "/db.slice".into(),
+    }])
+}
+
 #[test]
 fn cgroup_column_round_trip() {
     let d = tempfile::tempdir().unwrap();
-    let names = CgroupNames::new([Cgroup {
-        id: 9,
-        path: "/db.slice".into(),
-    }]);
-    export(d.path(), "00000000000000aa", [4096, 8192], names.as_ref());
+    export(
+        d.path(),
+        "00000000000000aa",
+        [4096, 8192],
+        db_slice().as_ref(),
+    );
     for table in ["acts", "roles"] {
         let df = read(&keys("00000000000000aa").file(d.path(), table));
         assert_eq!(
@@ -151,11 +150,12 @@ fn cgroup_column_round_trip() {
 #[test]
 fn exports_without_the_column_still_read() {
     let d = tempfile::tempdir().unwrap();
-    let names = CgroupNames::new([Cgroup {
-        id: 9,
-        path: "/db.slice".into(),
-    }]);
-    export(d.path(), "00000000000000aa", [4096, 8192], names.as_ref());
+    export(
+        d.path(),
+        "00000000000000aa",
+        [4096, 8192],
+        db_slice().as_ref(),
+    );
     export(d.path(), "00000000000000bb", [1 << 20, 0], None);
     // The second as an export from before the column: its acts and roles without it.
     for table in ["acts", "roles"] {

@@ -57,7 +57,9 @@ use std::collections::BTreeMap;
 use std::io::{BufWriter, Cursor, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use ioblame_format::{ByteOrder, Cgroup, EventDesc, FileWriter, Header, Metadata, Trace, TraceFile};
+use ioblame_format::{
+    ByteOrder, Cgroup, EventDesc, FileWriter, Header, Metadata, Trace, TraceFile,
+};
 
 pub use command::{perf_command, perf_command_with_notes};
 pub use errors::{Corruption, EventDescError, PerfDataError, TracingDataError};
@@ -242,9 +244,8 @@ const SAMPLE_CGROUP: u64 = 1 << 21;
 /// perf before 5.7), or the samples carry ids but no CGROUP record names them.
 fn cgroups_note(events: &[EventDesc], cgroups: &BTreeMap<u64, String>) -> Option<String> {
     let tracepoints = || events.iter().filter(|e| e.tracefs_id != 0);
-    if tracepoints().next().is_none() {
-        return None;
-    }
+    // No tracepoint at all (a cpu-clock profile): nothing to say about cgroups.
+    tracepoints().next()?;
     if !tracepoints().any(|e| e.sample_type & SAMPLE_CGROUP != 0) {
         return Some(
             "recorded without cgroups: acts have no cgroup (`acts --by cgroup`, \

@@ -150,7 +150,9 @@ pub(crate) fn convert(
         if cpu > MAX_CPU {
             // A damaged record: no kernel numbers CPUs this high (NR_CPUS is at most 8192).
             *dropped
-                .entry(format!("records with an impossible CPU number (>{MAX_CPU})"))
+                .entry(format!(
+                    "records with an impossible CPU number (>{MAX_CPU})"
+                ))
                 .or_default() += 1;
             continue;
         }

@@ -104,7 +104,10 @@ pub(crate) fn write_tables(s: &Shown<'_>, files: &mut ReportFiles) -> Result<(),
         p("lost_windows.parquet"),
     ];
     let cgroups = s.input.cgroups.as_ref();
-    tables::write_df(&written[1], tables::acts_frame(s.t, s.agg, s.names, cgroups))?;
+    tables::write_df(
+        &written[1],
+        tables::acts_frame(s.t, s.agg, s.names, cgroups),
+    )?;
     tables::write_df(&written[2], tables::intents_frame(s.t, s.sym, s.names))?;
     tables::write_df(&written[3], tables::roles_frame(s.t, cgroups))?;
     tables::write_df(&written[4], tables::files_frame(s.t, &s.input.paths))?;

@@ -1009,7 +1009,12 @@ fn cgroups_in_the_tables_and_the_page() {
     for (r, id) in f.tables.roles.iter_mut().zip(ids) {
         r.cgroup = id;
     }
-    let table = [(1, "/"), (7, "/user.slice/<b>"), (9, "/db.slice"), (42, "/gone")];
+    let table = [
+        (1, "/"),
+        (7, "/user.slice/<b>"),
+        (9, "/db.slice"),
+        (42, "/gone"),
+    ];
     let names = ioblame_attrib::CgroupNames::new(table.map(|(id, p)| ioblame_format::Cgroup {
         id,
         path: p.to_string(),
@@ -1063,7 +1068,11 @@ fn cgroups_in_the_tables_and_the_page() {
     order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     assert_eq!(rows.len(), order.len(), "{}", &html[start..end]);
     for (row, (bytes, cg)) in rows.iter().zip(&order) {
-        let shown = cg.as_deref().unwrap_or("-").replace('<', "&lt;").replace('>', "&gt;");
+        let shown = cg
+            .as_deref()
+            .unwrap_or("-")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;");
         assert!(row.starts_with(&format!("{shown}</td>")), "{row}");
         let cells: Vec<u64> = row
             .split("data-v=\"")
@@ -1076,7 +1085,10 @@ fn cgroups_in_the_tables_and_the_page() {
     assert!(!html.contains("/gone"), "no IO, no row");
     // The chart names the cgroups with the most bytes and both directions.
     let chart = svg_doc(&dir.join("charts/cgroups.svg"));
-    assert!(chart.contains("/db.slice") && chart.contains("written"), "{chart}");
+    assert!(
+        chart.contains("/db.slice") && chart.contains("written"),
+        "{chart}"
+    );
     assert!(r.files.charts.contains(&dir.join("charts/cgroups.svg")));
 
     // Without a cgroup table: null columns, no section, no chart.
