@@ -26,6 +26,7 @@
 //! | `ios.parquet`, `acts.parquet`, `intents.parquet`, `roles.parquet`, `files.parquet`, `histograms.parquet`, `lost_windows.parquet` | the tables (zstd), schemas in `docs/report.md` |
 //! | `charts/counter-NN.svg` | each counter's eight-slot histogram for the top acts |
 //! | `charts/throughput.svg` | throughput over time of the top roles |
+//! | `charts/cgroups.svg` | bytes per cgroup, for a trace that recorded cgroups ([`ReportInput::cgroups`]) |
 //! | `charts/offset-N.svg`, `charts/offset-N.png` | IO position over time on the `N`th busiest device (at most 4), by direction |
 //! | `charts/latency-wait.svg`, `charts/latency-io.svg` | wait and device time per via class |
 //! | `flame-bytes.svg`, `flame-iotime.svg` | interactive IO flame graphs (inferno) |
