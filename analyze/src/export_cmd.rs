@@ -171,7 +171,8 @@ fn export_one(path: &Path, opts: &ExportOptions, kallsyms: Option<&Path>) -> Res
         machine: h.machine.clone(),
         recorder_version: h.recorder_version.clone(),
     };
-    let done = writer.finish(&a.tables, &set, &sym, &files, &info)?;
+    let cgroups = ioblame_attrib::CgroupNames::of(&trace);
+    let done = writer.finish(&a.tables, &set, &sym, &files, cgroups.as_ref(), &info)?;
     Ok(format!(
         "{name}: host={} date={} trace {}: {} IO rows",
         keys.host,

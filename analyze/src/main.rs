@@ -434,7 +434,7 @@ fn acts(out: &mut impl Write, a: ActsArgs, ks: Option<&Path>, sc: Option<&Scope>
     let r = pipeline::analyze(&t, &sym, &sel, show_recorder, &scope, |_, _| {});
     let frames = SymFrames(&sym);
     let intent_names = ioblame_attrib::intent_names(&r.tables, &sym);
-    let cgroup_names = cgroups::CgroupNames::of(&t);
+    let cgroup_names = ioblame_attrib::CgroupNames::of(&t);
     let paths = ioblame_pipeline::charged_paths(&t, &r.tables);
     let (tables, paths) = (&r.tables, &paths);
     if a.by.is_some() {

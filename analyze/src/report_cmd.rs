@@ -29,6 +29,7 @@ pub fn run(
         header: Some(trace.header().clone()),
         block_devices: trace.metadata().block_devices.clone(),
         traces: paths.iter().map(|p| p.display().to_string()).collect(),
+        cgroups: ioblame_attrib::CgroupNames::of(&trace),
         top_summary: top,
         // Styled always: the output stream strips the styles where colour is off.
         color: true,

@@ -2,7 +2,7 @@
 
 use std::io::{self, Write};
 
-use ioblame_attrib::{Act, ActId, Io, Tables, Via, WbReason};
+use ioblame_attrib::{Act, ActId, ActTotals, Io, Tables, Via, WbReason};
 use ioblame_counters::output::printable;
 use ioblame_decode::{dev_major, dev_minor};
 use ioblame_format::PathTable;
@@ -158,6 +158,21 @@ pub fn acts_table(
     Ok(())
 }
 
+/// Adds the per-direction totals of `t` to the JSON object `v`: `read_bytes`, `read_ios`
+/// (readahead included), `readahead_bytes`, `readahead_ios`, `write_bytes`, `write_ios`.
+pub fn add_totals_json(v: &mut serde_json::Value, t: &ActTotals) {
+    for (k, x) in [
+        ("read_bytes", t.bytes[0] + t.bytes[1]),
+        ("read_ios", t.ios[0] + t.ios[1]),
+        ("readahead_bytes", t.bytes[1]),
+        ("readahead_ios", t.ios[1]),
+        ("write_bytes", t.bytes[2]),
+        ("write_ios", t.ios[2]),
+    ] {
+        v[k] = x.into();
+    }
+}
+
 /// `ioblame acts --json`: one JSON object per act of `ids` and line (in that order: the
 /// first of [`sorted_acts`], say).
 pub fn acts_json(
@@ -166,7 +181,7 @@ pub fn acts_json(
     frames: &dyn Frames,
     names: &[String],
     paths: &PathTable,
-    cgroups: Option<&crate::cgroups::CgroupNames>,
+    cgroups: Option<&ioblame_attrib::CgroupNames>,
     ids: &[ActId],
 ) -> io::Result<()> {
     for &id in ids {
@@ -193,16 +208,11 @@ pub fn acts_json(
             "issuer_pid": issuer.map(|r| r.pid),
             "issuer_tid": issuer.map(|r| r.tid),
             "issuer_comm": issuer.map(|r| r.comm.as_str()),
-            "read_bytes": t.bytes[0] + t.bytes[1],
-            "read_ios": t.ios[0] + t.ios[1],
-            "readahead_bytes": t.bytes[1],
-            "readahead_ios": t.ios[1],
-            "write_bytes": t.bytes[2],
-            "write_ios": t.ios[2],
-            "lost_window_bytes": t.lost_window_bytes,
             "recorder": a.recorder,
             "frames": intent.stack.iter().map(|&x| frames.name(x)).collect::<Vec<_>>(),
         });
+        add_totals_json(&mut v, t);
+        v["lost_window_bytes"] = t.lost_window_bytes.into();
         // Only traces that recorded cgroups have the key (older outputs stay as they were).
         if let Some(c) = cgroups {
             v["cgroup"] = c.of_act(a, tables).into();

@@ -114,6 +114,60 @@ fn report_on_perf_data() {
     }
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("writerA") && html.contains("writerB"));
+    // perf-command records cgroups: the page has the Cgroups section.
+    assert!(html.contains("<section id=\"cgroups\">"), "{t}");
+}
+
+/// This process's cgroup in the cgroup2 hierarchy (`0::PATH` of /proc/self/cgroup), which
+/// the writers it starts inherit.
+fn own_cgroup2() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(str::to_string)
+}
+
+#[test]
+fn acts_by_cgroup_on_perf_data() {
+    let Some(r) = recording() else { return };
+    let Some(own) = own_cgroup2() else {
+        assert!(std::env::var_os("CI").is_none(), "no cgroup2 hierarchy");
+        eprintln!("SKIPPED: no cgroup2 hierarchy");
+        return;
+    };
+    let o = run(&["acts", "--json", s(&r.data)]);
+    assert!(o.status.success(), "{}", text(&o));
+    let acts: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // The writers' acts are in the test's own cgroup, as perf's CGROUP records name it.
+    let writers: Vec<&serde_json::Value> = acts
+        .iter()
+        .filter(|v| matches!(v["comm"].as_str(), Some("writerA" | "writerB")))
+        .collect();
+    assert!(!writers.is_empty());
+    for v in &writers {
+        assert_eq!(v["cgroup"], own.as_str(), "{v}");
+    }
+    let o = run(&["acts", "--by", "cgroup", "--json", s(&r.data)]);
+    assert!(o.status.success(), "{}", text(&o));
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let row = rows
+        .iter()
+        .find(|r| r["cgroup"] == own.as_str())
+        .unwrap_or_else(|| panic!("no row {own}: {rows:?}"));
+    let in_own: u64 = acts
+        .iter()
+        .filter(|v| v["cgroup"] == own.as_str())
+        .map(|v| v["write_bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(row["write_bytes"].as_u64(), Some(in_own));
+    // writerA's 8 MiB and writerB's 4 MiB, plus their metadata.
+    assert!(in_own >= 12 * MIB, "{rows:?}");
 }
 
 /// The `[[group]]` tables of a baseline file as `key -> raw value` (comments cut).

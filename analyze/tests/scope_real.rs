@@ -18,46 +18,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::sync::OnceLock;
 
+use ioblame_testkit::cgroups::{cgroup2_mount, TestCgroup};
 use support::{tools, LoopFs};
 
 const MIB: u64 = 1 << 20;
-
-/// The cgroup2 mount point, from /proc/self/mountinfo.
-fn cgroup2_mount() -> Option<PathBuf> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    text.lines().find_map(|l| {
-        let (left, right) = l.split_once(" - ")?;
-        if right.split(' ').next() != Some("cgroup2") {
-            return None;
-        }
-        left.split(' ').nth(4).map(PathBuf::from)
-    })
-}
-
-/// A cgroup made for a test, removed on drop (once its tasks have exited).
-struct TestCgroup {
-    dir: PathBuf,
-    /// Its path under the mount, as the trace names it.
-    path: String,
-}
-
-impl TestCgroup {
-    fn new(mount: &Path, name: &str) -> TestCgroup {
-        let leaf = format!("ioblame-test-{}-{name}", std::process::id());
-        let dir = mount.join(&leaf);
-        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
-        TestCgroup {
-            dir,
-            path: format!("/{leaf}"),
-        }
-    }
-}
-
-impl Drop for TestCgroup {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir(&self.dir);
-    }
-}
 
 /// Whether the tests can run here (see [`support::ready`]), with a cgroup2 hierarchy.
 fn ready(tools: &[&str]) -> Option<PathBuf> {
@@ -224,6 +188,35 @@ fn two_cgroups_written_back_by_sync(fs_type: &str) {
         "{}",
         text(&o)
     );
+    // The report: the `cgroup` column of acts.parquet sums per cgroup as `acts --by cgroup`,
+    // and the page's Cgroups table lists both cgroups.
+    let rep = fs.dir.path().join("report");
+    let o = run(&["report", t, "-o", rep.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let df = {
+        use polars::prelude::{ParquetReader, SerReader};
+        let f = std::fs::File::open(rep.join("acts.parquet")).unwrap();
+        ParquetReader::new(f).finish().unwrap()
+    };
+    let cg = df.column("cgroup").unwrap().str().unwrap().clone();
+    let wb = df.column("write_bytes").unwrap().u64().unwrap().clone();
+    for p in [&a.path, &b.path] {
+        let sum: u64 = cg
+            .iter()
+            .zip(wb.iter())
+            .filter(|(c, _)| *c == Some(p.as_str()))
+            .map(|(_, w)| w.unwrap_or(0))
+            .sum();
+        assert_eq!(sum, row(p), "{p}");
+    }
+    let html = std::fs::read_to_string(rep.join("report.html")).unwrap();
+    let table = &html[html
+        .find("<table class=sortable id=cgroups>")
+        .expect("Cgroups table")..];
+    let table = &table[..table.find("</table>").unwrap()];
+    for p in [&a.path, &b.path] {
+        assert!(table.contains(&format!("<td class=p>{p}</td>")), "{table}");
+    }
     drop(fs);
 }
 

@@ -31,6 +31,7 @@
 
 mod attributor;
 mod blocks;
+mod cgroups;
 mod charging;
 mod context;
 mod contexts;
@@ -49,6 +50,7 @@ mod test_rng;
 mod tests;
 
 pub use attributor::{Attribution, Attributor, StateSizes};
+pub use cgroups::{per_cgroup, CgroupNames, CgroupTotals};
 pub use context::{Context, InodeBits, Symbolizer};
 pub use model::*;
 pub use names::intent_names;

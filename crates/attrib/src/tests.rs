@@ -1667,7 +1667,10 @@ fn io_spanning_a_loss_is_counted_in_the_lost_window() {
     // The IO and its act are marked; the later completion is not.
     let spanning = ios.iter().find(|io| io.via == Via::Direct).unwrap();
     assert!(spanning.in_lost_window);
-    assert_eq!(out.tables.totals[spanning.act.index()].lost_window_bytes, 4096);
+    assert_eq!(
+        out.tables.totals[spanning.act.index()].lost_window_bytes,
+        4096
+    );
     assert!(!ios[1].in_lost_window);
     assert_eq!(out.tables.totals[ios[1].act.index()].lost_window_bytes, 0);
     assert_eq!(out.summary.unmatched_completions, 1);

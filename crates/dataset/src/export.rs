@@ -7,7 +7,7 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
-use ioblame_attrib::{FileKey, Io, Symbolizer, Tables};
+use ioblame_attrib::{CgroupNames, FileKey, Io, Symbolizer, Tables};
 use ioblame_counters::CounterSet;
 use ioblame_report::{TableFrames, TableWriter};
 use polars::prelude::*;
@@ -100,13 +100,15 @@ impl TraceWriter {
 
     /// Builds the other tables, writes them all under temporary names, then renames them
     /// into place (`traces` last, so a trace listed there is complete), replacing an earlier
-    /// export of the same trace.
+    /// export of the same trace. `cgroups` names the roles' cgroups (the `cgroup` columns of
+    /// `acts` and `roles`; `None` when the trace recorded none).
     pub fn finish(
         self,
         t: &Tables,
         counters: &CounterSet,
         sym: &dyn Symbolizer,
         paths: &BTreeMap<FileKey, String>,
+        cgroups: Option<&CgroupNames>,
         info: &TraceInfo,
     ) -> Result<Exported, DatasetError> {
         let TraceWriter {
@@ -115,7 +117,7 @@ impl TraceWriter {
             tables,
             extra,
         } = self;
-        let frames = tables.finish(t, counters, sym, paths)?;
+        let frames = tables.finish(t, counters, sym, paths, cgroups)?;
         let ios_rows = frames.ios_rows;
         let err = DatasetError::pq(&dataset);
         let keyed = keyed_frames(frames, t, paths, &keys, info).map_err(err)?;

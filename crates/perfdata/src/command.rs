@@ -27,12 +27,22 @@ pub(crate) const CALLCHAIN_TERM: &str = "/call-graph=fp/";
 
 /// Builds the command line from the events that exist here and the devices to filter on.
 /// Only the events whose stack is an intent ([`Tracepoint::callchain`]) get a kernel-only
-/// callchain.
+/// callchain. `--all-cgroups` records each sample's cgroup2 id (`PERF_SAMPLE_CGROUP`) and a
+/// CGROUP record (id and path) per cgroup, alive at start or created while recording
+/// (Linux and perf 5.7 or later; older ones refuse the option).
 pub(crate) fn build_command(events: &[Tracepoint], devs: &[FilterDev]) -> String {
-    let mut args: Vec<String> = ["perf", "record", "-a", "--kernel-callchains", "-m", "16M"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut args: Vec<String> = [
+        "perf",
+        "record",
+        "-a",
+        "--all-cgroups",
+        "--kernel-callchains",
+        "-m",
+        "16M",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     for t in events {
         args.push("-e".into());
         if t.callchain {
@@ -126,14 +136,14 @@ mod tests {
         // Callchains on the stack events only, kernel-only.
         assert_eq!(
             build_command(&evs, &[loop0]),
-            "perf record -a --kernel-callchains -m 16M -e block:block_dirty_buffer/call-graph=fp/ \
-             --filter '(dev == 7340032) && (sector < 4611686018427387904)' \
+            "perf record -a --all-cgroups --kernel-callchains -m 16M \
+             -e block:block_dirty_buffer/call-graph=fp/ --filter '(dev == 7340032) && (sector < 4611686018427387904)' \
              -e sched:sched_process_exec -o perf.data -- COMMAND"
         );
         assert_eq!(
             build_command(&evs[..1], &[]),
-            "perf record -a --kernel-callchains -m 16M -e block:block_dirty_buffer/call-graph=fp/ \
-             --filter 'sector < 4611686018427387904' -o perf.data -- COMMAND"
+            "perf record -a --all-cgroups --kernel-callchains -m 16M \
+             -e block:block_dirty_buffer/call-graph=fp/ --filter 'sector < 4611686018427387904' -o perf.data -- COMMAND"
         );
     }
 }

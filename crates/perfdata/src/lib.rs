@@ -53,10 +53,13 @@ mod records;
 mod symbols;
 mod tracing;
 
+use std::collections::BTreeMap;
 use std::io::{BufWriter, Cursor, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use ioblame_format::{ByteOrder, FileWriter, Header, Metadata, Trace, TraceFile};
+use ioblame_format::{
+    ByteOrder, Cgroup, EventDesc, FileWriter, Header, Metadata, Trace, TraceFile,
+};
 
 pub use command::{perf_command, perf_command_with_notes};
 pub use errors::{Corruption, EventDescError, PerfDataError, TracingDataError};
@@ -197,6 +200,7 @@ fn convert(
     let records = records::convert(&mut parser, layout.order, &events.infos)?;
     notes.extend(records.dropped_note());
     notes.extend(attrs::event_notes(&events.recorded()));
+    notes.extend(cgroups_note(&events.events, &records.cgroups));
     let kallsyms = symbols::kernel_symbols(
         opts.kallsyms.as_deref(),
         &host,
@@ -221,10 +225,41 @@ fn convert(
         events: events.events,
         kallsyms,
         capture_info,
+        cgroups: records
+            .cgroups
+            .into_iter()
+            .map(|(id, path)| Cgroup { id, path })
+            .collect(),
         ..Default::default()
     };
     let trace = write_trace(path, &header, &meta, records.chunks)?;
     Ok(Converted { trace, notes })
+}
+
+/// `PERF_SAMPLE_CGROUP`: the sample carries the task's cgroup2 cgroup id.
+const SAMPLE_CGROUP: u64 = 1 << 21;
+
+/// The one note on cgroups, when the recording cannot name the cgroup of the acts: no
+/// tracepoint recorded `PERF_SAMPLE_CGROUP` (perf without `--all-cgroups`, or a kernel or
+/// perf before 5.7), or the samples carry ids but no CGROUP record names them.
+fn cgroups_note(events: &[EventDesc], cgroups: &BTreeMap<u64, String>) -> Option<String> {
+    let tracepoints = || events.iter().filter(|e| e.tracefs_id != 0);
+    // No tracepoint at all (a cpu-clock profile): nothing to say about cgroups.
+    tracepoints().next()?;
+    if !tracepoints().any(|e| e.sample_type & SAMPLE_CGROUP != 0) {
+        return Some(
+            "recorded without cgroups: acts have no cgroup (`acts --by cgroup`, \
+             `--scope cgroup:PATH`, the reports' cgroup columns); record with \
+             `perf record --all-cgroups` (Linux and perf 5.7 or later), as \
+             `ioblame perf-command` prints it"
+                .to_string(),
+        );
+    }
+    cgroups.is_empty().then(|| {
+        "the samples carry cgroup ids but no CGROUP record names them: cgroups are unknown \
+         in the outputs"
+            .to_string()
+    })
 }
 
 /// The trace's header: the file's byte order, word size 8 (4 when the tracing data says
@@ -360,5 +395,24 @@ mod tests {
         );
         assert_eq!((h.word_size, h.page_size, h.cpu_count), (8, 4096, 1));
         assert_eq!((h.start_time_ns, h.start_clock_ns), (0, 0));
+    }
+
+    #[test]
+    fn one_note_when_cgroups_cannot_be_named() {
+        let ev = |tracefs_id, sample_type| EventDesc {
+            name: "e".into(),
+            tracefs_id,
+            sample_type,
+            ..EventDesc::default()
+        };
+        let named: BTreeMap<u64, String> = [(1, "/".to_string())].into();
+        let none = BTreeMap::new();
+        // perf's tracking event alone says nothing; the tracepoints decide.
+        assert_eq!(cgroups_note(&[ev(0, SAMPLE_CGROUP)], &none), None);
+        let without = cgroups_note(&[ev(0, SAMPLE_CGROUP), ev(5, 0)], &none).unwrap();
+        assert!(without.contains("--all-cgroups"), "{without}");
+        assert_eq!(cgroups_note(&[ev(5, SAMPLE_CGROUP)], &named), None);
+        let unnamed = cgroups_note(&[ev(5, SAMPLE_CGROUP)], &none).unwrap();
+        assert!(unnamed.contains("no CGROUP record"), "{unnamed}");
     }
 }

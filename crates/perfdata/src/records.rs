@@ -4,7 +4,9 @@
 //! byte order into chunks of one CPU each (~1 MiB), in the order the parser yields them; the
 //! time and CPU of non-sample records are read from their `sample_id` trailer as the attr's
 //! own flags describe it. An attr without IDENTIFIER gets its id prepended to samples and
-//! appended to `sample_id` trailers. Big-endian files have each CPU's records put back in
+//! appended to `sample_id` trailers. CGROUP records (`perf record --all-cgroups`: one per
+//! cgroup alive at start, synthesized by perf, then one per cgroup created while recording)
+//! become the trace's cgroup table. Big-endian files have each CPU's records put back in
 //! time order (see [`crate::attrs::RawAttr`] for why). Other record types are dropped and
 //! counted; perf's kernel map record gives the reference symbol the kernel symbols are
 //! checked against.
@@ -13,7 +15,7 @@ use std::collections::BTreeMap;
 
 use ioblame_format::{ByteOrder, ChunkBuilder, EncodedChunk};
 use linux_perf_data::linux_perf_event_reader::constants::{
-    PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_LOST,
+    PERF_RECORD_CGROUP, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_LOST,
     PERF_RECORD_LOST_SAMPLES, PERF_RECORD_MMAP, PERF_RECORD_MMAP2, PERF_RECORD_SAMPLE,
 };
 use linux_perf_data::linux_perf_event_reader::SampleFormat;
@@ -53,6 +55,9 @@ pub(crate) struct Records {
     pub kernel_ref: Option<KernelRef>,
     /// The records dropped, by type name.
     pub dropped: BTreeMap<String, u64>,
+    /// The cgroups named by CGROUP records: id -> path under the cgroup2 mount (the last
+    /// record of an id wins).
+    pub cgroups: BTreeMap<u64, String>,
 }
 
 impl Records {
@@ -90,6 +95,7 @@ pub(crate) fn convert(
     let mut dropped: BTreeMap<String, u64> = BTreeMap::new();
     let mut max_cpu = 0u32;
     let mut kernel_ref: Option<KernelRef> = None;
+    let mut cgroups: BTreeMap<u64, String> = BTreeMap::new();
     let mut buf = Vec::with_capacity(256);
     while let Some(rec) = parser.next_record()? {
         let rec = match rec {
@@ -103,6 +109,15 @@ pub(crate) fn convert(
         let t = rec.kind;
         if kernel_ref.is_none() && matches!(t, PERF_RECORD_MMAP | PERF_RECORD_MMAP2) {
             kernel_ref = kernel_ref_symbol(order, t, &rec.body);
+        }
+        if t == PERF_RECORD_CGROUP {
+            match cgroup_record(order, &rec.body) {
+                Some((id, path)) => {
+                    cgroups.insert(id, path);
+                }
+                None => *dropped.entry("damaged CGROUP".into()).or_default() += 1,
+            }
+            continue;
         }
         if !matches!(
             t,
@@ -155,7 +170,19 @@ pub(crate) fn convert(
         max_cpu,
         kernel_ref,
         dropped,
+        cgroups,
     })
+}
+
+/// The (id, path) of a CGROUP record's body: `{ u64 id; char path[]; }`, the path
+/// NUL-terminated and padded to 8 bytes, then the `sample_id` trailer. `None` when the body
+/// is too short, the path has no NUL, or it is not an absolute path in UTF-8.
+fn cgroup_record(order: ByteOrder, body: &[u8]) -> Option<(u64, String)> {
+    let id = u64_at(order, body, 0)?;
+    let rest = body.get(8..)?;
+    let path = &rest[..rest.iter().position(|&b| b == 0)?];
+    let path = std::str::from_utf8(path).ok()?;
+    path.starts_with('/').then(|| (id, path.to_string()))
 }
 
 /// Writes record `t` with `body` to `out` in byte order `order`: its header, the id `pre`
@@ -327,6 +354,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn cgroup_records() {
+        let body = |order: ByteOrder, id: u64, path: &[u8]| {
+            let mut b = put64(order, id).to_vec();
+            b.extend_from_slice(path);
+            // Padding, then a sample_id trailer (time, cpu).
+            b.resize(b.len().next_multiple_of(8), 0);
+            b.extend_from_slice(&[7u8; 16]);
+            b
+        };
+        for order in [ByteOrder::Little, ByteOrder::Big] {
+            assert_eq!(
+                cgroup_record(order, &body(order, 481, b"/system.slice/a.service\0")),
+                Some((481, "/system.slice/a.service".to_string()))
+            );
+            assert_eq!(
+                cgroup_record(order, &body(order, 1, b"/\0")),
+                Some((1, "/".to_string()))
+            );
+        }
+        let le = ByteOrder::Little;
+        // Too short, no NUL, not a path, not UTF-8.
+        assert_eq!(cgroup_record(le, &[1, 2, 3]), None);
+        assert_eq!(cgroup_record(le, &put64(le, 5)), None);
+        assert_eq!(cgroup_record(le, &body(le, 5, b"x\0")), None);
+        assert_eq!(cgroup_record(le, &body(le, 5, b"/\xff\0")), None);
+    }
+
+    #[test]
     fn kernel_reference_symbol() {
         let mut mmap = Vec::new();
         mmap.extend_from_slice(&u32::MAX.to_le_bytes());
@@ -444,6 +499,7 @@ mod tests {
             max_cpu: 0,
             kernel_ref: None,
             dropped: BTreeMap::new(),
+            cgroups: BTreeMap::new(),
         };
         assert_eq!(r.dropped_note(), None);
         r.dropped.insert(record_name(PERF_RECORD_MMAP2), 3);

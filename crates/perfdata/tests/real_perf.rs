@@ -186,14 +186,19 @@ fn decode_all(c: &Converted) -> ioblame_decode::DecodeStats {
     stats
 }
 
+/// The IOs and tables of the attribution of a converted recording.
+fn attribute(c: &Converted) -> (Vec<ioblame_attrib::Io>, ioblame_attrib::Attribution) {
+    let t = &c.trace;
+    let decoder = ioblame_decode::Decoder::new(t.header(), t.metadata());
+    let ctx = ioblame_attrib::Context::from_trace(t.header(), t.metadata());
+    ioblame_attrib::attribute_trace(t, &decoder, ctx)
+}
+
 /// Decode + attribution of a converted recording: the write bytes charged to `dd` by page
 /// (the workload's buffered writer), and how many of those acts' intents have a stack.
 fn dd_writes(c: &Converted) -> (u64, usize) {
-    use ioblame_attrib::{Context, Dir, Via};
-    let t = &c.trace;
-    let decoder = ioblame_decode::Decoder::new(t.header(), t.metadata());
-    let (ios, out) =
-        ioblame_attrib::attribute_trace(t, &decoder, Context::from_trace(t.header(), t.metadata()));
+    use ioblame_attrib::{Dir, Via};
+    let (ios, out) = attribute(c);
     let tables = &out.tables;
     let mut bytes = 0;
     let mut with_stack = std::collections::BTreeSet::new();
@@ -449,6 +454,100 @@ fn without_callchains_or_identifier() {
     let stats = decode_all(&c);
     assert_eq!(stats.per_event[0], ours["SAMPLE"]);
     assert_eq!(stats.comm, ours.get("COMM").copied().unwrap_or(0));
+}
+
+/// Bytes written by page (buffered writes the flusher wrote back) charged to `dd`, per
+/// cgroup path (`None`: unknown), as `acts --by cgroup` names them.
+fn dd_page_writes_by_cgroup(c: &Converted) -> BTreeMap<Option<String>, u64> {
+    use ioblame_attrib::{CgroupNames, Dir, Via};
+    let (ios, out) = attribute(c);
+    let names = CgroupNames::of(&c.trace);
+    let t = &out.tables;
+    let mut m = BTreeMap::new();
+    for io in ios.iter().filter(|io| io.dir == Dir::W) {
+        let act = &t.acts[io.act.index()];
+        if t.roles[act.role.index()].comm == "dd" && act.via == Via::Page {
+            let cg = names.as_ref().and_then(|n| n.of_act(act, t));
+            *m.entry(cg.map(str::to_string)).or_insert(0) += io.size;
+        }
+    }
+    m
+}
+
+#[test]
+fn all_cgroups_names_each_writers_cgroup() {
+    use ioblame_testkit::cgroups::{cgroup2_mount, TestCgroup};
+    if !can_record() {
+        return;
+    }
+    let Some(mount) = cgroup2_mount() else {
+        assert!(std::env::var_os("CI").is_none(), "no cgroup2 hierarchy");
+        eprintln!("SKIPPED: no cgroup2 hierarchy mounted");
+        return;
+    };
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let fs = LoopFs::new();
+    let dir = tempfile::tempdir().unwrap();
+    // `a` exists before perf starts (perf names it from its walk of the hierarchy); `b` is
+    // made by the workload while perf records (the kernel's CGROUP record names it).
+    let a = TestCgroup::new(&mount, "perf-a");
+    let b = TestCgroup::new(&mount, "perf-b");
+    std::fs::remove_dir(&b.dir).unwrap();
+    // Two writers, each in its cgroup; the `sync` of a third task writes their pages back.
+    let m = fs.mnt.path().display();
+    let work = format!(
+        "sh -c \"echo \\$\\$ > {a}/cgroup.procs; exec dd if=/dev/zero of={m}/a bs=1M count=8 2>/dev/null\"; \
+         mkdir {b}; \
+         sh -c \"echo \\$\\$ > {b}/cgroup.procs; exec dd if=/dev/zero of={m}/b bs=64k count=48 2>/dev/null\"; \
+         sync",
+        a = a.dir.display(),
+        b = b.dir.display(),
+    );
+    let with = dir.path().join("cg.data");
+    record(&fs, &with, |l| l, &work);
+    let c = open_perf_data(&with, &PerfDataOptions::default()).unwrap();
+    assert!(
+        !c.notes.iter().any(|n| n.contains("cgroup")),
+        "{:?}",
+        c.notes
+    );
+    let table = c.trace.cgroups();
+    for cg in [&a, &b] {
+        let id = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&cg.dir).unwrap());
+        assert!(
+            table.iter().any(|t| t.id == id && t.path == cg.path),
+            "{} ({id}) in {table:?}",
+            cg.path
+        );
+    }
+    // The converted trace keeps no CGROUP record in its chunks (the table holds them) and
+    // every other record perf sees.
+    assert_eq!(converted_counts(&c), perf_counts(&with));
+    decode_all(&c);
+    let by = dd_page_writes_by_cgroup(&c);
+    assert_eq!(by.get(&Some(a.path.clone())), Some(&(8 << 20)), "{by:?}");
+    assert_eq!(by.get(&Some(b.path.clone())), Some(&(3 << 20)), "{by:?}");
+    assert_eq!(by.values().sum::<u64>(), 11 << 20, "{by:?}");
+
+    // Recorded without `--all-cgroups`: one note, no cgroups, the same bytes charged.
+    let without = dir.path().join("nocg.data");
+    record(
+        &fs,
+        &without,
+        |l| {
+            assert!(l.contains(" --all-cgroups"), "{l}");
+            l.replacen(" --all-cgroups", "", 1)
+        },
+        &work.replace(&format!("mkdir {}; ", b.dir.display()), ""),
+    );
+    let c = open_perf_data(&without, &PerfDataOptions::default()).unwrap();
+    let notes: Vec<&String> = c.notes.iter().filter(|n| n.contains("cgroup")).collect();
+    assert_eq!(notes.len(), 1, "{:?}", c.notes);
+    assert!(notes[0].contains("--all-cgroups"), "{notes:?}");
+    assert!(c.trace.cgroups().is_empty());
+    let by = dd_page_writes_by_cgroup(&c);
+    assert_eq!(by, BTreeMap::from([(None, 11 << 20)]));
+    drop(fs);
 }
 
 #[test]

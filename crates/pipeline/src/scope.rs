@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::str::FromStr;
 
-use ioblame_attrib::{Act, ActTotals, Role, Tables, Via};
+use ioblame_attrib::{Act, ActTotals, CgroupNames, Role, Tables, Via};
 use ioblame_format::Trace;
 
 /// A scope as the user names it.
@@ -142,16 +142,8 @@ impl ResolvedScope {
             }
             Scope::Pid(n) => r.root = Some(*n),
             Scope::Cgroup(path) => {
-                let table = trace.cgroups();
-                if table.is_empty() {
-                    return Err(ScopeError::NoCgroups);
-                }
-                let below = format!("{}/", path.trim_end_matches('/'));
-                r.cgroups = table
-                    .iter()
-                    .filter(|c| path == "/" || c.path == *path || c.path.starts_with(&below))
-                    .map(|c| c.id)
-                    .collect();
+                let names = CgroupNames::of(trace).ok_or(ScopeError::NoCgroups)?;
+                r.cgroups = names.subtree(path);
                 if r.cgroups.is_empty() {
                     return Err(ScopeError::UnknownCgroup(path.clone()));
                 }

@@ -93,11 +93,11 @@ pub(crate) fn png_file(
 /// `font-size`). The page shows charts at their own size unless the window holds two side by
 /// side, so labels stay at 12 px or more.
 const CAPTION_PX: u32 = 22;
-const LABEL_PX: u32 = 16;
-const DESC_PX: u32 = 17;
-const LEGEND_PX: u32 = 15;
+pub(crate) const LABEL_PX: u32 = 16;
+pub(crate) const DESC_PX: u32 = 17;
+pub(crate) const LEGEND_PX: u32 = 15;
 
-fn caption_style() -> TextStyle<'static> {
+pub(crate) fn caption_style() -> TextStyle<'static> {
     (FAMILY, CAPTION_PX).into_font().into()
 }
 

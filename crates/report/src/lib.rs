@@ -26,6 +26,7 @@
 //! | `ios.parquet`, `acts.parquet`, `intents.parquet`, `roles.parquet`, `files.parquet`, `histograms.parquet`, `lost_windows.parquet` | the tables (zstd), schemas in `docs/report.md` |
 //! | `charts/counter-NN.svg` | each counter's eight-slot histogram for the top acts |
 //! | `charts/throughput.svg` | throughput over time of the top roles |
+//! | `charts/cgroups.svg` | bytes per cgroup, for a trace that recorded cgroups ([`ReportInput::cgroups`]) |
 //! | `charts/offset-N.svg`, `charts/offset-N.png` | IO position over time on the `N`th busiest device (at most 4), by direction |
 //! | `charts/latency-wait.svg`, `charts/latency-io.svg` | wait and device time per via class |
 //! | `flame-bytes.svg`, `flame-iotime.svg` | interactive IO flame graphs (inferno) |
@@ -36,6 +37,7 @@
 #![deny(missing_docs)]
 
 mod agg;
+mod cgroups;
 mod charts;
 mod error;
 mod flame;
@@ -50,7 +52,7 @@ mod write;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use ioblame_attrib::{FileKey, Io, Summary, Symbolizer, Tables};
+use ioblame_attrib::{CgroupNames, FileKey, Io, Summary, Symbolizer, Tables};
 use ioblame_counters::CounterSet;
 use ioblame_format::{BlockDevice, Header};
 
@@ -73,6 +75,10 @@ pub struct ReportInput {
     pub traces: Vec<String>,
     /// File paths by (dev, ino) where known.
     pub paths: BTreeMap<FileKey, String>,
+    /// The trace's cgroups (`ioblame_attrib::CgroupNames::of`): the `cgroup` columns of
+    /// `acts.parquet` and `roles.parquet`, and the page's per-cgroup section. `None` when the
+    /// trace recorded none (null columns, no section).
+    pub cgroups: Option<CgroupNames>,
     /// Base of the charts' time axis (ns, trace clock); `None`: the first IO's queue time.
     pub start_ns: Option<u64>,
     /// Acts in each top list of the summary text.
@@ -97,6 +103,7 @@ impl Default for ReportInput {
             block_devices: Vec::new(),
             traces: Vec::new(),
             paths: BTreeMap::new(),
+            cgroups: None,
             start_ns: None,
             top_summary: 5,
             top_table: 100,

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use ioblame_attrib::{FileKey, Io, Symbolizer, Tables};
+use ioblame_attrib::{CgroupNames, FileKey, Io, Symbolizer, Tables};
 use ioblame_counters::CounterSet;
 use polars::prelude::{DataFrame, PolarsError};
 
@@ -64,13 +64,15 @@ impl TableWriter {
     }
 
     /// Finishes the `ios` file and builds the other tables; `sym` names kernel frames,
-    /// `paths` names files by (dev, ino).
+    /// `paths` names files by (dev, ino), `cgroups` the roles' cgroups (`None`: the trace
+    /// recorded none, the `cgroup` columns are all null).
     pub fn finish(
         self,
         t: &Tables,
         counters: &CounterSet,
         sym: &dyn Symbolizer,
         paths: &BTreeMap<FileKey, String>,
+        cgroups: Option<&CgroupNames>,
     ) -> Result<TableFrames, ReportError> {
         let ios_rows = self.ios.finish()?;
         let shown = Tables {
@@ -83,9 +85,9 @@ impl TableWriter {
         let names = ioblame_attrib::intent_names(&shown, sym);
         Ok(TableFrames {
             ios_rows,
-            acts: tables::acts_frame(&shown, &self.agg, &names).map_err(err)?,
+            acts: tables::acts_frame(&shown, &self.agg, &names, cgroups).map_err(err)?,
             intents: tables::intents_frame(&shown, sym, &names).map_err(err)?,
-            roles: tables::roles_frame(&shown).map_err(err)?,
+            roles: tables::roles_frame(&shown, cgroups).map_err(err)?,
             files: tables::files_frame(&shown, paths).map_err(err)?,
             histograms: tables::histograms_frame(&shown, counters).map_err(err)?,
         })

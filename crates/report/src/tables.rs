@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
-use ioblame_attrib::{ActId, Dir, FileKey, Io, RoleId, Symbolizer, Tables};
+use ioblame_attrib::{ActId, CgroupNames, Dir, FileKey, Io, RoleId, Symbolizer, Tables};
 use ioblame_counters::{CounterSet, SLOTS};
 use polars::prelude::*;
 
@@ -314,11 +314,24 @@ pub(crate) fn write_lost_windows(
     )
 }
 
-/// `acts.parquet`.
+/// The `cgroup` column of `acts.parquet` and `roles.parquet`: each role's cgroup path, null
+/// where unknown (and everywhere for a trace without cgroups).
+fn cgroup_column<'a>(
+    cgroups: Option<&'a CgroupNames>,
+    roles: impl Iterator<Item = Option<&'a ioblame_attrib::Role>>,
+) -> Column {
+    let v: Vec<Option<&str>> = roles
+        .map(|r| cgroups.zip(r).and_then(|(n, r)| n.of_role(r)))
+        .collect();
+    col("cgroup", v)
+}
+
+/// `acts.parquet`; `cgroups` names the roles' cgroups.
 pub(crate) fn acts_frame(
     t: &Tables,
     agg: &Aggregates,
     names: &[String],
+    cgroups: Option<&CgroupNames>,
 ) -> PolarsResult<DataFrame> {
     let n = t.acts.len();
     let mut c = (
@@ -385,6 +398,7 @@ pub(crate) fn acts_frame(
         col("io_us", io_us),
         col("wait_us", wait_us),
         col("recorder", recorder),
+        cgroup_column(cgroups, t.acts.iter().map(|a| t.role(a.role))),
     ])
 }
 
@@ -457,8 +471,8 @@ pub(crate) fn intents_frame(
     frame(cols)
 }
 
-/// `roles.parquet`.
-pub(crate) fn roles_frame(t: &Tables) -> PolarsResult<DataFrame> {
+/// `roles.parquet`; `cgroups` names the roles' cgroups.
+pub(crate) fn roles_frame(t: &Tables, cgroups: Option<&CgroupNames>) -> PolarsResult<DataFrame> {
     let totals = totals_by(t, |a| a.role);
     let (mut id, mut pid, mut tid, mut comm, mut gen, mut rows) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
@@ -479,6 +493,7 @@ pub(crate) fn roles_frame(t: &Tables) -> PolarsResult<DataFrame> {
         col("generation", gen),
     ];
     cols.extend(dir_columns(&rows));
+    cols.push(cgroup_column(cgroups, t.roles.iter().map(Some)));
     frame(cols)
 }
 

@@ -44,6 +44,8 @@ pub(crate) struct ChartMarkup {
     pub(crate) overview: Vec<Markup>,
     /// One histogram per counter.
     counters: Vec<Markup>,
+    /// Bytes per cgroup, for a trace that recorded cgroups.
+    cgroups: Option<Markup>,
 }
 
 /// A flame graph for the page: its title, its inline SVG (without script) and the file name
@@ -101,9 +103,13 @@ pub(crate) fn write_tables(s: &Shown<'_>, files: &mut ReportFiles) -> Result<(),
         p("histograms.parquet"),
         p("lost_windows.parquet"),
     ];
-    tables::write_df(&written[1], tables::acts_frame(s.t, s.agg, s.names))?;
+    let cgroups = s.input.cgroups.as_ref();
+    tables::write_df(
+        &written[1],
+        tables::acts_frame(s.t, s.agg, s.names, cgroups),
+    )?;
     tables::write_df(&written[2], tables::intents_frame(s.t, s.sym, s.names))?;
-    tables::write_df(&written[3], tables::roles_frame(s.t))?;
+    tables::write_df(&written[3], tables::roles_frame(s.t, cgroups))?;
     tables::write_df(&written[4], tables::files_frame(s.t, &s.input.paths))?;
     tables::write_df(&written[5], tables::histograms_frame(s.t, s.counters))?;
     // written[6], lost_windows.parquet, was written with the lost-window bytes.
@@ -179,7 +185,20 @@ pub(crate) fn write_charts(
     let mut overview = vec![throughput_chart(s, files)?];
     overview.extend(latency_charts(s, files)?);
     overview.extend(offset_charts(s, files)?);
-    Ok(ChartMarkup { overview, counters })
+    let cgroups = match crate::cgroups::rows(s) {
+        Some(rows) => Some(svg_chart(
+            files,
+            "cgroups.svg",
+            "Bytes per cgroup".into(),
+            |root| crate::cgroups::chart(root, &rows),
+        )?),
+        None => None,
+    };
+    Ok(ChartMarkup {
+        overview,
+        counters,
+        cgroups,
+    })
 }
 
 /// Draws one SVG chart into `charts/<name>`; returns its markup for the page.
@@ -394,9 +413,9 @@ pub(crate) fn glance_numbers(t: &Tables, summary: &Summary, lost_window_bytes: u
     g
 }
 
-/// The page's sections, in order: the summary at a glance, throughput, the explorer (acts,
-/// intents, the detail of the one chosen), the flame graphs, the other charts, the counters
-/// and the files (`top`: the acts of the tables, most bytes first). A new part of the report
+/// The page's sections, in order: the summary at a glance, throughput, the cgroups (for a
+/// trace that recorded them), the explorer (acts, intents, the detail of the one chosen),
+/// the flame graphs, the other charts, the counters and the files (`top`: the acts of the tables, most bytes first). A new part of the report
 /// is one more [`Section`] pushed here.
 pub(crate) fn sections(
     s: &Shown<'_>,
@@ -425,6 +444,20 @@ pub(crate) fn sections(
                 "<p class=note>{}: bytes per bucket of the top roles, stacked (the bucket width \
 follows the trace's length).</p>\n<div class=wide>{markup}</div>\n",
                 html_escape(&title)
+            ),
+        ));
+    }
+    if let (Some(rows), Some((_, markup))) = (crate::cgroups::rows(s), &charts.cgroups) {
+        v.push(section(
+            "cgroups",
+            "Cgroups",
+            format!(
+                "<p class=note>Bytes and IOs per cgroup of the task charged (the one that \
+dirtied the pages or issued the IO), as paths under the cgroup2 mount, most bytes first; &ldquo;-&rdquo;: \
+cgroup unknown. The bars show the first {}.</p>\n<div class=two><div>{}</div>\n<div \
+class=chart>{markup}</div></div>\n",
+                crate::cgroups::CHART_CGROUPS,
+                crate::cgroups::table(&rows)
             ),
         ));
     }

@@ -994,3 +994,110 @@ fn unwritable_outdir_is_an_error() {
         ioblame_report::ReportWriter::create(file.join("out"), Default::default()).unwrap_err();
     assert!(err.to_string().contains("a-file"), "{err}");
 }
+
+/// The strings of a column, nulls as `None`.
+fn opt_strs(df: &DataFrame, col: &str) -> Vec<Option<String>> {
+    let ca = df.column(col).unwrap().str().unwrap().clone();
+    ca.iter().map(|v| v.map(str::to_string)).collect()
+}
+
+#[test]
+fn cgroups_in_the_tables_and_the_page() {
+    // The fixture's roles in three cgroups (one with a hostile name); the kworker's unknown.
+    let mut f = fixture(0);
+    let ids = [9u64, 7, 1, 0];
+    for (r, id) in f.tables.roles.iter_mut().zip(ids) {
+        r.cgroup = id;
+    }
+    let table = [
+        (1, "/"),
+        (7, "/user.slice/<b>"),
+        (9, "/db.slice"),
+        (42, "/gone"),
+    ];
+    let names = ioblame_attrib::CgroupNames::new(table.map(|(id, p)| ioblame_format::Cgroup {
+        id,
+        path: p.to_string(),
+    }))
+    .unwrap();
+    let path_of = |id: u64| table.iter().find(|t| t.0 == id).map(|t| t.1.to_string());
+    let dir = out_dir("cgroups");
+    let input = ioblame_report::ReportInput {
+        paths: f.paths.clone(),
+        cgroups: Some(names.clone()),
+        ..Default::default()
+    };
+    let mut w = ioblame_report::ReportWriter::create(&dir, input).unwrap();
+    for io in &f.ios {
+        w.push_io(io, &f.tables).unwrap();
+    }
+    let r = w.finish(&f.tables, &f.counters, &f.summary, &sym).unwrap();
+
+    // The tables read back: each row's role's cgroup, null where unknown.
+    let acts = read_parquet(&dir.join("acts.parquet"));
+    let want: Vec<Option<String>> = f
+        .tables
+        .acts
+        .iter()
+        .map(|a| path_of(f.tables.roles[a.role.index()].cgroup))
+        .collect();
+    assert_eq!(opt_strs(&acts, "cgroup"), want);
+    assert_eq!(want[4], None, "the kworker's act");
+    let roles = read_parquet(&dir.join("roles.parquet"));
+    let want: Vec<Option<String>> = ids.iter().map(|&id| path_of(id)).collect();
+    assert_eq!(opt_strs(&roles, "cgroup"), want);
+    assert_eq!(
+        roles.get_column_names().last().map(|c| c.as_str()),
+        Some("cgroup"),
+        "added at the end"
+    );
+
+    // The page: one row per cgroup with IO, most bytes first, the unknown as `-`; the same
+    // sums as the tables.
+    let html = std::fs::read_to_string(&r.files.html).unwrap();
+    assert!(html.contains("<section id=\"cgroups\"><h2>Cgroups</h2>"));
+    let start = html.find("<table class=sortable id=cgroups>").unwrap();
+    let end = start + html[start..].find("</table>").unwrap();
+    let rows: Vec<&str> = html[start..end].split("<tr><td class=p>").skip(1).collect();
+    let mut per: std::collections::BTreeMap<Option<String>, u64> = Default::default();
+    for (a, t) in f.tables.acts.iter().zip(&f.tables.totals) {
+        *per.entry(path_of(f.tables.roles[a.role.index()].cgroup))
+            .or_default() += t.total_bytes();
+    }
+    let mut order: Vec<(u64, Option<String>)> = per.into_iter().map(|(k, v)| (v, k)).collect();
+    order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    assert_eq!(rows.len(), order.len(), "{}", &html[start..end]);
+    for (row, (bytes, cg)) in rows.iter().zip(&order) {
+        let shown = cg
+            .as_deref()
+            .unwrap_or("-")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;");
+        assert!(row.starts_with(&format!("{shown}</td>")), "{row}");
+        let cells: Vec<u64> = row
+            .split("data-v=\"")
+            .skip(1)
+            .map(|c| c[..c.find('"').unwrap()].parse().unwrap())
+            .collect();
+        assert_eq!(cells[0] + cells[2], *bytes, "{row}");
+    }
+    assert!(!html.contains("/user.slice/<b>"), "escaped");
+    assert!(!html.contains("/gone"), "no IO, no row");
+    // The chart names the cgroups with the most bytes and both directions.
+    let chart = svg_doc(&dir.join("charts/cgroups.svg"));
+    assert!(
+        chart.contains("/db.slice") && chart.contains("written"),
+        "{chart}"
+    );
+    assert!(r.files.charts.contains(&dir.join("charts/cgroups.svg")));
+
+    // Without a cgroup table: null columns, no section, no chart.
+    let dir = out_dir("no-cgroups");
+    let r = write_report(&f, &dir);
+    let acts = read_parquet(&dir.join("acts.parquet"));
+    assert!(opt_strs(&acts, "cgroup").iter().all(Option::is_none));
+    let html = std::fs::read_to_string(&r.files.html).unwrap();
+    assert!(!html.contains("<section id=\"cgroups\">"));
+    assert!(!html.contains("id=cgroups"));
+    assert!(!dir.join("charts/cgroups.svg").exists());
+}

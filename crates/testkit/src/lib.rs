@@ -17,6 +17,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 pub mod alloc;
+pub mod cgroups;
 pub mod cli;
 mod diff;
 
