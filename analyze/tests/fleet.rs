@@ -446,8 +446,8 @@ fn export_is_idempotent() {
     assert_eq!(parquet_files(ds), files);
     assert_eq!(ok(&["fleet", ds.to_str().unwrap(), "--json"]), before);
     assert!(temp_files(ds).is_empty());
-    // 7 tables (no latency breakdown yet) per export.
-    assert_eq!(files.len(), 7 * EXPORTS.len(), "{files:#?}");
+    // 8 tables (the latency breakdown included) per export.
+    assert_eq!(files.len(), 8 * EXPORTS.len(), "{files:#?}");
 }
 
 /// A killed export (SIGKILL while it writes a trace) leaves a temporary file that no reader
@@ -630,7 +630,7 @@ fn partition_pruning_reads_only_the_dates_asked() {
             broken += 1;
         }
     }
-    assert_eq!(broken, 7);
+    assert_eq!(broken, 8);
     assert_eq!(
         good(&["--since", "2026-11-23", "--until", "2026-11-23"]),
         before
