@@ -189,6 +189,7 @@ mod tests {
         let tot = |r: u64, w: u64| ActTotals {
             bytes: [r, 0, w],
             ios: [u64::from(r > 0), 0, u64::from(w > 0)],
+            ..ActTotals::default()
         };
         let t = Tables {
             roles: vec![role(9), role(7), role(0)],

@@ -165,6 +165,7 @@ mod tests {
             totals: ioblame_attrib::ActTotals {
                 bytes: [1, 2, w],
                 ios: [1, 1, 1],
+                ..Default::default()
             },
             acts: 1,
         };
