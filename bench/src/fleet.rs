@@ -136,6 +136,14 @@ pub fn fleet_vs(out: &Path, fixtures: &Path, traces: usize, repeat: usize) -> Re
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.join("baseline.toml").exists() && !p.ends_with("blktrace-buffered"))
+        // An ioblame fixture keeps its trace in `trace/`; a blktrace one is its own directory.
+        .map(|p| {
+            if p.join("trace").is_dir() {
+                p.join("trace")
+            } else {
+                p
+            }
+        })
         .collect();
     inputs.sort();
     if inputs.is_empty() {
@@ -151,7 +159,7 @@ pub fn fleet_vs(out: &Path, fixtures: &Path, traces: usize, repeat: usize) -> Re
         inputs.len(),
         inputs
             .iter()
-            .filter_map(|p| p.file_name()?.to_str())
+            .filter_map(|p| p.strip_prefix(fixtures).ok()?.to_str())
             .collect::<Vec<_>>()
             .join(", ")
     );
