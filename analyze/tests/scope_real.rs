@@ -220,6 +220,53 @@ fn two_cgroups_written_back_by_sync(fs_type: &str) {
     drop(fs);
 }
 
+/// A cgroup made and removed while recording is in neither walk of the cgroup tree: the
+/// kernel's CGROUP record names it, and its writer's bytes are charged to it by path.
+#[test]
+fn a_cgroup_made_and_removed_while_recording_is_named() {
+    let Some(mount) = ready(&["mkfs.ext4", "dd", "sync"]) else {
+        return;
+    };
+    let _g = support::lock();
+    let leaf = format!("ioblame-test-{}-gone", std::process::id());
+    let dir = mount.join(&leaf);
+    struct Gone(PathBuf);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir(&self.0);
+        }
+    }
+    let _gone = Gone(dir.clone());
+    let fs = LoopFs::new("ext4", 160);
+    let bin = tools(&fs, &[("writerG", "/bin/dd")]);
+    let script = r#"set -e
+        mkdir "$CG"
+        sh -c 'echo $$ > "$CG/cgroup.procs"; exec writerG if=/dev/zero of=$M/g.bin bs=1M count=2 conv=fsync 2>/dev/null'
+        rmdir "$CG"
+        sync"#;
+    let cg = dir.display().to_string();
+    let trace = capture(
+        fs.dir.path(),
+        &bin,
+        &fs.mnt,
+        &fs.name,
+        "trace",
+        script,
+        &[("CG", &cg)],
+    );
+    assert!(!dir.exists(), "the script removed its cgroup");
+    let t = trace.to_str().unwrap();
+    let rows = json_lines(&run(&["acts", "--by", "cgroup", "--json", t]));
+    let path = format!("/{leaf}");
+    let row = rows
+        .iter()
+        .find(|r| r["cgroup"] == path.as_str())
+        .unwrap_or_else(|| panic!("no row {path}: {rows:#?}"));
+    let w = row["write_bytes"].as_u64().unwrap();
+    assert!((2 * MIB..3 * MIB).contains(&w), "{row}");
+    drop(fs);
+}
+
 #[test]
 fn cgroups_are_charged_their_writers_bytes_ext4() {
     two_cgroups_written_back_by_sync("ext4");

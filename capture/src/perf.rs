@@ -24,6 +24,8 @@ pub const RECORD_LOST: u32 = 2;
 pub const RECORD_SAMPLE: u32 = 9;
 /// PERF_RECORD_LOST_SAMPLES.
 pub const RECORD_LOST_SAMPLES: u32 = 13;
+/// PERF_RECORD_CGROUP (Linux 5.7): a cgroup was created: its id and path.
+pub const RECORD_CGROUP: u32 = 19;
 
 /// How to open one event.
 #[derive(Debug, Clone, Copy)]
@@ -38,6 +40,9 @@ pub struct EventSpec {
     pub max_stack: u16,
     /// COMM/FORK/EXIT records.
     pub task: bool,
+    /// CGROUP records (a cgroup created while recording: its id and path), with the task
+    /// records.
+    pub cgroup_records: bool,
     /// Ring wakeup watermark in bytes.
     pub watermark: u32,
 }
@@ -74,6 +79,9 @@ impl EventSpec {
             a.set_comm(1);
             a.set_comm_exec(1);
             a.set_task(1);
+            if self.cgroup_records {
+                a.set_cgroup(1);
+            }
         }
         a
     }
@@ -375,6 +383,22 @@ pub struct RecordInfo {
     pub lost: u64,
 }
 
+/// The cgroup a PERF_RECORD_CGROUP names: its id and path (`id` u64 at 8, then the path,
+/// NUL-terminated); `None` for other records or a damaged one.
+pub fn cgroup_record(rec: &[u8]) -> Option<ioblame_format::Cgroup> {
+    if rec.len() < 17 || u32::from_ne_bytes([rec[0], rec[1], rec[2], rec[3]]) != RECORD_CGROUP {
+        return None;
+    }
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&rec[8..16]);
+    let path = &rec[16..];
+    let end = path.iter().position(|&b| b == 0)?;
+    Some(ioblame_format::Cgroup {
+        id: u64::from_ne_bytes(id),
+        path: String::from_utf8_lossy(&path[..end]).into_owned(),
+    })
+}
+
 /// Extracts the timestamp and loss count of one record, given that every event uses
 /// `SAMPLE_TYPE` (optionally with CALLCHAIN) and sample_id_all.
 pub fn record_info(rec: &[u8]) -> RecordInfo {
@@ -580,6 +604,18 @@ mod tests {
     }
 
     #[test]
+    fn cgroup_records_name_the_cgroup() {
+        let mut body = 4242u64.to_ne_bytes().to_vec();
+        body.extend_from_slice(b"/ioblame/t1\0\0\0\0\0");
+        body.extend_from_slice(&trailer(7));
+        let c = cgroup_record(&rec(19, &body)).unwrap();
+        assert_eq!((c.id, c.path.as_str()), (4242, "/ioblame/t1"));
+        assert!(cgroup_record(&rec(3, &body)).is_none());
+        // No NUL: damaged.
+        assert!(cgroup_record(&rec(19, &4242u64.to_ne_bytes())).is_none());
+    }
+
+    #[test]
     fn attr_settings() {
         let spec = EventSpec {
             config: 42,
@@ -587,6 +623,7 @@ mod tests {
             cgroup: false,
             max_stack: 32,
             task: true,
+            cgroup_records: true,
             watermark: 4096,
         };
         let a = spec.attr();
@@ -596,6 +633,7 @@ mod tests {
         assert_eq!(a.exclude_callchain_user(), 1);
         assert_eq!(a.sample_max_stack, 32);
         assert_eq!((a.comm(), a.comm_exec(), a.task()), (1, 1, 1));
+        assert_eq!(a.cgroup(), 1);
         assert_eq!((a.sample_id_all(), a.use_clockid(), a.clockid), (1, 1, 1));
         let plain = EventSpec {
             callchain: false,

@@ -219,6 +219,9 @@ struct Counts {
     lost: u64,
     ring_errors: u64,
     per_id: HashMap<u64, u64, BuildHasherDefault<IdHasher>>,
+    /// The cgroups the kernel said were created while recording (CGROUP records), in
+    /// order: named in the trace's cgroup table even if removed before the end.
+    cgroups: Vec<ioblame_format::Cgroup>,
 }
 
 /// Hashes the kernel's event ids (small sequential numbers) with one multiplication: this
@@ -258,6 +261,11 @@ fn drain(c: &mut Cpu, counts: &mut Counts, tx: &SyncSender<ToWriter>, shared: &S
         ring, builder, cpu, ..
     } = c;
     let r = ring.drain(|rec| {
+        // A cgroup created: kept for the cgroup table, not in the chunks.
+        if let Some(c) = perf::cgroup_record(rec) {
+            counts.cgroups.push(c);
+            return;
+        }
         let info = perf::record_info(rec);
         builder.push(rec, info.ts);
         counts.records += 1;
@@ -482,6 +490,7 @@ fn open_events(a: &RecordArgs, plan: &Plan, page: usize) -> Result<Opened> {
             cgroup: t.callchain && !a.no_cgroups,
             max_stack: a.stack_depth,
             task: i == 0,
+            cgroup_records: i == 0 && !a.no_cgroups,
             watermark,
         })
         .collect();
@@ -542,6 +551,7 @@ fn with_cgroups_if_supported(
         );
         for s in &mut specs {
             s.cgroup = false;
+            s.cgroup_records = false;
         }
     }
     specs
@@ -887,7 +897,10 @@ fn stop(
     // first file's table and the last's).
     if let Some(start) = start_cgroups {
         if !shared.failed.load(Ordering::SeqCst) {
-            let end = cgroups::merge(start, cgroups::snapshot());
+            // The walk at the end wins over the CGROUP records (a path reused), which win
+            // over the start's.
+            let seen = cgroups::merge(start, std::mem::take(&mut counts.cgroups));
+            let end = cgroups::merge(&seen, cgroups::snapshot());
             if end.as_slice() != start {
                 let _ = tx.send(ToWriter::Cgroups(end));
             }

@@ -27,8 +27,8 @@ impl CgroupNames {
     }
 
     /// The path of cgroup `id` (`/` for the root, `/system.slice/nginx.service`); `None`
-    /// when not recorded (0) or not in the table (a cgroup created and removed while
-    /// recording).
+    /// when not recorded (0) or not in the table (a perf.data recorded without
+    /// `--all-cgroups`, an id the recorder never heard of).
     pub fn path(&self, id: u64) -> Option<&str> {
         self.0.get(&id).map(String::as_str)
     }
