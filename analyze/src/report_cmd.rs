@@ -78,6 +78,7 @@ pub fn run(
     for w in devs.warnings(&block_devices, |d| devs_with_io.contains(&d)) {
         eprintln!("ioblame: warning: {w}");
     }
+    writer.set_notes(a.diagnostics.iter().map(|d| d.to_string()).collect());
     let paths = ioblame_pipeline::charged_paths(&trace, &a.tables);
     writer.set_paths(
         a.tables

@@ -127,6 +127,21 @@ fn buffered_writes_are_charged_to_the_flusher_and_said_so() {
         err.contains(&format!("here {flushers} of {written} bytes written")),
         "{err}"
     );
+    // The report's page says it too, once, in its notes.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("rep");
+    let trace = fixture("blktrace-buffered/trace");
+    let o = ioblame(&[
+        "report",
+        trace.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let said = format!("here {flushers} of {written} bytes written");
+    assert_eq!(html.matches(&said).count(), 1, "the page's notes");
+    assert!(html.contains("id=notes") || html.contains("id=\"notes\""));
 }
 
 /// The blkparse text printed from the same files gives the same acts.

@@ -94,6 +94,10 @@ pub struct ReportInput {
     /// Colour the terminal summary with ANSI escapes ([`Report::summary_text`]; the page's
     /// copy never is).
     pub color: bool,
+    /// What the analysis found to say about the trace (its diagnostics, one sentence each:
+    /// damage, lost records, what a blktrace recording cannot see), shown on the page under
+    /// the summary; empty: no notes section.
+    pub notes: Vec<String>,
 }
 
 impl Default for ReportInput {
@@ -111,6 +115,7 @@ impl Default for ReportInput {
             top_chart_roles: 6,
             top_chart_devices: 4,
             color: false,
+            notes: Vec::new(),
         }
     }
 }
@@ -213,6 +218,12 @@ impl ReportWriter {
     /// trace has been read (the recorder lists files at the end of a capture).
     pub fn set_paths(&mut self, paths: BTreeMap<FileKey, String>) {
         self.input.paths = paths;
+    }
+
+    /// What the analysis found to say, for the page ([`ReportInput::notes`]): known only
+    /// once the trace has been read.
+    pub fn set_notes(&mut self, notes: Vec<String>) {
+        self.input.notes = notes;
     }
 
     /// Records one IO as the attribution charged it; `tables` must already hold its act and

@@ -413,7 +413,8 @@ pub(crate) fn glance_numbers(t: &Tables, summary: &Summary, lost_window_bytes: u
     g
 }
 
-/// The page's sections, in order: the summary at a glance, throughput, the cgroups (for a
+/// The page's sections, in order: the summary at a glance, the notes on the trace (what
+/// the analysis said on stderr, when it said anything), throughput, the cgroups (for a
 /// trace that recorded them), the explorer (acts, intents, the detail of the one chosen),
 /// the flame graphs, the other charts, the counters and the files (`top`: the acts of the tables, most bytes first). A new part of the report
 /// is one more [`Section`] pushed here.
@@ -435,6 +436,14 @@ pub(crate) fn sections(
         "At a glance",
         html::glance(glance, s.t, s.input.top_summary.max(8)),
     )];
+    if !s.input.notes.is_empty() {
+        let mut list = String::from("<ul class=notes>\n");
+        for n in &s.input.notes {
+            list.push_str(&format!("<li>{}</li>\n", html_escape(n)));
+        }
+        list.push_str("</ul>\n");
+        v.push(section("notes", "Notes on the trace", list));
+    }
     let mut overview = charts.overview.into_iter();
     if let Some((title, markup)) = overview.next() {
         v.push(section(
