@@ -9,7 +9,7 @@ use ioblame_baseline::{ActInput, Baseline, BuildOptions, CheckOptions, CheckRepo
 use ioblame_counters::{CounterSet, DevSelection, IoContext};
 use ioblame_decode::stream::{DamagedChunk, StreamStats};
 use ioblame_decode::{Rwbs, SkipReason, Symbolizer};
-use ioblame_format::{PathTable, Trace};
+use ioblame_format::PathTable;
 use ioblame_pipeline::Input;
 
 use crate::pipeline;
@@ -57,6 +57,9 @@ pub enum Damage {
     Chunk(DamagedChunk),
     /// Records the analysis could not decode, by reason.
     Skipped(SkipReason, u64),
+    /// Damage the blktrace reader read past (bad magic, a record cut short, a payload past
+    /// the end, blkparse lines it could not read).
+    Blktrace(ioblame_blktrace::Problem),
 }
 
 impl std::fmt::Display for Damage {
@@ -65,6 +68,7 @@ impl std::fmt::Display for Damage {
             Damage::Reader(p) => write!(f, "{p}"),
             Damage::Chunk(d) => write!(f, "cpu {} chunk {} unreadable: {}", d.cpu, d.seq, d.error),
             Damage::Skipped(r, n) => write!(f, "{n} records skipped: {}", r.as_str()),
+            Damage::Blktrace(p) => write!(f, "{p}"),
         }
     }
 }
@@ -88,13 +92,23 @@ fn damage_list(d: &[Damage]) -> String {
 /// workload had not done it, and a regression verdict (exit 1) on it would be wrong. The
 /// reader's problems, the chunks the analysis could not decompress and the records it could
 /// not decode are listed.
-fn require_intact(trace: &Trace, stream: &StreamStats) -> Result<(), Refusal> {
+fn require_intact(trace: &Input, stream: &StreamStats) -> Result<(), Refusal> {
     let mut damage: Vec<Damage> = trace
         .problems()
         .iter()
         .cloned()
         .map(Damage::Reader)
         .collect();
+    if let Some(rec) = trace.blktrace() {
+        damage.extend(
+            rec.scan()
+                .problems
+                .iter()
+                .filter(|p| p.is_damage())
+                .cloned()
+                .map(Damage::Blktrace),
+        );
+    }
     damage.extend(stream.damaged.iter().cloned().map(Damage::Chunk));
     damage.extend(
         stream

@@ -327,3 +327,51 @@ fn a_fresh_recording_charges_what_each_task_did() {
     let (t, _) = acts(&txt, &[]);
     assert_eq!(act_keys(&a), act_keys(&t));
 }
+
+/// `check` refuses a damaged recording (exit 2, the damage named) instead of comparing the IO
+/// it lost as if the workload had not done it; the intact one passes its baseline.
+#[test]
+fn check_refuses_a_damaged_recording() {
+    let base = fixture("blktrace-direct/baseline.toml");
+    let good = fixture("blktrace-direct/trace");
+    let o = ioblame(&[
+        "check",
+        good.to_str().unwrap(),
+        "--baseline",
+        base.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // The same files, the last one cut inside a record.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&good)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains(".blktrace."))
+        .collect();
+    files.sort();
+    for f in &files {
+        std::fs::copy(f, tmp.path().join(f.file_name().unwrap())).unwrap();
+    }
+    let last = tmp.path().join(files.last().unwrap().file_name().unwrap());
+    let len = std::fs::metadata(&last).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&last)
+        .unwrap()
+        .set_len(len - 20)
+        .unwrap();
+    let o = ioblame(&[
+        "check",
+        tmp.path().to_str().unwrap(),
+        "--baseline",
+        base.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("damaged or truncated"), "{err}");
+}
