@@ -218,6 +218,16 @@ pub fn scan(
             files.push(PlRefPath::new(p.display().to_string()));
         }
     }
+    let lf = scan_files(&dir, files)?;
+    Ok(lf.map(|lf| match pred {
+        Some(p) => lf.filter(p.clone()),
+        None => lf,
+    }))
+}
+
+/// A lazy scan of `files` (of the table directory `dir`) with the partition columns `host`
+/// and `date` from their paths; `None` when there are none.
+fn scan_files(dir: &Path, files: Vec<PlRefPath>) -> Result<Option<LazyFrame>, DatasetError> {
     // polars refuses a scan without files.
     if files.is_empty() {
         return Ok(None);
@@ -233,17 +243,15 @@ pub fn scan(
         ..Default::default()
     };
     let lf = LazyFrame::scan_parquet_files(files.into_iter().collect(), args)
-        .map_err(DatasetError::pq(&dir))?;
-    Ok(Some(match pred {
-        Some(p) => lf.filter(p.clone()),
-        None => lf,
-    }))
+        .map_err(DatasetError::pq(dir))?;
+    Ok(Some(lf))
 }
 
 /// The selected traces: `(host, trace_id)` of the `traces` rows in the partitions, with
 /// every label asked for; their per-host totals.
 struct Selected {
-    ids: Vec<String>,
+    /// `(host, date, trace_id)` of each: where its files are.
+    traces: Vec<(String, String, String)>,
     hosts: Vec<HostTotals>,
 }
 
@@ -256,7 +264,7 @@ fn select_traces(
     let err = DatasetError::pq(&path);
     let Some(lf) = scan(dataset, "traces", filter, pred)? else {
         return Ok(Selected {
-            ids: Vec::new(),
+            traces: Vec::new(),
             hosts: Vec::new(),
         });
     };
@@ -307,7 +315,7 @@ fn select_traces(
         if !filter.labels.iter().all(|x| have.contains(x)) {
             continue;
         }
-        ids.push(id[i].clone());
+        ids.push((host[i].clone(), date[i].clone(), id[i].clone()));
         let (h, kernels) = per_host.entry(host[i].clone()).or_insert_with(|| {
             (
                 HostTotals {
@@ -340,7 +348,7 @@ fn select_traces(
             h
         })
         .collect();
-    Ok(Selected { ids, hosts })
+    Ok(Selected { traces: ids, hosts })
 }
 
 /// A string column as owned strings (nulls as "").
@@ -456,18 +464,22 @@ pub fn query(dataset: &Path, filter: &Filter, top: usize) -> Result<Fleet, Datas
         hosts: sel.hosts,
         ..Fleet::default()
     };
-    if sel.ids.is_empty() {
+    if sel.traces.is_empty() {
         return Ok(fleet);
     }
-    // Only the traces listed in `traces` (complete exports, with the labels asked for).
-    let ids = lit(Series::new("ids".into(), sel.ids));
-    let pred = match part {
-        Some(p) => p.and(col("trace_id").is_in(ids, false)),
-        None => col("trace_id").is_in(ids, false),
-    };
+    // Only the traces listed in `traces` (complete exports, with the labels asked for): their
+    // files, by name (`<table>/host=H/date=D/<trace id>.parquet`), rather than every file of
+    // the partitions filtered row by row.
     let table = |t: &str| -> Result<(LazyFrame, PathBuf), DatasetError> {
         let path = dataset.join(t);
-        match scan(dataset, t, filter, Some(&pred))? {
+        let files: Vec<PlRefPath> = sel
+            .traces
+            .iter()
+            .map(|(h, d, id)| path.join(format!("host={h}/date={d}/{id}.parquet")))
+            .filter(|p| p.is_file())
+            .map(|p| PlRefPath::new(p.display().to_string()))
+            .collect();
+        match scan_files(&path, files)? {
             Some(lf) => Ok((lf, path)),
             None => Err(DatasetError::NotADataset {
                 path,
