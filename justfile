@@ -48,6 +48,14 @@ bench-latency RECORDS="10000000":
     ${CARGO_TARGET_DIR:-target}/release/ioblame-bench latency-vs /var/tmp/ioblame-bench-blktrace
     rm -rf /var/tmp/ioblame-bench-blktrace
 
+# ioblame export (1 and 2 jobs) and ioblame fleet over a dataset of TRACES traces made from
+# the fixtures' exports (docs/benchmarks.md, "Fleet").
+bench-fleet TRACES="1000":
+    cargo build --release -p ioblame -p ioblame-bench
+    rm -rf /var/tmp/ioblame-bench-fleet
+    ${CARGO_TARGET_DIR:-target}/release/ioblame-bench fleet-vs /var/tmp/ioblame-bench-fleet --traces {{TRACES}}
+    rm -rf /var/tmp/ioblame-bench-fleet
+
 # The recorder overhead benchmark (fio untraced / ioblame-capture / perf record; needs root).
 bench-capture:
     cargo build --release -p ioblame-capture
