@@ -124,12 +124,7 @@ fn export_one(path: &Path, opts: &ExportOptions, kallsyms: Option<&Path>) -> Res
             if tables.acts[io.act.index()].recorder {
                 return;
             }
-            engine.borrow_mut().push_act_io(
-                io.act.index(),
-                io.queue_time,
-                io.issue_time,
-                io.complete_time,
-            );
+            crate::latency_cmd::push_charged(&mut engine.borrow_mut(), io);
             set.record(io, &IoContext::for_io(tables, io));
             if failed.is_none() {
                 if let Err(e) = writer.push_io(io, tables) {
@@ -144,18 +139,7 @@ fn export_one(path: &Path, opts: &ExportOptions, kallsyms: Option<&Path>) -> Res
     }
     a.diagnostics.iter().for_each(say);
     // Paths of the acts' files only (as `report` names them).
-    let paths = ioblame_pipeline::charged_paths(&trace, &a.tables);
-    let files: std::collections::BTreeMap<ioblame_attrib::FileKey, String> = a
-        .tables
-        .acts
-        .iter()
-        .filter_map(|act| {
-            Some((
-                act.file.clone(),
-                paths.get(act.file.dev, act.file.ino)?.to_string(),
-            ))
-        })
-        .collect();
+    let files = ioblame_pipeline::charged_file_paths(&trace, &a.tables);
     let latency = engine.into_inner().finish();
     let frame = crate::latency_cmd::with_labels(
         &trace,

@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use std::io::Write;
 
 use anyhow::Result;
-use ioblame_attrib::{FileKey, Tables};
+use ioblame_attrib::{FileKey, Io, Tables};
 use ioblame_counters::output::printable;
 use ioblame_counters::DevSelection;
 use ioblame_format::Trace;
@@ -47,6 +47,16 @@ pub fn engine(trace: &Trace, sel: &DevSelection) -> Engine {
         }
     }
     engine
+}
+
+/// Gives `engine` one charged IO: its act's Q2C and D2C.
+pub fn push_charged(engine: &mut Engine, io: &Io) {
+    engine.push_act_io(
+        io.act.index(),
+        io.queue_time,
+        io.issue_time,
+        io.complete_time,
+    );
 }
 
 /// The trace's device names.
@@ -104,12 +114,6 @@ pub fn with_labels<T>(
     })
 }
 
-/// The paths of the files `tables`' acts are charged to, for the act labels.
-fn charged_paths(trace: &Trace, tables: &Tables) -> impl Fn(&FileKey) -> Option<String> {
-    let paths = ioblame_pipeline::charged_paths(trace, tables);
-    move |f: &FileKey| paths.get(f.dev, f.ino).map(str::to_owned)
-}
-
 /// Renders `lat` as text or JSON lines.
 fn render(
     out: &mut impl Write,
@@ -124,16 +128,19 @@ fn render(
     }
 }
 
-/// The report's latency section, from the engine that saw the report's analysis.
-pub fn section(trace: &Trace, engine: Engine, tables: &Tables) -> Result<LatencySection> {
+/// The report's latency section, from the engine that saw the report's analysis; `path_of`
+/// names the acts' files (the report's own table of them).
+pub fn section(
+    trace: &Trace,
+    engine: Engine,
+    tables: &Tables,
+    path_of: &dyn Fn(&FileKey) -> Option<String>,
+) -> Result<LatencySection> {
     let latency = engine.finish();
     let mut text = Vec::new();
-    with_labels(
-        trace,
-        Some(tables),
-        &charged_paths(trace, tables),
-        |labels| render(&mut text, &latency, labels, false),
-    )?;
+    with_labels(trace, Some(tables), path_of, |labels| {
+        render(&mut text, &latency, labels, false)
+    })?;
     Ok(LatencySection {
         latency,
         text: String::from_utf8_lossy(&text).into_owned(),
@@ -163,20 +170,16 @@ pub fn run(
             |ev| engine.borrow_mut().push(ev),
             |io, tables| {
                 if show_recorder || !tables.acts[io.act.index()].recorder {
-                    engine.borrow_mut().push_act_io(
-                        io.act.index(),
-                        io.queue_time,
-                        io.issue_time,
-                        io.complete_time,
-                    );
+                    push_charged(&mut engine.borrow_mut(), io);
                 }
             },
         );
         let lat = engine.into_inner().finish();
+        let files = ioblame_pipeline::charged_file_paths(trace, &a.tables);
         with_labels(
             trace,
             Some(&a.tables),
-            &charged_paths(trace, &a.tables),
+            &|f| files.get(f).cloned(),
             |labels| render(out, &lat, labels, json),
         )?;
     } else {

@@ -58,12 +58,7 @@ pub fn run(
             if tables.acts[io.act.index()].recorder && !show_recorder {
                 return;
             }
-            latency.borrow_mut().push_act_io(
-                io.act.index(),
-                io.queue_time,
-                io.issue_time,
-                io.complete_time,
-            );
+            crate::latency_cmd::push_charged(&mut latency.borrow_mut(), io);
             set.record(io, &IoContext::for_io(tables, io));
             if failed.is_none() {
                 if let Err(e) = writer.push_io(io, tables) {
@@ -79,25 +74,14 @@ pub fn run(
         eprintln!("ioblame: warning: {w}");
     }
     writer.set_notes(a.diagnostics.iter().map(|d| d.to_string()).collect());
-    let paths = ioblame_pipeline::charged_paths(&trace, &a.tables);
-    writer.set_paths(
-        a.tables
-            .acts
-            .iter()
-            .filter(|act| act.file.ino != 0)
-            .filter_map(|act| {
-                Some((
-                    act.file.clone(),
-                    paths.get(act.file.dev, act.file.ino)?.to_string(),
-                ))
-            })
-            .collect(),
-    );
+    let files = ioblame_pipeline::charged_file_paths(&trace, &a.tables);
     writer.set_latency(crate::latency_cmd::section(
         &trace,
         latency.into_inner(),
         &a.tables,
+        &|f| files.get(f).cloned(),
     )?);
+    writer.set_paths(files);
     // Tables, charts and flame graphs take a while on a large trace: a spinner on stderr
     // (hidden when stderr is not a terminal).
     let spinner =

@@ -1,9 +1,11 @@
 //! One analysis run: trace -> decode -> attribution, with per-act totals of the selected
 //! devices and what the run found to say.
 
+use std::collections::BTreeMap;
+
 use ioblame_attrib::{
-    attribute_events, attribute_stream_observed, ActTotals, Context, EventFeed, Io, Progress,
-    Summary, Tables, PROGRESS_EVERY,
+    attribute_events, attribute_stream_observed, ActTotals, Context, EventFeed, FileKey, Io,
+    Progress, Summary, Tables, PROGRESS_EVERY,
 };
 use ioblame_counters::DevSelection;
 use ioblame_decode::{for_each_event, Decoder, Event, StreamOptions, StreamStats, Symbolizer};
@@ -57,6 +59,23 @@ pub fn charged_paths(trace: &Trace, tables: &Tables) -> PathTable {
         .map(|act| (act.file.dev, act.file.ino))
         .collect();
     trace.paths_of(&charged)
+}
+
+/// [`charged_paths`] keyed by file: each charged file the trace names, with its path (what
+/// the report's and the dataset's tables name files by).
+pub fn charged_file_paths(trace: &Trace, tables: &Tables) -> BTreeMap<FileKey, String> {
+    let paths = charged_paths(trace, tables);
+    tables
+        .acts
+        .iter()
+        .filter(|act| act.file.ino != 0)
+        .filter_map(|act| {
+            Some((
+                act.file.clone(),
+                paths.get(act.file.dev, act.file.ino)?.to_string(),
+            ))
+        })
+        .collect()
 }
 
 /// Per-act totals of the IOs counted: on a selected device, and not the recorder's own

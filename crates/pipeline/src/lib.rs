@@ -22,7 +22,10 @@ mod scope;
 #[cfg(test)]
 mod tests;
 
-pub use analyze::{analyze, analyze_observed, charged_paths, events, Analysis, EventsRun, Options};
+pub use analyze::{
+    analyze, analyze_observed, charged_file_paths, charged_paths, events, Analysis, EventsRun,
+    Options,
+};
 pub use blktrace::{is_flusher, unnamed_task};
 pub use diag::{
     Diagnostic, Severity, UnknownContextNote, LOST_WINDOWS_SHOWN, UNKNOWN_CONTEXTS_SHOWN,
