@@ -195,7 +195,10 @@ fn blkparse_dumps_give_the_same_acts_and_the_reference_tools_read_the_fixtures()
         let (bin, _) = acts(&fixture(name).join("trace"), &[]);
         let (dumped, _) = acts(&dump, &[]);
         assert_eq!(act_keys(&bin), act_keys(&dumped), "{name}");
+        // In the temporary directory: btt writes its per-device IOPS/MB/s files into the
+        // current directory.
         let o = Command::new("btt")
+            .current_dir(d.path())
             .arg("-i")
             .arg(&dump)
             .args(["-o", d.path().join("btt").to_str().unwrap()])
