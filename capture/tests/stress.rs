@@ -297,8 +297,17 @@ fn a_trace_being_written_reads_every_complete_chunk() {
     let mut rec = start_recorder(&lfs, &out, &["--file-size", "1M"]);
     wait_for_start(&out, &mut rec);
     std::thread::sleep(Duration::from_millis(3000));
-    // Read while the recorder writes: the last file has no index yet.
-    let live = Trace::open(&out).unwrap();
+    // Read while the recorder writes: the last file has no index yet. (Opened again if the
+    // open fell between the recorder closing a full file and creating the next one, when
+    // the last file found is a closed one.)
+    let mut live = Trace::open(&out).unwrap();
+    for _ in 0..20 {
+        if !live.files().last().unwrap().indexed() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        live = Trace::open(&out).unwrap();
+    }
     assert!(!live.files().last().unwrap().indexed());
     assert!(!live.chunks().is_empty());
     for c in live.chunks() {
