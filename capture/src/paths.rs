@@ -56,65 +56,105 @@ pub fn mounts_to_walk<'a>(
 /// Walks `mounts` breadth first (shallow paths first, so a walk cut short keeps the most
 /// useful ones), never leaving a mount's filesystem, recording each inode once under the
 /// first path found. Unreadable directories are skipped. `flags` is added to the table's.
+///
+/// The limits are shared: filesystems are walked smallest first (by inodes in use), each
+/// with an even share of the time and entries left, so a large filesystem (the root one,
+/// recorded beside a small test device) cannot use up the budget before a small one is
+/// named; what a small one leaves unused goes to the next.
 pub fn walk(mounts: &[&Mount], limits: Limits, flags: u32) -> FileTable {
     let started = Instant::now();
+    let mut order: Vec<&Mount> = mounts.to_vec();
+    // Stable: filesystems of unknown size keep their order, after the others.
+    order.sort_by_key(|m| inodes_in_use(Path::new(&m.mount_point)).unwrap_or(u64::MAX));
     let mut t = FileTable {
         flags,
         entries: Vec::new(),
     };
     let mut seen: HashSet<(u32, u64)> = HashSet::new();
+    for (i, m) in order.iter().enumerate() {
+        let left = order.len() - i;
+        let share = Limits {
+            max_entries: t.entries.len()
+                + limits.max_entries.saturating_sub(t.entries.len()) / left,
+            budget: limits.budget.saturating_sub(started.elapsed()) / left as u32,
+        };
+        walk_one(m, share, &mut t, &mut seen);
+    }
+    t
+}
+
+/// Walks one mount into `t` until its share of the limits is used: `share.max_entries` is
+/// the most entries `t` may then hold, `share.budget` the time from now.
+fn walk_one(m: &Mount, share: Limits, t: &mut FileTable, seen: &mut HashSet<(u32, u64)>) {
+    let started = Instant::now();
+    let root = Path::new(&m.mount_point);
+    let Ok(rm) = std::fs::symlink_metadata(root) else {
+        return;
+    };
+    let dev = kernel_dev(m.major, m.minor);
+    let st_dev = rm.dev();
+    let mut add = |t: &mut FileTable, ino: u64, p: &Path| -> bool {
+        if t.entries.len() >= share.max_entries {
+            t.flags |= FILES_CAPPED;
+            return false;
+        }
+        if seen.insert((dev, ino)) {
+            t.entries.push(FileEntry {
+                dev,
+                ino,
+                path: p.to_string_lossy().into_owned(),
+            });
+        }
+        true
+    };
+    if !add(t, rm.ino(), root) {
+        return;
+    }
     let mut n = 0usize;
-    'mounts: for m in mounts {
-        let root = Path::new(&m.mount_point);
-        let Ok(rm) = std::fs::symlink_metadata(root) else {
+    let mut queue: VecDeque<PathBuf> = VecDeque::from([root.to_path_buf()]);
+    while let Some(dir) = queue.pop_front() {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
             continue;
         };
-        let dev = kernel_dev(m.major, m.minor);
-        let st_dev = rm.dev();
-        let mut add = |t: &mut FileTable, ino: u64, p: &Path| -> bool {
-            if t.entries.len() >= limits.max_entries {
-                t.flags |= FILES_CAPPED;
-                return false;
+        for e in rd.flatten() {
+            n += 1;
+            if n % 256 == 0 && started.elapsed() >= share.budget {
+                t.flags |= FILES_TIMED_OUT;
+                return;
             }
-            if seen.insert((dev, ino)) {
-                t.entries.push(FileEntry {
-                    dev,
-                    ino,
-                    path: p.to_string_lossy().into_owned(),
-                });
+            let p = e.path();
+            // d_ino: the inode in this directory's filesystem (for a mount point, the
+            // directory it covers), with no stat.
+            if !add(t, e.ino(), &p) {
+                return;
             }
-            true
-        };
-        if !add(&mut t, rm.ino(), root) {
-            break;
-        }
-        let mut queue: VecDeque<PathBuf> = VecDeque::from([root.to_path_buf()]);
-        while let Some(dir) = queue.pop_front() {
-            let Ok(rd) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for e in rd.flatten() {
-                n += 1;
-                if n % 256 == 0 && started.elapsed() >= limits.budget {
-                    t.flags |= FILES_TIMED_OUT;
-                    break 'mounts;
-                }
-                let p = e.path();
-                // d_ino: the inode in this directory's filesystem (for a mount point, the
-                // directory it covers), with no stat.
-                if !add(&mut t, e.ino(), &p) {
-                    break 'mounts;
-                }
-                if e.file_type().is_ok_and(|ft| ft.is_dir()) {
-                    // Descend only within the filesystem (a mount point has another st_dev).
-                    if std::fs::symlink_metadata(&p).is_ok_and(|md| md.dev() == st_dev) {
-                        queue.push_back(p);
-                    }
+            if e.file_type().is_ok_and(|ft| ft.is_dir()) {
+                // Descend only within the filesystem (a mount point has another st_dev).
+                if std::fs::symlink_metadata(&p).is_ok_and(|md| md.dev() == st_dev) {
+                    queue.push_back(p);
                 }
             }
         }
     }
-    t
+}
+
+/// Inodes in use on the filesystem mounted at `mount_point` (`statvfs`), if it tells.
+fn inodes_in_use(mount_point: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(mount_point.as_os_str().as_bytes()).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `c` is a NUL-terminated path and `st` points to writable memory of the size
+    // statvfs(3) fills; it is read only when the call succeeded.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: statvfs returned 0, so it initialised `st`.
+    let st = unsafe { st.assume_init() };
+    // fsfilcnt_t is 32 bits wide on some targets.
+    #[allow(clippy::unnecessary_cast)]
+    let (files, free) = (st.f_files as u64, st.f_ffree as u64);
+    Some(files.saturating_sub(free))
 }
 
 #[cfg(test)]
@@ -210,5 +250,50 @@ mod tests {
         assert_eq!(capped.flags, FILES_CAPPED);
         // Breadth first: the root and its direct entries come first.
         assert_eq!(capped.entries[0].path, root.display().to_string());
+    }
+
+    /// A filesystem that uses up its share of the time does not keep the next one from
+    /// being named (a timed-out walk of the root filesystem once left a test device's files
+    /// unnamed).
+    #[test]
+    fn a_large_filesystem_does_not_starve_the_next() {
+        let big = tempfile::tempdir().unwrap();
+        for i in 0..2000 {
+            std::fs::write(big.path().join(format!("f{i}")), "").unwrap();
+        }
+        let small = tempfile::tempdir().unwrap();
+        std::fs::write(small.path().join("wanted"), "x").unwrap();
+        // Two "filesystems" (distinct devices for the table), the large one listed first.
+        let a = mount(1, 7, 0, "/", big.path().to_str().unwrap());
+        let b = mount(2, 7, 1, "/", small.path().to_str().unwrap());
+        let t = walk(
+            &[&a, &b],
+            Limits {
+                max_entries: 1_000_000,
+                budget: Duration::ZERO,
+            },
+            0,
+        );
+        assert_eq!(t.flags, FILES_TIMED_OUT);
+        let wanted = small.path().join("wanted").display().to_string();
+        assert!(
+            t.entries.iter().any(|e| e.path == wanted),
+            "{}",
+            t.entries.len()
+        );
+        assert!(t.entries.len() < 2000, "the large one was cut short");
+
+        // The entries are shared too: the small one is named within its half.
+        let t = walk(
+            &[&a, &b],
+            Limits {
+                max_entries: 100,
+                budget: Duration::from_secs(60),
+            },
+            0,
+        );
+        assert_eq!(t.flags, FILES_CAPPED);
+        assert!(t.entries.iter().any(|e| e.path == wanted));
+        assert!(t.entries.len() <= 100, "{}", t.entries.len());
     }
 }

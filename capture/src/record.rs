@@ -16,6 +16,7 @@ use clap::Args;
 use ioblame_format::{
     BlockDevice, ChunkBuilder, ChunkEncoder, ChunkHeader, EventDesc, FileTable, Header, Metadata,
     Mount, RingOptions, RingStats, RingWriter, EVENT_CALLCHAIN, EVENT_TASK_RECORDS, FILES_AT_END,
+    FILES_CAPPED, FILES_TIMED_OUT,
 };
 
 use crate::perf::{self, Event, EventSpec, Ring};
@@ -568,9 +569,31 @@ struct FilesWalk<'a> {
 
 impl FilesWalk<'_> {
     /// Walks the filesystems; `flags` is added to the table's.
+    /// Warns when the walk was cut short (the analyzer says so too).
     fn walk(&self, flags: u32) -> FileTable {
         let ms = paths::mounts_to_walk(&self.mounts, self.devs.as_deref(), self.block_devices);
-        paths::walk(&ms, self.limits, flags)
+        let t = paths::walk(&ms, self.limits, flags);
+        let when = if flags & FILES_AT_END != 0 {
+            "end"
+        } else {
+            "start"
+        };
+        if t.flags & FILES_TIMED_OUT != 0 {
+            eprintln!(
+                "ioblame-capture: warning: the walk for file paths at the {when} stopped after \
+                 {:?} (--paths-time) with {} paths: some files will be unnamed",
+                self.limits.budget,
+                t.entries.len()
+            );
+        }
+        if t.flags & FILES_CAPPED != 0 {
+            eprintln!(
+                "ioblame-capture: warning: the walk for file paths at the {when} stopped at \
+                 {} paths (--paths-max-entries): some files will be unnamed",
+                self.limits.max_entries
+            );
+        }
+        t
     }
 }
 

@@ -120,6 +120,15 @@ pub enum Diagnostic {
         /// capture started (none when the trace has no chunk).
         ends: Option<(f64, f64)>,
     },
+    /// The recorder's walk for file paths stopped early (its time or entry limit): files it
+    /// did not reach are shown by device and inode.
+    PathsCutShort {
+        /// The union of the FILES tables' flags ([`ioblame_format::FILES_CAPPED`],
+        /// [`ioblame_format::FILES_TIMED_OUT`]).
+        flags: u32,
+        /// Paths known.
+        paths: usize,
+    },
     /// The recorder's own IO is left out (`--show-recorder` shows it).
     RecorderLeftOut {
         /// Its bytes.
@@ -156,6 +165,7 @@ impl Diagnostic {
             | RecordsSkipped(_)
             | LostRecords { .. }
             | NotClosed { .. }
+            | PathsCutShort { .. }
             | StaleIo { .. }
             | Attribution(_)
             | WarningsSuppressed(_) => Severity::Warning,
@@ -297,6 +307,21 @@ impl fmt::Display for Diagnostic {
                     ),
                     None => f.write_str("; it holds no records yet"),
                 }
+            }
+            PathsCutShort { flags, paths } => {
+                let why = match (
+                    flags & ioblame_format::FILES_TIMED_OUT != 0,
+                    flags & ioblame_format::FILES_CAPPED != 0,
+                ) {
+                    (true, true) => "ran out of time (--paths-time) and of entries (--paths-max-entries)",
+                    (true, false) => "ran out of time (--paths-time)",
+                    _ => "reached its most entries (--paths-max-entries)",
+                };
+                write!(
+                    f,
+                    "the recorder's walk for file paths {why} after naming {paths} files and directories: those it did \
+                     not reach are shown as device and inode (record with a larger limit)"
+                )
             }
             RecorderLeftOut { bytes, ios } => write!(
                 f,

@@ -211,6 +211,13 @@ pub fn open_trace(
     };
     diagnostics.extend(t.problems().iter().cloned().map(Diagnostic::Trace));
     diagnostics.extend(not_closed(&t));
+    let cut = t.paths().flags() & (ioblame_format::FILES_CAPPED | ioblame_format::FILES_TIMED_OUT);
+    if cut != 0 {
+        diagnostics.push(Diagnostic::PathsCutShort {
+            flags: cut,
+            paths: t.paths().len(),
+        });
+    }
     Ok(t.into())
 }
 

@@ -617,3 +617,58 @@ fn an_unclosed_trace_is_noted_with_where_it_ends() {
     assert!(note.contains("was not closed"), "{note}");
     assert!(note.contains("end between 0.501 s and 0.501 s"), "{note}");
 }
+
+/// A trace whose FILES walk was cut short says so; one whose walk finished says nothing.
+#[test]
+fn a_files_walk_cut_short_is_a_warning() {
+    use ioblame_format::{FileEntry, FileTable, RingOptions, RingWriter};
+    for (flags, warned) in [
+        (0, false),
+        (ioblame_format::FILES_TIMED_OUT, true),
+        (
+            ioblame_format::FILES_AT_END | ioblame_format::FILES_CAPPED,
+            true,
+        ),
+    ] {
+        let (mut t, [q, ..], base) = request_trace();
+        t.sample(0, q, base, 42, 42, &[], &bio(2048, "W")).unwrap();
+        t.flush_all();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        let opts = RingOptions {
+            file_size: 0,
+            max_size: 0,
+        };
+        let mut w =
+            RingWriter::create(&path, t.header().clone(), t.metadata().clone(), opts).unwrap();
+        w.write_files(&FileTable {
+            flags,
+            entries: vec![FileEntry {
+                dev: 1,
+                ino: 2,
+                path: "/mnt/a".into(),
+            }],
+        })
+        .unwrap();
+        for c in t.take_chunks() {
+            w.write_chunk(&c).unwrap();
+        }
+        w.finish().unwrap();
+        let mut diags = Vec::new();
+        open_trace(&[path], None, &mut diags).unwrap();
+        let cut: Vec<String> = diags
+            .iter()
+            .filter(|d| matches!(d, Diagnostic::PathsCutShort { .. }))
+            .map(|d| d.to_string())
+            .collect();
+        assert_eq!(cut.len(), usize::from(warned), "{flags}: {diags:?}");
+        if flags & ioblame_format::FILES_TIMED_OUT != 0 {
+            assert!(cut[0].starts_with("warning: "), "{cut:?}");
+            assert!(cut[0].contains("--paths-time"), "{cut:?}");
+            assert!(cut[0].contains("after naming 1 files"), "{cut:?}");
+        }
+        if flags & ioblame_format::FILES_CAPPED != 0 {
+            assert!(cut[0].contains("--paths-max-entries"), "{cut:?}");
+        }
+    }
+}
