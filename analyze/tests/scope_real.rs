@@ -491,7 +491,9 @@ fn a_writer_doubling_its_bytes_still_fails() {
             .any(|l| l.contains("writerA") && l.contains("16.0 MiB vs 8.0 MiB")),
         "{t}"
     );
-    assert!(!t.contains("noisy"), "{t}");
+    // No finding about the other process (a finding reads "ROLE via KIND"; the notes may
+    // name it as the issuer of IO of unknown origin, dirtied before the capture).
+    assert!(!t.contains("noisy via"), "{t}");
 }
 
 #[test]
