@@ -159,7 +159,7 @@ impl Losses {
             .filter(|&t| t > 0)
             .unwrap_or(time);
         let start = start.min(time);
-        s.lost_records += lost;
+        s.lost_records = s.lost_records.saturating_add(lost);
         self.note(&mut s.lost_windows, start, time, cpu, lost);
     }
 
@@ -177,7 +177,7 @@ impl Losses {
             Some(w) => {
                 w.start = w.start.min(start);
                 w.end = w.end.max(end);
-                w.count += count;
+                w.count = w.count.saturating_add(count);
             }
             None => ws.push(LostWindow {
                 start,

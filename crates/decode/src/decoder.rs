@@ -163,8 +163,8 @@ impl DecodeStats {
         self.comm += o.comm;
         self.fork += o.fork;
         self.exit += o.exit;
-        self.lost_records += o.lost_records;
-        self.lost += o.lost;
+        self.lost_records = self.lost_records.saturating_add(o.lost_records);
+        self.lost = self.lost.saturating_add(o.lost);
         self.other_records += o.other_records;
         for (a, b) in self.errors.iter_mut().zip(&o.errors) {
             *a += b;
@@ -661,7 +661,7 @@ impl Decoder {
             }
             TaskRecord::Lost { lost, .. } | TaskRecord::LostSamples { lost } => {
                 stats.lost_records += 1;
-                stats.lost += lost;
+                stats.lost = stats.lost.saturating_add(lost);
                 EventKind::Lost { lost }
             }
         };

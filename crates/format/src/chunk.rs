@@ -165,7 +165,7 @@ impl ChunkBuilder {
 
     /// Adds to the count of records the kernel reported lost in this span.
     pub fn add_lost(&mut self, n: u64) {
-        self.lost += n;
+        self.lost = self.lost.saturating_add(n);
     }
 
     /// Marks that `bytes` of ring data were discarded (the ring was inconsistent) within the

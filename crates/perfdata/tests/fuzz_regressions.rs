@@ -1,5 +1,6 @@
 //! Inputs the `perfdata` fuzz target once crashed on (tests/data/fuzz-regressions/): each must
-//! convert or give an error, and a converted trace's chunks must decode, without a panic.
+//! convert or give an error, and a converted trace's chunks must decode and attribute,
+//! without a panic.
 
 use std::path::Path;
 
@@ -30,6 +31,8 @@ fn every_former_crash_converts_or_errs() {
                 let _ = d.decode_chunk(&chunk);
             }
         }
+        let ctx = ioblame_attrib::Context::from_trace(t.header(), t.metadata());
+        let _ = ioblame_attrib::attribute_trace(t, &d, ctx);
     }
     assert!(n > 0, "no inputs in {}", dir.display());
 }
