@@ -253,6 +253,12 @@ struct PerfCommandArgs {
     /// Devices to record (names or MAJ:MIN); default all.
     #[arg(long, value_delimiter = ',', value_name = "DEV,...")]
     devices: Vec<String>,
+    /// Which stack events get a kernel callchain, as `ioblame-capture --stacks`: `exact`
+    /// (not `block_dirty_buffer`, whose stack the analyzer takes from its thread's dirtying
+    /// event: the same intents at about half the kernel's cost), `all` or `none` (no
+    /// callchain: no intents).
+    #[arg(long, default_value = "exact", value_name = "MODE")]
+    stacks: ioblame_perfdata::Stacks,
 }
 
 // `ioblame export` and `ioblame fleet` (the fleet dataset): arguments here, logic in
@@ -630,7 +636,7 @@ fn check(
 
 /// `ioblame perf-command`.
 fn perf_command(out: &mut impl Write, a: PerfCommandArgs) -> Result<()> {
-    let (cmd, notes) = ioblame_perfdata::perf_command_with_notes(&a.devices)?;
+    let (cmd, notes) = ioblame_perfdata::perf_command_with_notes(&a.devices, a.stacks)?;
     for n in notes {
         eprintln!("ioblame: note: {n}");
     }

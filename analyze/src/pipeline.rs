@@ -19,11 +19,19 @@ pub fn say(d: &Diagnostic) {
 
 /// Opens what the user named ([`ioblame_pipeline::open_trace`]), printing its notes and the
 /// damage found.
+///
+/// `IOBLAME_DROP_BUFFER_STACKS=1` analyses the dirty buffers as if recorded without their
+/// callchains ([`Input::drop_buffer_stacks`]): the check, on a trace recorded with
+/// `--stacks all`, of the rule that gives them their stacks (docs/attribution.md).
 pub fn open_trace(paths: &[PathBuf], kallsyms: Option<&Path>) -> Result<Input> {
     let mut notes = Vec::new();
     let trace = ioblame_pipeline::open_trace(paths, kallsyms, &mut notes);
     notes.iter().for_each(say);
-    Ok(trace?)
+    let mut trace = trace?;
+    if std::env::var_os("IOBLAME_DROP_BUFFER_STACKS").is_some_and(|v| v == "1") {
+        trace.drop_buffer_stacks();
+    }
+    Ok(trace)
 }
 
 /// Symbols of a trace, with a note on stderr when it has none.

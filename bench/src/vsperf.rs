@@ -106,7 +106,10 @@ fn record(secs: u32, keep: bool) -> Result<(PathBuf, PathBuf, Loop)> {
         dir.display()
     ))?;
     let name = dev.trim_start_matches("/dev/").to_string();
-    let perf_line = ioblame_perfdata::perf_command(std::slice::from_ref(&name))?;
+    let perf_line = ioblame_perfdata::perf_command(
+        std::slice::from_ref(&name),
+        ioblame_perfdata::Stacks::Exact,
+    )?;
     let mnt = dir.join("mnt");
     let workload = format!(
         "fio --name=w --directory={m} --rw=randwrite --bs=4k --size=256M --runtime={secs} --time_based \

@@ -51,6 +51,13 @@ pub struct RecordArgs {
     /// Deepest kernel callchain recorded on the stack events.
     #[arg(long, default_value_t = 32)]
     pub stack_depth: u16,
+    /// Which stack events carry a kernel callchain. `exact`: one per dirtying write
+    /// (`block_dirty_buffer` goes without; the analyzer gives each dirty buffer the stack of
+    /// its thread's dirtying event, the same intent); `all`: every stack event, at about
+    /// twice the kernel's cost on buffered writes; `none`: no callchain at all (bytes per
+    /// task and file stay exact, intents have no stacks).
+    #[arg(long, default_value = "exact", value_name = "MODE")]
+    pub stacks: events::Stacks,
     /// zstd level of the chunks (-7..=19; negative levels are zstd's fast ones). The default
     /// -1 costs the recorder about 40% less CPU than level 3 for 0-5% more bytes
     /// (docs/benchmarks.md).
@@ -487,7 +494,7 @@ fn open_events(a: &RecordArgs, plan: &Plan, page: usize) -> Result<Opened> {
         .enumerate()
         .map(|(i, t)| EventSpec {
             config: t.id,
-            callchain: t.callchain,
+            callchain: t.callchain && a.stacks.callchain(&t.name),
             cgroup: t.callchain && !a.no_cgroups,
             max_stack: a.stack_depth,
             task: i == 0,
@@ -672,6 +679,7 @@ fn create_trace<'a>(
             ("output_dir".into(), out_abs.display().to_string()),
             ("output_dev".into(), output_dev),
             ("stack_depth".into(), a.stack_depth.to_string()),
+            ("stacks".into(), a.stacks.name().into()),
             ("buffer_size".into(), opened.data_bytes.to_string()),
         ],
     };

@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 use common::*;
 use ioblame_format::{Trace, EVENT_CALLCHAIN, EVENT_TASK_RECORDS};
 
+/// The events with a callchain in the default mode (`--stacks exact`): not
+/// `block_dirty_buffer`, whose stack the analyzer takes from its thread's dirtying event.
 const STACK_EVENTS: &[&str] = &[
     "writeback:writeback_dirty_folio",
-    "block:block_dirty_buffer",
     "writeback:writeback_mark_inode_dirty",
     "jbd2:jbd2_handle_start",
     "block:block_bio_queue",

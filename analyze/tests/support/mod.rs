@@ -39,6 +39,17 @@ pub fn tools(fs: &LoopFs, names: &[(&str, &str)]) -> PathBuf {
 /// Records `script` (run by sh with `bindir` first on PATH and `$M` the mount point) on `fs`
 /// into `fs.dir/NAME`, expecting a clean capture with no lost records.
 pub fn capture(fs: &LoopFs, bindir: &Path, name: &str, script: &str) -> PathBuf {
+    capture_with(fs, bindir, name, script, &[])
+}
+
+/// [`capture`] with more options of `ioblame-capture record`.
+pub fn capture_with(
+    fs: &LoopFs,
+    bindir: &Path,
+    name: &str,
+    script: &str,
+    options: &[&str],
+) -> PathBuf {
     let trace = fs.dir.path().join(name);
     let path = format!(
         "{}:{}",
@@ -48,7 +59,9 @@ pub fn capture(fs: &LoopFs, bindir: &Path, name: &str, script: &str) -> PathBuf 
     let o = Command::new(common::bin())
         .args(["record", "-o"])
         .arg(&trace)
-        .args(["--devices", &fs.name, "--", "sh", "-c", script])
+        .args(["--devices", &fs.name])
+        .args(options)
+        .args(["--", "sh", "-c", script])
         .env("PATH", path)
         .env("M", &fs.mnt)
         .output()

@@ -13,12 +13,13 @@
 //! the dirty state) is handled here, in a few named steps.
 
 use ioblame_decode::{Dev, Event, EventKind, Rwbs, WorkPhase};
+use rustc_hash::FxHashMap;
 
 use crate::charging::{charge_bio, Bio, Books, Charge, Charging, Done, Frag, Parts};
 use crate::context::{Context, Devices};
 use crate::contexts::Contexts;
 use crate::dirty::{BhEnt, Dirtier, Dirty, BH_SENTINEL};
-use crate::intents::Intents;
+use crate::intents::{Intents, StackId};
 use crate::interval::NO_OFF;
 use crate::model::*;
 use crate::requests::Requests;
@@ -87,7 +88,20 @@ pub struct Attributor {
     last_time: u64,
     /// Trace time of the next sweep for stale state.
     next_sweep: u64,
+    /// With [`Context::buffer_stacks_from_thread`]: per thread, the stack last given to one
+    /// of its dirty buffers; `None` otherwise.
+    buffer_stacks: Option<FxHashMap<u32, StackId>>,
+    /// Per thread, the dirty buffers it recorded with no stack to give them (its first ones
+    /// dirtied no folio): (disk, first sector, role). Its next stack is given to those still
+    /// dirty.
+    stackless_buffers: FxHashMap<u32, Vec<(Dev, u64, RoleId)>>,
 }
+
+/// Threads whose last dirty-buffer stack is remembered (then the map starts over).
+const BUFFER_STACKS_MAX: usize = 1 << 16;
+
+/// Stackless dirty buffers remembered per thread until it has a stack to give them.
+const STACKLESS_PER_THREAD_MAX: usize = 1 << 12;
 
 impl std::fmt::Debug for Attributor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -120,6 +134,8 @@ impl Attributor {
             losses: Losses::default(),
             last_time: 0,
             next_sweep: 0,
+            buffer_stacks: ctx.buffer_stacks_from_thread.then(FxHashMap::default),
+            stackless_buffers: FxHashMap::default(),
         }
     }
 
@@ -451,6 +467,7 @@ impl Attributor {
         if !self.devices.learn_block_size(dev, size) || blocknr >= BH_SENTINEL {
             return;
         }
+        let carried = self.buffer_stack(ev);
         let info = self.devices.info(dev);
         let a = info.buffer_sector(blocknr, size);
         let b = a.saturating_add(size / 512);
@@ -458,7 +475,14 @@ impl Attributor {
             // Dirtied again before its writeback: nothing changes.
             return;
         }
-        let (owner, via, ino) = self.dirtier_now(ev, Via::Buffer);
+        let (mut owner, via, ino) = self.dirtier_now(ev, Via::Buffer);
+        let mut stackless = false;
+        if via == Via::Buffer && ev.stack.is_none() && self.buffer_stacks.is_some() {
+            match carried {
+                Some(s) => owner.stack = s,
+                None => stackless = true,
+            }
+        }
         let ent = BhEnt {
             owner,
             via,
@@ -466,6 +490,49 @@ impl Attributor {
             t: ev.time,
         };
         self.dirty.put_buffer(info.disk, a, b, ent);
+        if stackless {
+            self.summary.buffers_without_stack += 1;
+            if self.stackless_buffers.len() >= BUFFER_STACKS_MAX {
+                self.stackless_buffers.clear();
+            }
+            let v = self.stackless_buffers.entry(ev.tid).or_default();
+            if v.len() < STACKLESS_PER_THREAD_MAX {
+                v.push((info.disk, a, owner.role));
+            }
+        }
+    }
+
+    /// With the dirty buffers' stacks left out by the recorder: the stack of `ev` is
+    /// remembered as its thread's when it has one (its own, or the one the decoder gave it
+    /// from its folio's dirty event), and without one the thread's is returned.
+    fn buffer_stack(&mut self, ev: &Event) -> Option<StackId> {
+        let map = self.buffer_stacks.as_mut()?;
+        match &ev.stack {
+            Some(s) => {
+                let id = self.intents.stack(Some(s));
+                if map.len() >= BUFFER_STACKS_MAX {
+                    map.clear();
+                }
+                map.insert(ev.tid, id);
+                // The thread's earlier buffers that had none take it, if still dirty.
+                if let Some(waiting) = self.stackless_buffers.remove(&ev.tid) {
+                    let empty = self.intents.stack(None);
+                    for (disk, a, role) in waiting {
+                        if let Some(e) = self.dirty.buffer_at_mut(disk, a) {
+                            if e.owner.role == role
+                                && e.owner.stack == empty
+                                && e.via == Via::Buffer
+                            {
+                                e.owner.stack = id;
+                                self.summary.buffers_without_stack -= 1;
+                            }
+                        }
+                    }
+                }
+                None
+            }
+            None => map.get(&ev.tid).copied(),
+        }
     }
 
     /// `writeback_mark_inode_dirty`: the inode's first dirtier, unless a kworker.

@@ -126,6 +126,10 @@ pub struct Context {
     /// The process whose tasks and descendants are marked [`crate::Role::lineage`] (the
     /// analyzer's `workload` and `pid:N` scopes); `None`: none is.
     pub scope_root: Option<u32>,
+    /// The dirty buffers were recorded without their callchains (`--stacks exact`;
+    /// `ioblame_decode::Decoder::buffer_stacks_derived`): one that has no stack takes the
+    /// stack last given to a dirty buffer of its thread.
+    pub buffer_stacks_from_thread: bool,
 }
 
 impl Default for Context {
@@ -140,6 +144,7 @@ impl Default for Context {
             block_sizes: Vec::new(),
             issuer_only: false,
             scope_root: None,
+            buffer_stacks_from_thread: false,
         }
     }
 }
@@ -189,6 +194,7 @@ impl Context {
                 .collect(),
             issuer_only: false,
             scope_root: None,
+            buffer_stacks_from_thread: false,
         }
     }
 }

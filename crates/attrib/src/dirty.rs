@@ -266,6 +266,11 @@ impl Dirty {
         m.insert_if_free_keeping(a, b, ent, |e| e.t >= limit);
     }
 
+    /// The dirty buffer recorded at sectors from `a` of `disk`, if one starts there.
+    pub fn buffer_at_mut(&mut self, disk: Dev, a: u64) -> Option<&mut BhEnt> {
+        self.bh.get_mut(&disk)?.starting_at_mut(a)
+    }
+
     /// Whether `writeback_mark_inode_dirty` with `flags` on `(bdi, ino)` records a dirtier:
     /// the inode itself dirtied, and no dirtier recorded yet.
     pub fn wants_inode_dirtier(&self, bdi: Dev, ino: u64, flags: u64) -> bool {

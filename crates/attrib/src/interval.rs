@@ -154,6 +154,11 @@ impl<V: Advance> IntervalMap<V> {
         }
     }
 
+    /// The value of the interval starting at `a`.
+    pub fn starting_at_mut(&mut self, a: u64) -> Option<&mut V> {
+        self.map.get_mut(a).map(|(_, v)| v)
+    }
+
     /// The value at `sector`, with the start of its interval.
     #[cfg(test)]
     pub fn get(&self, sector: u64) -> Option<(u64, u64, &V)> {

@@ -94,6 +94,10 @@ pub struct Summary {
     pub stale_bytes: u64,
     /// Issued requests charged that way.
     pub stale_requests: u64,
+    /// Dirty buffers recorded without a callchain (`--stacks exact`) that dirtied no folio
+    /// and whose thread had no stack given before: their dirtier is known, their intent has
+    /// no stack.
+    pub buffers_without_stack: u64,
     /// Human-readable warnings (the first 64).
     pub warnings: Vec<String>,
     /// Warnings beyond those kept.

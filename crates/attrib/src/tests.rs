@@ -69,6 +69,7 @@ fn context() -> Context {
         block_sizes: Vec::new(),
         issuer_only: false,
         scope_root: None,
+        buffer_stacks_from_thread: false,
     }
 }
 

@@ -277,6 +277,11 @@ pub struct Decoder {
     trailer_type: Option<u64>,
     fallback_trailer_type: u64,
     problems: Vec<DecoderProblem>,
+    /// Some dirty-buffer event was recorded without its callchain (`--stacks exact`): the
+    /// buffers take the stacks of their folios' dirty events (`inherit`).
+    buffer_stacks_derived: bool,
+    /// Leave the dirty buffers' own stacks out ([`Decoder::drop_buffer_stacks`]).
+    drop_buffer_stacks: bool,
 }
 
 impl Decoder {
@@ -384,6 +389,10 @@ impl Decoder {
             .find(|e| e.flags & EVENT_TASK_RECORDS != 0)
             .or(meta.events.first())
             .map_or(0, |e| e.sample_type);
+        let buffer_stacks_derived = meta.events.iter().any(|e| {
+            ioblame_events::STACK_FROM_FOLIO_EVENTS.contains(&e.name.as_str())
+                && e.flags & ioblame_format::EVENT_CALLCHAIN == 0
+        });
         Decoder {
             order: header.byte_order,
             entries,
@@ -393,7 +402,25 @@ impl Decoder {
             trailer_type,
             fallback_trailer_type,
             problems,
+            buffer_stacks_derived,
+            drop_buffer_stacks: false,
         }
+    }
+
+    /// Whether the dirty buffers were recorded without their callchains (`--stacks exact`),
+    /// or are analysed so ([`Decoder::drop_buffer_stacks`]): each takes the stack of the
+    /// folio dirty event that follows it on its thread, and the attribution gives the others
+    /// the stack last given on their thread.
+    pub fn buffer_stacks_derived(&self) -> bool {
+        self.buffer_stacks_derived
+    }
+
+    /// Decodes the dirty buffers as if they had been recorded without their callchains: the
+    /// check, on a trace recorded with every stack (`--stacks all`), that the stacks
+    /// [`Decoder::buffer_stacks_derived`] gives them are the ones they had.
+    pub fn drop_buffer_stacks(&mut self) {
+        self.drop_buffer_stacks = true;
+        self.buffer_stacks_derived = true;
     }
 
     /// What limits decoding: formats that do not parse, fields missing from typed events
@@ -482,6 +509,9 @@ impl Decoder {
             if let Err(reason) = res {
                 stats.error(reason);
             }
+        }
+        if self.buffer_stacks_derived {
+            crate::inherit::derive_buffer_stacks(&mut events, self.drop_buffer_stacks);
         }
         DecodedChunk { events, stats }
     }

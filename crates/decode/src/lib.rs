@@ -27,6 +27,7 @@
 
 pub mod decoder;
 pub mod format;
+mod inherit;
 mod pipe;
 pub mod record;
 pub mod stream;
@@ -38,6 +39,7 @@ pub use ioblame_events::event;
 
 pub use decoder::{DecodeStats, DecodedChunk, Decoder, DecoderProblem, SkipReason};
 pub use event::*;
+pub use inherit::MAX_GAP_NS as BUFFER_FOLIO_MAX_GAP_NS;
 pub use stream::{for_each_event, for_each_event_ahead, StreamOptions, StreamStats, LOOKAHEAD};
 pub use symbols::{Sym, Symbolizer};
 

@@ -34,6 +34,7 @@ pub use event::*;
 pub use field::{Payload, Read, Unreadable};
 pub use registry::{
     find, typed_names, Build, EventDef, FieldDecl, Filter, Set, CALLCHAIN_EVENTS, RENAMES,
+    STACK_FROM_FOLIO_EVENTS,
 };
 pub use table::{builtin_format, EVENTS};
 

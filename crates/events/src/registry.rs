@@ -25,6 +25,10 @@ pub struct EventDef {
     pub set: Option<Set>,
     /// Whether its samples carry a kernel callchain: its stack is the intent of the IO.
     pub callchain: bool,
+    /// Whether the recorder may leave its callchain out (`--stacks exact`): the analyzer then
+    /// gives it the stack of its thread's dirtying event (see docs/attribution.md, "Stacks
+    /// of dirty buffers").
+    pub stack_from_folio: bool,
     /// Its own in-kernel filter, besides the device filter every event with a device field
     /// gets.
     pub filter: Option<Filter>,
@@ -168,10 +172,18 @@ pub fn typed_names() -> impl Iterator<Item = &'static str> {
         .flat_map(|d| std::iter::once(d.name).chain(d.aliases.iter().copied()))
 }
 
-const fn callchain_count() -> usize {
+/// Whether entry `d` is in the list `which` (0: callchain, 1: stack from folio).
+const fn listed(d: &EventDef, which: u8) -> bool {
+    match which {
+        0 => d.callchain,
+        _ => d.stack_from_folio,
+    }
+}
+
+const fn callchain_count(which: u8) -> usize {
     let (mut n, mut i) = (0, 0);
     while i < EVENTS.len() {
-        if EVENTS[i].callchain {
+        if listed(&EVENTS[i], which) {
             n += 1 + EVENTS[i].aliases.len();
         }
         i += 1;
@@ -179,12 +191,12 @@ const fn callchain_count() -> usize {
     n
 }
 
-const fn callchain_names<const N: usize>() -> [&'static str; N] {
+const fn callchain_names<const N: usize>(which: u8) -> [&'static str; N] {
     let mut out = [""; N];
     let (mut n, mut i) = (0, 0);
     while i < EVENTS.len() {
         let d = &EVENTS[i];
-        if d.callchain {
+        if listed(d, which) {
             out[n] = d.name;
             n += 1;
             let mut j = 0;
@@ -201,7 +213,12 @@ const fn callchain_names<const N: usize>() -> [&'static str; N] {
 
 /// The tracepoints whose kernel stack is the intent, by every name they have: they are
 /// recorded with a callchain (the entries with `callchain: true`).
-pub const CALLCHAIN_EVENTS: &[&str] = &callchain_names::<{ callchain_count() }>();
+pub const CALLCHAIN_EVENTS: &[&str] = &callchain_names::<{ callchain_count(0) }>(0);
+
+/// The stack events whose callchain the recorder leaves out by default (`--stacks exact`),
+/// by every name they have: the analyzer gives each the stack of its thread's dirtying
+/// event (the entries with `stack_from_folio: true`).
+pub const STACK_FROM_FOLIO_EVENTS: &[&str] = &callchain_names::<{ callchain_count(1) }>(1);
 
 const fn rename_count() -> usize {
     let (mut n, mut i) = (0, 0);
@@ -297,7 +314,7 @@ macro_rules! builder {
 ///
 /// An entry is `"subsystem":"name" { ... }` with, in this order and each optional:
 /// `aliases: ["subsystem:older_name", ...],`, `set: Minimal|Default|Full,`,
-/// `callchain: true,`, `filter: FILTER,` and
+/// `callchain: true,`, `stack_from_folio: true,`, `filter: FILTER,` and
 /// `kind: Variant { member: reader = "field", ... ; member: constant, ... },`.
 macro_rules! registry {
     ($(
@@ -305,6 +322,7 @@ macro_rules! registry {
             $(aliases: [$($alias:literal),* $(,)?],)?
             $(set: $set:ident,)?
             $(callchain: $cc:literal,)?
+            $(stack_from_folio: $sf:literal,)?
             $(filter: $filter:expr,)?
             $(kind: $kind:ident {
                 $($m:ident : $r:ident = $f:literal),* $(,)?
@@ -320,6 +338,7 @@ macro_rules! registry {
                 aliases: &[$($($alias),*)?],
                 set: option!($($crate::registry::Set::$set)?),
                 callchain: flag!($($cc)?),
+                stack_from_folio: flag!($($sf)?),
                 filter: option!($($filter)?),
                 fields: &[$($(
                     $crate::registry::FieldDecl { decl: $f, string: reads_string!($r) }

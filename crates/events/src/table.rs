@@ -138,6 +138,7 @@ registry! {
     "block":"block_dirty_buffer" {
         set: Minimal,
         callchain: true,
+        stack_from_folio: true,
         filter: DIRTY_BUFFER_FILTER,
         kind: DirtyBuffer { dev: u32 = "dev", blocknr: u64 = "sector", size: u64 = "size" },
     }

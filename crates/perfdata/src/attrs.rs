@@ -104,8 +104,12 @@ pub(crate) fn event_notes(events: &[(&str, bool)]) -> Vec<String> {
     let bare: Vec<&str> = events
         .iter()
         .filter(|(e, callchain)| {
+            // Those the analyzer gives their thread's dirtying stack need none.
             !callchain
                 && ioblame_tracepoints::CALLCHAIN_EVENTS
+                    .iter()
+                    .any(|s| same_event(s, e))
+                && !ioblame_tracepoints::STACK_FROM_FOLIO_EVENTS
                     .iter()
                     .any(|s| same_event(s, e))
         })
@@ -118,6 +122,9 @@ pub(crate) fn event_notes(events: &[(&str, bool)]) -> Vec<String> {
                 ioblame_tracepoints::CALLCHAIN_EVENTS
                     .iter()
                     .any(|s| same_event(s, e))
+                    && !ioblame_tracepoints::STACK_FROM_FOLIO_EVENTS
+                        .iter()
+                        .any(|s| same_event(s, e))
             })
             .count();
         let what = if bare.len() == all {

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use ioblame_tracepoints::{self as tp, FilterDev, Tracepoint};
+use ioblame_tracepoints::{self as tp, FilterDev, Stacks, Tracepoint};
 
 use crate::PerfDataError;
 
@@ -27,10 +27,11 @@ pub(crate) const CALLCHAIN_TERM: &str = "/call-graph=fp/";
 
 /// Builds the command line from the events that exist here and the devices to filter on.
 /// Only the events whose stack is an intent ([`Tracepoint::callchain`]) get a kernel-only
-/// callchain. `--all-cgroups` records each sample's cgroup2 id (`PERF_SAMPLE_CGROUP`) and a
+/// callchain, and of those only the ones `stacks` records with one (with
+/// [`Stacks::Exact`], not `block_dirty_buffer`). `--all-cgroups` records each sample's cgroup2 id (`PERF_SAMPLE_CGROUP`) and a
 /// CGROUP record (id and path) per cgroup, alive at start or created while recording
 /// (Linux and perf 5.7 or later; older ones refuse the option).
-pub(crate) fn build_command(events: &[Tracepoint], devs: &[FilterDev]) -> String {
+pub(crate) fn build_command(events: &[Tracepoint], devs: &[FilterDev], stacks: Stacks) -> String {
     let mut args: Vec<String> = [
         "perf",
         "record",
@@ -45,7 +46,7 @@ pub(crate) fn build_command(events: &[Tracepoint], devs: &[FilterDev]) -> String
     .collect();
     for t in events {
         args.push("-e".into());
-        if t.callchain {
+        if t.callchain && stacks.callchain(&t.name) {
             args.push(format!("{}{CALLCHAIN_TERM}", t.name));
         } else {
             args.push(t.name.clone());
@@ -71,7 +72,11 @@ pub(crate) fn build_command(events: &[Tracepoint], devs: &[FilterDev]) -> String
 /// `MAJ:MIN`, resolved against `/sys/class/block`) restrict every event that has a `dev`,
 /// `s_dev` or bdi `name` field with the same in-kernel filters the recorder sets. The line
 /// ends with `-o perf.data -- COMMAND`, `COMMAND` being a placeholder for the workload.
-pub fn perf_command_with_notes(devices: &[String]) -> Result<(String, Vec<String>), PerfDataError> {
+/// `stacks` chooses the events with a callchain, as the recorder's `--stacks` does.
+pub fn perf_command_with_notes(
+    devices: &[String],
+    stacks: Stacks,
+) -> Result<(String, Vec<String>), PerfDataError> {
     let devs = if devices.is_empty() {
         Vec::new()
     } else {
@@ -86,12 +91,12 @@ pub fn perf_command_with_notes(devices: &[String]) -> Result<(String, Vec<String
     })?;
     let names = tp::set_names("default")?;
     let (events, notes) = tp::resolve(&tfs, &names, false)?;
-    Ok((build_command(&events, &devs), notes))
+    Ok((build_command(&events, &devs, stacks), notes))
 }
 
 /// [`perf_command_with_notes`] without the notes.
-pub fn perf_command(devices: &[String]) -> Result<String, PerfDataError> {
-    Ok(perf_command_with_notes(devices)?.0)
+pub fn perf_command(devices: &[String], stacks: Stacks) -> Result<String, PerfDataError> {
+    Ok(perf_command_with_notes(devices, stacks)?.0)
 }
 
 #[cfg(test)]
@@ -135,15 +140,21 @@ mod tests {
         };
         // Callchains on the stack events only, kernel-only.
         assert_eq!(
-            build_command(&evs, &[loop0]),
+            build_command(&evs, &[loop0], Stacks::All),
             "perf record -a --all-cgroups --kernel-callchains -m 16M \
              -e block:block_dirty_buffer/call-graph=fp/ --filter '(dev == 7340032) && (sector < 4611686018427387904)' \
              -e sched:sched_process_exec -o perf.data -- COMMAND"
         );
         assert_eq!(
-            build_command(&evs[..1], &[]),
+            build_command(&evs[..1], &[], Stacks::All),
             "perf record -a --all-cgroups --kernel-callchains -m 16M \
              -e block:block_dirty_buffer/call-graph=fp/ --filter 'sector < 4611686018427387904' -o perf.data -- COMMAND"
+        );
+        // The default: the dirty buffers take their thread's dirtying stack in the analyzer.
+        assert_eq!(
+            build_command(&evs[..1], &[], Stacks::Exact),
+            "perf record -a --all-cgroups --kernel-callchains -m 16M \
+             -e block:block_dirty_buffer --filter 'sector < 4611686018427387904' -o perf.data -- COMMAND"
         );
     }
 }

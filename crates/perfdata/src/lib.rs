@@ -63,6 +63,8 @@ use ioblame_format::{
 
 pub use command::{perf_command, perf_command_with_notes};
 pub use errors::{Corruption, EventDescError, PerfDataError, TracingDataError};
+/// Which stack events get a callchain ([`perf_command`]'s choice, as the recorder's).
+pub use ioblame_tracepoints::Stacks;
 pub use layout::is_perf_data;
 
 use parser::{Host, Parser};

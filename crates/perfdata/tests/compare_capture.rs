@@ -159,7 +159,11 @@ fn compare(fstype: &str, strict: bool) -> bool {
          {e}/pdReaderA if={m}/r of=/dev/null bs=128k status=none; \
          sleep 0.2"
     );
-    let line = perf_command(std::slice::from_ref(&fs.name)).expect("perf_command");
+    let line = perf_command(
+        std::slice::from_ref(&fs.name),
+        ioblame_perfdata::Stacks::Exact,
+    )
+    .expect("perf_command");
     let tail = " -o perf.data -- COMMAND";
     assert!(line.ends_with(tail), "{line}");
     assert!(

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
-use ioblame_perfdata::{open_perf_data, perf_command, Converted, PerfDataError, PerfDataOptions};
+use ioblame_perfdata::{
+    open_perf_data, perf_command, Converted, PerfDataError, PerfDataOptions, Stacks,
+};
 
 /// Recordings are system-wide: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -85,7 +87,7 @@ impl Drop for LoopFs {
 
 /// Runs `perf_command` for the loop device, adapted by `edit`, on `workload`.
 fn record(fs: &LoopFs, out: &Path, edit: impl Fn(String) -> String, workload: &str) {
-    let line = perf_command(&[fs.name()]).expect("perf_command");
+    let line = perf_command(&[fs.name()], Stacks::Exact).expect("perf_command");
     let line = edit(line);
     let tail = " -o perf.data -- COMMAND";
     assert!(line.ends_with(tail), "{line}");
@@ -252,7 +254,7 @@ fn full_event_set_converts_like_perf_sees_it() {
         // Kernel-only callchains on the events whose stack is an intent, and only there.
         assert_eq!(
             e.callchain(),
-            ioblame_tracepoints::CALLCHAIN_EVENTS.contains(&e.name.as_str()),
+            Stacks::Exact.callchain(&e.name),
             "{}",
             e.name
         );
@@ -287,7 +289,7 @@ fn full_event_set_converts_like_perf_sees_it() {
     ));
     for line in evlist.lines().filter(|l| l.contains("type: 2,")) {
         let name = line.split(':').take(2).collect::<Vec<_>>().join(":");
-        let stack = ioblame_tracepoints::CALLCHAIN_EVENTS.contains(&name.as_str());
+        let stack = Stacks::Exact.callchain(&name);
         assert_eq!(line.contains("CALLCHAIN"), stack, "{line}");
         assert_eq!(line.contains("exclude_callchain_user: 1"), stack, "{line}");
     }
@@ -643,7 +645,7 @@ fn kallsyms_option_is_used() {
 /// Records `workload` with the `perf-command` line in pipe mode (`-o -`, stdout into `out`),
 /// adapted by `edit`.
 fn record_pipe(fs: &LoopFs, out: &Path, edit: impl Fn(String) -> String, workload: &str) {
-    let line = edit(perf_command(&[fs.name()]).expect("perf_command"));
+    let line = edit(perf_command(&[fs.name()], Stacks::Exact).expect("perf_command"));
     let tail = " -o perf.data -- COMMAND";
     assert!(line.ends_with(tail), "{line}");
     sh(&format!(
@@ -711,7 +713,7 @@ fn pipe_mode_converts_every_record_perf_sees() {
             .iter()
             .filter(|e| e.tracefs_id != 0)
             .count();
-        let line = perf_command(&[fs.name()]).unwrap();
+        let line = perf_command(&[fs.name()], Stacks::Exact).unwrap();
         assert_eq!(tracepoints, line.matches(" -e ").count(), "-z {z}");
     }
 }

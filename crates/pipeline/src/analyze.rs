@@ -151,8 +151,9 @@ pub fn analyze_observed(
     progress: impl FnMut(Progress),
 ) -> Analysis {
     let trace = input.trace();
-    let (decoder, mut diagnostics) = decoder_of(trace);
+    let (decoder, mut diagnostics) = decoder_of(input);
     let mut ctx = Context::from_trace(trace.header(), trace.metadata());
+    ctx.buffer_stacks_from_thread = decoder.buffer_stacks_derived();
     ctx.issuer_only = input.blktrace().is_some();
     if !opts.symbols.is_empty() {
         // A clone shares the table.
@@ -260,7 +261,7 @@ pub fn events(
         };
     }
     let trace = input.trace();
-    let (decoder, mut diagnostics) = decoder_of(trace);
+    let (decoder, mut diagnostics) = decoder_of(input);
     let stream = for_each_event(trace, &decoder, &StreamOptions::default(), |ev| each(ev));
     diagnostics.extend(diag::of_stream(&stream));
     EventsRun {
@@ -271,8 +272,12 @@ pub fn events(
 
 /// The decoder of `trace`'s records, and the problems it found in the trace's formats as the
 /// first diagnostics.
-fn decoder_of(trace: &Trace) -> (Decoder, Vec<Diagnostic>) {
-    let decoder = Decoder::new(trace.header(), trace.metadata());
+fn decoder_of(input: &Input) -> (Decoder, Vec<Diagnostic>) {
+    let trace = input.trace();
+    let mut decoder = Decoder::new(trace.header(), trace.metadata());
+    if input.drops_buffer_stacks() {
+        decoder.drop_buffer_stacks();
+    }
     let diagnostics = decoder
         .problems()
         .iter()

@@ -129,6 +129,10 @@ pub enum Diagnostic {
         /// Paths known.
         paths: usize,
     },
+    /// Dirty buffers recorded without a callchain (`--stacks exact`) for which no stack was
+    /// found: neither the dirty event of a folio they dirtied nor an earlier buffer of their
+    /// thread gave one. Their dirtier and file are known; their intent has no stack.
+    BuffersWithoutStack(u64),
     /// The recorder's own IO is left out (`--show-recorder` shows it).
     RecorderLeftOut {
         /// Its bytes.
@@ -179,6 +183,7 @@ impl Diagnostic {
             | NeitherReadNorWrite { .. }
             | UnknownOrigin { .. }
             | BlktraceWriters { .. }
+            | BuffersWithoutStack(_)
             | RecorderLeftOut { .. }
             | Scope(_) => Severity::Note,
         }
@@ -323,6 +328,13 @@ impl fmt::Display for Diagnostic {
                      not reach are shown as device and inode (record with a larger limit)"
                 )
             }
+            BuffersWithoutStack(n) => write!(
+                f,
+                "{n} dirty buffers were recorded without a stack (--stacks exact) and none was \
+                 found for them (no folio dirtied with them, no earlier buffer of their thread): \
+                 their writers are known, their intents have no stack (record with --stacks all \
+                 to have every one)"
+            ),
             RecorderLeftOut { bytes, ios } => write!(
                 f,
                 "the recorder's own IO ({bytes} bytes in {ios} IOs) is left out; --show-recorder shows it"
@@ -396,6 +408,9 @@ pub(crate) fn of_summary(s: &Summary, tables: &Tables, start: u64) -> Vec<Diagno
 /// writes. Every byte the trace shows is either in an act or here.
 fn byte_accounting(s: &Summary) -> Vec<Diagnostic> {
     let mut v = Vec::new();
+    if s.buffers_without_stack > 0 {
+        v.push(Diagnostic::BuffersWithoutStack(s.buffers_without_stack));
+    }
     if s.stale_bytes > 0 {
         v.push(Diagnostic::StaleIo {
             bytes: s.stale_bytes,

@@ -17,6 +17,7 @@ use crate::diag::Diagnostic;
 pub struct Input {
     trace: Trace,
     blktrace: Option<ioblame_blktrace::Recording>,
+    drop_buffer_stacks: bool,
 }
 
 impl std::fmt::Debug for Input {
@@ -40,6 +41,7 @@ impl From<Trace> for Input {
         Input {
             trace,
             blktrace: None,
+            drop_buffer_stacks: false,
         }
     }
 }
@@ -48,6 +50,18 @@ impl Input {
     /// The trace (for a blktrace recording: its description, without records).
     pub fn trace(&self) -> &Trace {
         &self.trace
+    }
+
+    /// Analyses the dirty buffers as if they had been recorded without their callchains
+    /// (`--stacks exact`), although the trace has them: the check of the rule that gives
+    /// them their stacks ([`ioblame_decode::Decoder::drop_buffer_stacks`]).
+    pub fn drop_buffer_stacks(&mut self) {
+        self.drop_buffer_stacks = true;
+    }
+
+    /// Whether [`Input::drop_buffer_stacks`] was asked for.
+    pub fn drops_buffer_stacks(&self) -> bool {
+        self.drop_buffer_stacks
     }
 
     /// The blktrace recording, if that is what was opened.
@@ -176,6 +190,7 @@ pub fn open_trace(
         return Ok(Input {
             trace,
             blktrace: Some(rec),
+            drop_buffer_stacks: false,
         });
     }
     let t = match paths {

@@ -48,6 +48,60 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// (the registry's entries with `callchain: true`).
 pub use ioblame_events::CALLCHAIN_EVENTS;
 
+/// Stack events whose callchain `--stacks exact` leaves out: the analyzer gives each the
+/// stack of its thread's dirtying event (the registry's entries with `stack_from_folio`).
+pub use ioblame_events::STACK_FROM_FOLIO_EVENTS;
+
+/// Which stack events carry a kernel callchain: the recorder's `--stacks` and
+/// `ioblame perf-command --stacks`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Stacks {
+    /// One callchain per dirtying write: the events of [`STACK_FROM_FOLIO_EVENTS`]
+    /// (`block_dirty_buffer`) go without, and the analyzer gives each the stack of its
+    /// thread's dirtying event. The intents are the same as with [`Stacks::All`].
+    #[default]
+    Exact,
+    /// A callchain on every stack event ([`CALLCHAIN_EVENTS`]).
+    All,
+    /// No callchain at all: bytes per task and file stay exact, the intents have no stacks.
+    /// The cheapest recording (the floor `bench-capture` measures the others against).
+    None,
+}
+
+impl Stacks {
+    /// Whether event `name` (one of [`CALLCHAIN_EVENTS`] or not) is recorded with a
+    /// callchain in this mode.
+    pub fn callchain(self, name: &str) -> bool {
+        match self {
+            Stacks::All => CALLCHAIN_EVENTS.contains(&name),
+            Stacks::Exact => {
+                CALLCHAIN_EVENTS.contains(&name) && !STACK_FROM_FOLIO_EVENTS.contains(&name)
+            }
+            Stacks::None => false,
+        }
+    }
+    /// The mode's name, as the option takes it and the trace records it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stacks::Exact => "exact",
+            Stacks::All => "all",
+            Stacks::None => "none",
+        }
+    }
+}
+
+impl std::str::FromStr for Stacks {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Stacks, String> {
+        match s {
+            "exact" => Ok(Stacks::Exact),
+            "all" => Ok(Stacks::All),
+            "none" => Ok(Stacks::None),
+            _ => Err(format!("unknown stacks mode `{s}` (exact, all, none)")),
+        }
+    }
+}
+
 /// Older names to fall back on when the new one is absent: (new, old), the registry's
 /// `aliases`.
 pub use ioblame_events::RENAMES;
