@@ -256,7 +256,8 @@ struct PerfCommandArgs {
     /// Which stack events get a kernel callchain, as `ioblame-capture --stacks`: `exact`
     /// (not `block_dirty_buffer`, whose stack the analyzer takes from its thread's dirtying
     /// event: the same intents at about half the kernel's cost), `all` or `none` (no
-    /// callchain: no intents).
+    /// callchain: no intents). `sampled:N` has no perf line (perf takes no per-event sample
+    /// period on tracepoints): record it with `ioblame-capture`.
     #[arg(long, default_value = "exact", value_name = "MODE")]
     stacks: ioblame_perfdata::Stacks,
 }

@@ -54,6 +54,12 @@ const SCENARIOS: &str = "set -e
 /// "Blind spots"); the kernel behaviour each relies on is in "Kernel facts the code depends
 /// on", "Writeback and filesystems".
 fn writeback_scenarios(fstype: &str) {
+    writeback_scenarios_with(fstype, &[]);
+}
+
+/// [`writeback_scenarios`] recorded with `options` (the default `--stacks exact`, or
+/// `--stacks sampled:N`: the bytes per task and file must be the same).
+fn writeback_scenarios_with(fstype: &str, options: &[&str]) {
     if !support::ready(&["mkfs.ext4", "mkfs.xfs", "dd", "sync"]) {
         return;
     }
@@ -77,7 +83,7 @@ fn writeback_scenarios(fstype: &str) {
         "dd if=/dev/urandom of={m}/o.dat bs=1M count=4 conv=fsync 2>/dev/null && \
          dd if=/dev/urandom of={m}/pre.dat bs=1M count=4 2>/dev/null"
     ));
-    let trace = capture(&fs, &bin, "trace", SCENARIOS);
+    let trace = support::capture_with(&fs, &bin, "trace", SCENARIOS, options);
     let c = charges(&trace);
     let ino_of = |n: &str| ino(&fs.mnt.join(n));
     let data = &["page", "buffer"];
@@ -150,6 +156,16 @@ fn writeback_scenarios(fstype: &str) {
     assert_eq!(total, 20 * MIB, "every data byte charged once; {ctx}");
     // The recorder named the files: acts, iolog and the report's files table carry paths.
     let acts = support::acts_json(&trace);
+    if options.iter().any(|o| o.starts_with("sampled:")) {
+        // The writers' intents come from the sampled stacks.
+        assert!(
+            acts.iter().any(
+                |v| v["comm"].as_str().is_some_and(|c| c.starts_with("writer"))
+                    && v["frames"].as_array().is_some_and(|f| !f.is_empty())
+            ),
+            "{fstype}: no writer's act has a sampled stack: {acts:#?}"
+        );
+    }
     let f_acts: Vec<_> = acts
         .iter()
         .filter(|v| v["comm"] == "writerF" && v["ino"] == ino_of("f.dat"))
@@ -281,6 +297,22 @@ fn ext4_derived_buffer_stacks_are_the_recorded_ones() {
 #[test]
 fn xfs_derived_buffer_stacks_are_the_recorded_ones() {
     derived_buffer_stacks_are_the_recorded_ones("xfs");
+}
+
+/// Sampled stacks (`--stacks sampled:4`): every byte to the same task and file as in the
+/// exact mode; the writers' intents come from the samples.
+fn sampled_writeback_scenarios(fstype: &str) {
+    writeback_scenarios_with(fstype, &["--stacks", "sampled:4"]);
+}
+
+#[test]
+fn ext4_writeback_scenarios_sampled() {
+    sampled_writeback_scenarios("ext4");
+}
+
+#[test]
+fn xfs_writeback_scenarios_sampled() {
+    sampled_writeback_scenarios("xfs");
 }
 
 #[test]

@@ -34,6 +34,8 @@ pub struct EventSpec {
     pub config: u64,
     /// Kernel callchain on samples.
     pub callchain: bool,
+    /// One sample every this many hits (1: every hit).
+    pub sample_period: u64,
     /// The task's cgroup id on samples (`PERF_SAMPLE_CGROUP`).
     pub cgroup: bool,
     /// sample_max_stack.
@@ -64,7 +66,7 @@ impl EventSpec {
             sample_type: self.sample_type(),
             ..Default::default()
         };
-        a.__bindgen_anon_1.sample_period = 1;
+        a.__bindgen_anon_1.sample_period = self.sample_period.max(1);
         a.set_disabled(1);
         a.set_sample_id_all(1);
         a.set_use_clockid(1);
@@ -620,6 +622,7 @@ mod tests {
         let spec = EventSpec {
             config: 42,
             callchain: true,
+            sample_period: 1,
             cgroup: false,
             max_stack: 32,
             task: true,
@@ -632,6 +635,15 @@ mod tests {
         assert_eq!(a.sample_type, SAMPLE_TYPE | SAMPLE_CALLCHAIN);
         assert_eq!(a.exclude_callchain_user(), 1);
         assert_eq!(a.sample_max_stack, 32);
+        // SAFETY: sample_period is the member of the union this spec sets.
+        assert_eq!(unsafe { a.__bindgen_anon_1.sample_period }, 1);
+        let sampled = EventSpec {
+            sample_period: 64,
+            ..spec
+        }
+        .attr();
+        // SAFETY: as above.
+        assert_eq!(unsafe { sampled.__bindgen_anon_1.sample_period }, 64);
         assert_eq!((a.comm(), a.comm_exec(), a.task()), (1, 1, 1));
         assert_eq!(a.cgroup(), 1);
         assert_eq!((a.sample_id_all(), a.use_clockid(), a.clockid), (1, 1, 1));

@@ -15,8 +15,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use ioblame_format::{
     BlockDevice, ChunkBuilder, ChunkEncoder, ChunkHeader, EventDesc, FileTable, Header, Metadata,
-    Mount, RingOptions, RingStats, RingWriter, EVENT_CALLCHAIN, EVENT_TASK_RECORDS, FILES_AT_END,
-    FILES_CAPPED, FILES_TIMED_OUT,
+    Mount, RingOptions, RingStats, RingWriter, EVENT_CALLCHAIN, EVENT_STACK_SAMPLE,
+    EVENT_TASK_RECORDS, FILES_AT_END, FILES_CAPPED, FILES_TIMED_OUT,
 };
 
 use crate::perf::{self, Event, EventSpec, Ring};
@@ -417,8 +417,12 @@ fn check_args(a: &RecordArgs) -> Result<usize> {
 /// What to record: the events of `--events` found on this kernel and the devices of
 /// `--devices`.
 struct Plan {
-    /// The events, as this kernel has them.
+    /// The events, as this kernel has them; with `--stacks sampled:N`, then a second
+    /// event for each dirtying one (`stack_samples`).
     tps: Vec<Tracepoint>,
+    /// Parallel to `tps`: the sample period of an event that samples the stacks of the
+    /// event of the same name, `None` for the others.
+    stack_samples: Vec<Option<u32>>,
     /// The block devices of this host.
     block_devices: Vec<BlockDevice>,
     /// The devices to filter on (none: every device).
@@ -440,8 +444,19 @@ fn plan(a: &RecordArgs) -> Result<Plan> {
         Some(s) => events::resolve_devices(s, &block_devices)?,
         None => Vec::new(),
     };
+    let mut tps = tps;
+    let mut stack_samples = vec![None; tps.len()];
+    let sampled: Vec<(Tracepoint, u32)> = tps
+        .iter()
+        .filter_map(|t| Some((t.clone(), a.stacks.sampled(&t.name)?)))
+        .collect();
+    for (t, n) in sampled {
+        tps.push(t);
+        stack_samples.push(Some(n));
+    }
     Ok(Plan {
         tps,
+        stack_samples,
         block_devices,
         fdevs,
     })
@@ -494,7 +509,9 @@ fn open_events(a: &RecordArgs, plan: &Plan, page: usize) -> Result<Opened> {
         .enumerate()
         .map(|(i, t)| EventSpec {
             config: t.id,
-            callchain: t.callchain && a.stacks.callchain(&t.name),
+            callchain: plan.stack_samples[i].is_some()
+                || (t.callchain && a.stacks.callchain(&t.name)),
+            sample_period: plan.stack_samples[i].unwrap_or(1).into(),
             cgroup: t.callchain && !a.no_cgroups,
             max_stack: a.stack_depth,
             task: i == 0,
@@ -679,7 +696,7 @@ fn create_trace<'a>(
             ("output_dir".into(), out_abs.display().to_string()),
             ("output_dev".into(), output_dev),
             ("stack_depth".into(), a.stack_depth.to_string()),
-            ("stacks".into(), a.stacks.name().into()),
+            ("stacks".into(), a.stacks.name()),
             ("buffer_size".into(), opened.data_bytes.to_string()),
         ],
     };
@@ -1122,7 +1139,12 @@ fn event_desc(t: &Tracepoint, s: &EventSpec, filter: &str, ids: Vec<u64>) -> Eve
         sample_type: s.sample_type(),
         read_format: 0,
         flags: if s.callchain { EVENT_CALLCHAIN } else { 0 }
-            | if s.task { EVENT_TASK_RECORDS } else { 0 },
+            | if s.task { EVENT_TASK_RECORDS } else { 0 }
+            | if s.sample_period > 1 {
+                EVENT_STACK_SAMPLE
+            } else {
+                0
+            },
         max_stack: if s.callchain { s.max_stack } else { 0 },
         filter: filter.to_string(),
         format: t.format.clone(),

@@ -13,6 +13,8 @@
 //! the dirty state) is handled here, in a few named steps.
 
 use ioblame_decode::{Dev, Event, EventKind, Rwbs, WorkPhase};
+use std::sync::Arc;
+
 use rustc_hash::FxHashMap;
 
 use crate::charging::{charge_bio, Bio, Books, Charge, Charging, Done, Frag, Parts};
@@ -95,7 +97,13 @@ pub struct Attributor {
     /// dirtied no folio): (disk, first sector, role). Its next stack is given to those still
     /// dirty.
     stackless_buffers: FxHashMap<u32, Vec<(Dev, u64, RoleId)>>,
+    /// With [`Context::stacks_sampled`]: per (thread, dirtying event), the stack last
+    /// sampled; `None` otherwise.
+    sampled_stacks: Option<SampledStacks>,
 }
+
+/// Per (thread, whether a folio's or an inode's dirty event), the stack last sampled.
+type SampledStacks = FxHashMap<(u32, bool), Arc<[u64]>>;
 
 /// Threads whose last dirty-buffer stack is remembered (then the map starts over).
 const BUFFER_STACKS_MAX: usize = 1 << 16;
@@ -136,6 +144,7 @@ impl Attributor {
             next_sweep: 0,
             buffer_stacks: ctx.buffer_stacks_from_thread.then(FxHashMap::default),
             stackless_buffers: FxHashMap::default(),
+            sampled_stacks: ctx.stacks_sampled.then(FxHashMap::default),
         }
     }
 
@@ -215,6 +224,48 @@ impl Attributor {
 
     /// Feeds one event (events must come in time order).
     pub fn push(&mut self, ev: &Event) {
+        if self.sampled_stacks.is_some() {
+            if let Some(with) = self.with_sampled_stack(ev) {
+                return self.push_event(&with);
+            }
+        }
+        self.push_event(ev)
+    }
+
+    /// With sampled stacks: a folio or inode dirty event without a stack, given the stack
+    /// last sampled on its thread for that event (`None`: `ev` as it is). Each sampled
+    /// stack is remembered.
+    fn with_sampled_stack(&mut self, ev: &Event) -> Option<Event> {
+        let folio = match ev.kind {
+            EventKind::DirtyFolio { .. } => true,
+            EventKind::MarkInodeDirty { .. } => false,
+            _ => return None,
+        };
+        let map = self.sampled_stacks.as_mut()?;
+        match &ev.stack {
+            Some(s) => {
+                if map.len() >= BUFFER_STACKS_MAX {
+                    map.clear();
+                }
+                map.insert((ev.tid, folio), s.clone());
+                None
+            }
+            None => match map.get(&(ev.tid, folio)) {
+                Some(s) => {
+                    let mut with = ev.clone();
+                    with.stack = Some(s.clone());
+                    Some(with)
+                }
+                None => {
+                    self.summary.dirtiers_without_sample += 1;
+                    None
+                }
+            },
+        }
+    }
+
+    /// [`Attributor::push`] once the event has its stack.
+    fn push_event(&mut self, ev: &Event) {
         self.clock(ev);
         let now = self.last_time;
         let tid = ev.tid;

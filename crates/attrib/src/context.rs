@@ -130,6 +130,10 @@ pub struct Context {
     /// `ioblame_decode::Decoder::buffer_stacks_derived`): one that has no stack takes the
     /// stack last given to a dirty buffer of its thread.
     pub buffer_stacks_from_thread: bool,
+    /// The dirtying events' stacks were sampled (`--stacks sampled:N`;
+    /// `ioblame_decode::Decoder::stacks_sampled`): a folio or inode dirtied without a stack
+    /// takes the stack last sampled on its thread for that event.
+    pub stacks_sampled: bool,
 }
 
 impl Default for Context {
@@ -145,6 +149,7 @@ impl Default for Context {
             issuer_only: false,
             scope_root: None,
             buffer_stacks_from_thread: false,
+            stacks_sampled: false,
         }
     }
 }
@@ -195,6 +200,7 @@ impl Context {
             issuer_only: false,
             scope_root: None,
             buffer_stacks_from_thread: false,
+            stacks_sampled: false,
         }
     }
 }

@@ -98,6 +98,9 @@ pub struct Summary {
     /// and whose thread had no stack given before: their dirtier is known, their intent has
     /// no stack.
     pub buffers_without_stack: u64,
+    /// With sampled stacks (`--stacks sampled:N`): folios and inodes dirtied without a
+    /// stack by a thread that had no sampled stack for that event yet.
+    pub dirtiers_without_sample: u64,
     /// Human-readable warnings (the first 64).
     pub warnings: Vec<String>,
     /// Warnings beyond those kept.

@@ -70,6 +70,7 @@ fn context() -> Context {
         issuer_only: false,
         scope_root: None,
         buffer_stacks_from_thread: false,
+        stacks_sampled: false,
     }
 }
 

@@ -247,6 +247,9 @@ struct Entry {
     build: Option<Build>,
     fields: Vec<Option<Field>>,
     common_pid: Option<Field>,
+    /// A stack sample (`EVENT_STACK_SAMPLE`): its samples only add their stack to the same
+    /// hit's sample of the event of the same name.
+    stack_sample: bool,
 }
 
 /// How samples are attributed to their event.
@@ -323,6 +326,7 @@ impl Decoder {
                 build: None,
                 fields: Vec::new(),
                 common_pid: None,
+                stack_sample: ev.flags & ioblame_format::EVENT_STACK_SAMPLE != 0,
             };
             let def = ioblame_events::find(&ev.name);
             match EventFormat::parse(&ev.format) {
@@ -407,6 +411,12 @@ impl Decoder {
         }
     }
 
+    /// Whether the trace samples the dirtying events' stacks (`--stacks sampled:N`): some
+    /// events are stack samples, whose stacks go to the sample of the same hit.
+    pub fn stacks_sampled(&self) -> bool {
+        self.entries.iter().any(|e| e.stack_sample)
+    }
+
     /// Whether the dirty buffers were recorded without their callchains (`--stacks exact`),
     /// or are analysed so ([`Decoder::drop_buffer_stacks`]): each takes the stack of the
     /// folio dirty event that follows it on its thread, and the attribution gives the others
@@ -479,6 +489,7 @@ impl Decoder {
         let mut last_time = chunk.header.first_ts;
         let mut recent = RecentStacks {
             last: vec![None; self.entries.len()],
+            pending: None,
         };
         for r in chunk.records(self.order) {
             let rec = match r {
@@ -602,6 +613,38 @@ impl Decoder {
         *last_time = time;
         stats.per_event[idx as usize] += 1;
         ev.stack = s.callchain.map(|c| recent.stack(idx, c));
+        if e.stack_sample {
+            // Both events fire on the same hit, one record after the other: the stack goes
+            // to the other's sample, before or after this one.
+            let Some(sample) = events.pop() else {
+                return Ok(());
+            };
+            let Some(stack) = sample.stack else {
+                return Ok(());
+            };
+            // (Each of the two reads the clock: their times differ by a few hundred ns.)
+            match events.last_mut() {
+                Some(p)
+                    if p.tid == sample.tid
+                        && sample.time.abs_diff(p.time) <= SAME_HIT_NS
+                        && p.stack.is_none()
+                        && p.kind == sample.kind =>
+                {
+                    p.stack = Some(stack)
+                }
+                _ => recent.pending = Some((sample.tid, sample.time, sample.kind, stack)),
+            }
+        } else if let Some((tid, t, kind, _)) = &recent.pending {
+            // The next record of this CPU after the stack sample: its event, or none.
+            let (tid, t, kind) = (*tid, *t, kind.clone());
+            if let Some(ev) = events
+                .last_mut()
+                .filter(|ev| ev.tid == tid && ev.time.abs_diff(t) <= SAME_HIT_NS && ev.kind == kind)
+            {
+                ev.stack = recent.pending.take().map(|p| p.3);
+            }
+            recent.pending = None;
+        }
         Ok(())
     }
 
@@ -720,6 +763,9 @@ type Recorded<'a> = (&'a [u8], Arc<[u64]>);
 /// The stack of the last sample of each event in a chunk, with its callchain as recorded.
 struct RecentStacks<'a> {
     last: Vec<Option<Recorded<'a>>>,
+    /// A stack sample's (thread, time, event, stack) that came before the sample it
+    /// belongs to (the same hit: the same payload).
+    pending: Option<(u32, u64, EventKind, Arc<[u64]>)>,
 }
 
 impl<'a> RecentStacks<'a> {
@@ -740,6 +786,10 @@ impl<'a> RecentStacks<'a> {
         a
     }
 }
+
+/// Longest time between a stack sample and the sample of the same tracepoint hit (both are
+/// written by one tracepoint call, each with its own clock read).
+const SAME_HIT_NS: u64 = 100_000;
 
 /// Most distinct stacks a decoding thread keeps to share (then it starts over).
 const SHARED_STACKS_MAX: usize = 1 << 14;

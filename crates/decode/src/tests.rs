@@ -1148,3 +1148,47 @@ fn rwbs_stops_at_its_nul() {
     assert_eq!(Rwbs::parse_bytes(b"RA"), Rwbs(Rwbs::READ | Rwbs::AHEAD));
     assert_eq!(Rwbs::parse_bytes(b"\0WS"), Rwbs(0));
 }
+
+/// `--stacks sampled:N`: a stack sample's callchain goes to the sample of the same hit
+/// (before or after it, its time a little apart) and the stack sample itself is no event.
+#[test]
+fn stack_samples_give_their_stack_to_the_same_hit() {
+    let mut t = TraceBuilder::new(ByteOrder::native(), 1);
+    let name = "writeback:writeback_dirty_folio";
+    let plain = t.add_event(name, fmt(name), false).unwrap();
+    let sampled = t.add_event(name, fmt(name), true).unwrap();
+    t.metadata_mut().events[sampled as usize].flags |= ioblame_format::EVENT_STACK_SAMPLE;
+    let folio = |index: u64| {
+        vec![
+            ("name", Val::Str("7:0")),
+            ("ino", Val::U(12)),
+            ("index", Val::U(index)),
+        ]
+    };
+    let base = t.header().start_clock_ns + 1000;
+    // Hit 1: the plain sample, then its stack sample 300 ns later.
+    t.sample(0, plain, base, 5, 5, &[], &folio(0)).unwrap();
+    t.sample(0, sampled, base + 300, 5, 5, &[0xa1, 0xa2], &folio(0))
+        .unwrap();
+    // Hit 2: no stack sample.
+    t.sample(0, plain, base + 1000, 5, 5, &[], &folio(1))
+        .unwrap();
+    // Hit 3: the stack sample first.
+    t.sample(0, sampled, base + 2000, 5, 5, &[0xb1, 0xb2], &folio(2))
+        .unwrap();
+    t.sample(0, plain, base + 2200, 5, 5, &[], &folio(2))
+        .unwrap();
+    let d = Decoder::new(t.header(), t.metadata());
+    assert!(d.stacks_sampled());
+    let (evs, _) = decode_built(t);
+    let stacks: Vec<_> = evs
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::DirtyFolio { .. }))
+        .map(|e| e.stack.as_deref().map(<[u64]>::to_vec))
+        .collect();
+    assert_eq!(
+        stacks,
+        [Some(vec![0xa1, 0xa2]), None, Some(vec![0xb1, 0xb2])],
+        "{evs:?}"
+    );
+}

@@ -157,6 +157,11 @@ impl Header {
 pub const EVENT_CALLCHAIN: u32 = 1;
 /// `EventDesc::flags` bit: this event also emits COMM/FORK/EXIT/EXEC task records.
 pub const EVENT_TASK_RECORDS: u32 = 2;
+/// `EventDesc::flags` bit: a second perf event on the tracepoint of the event of the same
+/// name without this bit, sampling one hit in N per CPU with a callchain (the recorder's
+/// `--stacks sampled:N`): each of its samples repeats one of that event's (same thread, same
+/// time), adding the stack.
+pub const EVENT_STACK_SAMPLE: u32 = 4;
 
 /// One recorded event (a tracepoint), with everything needed to decode its samples.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -73,10 +73,24 @@ pub(crate) fn build_command(events: &[Tracepoint], devs: &[FilterDev], stacks: S
 /// `s_dev` or bdi `name` field with the same in-kernel filters the recorder sets. The line
 /// ends with `-o perf.data -- COMMAND`, `COMMAND` being a placeholder for the workload.
 /// `stacks` chooses the events with a callchain, as the recorder's `--stacks` does.
+///
+/// `--stacks sampled:N` has no stock perf line: perf takes no per-event sample period on a
+/// tracepoint (perf 6.1's tracepoint terms are `call-graph` and `stack-size` only), and a
+/// global `-c N` would drop events, not only stacks. It is an error that says so.
 pub fn perf_command_with_notes(
     devices: &[String],
     stacks: Stacks,
 ) -> Result<(String, Vec<String>), PerfDataError> {
+    if let Stacks::Sampled(_) = stacks {
+        return Err(tp::Error::System(
+            "--stacks sampled:N has no perf line: perf takes no per-event sample period on \
+             tracepoints (only call-graph and stack-size terms), and a global -c would drop \
+             events, not only stacks; record with `ioblame-capture record --stacks sampled:N`, \
+             or print the line for --stacks exact (the default), all or none"
+                .into(),
+        )
+        .into());
+    }
     let devs = if devices.is_empty() {
         Vec::new()
     } else {

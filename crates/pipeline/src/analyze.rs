@@ -154,6 +154,17 @@ pub fn analyze_observed(
     let (decoder, mut diagnostics) = decoder_of(input);
     let mut ctx = Context::from_trace(trace.header(), trace.metadata());
     ctx.buffer_stacks_from_thread = decoder.buffer_stacks_derived();
+    ctx.stacks_sampled = decoder.stacks_sampled();
+    if ctx.stacks_sampled {
+        diagnostics.push(Diagnostic::StacksSampled {
+            mode: trace
+                .metadata()
+                .capture_info
+                .iter()
+                .find(|(k, _)| k == "stacks")
+                .map(|(_, v)| v.clone()),
+        });
+    }
     ctx.issuer_only = input.blktrace().is_some();
     if !opts.symbols.is_empty() {
         // A clone shares the table.

@@ -133,6 +133,15 @@ pub enum Diagnostic {
     /// found: neither the dirty event of a folio they dirtied nor an earlier buffer of their
     /// thread gave one. Their dirtier and file are known; their intent has no stack.
     BuffersWithoutStack(u64),
+    /// The dirtying events' stacks were sampled (`--stacks sampled:N`): bytes per task and
+    /// file are exact, intents a sample. Said once for every such trace.
+    StacksSampled {
+        /// The recorder's mode (`sampled:64`), when the trace names it.
+        mode: Option<String>,
+    },
+    /// With sampled stacks: folios and inodes dirtied by a thread before any of its
+    /// dirtying events was sampled (their intents have no stack).
+    DirtiersWithoutSample(u64),
     /// The recorder's own IO is left out (`--show-recorder` shows it).
     RecorderLeftOut {
         /// Its bytes.
@@ -184,6 +193,8 @@ impl Diagnostic {
             | UnknownOrigin { .. }
             | BlktraceWriters { .. }
             | BuffersWithoutStack(_)
+            | StacksSampled { .. }
+            | DirtiersWithoutSample(_)
             | RecorderLeftOut { .. }
             | Scope(_) => Severity::Note,
         }
@@ -335,6 +346,25 @@ impl fmt::Display for Diagnostic {
                  their writers are known, their intents have no stack (record with --stacks all \
                  to have every one)"
             ),
+            StacksSampled { mode } => {
+                let one_in = mode
+                    .as_deref()
+                    .and_then(|m| m.strip_prefix("sampled:"))
+                    .map_or("N".to_string(), str::to_string);
+                write!(
+                    f,
+                    "stacks were sampled (--stacks {}): one dirtying event in {one_in} per CPU \
+                     carried a callchain, the others take the stack last sampled on their \
+                     thread; bytes per task and file are exact, intents are a sample (record \
+                     with --stacks exact for exact intents)",
+                    mode.as_deref().unwrap_or("sampled:N")
+                )
+            }
+            DirtiersWithoutSample(n) => write!(
+                f,
+                "{n} folio and inode dirty events came before any sampled stack of their thread: \
+                 their intents have no stack"
+            ),
             RecorderLeftOut { bytes, ios } => write!(
                 f,
                 "the recorder's own IO ({bytes} bytes in {ios} IOs) is left out; --show-recorder shows it"
@@ -408,6 +438,9 @@ pub(crate) fn of_summary(s: &Summary, tables: &Tables, start: u64) -> Vec<Diagno
 /// writes. Every byte the trace shows is either in an act or here.
 fn byte_accounting(s: &Summary) -> Vec<Diagnostic> {
     let mut v = Vec::new();
+    if s.dirtiers_without_sample > 0 {
+        v.push(Diagnostic::DirtiersWithoutSample(s.dirtiers_without_sample));
+    }
     if s.buffers_without_stack > 0 {
         v.push(Diagnostic::BuffersWithoutStack(s.buffers_without_stack));
     }

@@ -52,6 +52,11 @@ pub use ioblame_events::CALLCHAIN_EVENTS;
 /// stack of its thread's dirtying event (the registry's entries with `stack_from_folio`).
 pub use ioblame_events::STACK_FROM_FOLIO_EVENTS;
 
+/// The stack event that is never sampled (`--stacks sampled:N`): the issuing task's stack
+/// on a bio tells direct IO and the journals' IO apart (docs/attribution.md), which decides
+/// who is charged, so it stays exact.
+pub const ISSUER_STACK_EVENT: &str = "block:block_bio_queue";
+
 /// Which stack events carry a kernel callchain: the recorder's `--stacks` and
 /// `ioblame perf-command --stacks`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -63,6 +68,11 @@ pub enum Stacks {
     Exact,
     /// A callchain on every stack event ([`CALLCHAIN_EVENTS`]).
     All,
+    /// The dirtying events (every stack event but [`ISSUER_STACK_EVENT`]) without a
+    /// callchain, plus, for each, a second perf event on the same tracepoint that samples one
+    /// hit in N per CPU with a callchain. Bytes per task and file stay exact; each dirtying
+    /// event takes the stack last sampled on its thread: the intents are a sample.
+    Sampled(u32),
     /// No callchain at all: bytes per task and file stay exact, the intents have no stacks.
     /// The cheapest recording (the floor `bench-capture` measures the others against).
     None,
@@ -70,22 +80,36 @@ pub enum Stacks {
 
 impl Stacks {
     /// Whether event `name` (one of [`CALLCHAIN_EVENTS`] or not) is recorded with a
-    /// callchain in this mode.
+    /// callchain in this mode (on every sample: the sampled second events aside).
     pub fn callchain(self, name: &str) -> bool {
         match self {
             Stacks::All => CALLCHAIN_EVENTS.contains(&name),
             Stacks::Exact => {
                 CALLCHAIN_EVENTS.contains(&name) && !STACK_FROM_FOLIO_EVENTS.contains(&name)
             }
+            Stacks::Sampled(_) => name == ISSUER_STACK_EVENT,
             Stacks::None => false,
         }
     }
-    /// The mode's name, as the option takes it and the trace records it.
-    pub fn name(self) -> &'static str {
+    /// The sample period of event `name`'s second, stack-sampling event, when this mode
+    /// records one.
+    pub fn sampled(self, name: &str) -> Option<u32> {
         match self {
-            Stacks::Exact => "exact",
-            Stacks::All => "all",
-            Stacks::None => "none",
+            Stacks::Sampled(n)
+                if CALLCHAIN_EVENTS.contains(&name) && name != ISSUER_STACK_EVENT =>
+            {
+                Some(n)
+            }
+            _ => None,
+        }
+    }
+    /// The mode's name, as the option takes it and the trace records it.
+    pub fn name(self) -> String {
+        match self {
+            Stacks::Exact => "exact".into(),
+            Stacks::All => "all".into(),
+            Stacks::Sampled(n) => format!("sampled:{n}"),
+            Stacks::None => "none".into(),
         }
     }
 }
@@ -97,7 +121,16 @@ impl std::str::FromStr for Stacks {
             "exact" => Ok(Stacks::Exact),
             "all" => Ok(Stacks::All),
             "none" => Ok(Stacks::None),
-            _ => Err(format!("unknown stacks mode `{s}` (exact, all, none)")),
+            _ => match s.strip_prefix("sampled:").map(str::parse::<u32>) {
+                Some(Ok(n)) if n >= 2 => Ok(Stacks::Sampled(n)),
+                Some(_) => Err(format!(
+                    "`{s}`: the period of sampled:N is a whole number from 2 (sampled:64: one \
+                     dirtying event in 64 per CPU carries a callchain)"
+                )),
+                None => Err(format!(
+                    "unknown stacks mode `{s}` (exact, all, sampled:N, none)"
+                )),
+            },
         }
     }
 }
@@ -395,5 +428,39 @@ mod tests {
             filter_for(&mid, &devs[..1]),
             "(name == \"7:0\") && (flags & 59)"
         );
+    }
+}
+
+#[cfg(test)]
+mod stacks_tests {
+    use super::*;
+
+    #[test]
+    fn modes_parse_and_choose_the_callchains() {
+        let p = |s: &str| s.parse::<Stacks>();
+        assert_eq!(p("exact"), Ok(Stacks::Exact));
+        assert_eq!(p("sampled:64"), Ok(Stacks::Sampled(64)));
+        assert!(p("sampled:1").unwrap_err().contains("from 2"));
+        assert!(p("sampled:x").is_err());
+        assert!(p("some")
+            .unwrap_err()
+            .contains("exact, all, sampled:N, none"));
+        for m in ["exact", "all", "sampled:8", "none"] {
+            assert_eq!(p(m).unwrap().name(), m);
+        }
+        let (folio, buffer, bio) = (
+            "writeback:writeback_dirty_folio",
+            "block:block_dirty_buffer",
+            ISSUER_STACK_EVENT,
+        );
+        assert!(Stacks::Exact.callchain(folio) && !Stacks::Exact.callchain(buffer));
+        assert!(Stacks::All.callchain(buffer));
+        assert!(!Stacks::None.callchain(bio));
+        let s = Stacks::Sampled(64);
+        assert!(!s.callchain(folio) && !s.callchain(buffer) && s.callchain(bio));
+        assert_eq!((s.sampled(folio), s.sampled(buffer)), (Some(64), Some(64)));
+        assert_eq!(s.sampled(bio), None);
+        assert_eq!(s.sampled("sched:sched_process_exec"), None);
+        assert_eq!(Stacks::Exact.sampled(folio), None);
     }
 }
