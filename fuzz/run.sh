@@ -8,7 +8,9 @@
 # Statistics of each run: fuzz/logs/TARGET.log (the last lines: executions, exec/s, coverage).
 # FUZZ_SEED=N fixes libFuzzer's random seed (default 0: a new one each run): CI's smoke run
 # sets it, so from the same seeds it replays the same mutations and a failure is
-# reproducible; the long runs that look for new crashes leave it unset.
+# reproducible; the long runs that look for new crashes leave it unset. FUZZ_RUNS=N stops
+# each target after N executions (or SECS, whichever comes first): the 10 M-execution runs
+# of docs/reliability.md.
 set -uo pipefail
 cd "$(dirname "$0")"
 secs=${1:?usage: fuzz/run.sh SECS [TARGET...]}
@@ -33,7 +35,7 @@ for t in "${targets[@]}"; do
     echo "fuzz: $t for ${secs}s" >&2
     if ! cargo fuzz run -s none -a "${dir_args[@]}" "$t" "corpus/$t" "${seeds[@]}" -- \
         -max_total_time="$secs" -max_len=16384 -rss_limit_mb=2048 -timeout=20 \
-        -seed="${FUZZ_SEED:-0}" \
+        -seed="${FUZZ_SEED:-0}" -runs="${FUZZ_RUNS:--1}" \
         -print_final_stats=1 >"logs/$t.log" 2>&1; then
         failed+=("$t")
         # The panic (message and place) and the input that caused it.

@@ -3,8 +3,8 @@
 # For four fio jobs on a loop-device ext4 it runs, interleaved, REPS rounds of:
 #   untraced
 #   | under `ioblame-capture record` (release, default set, --devices loopN) once per mode of
-#     MODES (default "exact all none": --stacks exact (the default), all (a callchain on every
-#     stack event), none (no callchain at all: the floor))
+#     MODES (default "exact sampled:64 none all": --stacks exact (the default), sampled:64,
+#     none (no callchain at all: the floor), all (a callchain on every stack event))
 #   | under stock `perf record` with the line `ioblame perf-command --devices loopN` prints
 #     (the default --stacks exact)
 # and prints per job: throughput change vs untraced, recorder CPU per event (utime+stime of the
@@ -23,7 +23,7 @@ CAP=${IOBLAME_CAPTURE:-$TD/release/ioblame-capture}
 [ -x "$CAP" ] || (cd "$ROOT" && cargo build -q --release -p ioblame-capture)
 IOB=${IOBLAME:-$TD/debug/ioblame}
 [ -x "$IOB" ] || (cd "$ROOT" && cargo build -q -p ioblame)
-MODES=${MODES:-exact all none}; RATE=${RATE:-20m}
+MODES=${MODES:-exact sampled:64 none all}; RATE=${RATE:-20m}
 W=$(mktemp -d /var/tmp/iob-bench.XXXXXX); LOOP=""
 cleanup() { umount "$W/mnt" 2>/dev/null || true; [ -n "$LOOP" ] && losetup -d "$LOOP" 2>/dev/null; rm -rf "$W"; }
 trap cleanup EXIT
@@ -62,7 +62,7 @@ print(j['read']['bw_bytes']+j['write']['bw_bytes'], int((j['usr_cpu']+j['sys_cpu
 addfio() { local r=($3); BW[$1,$2]=$(( ${BW[$1,$2]:-0} + r[0] )); FCPU[$1,$2]=$(( ${FCPU[$1,$2]:-0} + r[1] )); P99[$1,$2]=$(( ${P99[$1,$2]:-0} + r[2] )); }
 cpu_ticks() { awk '{print $14+$15}' /proc/$1/stat; }
 
-declare -A BW CPU RUN EV BYTES LOST FCPU P99
+declare -A BW CPU RUN EV BYTES LOST FCPU P99 TOP
 for r in $(seq "$REPS"); do
   for j in $JOBS; do
     # untraced
@@ -81,6 +81,7 @@ for r in $(seq "$REPS"); do
       EV[$j,$t]=$(( ${EV[$j,$t]:-0} + $(sed -n 's/.* \([0-9]*\) records (.*/\1/p' "$W/cap.log" | tail -1) ))
       LOST[$j,$t]=$(( ${LOST[$j,$t]:-0} + $(sed -n 's/.*, \([0-9]*\) lost.*/\1/p' "$W/cap.log" | tail -1) ))
       BYTES[$j,$t]=$(( ${BYTES[$j,$t]:-0} + $(du -sb "$W/trace" | cut -f1) ))
+      TOP[$j,$t]=$(sed -n 's/.*top events: //p' "$W/cap.log" | tail -1)
     done
     # perf record, with the perf-command line
     rm -f "$W/perf.data"
@@ -115,6 +116,8 @@ for j in $JOBS; do
       "$(echo "${FCPU[$j,$t]}/$REPS/100" | bc -l)" "$((P99[$j,$t] / REPS))"
   done
 done
+echo "events of the last round, default mode (--stacks exact):"
+for j in $JOBS; do echo "  $j: ${TOP[$j,cap-exact]:-}"; done
 echo "(events: records written by the recorder incl. COMM/FORK/EXIT; cpu: recorder utime+stime from"
 echo " its start, run: the same during the fio run only (start-up excluded), both per event;"
 echo " fio_cpu: the workload's usr+sys in % of one CPU; p99: write completion latency (reads"
