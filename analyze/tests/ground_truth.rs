@@ -34,6 +34,17 @@ fn ino(p: &Path) -> u64 {
     std::fs::metadata(p).unwrap().ino()
 }
 
+/// The renamed tools of [`SCENARIOS`].
+const SCENARIO_TOOLS: &[(&str, &str)] = &[
+    ("writerF", "/bin/dd"),
+    ("writerW", "/bin/dd"),
+    ("writerO", "/bin/dd"),
+    ("writerH1", "/bin/dd"),
+    ("writerH2", "/bin/dd"),
+    ("fsyncer", "/bin/sync"),
+    ("syncer", "/bin/sync"),
+];
+
 /// The workload of [`writeback_scenarios`].
 const SCENARIOS: &str = "set -e
         writerF if=/dev/zero of=$M/f.dat bs=1M count=4 conv=fsync 2>/dev/null
@@ -65,18 +76,7 @@ fn writeback_scenarios_with(fstype: &str, options: &[&str]) {
     }
     let _g = support::lock();
     let fs = LoopFs::new(fstype, 320);
-    let bin = tools(
-        &fs,
-        &[
-            ("writerF", "/bin/dd"),
-            ("writerW", "/bin/dd"),
-            ("writerO", "/bin/dd"),
-            ("writerH1", "/bin/dd"),
-            ("writerH2", "/bin/dd"),
-            ("fsyncer", "/bin/sync"),
-            ("syncer", "/bin/sync"),
-        ],
-    );
+    let bin = tools(&fs, SCENARIO_TOOLS);
     let m = fs.mnt.display();
     // Before the capture: o.dat allocated and on disk; pre.dat dirtied and left dirty.
     sh(&format!(
@@ -240,18 +240,7 @@ fn derived_buffer_stacks_are_the_recorded_ones(fstype: &str) {
     }
     let _g = support::lock();
     let fs = LoopFs::new(fstype, 320);
-    let bin = tools(
-        &fs,
-        &[
-            ("writerF", "/bin/dd"),
-            ("writerW", "/bin/dd"),
-            ("writerO", "/bin/dd"),
-            ("writerH1", "/bin/dd"),
-            ("writerH2", "/bin/dd"),
-            ("fsyncer", "/bin/sync"),
-            ("syncer", "/bin/sync"),
-        ],
-    );
+    let bin = tools(&fs, SCENARIO_TOOLS);
     let m = fs.mnt.display();
     sh(&format!(
         "dd if=/dev/urandom of={m}/o.dat bs=1M count=4 conv=fsync 2>/dev/null && \

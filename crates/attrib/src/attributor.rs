@@ -575,7 +575,8 @@ impl Attributor {
                                 && e.via == Via::Buffer
                             {
                                 e.owner.stack = id;
-                                self.summary.buffers_without_stack -= 1;
+                                self.summary.buffers_without_stack =
+                                    self.summary.buffers_without_stack.saturating_sub(1);
                             }
                         }
                     }
