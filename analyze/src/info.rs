@@ -121,8 +121,8 @@ pub fn print(out: &mut impl Write, t: &Trace) -> std::io::Result<()> {
     for c in t.chunks() {
         let s = per_cpu.entry(c.header.cpu).or_default();
         s.chunks += 1;
-        s.records += c.header.records as u64;
-        s.lost += c.header.lost;
+        s.records = s.records.saturating_add(c.header.records as u64);
+        s.lost = s.lost.saturating_add(c.header.lost);
         if c.header.first_ts != 0 && (s.first == 0 || c.header.first_ts < s.first) {
             s.first = c.header.first_ts;
         }
@@ -130,8 +130,8 @@ pub fn print(out: &mut impl Write, t: &Trace) -> std::io::Result<()> {
     }
     let total: CpuStats = per_cpu.values().fold(CpuStats::default(), |mut a, s| {
         a.chunks += s.chunks;
-        a.records += s.records;
-        a.lost += s.lost;
+        a.records = a.records.saturating_add(s.records);
+        a.lost = a.lost.saturating_add(s.lost);
         a
     });
     writeln!(

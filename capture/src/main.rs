@@ -52,6 +52,11 @@ fn events_cmd() -> anyhow::Result<()> {
         println!("\n{set}: {what}");
         for n in names {
             let state = match events::lookup(&tfs, &n)? {
+                Some(t) if t.callchain && events::STACK_FROM_FOLIO_EVENTS.contains(&n.as_str()) => {
+                    "present, with kernel callchain under --stacks all (by default none: the \
+                     analyzer gives it its thread's dirtying stack)"
+                        .to_string()
+                }
                 Some(t) if t.callchain => "present, with kernel callchain".to_string(),
                 Some(_) => "present".to_string(),
                 None => match events::resolve(&tfs, std::slice::from_ref(&n), true) {

@@ -64,8 +64,13 @@ pub fn mounts_to_walk<'a>(
 pub fn walk(mounts: &[&Mount], limits: Limits, flags: u32) -> FileTable {
     let started = Instant::now();
     let mut order: Vec<&Mount> = mounts.to_vec();
-    // Stable: filesystems of unknown size keep their order, after the others.
-    order.sort_by_key(|m| inodes_in_use(Path::new(&m.mount_point)).unwrap_or(u64::MAX));
+    // Stable: filesystems of unknown size (no statvfs, or no inode count: btrfs says 0) keep
+    // their order, after the others.
+    order.sort_by_cached_key(|m| {
+        inodes_in_use(Path::new(&m.mount_point))
+            .filter(|&n| n > 0)
+            .unwrap_or(u64::MAX)
+    });
     let mut t = FileTable {
         flags,
         entries: Vec::new(),

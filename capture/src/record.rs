@@ -54,8 +54,10 @@ pub struct RecordArgs {
     /// Which stack events carry a kernel callchain. `exact`: one per dirtying write
     /// (`block_dirty_buffer` goes without; the analyzer gives each dirty buffer the stack of
     /// its thread's dirtying event, the same intent); `all`: every stack event, at about
-    /// twice the kernel's cost on buffered writes; `none`: no callchain at all (bytes per
-    /// task and file stay exact, intents have no stacks).
+    /// twice the kernel's cost on buffered writes; `sampled:N`: the dirtying events
+    /// without, plus a callchain on one hit in N per CPU (bytes per task and file stay
+    /// exact, intents are a sample); `none`: no callchain at all (bytes per task and file
+    /// stay exact, intents have no stacks).
     #[arg(long, default_value = "exact", value_name = "MODE")]
     pub stacks: events::Stacks,
     /// zstd level of the chunks (-7..=19; negative levels are zstd's fast ones). The default

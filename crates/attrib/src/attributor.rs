@@ -97,6 +97,9 @@ pub struct Attributor {
     /// dirtied no folio): (disk, first sector, role). Its next stack is given to those still
     /// dirty.
     stackless_buffers: FxHashMap<u32, Vec<(Dev, u64, RoleId)>>,
+    /// Entries in `stackless_buffers`, over all threads (bounded by
+    /// [`STACKLESS_WAITING_MAX`]).
+    stackless_waiting: usize,
     /// With [`Context::stacks_sampled`]: per (thread, dirtying event), the stack last
     /// sampled; `None` otherwise.
     sampled_stacks: Option<SampledStacks>,
@@ -110,6 +113,9 @@ const BUFFER_STACKS_MAX: usize = 1 << 16;
 
 /// Stackless dirty buffers remembered per thread until it has a stack to give them.
 const STACKLESS_PER_THREAD_MAX: usize = 1 << 12;
+
+/// Stackless dirty buffers remembered over all threads (then they are forgotten).
+const STACKLESS_WAITING_MAX: usize = 1 << 16;
 
 impl std::fmt::Debug for Attributor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -144,6 +150,7 @@ impl Attributor {
             next_sweep: 0,
             buffer_stacks: ctx.buffer_stacks_from_thread.then(FxHashMap::default),
             stackless_buffers: FxHashMap::default(),
+            stackless_waiting: 0,
             sampled_stacks: ctx.stacks_sampled.then(FxHashMap::default),
         }
     }
@@ -473,6 +480,17 @@ impl Attributor {
     fn on_exit(&mut self, time: u64, tid: u32) {
         self.roles.on_exit(time, tid);
         self.contexts.remove(tid);
+        // A reused thread id must not inherit the dead thread's stacks.
+        if let Some(m) = self.buffer_stacks.as_mut() {
+            m.remove(&tid);
+        }
+        if let Some(m) = self.sampled_stacks.as_mut() {
+            m.remove(&(tid, true));
+            m.remove(&(tid, false));
+        }
+        if let Some(v) = self.stackless_buffers.remove(&tid) {
+            self.stackless_waiting -= v.len();
+        }
     }
 
     /// `writeback_start` and `writeback_written` bracket writeback work on the flusher.
@@ -543,12 +561,15 @@ impl Attributor {
         self.dirty.put_buffer(info.disk, a, b, ent);
         if stackless {
             self.summary.buffers_without_stack += 1;
-            if self.stackless_buffers.len() >= BUFFER_STACKS_MAX {
+            if self.stackless_waiting >= STACKLESS_WAITING_MAX {
+                // Bounded: the oldest waiting buffers keep no stack (they stay counted).
                 self.stackless_buffers.clear();
+                self.stackless_waiting = 0;
             }
             let v = self.stackless_buffers.entry(ev.tid).or_default();
             if v.len() < STACKLESS_PER_THREAD_MAX {
                 v.push((info.disk, a, owner.role));
+                self.stackless_waiting += 1;
             }
         }
     }
@@ -567,6 +588,7 @@ impl Attributor {
                 map.insert(ev.tid, id);
                 // The thread's earlier buffers that had none take it, if still dirty.
                 if let Some(waiting) = self.stackless_buffers.remove(&ev.tid) {
+                    self.stackless_waiting -= waiting.len();
                     let empty = self.intents.stack(None);
                     for (disk, a, role) in waiting {
                         if let Some(e) = self.dirty.buffer_at_mut(disk, a) {

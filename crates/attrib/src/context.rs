@@ -199,8 +199,8 @@ impl Context {
                 .collect(),
             issuer_only: false,
             scope_root: None,
-            buffer_stacks_from_thread: false,
-            stacks_sampled: false,
+            buffer_stacks_from_thread: ioblame_decode::buffer_stacks_derived(meta),
+            stacks_sampled: ioblame_decode::stacks_sampled(meta),
         }
     }
 }

@@ -393,10 +393,7 @@ impl Decoder {
             .find(|e| e.flags & EVENT_TASK_RECORDS != 0)
             .or(meta.events.first())
             .map_or(0, |e| e.sample_type);
-        let buffer_stacks_derived = meta.events.iter().any(|e| {
-            ioblame_events::STACK_FROM_FOLIO_EVENTS.contains(&e.name.as_str())
-                && e.flags & ioblame_format::EVENT_CALLCHAIN == 0
-        });
+        let buffer_stacks_derived = buffer_stacks_derived(meta);
         Decoder {
             order: header.byte_order,
             entries,
@@ -785,6 +782,29 @@ impl<'a> RecentStacks<'a> {
         *slot = Some((c.recorded(), a.clone()));
         a
     }
+}
+
+/// Whether the trace's dirty buffers were recorded without their callchains while other
+/// stack events have theirs (`--stacks exact` or `sampled:N`, not `none`): the rules of
+/// docs/attribution.md, "Stacks of dirty buffers", give them stacks.
+pub fn buffer_stacks_derived(meta: &Metadata) -> bool {
+    let stackless_buffers = meta.events.iter().any(|e| {
+        ioblame_events::STACK_FROM_FOLIO_EVENTS.contains(&e.name.as_str())
+            && e.flags & ioblame_format::EVENT_CALLCHAIN == 0
+    });
+    let some_stacks = meta.events.iter().any(|e| {
+        ioblame_events::CALLCHAIN_EVENTS.contains(&e.name.as_str())
+            && e.flags & ioblame_format::EVENT_CALLCHAIN != 0
+    });
+    stackless_buffers && some_stacks
+}
+
+/// Whether the trace samples the dirtying events' stacks (`--stacks sampled:N`: some event
+/// is a stack sample, `EVENT_STACK_SAMPLE`).
+pub fn stacks_sampled(meta: &Metadata) -> bool {
+    meta.events
+        .iter()
+        .any(|e| e.flags & ioblame_format::EVENT_STACK_SAMPLE != 0)
 }
 
 /// Longest time between a stack sample and the sample of the same tracepoint hit (both are

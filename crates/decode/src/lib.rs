@@ -37,7 +37,10 @@ pub mod synth;
 /// The typed events, defined with the event registry (`ioblame-events`).
 pub use ioblame_events::event;
 
-pub use decoder::{DecodeStats, DecodedChunk, Decoder, DecoderProblem, SkipReason};
+pub use decoder::{
+    buffer_stacks_derived, stacks_sampled, DecodeStats, DecodedChunk, Decoder, DecoderProblem,
+    SkipReason,
+};
 pub use event::*;
 pub use inherit::MAX_GAP_NS as BUFFER_FOLIO_MAX_GAP_NS;
 pub use stream::{for_each_event, for_each_event_ahead, StreamOptions, StreamStats, LOOKAHEAD};

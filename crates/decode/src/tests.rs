@@ -1192,3 +1192,24 @@ fn stack_samples_give_their_stack_to_the_same_hit() {
         "{evs:?}"
     );
 }
+
+/// The buffers' stacks are derived when they have none while other stack events have theirs
+/// (`--stacks exact`), not when nothing has a stack (`--stacks none`) or everything has
+/// (`--stacks all`).
+#[test]
+fn buffer_stacks_are_derived_in_the_exact_mode_only() {
+    let meta = |buffer: bool, folio: bool| {
+        let mut t = TraceBuilder::new(ByteOrder::native(), 1);
+        for (name, cc) in [
+            ("block:block_dirty_buffer", buffer),
+            ("writeback:writeback_dirty_folio", folio),
+        ] {
+            t.add_event(name, fmt(name), cc).unwrap();
+        }
+        t.metadata().clone()
+    };
+    assert!(crate::buffer_stacks_derived(&meta(false, true)));
+    assert!(!crate::buffer_stacks_derived(&meta(false, false)));
+    assert!(!crate::buffer_stacks_derived(&meta(true, true)));
+    assert!(!crate::stacks_sampled(&meta(false, true)));
+}

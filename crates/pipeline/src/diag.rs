@@ -341,10 +341,10 @@ impl fmt::Display for Diagnostic {
             }
             BuffersWithoutStack(n) => write!(
                 f,
-                "{n} dirty buffers were recorded without a stack (--stacks exact) and none was \
-                 found for them (no folio dirtied with them, no earlier buffer of their thread): \
-                 their writers are known, their intents have no stack (record with --stacks all \
-                 to have every one)"
+                "{n} dirty buffers were recorded without a stack (the recorder's --stacks exact \
+                 or sampled:N) and none was found for them (no folio dirtied with them, no other \
+                 buffer of their thread with one): their writers are known, their intents have \
+                 no stack (record with --stacks all to have every one)"
             ),
             StacksSampled { mode } => {
                 let one_in = mode
