@@ -45,6 +45,20 @@ const SCENARIO_TOOLS: &[(&str, &str)] = &[
     ("syncer", "/bin/sync"),
 ];
 
+/// A fresh `fstype` loop filesystem for [`SCENARIOS`], with its tools, and as the
+/// scenarios need it before the capture: o.dat allocated and on disk, pre.dat dirtied and
+/// left dirty.
+fn scenario_fs(fstype: &str) -> (LoopFs, std::path::PathBuf) {
+    let fs = LoopFs::new(fstype, 320);
+    let bin = tools(&fs, SCENARIO_TOOLS);
+    let m = fs.mnt.display();
+    sh(&format!(
+        "dd if=/dev/urandom of={m}/o.dat bs=1M count=4 conv=fsync 2>/dev/null && \
+         dd if=/dev/urandom of={m}/pre.dat bs=1M count=4 2>/dev/null"
+    ));
+    (fs, bin)
+}
+
 /// The workload of [`writeback_scenarios`].
 const SCENARIOS: &str = "set -e
         writerF if=/dev/zero of=$M/f.dat bs=1M count=4 conv=fsync 2>/dev/null
@@ -75,14 +89,7 @@ fn writeback_scenarios_with(fstype: &str, options: &[&str]) {
         return;
     }
     let _g = support::lock();
-    let fs = LoopFs::new(fstype, 320);
-    let bin = tools(&fs, SCENARIO_TOOLS);
-    let m = fs.mnt.display();
-    // Before the capture: o.dat allocated and on disk; pre.dat dirtied and left dirty.
-    sh(&format!(
-        "dd if=/dev/urandom of={m}/o.dat bs=1M count=4 conv=fsync 2>/dev/null && \
-         dd if=/dev/urandom of={m}/pre.dat bs=1M count=4 2>/dev/null"
-    ));
+    let (fs, bin) = scenario_fs(fstype);
     let trace = support::capture_with(&fs, &bin, "trace", SCENARIOS, options);
     let c = charges(&trace);
     let ino_of = |n: &str| ino(&fs.mnt.join(n));
@@ -239,13 +246,10 @@ fn derived_buffer_stacks_are_the_recorded_ones(fstype: &str) {
         return;
     }
     let _g = support::lock();
-    let fs = LoopFs::new(fstype, 320);
-    let bin = tools(&fs, SCENARIO_TOOLS);
+    let (fs, bin) = scenario_fs(fstype);
     let m = fs.mnt.display();
     sh(&format!(
-        "dd if=/dev/urandom of={m}/o.dat bs=1M count=4 conv=fsync 2>/dev/null && \
-         dd if=/dev/urandom of={m}/pre.dat bs=1M count=4 2>/dev/null && \
-         dd if=/dev/urandom of={m}/mm.dat bs=1M count=2 conv=fsync 2>/dev/null"
+        "dd if=/dev/urandom of={m}/mm.dat bs=1M count=2 conv=fsync 2>/dev/null"
     ));
     std::os::unix::fs::symlink(real_python(), bin.join("mmapW")).unwrap();
     std::fs::write(bin.join("mmapw.py"), MMAP_WRITE).unwrap();

@@ -131,7 +131,7 @@ pub struct Context {
     /// stack last given to a dirty buffer of its thread.
     pub buffer_stacks_from_thread: bool,
     /// The dirtying events' stacks were sampled (`--stacks sampled:N`;
-    /// `ioblame_decode::Decoder::stacks_sampled`): a folio or inode dirtied without a stack
+    /// `ioblame_decode::stacks_sampled`): a folio or inode dirtied without a stack
     /// takes the stack last sampled on its thread for that event.
     pub stacks_sampled: bool,
 }

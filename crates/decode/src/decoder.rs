@@ -408,12 +408,6 @@ impl Decoder {
         }
     }
 
-    /// Whether the trace samples the dirtying events' stacks (`--stacks sampled:N`): some
-    /// events are stack samples, whose stacks go to the sample of the same hit.
-    pub fn stacks_sampled(&self) -> bool {
-        self.entries.iter().any(|e| e.stack_sample)
-    }
-
     /// Whether the dirty buffers were recorded without their callchains (`--stacks exact`),
     /// or are analysed so ([`Decoder::drop_buffer_stacks`]): each takes the stack of the
     /// folio dirty event that follows it on its thread, and the attribution gives the others
@@ -613,34 +607,21 @@ impl Decoder {
         if e.stack_sample {
             // Both events fire on the same hit, one record after the other: the stack goes
             // to the other's sample, before or after this one.
-            let Some(sample) = events.pop() else {
+            let Some(mut sample) = events.pop() else {
                 return Ok(());
             };
-            let Some(stack) = sample.stack else {
+            let Some(stack) = sample.stack.take() else {
                 return Ok(());
             };
-            // (Each of the two reads the clock: their times differ by a few hundred ns.)
             match events.last_mut() {
-                Some(p)
-                    if p.tid == sample.tid
-                        && sample.time.abs_diff(p.time) <= SAME_HIT_NS
-                        && p.stack.is_none()
-                        && p.kind == sample.kind =>
-                {
-                    p.stack = Some(stack)
-                }
-                _ => recent.pending = Some((sample.tid, sample.time, sample.kind, stack)),
+                Some(p) if p.stack.is_none() && same_hit(p, &sample) => p.stack = Some(stack),
+                _ => recent.pending = Some((sample, stack)),
             }
-        } else if let Some((tid, t, kind, _)) = &recent.pending {
+        } else if let Some((sample, stack)) = recent.pending.take() {
             // The next record of this CPU after the stack sample: its event, or none.
-            let (tid, t, kind) = (*tid, *t, kind.clone());
-            if let Some(ev) = events
-                .last_mut()
-                .filter(|ev| ev.tid == tid && ev.time.abs_diff(t) <= SAME_HIT_NS && ev.kind == kind)
-            {
-                ev.stack = recent.pending.take().map(|p| p.3);
+            if let Some(ev) = events.last_mut().filter(|ev| same_hit(ev, &sample)) {
+                ev.stack = Some(stack);
             }
-            recent.pending = None;
         }
         Ok(())
     }
@@ -760,9 +741,8 @@ type Recorded<'a> = (&'a [u8], Arc<[u64]>);
 /// The stack of the last sample of each event in a chunk, with its callchain as recorded.
 struct RecentStacks<'a> {
     last: Vec<Option<Recorded<'a>>>,
-    /// A stack sample's (thread, time, event, stack) that came before the sample it
-    /// belongs to (the same hit: the same payload).
-    pending: Option<(u32, u64, EventKind, Arc<[u64]>)>,
+    /// A stack sample (its event, and the stack) that came before the sample it belongs to.
+    pending: Option<(Event, Arc<[u64]>)>,
 }
 
 impl<'a> RecentStacks<'a> {
@@ -810,6 +790,12 @@ pub fn stacks_sampled(meta: &Metadata) -> bool {
 /// Longest time between a stack sample and the sample of the same tracepoint hit (both are
 /// written by one tracepoint call, each with its own clock read).
 const SAME_HIT_NS: u64 = 100_000;
+
+/// Whether `ev` and the stack sample `sample` are the same tracepoint hit: the same thread
+/// and payload, their times (each record reads the clock) a few hundred ns apart.
+fn same_hit(ev: &Event, sample: &Event) -> bool {
+    ev.tid == sample.tid && ev.time.abs_diff(sample.time) <= SAME_HIT_NS && ev.kind == sample.kind
+}
 
 /// Most distinct stacks a decoding thread keeps to share (then it starts over).
 const SHARED_STACKS_MAX: usize = 1 << 14;

@@ -1178,8 +1178,7 @@ fn stack_samples_give_their_stack_to_the_same_hit() {
         .unwrap();
     t.sample(0, plain, base + 2200, 5, 5, &[], &folio(2))
         .unwrap();
-    let d = Decoder::new(t.header(), t.metadata());
-    assert!(d.stacks_sampled());
+    assert!(crate::stacks_sampled(t.metadata()));
     let (evs, _) = decode_built(t);
     let stacks: Vec<_> = evs
         .iter()

@@ -101,32 +101,20 @@ pub(crate) fn event_notes(events: &[(&str, bool)]) -> Vec<String> {
         };
         notes.push(format!("no {ev}: {why}; {add}"));
     }
+    // The stack events that need their own callchain: those the analyzer gives their
+    // thread's dirtying stack need none.
+    let needs_stack = |e: &str| {
+        let listed = |list: &[&str]| list.iter().any(|s| same_event(s, e));
+        listed(ioblame_tracepoints::CALLCHAIN_EVENTS)
+            && !listed(ioblame_tracepoints::STACK_FROM_FOLIO_EVENTS)
+    };
     let bare: Vec<&str> = events
         .iter()
-        .filter(|(e, callchain)| {
-            // Those the analyzer gives their thread's dirtying stack need none.
-            !callchain
-                && ioblame_tracepoints::CALLCHAIN_EVENTS
-                    .iter()
-                    .any(|s| same_event(s, e))
-                && !ioblame_tracepoints::STACK_FROM_FOLIO_EVENTS
-                    .iter()
-                    .any(|s| same_event(s, e))
-        })
+        .filter(|(e, callchain)| !callchain && needs_stack(e))
         .map(|(e, _)| *e)
         .collect();
     if !bare.is_empty() {
-        let all = events
-            .iter()
-            .filter(|(e, _)| {
-                ioblame_tracepoints::CALLCHAIN_EVENTS
-                    .iter()
-                    .any(|s| same_event(s, e))
-                    && !ioblame_tracepoints::STACK_FROM_FOLIO_EVENTS
-                        .iter()
-                        .any(|s| same_event(s, e))
-            })
-            .count();
+        let all = events.iter().filter(|(e, _)| needs_stack(e)).count();
         let what = if bare.len() == all {
             "intents have no stacks".to_string()
         } else {

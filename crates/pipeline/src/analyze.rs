@@ -153,16 +153,11 @@ pub fn analyze_observed(
     let trace = input.trace();
     let (decoder, mut diagnostics) = decoder_of(input);
     let mut ctx = Context::from_trace(trace.header(), trace.metadata());
+    // The trace's own stack mode is in the context; dropping the buffers' stacks is not.
     ctx.buffer_stacks_from_thread = decoder.buffer_stacks_derived();
-    ctx.stacks_sampled = decoder.stacks_sampled();
     if ctx.stacks_sampled {
         diagnostics.push(Diagnostic::StacksSampled {
-            mode: trace
-                .metadata()
-                .capture_info
-                .iter()
-                .find(|(k, _)| k == "stacks")
-                .map(|(_, v)| v.clone()),
+            mode: trace.metadata().info("stacks").map(str::to_string),
         });
     }
     ctx.issuer_only = input.blktrace().is_some();
