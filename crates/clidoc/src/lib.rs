@@ -49,9 +49,30 @@ impl DocCommand {
 }
 
 /// Writes the completion script of `cmd` for `shell` (bash, zsh, fish, elvish, powershell).
+/// Hidden subcommands (such as `man`) are not offered: clap_complete's scripts would list
+/// them.
 pub fn completions(shell: Shell, cmd: &mut clap::Command, out: &mut dyn Write) {
     let name = cmd.get_name().to_string();
-    clap_complete::generate(shell, cmd, name, out);
+    clap_complete::generate(shell, &mut without_hidden_subcommands(cmd), name, out);
+}
+
+/// A copy of `cmd` for completion: its name, text, version, aliases and every argument, and
+/// its visible subcommands, each copied the same way (clap cannot remove a subcommand).
+fn without_hidden_subcommands(cmd: &clap::Command) -> clap::Command {
+    let mut c = clap::Command::new(cmd.get_name().to_string())
+        .args(cmd.get_arguments().cloned())
+        .groups(cmd.get_groups().cloned())
+        .visible_aliases(cmd.get_visible_aliases().map(str::to_string));
+    if let Some(about) = cmd.get_about() {
+        c = c.about(about.clone());
+    }
+    if let Some(v) = cmd.get_version() {
+        c = c.version(v.to_string());
+    }
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        c = c.subcommand(without_hidden_subcommands(sub));
+    }
+    c
 }
 
 /// Writes a man page (section 1) for `cmd` and one for each of its visible subcommands,
@@ -59,19 +80,31 @@ pub fn completions(shell: Shell, cmd: &mut clap::Command, out: &mut dyn Write) {
 /// the files written.
 pub fn man_pages(cmd: &clap::Command, dir: &Path) -> io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
-    let mut cmd = cmd.clone();
-    // Subcommands are named `ioblame-report` in their pages and in the parent's SEE ALSO.
+    // No `help` subcommand: it would be listed in the pages, and has none of its own.
+    let mut cmd = cmd.clone().disable_help_subcommand(true);
     cmd.build();
+    let version = cmd.get_version().map(str::to_string);
     let mut written = Vec::new();
-    page(&cmd, cmd.get_name(), dir, &mut written)?;
+    let name = cmd.get_name().to_string();
+    page(&cmd, &name, &name, version.as_deref(), dir, &mut written)?;
     Ok(written)
 }
 
-fn page(cmd: &clap::Command, name: &str, dir: &Path, written: &mut Vec<PathBuf>) -> io::Result<()> {
-    let named = cmd
-        .clone()
-        .name(name.to_string())
-        .bin_name(name.replace('-', " "));
+/// Writes the page of `cmd`, named `name` (`ioblame-perf-command`, as the parent's
+/// SUBCOMMANDS section names it) and invoked as `bin` (`ioblame perf-command`), then those
+/// of its visible subcommands. Each page carries the program's `version`.
+fn page(
+    cmd: &clap::Command,
+    name: &str,
+    bin: &str,
+    version: Option<&str>,
+    dir: &Path,
+    written: &mut Vec<PathBuf>,
+) -> io::Result<()> {
+    let mut named = cmd.clone().name(name.to_string()).bin_name(bin.to_string());
+    if let Some(v) = version {
+        named = named.version(v.to_string());
+    }
     let path = dir.join(format!("{name}.1"));
     let mut buf = Vec::new();
     clap_mangen::Man::new(named).render(&mut buf)?;
@@ -81,7 +114,15 @@ fn page(cmd: &clap::Command, name: &str, dir: &Path, written: &mut Vec<PathBuf>)
         if sub.is_hide_set() || sub.get_name() == "help" {
             continue;
         }
-        page(sub, &format!("{name}-{}", sub.get_name()), dir, written)?;
+        let s = sub.get_name();
+        page(
+            sub,
+            &format!("{name}-{s}"),
+            &format!("{bin} {s}"),
+            version,
+            dir,
+            written,
+        )?;
     }
     Ok(())
 }
@@ -91,10 +132,11 @@ mod tests {
     use super::*;
 
     fn cli() -> clap::Command {
-        clap::Command::new("tool")
+        clap::Command::new("my-tool")
+            .version("1.2.3")
             .about("A tool")
             .subcommand(
-                clap::Command::new("run").about("Runs").arg(
+                clap::Command::new("run-it").about("Runs").arg(
                     clap::Arg::new("fast")
                         .long("fast")
                         .action(clap::ArgAction::SetTrue),
@@ -111,9 +153,15 @@ mod tests {
             .iter()
             .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
             .collect();
-        assert_eq!(names, ["tool.1", "tool-run.1"]);
+        assert_eq!(names, ["my-tool.1", "my-tool-run-it.1"]);
+        let top = std::fs::read_to_string(&files[0]).unwrap();
+        assert!(top.contains("my\\-tool\\-run\\-it(1)"), "{top}");
+        assert!(!top.contains("help(1)"), "no page of help is listed: {top}");
         let run = std::fs::read_to_string(&files[1]).unwrap();
-        assert!(run.contains(".TH tool-run 1"), "{run}");
+        assert!(run.contains(".TH my-tool-run-it 1"), "{run}");
+        assert!(run.contains("\"my-tool-run-it 1.2.3\""), "{run}");
+        // Invoked as the program and its subcommand; hyphens in either name stay.
+        assert!(run.contains("\\fBmy\\-tool run\\-it\\fR"), "{run}");
         assert!(run.contains("fast"), "{run}");
     }
 
@@ -122,7 +170,8 @@ mod tests {
         let mut out = Vec::new();
         completions(Shell::Bash, &mut cli(), &mut out);
         let s = String::from_utf8(out).unwrap();
-        assert!(s.contains("complete -F _tool"), "{s}");
-        assert!(s.contains("run"), "{s}");
+        assert!(s.contains("complete -F _my__tool"), "{s}");
+        assert!(s.contains("run-it"), "{s}");
+        assert!(!s.contains("secret"), "a hidden subcommand is offered: {s}");
     }
 }

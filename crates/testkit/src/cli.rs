@@ -41,6 +41,14 @@ pub fn check_completions(bin: &Path, partial: &str, want: &str) -> Vec<&'static 
             ok && !script.is_empty(),
             "{name} completions {shell}: {err}"
         );
+        // The hidden `man` subcommand is not offered (clap_complete lists hidden ones).
+        assert!(
+            !script.contains("Write the man pages")
+                && !script
+                    .split(|c: char| c.is_whitespace() || c == '"' || c == '\'')
+                    .any(|w| w == "man"),
+            "{name} completions {shell} offer the hidden man subcommand:\n{script}"
+        );
         let file = dir.join(format!("{name}.{shell}"));
         std::fs::write(&file, &script).unwrap();
         if !on_path(shell) {
@@ -115,8 +123,9 @@ pub fn subcommands(bin: &Path) -> Vec<String> {
 /// page, without a warning. Returns the directory.
 pub fn check_man_pages(bin: &Path) -> PathBuf {
     let name = bin.file_name().unwrap().to_string_lossy().into_owned();
+    let subs = subcommands(bin);
     let mut pages = vec![name.clone()];
-    pages.extend(subcommands(bin).into_iter().map(|c| format!("{name}-{c}")));
+    pages.extend(subs.iter().map(|c| format!("{name}-{c}")));
     let dir = tempfile_dir(&format!("{name}-man"));
     let (_, err, ok) = run(Command::new(bin).arg("man").arg("--out").arg(&dir));
     assert!(ok, "{name} man: {err}");
@@ -133,7 +142,10 @@ pub fn check_man_pages(bin: &Path) -> PathBuf {
         missing("man");
         return dir;
     }
-    for p in &pages {
+    for (p, sub) in pages
+        .iter()
+        .zip(std::iter::once(None).chain(subs.iter().map(Some)))
+    {
         let file = dir.join(format!("{p}.1"));
         let (out, err, ok) = run(Command::new("man")
             .arg("--warnings")
@@ -148,6 +160,19 @@ pub fn check_man_pages(bin: &Path) -> PathBuf {
             "{}:\n{out}",
             file.display()
         );
+        // The synopsis invokes the program and its subcommand (`ioblame perf-command`), and
+        // no page is referred to that is not written (`ioblame-help(1)`).
+        let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+        let synopsis = flat
+            .split("SYNOPSIS")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next().map(str::to_string));
+        let invoked = match sub {
+            Some(c) => flat.contains(&format!("SYNOPSIS {name} {c} ")),
+            None => synopsis.as_deref() == Some(name.as_str()),
+        };
+        assert!(invoked, "{}: synopsis {synopsis:?}:\n{out}", file.display());
+        assert!(!out.contains("-help(1)"), "{}:\n{out}", file.display());
     }
     dir
 }
