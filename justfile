@@ -98,21 +98,18 @@ bless-fixtures:
 bless-golden:
     BLESS=1 cargo test --workspace
 
-# Man pages of both binaries and each subcommand (from their clap definitions) into
-# target/man (debug build: the pages do not depend on the profile).
+# Man pages of both binaries and each subcommand into target/man (debug build).
 man:
     cargo build -p ioblame -p ioblame-capture
+    rm -rf ${CARGO_TARGET_DIR:-target}/man
     ${CARGO_TARGET_DIR:-target}/debug/ioblame man --out ${CARGO_TARGET_DIR:-target}/man
     ${CARGO_TARGET_DIR:-target}/debug/ioblame-capture man --out ${CARGO_TARGET_DIR:-target}/man
 
-# Install the release binaries, their man pages and shell completions under PREFIX (root for
-# /usr/local).
-install PREFIX="/usr/local": build man
-    install -Dm755 -t {{PREFIX}}/bin ${CARGO_TARGET_DIR:-target}/release/ioblame ${CARGO_TARGET_DIR:-target}/release/ioblame-capture
-    install -Dm644 -t {{PREFIX}}/share/man/man1 ${CARGO_TARGET_DIR:-target}/man/*.1
-    for b in ioblame ioblame-capture; do \
-        mkdir -p {{PREFIX}}/share/bash-completion/completions {{PREFIX}}/share/zsh/site-functions {{PREFIX}}/share/fish/vendor_completions.d; \
-        {{PREFIX}}/bin/$b completions bash > {{PREFIX}}/share/bash-completion/completions/$b; \
-        {{PREFIX}}/bin/$b completions zsh > {{PREFIX}}/share/zsh/site-functions/_$b; \
-        {{PREFIX}}/bin/$b completions fish > {{PREFIX}}/share/fish/vendor_completions.d/$b.fish; \
-    done
+# Install the binaries, man pages and completions under DESTDIR/PREFIX (scripts/install.sh).
+install PREFIX="/usr/local" DESTDIR="":
+    cargo build --release -p ioblame -p ioblame-capture
+    scripts/install.sh "${CARGO_TARGET_DIR:-target}/release" "{{PREFIX}}" "{{DESTDIR}}"
+
+# Remove what `just install` installed under DESTDIR/PREFIX.
+uninstall PREFIX="/usr/local" DESTDIR="":
+    scripts/install.sh --uninstall "{{PREFIX}}" "{{DESTDIR}}"

@@ -23,3 +23,99 @@ fn man_pages_render() {
     );
     ioblame_testkit::cli::check_man_pages(bin);
 }
+
+/// `scripts/install.sh` (what `just install` runs after building) installs both binaries,
+/// a man page per program and subcommand that `man` finds under the prefix, and completions
+/// bash loads; `--uninstall` removes every file it installed.
+#[test]
+fn install_script_installs_and_removes_everything() {
+    let bin = Path::new(env!("CARGO_BIN_EXE_ioblame"));
+    let dir = bin.parent().unwrap();
+    if !dir.join("ioblame-capture").is_file() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "ioblame-capture is not built beside ioblame"
+        );
+        eprintln!("SKIPPED: ioblame-capture is not built (cargo test --workspace builds it)");
+        return;
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/install.sh");
+    let destdir = tempfile::tempdir().unwrap();
+    let run = |args: &[&std::ffi::OsStr]| {
+        let o = std::process::Command::new(&script)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    run(&[dir.as_os_str(), "/usr".as_ref(), destdir.path().as_os_str()]);
+    let root = destdir.path().join("usr");
+    let files = |root: &Path| -> Vec<String> {
+        walk(root)
+            .into_iter()
+            .map(|p| p.strip_prefix(root).unwrap().display().to_string())
+            .collect()
+    };
+    let installed = files(&root);
+    let pages = installed
+        .iter()
+        .filter(|f| f.starts_with("share/man/man1/"))
+        .count();
+    let subs = ioblame_testkit::cli::subcommands(bin).len();
+    assert!(pages > subs + 2, "{pages} pages: {installed:?}");
+    for want in [
+        "bin/ioblame",
+        "bin/ioblame-capture",
+        "share/man/man1/ioblame-report.1",
+        "share/man/man1/ioblame-capture-record.1",
+        "share/bash-completion/completions/ioblame",
+        "share/zsh/site-functions/_ioblame-capture",
+        "share/fish/vendor_completions.d/ioblame.fish",
+    ] {
+        assert!(
+            installed.iter().any(|f| f == want),
+            "{want} in {installed:?}"
+        );
+    }
+    let version = std::process::Command::new(root.join("bin/ioblame"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&version.stdout).starts_with("ioblame "));
+    let bash = std::process::Command::new("bash")
+        .arg("--norc")
+        .arg("-c")
+        .arg(format!(
+            "source {} && complete -p ioblame",
+            root.join("share/bash-completion/completions/ioblame")
+                .display()
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        bash.status.success(),
+        "{}",
+        String::from_utf8_lossy(&bash.stderr)
+    );
+    run(&[
+        "--uninstall".as_ref(),
+        "/usr".as_ref(),
+        destdir.path().as_os_str(),
+    ]);
+    assert_eq!(files(&root), Vec::<String>::new(), "left after --uninstall");
+}
+
+/// Every file under `dir`, recursively.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
