@@ -27,7 +27,7 @@ h2{font-size:1.15em;margin:0 0 8px}h3{font-size:.95em;margin:10px 0 6px}
 .card .v{font-size:1.45em;font-weight:bold;margin:2px 0}.card .s{font-size:.8em;color:#666}.card.warn{border-color:#e0a400;background:#fff8e1}
 .two{display:grid;grid-template-columns:repeat(auto-fit,minmax(300px,1fr));gap:16px}
 .bar{display:grid;grid-template-columns:minmax(0,14em) 1fr auto;gap:8px;align-items:center;font-size:.85em;margin:3px 0}
-.bar .l{overflow:hidden;text-overflow:ellipsis;white-space:nowrap}.bar .t{background:#eef1f4;height:14px;border-radius:3px}
+.bar .l{display:flex;min-width:0;white-space:nowrap}.bar .l .c{overflow:hidden;text-overflow:ellipsis;min-width:0}.bar .l .p{flex:none;white-space:pre;color:#555}.bar .t{background:#eef1f4;height:14px;border-radius:3px}
 .bar .t span{display:block;height:14px;border-radius:3px;background:#3b78c2}.bar.r .t span{background:#2f9e6e}.bar .n{text-align:right;white-space:nowrap}
 table{border-collapse:collapse;font-size:.82em;width:100%}
 th,td{border-bottom:1px solid #eee;padding:3px 6px;text-align:left;vertical-align:top}
@@ -42,11 +42,13 @@ tbody tr{cursor:pointer}tbody tr:hover{background:#f3f7fc}tbody tr.sel{backgroun
 #detail{border:1px solid #ddd;border-radius:4px;padding:8px 10px;font-size:.85em;min-height:6em;overflow-wrap:anywhere;display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,420px),1fr));gap:6px 18px}
 #detail>*{min-width:0}
 #detail ol{padding-left:2.2em;margin:4px 0;font-family:'DejaVu Sans Mono',monospace;font-size:.92em}#detail svg{width:100%;height:auto}
-.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,560px),1fr));gap:10px}
+.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,560px),1fr));gap:10px}.charts>*{min-width:0}
+pre.latency{overflow:auto;max-width:100%;font-size:.8em;background:#fcfcfc;border:1px solid #eee;border-radius:4px;padding:6px 8px}
 .chart svg,.chart img,.wide svg,.wide img{max-width:100%;height:auto;border:1px solid #eee}.chart svg text{font-family:'DejaVu Sans',Arial,sans-serif}
 .flame svg{width:100%;height:auto}.note{color:#666;font-size:.85em}.name{font-weight:bold}
 @media (max-width:900px){main{padding:0 8px 24px}section{padding:8px}}
-@media (max-width:520px){body{font-size:14px}.bar{grid-template-columns:minmax(0,8em) 1fr auto}.card .v{font-size:1.2em}}";
+@media (max-width:520px){body{font-size:14px}.bar{grid-template-columns:minmax(0,11em) 1fr auto}.card .v{font-size:1.2em}
+.chart,.wide,.flame{overflow-x:auto}.chart svg,.chart img,.wide svg,.wide img{max-width:none;width:680px}.flame svg{width:760px}}";
 
 const JS: &str = "(function(){
 var D=JSON.parse(document.getElementById('ioblame-data').textContent);
@@ -83,7 +85,9 @@ function showAct(id,row){var a=D.acts[id];if(!a){return;}var p=panes(),d=p[1];
  stack(p[0],a.i);files(p[0],a.i,'Files of intent #'+a.i);select(row);}
 function showIntent(id,row){var it=D.intents[id];if(!it){return;}var p=panes();
  p[0].appendChild(el('h3',{},'Intent #'+id));p[0].appendChild(el('p',{class:'name'},it.name));
- p[0].appendChild(el('p',{},'acts: '+it.acts.join(', ')));stack(p[0],id);files(p[1],id,'Its files');select(row);
+ var pa=el('p',{},'acts: ');it.acts.forEach(function(a,k){if(k){pa.appendChild(document.createTextNode(', '));}var r=actRow(a);
+  if(r){var l=el('a',{href:'#acts'},String(a));l.addEventListener('click',function(e){e.preventDefault();showAct(a,r);r.scrollIntoView({block:'nearest'});});pa.appendChild(l);}else{pa.appendChild(document.createTextNode(String(a)));}});
+ p[0].appendChild(pa);stack(p[0],id);files(p[1],id,'Its files');select(row);
  document.getElementById('detail').scrollIntoView({block:'nearest'});}
 function select(row){document.querySelectorAll('tr.sel').forEach(function(r){r.classList.remove('sel');});if(row){row.classList.add('sel');}}
 document.querySelectorAll('table.sortable').forEach(function(tb){
@@ -101,15 +105,28 @@ document.querySelectorAll('table.sortable').forEach(function(tb){
  });});
 });
 var q=document.getElementById('q'),dev=document.getElementById('dev');
-function filter(){var t=q.value.toLowerCase(),dv=dev.value,shown=0,all=0;
- document.querySelectorAll('#acts tbody tr,#intents tbody tr').forEach(function(r){
-  var ok=(!t||r.textContent.toLowerCase().indexOf(t)>=0)&&(!dv||(' '+r.getAttribute('data-devs')+' ').indexOf(' '+dv+' ')>=0);
-  r.style.display=ok?'':'none';if(r.hasAttribute('data-act')){all++;if(ok){shown++;}}});
- document.getElementById('count').textContent=shown+' of '+all+' acts';}
-q.addEventListener('input',filter);dev.addEventListener('change',filter);filter();
-document.querySelectorAll('#acts tbody tr').forEach(function(r){r.addEventListener('click',function(){showAct(r.getAttribute('data-act'),r);});});
-document.querySelectorAll('#intents tbody tr').forEach(function(r){r.addEventListener('click',function(){showIntent(r.getAttribute('data-intent'),r);});});
+function devOk(r){var dv=dev.value;return !dv||(' '+r.getAttribute('data-devs')+' ').indexOf(' '+dv+' ')>=0;}
+function textOk(r,t){return !t||r.textContent.toLowerCase().indexOf(t)>=0;}
+/* Acts match the text and the device; an intent matches the device and either the text or
+   an act shown (filtering by comm or file keeps the intents of the acts found). The detail
+   follows: a hidden choice gives way to the first act shown. */
+function filter(){var t=q.value.toLowerCase(),shown=0,all=0,its={};
+ document.querySelectorAll('#acts tbody tr').forEach(function(r){var ok=textOk(r,t)&&devOk(r);
+  r.style.display=ok?'':'none';all++;if(ok){shown++;var a=D.acts[r.getAttribute('data-act')];if(a){its[a.i]=1;}}});
+ document.querySelectorAll('#intents tbody tr').forEach(function(r){
+  var ok=devOk(r)&&(textOk(r,t)||its[r.getAttribute('data-intent')]===1);r.style.display=ok?'':'none';});
+ var c=document.getElementById('count');c.textContent=shown+' of '+all+' acts'+(c.getAttribute('data-more')||'');
+ var sel=document.querySelector('tr.sel');if(!sel||sel.style.display==='none'){
+  var f=Array.prototype.find.call(document.querySelectorAll('#acts tbody tr'),function(r){return r.style.display!=='none';});
+  if(f){showAct(f.getAttribute('data-act'),f);}else{select(null);var d=document.getElementById('detail');d.textContent='';d.appendChild(el('p',{class:'note'},'No act matches the filter.'));}}}
+function actRow(id){return document.querySelector('#acts tbody tr[data-act=\\''+id+'\\']');}
+function choose(r){if(r.hasAttribute('data-act')){showAct(r.getAttribute('data-act'),r);}else{showIntent(r.getAttribute('data-intent'),r);}}
+document.querySelectorAll('#acts tbody tr,#intents tbody tr').forEach(function(r){r.tabIndex=0;
+ r.addEventListener('click',function(){choose(r);});
+ r.addEventListener('keydown',function(e){if(e.key==='Enter'||e.key===' '){e.preventDefault();choose(r);}});});
+q.addEventListener('input',filter);dev.addEventListener('change',filter);
 var first=document.querySelector('#acts tbody tr');if(first){showAct(first.getAttribute('data-act'),first);}
+filter();
 })();";
 
 /// One part of the page: its anchor id, its heading, and its HTML body.
@@ -155,10 +172,16 @@ fn file_text(paths: &BTreeMap<FileKey, String>, f: &FileKey) -> String {
 
 /// A role as the page names it: `comm (pid T)`, with the tgid when it differs.
 fn role_text(t: &Tables, r: RoleId) -> String {
+    let (comm, rest) = role_parts(t, r);
+    format!("{comm} {rest}").trim_end().to_string()
+}
+
+/// [`role_text`] in two parts: the comm, and `(pid T)` with the tgid when it differs.
+fn role_parts(t: &Tables, r: RoleId) -> (String, String) {
     match t.role(r) {
-        Some(x) if x.pid != x.tid => format!("{} (pid {} tgid {})", x.comm, x.tid, x.pid),
-        Some(x) => format!("{} (pid {})", x.comm, x.tid),
-        None => "?".into(),
+        Some(x) if x.pid != x.tid => (x.comm.clone(), format!("(pid {} tgid {})", x.tid, x.pid)),
+        Some(x) => (x.comm.clone(), format!("(pid {})", x.tid)),
+        None => ("?".into(), String::new()),
     }
 }
 
@@ -269,12 +292,16 @@ pub(crate) fn glance(g: &Glance, t: &Tables, top: usize) -> String {
             o.push_str("<p class=note>none</p>\n");
         }
         for (r, b) in v.into_iter().take(top) {
+            let (comm, rest) = role_parts(t, r);
             let _ = writeln!(
                 o,
-                "<div class=\"{class}\"><span class=l title=\"{n}\">{n}</span><span class=t><span style=\"width:{:.1}%\"></span></span><span class=n>{}</span></div>",
+                "<div class=\"{class}\"><span class=l title=\"{} {}\"><span class=c>{}</span><span class=p> {}</span></span><span class=t><span style=\"width:{:.1}%\"></span></span><span class=n>{}</span></div>",
+                esc(&comm),
+                esc(&rest),
+                esc(&comm),
+                esc(&rest),
                 b as f64 * 100.0 / max as f64,
                 human_bytes(b),
-                n = esc(&role_text(t, r)),
             );
         }
         o.push_str("</div>\n");
@@ -333,8 +360,22 @@ pub(crate) fn explore(
     for d in devices_of(t, acts) {
         let _ = write!(o, "<option>{}</option>", esc(&d));
     }
+    // The table holds the acts given (the report's top); the count says when there are more.
+    let with_io = t
+        .acts_with_totals()
+        .filter(|(_, _, tot)| tot.total_ios() > 0)
+        .count();
+    let more = if acts.len() < with_io {
+        format!(
+            " data-more=\" shown: the {} with the most bytes of {with_io} (acts.parquet has every act)\"",
+            acts.len()
+        )
+    } else {
+        String::new()
+    };
+    let _ = write!(o, "</select><span id=count class=note{more}></span>");
     o.push_str(
-        "</select><span id=count class=note></span></div>\n<div class=explore><div>\n\
+        "</div>\n<div class=explore><div>\n\
 <h3>Acts</h3><p class=note>Click a row for its intent's stack, its files, the device time of its IOs \
 and its IOs over time; click a header to sort.</p>\n\
 <div class=scroll><table class=sortable id=acts><thead><tr><th>act</th><th>comm</th><th>pid</th>\

@@ -634,11 +634,16 @@ fn run_chromium_at(
 /// as `INFO:CONSOLE:N] "..."`; the page should say nothing) and every file loaded besides
 /// the page itself (a self-contained page loads none; a missing one fails silently).
 fn page_problems(log: &str, url: &str) -> Vec<String> {
+    pages_problems(log, &[url])
+}
+
+/// [`page_problems`] of a page made of `urls` (a frame and the page in it).
+fn pages_problems(log: &str, urls: &[&str]) -> Vec<String> {
     log.lines()
         .filter(|l| {
             l.contains(":CONSOLE")
                 || l.split_once("FileURLLoader::Start: ")
-                    .is_some_and(|(_, u)| u.trim() != url)
+                    .is_some_and(|(_, u)| !urls.contains(&u.trim()))
         })
         .map(str::to_string)
         .collect()
@@ -674,7 +679,7 @@ fn html_in_headless_chromium() {
 
     let f = fixture(0);
     let dir = out_dir("html");
-    write_report(&f, &dir);
+    write_report_with_latency(&f, &dir);
     let page = dir.join("report.html").canonicalize().unwrap();
     let url = format!("file://{}", page.display());
 
@@ -715,21 +720,144 @@ fn html_in_headless_chromium() {
     }
 
     // Screenshots at a laptop's width and a phone's, kept as test artefacts in
-    // $CARGO_TARGET_DIR/report-test/html/.
+    // $CARGO_TARGET_DIR/report-test/html/; the page is shown in a frame of the width wanted.
     for (w, h) in [(1280, 2000), (390, 2400)] {
         let shot = dir.join(format!("report-{w}.png"));
+        let framed = framed(&dir, "report.html", w, h);
         let (_, log) = run_chromium_at(
             &bin,
             profile.path(),
             &[format!("--screenshot={}", shot.display())],
-            &url,
+            &framed,
             (w, h),
         );
-        let found = page_problems(&log, &url);
+        let found = pages_problems(&log, &[&url, &framed]);
         assert!(found.is_empty(), "the page logged or loaded: {found:#?}");
         assert!(shot.is_file(), "no screenshot:\n{log}");
         assert_not_blank(&shot, (w, h));
+        assert_fits(&bin, profile.path(), &page, w);
     }
+
+    // Filtering by a comm keeps the intents of the acts found (their rows name no comm),
+    // and the detail leaves an act the filter hides for the first act shown.
+    let shown = "function shown(t){return Array.prototype.filter.call(document.querySelectorAll(t+' tbody tr'),\
+function(r){return r.style.display!=='none';}).map(function(r){return r.getAttribute(t==='#acts'?\
+'data-act':'data-intent');}).join(',');}\
+var q=document.getElementById('q');q.value='SCRIPT';q.dispatchEvent(new Event('input'));\
+v=shown('#acts')+' | '+shown('#intents')+' | '+document.querySelector('#detail h3').textContent+' | '+\
+document.getElementById('count').textContent;";
+    let filtered = probe(&bin, profile.path(), &page, 1280, "filter", shown);
+    assert_eq!(
+        filtered, "5,1 | 3 | Act 5: <script>alert(1)</script> (pid 200) | 2 of 6 acts",
+        "filter by a comm"
+    );
+}
+
+/// The fixture's report with a latency section whose text is wider than a laptop's screen
+/// (long act titles), as `ioblame report` writes one.
+fn write_report_with_latency(f: &common::Fixture, dir: &Path) {
+    let input = ioblame_report::ReportInput {
+        paths: f.paths.clone(),
+        traces: vec!["test.iob".to_string()],
+        ..Default::default()
+    };
+    let mut w = ioblame_report::ReportWriter::create(dir, input).unwrap();
+    let mut engine = ioblame_latency::Engine::default();
+    for io in &f.ios {
+        w.push_io(io, &f.tables).unwrap();
+        engine.push_act_io(
+            io.act.index(),
+            io.queue_time,
+            io.issue_time,
+            io.complete_time,
+        );
+    }
+    let title = format!(
+        "== act 3: dd (pid 100) {} ==",
+        "/data/a/long/path".repeat(12)
+    );
+    w.set_latency(ioblame_report::LatencySection {
+        latency: engine.finish(),
+        text: format!(
+            "{title}\ninterval          n       min_us\nQ2C               5       12.000\n"
+        ),
+        dev_names: vec![],
+    });
+    w.finish(&f.tables, &f.counters, &f.summary, &sym).unwrap();
+}
+
+/// The URL of a page showing `page` (a file of `dir`) in a frame `w` x `h` px, at its top
+/// left corner: a window of that size shows exactly the page laid out at `w` px. (Headless
+/// Chromium lays a window out at least 500 px wide.)
+fn framed(dir: &Path, page: &str, w: u32, h: u32) -> String {
+    let file = dir.join(format!("frame-{w}-{page}"));
+    std::fs::write(
+        &file,
+        format!(
+            "<!DOCTYPE html><html><body style=\"margin:0\"><iframe src=\"{page}\" \
+style=\"border:0;display:block;width:{w}px;height:{h}px\"></iframe><script>\
+window.addEventListener('message',function(e){{document.body.setAttribute('data-fit',e.data);}});\
+</script></body></html>"
+        ),
+    )
+    .unwrap();
+    format!("file://{}", file.canonicalize().unwrap().display())
+}
+
+/// Runs `script` (JavaScript ending in an expression's value `v`, a string) in a copy of
+/// `page` after it loaded, at `width` px in a [`framed`] page, and returns `v`: the copy
+/// sends it to the frame, which writes it into the DOM Chromium dumps.
+fn probe(bin: &Path, profile: &Path, page: &Path, width: u32, name: &str, script: &str) -> String {
+    let dir = page.parent().unwrap();
+    let html = std::fs::read_to_string(page).unwrap();
+    let tail = format!(
+        "<script>window.addEventListener('load',function(){{var v;{script}\nparent.postMessage(v,'*');}});</script></body>"
+    );
+    let copy = format!("probe-{name}-{width}.html");
+    std::fs::write(dir.join(&copy), html.replacen("</body>", &tail, 1)).unwrap();
+    let url = framed(dir, &copy, width, 1200);
+    let (dom, log) = run_chromium_at(
+        bin,
+        profile,
+        &["--dump-dom".into(), "--virtual-time-budget=5000".into()],
+        &url,
+        (width, 1200),
+    );
+    dom.split("data-fit=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .map(|v| {
+            v.replace("&amp;", "&")
+                .replace("&lt;", "<")
+                .replace("&gt;", ">")
+                .replace("&quot;", "\"")
+        })
+        .unwrap_or_else(|| panic!("the probe {name} did not run:\n{log}"))
+}
+
+/// The page at `width` px is no wider than the window: wide content (tables, charts, the
+/// latency text) scrolls in its own box instead of widening the page. A [`probe`] gives the
+/// page's width and the sections wider than their box.
+fn assert_fits(bin: &Path, profile: &Path, page: &Path, width: u32) {
+    let fit = probe(
+        bin,
+        profile,
+        page,
+        width,
+        "fit",
+        "var wide=[];document.querySelectorAll('section').forEach(function(s){\
+if(s.scrollWidth>s.clientWidth+1){wide.push(s.id+':'+s.scrollWidth);}});\
+v=document.documentElement.scrollWidth+' '+window.innerWidth+' '+wide.join(',');",
+    );
+    let mut parts = fit.splitn(3, ' ');
+    let page_w: u32 = parts.next().unwrap().parse().unwrap();
+    let window: u32 = parts.next().unwrap().parse().unwrap();
+    let wide = parts.next().unwrap_or("");
+    assert_eq!(window, width, "{fit}");
+    assert!(
+        page_w <= width && wide.is_empty(),
+        "at {width} px the page is {page_w} px wide; sections wider than their box: {wide}"
+    );
 }
 
 /// A screenshot of `size` with content: the page's own colours (header, bars, charts) and
