@@ -1,8 +1,8 @@
 //! Short names of intents: the entry point (system call or kernel thread) and the frames
 //! that tell one intent from the others, e.g. `write(2) › ext4_buffered_write_iter ›
 //! __folio_mark_dirty [wb:sync]`. The rule is in docs/attribution.md, "Intent names"; it
-//! uses only generic naming conventions of the kernel (syscall wrappers, `kthread`,
-//! `worker_thread`), never a list of one kernel's functions.
+//! uses only generic naming conventions of the kernel (syscall wrappers, `ret_from_fork`,
+//! `kthread`, `worker_thread`, `do_*` and `vfs_*`), never a list of one kernel's functions.
 
 use crate::context::Symbolizer;
 use crate::model::{IntentId, Tables, INTENT_LOST, INTENT_NOMEM};
@@ -87,22 +87,37 @@ pub fn syscall_of(frame: &str) -> Option<&str> {
 /// Where a stack entered the kernel, and the frames inside that entry (outermost first).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Entry {
-    /// `write(2)`, `kworker wb_workfn`, `kthread kjournald2`, `page fault`, `softirq`, or the
-    /// outermost frame when none of these is recognised.
+    /// `write(2)`, `kworker wb_workfn`, `kthread kjournald2`, `thread io_wq_worker`, `page
+    /// fault`, `softirq`, or the outermost named frame when none of these is recognised.
     label: String,
     /// The frames inside the entry, outermost first, without the entry's own plumbing.
     path: Vec<String>,
+}
+
+/// An address the symbolizer could not name (`0x...`).
+fn is_unknown(frame: &str) -> bool {
+    frame.starts_with("0x")
+}
+
+/// Where a new task starts running: `ret_from_fork*` (x86's `ret_from_fork_asm` and
+/// `ret_from_fork`, arm64's and riscv's `ret_from_fork`) or `ret_from_kernel_thread*`.
+fn is_thread_start(frame: &str) -> bool {
+    frame.starts_with("ret_from_fork") || frame.starts_with("ret_from_kernel_thread")
 }
 
 /// Finds the entry of a stack given innermost first.
 fn entry_of(frames: &[String]) -> Entry {
     let outer: Vec<&str> = frames.iter().rev().map(String::as_str).collect();
     let mut label = None;
+    // Unknown addresses outside everything else say nothing about the entry.
+    let start = outer.iter().position(|f| !is_unknown(f)).unwrap_or(0);
     let mut inside = outer.len();
     // What marks the entry's own plumbing (see below).
-    let mut syscall: Option<String> = None;
+    let mut syscall: Option<(&str, String)> = None;
     let mut suffix: Option<&str> = None;
-    for (i, f) in outer.iter().enumerate() {
+    let mut i = start;
+    while i < outer.len() {
+        let f = outer[i];
         if let Some(sc) = syscall_of(f) {
             // Skip the syscall's further wrappers too (`__se_sys_x`, `__do_sys_x`, `ksys_x`).
             let mut j = i + 1;
@@ -110,24 +125,50 @@ fn entry_of(frames: &[String]) -> Entry {
                 j += 1;
             }
             label = Some(format!("{sc}(2)"));
-            syscall = Some(
-                sc.trim_end_matches(|c: char| c.is_ascii_digit() || c == '_')
-                    .into(),
-            );
+            let stem = sc.trim_end_matches(|c: char| c.is_ascii_digit() || c == '_');
+            syscall = Some((sc, stem.into()));
             inside = j;
             break;
         }
-        if *f == "kthread" {
-            let thread = outer.get(i + 1).copied().unwrap_or("?");
-            if thread == "worker_thread" || thread == "rescuer_thread" {
-                // The work function runs inside `process_one_work`.
-                let pow = outer[i..].iter().position(|x| *x == "process_one_work");
-                let w = pow.map_or(i + 2, |p| i + p + 1);
-                label = Some(format!("kworker {}", outer.get(w).copied().unwrap_or("?")));
-                inside = w + 1;
-            } else {
-                label = Some(format!("kthread {thread}"));
-                inside = i + 2;
+        if is_thread_start(f) {
+            // The thread function is the first frame inside the thread start frames.
+            let j = i + outer[i..].iter().take_while(|x| is_thread_start(x)).count();
+            match outer.get(j) {
+                // A kernel thread: named below.
+                Some(&"kthread") => {
+                    i = j;
+                    continue;
+                }
+                Some(thread) => {
+                    label = Some(format!("thread {thread}"));
+                    inside = j + 1;
+                }
+                None => {
+                    label = Some("thread".into());
+                    inside = j;
+                }
+            }
+            break;
+        }
+        if f == "kthread" {
+            match outer.get(i + 1).copied() {
+                Some("worker_thread" | "rescuer_thread") => {
+                    // The work function runs inside `process_one_work`.
+                    let pow = outer[i..].iter().position(|x| *x == "process_one_work");
+                    let w = pow.map_or(i + 2, |p| i + p + 1);
+                    match outer.get(w) {
+                        Some(work) => {
+                            label = Some(format!("kworker {work}"));
+                            inside = w + 1;
+                        }
+                        None => label = Some("kworker".into()),
+                    }
+                }
+                Some(thread) => {
+                    label = Some(format!("kthread {thread}"));
+                    inside = i + 2;
+                }
+                None => label = Some("kthread".into()),
             }
             break;
         }
@@ -143,13 +184,15 @@ fn entry_of(frames: &[String]) -> Entry {
             inside = i + 1;
             break;
         }
+        i += 1;
     }
     let label = match label {
         Some(l) => l,
         None => {
-            // No known entry: the outermost frame names it.
-            inside = 1.min(outer.len());
-            outer.first().map_or_else(String::new, |f| f.to_string())
+            // No known entry: the outermost named frame names it (the outermost frame when
+            // none is named).
+            inside = (start + 1).min(outer.len());
+            outer.get(start).map_or_else(String::new, |f| f.to_string())
         }
     };
     let mut path: Vec<String> = outer
@@ -159,27 +202,44 @@ fn entry_of(frames: &[String]) -> Entry {
         .map(|s| s.to_string())
         .collect();
     // The entry's own plumbing, at the start of the path: under a syscall NAME, the VFS entry
-    // points (`vfs_*`) and frames `do_NAME*`, `__do_NAME*` or containing `sys_NAME`
-    // (`do_fsync` under fsync(2), `do_sys_openat2` under openat(2)); under a fault, frames
-    // ending in `_fault` (`do_user_addr_fault`, `handle_mm_fault`); under a softirq, frames
-    // containing `softirq`. The innermost frame always stays.
-    let is_plumbing = |f: &str| match (&syscall, suffix) {
-        (Some(sc), _) => {
-            !sc.is_empty()
-                && (f.starts_with("vfs_")
-                    || f.starts_with(&format!("do_{sc}"))
-                    || f.starts_with(&format!("__do_{sc}"))
-                    || f.contains(&format!("sys_{sc}")))
+    // points (`vfs_*`) and frames `NAME`, `do_STEM*`, `__do_STEM*` or containing `sys_STEM`
+    // (STEM is NAME without trailing digits: `do_fsync` under fsync(2), `do_sys_openat2`
+    // under openat(2)); and when the leading run of such frames and other `do_*`, `__do_*`
+    // frames reaches a `vfs_*` frame, that whole run (`do_fsync vfs_fsync_range` under
+    // fdatasync(2), `do_writev vfs_writev do_iter_readv_writev` under writev(2)). Under a
+    // fault, frames ending in `_fault` (`do_user_addr_fault`, `handle_mm_fault`); under a
+    // softirq, frames containing `softirq`. The innermost frame always stays.
+    let candidates = path.len().saturating_sub(1);
+    let plumbing = match (&syscall, suffix) {
+        (Some((name, stem)), _) => {
+            let own = |f: &str| {
+                !stem.is_empty()
+                    && (f == *name
+                        || f.starts_with("vfs_")
+                        || f.starts_with(&format!("do_{stem}"))
+                        || f.starts_with(&format!("__do_{stem}"))
+                        || f.contains(&format!("sys_{stem}")))
+            };
+            let to_vfs = path
+                .iter()
+                .take_while(|f| own(f) || f.starts_with("do_") || f.starts_with("__do_"))
+                .count();
+            if path[..to_vfs].iter().any(|f| f.starts_with("vfs_")) {
+                to_vfs.min(candidates)
+            } else {
+                path[..candidates].iter().take_while(|f| own(f)).count()
+            }
         }
-        (None, Some("_fault")) => f.ends_with("_fault"),
-        (None, Some(s)) => f.contains(s),
-        (None, None) => false,
+        (None, Some("_fault")) => path[..candidates]
+            .iter()
+            .take_while(|f| f.ends_with("_fault"))
+            .count(),
+        (None, Some(s)) => path[..candidates]
+            .iter()
+            .take_while(|f| f.contains(s))
+            .count(),
+        (None, None) => 0,
     };
-    let plumbing = path
-        .iter()
-        .take(path.len().saturating_sub(1))
-        .take_while(|f| is_plumbing(f))
-        .count();
     path.drain(..plumbing);
     Entry { label, path }
 }
@@ -243,15 +303,21 @@ fn modifier_suffix(modifier: u32) -> String {
 /// Names a set of intents given as (modifier, frames innermost first), indexed by intent id
 /// (#0 is nomem and #1 lost whatever their frames). The rule, per intent:
 ///
-/// 1. **Entry**: from the outermost frame in, the first system call wrapper gives `NAME(2)`
-///    ([`syscall_of`]); `kthread` gives `kthread FN` (FN the frame inside it), or for a
-///    workqueue worker (`worker_thread`, `rescuer_thread`) `kworker WORK`, WORK the frame
-///    inside `process_one_work`; a `*page_fault` frame gives `page fault`; a `*softirq*`
-///    frame `softirq`; otherwise the outermost frame itself.
+/// 1. **Entry**: from the outermost named frame in (unknown `0x...` addresses outside it
+///    skipped), the first system call wrapper gives `NAME(2)` ([`syscall_of`]); a thread
+///    start (`ret_from_fork*`, `ret_from_kernel_thread*`) gives `thread FN`, FN the first
+///    frame inside the thread start frames (`thread` when there is none), unless FN is
+///    `kthread`; `kthread` gives `kthread FN` (FN the frame inside it; `kthread` when there
+///    is none), or for a workqueue worker (`worker_thread`, `rescuer_thread`) `kworker
+///    WORK`, WORK the frame inside `process_one_work` (`kworker` when there is none); a
+///    `*page_fault` frame gives `page fault`; a `*softirq*` frame `softirq`; otherwise the
+///    outermost named frame itself (the outermost frame when none is named).
 /// 2. **Path**: the frames inside the entry, outermost first, without the leading frames
-///    that are the entry's plumbing: under a syscall NAME (without trailing digits) `vfs_*`,
-///    `do_NAME*`, `__do_NAME*` and frames containing `sys_NAME`; under a fault frames ending
-///    in `_fault`; under a softirq frames containing `softirq`.
+///    that are the entry's plumbing: under a syscall NAME (STEM: NAME without trailing
+///    digits) `vfs_*`, `NAME`, `do_STEM*`, `__do_STEM*` and frames containing `sys_STEM`,
+///    or, when the leading run of those and other `do_*`, `__do_*` frames contains a
+///    `vfs_*` frame, that whole run; under a fault frames ending in `_fault`; under a
+///    softirq frames containing `softirq`. The innermost frame always stays.
 /// 3. **First frame**: the path's first frame (the code the entry went to).
 /// 4. **Parting frame**: among the intents with the same entry, where this path parts from
 ///    the closest other path (the first frame after their longest common start; its last
@@ -259,8 +325,10 @@ fn modifier_suffix(modifier: u32) -> String {
 ///    that is the first frame: where the stack, read from its innermost frame, parts from
 ///    the closest other stack of the trace (if that frame is on the path).
 /// 5. The name is `ENTRY › FIRST › PARTING` (the parting frame left out when absent or equal
-///    to the first), then ` [wb:REASON]` for a writeback modifier; names still equal
-///    (stacks with the same functions at other offsets) get ` (#N)`.
+///    to the first; just `ENTRY` when the path is empty), then ` [wb:REASON]` for a
+///    writeback modifier; names still equal (stacks with the same functions at other
+///    offsets) get ` (#N)`. A stackless intent is `[no stack]` ([`intent_names`] names
+///    those of a blktrace recording `no stack (blktrace) FLAGS`).
 pub fn name_stacks(intents: &[(u32, Vec<String>)]) -> Vec<String> {
     let entries: Vec<Entry> = intents.iter().map(|(_, f)| entry_of(f)).collect();
     // The intents compared: those with a stack, #0 and #1 aside.
@@ -499,6 +567,200 @@ mod tests {
         assert_eq!(
             n[1],
             "pwrite64(2) › xfs_file_write_iter › filemap_dirty_folio"
+        );
+    }
+
+    const IO_WQ: &str = "ret_from_fork_asm ret_from_fork io_wq_worker io_worker_handle_work \
+        io_wq_submit_work io_issue_sqe";
+
+    #[test]
+    fn threads_started_without_kthread() {
+        // An io_uring worker runs from `ret_from_fork` without `kthread`: the thread function
+        // is the first frame inside the thread start frames.
+        let n = names(&[
+            (
+                0,
+                &format!("{IO_WQ} io_write ext4_file_write_iter iomap_dio_rw submit_bio"),
+            ),
+            (
+                0,
+                &format!("{IO_WQ} io_read ext4_file_read_iter iomap_dio_rw submit_bio"),
+            ),
+            // Kernel threads keep their names whatever their thread start frames (x86's two,
+            // arm64's one, none).
+            (
+                0,
+                "ret_from_fork_asm ret_from_fork kthread kjournald2 submit_bio",
+            ),
+            (0, "ret_from_fork kthread kswapd0 shrink_folio_list"),
+            (
+                0x1000_0003,
+                "ret_from_fork kthread worker_thread process_one_work wb_workfn \
+                 ext4_writepages",
+            ),
+            (0, "kthread xfsaild xfsaild_push"),
+        ]);
+        assert_eq!(
+            n,
+            [
+                "thread io_wq_worker › io_worker_handle_work › io_write",
+                "thread io_wq_worker › io_worker_handle_work › io_read",
+                "kthread kjournald2 › submit_bio",
+                "kthread kswapd0 › shrink_folio_list",
+                "kworker wb_workfn › ext4_writepages [wb:periodic]",
+                "kthread xfsaild › xfsaild_push",
+            ]
+        );
+        // Alone in its trace, the worker's name says where it went in.
+        let n = names(&[(0, &format!("{IO_WQ} io_write submit_bio"))]);
+        assert_eq!(n, ["thread io_wq_worker › io_worker_handle_work"]);
+    }
+
+    #[test]
+    fn thread_entries_with_nothing_inside() {
+        let n = names(&[
+            (0, "ret_from_fork_asm ret_from_fork kthread"),
+            (0, "ret_from_fork kthread worker_thread"),
+            (
+                0,
+                "ret_from_fork kthread worker_thread schedule process_one_work",
+            ),
+            (0, "ret_from_fork_asm ret_from_fork"),
+        ]);
+        assert_eq!(n, ["kthread", "kworker (#3)", "kworker (#4)", "thread"]);
+    }
+
+    #[test]
+    fn unknown_outermost_frames_are_no_entry() {
+        let n = names(&[
+            // No entry recognised: the outermost named frame names it.
+            (
+                0,
+                "0xffffffff81000000 0xffffffff81000010 ext4_file_write_iter iomap_dio_rw \
+                 submit_bio",
+            ),
+            // An entry further in is found as before.
+            (
+                0,
+                "0xffffffff81000000 do_syscall_64 ksys_write vfs_write \
+                 ext4_buffered_write_iter mark_buffer_dirty",
+            ),
+            (
+                0,
+                "0xffffffff81000000 ret_from_fork kthread kjournald2 submit_bio",
+            ),
+            // Unknown frames further in are frames like the others.
+            (0, "ext4_file_read_iter 0xffffffffc0001000 submit_bio"),
+        ]);
+        assert_eq!(
+            n,
+            [
+                "ext4_file_write_iter › iomap_dio_rw",
+                "write(2) › ext4_buffered_write_iter › mark_buffer_dirty",
+                "kthread kjournald2 › submit_bio",
+                "ext4_file_read_iter › 0xffffffffc0001000",
+            ]
+        );
+    }
+
+    #[test]
+    fn syscall_plumbing_down_to_the_vfs() {
+        let sys = "entry_SYSCALL_64_after_hwframe do_syscall_64";
+        let n = names(&[
+            // fdatasync shares fsync's code: `do_fsync vfs_fsync_range` reaches the VFS.
+            (
+                0,
+                &format!(
+                    "{sys} __x64_sys_fdatasync do_fsync vfs_fsync_range ext4_sync_file submit_bio"
+                ),
+            ),
+            (
+                0,
+                &format!(
+                    "{sys} __x64_sys_fsync do_fsync vfs_fsync_range ext4_sync_file submit_bio"
+                ),
+            ),
+            // The VFS's own `do_*` frames inside `vfs_*` go with it.
+            (
+                0,
+                &format!(
+                    "{sys} __x64_sys_writev do_writev vfs_writev do_iter_readv_writev \
+                     ext4_file_write_iter ext4_buffered_write_iter mark_buffer_dirty"
+                ),
+            ),
+            (
+                0,
+                &format!(
+                    "{sys} __x64_sys_pwritev2 do_pwritev vfs_writev do_iter_write \
+                     do_iter_readv_writev xfs_file_write_iter filemap_dirty_folio"
+                ),
+            ),
+            // A function named as the syscall is its own.
+            (
+                0,
+                &format!(
+                    "{sys} __x64_sys_sync_file_range ksys_sync_file_range sync_file_range \
+                     __filemap_fdatawrite_range do_writepages ext4_writepages"
+                ),
+            ),
+            // No `vfs_*` frame in the run: only the syscall's own `do_*` frames go.
+            (
+                0,
+                &format!(
+                    "{sys} __x64_sys_openat do_sys_openat2 do_filp_open path_openat \
+                     ext4_lookup ext4_read_bh"
+                ),
+            ),
+            (
+                0,
+                &format!(
+                    "{sys} __x64_sys_exit_group do_group_exit do_exit mmput exit_mmap \
+                     submit_bio"
+                ),
+            ),
+            // The innermost frame always stays.
+            (0, "__x64_sys_fdatasync do_fsync vfs_fsync_range"),
+        ]);
+        assert_eq!(
+            n,
+            [
+                "fdatasync(2) › ext4_sync_file",
+                "fsync(2) › ext4_sync_file",
+                "writev(2) › ext4_file_write_iter › mark_buffer_dirty",
+                "pwritev2(2) › xfs_file_write_iter › filemap_dirty_folio",
+                "sync_file_range(2) › __filemap_fdatawrite_range › ext4_writepages",
+                "openat(2) › do_filp_open › ext4_read_bh",
+                "exit_group(2) › do_group_exit › exit_mmap",
+                "fdatasync(2) › vfs_fsync_range",
+            ]
+        );
+    }
+
+    #[test]
+    fn blktrace_intents_are_named_by_their_flags() {
+        use crate::model::{blktrace_modifier, Intent};
+        use ioblame_decode::Rwbs;
+        let intent = |modifier, stack: Vec<u64>| Intent { modifier, stack };
+        let tables = Tables {
+            intents: vec![
+                intent(0, vec![]),
+                intent(0, vec![]),
+                intent(blktrace_modifier(Rwbs::parse("WS")), vec![]),
+                intent(blktrace_modifier(Rwbs::parse("RM")), vec![]),
+                intent(0, vec![]),
+            ],
+            ..Tables::default()
+        };
+        let sym = |_: u64| -> Option<String> { None };
+        assert_eq!(
+            intent_names(&tables, &sym),
+            [
+                "[nomem]",
+                "[lost]",
+                "no stack (blktrace) WS",
+                "no stack (blktrace) RM",
+                "[no stack]",
+            ]
         );
     }
 }
