@@ -5,8 +5,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
+use ioblame_counters::output::printable;
 use ioblame_dataset::fleet::{self, Filter, Fleet, Totals};
 use ioblame_report::human_bytes;
+
+use crate::text::columns;
 
 /// What `ioblame fleet` was asked.
 #[derive(Debug, Clone)]
@@ -44,95 +47,192 @@ fn b(n: i64) -> String {
     human_bytes(n.max(0) as u64)
 }
 
-fn tot(t: &Totals) -> String {
-    format!(
-        "{:>10} {:>10} {:>10} {:>10} {:>8}",
+/// The totals' cells: bytes, read, readahead, write, IOs.
+fn tot(t: &Totals) -> [String; 5] {
+    [
         b(t.bytes),
         b(t.read_bytes),
         b(t.readahead_bytes),
         b(t.write_bytes),
-        t.ios
-    )
+        t.ios.to_string(),
+    ]
 }
 
-const TOT_HEAD: &str = "     bytes       read  readahead      write      IOs";
+const TOT_HEAD: [&str; 5] = ["BYTES", "READ", "READAHEAD", "WRITE", "IOs"];
 
-/// The text output: per-host totals, then each top list.
+/// A table: `head` then the totals' columns (right-aligned) then `tail`; each row as
+/// (its cells before the totals, the totals, its cells after).
+fn table(
+    out: &mut impl Write,
+    head: &[&str],
+    head_right: &[bool],
+    tail: &[&str],
+    rows: Vec<(Vec<String>, &Totals, Vec<String>)>,
+) -> Result<()> {
+    let mut h: Vec<&str> = head.to_vec();
+    h.extend(TOT_HEAD);
+    h.extend(tail);
+    let mut right = head_right.to_vec();
+    right.extend([true; 5]);
+    let rows: Vec<Vec<String>> = rows
+        .into_iter()
+        .map(|(mut a, t, z)| {
+            a.extend(tot(t));
+            a.extend(z);
+            a
+        })
+        .collect();
+    columns(out, &h, &right, &rows)?;
+    Ok(())
+}
+
+/// The text output: per-host totals, then each top list; columns as wide as their widest
+/// cell, trace text (hosts, comms, paths, frames) escaped.
 fn text(out: &mut impl Write, f: &Fleet) -> Result<()> {
+    let p = |s: &str| printable(s).into_owned();
     writeln!(out, "{} traces, {} hosts", f.traces, f.hosts.len())?;
-    writeln!(
+    writeln!(out, "\nhosts")?;
+    table(
         out,
-        "\nhosts\n{:<20} {:>6} {TOT_HEAD}  dates",
-        "host", "traces"
-    )?;
-    for h in &f.hosts {
-        writeln!(
-            out,
-            "{:<20} {:>6} {}  {}..{}",
-            h.host,
-            h.traces,
-            tot(&h.totals),
-            h.first_date,
-            h.last_date
-        )?;
-    }
-    writeln!(
-        out,
-        "\ntop intents\n{:<16} {:>5} {TOT_HEAD}  stack / hosts",
-        "intent key", "hosts"
-    )?;
-    for i in &f.top_intents {
-        let mut stack: Vec<&str> = i.frames.iter().take(3).map(|s| s.as_str()).collect();
-        if i.frames.len() > 3 {
-            stack.push("...");
-        }
-        let wb = i
-            .reason
-            .as_deref()
-            .map(|r| format!(" [wb:{r}]"))
-            .unwrap_or_default();
-        writeln!(
-            out,
-            "{:016x} {:>5} {}  {}{wb}",
-            i.intent_key as u64,
-            i.n_hosts,
-            tot(&i.totals),
-            stack.join(" <- ")
-        )?;
-        let hosts: Vec<String> = i
-            .hosts
+        &["HOST", "TRACES"],
+        &[false, true],
+        &["DATES"],
+        f.hosts
             .iter()
-            .map(|(h, n)| format!("{h} {}", b(*n)))
-            .collect();
-        writeln!(out, "{:>16}   on {}", "", hosts.join(", "))?;
-    }
-    writeln!(
-        out,
-        "\ntop acts\n{:<16} {:<16} {:>5} {TOT_HEAD}  file",
-        "comm", "intent key", "hosts"
+            .map(|h| {
+                (
+                    vec![p(&h.host), h.traces.to_string()],
+                    &h.totals,
+                    vec![format!("{}..{}", p(&h.first_date), p(&h.last_date))],
+                )
+            })
+            .collect(),
     )?;
-    for a in &f.top_acts {
-        writeln!(
+    writeln!(out, "\ntop intents")?;
+    table(
+        out,
+        &["INTENT KEY", "HOSTS"],
+        &[false, true],
+        &["INTENT NAME / HOSTS"],
+        f.top_intents
+            .iter()
+            .map(|i| {
+                let hosts: Vec<String> = i
+                    .hosts
+                    .iter()
+                    .map(|(h, n)| format!("{} {}", p(h), b(*n)))
+                    .collect();
+                (
+                    vec![
+                        format!("{:016x}", i.intent_key as u64),
+                        i.n_hosts.to_string(),
+                    ],
+                    &i.totals,
+                    vec![format!("{}  (on {})", p(&i.name), hosts.join(", "))],
+                )
+            })
+            .collect(),
+    )?;
+    writeln!(out, "\ntop acts")?;
+    table(
+        out,
+        &["COMM", "HOSTS"],
+        &[false, true],
+        &["FILE", "INTENT NAME"],
+        f.top_acts
+            .iter()
+            .map(|a| {
+                (
+                    vec![p(&a.comm), a.n_hosts.to_string()],
+                    &a.totals,
+                    vec![p(a.path.as_deref().unwrap_or("-")), p(&a.intent_name)],
+                )
+            })
+            .collect(),
+    )?;
+    for (title, head, rows) in [
+        ("top files", "PATH", &f.top_files),
+        ("top roles", "COMM", &f.top_roles),
+    ] {
+        writeln!(out, "\n{title}")?;
+        table(
             out,
-            "{:<16} {:016x} {:>5} {}  {}",
-            a.comm,
-            a.intent_key as u64,
-            a.n_hosts,
-            tot(&a.totals),
-            a.path.as_deref().unwrap_or("-")
+            &["HOSTS"],
+            &[true],
+            &[head],
+            rows.iter()
+                .map(|r| {
+                    (
+                        vec![r.n_hosts.to_string()],
+                        &r.totals,
+                        vec![p(r.name.as_deref().unwrap_or("(not named by the traces)"))],
+                    )
+                })
+                .collect(),
         )?;
-    }
-    for (title, rows) in [("top files", &f.top_files), ("top roles", &f.top_roles)] {
-        writeln!(out, "\n{title}\n{:>5} {TOT_HEAD}  name", "hosts")?;
-        for r in rows {
-            writeln!(
-                out,
-                "{:>5} {}  {}",
-                r.n_hosts,
-                tot(&r.totals),
-                r.name.as_deref().unwrap_or("(not named by the traces)")
-            )?;
-        }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ioblame_dataset::fleet::{HostTotals, TopAct};
+
+    /// Columns stay aligned whatever the lengths of hosts and comms, and trace text is
+    /// escaped.
+    #[test]
+    fn text_is_aligned_and_escaped() {
+        let t = Totals {
+            bytes: 4096,
+            write_bytes: 4096,
+            ios: 1,
+            ..Totals::default()
+        };
+        let host = |h: &str| HostTotals {
+            host: h.to_string(),
+            traces: 1,
+            first_date: "2026-11-01".into(),
+            last_date: "2026-11-02".into(),
+            kernels: vec![],
+            totals: t,
+        };
+        let act = |c: &str| TopAct {
+            comm: c.to_string(),
+            intent_key: 1,
+            intent_name: "write(2) › ext4_buffered_write_iter".into(),
+            path: Some("/data/f".into()),
+            n_hosts: 1,
+            totals: t,
+        };
+        let f = Fleet {
+            traces: 2,
+            hosts: vec![host("a"), host("a-very-long-host-name.prod.example.com")],
+            top_acts: vec![act("kw\x1b[31mRED"), act("a-comm-longer-than-sixteen")],
+            ..Fleet::default()
+        };
+        let mut out = Vec::new();
+        text(&mut out, &f).unwrap();
+        let s = String::from_utf8(out).unwrap();
+        assert!(!s.contains('\x1b'), "{s}");
+        assert!(s.contains("kw\\x1b[31mRED"), "{s}");
+        for head in ["HOST ", "COMM "] {
+            let block: Vec<&str> = s
+                .lines()
+                .skip_while(|l| !l.starts_with(head))
+                .take_while(|l| !l.is_empty())
+                .collect();
+            assert_eq!(block.len(), 3, "{s}");
+            // The end of the BYTES column is at the same place on every line.
+            let end = block[0].find("BYTES").unwrap() + "BYTES".len();
+            for l in &block[1..] {
+                let cut: String = l.chars().take(end).collect();
+                assert!(
+                    cut.ends_with("4.00 KiB"),
+                    "misaligned:\n{}",
+                    block.join("\n")
+                );
+            }
+        }
+    }
 }

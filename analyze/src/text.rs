@@ -72,6 +72,48 @@ fn painted(color: bool, style: anstyle::Style, text: &str, width: usize) -> Stri
     }
 }
 
+/// Writes `rows` under `head` in columns as wide as their widest cell (in characters), each
+/// right-aligned where `right` says so; the last column is not padded. Cells are printed as
+/// given: escape trace text ([`printable`]) first.
+pub fn columns(
+    out: &mut impl Write,
+    head: &[&str],
+    right: &[bool],
+    rows: &[Vec<String>],
+) -> io::Result<()> {
+    let n = head.len();
+    let mut w: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate().take(n) {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: &mut dyn Iterator<Item = &str>| -> String {
+        let mut l = String::new();
+        for (i, c) in cells.enumerate().take(n) {
+            let pad = " ".repeat(w[i].saturating_sub(c.chars().count()));
+            if i > 0 {
+                l.push_str("  ");
+            }
+            if right.get(i).copied().unwrap_or(false) {
+                l.push_str(&pad);
+                l.push_str(c);
+            } else {
+                l.push_str(c);
+                if i + 1 < n {
+                    l.push_str(&pad);
+                }
+            }
+        }
+        l
+    };
+    writeln!(out, "{}", line(&mut head.iter().copied()))?;
+    for r in rows {
+        writeln!(out, "{}", line(&mut r.iter().map(String::as_str)))?;
+    }
+    Ok(())
+}
+
 /// `ioblame acts`: one row per act (the first `top`, all when `None`), the intent named by
 /// `names` (by intent id). `color` adds ANSI styles (the caller strips them where colour is
 /// off).
@@ -103,8 +145,11 @@ pub fn acts_table(
         16,
     );
     let file_w = width(&|a| path_text(paths, a).chars().count(), 4);
+    // 64-bit inode numbers (xfs) and the longest writeback reasons (`fs_free_space`).
+    let ino_w = width(&|a| a.file.ino.to_string().len(), 10);
+    let reason_w = width(&|a| reason_name(a.reason).len(), 10);
     let head = format!(
-        "{:>7} {:<comm_w$} {:>6} {:>10} {:>7} {:>10} {:<file_w$} {:<9} {:<10} {:>12} {:>7} {:>12} {:>7}  INTENT NAME",
+        "{:>7} {:<comm_w$} {:>6} {:>10} {:>7} {:>ino_w$} {:<file_w$} {:<9} {:<reason_w$} {:>12} {:>7} {:>12} {:>7}  INTENT NAME",
         "PID",
         "COMM",
         "INTENT",
@@ -138,7 +183,7 @@ pub fn acts_table(
         }
         writeln!(
             out,
-            "{:>7} {} {:>6} {:>#10x} {:>7} {:>10} {:<file_w$} {:<9} {:<10} {:>12} {:>7} {:>12} {:>7}  {}",
+            "{:>7} {} {:>6} {:>#10x} {:>7} {:>ino_w$} {:<file_w$} {:<9} {:<reason_w$} {:>12} {:>7} {:>12} {:>7}  {}",
             role.tid,
             painted(color, COMM, &printable(&role.comm), comm_w),
             format!("#{}", a.intent),

@@ -432,6 +432,30 @@ fn fleet_page_has_the_merged_flame_graph() {
         folded.lines().any(|l| l.starts_with(outer)),
         "{outer} not at a root of {folded}"
     );
+    // Intents are named over the fleet: in the JSON, the flame graph's level above the stack,
+    // the page's tables and the acts.
+    let name = top["name"].as_str().unwrap();
+    assert!(name.contains(" › "), "{name}");
+    let inner = top["frames"][0].as_str().unwrap();
+    assert!(
+        folded
+            .lines()
+            .any(|l| l.contains(&format!(";{inner};{name};"))),
+        "{name} above {inner} in {folded}"
+    );
+    let esc = name
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    assert!(html.contains(&esc), "{name} in the page");
+    let key = top["intent_key"].as_i64().unwrap();
+    for a in j["top_acts"].as_array().unwrap() {
+        if a["intent_key"].as_i64() == Some(key) {
+            assert_eq!(a["intent_name"], top["name"], "{a}");
+        }
+    }
+    let text = ok(&["fleet", ds, "--top", "3"]);
+    assert!(text.contains(name), "{name} in:\n{text}");
 }
 
 /// Exporting the same traces again replaces their files: same files, same rows, same answer.

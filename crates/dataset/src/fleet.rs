@@ -70,6 +70,9 @@ pub struct HostTotals {
 pub struct TopIntent {
     /// The intent key (`docs/dataset.md`): the same on every host for the same stack.
     pub intent_key: i64,
+    /// Its short name over the fleet's intents (`ioblame_attrib::names`, docs/attribution.md
+    /// "Intent names"), with ` [wb:REASON]` for writeback.
+    pub name: String,
     /// Frame names, innermost first.
     pub frames: Vec<String>,
     /// Writeback reason, for writeback intents.
@@ -92,6 +95,8 @@ pub struct TopAct {
     pub comm: String,
     /// The intent key.
     pub intent_key: i64,
+    /// The intent's short name, as [`TopIntent::name`].
+    pub intent_name: String,
     /// The file's path, where the traces name it.
     pub path: Option<String>,
     /// Hosts where it was charged IO.
@@ -529,6 +534,7 @@ pub fn query(dataset: &Path, filter: &Filter, top: usize) -> Result<Fleet, Datas
             None => Vec::new(),
         });
     }
+    let names = fleet_names(&frames, &reasons, &intent_ids);
     let mut hosts_of: HashMap<i64, Vec<(String, i64)>> = HashMap::new();
     {
         let k = ints(&by_key_host, "intent_key").map_err(err)?;
@@ -548,6 +554,7 @@ pub fn query(dataset: &Path, filter: &Filter, top: usize) -> Result<Fleet, Datas
         hosts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         fleet.top_intents.push(TopIntent {
             intent_key: keys[i],
+            name: names[i].clone(),
             frames: frames[i].clone(),
             reason: reasons[i].clone(),
             n_hosts: n_hosts[i],
@@ -590,6 +597,9 @@ pub fn query(dataset: &Path, filter: &Filter, top: usize) -> Result<Fleet, Datas
         fleet.top_acts.push(TopAct {
             comm: comm[i].clone(),
             intent_key: key[i],
+            intent_name: stacks
+                .get(&key[i])
+                .map_or_else(|| "[no stack]".to_string(), |&(j, _)| names[j].clone()),
             path: p[i].clone(),
             n_hosts: nh[i],
             totals: tot[i],
@@ -604,13 +614,8 @@ pub fn query(dataset: &Path, filter: &Filter, top: usize) -> Result<Fleet, Datas
             continue;
         }
         let line = match stacks.get(&fk[i]) {
-            Some(&(j, id)) => ioblame_report::folded_stack(
-                &frames[j],
-                empty_stack_name(id as u32),
-                reasons[j].as_deref(),
-                &fc[i],
-            ),
-            None => ioblame_report::folded_stack(&[], "[no stack]", None, &fc[i]),
+            Some(&(j, _)) => ioblame_report::folded_stack(&frames[j], &names[j], &fc[i]),
+            None => ioblame_report::folded_stack(&[], "[no stack]", &fc[i]),
         };
         *folded.entry(line).or_default() += fb[i];
     }
@@ -623,6 +628,37 @@ pub fn query(dataset: &Path, filter: &Filter, top: usize) -> Result<Fleet, Datas
     fleet.top_files = top_named(table("files")?, "path", top)?;
     fleet.top_roles = top_named(table("roles")?, "comm", top)?;
     Ok(fleet)
+}
+
+/// The short name of each intent key of the fleet (by row: `frames` innermost first, the
+/// writeback reason, the intent id in one of its traces): named over the fleet's intents as
+/// one trace's intents are (`ioblame_attrib::names::name_stacks`), then ` [wb:REASON]`; a
+/// key without frames is `[lost]`, `[nomem]` or `[no stack]`.
+fn fleet_names(frames: &[Vec<String>], reasons: &[Option<String>], ids: &[i64]) -> Vec<String> {
+    // Each distinct stack once (keys of one stack differ by their writeback reason), after
+    // two empty entries: name_stacks leaves #0 and #1 (ioblame's nomem and lost intents) aside.
+    let mut index: HashMap<&[String], usize> = HashMap::new();
+    let mut stacks: Vec<(u32, Vec<String>)> = vec![(0, vec![]), (0, vec![])];
+    for f in frames {
+        index.entry(f.as_slice()).or_insert_with(|| {
+            stacks.push((0, f.clone()));
+            stacks.len() - 1
+        });
+    }
+    let named = ioblame_attrib::names::name_stacks(&stacks);
+    (0..frames.len())
+        .map(|i| {
+            let wb = reasons[i]
+                .as_deref()
+                .map(|r| format!(" [wb:{r}]"))
+                .unwrap_or_default();
+            if frames[i].is_empty() {
+                format!("{}{wb}", empty_stack_name(ids[i] as u32))
+            } else {
+                format!("{}{wb}", named[index[frames[i].as_slice()]])
+            }
+        })
+        .collect()
 }
 
 /// The top rows of a table grouped by one string column.

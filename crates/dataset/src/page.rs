@@ -40,13 +40,9 @@ fn totals_cells(t: &Totals) -> String {
 
 const TOTALS_HEAD: &str = "<th>bytes</th><th>read</th><th>readahead</th><th>write</th><th>IOs</th>";
 
-/// The innermost frames of a stack, for a table cell.
-fn short_stack(frames: &[String], reason: Option<&str>) -> String {
-    let mut s: Vec<&str> = frames.iter().take(4).map(|f| f.as_str()).collect();
-    if frames.len() > 4 {
-        s.push("…");
-    }
-    let mut out = s.join(" ← ");
+/// A stack, innermost frame first, for a cell's title.
+fn stack_title(frames: &[String], reason: Option<&str>) -> String {
+    let mut out = frames.join(" ← ");
     if let Some(r) = reason {
         let _ = write!(out, " [wb:{r}]");
     }
@@ -88,7 +84,7 @@ pub fn render(fleet: &Fleet, title: &str, flame_inline: &str) -> String {
             totals_cells(&x.totals)
         );
     }
-    h.push_str("</table><h2>Top intents</h2><table><tr><th class=\"l\">intent key</th><th class=\"l\">stack (innermost first)</th><th>hosts</th><th>traces</th>");
+    h.push_str("</table><h2>Top intents</h2><table><tr><th class=\"l\">intent key</th><th class=\"l\">intent (its stack on hover)</th><th>hosts</th><th>traces</th>");
     h.push_str(TOTALS_HEAD);
     h.push_str("<th class=\"l\">where</th></tr>");
     for x in &fleet.top_intents {
@@ -99,24 +95,26 @@ pub fn render(fleet: &Fleet, title: &str, flame_inline: &str) -> String {
             .collect();
         let _ = write!(
             h,
-            "<tr><td class=\"l\"><code>{:016x}</code></td><td class=\"l\">{}</td><td>{}</td><td>{}</td>{}<td class=\"l\">{}</td></tr>",
+            "<tr><td class=\"l\"><code>{:016x}</code></td><td class=\"l\" title=\"{}\">{}</td><td>{}</td><td>{}</td>{}<td class=\"l\">{}</td></tr>",
             x.intent_key as u64,
-            html_escape(&short_stack(&x.frames, x.reason.as_deref())),
+            html_escape(&stack_title(&x.frames, x.reason.as_deref())),
+            html_escape(&x.name),
             x.n_hosts,
             x.n_traces,
             totals_cells(&x.totals),
             hosts.join(", ")
         );
     }
-    h.push_str("</table><h2>Top acts</h2><table><tr><th class=\"l\">comm</th><th class=\"l\">intent key</th><th class=\"l\">file</th><th>hosts</th>");
+    h.push_str("</table><h2>Top acts</h2><table><tr><th class=\"l\">comm</th><th class=\"l\">intent</th><th class=\"l\">file</th><th>hosts</th>");
     h.push_str(TOTALS_HEAD);
     h.push_str("</tr>");
     for x in &fleet.top_acts {
         let _ = write!(
             h,
-            "<tr><td class=\"l\">{}</td><td class=\"l\"><code>{:016x}</code></td><td class=\"l\">{}</td><td>{}</td>{}</tr>",
+            "<tr><td class=\"l\">{}</td><td class=\"l\" title=\"intent key {:016x}\">{}</td><td class=\"l\">{}</td><td>{}</td>{}</tr>",
             html_escape(&x.comm),
             x.intent_key as u64,
+            html_escape(&x.intent_name),
             html_escape(x.path.as_deref().unwrap_or("")),
             x.n_hosts,
             totals_cells(&x.totals)

@@ -28,30 +28,24 @@ fn clean(s: &str) -> String {
     }
 }
 
-/// The folded frames of a stack: `frames` (innermost first) outermost first, or `empty` when
-/// there are none, then `[wb:REASON]` when `reason` is given; each followed by `;`.
-fn stack_prefix(frames: &[String], empty: &str, reason: Option<&str>) -> String {
+/// The folded frames of an intent: `frames` (innermost first) outermost first, then its
+/// `name`; each followed by `;`.
+fn stack_prefix(frames: impl DoubleEndedIterator<Item = String>, name: &str) -> String {
     let mut line = String::new();
-    for f in frames.iter().rev() {
-        line.push_str(&clean(f));
+    for f in frames.rev() {
+        line.push_str(&clean(&f));
         line.push(';');
     }
-    if frames.is_empty() {
-        line.push_str(empty);
-        line.push(';');
-    }
-    if let Some(r) = reason {
-        line.push_str(&format!("[wb:{r}];"));
-    }
+    line.push_str(&clean(name));
+    line.push(';');
     line
 }
 
 /// One folded stack without its weight, as [`folded_stacks`] writes them:
-/// `outer;...;inner;[wb:REASON];comm`, from the frame names innermost first (`empty` stands
-/// for a stack without frames, e.g. `[lost]`), the writeback reason's name and the role's
-/// comm.
-pub fn folded_stack(frames: &[String], empty: &str, reason: Option<&str>, comm: &str) -> String {
-    let mut line = stack_prefix(frames, empty, reason);
+/// `outer;...;inner;NAME;comm`, from the frame names innermost first, the intent's short
+/// name (`[lost]`, `[no stack]` for a stack without frames) and the role's comm.
+pub fn folded_stack(frames: &[String], name: &str, comm: &str) -> String {
+    let mut line = stack_prefix(frames.iter().cloned(), name);
     line.push_str(&clean(comm));
     line
 }
@@ -79,21 +73,14 @@ pub fn folded_stacks(
             continue;
         };
         let frames = names.entry(a.intent).or_insert_with(|| {
-            let mut line = String::new();
-            for f in intent.stack.iter().rev() {
-                line.push_str(&clean(&frame_name(sym, *f)));
-                line.push(';');
-            }
-            let name = intent_names.get(a.intent.index()).map(|n| clean(n));
-            match (intent.stack.is_empty(), a.intent) {
-                (true, INTENT_LOST) => line.push_str("[lost];"),
-                (true, INTENT_NOMEM) => line.push_str("[nomem];"),
-                (_, _) => {
-                    line.push_str(name.as_deref().unwrap_or("?"));
-                    line.push(';');
-                }
-            }
-            line
+            let name = match (intent.stack.is_empty(), a.intent) {
+                (true, INTENT_LOST) => "[lost]",
+                (true, INTENT_NOMEM) => "[nomem]",
+                _ => intent_names
+                    .get(a.intent.index())
+                    .map_or("?", String::as_str),
+            };
+            stack_prefix(intent.stack.iter().map(|&f| frame_name(sym, f)), name)
         });
         let comm = t.role(a.role).map_or("?", |r| r.comm.as_str());
         let comm = clean(comm);
