@@ -141,9 +141,10 @@ fn export_one(path: &Path, opts: &ExportOptions, kallsyms: Option<&Path>) -> Res
     // Paths of the acts' files only (as `report` names them).
     let files = ioblame_pipeline::charged_file_paths(&trace, &a.tables);
     let latency = engine.into_inner().finish();
+    let names = ioblame_attrib::intent_names(&a.tables, &sym);
     let frame = crate::latency_cmd::with_labels(
         &trace,
-        Some(&a.tables),
+        Some((&a.tables, &names)),
         &|f| files.get(f).cloned(),
         |labels| ioblame_dataset::latency::latency_frame(&latency, labels),
     )

@@ -72,6 +72,7 @@ fn dev_names(trace: &Trace) -> Vec<(u32, String)> {
 /// Each act's label (by act index) from the attribution's tables; `path_of` names files.
 fn act_labels(
     tables: &Tables,
+    names: &[String],
     path_of: &dyn Fn(&FileKey) -> Option<String>,
 ) -> Vec<Option<ActLabel>> {
     tables
@@ -91,26 +92,31 @@ fn act_labels(
                 intent: u32::from(act.intent),
                 via: act.via.name().to_owned(),
                 file,
+                intent_name: names
+                    .get(act.intent.index())
+                    .map(|n| printable(n).into_owned())
+                    .unwrap_or_default(),
             })
         })
         .collect()
 }
 
 /// Calls `f` with the row labels: `trace`'s device names and, with `tables`, its acts (their
-/// files named by `path_of`).
+/// files named by `path_of`, their intents by `names`, by intent id); process names escaped.
 pub fn with_labels<T>(
     trace: &Trace,
-    tables: Option<&Tables>,
+    tables: Option<(&Tables, &[String])>,
     path_of: &dyn Fn(&FileKey) -> Option<String>,
     f: impl FnOnce(&Labels<'_>) -> T,
 ) -> T {
     let devs = dev_names(trace);
-    let acts = tables.map_or_else(Vec::new, |t| act_labels(t, path_of));
+    let acts = tables.map_or_else(Vec::new, |(t, names)| act_labels(t, names, path_of));
     let dev_name = |d: u32| devs.iter().find(|(x, _)| *x == d).map(|(_, n)| n.clone());
     let act = |i: usize| acts.get(i).cloned().flatten();
     f(&Labels {
         dev_name: &dev_name,
         act: &act,
+        process: &|p| printable(p).into_owned(),
     })
 }
 
@@ -134,11 +140,12 @@ pub fn section(
     trace: &Trace,
     engine: Engine,
     tables: &Tables,
+    names: &[String],
     path_of: &dyn Fn(&FileKey) -> Option<String>,
 ) -> Result<LatencySection> {
     let latency = engine.finish();
     let mut text = Vec::new();
-    with_labels(trace, Some(tables), path_of, |labels| {
+    with_labels(trace, Some((tables, names)), path_of, |labels| {
         render(&mut text, &latency, labels, false)
     })?;
     Ok(LatencySection {
@@ -176,9 +183,10 @@ pub fn run(
         );
         let lat = engine.into_inner().finish();
         let files = ioblame_pipeline::charged_file_paths(trace, &a.tables);
+        let names = ioblame_attrib::intent_names(&a.tables, &sym);
         with_labels(
             trace,
-            Some(&a.tables),
+            Some((&a.tables, &names)),
             &|f| files.get(f).cloned(),
             |labels| render(out, &lat, labels, json),
         )?;

@@ -79,6 +79,7 @@ pub fn run(
         &trace,
         latency.into_inner(),
         &a.tables,
+        &ioblame_attrib::intent_names(&a.tables, &sym),
         &|f| files.get(f).cloned(),
     )?);
     writer.set_paths(files);

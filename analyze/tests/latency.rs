@@ -819,3 +819,29 @@ fn btt_avg(dir: &Path) -> String {
     );
     std::fs::read_to_string(dir.join("btt.avg")).unwrap()
 }
+
+/// Process names come from the recording (blktrace's process notifies): the text output
+/// escapes them as every text output does, so a hostile comm cannot move the terminal.
+#[test]
+fn process_names_are_escaped_in_the_text() {
+    let t = fixture(FIXTURES[0]);
+    let evs = events(&t);
+    let comms: BTreeMap<u32, String> = evs
+        .iter()
+        .map(|e| (e.tid, format!("kw\x1b[31mRED{}\n", e.tid)))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let dump = dir.path().join("dump.bin");
+    std::fs::write(&dump, blktrace_dump(&evs, &comms)).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_ioblame"))
+        .args(["latency", dump.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("== process kw\\x1b[31mRED"), "{text}");
+    assert!(
+        !text.contains('\x1b') && !text.contains("RED\n"),
+        "{text:?}"
+    );
+}

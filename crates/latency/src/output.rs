@@ -27,6 +27,8 @@ pub struct ActLabel {
     pub via: String,
     /// The file: its path where known, else `MAJ:MIN/INO`.
     pub file: String,
+    /// The intent's short name (`ioblame_attrib::intent_names`), empty when unknown.
+    pub intent_name: String,
 }
 
 impl ActLabel {
@@ -44,6 +46,8 @@ pub struct Labels<'a> {
     pub dev_name: &'a dyn Fn(Dev) -> Option<String>,
     /// An act's label, from its index.
     pub act: &'a dyn Fn(usize) -> Option<ActLabel>,
+    /// A process name (from the trace) as the text output writes it: escaped.
+    pub process: &'a dyn Fn(&str) -> String,
 }
 
 impl Labels<'_> {
@@ -51,6 +55,7 @@ impl Labels<'_> {
     pub const NONE: Labels<'static> = Labels {
         dev_name: &|_| None,
         act: &|_| None,
+        process: &|p| p.to_owned(),
     };
 }
 
@@ -196,8 +201,9 @@ pub fn text(out: &mut impl Write, lat: &Latency, labels: &Labels<'_>) -> io::Res
                 Some(n) => format!("device {} ({n})", dev_str(dev)),
                 None => format!("device {}", dev_str(dev)),
             },
-            Group::Process(name) => format!("process {name}"),
+            Group::Process(name) => format!("process {}", (labels.process)(&name)),
             Group::Act(i, label) => match label {
+                Some(l) if !l.intent_name.is_empty() => format!("{}: {}", l.title(), l.intent_name),
                 Some(l) => l.title(),
                 None => format!("act #{i}"),
             },
@@ -288,6 +294,7 @@ pub fn json_lines(out: &mut impl Write, lat: &Latency, labels: &Labels<'_>) -> i
                         o.insert("role", l.role);
                         o.insert("pid", l.pid);
                         o.insert("intent", l.intent);
+                        o.insert("intent_name", l.intent_name);
                         o.insert("via", l.via);
                         o.insert("file", l.file);
                     }

@@ -401,6 +401,7 @@ fn outputs() {
     let labels = crate::output::Labels {
         dev_name: &|d| (d == DISK).then(|| "loop0".to_owned()),
         act: &|_| None,
+        process: &|p| p.to_owned(),
     };
     let mut t = Vec::new();
     crate::output::text(&mut t, &l, &labels).unwrap();
