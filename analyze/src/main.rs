@@ -511,7 +511,8 @@ fn intents(
     let sym = pipeline::symbols_of(&t);
     let scope = pipeline::scope(&t, sc, false)?;
     let r = pipeline::analyze(&t, &sym, &DevSelection::all(), true, &scope, |_, _| {});
-    text::intents(out, &r.tables, &SymFrames(&sym))?;
+    let names = ioblame_attrib::intent_names(&r.tables, &sym);
+    text::intents(out, &r.tables, &names, &SymFrames(&sym))?;
     Ok(())
 }
 
@@ -546,7 +547,8 @@ fn counters(
     if a.json {
         ioblame_counters::output::json(out, &set, acts, roles)?;
     } else if a.pretty {
-        ioblame_counters::output::pretty(out, &set, acts, roles)?;
+        let names = ioblame_attrib::intent_names(&r.tables, &sym);
+        ioblame_counters::output::pretty_named(out, &set, acts, roles, &names)?;
     } else {
         ioblame_counters::output::counters_pipe(out, &set, acts, roles)?;
     }

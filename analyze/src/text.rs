@@ -267,10 +267,20 @@ pub fn acts_json(
     Ok(())
 }
 
-/// `ioblame intents`: the intents dump as ioblame printed it.
-pub fn intents(out: &mut impl Write, tables: &Tables, frames: &dyn Frames) -> io::Result<()> {
+/// `ioblame intents`: the intents dump as ioblame printed it, each header followed by the
+/// intent's short name from `names` (by intent id) in parentheses.
+pub fn intents(
+    out: &mut impl Write,
+    tables: &Tables,
+    names: &[String],
+    frames: &dyn Frames,
+) -> io::Result<()> {
     for (id, it) in tables.intents_with_ids() {
-        writeln!(out, "#{id} modifier={:#x}", it.modifier)?;
+        write!(out, "#{id} modifier={:#x}", it.modifier)?;
+        match names.get(id.index()) {
+            Some(n) if !n.is_empty() => writeln!(out, " ({})", printable(n))?,
+            _ => writeln!(out)?,
+        }
         for &a in &it.stack {
             writeln!(out, "{}", frames.frame_line(a))?;
         }

@@ -108,7 +108,19 @@ pub fn counters_pipe(
 /// header (comm, the task's own pid, its process id as `tgid` when it differs, intent, dev
 /// as MAJ:MIN, ino, via) and a table of its counts with a
 /// total per counter, and finally the totals over all acts.
-pub fn pretty(mut w: impl Write, set: &CounterSet, acts: &[Act], roles: &[Role]) -> io::Result<()> {
+pub fn pretty(w: impl Write, set: &CounterSet, acts: &[Act], roles: &[Role]) -> io::Result<()> {
+    pretty_named(w, set, acts, roles, &[])
+}
+
+/// [`pretty`], each act's header followed by its intent's short name from `names` (by intent
+/// id; `ioblame_attrib::intent_names`), where there is one.
+pub fn pretty_named(
+    mut w: impl Write,
+    set: &CounterSet,
+    acts: &[Act],
+    roles: &[Role],
+    names: &[String],
+) -> io::Result<()> {
     let specs = set.specs();
     let mut totals = vec![[0u64; SLOTS]; specs.len()];
     let mut n_acts = 0usize;
@@ -187,6 +199,9 @@ pub fn pretty(mut w: impl Write, set: &CounterSet, acts: &[Act], roles: &[Role])
             write!(w, " (recorder)")?;
         }
         writeln!(w)?;
+        if let Some(n) = names.get(act.intent.index()).filter(|n| !n.is_empty()) {
+            writeln!(w, "  intent #{}: {}", act.intent, printable(n))?;
+        }
         table_head(&mut w)?;
         for (label, h) in labels.iter().zip(set.act_histograms(id)) {
             row(&mut w, label, h)?;
