@@ -134,8 +134,8 @@ struct ActsArgs {
     /// Sum the acts by a key instead: `cgroup` (of the task charged).
     #[arg(long, value_name = "KEY", value_parser = ["cgroup"])]
     by: Option<String>,
-    /// Only the N acts with the most bytes.
-    #[arg(long, value_name = "N")]
+    /// Only the N acts with the most bytes (N at least 1).
+    #[arg(long, value_name = "N", value_parser = at_least_one())]
     top: Option<usize>,
 }
 
@@ -185,8 +185,9 @@ struct ReportArgs {
     counters: CounterArgs,
     #[command(flatten)]
     devs: DevArgs,
-    /// Acts in each top list of the terminal summary.
-    #[arg(long, value_name = "N", default_value_t = 5)]
+    /// Acts in each top list of the terminal summary (at least 1; the page's lists of
+    /// writers and readers show at least 8).
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = at_least_one())]
     top: usize,
 }
 
@@ -301,8 +302,8 @@ struct FleetArgs {
     /// Read only traces with this label KEY=VALUE. Repeatable (all must match).
     #[arg(long = "label", value_name = "KEY=VALUE")]
     labels: Vec<String>,
-    /// Rows in each top list.
-    #[arg(long, value_name = "N", default_value_t = 20)]
+    /// Rows in each top list (at least 1).
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = at_least_one())]
     top: usize,
     /// One JSON document instead of text (keys in docs/dataset.md).
     #[arg(long)]
@@ -660,6 +661,11 @@ impl text::Frames for SymFrames<'_> {
             None => format!("{addr:#x}"),
         }
     }
+}
+
+/// `--top N`: a count of at least 1 (`--top 0` would print lists with nothing in them).
+fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
 }
 
 fn main() -> ExitCode {

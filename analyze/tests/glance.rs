@@ -68,6 +68,21 @@ fn acts_name_their_intents_and_take_top() {
         .filter(|l| l.trim_start().starts_with("intent #"))
         .count();
     assert_eq!(listed, 2 + 2, "two acts in each list:\n{summary}");
+    // Empty lists are refused, not printed.
+    for cmd in [
+        vec!["acts", "--top", "0", &t],
+        vec!["report", &t, "--top", "0", "-o", "/nonexistent"],
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_ioblame"))
+            .args(&cmd)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{cmd:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("--top"),
+            "{cmd:?}"
+        );
+    }
 }
 
 fn tmp(name: &str) -> String {
