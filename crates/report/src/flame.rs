@@ -113,12 +113,54 @@ pub fn flame_svg(
     } else {
         inferno::flamegraph::from_lines(&mut opt, lines.iter().map(|s| s.as_str()), &mut out)?;
     }
-    String::from_utf8(out).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    let svg = String::from_utf8(out)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    Ok(if interactive {
+        svg
+    } else {
+        without_controls(&svg)
+    })
+}
+
+/// The texts inferno draws for its script (`Search`, `Reset Zoom`, the details and matched
+/// lines): without the script they do nothing, so a graph inlined in a page leaves them out.
+fn without_controls(svg: &str) -> String {
+    let mut s = svg.to_string();
+    for id in ["search", "unzoom", "matched", "details"] {
+        let open = format!("<text id=\"{id}\"");
+        while let Some(i) = s.find(&open) {
+            let Some(len) = s[i..].find("</text>") else {
+                break;
+            };
+            s.replace_range(i..i + len + "</text>".len(), "");
+        }
+    }
+    s
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inline_graphs_have_no_dead_controls() {
+        let lines = ["a;b;c 10".to_string(), "a;d 5".to_string()];
+        let full = flame_svg(&lines, "t", "bytes", true).unwrap();
+        assert!(full.contains(">Search<") && full.contains("Reset Zoom"));
+        let inline = flame_svg(&lines, "t", "bytes", false).unwrap();
+        for dead in [">Search<", "Reset Zoom", "id=\"details\"", "id=\"matched\""] {
+            assert!(!inline.contains(dead), "{dead} in {inline}");
+        }
+        assert!(
+            inline.contains(">t<") && inline.contains("<rect"),
+            "{inline}"
+        );
+        let opt = roxmltree::ParsingOptions {
+            allow_dtd: true,
+            ..Default::default()
+        };
+        roxmltree::Document::parse_with_options(&inline, opt).expect("still XML");
+    }
 
     #[test]
     fn clean_names() {
