@@ -363,12 +363,15 @@ pub(crate) fn terminal_summary(
 fn facts(input: &ReportInput) -> Vec<(String, String)> {
     let mut facts = Vec::new();
     if let Some(h) = &input.header {
-        facts.push(("host".to_string(), h.hostname.clone()));
-        facts.push((
-            "kernel".to_string(),
-            format!("{} {}", h.kernel_release, h.machine),
-        ));
-        facts.push(("recorder".to_string(), h.recorder_version.clone()));
+        // A blktrace recording knows neither host nor kernel: facts it lacks are left out.
+        let mut known = |k: &str, v: String| {
+            if !v.trim().is_empty() {
+                facts.push((k.to_string(), v.trim().to_string()));
+            }
+        };
+        known("host", h.hostname.clone());
+        known("kernel", format!("{} {}", h.kernel_release, h.machine));
+        known("recorder", h.recorder_version.clone());
         facts.push((
             "capture start".to_string(),
             chrono::DateTime::from_timestamp_nanos(h.start_time_ns.min(i64::MAX as u64) as i64)
@@ -615,6 +618,19 @@ mod tests {
                 ("traces", "t/a.iob t/b.iob"),
                 ("devices", "loop0 (7:0, 1.00 MiB), sda (8:0, 0 B)"),
             ]
+        );
+        // A blktrace recording's header has no host, kernel or recorder.
+        let mut blk = input.clone();
+        if let Some(h) = blk.header.as_mut() {
+            h.hostname.clear();
+            h.kernel_release.clear();
+            h.machine.clear();
+        }
+        let keys: Vec<String> = facts(&blk).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(
+            keys,
+            ["recorder", "capture start", "traces", "devices"],
+            "no empty facts"
         );
     }
 
