@@ -178,7 +178,8 @@ struct ReportArgs {
         short = 'o',
         long = "output",
         value_name = "OUTDIR",
-        default_value = "ioblame-report"
+        default_value = "ioblame-report",
+        value_hint = clap::ValueHint::DirPath
     )]
     outdir: PathBuf,
     #[command(flatten)]
@@ -272,7 +273,7 @@ struct ExportArgs {
     #[arg(value_name = "TRACE", required = true, num_args = 1..)]
     trace: Vec<PathBuf>,
     /// The dataset's root directory (created).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
     dataset: PathBuf,
     /// Host name of the traces (default: the host recorded in each trace).
     #[arg(long, value_name = "NAME")]
@@ -288,7 +289,7 @@ struct ExportArgs {
 #[derive(Args, Debug)]
 struct FleetArgs {
     /// The dataset's root directory.
-    #[arg(value_name = "DIR")]
+    #[arg(value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
     dataset: PathBuf,
     /// First capture date read (YYYY-MM-DD, UTC), inclusive.
     #[arg(long, value_name = "DATE")]
@@ -309,7 +310,7 @@ struct FleetArgs {
     #[arg(long)]
     json: bool,
     /// Also write a page (fleet.html) with the fleet's merged flame graph into OUTDIR.
-    #[arg(long, value_name = "OUTDIR")]
+    #[arg(long, value_name = "OUTDIR", value_hint = clap::ValueHint::DirPath)]
     report: Option<PathBuf>,
 }
 
@@ -416,7 +417,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Export(a) => return export(out, a, ks),
         Command::Fleet(a) => fleet(out, a)?,
-        Command::Docs(d) => d.run(&mut Cli::command(), out)?,
+        Command::Docs(d) => d.run(&mut Cli::command(), out, MAN_SECTIONS)?,
     }
     out.flush().context("writing the output")?;
     Ok(ExitCode::SUCCESS)
@@ -662,6 +663,49 @@ impl text::Frames for SymFrames<'_> {
         }
     }
 }
+
+/// The sections of `ioblame(1)` clap does not write.
+const MAN_SECTIONS: &[ioblame_clidoc::ManSection] = &[
+    ioblame_clidoc::ManSection {
+        title: "EXAMPLES",
+        entries: &[
+            (
+                "ioblame report /var/tmp/trace -o report",
+                "Who caused the IO: a summary on the terminal, and report/report.html with Parquet tables, charts and flame graphs.",
+            ),
+            (
+                "ioblame acts /var/tmp/trace --top 10",
+                "The ten acts (task, intent, file) charged the most bytes.",
+            ),
+            (
+                "ioblame latency sda.blktrace.0 sda.blktrace.1",
+                "btt's latency breakdown of a blktrace recording, with percentiles.",
+            ),
+            (
+                "ioblame check /var/tmp/trace --baseline io-baseline.toml",
+                "Exit 1 when the IO regressed against a baseline written by ioblame baseline.",
+            ),
+        ],
+    },
+    ioblame_clidoc::ManSection {
+        title: "ENVIRONMENT",
+        entries: &[
+            (
+                "NO_COLOR",
+                "When set to a non-empty value, no colour, even on a terminal (output into a pipe or a file never has colour).",
+            ),
+            ("CLICOLOR", "0: no colour."),
+            (
+                "CLICOLOR_FORCE",
+                "Non-zero: colour even when the output is not a terminal (NO_COLOR wins).",
+            ),
+            (
+                "RAYON_NUM_THREADS",
+                "Threads decoding and attributing a trace (default: one per CPU).",
+            ),
+        ],
+    },
+];
 
 /// `--top N`: a count of at least 1 (`--top 0` would print lists with nothing in them).
 fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {

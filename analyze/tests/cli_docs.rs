@@ -8,6 +8,19 @@ fn completions_load_in_each_shell() {
     let bin = Path::new(env!("CARGO_BIN_EXE_ioblame"));
     let checked = ioblame_testkit::cli::check_completions(bin, "rep", "report");
     eprintln!("completions checked in {checked:?}");
+    // Output directories complete as directories.
+    let fish = std::process::Command::new(bin)
+        .args(["completions", "fish"])
+        .output()
+        .unwrap();
+    let fish = String::from_utf8_lossy(&fish.stdout);
+    for opt in ["report\" -s o -l output", "-l dataset", "-l report"] {
+        assert!(
+            fish.lines()
+                .any(|l| l.contains(opt) && l.contains("__fish_complete_directories")),
+            "{opt} does not complete directories:\n{fish}"
+        );
+    }
 }
 
 #[test]
@@ -21,7 +34,17 @@ fn man_pages_render() {
         !subs.iter().any(|s| s == "man"),
         "the man subcommand is hidden"
     );
-    ioblame_testkit::cli::check_man_pages(bin);
+    let dir = ioblame_testkit::cli::check_man_pages(bin);
+    // The program's page has the examples and the environment clap does not know of.
+    let top = std::fs::read_to_string(dir.join("ioblame.1")).unwrap();
+    for want in [
+        ".SH EXAMPLES",
+        ".SH ENVIRONMENT",
+        "NO_COLOR",
+        "RAYON_NUM_THREADS",
+    ] {
+        assert!(top.contains(want), "{want} in ioblame.1:\n{top}");
+    }
 }
 
 /// `scripts/install.sh` (what `just install` runs after building) installs both binaries,

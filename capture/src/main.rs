@@ -39,6 +39,25 @@ enum Cmd {
     Docs(ioblame_clidoc::DocCommand),
 }
 
+/// The sections of `ioblame-capture(1)` clap does not write.
+const MAN_SECTIONS: &[ioblame_clidoc::ManSection] = &[ioblame_clidoc::ManSection {
+    title: "EXAMPLES",
+    entries: &[
+        (
+            "ioblame-capture record -o /var/tmp/trace --devices sda -- ./my-workload",
+            "Record while the workload runs (as root), only the IO of sda; then ioblame report /var/tmp/trace on any machine.",
+        ),
+        (
+            "ioblame-capture record -o /var/tmp/trace --duration 60s --max-size 2G",
+            "Record one minute of the whole system, keeping at most 2 GiB of ring files.",
+        ),
+        (
+            "ioblame-capture events",
+            "Which of the tracepoints the recorder uses this kernel has.",
+        ),
+    ],
+}];
+
 fn events_cmd() -> anyhow::Result<()> {
     use std::fmt::Write as _;
     let tfs = host::tracefs()?;
@@ -80,7 +99,7 @@ fn main() -> ExitCode {
         Cmd::Events => events_cmd().map(|_| 0),
         Cmd::Record(a) => record::run(a),
         Cmd::Docs(d) => d
-            .run(&mut Cli::command(), &mut std::io::stdout())
+            .run(&mut Cli::command(), &mut std::io::stdout(), MAN_SECTIONS)
             .map(|()| 0)
             .map_err(anyhow::Error::from),
     };

@@ -27,7 +27,7 @@ use ioblame_tracepoints::{self as events, FilterDev, Tracepoint};
 #[derive(Args, Debug)]
 pub struct RecordArgs {
     /// Output directory for the ring files (created; must not already hold a trace).
-    #[arg(short = 'o', long = "output", value_name = "DIR")]
+    #[arg(short = 'o', long = "output", value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
     pub output: PathBuf,
     /// Stop after this long (e.g. 30s, 500ms, 2m).
     #[arg(long, value_parser = crate::parse_duration)]

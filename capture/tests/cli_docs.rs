@@ -14,5 +14,7 @@ fn completions_load_in_each_shell() {
 #[test]
 fn man_pages_render() {
     let bin = Path::new(env!("CARGO_BIN_EXE_ioblame-capture"));
-    ioblame_testkit::cli::check_man_pages(bin);
+    let dir = ioblame_testkit::cli::check_man_pages(bin);
+    let top = std::fs::read_to_string(dir.join("ioblame-capture.1")).unwrap();
+    assert!(top.contains(".SH EXAMPLES"), "{top}");
 }

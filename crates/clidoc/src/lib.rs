@@ -29,21 +29,39 @@ pub enum DocCommand {
     },
 }
 
+/// A section of the program's own man page that clap does not know: its title
+/// (`ENVIRONMENT`, `EXAMPLES`) and its entries, each a term (a variable, a command line) and
+/// what it does.
+#[derive(Debug, Clone, Copy)]
+pub struct ManSection {
+    /// The section's title, upper case.
+    pub title: &'static str,
+    /// (term, text) pairs.
+    pub entries: &'static [(&'static str, &'static str)],
+}
+
 impl DocCommand {
     /// Runs the subcommand for the program `cmd` (its `CommandFactory::command()`), writing a
-    /// completion script to `out`.
-    pub fn run(self, cmd: &mut clap::Command, out: &mut dyn Write) -> io::Result<()> {
+    /// completion script to `out`; `sections` go into the program's own man page.
+    pub fn run(
+        self,
+        cmd: &mut clap::Command,
+        out: &mut dyn Write,
+        sections: &[ManSection],
+    ) -> io::Result<()> {
         match self {
             DocCommand::Completions { shell } => {
                 completions(shell, cmd, out);
                 Ok(())
             }
-            DocCommand::Man { out: dir } => man_pages(cmd, &dir).map(|_| ()).map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("writing man pages into {}: {e}", dir.display()),
-                )
-            }),
+            DocCommand::Man { out: dir } => {
+                man_pages(cmd, &dir, sections).map(|_| ()).map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!("writing man pages into {}: {e}", dir.display()),
+                    )
+                })
+            }
         }
     }
 }
@@ -76,9 +94,13 @@ fn without_hidden_subcommands(cmd: &clap::Command) -> clap::Command {
 }
 
 /// Writes a man page (section 1) for `cmd` and one for each of its visible subcommands,
-/// named as git names them (`ioblame.1`, `ioblame-report.1`), into `dir` (created). Returns
-/// the files written.
-pub fn man_pages(cmd: &clap::Command, dir: &Path) -> io::Result<Vec<PathBuf>> {
+/// named as git names them (`ioblame.1`, `ioblame-report.1`), into `dir` (created); the
+/// program's own page also has `sections`, after its subcommands. Returns the files written.
+pub fn man_pages(
+    cmd: &clap::Command,
+    dir: &Path,
+    sections: &[ManSection],
+) -> io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
     // No `help` subcommand: it would be listed in the pages, and has none of its own.
     let mut cmd = cmd.clone().disable_help_subcommand(true);
@@ -86,7 +108,15 @@ pub fn man_pages(cmd: &clap::Command, dir: &Path) -> io::Result<Vec<PathBuf>> {
     let version = cmd.get_version().map(str::to_string);
     let mut written = Vec::new();
     let name = cmd.get_name().to_string();
-    page(&cmd, &name, &name, version.as_deref(), dir, &mut written)?;
+    page(
+        &cmd,
+        &name,
+        &name,
+        version.as_deref(),
+        sections,
+        dir,
+        &mut written,
+    )?;
     Ok(written)
 }
 
@@ -98,6 +128,7 @@ fn page(
     name: &str,
     bin: &str,
     version: Option<&str>,
+    sections: &[ManSection],
     dir: &Path,
     written: &mut Vec<PathBuf>,
 ) -> io::Result<()> {
@@ -107,7 +138,7 @@ fn page(
     }
     let path = dir.join(format!("{name}.1"));
     let mut buf = Vec::new();
-    clap_mangen::Man::new(named).render(&mut buf)?;
+    render(&named, sections, &mut buf)?;
     std::fs::write(&path, buf)?;
     written.push(path);
     for sub in cmd.get_subcommands() {
@@ -120,11 +151,47 @@ fn page(
             &format!("{name}-{s}"),
             &format!("{bin} {s}"),
             version,
+            &[],
             dir,
             written,
         )?;
     }
     Ok(())
+}
+
+/// clap_mangen's page of `cmd`, with `sections` before its VERSION section (at the end when
+/// it has none).
+fn render(cmd: &clap::Command, sections: &[ManSection], out: &mut Vec<u8>) -> io::Result<()> {
+    let mut page = Vec::new();
+    clap_mangen::Man::new(cmd.clone()).render(&mut page)?;
+    let page = String::from_utf8_lossy(&page);
+    let mut extra = String::new();
+    for s in sections {
+        extra.push_str(&format!(".SH {}\n", roff_text(s.title)));
+        for (term, text) in s.entries {
+            extra.push_str(&format!(
+                ".TP\n\\fB{}\\fR\n{}\n",
+                roff_text(term),
+                roff_text(text)
+            ));
+        }
+    }
+    let at = page.find("\n.SH VERSION\n").map_or(page.len(), |i| i + 1);
+    out.extend_from_slice(page[..at].as_bytes());
+    out.extend_from_slice(extra.as_bytes());
+    out.extend_from_slice(page[at..].as_bytes());
+    Ok(())
+}
+
+/// `s` as roff text: backslashes and hyphens escaped, no line starting with a control
+/// character.
+fn roff_text(s: &str) -> String {
+    let t = s.replace('\\', "\\e").replace('-', "\\-");
+    if t.starts_with('.') || t.starts_with('\'') {
+        format!("\\&{t}")
+    } else {
+        t
+    }
 }
 
 #[cfg(test)]
@@ -148,7 +215,11 @@ mod tests {
     #[test]
     fn a_page_per_visible_subcommand() {
         let dir = tempfile::tempdir().unwrap();
-        let files = man_pages(&cli(), dir.path()).unwrap();
+        let env = [ManSection {
+            title: "ENVIRONMENT",
+            entries: &[("NO_COLOR", "no colour, with any value -- even .5")],
+        }];
+        let files = man_pages(&cli(), dir.path(), &env).unwrap();
         let names: Vec<String> = files
             .iter()
             .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
@@ -157,6 +228,10 @@ mod tests {
         let top = std::fs::read_to_string(&files[0]).unwrap();
         assert!(top.contains("my\\-tool\\-run\\-it(1)"), "{top}");
         assert!(!top.contains("help(1)"), "no page of help is listed: {top}");
+        assert!(
+            top.contains(".SH ENVIRONMENT\n.TP\n\\fBNO_COLOR\\fR\nno colour, with any value \\-\\- even .5\n.SH VERSION"),
+            "{top}"
+        );
         let run = std::fs::read_to_string(&files[1]).unwrap();
         assert!(run.contains(".TH my-tool-run-it 1"), "{run}");
         assert!(run.contains("\"my-tool-run-it 1.2.3\""), "{run}");
