@@ -105,6 +105,11 @@ man:
     ${CARGO_TARGET_DIR:-target}/debug/ioblame man --out ${CARGO_TARGET_DIR:-target}/man
     ${CARGO_TARGET_DIR:-target}/debug/ioblame-capture man --out ${CARGO_TARGET_DIR:-target}/man
 
+# Screenshots of the bundled fixture's report at 1280 and 390 px into docs/images (chromium).
+screenshots:
+    cargo build -p ioblame
+    scripts/report-screenshots.sh ${CARGO_TARGET_DIR:-target}/debug/ioblame docs/images
+
 # Install the binaries, man pages and completions under DESTDIR/PREFIX (scripts/install.sh).
 install PREFIX="/usr/local" DESTDIR="":
     cargo build --release -p ioblame -p ioblame-capture
