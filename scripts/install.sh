@@ -11,8 +11,20 @@ set -euo pipefail
 
 progs=(ioblame ioblame-capture)
 
+# PREFIX is absolute: DESTDIR is put in front of it as is.
+absolute() {
+    case "$1" in
+    /*) ;;
+    *)
+        echo "$0: PREFIX must be an absolute path, not $1" >&2
+        exit 2
+        ;;
+    esac
+}
+
 if [ "${1:-}" = --uninstall ]; then
-    root="${3:-}${2:?usage: $0 --uninstall PREFIX [DESTDIR]}"
+    absolute "${2:?usage: $0 --uninstall PREFIX [DESTDIR]}"
+    root="${3:-}$2"
     for b in "${progs[@]}"; do
         rm -f "$root/bin/$b" "$root/share/man/man1/$b.1" "$root/share/man/man1/$b"-*.1 \
             "$root/share/bash-completion/completions/$b" "$root/share/zsh/site-functions/_$b" \
@@ -23,14 +35,19 @@ if [ "${1:-}" = --uninstall ]; then
 fi
 
 bin="${1:?usage: $0 BINDIR PREFIX [DESTDIR]}"
-root="${3:-}${2:?usage: $0 BINDIR PREFIX [DESTDIR]}"
+absolute "${2:?usage: $0 BINDIR PREFIX [DESTDIR]}"
+root="${3:-}$2"
 pages=$(mktemp -d)
 trap 'rm -rf "$pages"' EXIT
 
-install -Dm755 -t "$root/bin" "${progs[@]/#/$bin/}"
+for b in "${progs[@]}"; do
+    install -Dm755 "$bin/$b" "$root/bin/$b"
+done
 mkdir -p "$root/share/man/man1" "$root/share/bash-completion/completions" \
     "$root/share/zsh/site-functions" "$root/share/fish/vendor_completions.d"
 for b in "${progs[@]}"; do
+    # Pages of subcommands an earlier version had do not outlive it.
+    rm -f "$root/share/man/man1/$b.1" "$root/share/man/man1/$b"-*.1
     "$root/bin/$b" man --out "$pages"
     "$root/bin/$b" completions bash >"$root/share/bash-completion/completions/$b"
     "$root/bin/$b" completions zsh >"$root/share/zsh/site-functions/_$b"

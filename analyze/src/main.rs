@@ -692,12 +692,12 @@ const MAN_SECTIONS: &[ioblame_clidoc::ManSection] = &[
         entries: &[
             (
                 "NO_COLOR",
-                "When set to a non-empty value, no colour, even on a terminal (output into a pipe or a file never has colour).",
+                "When set to a non-empty value, no colour, even on a terminal or with CLICOLOR_FORCE. Without it, colour only on a terminal.",
             ),
             ("CLICOLOR", "0: no colour."),
             (
                 "CLICOLOR_FORCE",
-                "Non-zero: colour even when the output is not a terminal (NO_COLOR wins).",
+                "Any non-empty value: colour even when the output is not a terminal (NO_COLOR wins).",
             ),
             (
                 "RAYON_NUM_THREADS",

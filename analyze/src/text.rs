@@ -267,8 +267,9 @@ pub fn acts_json(
     Ok(())
 }
 
-/// `ioblame intents`: the intents dump as ioblame printed it, each header followed by the
-/// intent's short name from `names` (by intent id) in parentheses.
+/// `ioblame intents`: the intents dump as ioblame printed it, except that each header
+/// (`#NR modifier=0x...`) is followed by the intent's short name from `names` (by intent id)
+/// in parentheses.
 pub fn intents(
     out: &mut impl Write,
     tables: &Tables,

@@ -85,7 +85,32 @@ fn install_script_installs_and_removes_everything() {
         .filter(|f| f.starts_with("share/man/man1/"))
         .count();
     let subs = ioblame_testkit::cli::subcommands(bin).len();
-    assert!(pages > subs + 2, "{pages} pages: {installed:?}");
+    let capture_subs = ioblame_testkit::cli::subcommands(&dir.join("ioblame-capture")).len();
+    assert_eq!(
+        pages,
+        1 + subs + 1 + capture_subs,
+        "a page per program and subcommand: {installed:?}"
+    );
+    if std::process::Command::new("man")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        // man finds the pages under the prefix.
+        let found = std::process::Command::new("man")
+            .arg("-M")
+            .arg(root.join("share/man"))
+            .args(["-w", "ioblame-capture-record"])
+            .output()
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&found.stdout)
+                .trim()
+                .ends_with("share/man/man1/ioblame-capture-record.1"),
+            "{}",
+            String::from_utf8_lossy(&found.stderr)
+        );
+    }
     for want in [
         "bin/ioblame",
         "bin/ioblame-capture",

@@ -155,13 +155,19 @@ fn entry_of(frames: &[String]) -> Entry {
                 Some("worker_thread" | "rescuer_thread") => {
                     // The work function runs inside `process_one_work`.
                     let pow = outer[i..].iter().position(|x| *x == "process_one_work");
-                    let w = pow.map_or(i + 2, |p| i + p + 1);
-                    match outer.get(w) {
-                        Some(work) => {
+                    match pow
+                        .map(|p| i + p + 1)
+                        .and_then(|w| Some((w, outer.get(w)?)))
+                    {
+                        Some((w, work)) => {
                             label = Some(format!("kworker {work}"));
                             inside = w + 1;
                         }
-                        None => label = Some("kworker".into()),
+                        // A worker that runs no work (or not through `process_one_work`).
+                        None => {
+                            label = Some("kworker".into());
+                            inside = i + 2;
+                        }
                     }
                 }
                 Some(thread) => {
@@ -309,7 +315,8 @@ fn modifier_suffix(modifier: u32) -> String {
 ///    frame inside the thread start frames (`thread` when there is none), unless FN is
 ///    `kthread`; `kthread` gives `kthread FN` (FN the frame inside it; `kthread` when there
 ///    is none), or for a workqueue worker (`worker_thread`, `rescuer_thread`) `kworker
-///    WORK`, WORK the frame inside `process_one_work` (`kworker` when there is none); a
+///    WORK`, WORK the frame inside `process_one_work` (`kworker`, its path from inside the
+///    worker, when there is none); a
 ///    `*page_fault` frame gives `page fault`; a `*softirq*` frame `softirq`; otherwise the
 ///    outermost named frame itself (the outermost frame when none is named).
 /// 2. **Path**: the frames inside the entry, outermost first, without the leading frames
@@ -626,8 +633,19 @@ mod tests {
                 "ret_from_fork kthread worker_thread schedule process_one_work",
             ),
             (0, "ret_from_fork_asm ret_from_fork"),
+            // No `process_one_work`: a worker, not a work function.
+            (0, "ret_from_fork kthread worker_thread schedule"),
         ]);
-        assert_eq!(n, ["kthread", "kworker (#3)", "kworker (#4)", "thread"]);
+        assert_eq!(
+            n,
+            [
+                "kthread",
+                "kworker",
+                "kworker › schedule › process_one_work",
+                "thread",
+                "kworker › schedule"
+            ]
+        );
     }
 
     #[test]

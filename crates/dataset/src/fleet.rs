@@ -534,7 +534,7 @@ pub fn query(dataset: &Path, filter: &Filter, top: usize) -> Result<Fleet, Datas
             None => Vec::new(),
         });
     }
-    let names = fleet_names(&frames, &reasons, &intent_ids);
+    let names = fleet_names(&frames, &reasons, &intent_ids, &keys);
     let mut hosts_of: HashMap<i64, Vec<(String, i64)>> = HashMap::new();
     {
         let k = ints(&by_key_host, "intent_key").map_err(err)?;
@@ -631,15 +631,33 @@ pub fn query(dataset: &Path, filter: &Filter, top: usize) -> Result<Fleet, Datas
 }
 
 /// The short name of each intent key of the fleet (by row: `frames` innermost first, the
-/// writeback reason, the intent id in one of its traces): named over the fleet's intents as
-/// one trace's intents are (`ioblame_attrib::names::name_stacks`), then ` [wb:REASON]`; a
-/// key without frames is `[lost]`, `[nomem]` or `[no stack]`.
-fn fleet_names(frames: &[Vec<String>], reasons: &[Option<String>], ids: &[i64]) -> Vec<String> {
+/// writeback reason, the intent id in one of its traces, the key): named over the fleet's
+/// intents as one trace's intents are (`ioblame_attrib::names::name_stacks`, frames
+/// normalized the same way: compiler suffixes dropped), then ` [wb:REASON]`; a key without
+/// frames is `[lost]`, `[nomem]` or `[no stack]`. Two stacks that still get the same name are
+/// told apart by their key (` (key HEX)`), not by an intent number, which the fleet has not.
+fn fleet_names(
+    frames: &[Vec<String>],
+    reasons: &[Option<String>],
+    ids: &[i64],
+    keys: &[i64],
+) -> Vec<String> {
+    let normal: Vec<Vec<String>> = frames
+        .iter()
+        .map(|f| {
+            f.iter()
+                .map(|x| match ioblame_attrib::names::normalize(x) {
+                    n if n.is_empty() || x.starts_with("0x") => x.clone(),
+                    n => n.to_string(),
+                })
+                .collect()
+        })
+        .collect();
     // Each distinct stack once (keys of one stack differ by their writeback reason), after
     // two empty entries: name_stacks leaves #0 and #1 (ioblame's nomem and lost intents) aside.
     let mut index: HashMap<&[String], usize> = HashMap::new();
     let mut stacks: Vec<(u32, Vec<String>)> = vec![(0, vec![]), (0, vec![])];
-    for f in frames {
+    for f in &normal {
         index.entry(f.as_slice()).or_insert_with(|| {
             stacks.push((0, f.clone()));
             stacks.len() - 1
@@ -653,9 +671,13 @@ fn fleet_names(frames: &[Vec<String>], reasons: &[Option<String>], ids: &[i64]) 
                 .map(|r| format!(" [wb:{r}]"))
                 .unwrap_or_default();
             if frames[i].is_empty() {
-                format!("{}{wb}", empty_stack_name(ids[i] as u32))
-            } else {
-                format!("{}{wb}", named[index[frames[i].as_slice()]])
+                return format!("{}{wb}", empty_stack_name(ids[i] as u32));
+            }
+            let k = index[normal[i].as_slice()];
+            let name = &named[k];
+            match name.strip_suffix(&format!(" (#{k})")) {
+                Some(n) => format!("{n}{wb} (key {:016x})", keys[i] as u64),
+                None => format!("{name}{wb}"),
             }
         })
         .collect()
@@ -686,4 +708,38 @@ fn top_named(
             totals: tot[i],
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stack(s: &str) -> Vec<String> {
+        s.split_whitespace().rev().map(str::to_string).collect()
+    }
+
+    /// Fleet names normalize frames as a trace's do, and tell stacks with the same name
+    /// apart by their key.
+    #[test]
+    fn fleet_names_normalize_and_use_keys() {
+        let frames = vec![
+            stack("__x64_sys_write vfs_write ext4_file_write_iter.constprop.0 submit_bio"),
+            stack("__x64_sys_write vfs_write ext4_file_write_iter.constprop.0 submit_bio"),
+            // The same path once the syscall's plumbing is left out.
+            stack("__x64_sys_write vfs_writev ext4_file_write_iter submit_bio"),
+            vec![],
+        ];
+        let reasons = vec![None, Some("sync".to_string()), None, None];
+        let names = fleet_names(&frames, &reasons, &[5, 6, 7, 1], &[10, 11, 12, 13]);
+        assert!(!names[0].contains("constprop"), "{names:?}");
+        assert_eq!(
+            names[..3],
+            [
+                "write(2) › ext4_file_write_iter (key 000000000000000a)",
+                "write(2) › ext4_file_write_iter [wb:sync] (key 000000000000000b)",
+                "write(2) › ext4_file_write_iter (key 000000000000000c)",
+            ]
+        );
+        assert_eq!(names[3], "[lost]");
+    }
 }

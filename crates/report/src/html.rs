@@ -118,7 +118,7 @@ function filter(){var t=q.value.toLowerCase(),shown=0,all=0,its={};
  var c=document.getElementById('count');c.textContent=shown+' of '+all+' acts'+(c.getAttribute('data-more')||'');
  var sel=document.querySelector('tr.sel');if(!sel||sel.style.display==='none'){
   var f=Array.prototype.find.call(document.querySelectorAll('#acts tbody tr'),function(r){return r.style.display!=='none';});
-  if(f){showAct(f.getAttribute('data-act'),f);}else{select(null);var d=document.getElementById('detail');d.textContent='';d.appendChild(el('p',{class:'note'},'No act matches the filter.'));}}}
+  if(f){showAct(f.getAttribute('data-act'),f);}else if(all||t||dev.value){select(null);var d=document.getElementById('detail');d.textContent='';d.appendChild(el('p',{class:'note'},'No act matches the filter.'));}}}
 function actRow(id){return document.querySelector('#acts tbody tr[data-act=\\''+id+'\\']');}
 function choose(r){if(r.hasAttribute('data-act')){showAct(r.getAttribute('data-act'),r);}else{showIntent(r.getAttribute('data-intent'),r);}}
 document.querySelectorAll('#acts tbody tr,#intents tbody tr').forEach(function(r){r.tabIndex=0;

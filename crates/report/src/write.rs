@@ -619,7 +619,7 @@ mod tests {
                 ("devices", "loop0 (7:0, 1.00 MiB), sda (8:0, 0 B)"),
             ]
         );
-        // A blktrace recording's header has no host, kernel or recorder.
+        // A blktrace recording's header has no host or kernel (its recorder is `blktrace`).
         let mut blk = input.clone();
         if let Some(h) = blk.header.as_mut() {
             h.hostname.clear();
