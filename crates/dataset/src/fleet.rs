@@ -647,7 +647,7 @@ fn fleet_names(
         .map(|f| {
             f.iter()
                 .map(|x| match ioblame_attrib::names::normalize(x) {
-                    n if n.is_empty() || x.starts_with("0x") => x.clone(),
+                    "" => x.clone(),
                     n => n.to_string(),
                 })
                 .collect()

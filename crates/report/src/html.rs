@@ -125,7 +125,7 @@ document.querySelectorAll('#acts tbody tr,#intents tbody tr').forEach(function(r
  r.addEventListener('click',function(){choose(r);});
  r.addEventListener('keydown',function(e){if(e.key==='Enter'||e.key===' '){e.preventDefault();choose(r);}});});
 q.addEventListener('input',filter);dev.addEventListener('change',filter);
-var first=document.querySelector('#acts tbody tr');if(first){showAct(first.getAttribute('data-act'),first);}
+/* With nothing chosen yet, the filter shows the first act shown. */
 filter();
 })();";
 
@@ -295,9 +295,8 @@ pub(crate) fn glance(g: &Glance, t: &Tables, top: usize) -> String {
             let (comm, rest) = role_parts(t, r);
             let _ = writeln!(
                 o,
-                "<div class=\"{class}\"><span class=l title=\"{} {}\"><span class=c>{}</span><span class=p> {}</span></span><span class=t><span style=\"width:{:.1}%\"></span></span><span class=n>{}</span></div>",
-                esc(&comm),
-                esc(&rest),
+                "<div class=\"{class}\"><span class=l title=\"{}\"><span class=c>{}</span><span class=p> {}</span></span><span class=t><span style=\"width:{:.1}%\"></span></span><span class=n>{}</span></div>",
+                esc(&role_text(t, r)),
                 esc(&comm),
                 esc(&rest),
                 b as f64 * 100.0 / max as f64,
