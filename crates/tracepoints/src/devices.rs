@@ -80,8 +80,9 @@ pub fn block_devices_at(sysfs: &Path) -> Vec<BlockDevice> {
 /// the host's block devices.
 ///
 /// A whole disk brings its partitions along: the IO of a filesystem on `sda1` is IO of `sda`,
-/// and bio-level and filesystem events name the partition (see [`crate::filter_for`]). Each
-/// entry records its whole disk, whose number request-level events and the bdi name carry.
+/// and filesystem, page-cache and buffer events name the partition (see
+/// [`crate::filter_for`]). Each entry records its whole disk, whose number the block layer's
+/// events (bios and requests) and the bdi name carry.
 pub fn resolve_devices(spec: &str, devs: &[BlockDevice]) -> Result<Vec<FilterDev>> {
     let mut out: Vec<FilterDev> = Vec::new();
     let mut push = |f: FilterDev| {
@@ -338,32 +339,36 @@ mod sysfs_tests {
         let sys = FakeSys::new();
         let devs = block_devices_at(&sys.0);
         let bio = tp("block:block_bio_queue", "dev_t dev");
+        let remap = tp("block:block_bio_remap", "dev_t dev");
         let rq = tp("block:block_rq_complete", "dev_t dev");
         let io = tp("block:block_io_start", "dev_t dev");
+        let buf = tp("block:block_dirty_buffer", "dev_t dev");
         let fs = tp("ext4:ext4_da_write_folios_start", "dev_t dev");
         let cache = tp("filemap:mm_filemap_add_to_page_cache", "dev_t s_dev");
         let bdi = tp("writeback:writeback_dirty_folio", "char name[32]");
         let (sda, sda1, sda2) = (8 << 20, (8 << 20) | 1, (8 << 20) | 2);
 
-        // A partition: its own number on bio and fs events, its disk's on request events.
+        // A partition: its own number on fs, page-cache and buffer events, its disk's on
+        // the block layer's (bios and requests carry the disk: `bio_dev()`).
         let p = resolve_devices("sda1", &devs).unwrap();
-        assert_eq!(filter_for(&bio, &p), format!("dev == {sda1}"));
         assert_eq!(filter_for(&fs, &p), format!("dev == {sda1}"));
         assert_eq!(filter_for(&cache, &p), format!("s_dev == {sda1}"));
-        assert_eq!(filter_for(&rq, &p), format!("dev == {sda}"));
-        assert_eq!(filter_for(&io, &p), format!("dev == {sda}"));
+        assert!(filter_for(&buf, &p).starts_with(&format!("(dev == {sda1}) && ")));
+        for ev in [&bio, &remap, &rq, &io] {
+            assert_eq!(filter_for(ev, &p), format!("dev == {sda}"), "{}", ev.name);
+        }
         assert_eq!(filter_for(&bdi, &p), "name == \"8:0\"");
 
-        // A whole disk: its partitions too on bio and fs events, once on request events.
+        // A whole disk: its partitions too on fs events, once on block events.
         let d = resolve_devices("sda", &devs).unwrap();
         assert_eq!(d.len(), 3);
         let all = format!("dev == {sda} || dev == {sda1} || dev == {sda2}");
-        assert_eq!(filter_for(&bio, &d), all);
         assert_eq!(filter_for(&fs, &d), all);
         assert_eq!(
             filter_for(&cache, &d),
             format!("s_dev == {sda} || s_dev == {sda1} || s_dev == {sda2}")
         );
+        assert_eq!(filter_for(&bio, &d), format!("dev == {sda}"));
         assert_eq!(filter_for(&rq, &d), format!("dev == {sda}"));
         assert_eq!(filter_for(&bdi, &d), "name == \"8:0\"");
         // By number, the same.
@@ -371,13 +376,15 @@ mod sysfs_tests {
 
         // Two partitions of one disk and another disk.
         let m = resolve_devices("sda2,/dev/sda1,sdb", &devs).unwrap();
-        assert_eq!(
-            filter_for(&rq, &m),
-            format!("dev == {sda} || dev == {}", 8 << 20 | 16)
-        );
+        let sdb = 8 << 20 | 16;
+        assert_eq!(filter_for(&rq, &m), format!("dev == {sda} || dev == {sdb}"));
         assert_eq!(
             filter_for(&bio, &m),
-            format!("dev == {sda2} || dev == {sda1} || dev == {}", 8 << 20 | 16)
+            format!("dev == {sda} || dev == {sdb}")
+        );
+        assert_eq!(
+            filter_for(&fs, &m),
+            format!("dev == {sda2} || dev == {sda1} || dev == {sdb}")
         );
         assert_eq!(filter_for(&bdi, &m), "name == \"8:0\" || name == \"8:16\"");
     }
