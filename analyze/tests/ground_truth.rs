@@ -3,14 +3,23 @@
 //! charge exactly those bytes to exactly those tasks and inodes. The workload tools are
 //! renamed copies of `dd` and `sync`, so each phase has its own comm.
 //!
-//! Needs root, loop devices, tracefs, mkfs.ext4/mkfs.xfs; skips otherwise, except in CI.
+//! Each scenario runs recorded by `ioblame-capture` and, in the tests named `*_perf`, by stock
+//! `perf record` with the line `ioblame perf-command` prints (perf.data carries no paths: the
+//! checks of file names are the capture's only). Every expectation of a scenario is checked
+//! and recorded ([`support::checks::Checks`]): the test fails once, listing each failed one,
+//! and with `IOBLAME_LAB_RESULTS=FILE` appends each as a JSON line, from which the kernel lab
+//! (`scripts/kernel-lab/kernels.sh`, docs/kernel-lab.md) makes the table of docs/kernels.md.
+//!
+//! Needs root, loop devices, tracefs, mkfs.ext4/mkfs.xfs (and perf for `*_perf`); skips
+//! otherwise, except in CI.
 
 mod support;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use support::{capture, charges, sh, tools, Charges, LoopFs};
+use support::checks::Checks;
+use support::{charges, record_with, sh, tools, Charges, LoopFs, Recorder};
 
 const MIB: u64 = 1 << 20;
 
@@ -71,88 +80,108 @@ const SCENARIOS: &str = "set -e
         syncer
         sleep 0.2";
 
-/// The writeback scenarios of docs/attribution.md on one filesystem, in one capture:
+/// The writeback scenarios of docs/attribution.md on one filesystem, in one recording:
 /// fsync by the writer, fsync by another task ("Dirty folios and the sector maps"),
 /// overwrite of allocated blocks ("Dirty buffers"), two writers of disjoint halves of one
 /// file ("Splitting a request between acts"), a `sync` from a third task ("Intent modifiers
-/// (writeback reason)"), and pages dirtied before the capture began ("Lost and unknown",
+/// (writeback reason)"), and pages dirtied before the recording began ("Lost and unknown",
 /// "Blind spots"); the kernel behaviour each relies on is in "Kernel facts the code depends
 /// on", "Writeback and filesystems".
-fn writeback_scenarios(fstype: &str) {
-    writeback_scenarios_with(fstype, &[]);
+fn writeback_scenarios(recorder: Recorder, fstype: &str) {
+    writeback_scenarios_with(recorder, fstype, "writeback", &[]);
 }
 
 /// [`writeback_scenarios`] recorded with `options` (the default `--stacks exact`, or
 /// `--stacks sampled:N`: the bytes per task and file must be the same).
-fn writeback_scenarios_with(fstype: &str, options: &[&str]) {
-    if !support::ready(&["mkfs.ext4", "mkfs.xfs", "dd", "sync"]) {
+fn writeback_scenarios_with(recorder: Recorder, fstype: &str, scenario: &str, options: &[&str]) {
+    if !support::ready(&[&["mkfs.ext4", "mkfs.xfs", "dd", "sync"], recorder.tools()].concat()) {
         return;
     }
     let _g = support::lock();
+    let mut check = Checks::new(recorder, fstype, scenario);
     let (fs, bin) = scenario_fs(fstype);
-    let trace = support::capture_with(&fs, &bin, "trace", SCENARIOS, options);
+    let trace = record_with(recorder, &fs, &bin, "trace", SCENARIOS, options);
     let c = charges(&trace);
     let ino_of = |n: &str| ino(&fs.mnt.join(n));
     let data = &["page", "buffer"];
-    let ctx = format!("{fstype}: {c:#?}");
-    assert_eq!(
+    check.context(format!("charges: {c:#?}"));
+    check.eq(
+        "fsync by the writer: writerF on f.dat",
         written(&c, "writerF", ino_of("f.dat"), data),
         4 * MIB,
-        "fsync by the writer; {ctx}"
+        "",
     );
-    assert_eq!(
+    check.eq(
+        "fsync by another task: writerW on w.dat",
         written(&c, "writerW", ino_of("w.dat"), data),
         4 * MIB,
-        "fsync by another task: the writer is charged; {ctx}"
+        "",
     );
-    assert_eq!(
+    check.eq(
+        "fsync by another task: no data to the fsyncer",
         data_written(&c, "fsyncer"),
         0,
-        "the fsyncing task gets no data bytes; {ctx}"
+        "",
     );
-    assert_eq!(
+    check.eq(
+        "overwrite of allocated blocks: writerO on o.dat",
         written(&c, "writerO", ino_of("o.dat"), data),
         4 * MIB,
-        "overwrite of allocated blocks; {ctx}"
+        "",
     );
-    assert_eq!(
+    check.eq(
+        "two writers of one file: writerH1's half",
         written(&c, "writerH1", ino_of("h.dat"), data),
         2 * MIB,
-        "first half; {ctx}"
+        "",
     );
-    assert_eq!(
+    check.eq(
+        "two writers of one file: writerH2's half",
         written(&c, "writerH2", ino_of("h.dat"), data),
         2 * MIB,
-        "second half; {ctx}"
+        "",
     );
-    assert_eq!(
+    check.eq(
+        "sync by a third task: no data to the syncer",
         data_written(&c, "syncer"),
         0,
-        "the syncer gets no data bytes; {ctx}"
+        "",
     );
-    // Dirtied before the capture: unknown dirtier, but the right inode, never dropped.
+    // Dirtied before the recording: unknown dirtier, but the right inode, never dropped.
     let pre = ino_of("pre.dat");
     let unknown: u64 = c
         .iter()
         .filter(|((_, v, i), _)| v == "unknown" && *i == pre)
         .map(|(_, b)| b[2])
         .sum();
-    assert_eq!(unknown, 4 * MIB, "pages dirtied before the capture; {ctx}");
+    check.eq(
+        "dirt from before the recording: unknown on pre.dat",
+        unknown,
+        4 * MIB,
+        "",
+    );
     // ... with the best context known: the <unknown> role, the flusher that wrote them,
     // for `syncer`'s sync.
-    for v in support::acts_json(&trace)
+    let acts = support::acts_json(&trace);
+    let odd: Vec<String> = acts
         .iter()
         .filter(|v| v["via"] == "unknown" && v["ino"] == pre)
-    {
-        assert_eq!(v["comm"], "<unknown>", "{v}");
-        assert_eq!(v["reason"], "sync", "{v}");
-        assert!(
-            v["issuer_comm"]
-                .as_str()
-                .is_some_and(|c| c.starts_with("kworker/")),
-            "{v}"
-        );
-    }
+        .filter(|v| {
+            v["comm"] != "<unknown>"
+                || v["reason"] != "sync"
+                || !v["issuer_comm"]
+                    .as_str()
+                    .is_some_and(|c| c.starts_with("kworker/"))
+        })
+        .map(|v| format!("{} {} {}", v["comm"], v["reason"], v["issuer_comm"]))
+        .collect();
+    check.truth(
+        "dirt from before the recording: <unknown> role, sync reason, kworker issuer",
+        odd.is_empty(),
+        &format!("{odd:?}"),
+        "[]",
+        "",
+    );
     // No other data bytes on these files.
     let files = ["f.dat", "w.dat", "o.dat", "h.dat", "pre.dat"].map(ino_of);
     let total: u64 = c
@@ -160,35 +189,54 @@ fn writeback_scenarios_with(fstype: &str, options: &[&str]) {
         .filter(|((_, v, i), _)| files.contains(i) && v != "journal")
         .map(|(_, b)| b[2])
         .sum();
-    assert_eq!(total, 20 * MIB, "every data byte charged once; {ctx}");
-    // The recorder named the files: acts, iolog and the report's files table carry paths.
-    let acts = support::acts_json(&trace);
+    check.eq("every data byte charged once", total, 20 * MIB, "");
     if options.iter().any(|o| o.starts_with("sampled:")) {
         // The writers' intents come from the sampled stacks.
-        assert!(
-            acts.iter().any(
-                |v| v["comm"].as_str().is_some_and(|c| c.starts_with("writer"))
+        check.truth(
+            "sampled stacks: a writer's act has a stack",
+            acts.iter().any(|v| {
+                v["comm"].as_str().is_some_and(|c| c.starts_with("writer"))
                     && v["frames"].as_array().is_some_and(|f| !f.is_empty())
-            ),
-            "{fstype}: no writer's act has a sampled stack: {acts:#?}"
+            }),
+            "none",
+            "a writer's act with frames",
+            "",
         );
     }
-    let f_acts: Vec<_> = acts
-        .iter()
-        .filter(|v| v["comm"] == "writerF" && v["ino"] == ino_of("f.dat"))
-        .collect();
-    assert!(!f_acts.is_empty(), "{fstype}: no act of writerF on f.dat");
-    for v in f_acts {
-        assert_eq!(v["path"], fs.mnt.join("f.dat").display().to_string(), "{v}");
+    if recorder == Recorder::Capture {
+        named_files(&mut check, &fs, &trace, &acts);
     }
+    check.finish();
+}
+
+/// The recorder named the files (perf.data carries no paths): acts, iolog and the report's
+/// summary carry them.
+fn named_files(check: &mut Checks, fs: &LoopFs, trace: &Path, acts: &[serde_json::Value]) {
+    let f_dat = fs.mnt.join("f.dat").display().to_string();
+    let f_ino = ino(&fs.mnt.join("f.dat"));
+    let paths: Vec<String> = acts
+        .iter()
+        .filter(|v| v["comm"] == "writerF" && v["ino"] == f_ino)
+        .map(|v| v["path"].as_str().unwrap_or("(none)").to_string())
+        .collect();
+    check.truth(
+        "paths: writerF's acts name f.dat",
+        !paths.is_empty() && paths.iter().all(|p| *p == f_dat),
+        &format!("{paths:?}"),
+        &f_dat,
+        "",
+    );
     let o = support::ioblame(&["iolog".as_ref(), trace.as_os_str()]);
     let iolog = String::from_utf8_lossy(&o.stdout);
     let want = format!(" path={} ", fs.mnt.join("h.dat").display());
-    assert!(
+    check.truth(
+        "paths: an iolog line of writerH2 names h.dat",
         iolog
             .lines()
             .any(|l| l.contains("(writerH2)") && l.contains(&want)),
-        "{fstype}: no iolog line of writerH2 names h.dat"
+        "none",
+        &want,
+        "",
     );
     let out = fs.dir.path().join("report");
     let o = support::ioblame(&[
@@ -198,12 +246,14 @@ fn writeback_scenarios_with(fstype: &str, options: &[&str]) {
         out.as_os_str(),
     ]);
     let summary = String::from_utf8_lossy(&o.stdout);
-    let f_dat = fs.mnt.join("f.dat").display().to_string();
-    assert!(
+    check.truth(
+        "paths: the report's summary names f.dat on writerF's row",
         summary
             .lines()
             .any(|l| l.contains("writerF") && l.contains(&f_dat)),
-        "{fstype}: the report's summary does not name f.dat on writerF's row:\n{summary}"
+        &summary,
+        &f_dat,
+        "",
     );
 }
 
@@ -211,7 +261,7 @@ fn writeback_scenarios_with(fstype: &str, options: &[&str]) {
 type ByIntent = std::collections::BTreeMap<(String, String, u64, String, String), [u64; 2]>;
 
 fn by_intent(trace: &Path, drop_buffer_stacks: bool) -> ByIntent {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ioblame"));
+    let mut cmd = std::process::Command::new(support::ioblame_bin());
     cmd.args(["acts", "--json"]).arg(trace);
     if drop_buffer_stacks {
         cmd.env("IOBLAME_DROP_BUFFER_STACKS", "1");
@@ -241,11 +291,17 @@ fn by_intent(trace: &Path, drop_buffer_stacks: bool) -> ByIntent {
 /// scenarios, metadata (many new files) and mmap stores recorded with `--stacks all`, then
 /// analysed with and without the buffers' own stacks (`IOBLAME_DROP_BUFFER_STACKS=1`):
 /// every byte goes to the same task, file, intent and reason.
-fn derived_buffer_stacks_are_the_recorded_ones(fstype: &str) {
-    if !support::ready(&["mkfs.ext4", "mkfs.xfs", "dd", "sync", "python3"]) {
+fn derived_buffer_stacks_are_the_recorded_ones(recorder: Recorder, fstype: &str) {
+    let tools = [
+        &["mkfs.ext4", "mkfs.xfs", "dd", "sync", "python3"],
+        recorder.tools(),
+    ]
+    .concat();
+    if !support::ready(&tools) {
         return;
     }
     let _g = support::lock();
+    let mut check = Checks::new(recorder, fstype, "derived buffer stacks");
     let (fs, bin) = scenario_fs(fstype);
     let m = fs.mnt.display();
     sh(&format!(
@@ -261,14 +317,18 @@ fn derived_buffer_stacks_are_the_recorded_ones(fstype: &str) {
         syncer",
         py = bin.join("mmapw.py").display()
     );
-    let trace = support::capture_with(&fs, &bin, "trace", &script, &["--stacks", "all"]);
+    let trace = record_with(recorder, &fs, &bin, "trace", &script, &["--stacks", "all"]);
     let recorded = by_intent(&trace, false);
     let derived = by_intent(&trace, true);
+    check.context(format!("recorded: {recorded:#?}\nderived: {derived:#?}"));
     // ext4 dirties buffer heads (xfs has none: its test shows the rule changes nothing).
     if fstype == "ext4" {
-        assert!(
+        check.truth(
+            "the overwrite was charged through its buffers",
             recorded.keys().any(|k| k.0 == "writerO" && k.1 == "buffer"),
-            "{fstype}: the overwrite was charged through its buffers: {recorded:#?}"
+            "no buffer act of writerO",
+            "a buffer act of writerO",
+            "",
         );
     }
     let differ: Vec<_> = recorded
@@ -276,26 +336,46 @@ fn derived_buffer_stacks_are_the_recorded_ones(fstype: &str) {
         .filter(|(k, v)| derived.get(*k) != Some(*v))
         .chain(derived.iter().filter(|(k, _)| !recorded.contains_key(*k)))
         .collect();
-    assert!(
+    check.truth(
+        "derived stacks: every byte to the same task, file, intent and reason",
         differ.is_empty(),
-        "{fstype}: derived stacks differ: {differ:#?}\nrecorded: {recorded:#?}\nderived: {derived:#?}"
+        &format!("{} keys differ: {differ:?}", differ.len()),
+        "none differ",
+        "",
     );
+    check.finish();
 }
 
 #[test]
 fn ext4_derived_buffer_stacks_are_the_recorded_ones() {
-    derived_buffer_stacks_are_the_recorded_ones("ext4");
+    derived_buffer_stacks_are_the_recorded_ones(Recorder::Capture, "ext4");
 }
 
 #[test]
 fn xfs_derived_buffer_stacks_are_the_recorded_ones() {
-    derived_buffer_stacks_are_the_recorded_ones("xfs");
+    derived_buffer_stacks_are_the_recorded_ones(Recorder::Capture, "xfs");
+}
+
+#[test]
+fn ext4_derived_buffer_stacks_are_the_recorded_ones_perf() {
+    derived_buffer_stacks_are_the_recorded_ones(Recorder::Perf, "ext4");
+}
+
+#[test]
+fn xfs_derived_buffer_stacks_are_the_recorded_ones_perf() {
+    derived_buffer_stacks_are_the_recorded_ones(Recorder::Perf, "xfs");
 }
 
 /// Sampled stacks (`--stacks sampled:4`): every byte to the same task and file as in the
-/// exact mode; the writers' intents come from the samples.
+/// exact mode; the writers' intents come from the samples. (`ioblame-capture` only: stock
+/// perf has no per-event sample period on tracepoints.)
 fn sampled_writeback_scenarios(fstype: &str) {
-    writeback_scenarios_with(fstype, &["--stacks", "sampled:4"]);
+    writeback_scenarios_with(
+        Recorder::Capture,
+        fstype,
+        "writeback, sampled stacks",
+        &["--stacks", "sampled:4"],
+    );
 }
 
 #[test]
@@ -310,14 +390,23 @@ fn xfs_writeback_scenarios_sampled() {
 
 #[test]
 fn ext4_writeback_scenarios() {
-    writeback_scenarios("ext4");
+    writeback_scenarios(Recorder::Capture, "ext4");
 }
 
 #[test]
 fn xfs_writeback_scenarios() {
-    writeback_scenarios("xfs");
+    writeback_scenarios(Recorder::Capture, "xfs");
 }
 
+#[test]
+fn ext4_writeback_scenarios_perf() {
+    writeback_scenarios(Recorder::Perf, "ext4");
+}
+
+#[test]
+fn xfs_writeback_scenarios_perf() {
+    writeback_scenarios(Recorder::Perf, "xfs");
+}
 /// Bytes charged to `comm` on `ino` over the vias in `vias`, in direction `dir` (0 read
 /// without readahead, 1 readahead, 2 write).
 fn charged(m: &Charges, comm: &str, ino: u64, vias: &[&str], dir: usize) -> u64 {
@@ -351,16 +440,22 @@ m.close()
 os.close(fd)
 ";
 
-/// The other scenarios of docs/attribution.md, in one capture per filesystem: two writers
+/// The other scenarios of docs/attribution.md, in one recording per filesystem: two writers
 /// of different files then `sync` from a third task ("Dirty folios and the sector maps"), a
 /// cold buffered read (readahead) and an O_DIRECT write then read ("Direct IO and reads"),
 /// and an mmap write with msync ("Kernel facts the code depends on", "Page cache and
 /// dirtying").
-fn io_kinds_scenarios(fstype: &str) {
-    if !support::ready(&["mkfs.ext4", "mkfs.xfs", "dd", "sync", "python3"]) {
+fn io_kinds_scenarios(recorder: Recorder, fstype: &str) {
+    let tools_needed = [
+        &["mkfs.ext4", "mkfs.xfs", "dd", "sync", "python3"],
+        recorder.tools(),
+    ]
+    .concat();
+    if !support::ready(&tools_needed) {
         return;
     }
     let _g = support::lock();
+    let mut check = Checks::new(recorder, fstype, "io kinds");
     let fs = LoopFs::new(fstype, 320);
     let bin = tools(
         &fs,
@@ -376,7 +471,7 @@ fn io_kinds_scenarios(fstype: &str) {
     std::os::unix::fs::symlink(real_python(), bin.join("mmapW")).unwrap();
     std::fs::write(bin.join("mmapw.py"), MMAP_WRITE).unwrap();
     let m = fs.mnt.display();
-    // Before the capture: r.dat on disk and out of the page cache (this file only).
+    // Before the recording: r.dat on disk and out of the page cache (this file only).
     sh(&format!(
         "dd if=/dev/urandom of={m}/r.dat bs=1M count=8 conv=fsync 2>/dev/null && \
          dd if={m}/r.dat iflag=nocache count=0 2>/dev/null"
@@ -394,58 +489,75 @@ fn io_kinds_scenarios(fstype: &str) {
         sleep 0.2",
         py = bin.join("mmapw.py").display()
     );
-    let trace = capture(&fs, &bin, "trace", &script);
+    let trace = record_with(recorder, &fs, &bin, "trace", &script, &[]);
     let c = charges(&trace);
     let ino_of = |n: &str| ino(&fs.mnt.join(n));
     let data = &["page", "buffer"];
-    let ctx = format!("{fstype}: {c:#?}");
+    check.context(format!("charges: {c:#?}"));
     // Two writers of different files, then sync from a third task.
-    assert_eq!(
+    check.eq(
+        "several writers then a sync: writerA on g_A.dat",
         charged(&c, "writerA", ino_of("g_A.dat"), data, 2),
         8 * MIB,
-        "{ctx}"
+        "",
     );
-    assert_eq!(
+    check.eq(
+        "several writers then a sync: writerB on g_B.dat",
         charged(&c, "writerB", ino_of("g_B.dat"), data, 2),
         4 * MIB,
-        "{ctx}"
+        "",
     );
-    assert_eq!(
+    check.eq(
+        "several writers then a sync: no data to the syncer",
         data_written(&c, "syncer"),
         0,
-        "the syncer gets no data bytes; {ctx}"
+        "",
     );
     // Cold buffered read: all readahead, charged to the reader.
     let r = ino_of("r.dat");
-    assert_eq!(
+    check.eq(
+        "cold sequential read: readahead to readerR on r.dat",
         charged(&c, "readerR", r, &["readahead"], 1),
         8 * MIB,
-        "{ctx}"
+        "",
     );
-    assert_eq!(
+    check.eq(
+        "cold sequential read: no plain read by readerR",
         charged(&c, "readerR", r, &["read", "readahead"], 0),
         0,
-        "{ctx}"
+        "",
     );
     // mmap write + msync: the faulting task dirtied every page.
-    assert_eq!(
+    check.eq(
+        "mmap stores: mmapW on e.dat",
         charged(&c, "mmapW", ino_of("e.dat"), data, 2),
         4 * MIB,
-        "{ctx}"
+        "",
     );
     // O_DIRECT: each issuer, via direct, on the file.
     let d = ino_of("d.dat");
-    assert_eq!(charged(&c, "writerD", d, &["direct"], 2), 4 * MIB, "{ctx}");
-    assert_eq!(charged(&c, "readerD", d, &["direct"], 0), 4 * MIB, "{ctx}");
+    check.eq(
+        "O_DIRECT write: writerD on d.dat",
+        charged(&c, "writerD", d, &["direct"], 2),
+        4 * MIB,
+        "",
+    );
+    check.eq(
+        "O_DIRECT read: readerD on d.dat",
+        charged(&c, "readerD", d, &["direct"], 0),
+        4 * MIB,
+        "",
+    );
     let direct: u64 = c
         .iter()
         .filter(|((_, v, _), _)| v == "direct")
         .map(|(_, b)| b.iter().sum::<u64>())
         .sum();
-    assert_eq!(
+    check.eq(
+        "O_DIRECT: no other direct IO (metadata is not)",
         direct,
         8 * MIB,
-        "no other direct IO (metadata is not); {ctx}"
+        "",
     );
     // Every data byte of these files charged once, to its known writer or reader.
     let files = ["g_A.dat", "g_B.dat", "r.dat", "e.dat", "d.dat"].map(ino_of);
@@ -454,29 +566,40 @@ fn io_kinds_scenarios(fstype: &str) {
         .filter(|((_, v, i), _)| files.contains(i) && v != "journal")
         .map(|(_, b)| b.iter().sum::<u64>())
         .sum();
-    assert_eq!(on_files, 32 * MIB, "{ctx}");
+    check.eq("every data byte charged once", on_files, 32 * MIB, "");
+    check.finish();
 }
 
 #[test]
 fn ext4_io_kinds_scenarios() {
-    io_kinds_scenarios("ext4");
+    io_kinds_scenarios(Recorder::Capture, "ext4");
 }
 
 #[test]
 fn xfs_io_kinds_scenarios() {
-    io_kinds_scenarios("xfs");
+    io_kinds_scenarios(Recorder::Capture, "xfs");
 }
 
-/// Two writers of disjoint halves of one file as the first thing the capture sees, on an
+#[test]
+fn ext4_io_kinds_scenarios_perf() {
+    io_kinds_scenarios(Recorder::Perf, "ext4");
+}
+
+#[test]
+fn xfs_io_kinds_scenarios_perf() {
+    io_kinds_scenarios(Recorder::Perf, "xfs");
+}
+
+/// Two writers of disjoint halves of one file as the first thing the recording sees, on an
 /// ext4 of 1 KiB blocks (mke2fs's "small" type, under 512 MiB): no buffer_head has told
 /// the block size before the flusher's map events, so it must come from the trace's mount
 /// table, or the maps are off by four and the halves' writers go unknown.
-#[test]
-fn ext4_1k_blocks_two_writers_of_one_file() {
-    if !support::ready(&["mkfs.ext4", "dd", "sync"]) {
+fn ext4_1k_blocks_two_writers(recorder: Recorder) {
+    if !support::ready(&[&["mkfs.ext4", "dd", "sync"], recorder.tools()].concat()) {
         return;
     }
     let _g = support::lock();
+    let mut check = Checks::new(recorder, "ext4", support::checks::ONE_KIB_BLOCKS);
     let fs = LoopFs::new("ext4", 256);
     let bs = String::from_utf8(
         std::process::Command::new("stat")
@@ -502,17 +625,43 @@ fn ext4_1k_blocks_two_writers_of_one_file() {
         wait
         syncer
         sleep 0.2";
-    let c = charges(&capture(&fs, &bin, "trace", script));
+    let c = charges(&record_with(recorder, &fs, &bin, "trace", script, &[]));
     let h = ino(&fs.mnt.join("h.dat"));
-    let ctx = format!("{c:#?}");
-    assert_eq!(written(&c, "writerH1", h, &["page"]), 2 * MIB, "{ctx}");
-    assert_eq!(written(&c, "writerH2", h, &["page"]), 2 * MIB, "{ctx}");
+    check.context(format!("charges: {c:#?}"));
+    check.eq(
+        "two writers of one file: writerH1's half",
+        written(&c, "writerH1", h, &["page"]),
+        2 * MIB,
+        "",
+    );
+    check.eq(
+        "two writers of one file: writerH2's half",
+        written(&c, "writerH2", h, &["page"]),
+        2 * MIB,
+        "",
+    );
     let unknown: u64 = c
         .iter()
         .filter(|((_, v, i), _)| v == "unknown" && *i == h)
         .map(|(_, b)| b[2])
         .sum();
-    assert_eq!(unknown, 0, "{ctx}");
+    check.eq(
+        "two writers of one file: nothing unknown on h.dat",
+        unknown,
+        0,
+        "",
+    );
+    check.finish();
+}
+
+#[test]
+fn ext4_1k_blocks_two_writers_of_one_file() {
+    ext4_1k_blocks_two_writers(Recorder::Capture);
+}
+
+#[test]
+fn ext4_1k_blocks_two_writers_of_one_file_perf() {
+    ext4_1k_blocks_two_writers(Recorder::Perf);
 }
 
 /// Restores a sysctl on drop.
@@ -540,35 +689,49 @@ impl Drop for Sysctl {
 /// not the default 30; the charge must still go to the writer, with the periodic reason.
 /// (8 s of waiting, not 2: a flusher wakeup armed before the change keeps its old 5 s delay,
 /// seen here as a capture of 4 s that held no writeback when another test ran just before.)
-#[test]
-fn periodic_writeback_charges_the_writer() {
-    if !support::ready(&["mkfs.ext4", "dd"]) {
+fn periodic_writeback(recorder: Recorder) {
+    if !support::ready(&[&["mkfs.ext4", "dd"], recorder.tools()].concat()) {
         return;
     }
     let _g = support::lock();
+    let mut check = Checks::new(recorder, "ext4", "periodic writeback");
     let _expire = Sysctl::set("/proc/sys/vm/dirty_expire_centisecs", "100");
     let _wake = Sysctl::set("/proc/sys/vm/dirty_writeback_centisecs", "50");
     let fs = LoopFs::new("ext4", 128);
     let bin = tools(&fs, &[("writerP", "/bin/dd")]);
     let script = "writerP if=/dev/zero of=$M/p.dat bs=1M count=4 2>/dev/null; sleep 8";
-    let c = charges(&capture(&fs, &bin, "trace", script));
+    let trace = record_with(recorder, &fs, &bin, "trace", script, &[]);
+    let c = charges(&trace);
     let p = ino(&fs.mnt.join("p.dat"));
-    assert_eq!(
+    check.context(format!("charges: {c:#?}"));
+    check.eq(
+        "periodic writeback: writerP on p.dat",
         written(&c, "writerP", p, &["page", "buffer"]),
         4 * MIB,
-        "{c:#?}"
+        "",
     );
     // The reason: the JSON names it; check with the acts of the writer.
-    let trace = fs.dir.path().join("trace");
-    let o = support::ioblame(&["acts".as_ref(), "--json".as_ref(), trace.as_os_str()]);
-    let reasons: Vec<String> = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+    let reasons: Vec<String> = support::acts_json(&trace)
+        .iter()
         .filter(|v| v["comm"] == "writerP" && v["write_bytes"].as_u64() > Some(0))
         .map(|v| v["reason"].as_str().unwrap_or("-").to_string())
         .collect();
-    assert!(
+    check.truth(
+        "periodic writeback: writerP's reason is periodic",
         !reasons.is_empty() && reasons.iter().all(|r| r == "periodic"),
-        "writeback reasons of writerP: {reasons:?}"
+        &format!("{reasons:?}"),
+        "[\"periodic\"]",
+        "",
     );
+    check.finish();
+}
+
+#[test]
+fn periodic_writeback_charges_the_writer() {
+    periodic_writeback(Recorder::Capture);
+}
+
+#[test]
+fn periodic_writeback_charges_the_writer_perf() {
+    periodic_writeback(Recorder::Perf);
 }

@@ -6,6 +6,8 @@
 #[path = "../../../capture/tests/common/mod.rs"]
 pub mod common;
 
+pub mod checks;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -36,6 +38,104 @@ pub fn tools(fs: &LoopFs, names: &[(&str, &str)]) -> PathBuf {
     dir
 }
 
+/// The recorder of a ground-truth scenario.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recorder {
+    /// `ioblame-capture record`.
+    Capture,
+    /// Stock `perf record` with the line `ioblame perf-command` prints.
+    Perf,
+}
+
+impl Recorder {
+    /// As the lab's results name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Recorder::Capture => "ioblame-capture",
+            Recorder::Perf => "perf",
+        }
+    }
+
+    /// The tools a scenario recorded this way needs besides its own.
+    pub fn tools(self) -> &'static [&'static str] {
+        match self {
+            Recorder::Capture => &[],
+            Recorder::Perf => &["perf"],
+        }
+    }
+}
+
+/// Records `script` on `fs` with `recorder` into `fs.dir/NAME` (an ioblame trace directory,
+/// or for perf a perf.data file), as [`capture_with`] and [`perf_record`] do; `options` are
+/// `ioblame-capture record`'s, or for perf `ioblame perf-command`'s (`--stacks MODE`).
+pub fn record_with(
+    recorder: Recorder,
+    fs: &LoopFs,
+    bindir: &Path,
+    name: &str,
+    script: &str,
+    options: &[&str],
+) -> PathBuf {
+    match recorder {
+        Recorder::Capture => capture_with(fs, bindir, name, script, options),
+        Recorder::Perf => perf_record(fs, bindir, name, script, options),
+    }
+}
+
+/// PATH with `bindir` first.
+fn path_with(bindir: &Path) -> String {
+    format!(
+        "{}:{}",
+        bindir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+/// Records `script` (as [`capture`] runs it) with stock `perf record`: the exact line `ioblame
+/// perf-command --devices DEV [options]` prints, its `-o perf.data -- COMMAND` replaced by
+/// `fs.dir/NAME` and the script, expecting perf to succeed without losing events. Returns
+/// the perf.data file.
+pub fn perf_record(
+    fs: &LoopFs,
+    bindir: &Path,
+    name: &str,
+    script: &str,
+    options: &[&str],
+) -> PathBuf {
+    let mut args: Vec<&std::ffi::OsStr> = vec![
+        "perf-command".as_ref(),
+        "--devices".as_ref(),
+        fs.name.as_ref(),
+    ];
+    args.extend(options.iter().map(std::ffi::OsStr::new));
+    let o = ioblame(&args);
+    assert!(
+        o.status.success(),
+        "ioblame perf-command: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let line = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let head = line
+        .strip_suffix(" -o perf.data -- COMMAND")
+        .unwrap_or_else(|| panic!("perf-command's line ends otherwise: {line}"));
+    let data = fs.dir.path().join(name);
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{head} -o \"$1\" -- sh -c \"$2\""))
+        .arg("sh")
+        .arg(&data)
+        .arg(script)
+        .env("PATH", path_with(bindir))
+        .env("M", &fs.mnt)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "perf record failed: {err}\n{line}");
+    // perf says "Processed N events and lost M chunks!" (and nothing of the kind otherwise).
+    assert!(!err.contains(" lost "), "perf lost events: {err}");
+    data
+}
+
 /// Records `script` (run by sh with `bindir` first on PATH and `$M` the mount point) on `fs`
 /// into `fs.dir/NAME`, expecting a clean capture with no lost records.
 pub fn capture(fs: &LoopFs, bindir: &Path, name: &str, script: &str) -> PathBuf {
@@ -51,18 +151,13 @@ pub fn capture_with(
     options: &[&str],
 ) -> PathBuf {
     let trace = fs.dir.path().join(name);
-    let path = format!(
-        "{}:{}",
-        bindir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
     let o = Command::new(common::bin())
         .args(["record", "-o"])
         .arg(&trace)
         .args(["--devices", &fs.name])
         .args(options)
         .args(["--", "sh", "-c", script])
-        .env("PATH", path)
+        .env("PATH", path_with(bindir))
         .env("M", &fs.mnt)
         .output()
         .unwrap();
@@ -72,12 +167,17 @@ pub fn capture_with(
     trace
 }
 
+/// The analyzer binary: cargo's, unless `IOBLAME_BIN` names one (the kernel lab runs copies
+/// of the binaries, as others may rebuild the target directory while a guest runs).
+pub fn ioblame_bin() -> PathBuf {
+    std::env::var_os("IOBLAME_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_ioblame")))
+}
+
 /// Runs the analyzer.
 pub fn ioblame(args: &[&std::ffi::OsStr]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ioblame"))
-        .args(args)
-        .output()
-        .unwrap()
+    Command::new(ioblame_bin()).args(args).output().unwrap()
 }
 
 /// `ioblame acts --json TRACE`: one JSON object per act.
