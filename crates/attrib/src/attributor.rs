@@ -644,12 +644,14 @@ impl Attributor {
             self.summary.empty_flush_bios += 1;
             return;
         }
+        // A partition's bio carries its disk; its remap named the partition.
+        let dev = self.requests.bio_dev(dev, sector);
         let info = self.devices.info(dev);
         let seq = self.requests.next_seq();
         // A bio remapped from a stacked device inherits the upper bio's charges.
         if self
             .requests
-            .queue_remapped(dev, sector, info.disk, seq, ev.time)
+            .queue_remapped(info.disk, sector, seq, ev.time)
         {
             return;
         }
@@ -681,26 +683,22 @@ impl Attributor {
         self.requests.queue(info.disk, seq, paint.segs);
     }
 
-    /// `block_bio_remap`: a partition's remap tells its start; a stacked device's hands
-    /// the upper bio's charges to the lower one.
+    /// `block_bio_remap`: a partition's remap tells its start and names the partition of
+    /// the bio queued next; a stacked device's hands the upper bio's charges to the lower
+    /// one ([`Requests::remap`]).
     fn on_remap(&mut self, dev: Dev, sector: u64, nr: u32, old_dev: Dev, old_sector: u64) {
-        if dev == old_dev {
-            // Partition remap: learn the partition start if the metadata lacked it.
-            if let Some(old) = self.devices.learn_part_start(dev, sector, old_sector) {
-                let start = sector - old_sector;
-                self.summary.warn(|| {
-                    format!(
-                        "device {}:{}: partition start {start} from remap differs from metadata {old}",
-                        dev >> 20,
-                        dev & 0xfffff
-                    )
-                });
-            }
-            return;
+        let r = &mut self.requests;
+        let contradicted = r.remap(&mut self.devices, (dev, sector), nr, (old_dev, old_sector));
+        if let Some(old) = contradicted {
+            let start = sector - old_sector;
+            self.summary.warn(|| {
+                format!(
+                    "device {}:{}: partition start {start} from remap differs from metadata {old}",
+                    old_dev >> 20,
+                    old_dev & 0xfffff
+                )
+            });
         }
-        // Stacked device: the lower bio inherits the upper bio's charges.
-        let old_disk = self.devices.info(old_dev).disk;
-        self.requests.remap(old_disk, old_sector, nr, dev, sector);
     }
 
     // ------------------------------------------------------------------ requests

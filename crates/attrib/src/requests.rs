@@ -2,9 +2,10 @@
 //! their charges (sector intervals) until a request issued at their sectors takes them; an
 //! issued request is keyed `(disk, current sector)` until it completes, whole or in parts.
 //! Merges need no event of their own (a request takes every queued sector it covers);
-//! splits and partial completions cut the sector intervals; a remapped bio (a partition, a
-//! stacked device) inherits the charges of the bio it came from; requeues and repeated
-//! issues re-dispatch the same request (see docs/attribution.md, "Requests: merges,
+//! splits and partial completions cut the sector intervals; a bio remapped from a stacked
+//! device inherits the charges of the bio it came from, and a partition's remap to its disk
+//! names the partition of the bio queued next (bio events carry the disk); requeues and
+//! repeated issues re-dispatch the same request (see docs/attribution.md, "Requests: merges,
 //! splits, remaps, requeues").
 
 use std::collections::{BTreeMap, VecDeque};
@@ -13,6 +14,7 @@ use ioblame_decode::{Dev, Rwbs};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::charging::{Frag, Parts};
+use crate::context::Devices;
 use crate::interval::{Advance, Paint};
 use crate::summary::Summary;
 
@@ -219,8 +221,11 @@ pub(crate) struct Requests {
     /// IOs of their own.
     rq_based: FxHashSet<Dev>,
     /// The charges a stacked device's bio hands to the lower device's bio it is remapped
-    /// to, by `(lower device, sector)`.
+    /// to, by `(lower disk, sector)`.
     remap_hints: FxHashMap<(Dev, u64), Parts>,
+    /// The partition of the bio about to be queued at `(disk, sector)`: a partition's
+    /// remap to its disk names it, the bio's own events carry the disk.
+    part_bios: FxHashMap<(Dev, u64), Dev>,
 }
 
 impl Requests {
@@ -241,21 +246,24 @@ impl Requests {
         self.seq
     }
 
-    /// Queues the bio at `sector` of `dev` (on `disk`) with the charges of the upper bio it
-    /// was remapped from, if it was (true): queued at `time`, in order `seq`.
+    /// The device of the bio queued at `sector` of `dev`: the partition whose remap to
+    /// `dev` (its disk) came just before, else `dev`.
     #[inline]
-    pub fn queue_remapped(
-        &mut self,
-        dev: Dev,
-        sector: u64,
-        disk: Dev,
-        seq: u64,
-        time: u64,
-    ) -> bool {
+    pub fn bio_dev(&mut self, dev: Dev, sector: u64) -> Dev {
+        if self.part_bios.is_empty() {
+            return dev;
+        }
+        self.part_bios.remove(&(dev, sector)).unwrap_or(dev)
+    }
+
+    /// Queues the bio at `sector` of `disk` with the charges of the upper bio it was
+    /// remapped from, if it was (true): queued at `time`, in order `seq`.
+    #[inline]
+    pub fn queue_remapped(&mut self, disk: Dev, sector: u64, seq: u64, time: u64) -> bool {
         if self.remap_hints.is_empty() {
             return false;
         }
-        let Some(parts) = self.remap_hints.remove(&(dev, sector)) else {
+        let Some(parts) = self.remap_hints.remove(&(disk, sector)) else {
             return false;
         };
         let p = self.pending.entry(disk).or_default();
@@ -289,17 +297,54 @@ impl Requests {
         }
     }
 
-    /// `block_bio_remap` of `nr` sectors from `old_sector` of `old_disk` to `sector` of
-    /// `dev` (a stacked device): the lower bio, when queued, inherits the upper bio's
-    /// charges.
-    pub fn remap(&mut self, old_disk: Dev, old_sector: u64, nr: u32, dev: Dev, sector: u64) {
-        let Some(p) = self.pending.get(&old_disk) else {
-            return;
-        };
+    /// `block_bio_remap` of `nr` sectors from `old_sector` of `old_dev` to `sector` of
+    /// `dev`, which is always a whole disk (`bio_dev()`), or the partition itself in the
+    /// form older ioblame tests and blktrace recordings of a partition give.
+    ///
+    /// * `old_dev` a partition of `dev` (the device table says so), or `dev` itself: the
+    ///   partition's own remap, relative sector to absolute. Its start is learnt (a
+    ///   contradiction of the table is returned: the start it gave); a stacked device's
+    ///   hint waiting at the relative sector (a dm target over the partition remaps to the
+    ///   disk's number with the partition's sector) moves to the absolute one; the bio
+    ///   queued next at `(dev, sector)` is the partition's ([`Requests::bio_dev`]).
+    /// * Another `old_dev` (a stacked device: dm, md): the lower bio, when queued, inherits
+    ///   the upper bio's charges.
+    pub fn remap(
+        &mut self,
+        devices: &mut Devices,
+        (dev, sector): (Dev, u64),
+        nr: u32,
+        (old_dev, old_sector): (Dev, u64),
+    ) -> Option<u64> {
+        let disk = devices.info(dev).disk;
+        if old_dev == dev || devices.info(old_dev).disk == dev {
+            if let Some(parts) = self.remap_hints.remove(&(disk, old_sector)) {
+                let parts = parts
+                    .into_iter()
+                    .map(|(a, b, f)| {
+                        (
+                            (a - old_sector).saturating_add(sector),
+                            (b - old_sector).saturating_add(sector),
+                            f,
+                        )
+                    })
+                    .collect();
+                self.remap_hints.insert((disk, sector), parts);
+            }
+            if old_dev != dev {
+                if self.part_bios.len() >= MAX_REMAP_HINTS {
+                    self.part_bios.clear();
+                }
+                self.part_bios.insert((disk, sector), old_dev);
+            }
+            return devices.learn_part_start(old_dev, sector, old_sector);
+        }
+        let old_disk = devices.info(old_dev).disk;
+        let p = self.pending.get(&old_disk)?;
         let n = nr as u64;
         let paint = p.peek(old_sector, old_sector.saturating_add(n));
         if paint.segs.is_empty() {
-            return;
+            return None;
         }
         let parts: Parts = paint
             .segs
@@ -315,7 +360,8 @@ impl Requests {
         if self.remap_hints.len() >= MAX_REMAP_HINTS {
             self.remap_hints.clear();
         }
-        self.remap_hints.insert((dev, sector), parts);
+        self.remap_hints.insert((disk, sector), parts);
+        None
     }
 
     /// Takes the queued sectors `[a, b)` of `disk` (earliest queued first, each sector
@@ -619,22 +665,96 @@ mod tests {
         assert!(!r.is_rq_based(DISK));
     }
 
+    const DM: Dev = 254 << 20;
+    /// A partition of DISK at sector 2048, in the devices' table.
+    const PART: Dev = 259 << 20;
+
+    fn devices() -> Devices {
+        let d = |name: &str, major, part_start, parent: &str| ioblame_format::BlockDevice {
+            name: name.into(),
+            major,
+            minor: 0,
+            size_sectors: 1 << 20,
+            part_start,
+            parent: parent.into(),
+            ..Default::default()
+        };
+        Devices::new(
+            &[
+                d("sda", 8, 0, ""),
+                d("sda1", 259, 2048, "sda"),
+                d("dm-0", 254, 0, ""),
+            ],
+            &[],
+        )
+    }
+
     #[test]
     fn a_remapped_bio_inherits_the_upper_bios_charges() {
-        const DM: Dev = 253 << 20;
+        let mut devs = devices();
         let mut r = Requests::default();
         let seq = r.next_seq();
         r.queue(DM, seq, vec![(0, 8, frag(1, 5, 0)), (8, 16, frag(2, 5, 0))]);
-        r.remap(DM, 0, 16, DISK, 1000);
+        assert_eq!(r.remap(&mut devs, (DISK, 1000), 16, (DM, 0)), None);
         let seq = r.next_seq();
-        assert!(!r.queue_remapped(DISK, 999, DISK, seq, 7));
-        assert!(r.queue_remapped(DISK, 1000, DISK, seq, 7));
+        assert_eq!(r.bio_dev(DISK, 1000), DISK, "no partition");
+        assert!(!r.queue_remapped(DISK, 999, seq, 7));
+        assert!(r.queue_remapped(DISK, 1000, seq, 7));
         let parts = r.bio_complete(DISK, 1000, 1016);
         assert_eq!(roles(&parts), vec![(1000, 1008, 1), (1008, 1016, 2)]);
         // queued when the lower bio was
         assert!(parts.iter().all(|p| p.2.c.qtime == 7));
         // the hint is used once
-        assert!(!r.queue_remapped(DISK, 1000, DISK, seq, 8));
+        assert!(!r.queue_remapped(DISK, 1000, seq, 8));
+    }
+
+    /// A partition's bio as every kernel traces it (5.10 to 7.3): its remap goes from the
+    /// partition's relative sector to the disk's absolute one with `dev` the disk, and the
+    /// bio is queued on the disk. The bio is the partition's; nothing is handed over.
+    #[test]
+    fn a_partition_remap_names_the_partition_of_the_next_bio() {
+        let mut devs = devices();
+        let mut r = Requests::default();
+        assert_eq!(r.remap(&mut devs, (DISK, 2048 + 80), 8, (PART, 80)), None);
+        assert!(r.remap_hints.is_empty());
+        assert_eq!(r.bio_dev(DISK, 2048 + 79), DISK);
+        assert_eq!(r.bio_dev(DISK, 2048 + 80), PART);
+        // once
+        assert_eq!(r.bio_dev(DISK, 2048 + 80), DISK);
+        // a remap that contradicts the table: the remap wins, the table's start is told
+        assert_eq!(
+            r.remap(&mut devs, (DISK, 4096 + 80), 8, (PART, 80)),
+            Some(2048)
+        );
+        assert_eq!(devs.info(PART).part_start, 4096);
+        // the form a blktrace recording of the partition itself gives: dev == old_dev
+        assert_eq!(r.remap(&mut devs, (PART, 4096 + 8), 8, (PART, 8)), None);
+        assert_eq!(r.bio_dev(PART, 4096 + 8), PART);
+    }
+
+    /// dm-linear over a partition: dm's remap names the disk with the partition's sector
+    /// (16408, `bio_dev()` of the clone), the partition's remap follows (16408 -> 18456),
+    /// then the bio is queued on the disk at 18456: it takes the dm bio's charges there.
+    #[test]
+    fn a_stacked_device_over_a_partition_hands_its_charges_down() {
+        let mut devs = devices();
+        let mut r = Requests::default();
+        let seq = r.next_seq();
+        r.queue(DM, seq, vec![(24, 32, frag(1, 5, 0))]);
+        // an unrelated bio of the disk waits at the relative sector: not taken
+        let seq = r.next_seq();
+        r.queue(DISK, seq, vec![(16408, 16416, frag(3, 5, 0))]);
+        assert_eq!(r.remap(&mut devs, (DISK, 16408), 8, (DM, 24)), None);
+        assert_eq!(r.remap(&mut devs, (DISK, 18456), 8, (PART, 16408)), None);
+        assert_eq!(r.bio_dev(DISK, 18456), PART);
+        let seq = r.next_seq();
+        assert!(r.queue_remapped(DISK, 18456, seq, 9));
+        assert!(r.remap_hints.is_empty());
+        let mut s = Summary::default();
+        let paint = r.issue(&mut s, DISK, 10, 18456, 8).unwrap();
+        assert_eq!(roles(&paint.segs), vec![(18456, 18464, 1)]);
+        let paint = r.issue(&mut s, DISK, 11, 16408, 8).unwrap();
+        assert_eq!(roles(&paint.segs), vec![(16408, 16416, 3)]);
     }
 
     #[test]

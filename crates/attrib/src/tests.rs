@@ -1780,6 +1780,48 @@ fn partition_sectors_are_translated() {
     assert_eq!(out.tables.acts[0].file, FileKey { dev: SDA1, ino: 12 });
 }
 
+/// A partition as every kernel traces it (5.10, 6.1, 6.12 and 7.3 checked): the bio
+/// events carry the disk (`bio_dev()`) with absolute sectors, and the partition shows only
+/// as the `old_dev` of the remap just before the queue. The file's data and the partition's
+/// block-device inode (ext4 metadata) are charged to their dirtiers.
+#[test]
+fn partition_bios_carry_the_disk() {
+    let mut b = Bench::new();
+    b.comm(361, "dd");
+    b.dirty(361, SDA, 12, 0, 0);
+    b.map(361, SDA1, 12, 0, 100, 1);
+    // jbd2 dirties a page of sda1's block-device inode: block 10 of the partition
+    let kind = EventKind::DirtyFolio {
+        bdi: SDA,
+        ino: SDA1 as u64,
+        index: 10,
+    };
+    b.push(JBD2, JBD2, kind, Some(DIRTY_STACK));
+    let remap = |sector, old_sector| EventKind::BioRemap {
+        dev: SDA,
+        sector,
+        nr_sector: 8,
+        old_dev: SDA1,
+        old_sector,
+        rwbs: Rwbs::parse("W"),
+    };
+    let abs = 100 * 8 + 2048;
+    b.push(361, 361, remap(abs, 800), None);
+    b.q(361, SDA, abs, 8, "WS");
+    b.push(FLUSHER, FLUSHER, remap(2048 + 80, 80), None);
+    b.q(FLUSHER, SDA, 2048 + 80, 8, "WM");
+    b.requests(SDA, abs, 8, 2560, "WS");
+    b.requests(SDA, 2048 + 80, 8, 2560, "WM");
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    assert_eq!(charged(&ios, t, "dd", Via::Page), 4096);
+    assert_eq!(charged(&ios, t, "jbd2/loop0-8", Via::Page), 4096);
+    assert!(ios.iter().all(|i| i.dev == SDA));
+    assert_eq!(ios[1].ino, Some(SDA1 as u64));
+    assert_eq!(ios[1].file_offset, Some(10 * 4096));
+    assert_eq!(out.summary.unknown_bytes, 0);
+}
+
 /// Two readers of the same block queued at once: each request takes the sectors once.
 #[test]
 fn overlapping_pending_bios_are_taken_once_each() {
