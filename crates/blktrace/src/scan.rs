@@ -34,7 +34,11 @@ pub struct DeviceInfo {
     /// Bios of this device were remapped to another device (it is a stacked device: dm,
     /// md), so the same IO shows again lower down.
     pub upper: bool,
-    /// A partition (known from its remap records): the disk and the start sector.
+    /// A partition (known from its remap records): the disk and the start sector. The
+    /// kernel remaps a partition's bio to its disk before queueing it (`A` from the
+    /// partition to the disk, then `Q` on the disk): a device remapped from that has no
+    /// record of its own, whose number is a partition's of that disk (the same major, or
+    /// the extended major 259) and whose remaps all keep one offset, is a partition.
     pub partition_of: Option<(Dev, u64)>,
 }
 
@@ -83,6 +87,13 @@ impl Scan {
     }
 }
 
+/// Whether `part` can be a partition of `disk` by its number: the same major (sd, vd, a loop
+/// device with `max_part`) or the extended major 259 (`losetup -P`, nvme, md partitions),
+/// and not the disk itself.
+fn partition_number(part: Dev, disk: Dev) -> bool {
+    part != disk && (part >> 20 == disk >> 20 || part >> 20 == 259)
+}
+
 /// `NAME` and `CPU` of a file named `NAME.blktrace.CPU`.
 fn name_cpu(path: &std::path::Path) -> Option<(String, u32)> {
     let f = path.file_name()?.to_str()?;
@@ -101,6 +112,8 @@ pub(crate) fn scan(sources: &[Source], mut problems: Vec<Problem>) -> Scan {
     let mut d_issuers: HashMap<Dev, HashSet<u32>> = HashMap::new();
     let mut cgroups: HashSet<u64> = HashSet::new();
     let mut dev_names: HashMap<Dev, HashSet<String>> = HashMap::new();
+    // Remaps from one device to another: from -> (to, offset), None once they disagree.
+    let mut remapped: BTreeMap<Dev, Option<(Dev, u64)>> = BTreeMap::new();
     for src in sources {
         let named = name_cpu(&src.path);
         let mut mismatched = 0u64;
@@ -173,8 +186,17 @@ pub(crate) fn scan(sources: &[Source], mut problems: Vec<Problem>) -> Scan {
                         // A partition's bio moved to its disk.
                         let start = r.sector.saturating_sub(*sector_from);
                         devs.entry(*from).or_default().partition_of = Some((r.device, start));
-                    } else if from != to {
-                        devs.entry(*from).or_default().upper = true;
+                    } else if from != to && *from != r.device {
+                        let shape = r.sector.checked_sub(*sector_from).map(|o| (*to, o));
+                        remapped
+                            .entry(*from)
+                            .and_modify(|e| {
+                                if *e != shape {
+                                    *e = None;
+                                }
+                            })
+                            .or_insert(shape);
+                        devs.entry(*from).or_default();
                         devs.entry(*to).or_default();
                     }
                 }
@@ -196,6 +218,15 @@ pub(crate) fn scan(sources: &[Source], mut problems: Vec<Problem>) -> Scan {
     }
     if s.records == 0 {
         s.span = (0, 0);
+    }
+    for (from, shape) in remapped {
+        let d = devs.entry(from).or_default();
+        match shape {
+            Some((disk, start)) if d.records == 0 && partition_number(from, disk) => {
+                d.partition_of = Some((disk, start));
+            }
+            _ => d.upper = true,
+        }
     }
     for (dev, mut d) in devs {
         d.dev = dev;

@@ -292,6 +292,61 @@ fn the_scan_names_tasks_devices_and_levels() {
     assert_eq!(s.by_action[Action::Queue.index()], 2);
 }
 
+/// Partitions as the kernel traces them (5.10 and 6.1 recorded with blktrace): `A` from
+/// the partition to its disk (`to` is the disk, `bio_dev()`), on the disk's trace, then `Q`
+/// on the disk. A device remapped from that has no record of its own, a partition's number
+/// and one offset is a partition; a dm volume (its own major) or a device with records of
+/// its own is a stacked one.
+#[test]
+fn the_scan_tells_partitions_from_stacked_devices() {
+    const P1: u32 = 259 << 20;
+    const SDA: u32 = 8 << 20;
+    const SDA2: u32 = (8 << 20) | 2;
+    const DM1: u32 = (253 << 20) | 1;
+    let d = tempfile::tempdir().unwrap();
+    let w = cat::WRITE;
+    let remap = |time, dev, sector, from, sector_from| {
+        let mut a = io(rec(time, 0, 7, Action::Remap, w, dev), sector, 4096);
+        a.payload = Payload::Remap {
+            from,
+            to: dev,
+            sector_from,
+        };
+        a
+    };
+    let rs = vec![
+        remap(10, LOOP0, 2048 + 80, P1, 80),
+        io(rec(11, 0, 7, Action::Queue, w, LOOP0), 2048 + 80, 4096),
+        remap(12, LOOP0, 2048 + 16, P1, 16),
+        io(rec(13, 0, 7, Action::Queue, w, LOOP0), 2048 + 16, 4096),
+        remap(14, SDA, 4096 + 8, SDA2, 8),
+        io(rec(15, 0, 7, Action::Queue, w, SDA), 4096 + 8, 4096),
+        // dm-1, not traced, over loop0 at 8192: its own major, a stacked device
+        remap(16, LOOP0, 8192 + 8, DM1, 8),
+        // dm-0, traced: records of its own
+        io(rec(17, 0, 7, Action::Queue, w, DM0), 8, 4096),
+        remap(18, LOOP0, 8, DM0, 8),
+    ];
+    let p = write(d.path(), "x", &bytes_of(&rs, Order::Little));
+    let r = Recording::open(&[p]).unwrap();
+    let s = r.scan();
+    let dev = |x| s.device(x).unwrap();
+    assert_eq!(dev(P1).partition_of, Some((LOOP0, 2048)));
+    assert!(!dev(P1).upper);
+    assert_eq!(dev(SDA2).partition_of, Some((SDA, 4096)));
+    for x in [DM0, DM1] {
+        assert!(dev(x).upper && dev(x).partition_of.is_none(), "{x:#x}");
+    }
+    // Two offsets: not a partition.
+    let rs = vec![
+        remap(10, LOOP0, 2048 + 80, P1, 80),
+        remap(12, LOOP0, 4096 + 16, P1, 16),
+    ];
+    let p = write(d.path(), "y", &bytes_of(&rs, Order::Little));
+    let r = Recording::open(&[p]).unwrap();
+    assert!(r.scan().device(P1).unwrap().upper);
+}
+
 #[test]
 fn records_become_the_block_events() {
     let d = tempfile::tempdir().unwrap();
