@@ -504,7 +504,7 @@ fn open_events(a: &RecordArgs, plan: &Plan, page: usize) -> Result<Opened> {
     let watermark = (data_bytes / 4).min(4 << 20) as u32;
     let filters: Vec<String> = tps
         .iter()
-        .map(|t| events::filter_for(t, &plan.fdevs))
+        .map(|t| events::plan_filter(t, &plan.fdevs, tps))
         .collect();
     let specs: Vec<EventSpec> = tps
         .iter()

@@ -596,3 +596,23 @@ pub struct Event {
     /// on the stack events since format 1.3); 0 when not recorded.
     pub cgroup: u64,
 }
+
+/// ioblame's numbering of the writeback reasons (`WritebackWork::reason`): the index of the
+/// kernel's name in this list. It is the kernel's own `enum wb_reason` from 4.20 on; older
+/// kernels (RHEL 8's 4.18) number them differently, with `free_more_mem` at 5, and a trace's
+/// raw numbers are translated by name through its own print fmt (`ioblame_decode`). A
+/// reason of another name is [`WB_REASON_OTHER`].
+pub const WB_REASON_NAMES: [&str; 9] = [
+    "background",
+    "vmscan",
+    "sync",
+    "periodic",
+    "laptop_timer",
+    "fs_free_space",
+    "forker_thread",
+    "foreign_flush",
+    "free_more_mem",
+];
+
+/// A writeback reason not in [`WB_REASON_NAMES`].
+pub const WB_REASON_OTHER: u32 = WB_REASON_NAMES.len() as u32;

@@ -33,8 +33,8 @@ pub mod table;
 pub use event::*;
 pub use field::{Payload, Read, Unreadable};
 pub use registry::{
-    find, typed_names, Build, EventDef, FieldDecl, Filter, Set, CALLCHAIN_EVENTS, RENAMES,
-    STACK_FROM_FOLIO_EVENTS,
+    find, typed_names, Build, EventDef, FieldDecl, Filter, Set, CALLCHAIN_EVENTS, OLDER_FORMS,
+    RENAMES, STACK_FROM_FOLIO_EVENTS,
 };
 pub use table::{builtin_format, EVENTS};
 

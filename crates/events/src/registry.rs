@@ -75,6 +75,9 @@ pub struct Filter {
     /// A field declaration (`TYPE NAME`, as the format writes it) the event's format must
     /// have for the filter to apply: kernels without that field would reject it.
     pub requires: Option<&'static str>,
+    /// A tracepoint (`subsystem:name`) that must be recorded too for the filter to apply:
+    /// what the filter drops is worth recording on kernels without it (`None`: always).
+    pub applies_with: Option<&'static str>,
 }
 
 /// A predefined set of tracepoints to record. The sets nest: what `minimal` holds, `default`
@@ -248,6 +251,12 @@ const fn renames<const N: usize>() -> [(&'static str, &'static str); N] {
 /// Older names to fall back on when the current one is absent: (current, older), from the
 /// entries' `aliases`.
 pub const RENAMES: &[(&str, &str)] = &renames::<{ rename_count() }>();
+
+/// Entries of the registry that are an older kernel's form of another entry, recorded
+/// besides it because a kernel may define both names and fire only the older one (Debian's
+/// 5.10 defines `iomap_iter_dstmap` and maps through `iomap_apply_dstmap`): (older entry,
+/// newer entry). A kernel without the older one lacks nothing when it has the newer.
+pub const OLDER_FORMS: &[(&str, &str)] = &[("iomap:iomap_apply_dstmap", "iomap:iomap_iter_dstmap")];
 
 /// `None`, or `Some` of the expression.
 macro_rules! option {

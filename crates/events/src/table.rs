@@ -22,6 +22,7 @@ use crate::registry::{builder, flag, option, reads_string, registry, Filter};
 pub const DIRTY_BUFFER_FILTER: Filter = Filter {
     expr: "sector < 4611686018427387904",
     requires: None,
+    applies_with: None,
 };
 
 /// Keeps only the `writeback_mark_inode_dirty` events that dirty the inode itself
@@ -38,6 +39,7 @@ pub const DIRTY_BUFFER_FILTER: Filter = Filter {
 pub const MARK_INODE_DIRTY_FILTER: Filter = Filter {
     expr: "flags & 59",
     requires: Some("unsigned long flags"),
+    applies_with: None,
 };
 
 /// Keeps, of `mm_filemap_add_to_page_cache` and `mm_filemap_delete_from_page_cache`, only
@@ -51,6 +53,18 @@ pub const MARK_INODE_DIRTY_FILTER: Filter = Filter {
 pub const FOLIO_ORDER_FILTER: Filter = Filter {
     expr: "order > 0",
     requires: Some("unsigned char order"),
+    applies_with: None,
+};
+
+/// [`FOLIO_ORDER_FILTER`] for `mm_filemap_add_to_page_cache`, where the kernel has the
+/// `readahead` group. The page-cache add fires in the reader's context just before its read
+/// bios, which makes it the event that names a buffered read's file on kernels without
+/// that group (5.10, 6.1 and 6.12 of Debian's builds checked). There every add is recorded:
+/// the filter would drop the only file of most reads. (A one-page folio needs no size, so
+/// the deletes keep their filter everywhere.)
+pub const PAGE_CACHE_ADD_FILTER: Filter = Filter {
+    applies_with: Some("readahead:page_cache_ra_order"),
+    ..FOLIO_ORDER_FILTER
 };
 
 registry! {
@@ -292,21 +306,36 @@ registry! {
     }
 
     // ---- iomap, xfs ----
+    // `iomap_writepage_map` before 6.17; before 6.9 without `pos` and `dirty_len`: the
+    // whole mapping (`offset`, `length`) is then the map of the folio's bytes.
     "iomap":"iomap_add_to_ioend" {
+        aliases: ["iomap:iomap_writepage_map"],
         set: Minimal,
         kind: IomapAddToIoend {
-            dev: u32 = "dev", ino: u64 = "ino", pos: u64 = "pos", dirty_len: u64 = "dirty_len",
+            dev: u32 = "dev", ino: u64 = "ino", pos: u64 = "pos|offset",
+            dirty_len: u64 = "dirty_len|length",
             addr: u64 = "addr", offset: u64 = "offset", length: u64 = "length",
             typ: u16 = "type", flags: u16 = "flags", bdev: u32 = "bdev",
         },
     }
     "iomap":"iomap_writeback_folio" {
+        aliases: ["iomap:iomap_writepage"],
         set: Default,
         kind: IomapWritebackFolio {
             dev: u32 = "dev", ino: u64 = "ino", offset: u64 = "offset", length: u64 = "length",
         },
     }
     "iomap":"iomap_iter_dstmap" {
+        set: Minimal,
+        kind: IomapIterDstmap {
+            dev: u32 = "dev", ino: u64 = "ino", addr: u64 = "addr", offset: u64 = "offset",
+            length: u64 = "length", typ: u16 = "type", flags: u16 = "flags", bdev: u32 = "bdev",
+        },
+    }
+    // Before iomap_iter (5.15; RHEL 8's backport, and Debian's 5.10, which defines
+    // iomap_iter_dstmap but still maps through iomap_apply): the same map, its own entry
+    // because a kernel may define both names and fire only this one.
+    "iomap":"iomap_apply_dstmap" {
         set: Minimal,
         kind: IomapIterDstmap {
             dev: u32 = "dev", ino: u64 = "ino", addr: u64 = "addr", offset: u64 = "offset",
@@ -368,7 +397,7 @@ registry! {
     // ---- page cache, readahead ----
     "filemap":"mm_filemap_add_to_page_cache" {
         set: Minimal,
-        filter: FOLIO_ORDER_FILTER,
+        filter: PAGE_CACHE_ADD_FILTER,
         kind: AddToPageCache {
             s_dev: u32 = "s_dev", ino: u64 = "i_ino", index: u64 = "index", order: u8 = "order?",
             pfn: u64 = "pfn",

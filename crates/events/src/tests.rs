@@ -61,6 +61,7 @@ const IOMAP: &[&str] = &[
     "iomap:iomap_add_to_ioend",
     "iomap:iomap_writeback_folio",
     "iomap:iomap_iter_dstmap",
+    "iomap:iomap_apply_dstmap",
     "iomap:iomap_dio_rw_begin",
     "iomap:iomap_dio_complete",
     "iomap:iomap_readahead",
@@ -122,6 +123,7 @@ const MINIMAL: &[&str] = &[
     "ext4:ext4_ext_map_blocks_exit",
     "iomap:iomap_add_to_ioend",
     "iomap:iomap_iter_dstmap",
+    "iomap:iomap_apply_dstmap",
     "readahead:page_cache_ra_order",
 ];
 const CALLCHAIN: &[&str] = &[
@@ -141,6 +143,8 @@ const RENAMES_TODAY: &[(&str, &str)] = &[
         "ext4:ext4_da_write_folios_start",
         "ext4:ext4_da_write_pages",
     ),
+    ("iomap:iomap_add_to_ioend", "iomap:iomap_writepage_map"),
+    ("iomap:iomap_writeback_folio", "iomap:iomap_writepage"),
 ];
 const SPEC_FIELDS: &[(&str, &[&str])] = &[
     (
@@ -316,8 +320,8 @@ const SPEC_FIELDS: &[(&str, &[&str])] = &[
         &[
             "dev",
             "ino",
-            "pos",
-            "dirty_len",
+            "pos|offset",
+            "dirty_len|length",
             "addr",
             "offset",
             "length",
@@ -373,27 +377,38 @@ const SPEC_FIELDS: &[(&str, &[&str])] = &[
     ("sched:sched_process_exit", &["pid", "$comm"]),
 ];
 
-/// The filters `filter_for` added by event name: (event, expression, field required).
-const FILTERS: &[(&str, &str, Option<&str>)] = &[
+/// The filters `filter_for` added by event name: (event, expression, field required, event
+/// recorded too).
+type FilterRow = (
+    &'static str,
+    &'static str,
+    Option<&'static str>,
+    Option<&'static str>,
+);
+const FILTERS: &[FilterRow] = &[
     (
         "block:block_dirty_buffer",
         "sector < 4611686018427387904",
+        None,
         None,
     ),
     (
         "filemap:mm_filemap_add_to_page_cache",
         "order > 0",
         Some("unsigned char order"),
+        Some("readahead:page_cache_ra_order"),
     ),
     (
         "filemap:mm_filemap_delete_from_page_cache",
         "order > 0",
         Some("unsigned char order"),
+        None,
     ),
     (
         "writeback:writeback_mark_inode_dirty",
         "flags & 59",
         Some("unsigned long flags"),
+        None,
     ),
 ];
 
@@ -434,9 +449,12 @@ fn callchains_renames_and_filters_are_the_lists_they_replaced() {
         sorted(CALLCHAIN.iter().copied())
     );
     assert_eq!(RENAMES, RENAMES_TODAY);
-    let filters: Vec<(&str, &str, Option<&str>)> = EVENTS
+    let filters: Vec<FilterRow> = EVENTS
         .iter()
-        .filter_map(|d| d.filter.map(|f| (d.name, f.expr, f.requires)))
+        .filter_map(|d| {
+            d.filter
+                .map(|f| (d.name, f.expr, f.requires, f.applies_with))
+        })
         .collect();
     let mut want = FILTERS.to_vec();
     want.sort_unstable();

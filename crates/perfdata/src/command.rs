@@ -51,7 +51,7 @@ pub(crate) fn build_command(events: &[Tracepoint], devs: &[FilterDev], stacks: S
         } else {
             args.push(t.name.clone());
         }
-        let f = tp::filter_for(t, devs);
+        let f = tp::plan_filter(t, devs, events);
         if !f.is_empty() {
             args.push("--filter".into());
             args.push(f);

@@ -260,7 +260,18 @@ pub fn disk_level(name: &str) -> bool {
 /// whole disk's partitions with it, so `--devices sda` keeps the IO of filesystems on `sda1`,
 /// and `--devices sda1` keeps the bios and requests of `sda` (those of other partitions
 /// included: they carry no partition).
+///
+/// Every event is taken to be recorded: an entry's filter that applies only with another
+/// event recorded ([`ioblame_events::Filter::applies_with`]) applies. [`plan_filter`] gives
+/// the filter within a recording plan.
 pub fn filter_for(tp: &Tracepoint, devs: &[FilterDev]) -> String {
+    plan_filter(tp, devs, &[])
+}
+
+/// [`filter_for`] of `tp` when the events `plan` are recorded (empty: all of them): an
+/// entry's filter with [`ioblame_events::Filter::applies_with`] applies only when that event
+/// is in `plan`.
+pub fn plan_filter(tp: &Tracepoint, devs: &[FilterDev], plan: &[Tracepoint]) -> String {
     let mut parts: Vec<String> = Vec::new();
     if !devs.is_empty() {
         let or = |f: &dyn Fn(&FilterDev) -> String| {
@@ -291,7 +302,15 @@ pub fn filter_for(tp: &Tracepoint, devs: &[FilterDev]) -> String {
     }
     // The event's own filter, where this kernel's format has the field it tests.
     if let Some(f) = ioblame_events::find(&tp.name).and_then(|d| d.filter) {
-        if f.requires.is_none_or(|decl| has_field(&tp.format, decl)) {
+        let with = |name: &str| {
+            plan.is_empty()
+                || plan
+                    .iter()
+                    .any(|t| ioblame_events::find(&t.name).is_some_and(|d| d.is_named(name)))
+        };
+        if f.requires.is_none_or(|decl| has_field(&tp.format, decl))
+            && f.applies_with.is_none_or(with)
+        {
             parts.push(f.expr.to_string());
         }
     }
@@ -317,6 +336,25 @@ mod tests {
             format: format!("name: x\nID: 1\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n{fields}"),
             callchain: false,
         }
+    }
+
+    /// The page-cache add keeps its `order > 0` filter only where the readahead events,
+    /// which name a read's file, are recorded too; the delete keeps it everywhere.
+    #[test]
+    fn page_cache_add_filter_needs_the_readahead_events() {
+        let order = "\tfield:unsigned char order;\toffset:36;\tsize:1;\tsigned:0;\n";
+        let add = tp("filemap:mm_filemap_add_to_page_cache", order);
+        let del = tp("filemap:mm_filemap_delete_from_page_cache", order);
+        let ra = tp("readahead:page_cache_ra_order", "");
+        let q = tp("block:block_bio_queue", "");
+        let without = [add.clone(), del.clone(), q.clone()];
+        assert_eq!(plan_filter(&add, &[], &without), "");
+        assert_eq!(plan_filter(&del, &[], &without), "order > 0");
+        let with = [add.clone(), del.clone(), q, ra];
+        assert_eq!(plan_filter(&add, &[], &with), "order > 0");
+        assert_eq!(plan_filter(&del, &[], &with), "order > 0");
+        // No plan named: every event taken to be recorded.
+        assert_eq!(filter_for(&add, &[]), "order > 0");
     }
 
     #[test]

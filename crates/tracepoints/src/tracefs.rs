@@ -114,6 +114,7 @@ pub fn resolve_with(
 ) -> Result<(Vec<Tracepoint>, Vec<String>)> {
     let mut found: Vec<Tracepoint> = Vec::new();
     let mut notes = Vec::new();
+    let mut missing = Vec::new();
     for n in names {
         let mut tp = find(n)?;
         if tp.is_none() {
@@ -133,7 +134,16 @@ pub fn resolve_with(
             None if strict => {
                 bail!("tracepoint {n} does not exist on this kernel (see `ioblame-capture events`)")
             }
-            None => notes.push(format!("{n} does not exist on this kernel; skipped")),
+            None => missing.push(n),
+        }
+    }
+    for n in missing {
+        // An older kernel's form of an event found here: nothing is missing.
+        let newer_found = ioblame_events::OLDER_FORMS
+            .iter()
+            .any(|(old, new)| old == n && found.iter().any(|f| f.name == *new));
+        if !newer_found {
+            notes.push(format!("{n} does not exist on this kernel; skipped"));
         }
     }
     if found.is_empty() {
