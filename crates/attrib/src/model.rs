@@ -150,19 +150,13 @@ impl Via {
 pub struct WbReason(pub u32);
 
 impl WbReason {
-    /// The kernel's name for the reason.
+    /// The kernel's name for the reason (the reason is ioblame's number,
+    /// `ioblame_decode::WB_REASON_NAMES`, translated from the trace's own when it differs).
     pub fn name(self) -> &'static str {
-        match self.0 {
-            0 => "background",
-            1 => "vmscan",
-            2 => "sync",
-            3 => "periodic",
-            4 => "laptop_timer",
-            5 => "fs_free_space",
-            6 => "forker_thread",
-            7 => "foreign_flush",
-            _ => "other",
-        }
+        ioblame_decode::WB_REASON_NAMES
+            .get(self.0 as usize)
+            .copied()
+            .unwrap_or("other")
     }
     /// ioblame's intent modifier for this reason: `IOB_MODIFIER_WB | reason`.
     pub fn modifier(self) -> u32 {

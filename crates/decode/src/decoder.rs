@@ -190,6 +190,47 @@ pub fn typed_event_names() -> impl Iterator<Item = &'static str> {
     ioblame_events::typed_names()
 }
 
+/// The translation of an event's raw writeback reasons into ioblame's numbers
+/// ([`WB_REASON_NAMES`]), from the `__print_symbolic(REC->reason, { N, "name" }, ...)` of its
+/// print fmt: `None` when it has none, or when the kernel's numbers are ioblame's (every
+/// kernel from 4.20 on; RHEL 8's 4.18 still has `free_more_mem` at 5).
+pub(crate) fn wb_reasons(print_fmt: &str) -> Option<Box<[u32]>> {
+    let at = print_fmt.find("__print_symbolic(REC->reason,")?;
+    let mut rest = &print_fmt[at + "__print_symbolic(REC->reason,".len()..];
+    let mut pairs: Vec<(usize, u32)> = Vec::new();
+    loop {
+        rest = rest.trim_start();
+        let Some(r) = rest.strip_prefix('{') else {
+            break;
+        };
+        let end = r.find('}')?;
+        let (num, name) = r[..end].split_once(',')?;
+        let num: usize = num.trim().parse().ok()?;
+        let name = name.trim().trim_matches('"');
+        let ours = WB_REASON_NAMES
+            .iter()
+            .position(|n| *n == name)
+            .map_or(WB_REASON_OTHER, |i| i as u32);
+        if num > 64 {
+            return None;
+        }
+        pairs.push((num, ours));
+        rest = r[end + 1..]
+            .trim_start()
+            .strip_prefix(',')
+            .unwrap_or(&r[end + 1..]);
+    }
+    if pairs.iter().all(|&(n, o)| n as u32 == o) {
+        return None;
+    }
+    let len = pairs.iter().map(|p| p.0 + 1).max()?;
+    let mut t = vec![WB_REASON_OTHER; len];
+    for (n, o) in pairs {
+        t[n] = o;
+    }
+    Some(t.into_boxed_slice())
+}
+
 /// Resolves the fields a registry entry reads against a format.
 fn resolve(
     def: &EventDef,
@@ -250,6 +291,9 @@ struct Entry {
     /// A stack sample (`EVENT_STACK_SAMPLE`): its samples only add their stack to the same
     /// hit's sample of the event of the same name.
     stack_sample: bool,
+    /// Of a writeback work event whose kernel numbers the reasons otherwise than ioblame
+    /// ([`WB_REASON_NAMES`]): ioblame's number of each raw one, from its print fmt.
+    reasons: Option<Box<[u32]>>,
 }
 
 /// How samples are attributed to their event.
@@ -327,11 +371,13 @@ impl Decoder {
                 fields: Vec::new(),
                 common_pid: None,
                 stack_sample: ev.flags & ioblame_format::EVENT_STACK_SAMPLE != 0,
+                reasons: None,
             };
             let def = ioblame_events::find(&ev.name);
             match EventFormat::parse(&ev.format) {
                 Ok(fmt) => {
                     entry.common_pid = fmt.field("common_pid").ok().filter(|f| f.is_integer());
+                    entry.reasons = wb_reasons(&fmt.print_fmt);
                     if let Some((def, build)) = def.and_then(|d| Some((d, d.build?))) {
                         match resolve(def, &fmt, &ev.name) {
                             Ok(fields) => {
@@ -599,6 +645,9 @@ impl Decoder {
             if build(&p, &mut ev.kind).is_err() {
                 events.pop();
                 return Err(SkipReason::FieldOutOfBounds);
+            }
+            if let (Some(t), EventKind::WritebackWork { reason, .. }) = (&e.reasons, &mut ev.kind) {
+                *reason = t.get(*reason as usize).copied().unwrap_or(WB_REASON_OTHER);
             }
         }
         *last_time = time;

@@ -1212,3 +1212,40 @@ fn buffer_stacks_are_derived_in_the_exact_mode_only() {
     assert!(!crate::buffer_stacks_derived(&meta(true, true)));
     assert!(!crate::stacks_sampled(&meta(false, true)));
 }
+
+/// Writeback reasons are ioblame's numbers, translated by name from the trace's own print
+/// fmt where the kernel numbers them otherwise (RHEL 8's 4.18: `free_more_mem` at 5).
+#[test]
+fn writeback_reasons_follow_the_print_fmt() {
+    use crate::decoder::wb_reasons;
+    // 5.10 (no foreign_flush yet) and 6.18: the same numbers, nothing to translate.
+    let v5_10 = r#""bdi %s: reason=%s", REC->name, __print_symbolic(REC->reason, { 0, "background" }, { 1, "vmscan" }, { 2, "sync" }, { 3, "periodic" }, { 4, "laptop_timer" }, { 5, "fs_free_space" }, { 6, "forker_thread" }), (unsigned long)REC->cgroup_ino"#;
+    assert_eq!(wb_reasons(v5_10), None);
+    let v6_18 = r#""reason=%s", __print_symbolic(REC->reason, { 0, "background" }, { 1, "vmscan" }, { 2, "sync" }, { 3, "periodic" }, { 4, "laptop_timer" }, { 5, "fs_free_space" }, { 6, "forker_thread" }, { 7, "foreign_flush" })"#;
+    assert_eq!(wb_reasons(v6_18), None);
+    // 4.18 (include/trace/events/writeback.h of RHEL 8's kernel: WB_WORK_REASON).
+    let v4_18 = r#""bdi %s: sb_dev %d:%d reason=%s", REC->name, ((unsigned int) ((REC->sb_dev) >> 20)), ((unsigned int) ((REC->sb_dev) & ((1U << 20) - 1))), __print_symbolic(REC->reason, { 0, "background" }, { 1, "vmscan" }, { 2, "sync" }, { 3, "periodic" }, { 4, "laptop_timer" }, { 5, "free_more_mem" }, { 6, "fs_free_space" }, { 7, "forker_thread" })"#;
+    let t = wb_reasons(v4_18).expect("4.18 numbers differ");
+    let names: Vec<&str> = t
+        .iter()
+        .map(|&i| WB_REASON_NAMES.get(i as usize).copied().unwrap_or("other"))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "background",
+            "vmscan",
+            "sync",
+            "periodic",
+            "laptop_timer",
+            "free_more_mem",
+            "fs_free_space",
+            "forker_thread"
+        ]
+    );
+    // A name ioblame does not know is "other"; no symbolic table: nothing.
+    let t = wb_reasons(r#"__print_symbolic(REC->reason, { 0, "background" }, { 1, "shiny_new" })"#)
+        .unwrap();
+    assert_eq!(&t[..], &[0, WB_REASON_OTHER]);
+    assert_eq!(wb_reasons(r#""reason=%d", REC->reason"#), None);
+}
