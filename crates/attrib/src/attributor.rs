@@ -293,9 +293,16 @@ impl Attributor {
                 index,
                 order,
                 ..
-            } => self
-                .dirty
-                .folio_added(&self.devices, *s_dev, *ino, *index, *order),
+            } => {
+                self.dirty
+                    .folio_added(&self.devices, *s_dev, *ino, *index, *order);
+                // In the reader's context just before its read bios: the file it reads, on
+                // kernels without the readahead events (docs/attribution.md, "Direct IO
+                // and reads").
+                if *s_dev != 0 {
+                    self.contexts.page_cache_added(tid, now, (*s_dev, *ino));
+                }
+            }
             EventKind::DeleteFromPageCache {
                 s_dev,
                 ino,
@@ -680,6 +687,15 @@ impl Attributor {
             self.contexts.dio_queued(ev.tid, (nr as u64) * 512);
         }
         let paint = charge_bio(&mut self.dirty, &self.devices, &bio, &maps);
+        if ctx.iomap_wp && maps.is_empty() && rwbs.is_write() {
+            // iomap writeback with no map (5.10): what no rule linked is a kernel gap.
+            self.summary.unmapped_writeback_bytes += paint
+                .segs
+                .iter()
+                .filter(|(_, _, f)| f.c.via == Via::Unknown)
+                .map(|(a, b, _)| (b - a) * 512)
+                .sum::<u64>();
+        }
         self.requests.queue(info.disk, seq, paint.segs);
     }
 

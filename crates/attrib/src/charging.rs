@@ -446,7 +446,7 @@ fn single_dirtier(
     let ctx = &bio.ctx;
     let single = ctx.wb_ino.filter(|w| w.0 == disk || w.0 == 0).or(ctx
         .wp_ino
-        .filter(|_| ctx.ext4_wp)
+        .filter(|_| ctx.ext4_wp || ctx.iomap_wp)
         .map(|(d, i)| (devs.info(d).disk, i)));
     let Some(wb) = single else {
         return;

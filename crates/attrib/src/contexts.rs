@@ -68,6 +68,11 @@ pub(crate) struct BioCtx {
     pub wp_ino: Option<(Dev, u64)>,
     /// Inside `ext4_writepages..ext4_writepages_result`.
     pub ext4_wp: bool,
+    /// `wp_ino` comes from iomap's per-folio writeback event (`iomap_writeback_folio`,
+    /// `iomap_writepage` before 6.17), on any thread: the flusher's, or the caller's of an
+    /// fsync or msync. It lasts until the thread's writeback bracket ends, or it writes
+    /// another file's folio.
+    pub iomap_wp: bool,
     /// A direct IO in progress.
     pub dio: Option<Dio>,
     /// The jbd2 transaction being committed, or [`NO_TXN`].
@@ -84,6 +89,7 @@ impl Default for BioCtx {
             wi_ino: None,
             wp_ino: None,
             ext4_wp: false,
+            iomap_wp: false,
             dio: None,
             txn: NO_TXN,
             read_file: None,
@@ -300,6 +306,7 @@ impl Contexts {
         let c = self.tid(tid, now);
         c.ctx.reason = NO_REASON;
         c.ctx.wp_ino = None;
+        c.ctx.iomap_wp = false;
         c.rmap.clear();
     }
 
@@ -317,6 +324,7 @@ impl Contexts {
         let began = (c.ctx.wb_ino == Some(inode)).then_some(c.wb_since);
         c.ctx.wb_ino = None;
         c.ctx.wp_ino = None;
+        c.ctx.iomap_wp = false;
         c.rmap.clear();
         began
     }
@@ -342,6 +350,7 @@ impl Contexts {
         let c = self.tid(tid, now);
         c.ctx.wp_ino = Some(inode);
         c.ctx.ext4_wp = true;
+        c.ctx.iomap_wp = false;
         c.ctx.dio = None;
     }
 
@@ -349,6 +358,7 @@ impl Contexts {
     pub fn ext4_writepages_result(&mut self, tid: u32, now: u64) {
         let c = self.tid(tid, now);
         c.ctx.wp_ino = None;
+        c.ctx.iomap_wp = false;
         c.ctx.ext4_wp = false;
         c.rmap.clear();
     }
@@ -357,6 +367,7 @@ impl Contexts {
     pub fn iomap_writeback(&mut self, tid: u32, now: u64, inode: (Dev, u64)) {
         let c = self.tid(tid, now);
         c.ctx.wp_ino = Some(inode);
+        c.ctx.iomap_wp = true;
         c.ctx.dio = None;
     }
 
@@ -398,6 +409,13 @@ impl Contexts {
         let c = self.tid(tid, now);
         c.ctx.read_file = Some(file);
         c.ctx.dio = None;
+    }
+
+    /// A folio of `file` added to the page cache by `tid`: what it reads next is that file
+    /// (a read-ahead or a read of the page a partial write needs), until another read
+    /// names another. A direct IO in progress stays open (it adds no folio of its own).
+    pub fn page_cache_added(&mut self, tid: u32, now: u64, file: (Dev, u64)) {
+        self.tid(tid, now).ctx.read_file = Some(file);
     }
 
     /// An xfs read or write call: a direct IO begins after it, if any.

@@ -101,6 +101,10 @@ pub struct Summary {
     /// With sampled stacks (`--stacks sampled:N`): folios and inodes dirtied without a
     /// stack by a thread that had no sampled stack for that event yet.
     pub dirtiers_without_sample: u64,
+    /// Bytes of buffered writes that iomap writeback queued with no sector map (kernels
+    /// like 5.10 emit none: `iomap_writepage_map` is newer, on 6.1) and that no other rule
+    /// linked: charged to the lost intent, with the file known.
+    pub unmapped_writeback_bytes: u64,
     /// Human-readable warnings (the first 64).
     pub warnings: Vec<String>,
     /// Warnings beyond those kept.

@@ -1004,6 +1004,82 @@ fn readahead_is_charged_to_the_reader() {
     assert_eq!(out.summary.bytes, [4096, 64 << 10, 0]);
 }
 
+/// Kernels without the readahead events (5.10 to 6.18): the page-cache adds of the
+/// reader's context name the file of the read bios that follow. The block-device inode's
+/// adds (`s_dev` 0) name none.
+#[test]
+fn page_cache_adds_name_the_file_read() {
+    let mut b = Bench::new();
+    b.comm(410, "reader");
+    let add = |s_dev, ino, index| EventKind::AddToPageCache {
+        s_dev,
+        ino,
+        index,
+        order: 0,
+        pfn: 0,
+    };
+    for i in 0..16 {
+        b.push(410, 410, add(LOOP0, 21, i), None);
+    }
+    b.q(410, LOOP0, 300_000, 128, "RA");
+    b.requests(LOOP0, 300_000, 128, 2560, "RA");
+    // the next file, read without readahead (a single page)
+    b.push(410, 410, add(LOOP0, 22, 0), None);
+    b.q(410, LOOP0, 310_000, 8, "R");
+    b.requests(LOOP0, 310_000, 8, 2560, "R");
+    // a block-device page: not a file
+    b.push(410, 410, add(0, LOOP0 as u64, 7), None);
+    b.q(410, LOOP0, 56, 8, "RM");
+    b.requests(LOOP0, 56, 8, 2560, "RM");
+    let (ios, out) = b.finish();
+    assert_eq!(
+        ios.iter().map(|i| (i.via, i.ino)).collect::<Vec<_>>(),
+        vec![
+            (Via::Readahead, Some(21)),
+            (Via::Read, Some(22)),
+            (Via::Read, None)
+        ]
+    );
+    assert_eq!(
+        charged(&ios, &out.tables, "reader", Via::Readahead),
+        64 << 10
+    );
+}
+
+/// iomap writeback without maps (5.10's `iomap_writepage`, no `iomap_writepage_map`): an
+/// fsync or msync by the writer itself writes the inode's folios on the writer's thread,
+/// outside any flusher bracket; the inode's single dirtier is charged. Two dirtiers: no link.
+#[test]
+fn iomap_writeback_without_maps_single_dirtier() {
+    let mut b = Bench::new();
+    b.comm(640, "ddx");
+    b.comm(641, "other");
+    // (order 2: folios of 4 pages)
+    b.dirty(640, LOOP1, 150, 0, 2);
+    b.dirty(640, LOOP1, 151, 0, 0);
+    b.dirty(641, LOOP1, 151, 1, 0);
+    for ino in [150u64, 151] {
+        b.push(
+            640,
+            640,
+            EventKind::IomapWritebackFolio {
+                dev: LOOP1,
+                ino,
+                offset: 0,
+                length: 4096,
+            },
+            None,
+        );
+        let sector = 500_000 + ino * 1000;
+        b.q(640, LOOP1, sector, 32, "WS");
+        b.requests(LOOP1, sector, 32, 2560, "WS");
+    }
+    let (ios, out) = b.finish();
+    assert_eq!(charged(&ios, &out.tables, "ddx", Via::Page), 16384);
+    assert_eq!(ios[0].ino, Some(150));
+    assert_eq!((ios[1].via, ios[1].ino), (Via::Unknown, Some(151)));
+}
+
 /// jbd2 checkpoint dirties home-location metadata (bdev inode pages and buffers); the
 /// flusher writes them later: charged to jbd2.
 #[test]

@@ -133,6 +133,14 @@ pub enum Diagnostic {
     /// found: neither the dirty event of a folio they dirtied nor an earlier buffer of their
     /// thread gave one. Their dirtier and file are known; their intent has no stack.
     BuffersWithoutStack(u64),
+    /// The recording kernel's iomap (xfs) writeback emits no sector map (5.10: no
+    /// `iomap_writepage_map`, which is newer): the bytes written back from files with more
+    /// than one dirtier, which no other rule linked, went to the lost intent with their file
+    /// known. Said once, with those bytes.
+    UnmappedWriteback {
+        /// Those bytes.
+        bytes: u64,
+    },
     /// The dirtying events' stacks were sampled (`--stacks sampled:N`): bytes per task and
     /// file are exact, intents a sample. Said once for every such trace.
     StacksSampled {
@@ -193,6 +201,7 @@ impl Diagnostic {
             | UnknownOrigin { .. }
             | BlktraceWriters { .. }
             | BuffersWithoutStack(_)
+            | UnmappedWriteback { .. }
             | StacksSampled { .. }
             | DirtiersWithoutSample(_)
             | RecorderLeftOut { .. }
@@ -346,6 +355,13 @@ impl fmt::Display for Diagnostic {
                  buffer of their thread with one): their writers are known, their intents have \
                  no stack (record with --stacks all to have every one)"
             ),
+            UnmappedWriteback { bytes } => write!(
+                f,
+                "{bytes} bytes of xfs (iomap) writeback could not be linked to their dirtiers: the \
+                 recording kernel emits no writeback sector map (iomap_writepage_map: not on 5.10, on 6.1 \
+                 and later), so only a file with a single dirtier is linked; these bytes, from files \
+                 with several, are charged to the lost intent (#1) with their file"
+            ),
             StacksSampled { mode } => {
                 let one_in = mode
                     .as_deref()
@@ -443,6 +459,11 @@ fn byte_accounting(s: &Summary) -> Vec<Diagnostic> {
     }
     if s.buffers_without_stack > 0 {
         v.push(Diagnostic::BuffersWithoutStack(s.buffers_without_stack));
+    }
+    if s.unmapped_writeback_bytes > 0 {
+        v.push(Diagnostic::UnmappedWriteback {
+            bytes: s.unmapped_writeback_bytes,
+        });
     }
     if s.stale_bytes > 0 {
         v.push(Diagnostic::StaleIo {
