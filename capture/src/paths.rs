@@ -176,6 +176,7 @@ mod tests {
             fs_type: "ext4".into(),
             source: "/dev/x".into(),
             block_size: 4096,
+            ..Mount::default()
         }
     }
 

@@ -52,7 +52,7 @@ pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
             mount_point: unescape(f[4]),
             fs_type: f[sep + 1].to_string(),
             source: unescape(f[sep + 2]),
-            block_size: 0,
+            ..Mount::default()
         });
     }
     out
@@ -67,9 +67,50 @@ pub fn mounts() -> Vec<Mount> {
         // Only block-device filesystems: statfs of a network or FUSE mount can hang.
         if m.major != 0 {
             m.block_size = block_size(Path::new(&m.mount_point)).unwrap_or(0);
+            if m.fs_type == "xfs" {
+                if let Some((agblocks, agblklog)) = xfs_geometry(m.major, m.minor, &m.source) {
+                    m.xfs_agblocks = agblocks;
+                    m.xfs_agblklog = agblklog;
+                }
+            }
         }
     }
     v
+}
+
+/// The allocation group geometry of the xfs filesystem on device `major:minor`
+/// (`sb_agblocks`, `sb_agblklog`), from its primary superblock: what turns the xfs block
+/// numbers of `xfs_map_blocks_*` into sectors (docs/attribution.md, "Dirty folios and the
+/// sector maps"). The device is opened as `/dev/block/MAJ:MIN` (udev's link), else as the
+/// mount's source; `None` when neither opens or it is no xfs superblock.
+pub fn xfs_geometry(major: u32, minor: u32, source: &str) -> Option<(u32, u8)> {
+    use std::io::Read;
+    let mut paths = vec![format!("/dev/block/{major}:{minor}")];
+    if source.starts_with("/dev/") {
+        paths.push(source.to_string());
+    }
+    let mut sb = [0u8; 128];
+    let ok = paths.iter().any(|p| {
+        std::fs::File::open(p)
+            .and_then(|mut f| f.read_exact(&mut sb))
+            .is_ok()
+    });
+    if !ok {
+        return None;
+    }
+    parse_xfs_superblock(&sb)
+}
+
+/// `sb_agblocks` (big-endian u32 at byte 84) and `sb_agblklog` (byte 124) of an xfs
+/// superblock (magic `XFSB`), checked for sense: `agblocks` fits in `2^agblklog` blocks.
+pub fn parse_xfs_superblock(sb: &[u8]) -> Option<(u32, u8)> {
+    if sb.len() < 125 || &sb[..4] != b"XFSB" {
+        return None;
+    }
+    let agblocks = u32::from_be_bytes(sb[84..88].try_into().ok()?);
+    let agblklog = sb[124];
+    let fits = agblklog > 0 && agblklog <= 32 && (agblocks as u64) <= 1u64 << agblklog;
+    (agblocks > 0 && fits).then_some((agblocks, agblklog))
 }
 
 /// `statfs` `f_bsize` of the filesystem holding `p`.
@@ -258,6 +299,63 @@ pub fn random_u64() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The geometry read from a superblock mkfs.xfs made (an image file: no root needed)
+    /// is what xfs_db prints for it; anything that is not an xfs superblock gives none.
+    #[test]
+    fn xfs_superblock_geometry() {
+        let have = |t: &str| {
+            std::process::Command::new(t)
+                .arg("-V")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        if !have("mkfs.xfs") || !have("xfs_db") {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "mkfs.xfs and xfs_db are needed"
+            );
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("xfs.img");
+        std::fs::File::create(&img)
+            .unwrap()
+            .set_len(320 << 20)
+            .unwrap();
+        let st = std::process::Command::new("mkfs.xfs")
+            .args(["-q", "-f"])
+            .arg(&img)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let o = std::process::Command::new("xfs_db")
+            .args(["-r", "-c", "sb 0", "-c", "p agblocks agblklog"])
+            .arg(&img)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        let val = |k: &str| -> u32 {
+            text.lines()
+                .find_map(|l| {
+                    l.strip_prefix(k)?
+                        .trim()
+                        .strip_prefix('=')?
+                        .trim()
+                        .parse()
+                        .ok()
+                })
+                .unwrap_or_else(|| panic!("{k} in {text}"))
+        };
+        let sb = std::fs::read(&img).unwrap();
+        let got = parse_xfs_superblock(&sb[..512]).unwrap();
+        assert_eq!((got.0, got.1 as u32), (val("agblocks"), val("agblklog")));
+        assert_eq!(parse_xfs_superblock(&[0u8; 512]), None);
+        assert_eq!(parse_xfs_superblock(&sb[..100]), None);
+        let mut bad = sb[..512].to_vec();
+        bad[124] = 3; // agblocks no longer fits in 2^agblklog blocks
+        assert_eq!(parse_xfs_superblock(&bad), None);
+    }
 
     #[test]
     fn mountinfo() {

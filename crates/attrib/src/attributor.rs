@@ -133,7 +133,8 @@ impl Attributor {
     /// A fresh attributor for a trace described by `ctx`.
     pub fn new(ctx: Context) -> Attributor {
         Attributor {
-            devices: Devices::new(&ctx.devices, &ctx.block_sizes),
+            devices: Devices::new(&ctx.devices, &ctx.block_sizes)
+                .with_xfs_geometry(&ctx.xfs_geometry),
             tables: Tables {
                 intents: Intents::reserved(),
                 ..Tables::default()
@@ -316,7 +317,8 @@ impl Attributor {
             // ---- maps on the issuing thread ----
             EventKind::Ext4MapBlocks { .. }
             | EventKind::IomapAddToIoend { .. }
-            | EventKind::IomapIterDstmap { .. } => {
+            | EventKind::IomapIterDstmap { .. }
+            | EventKind::XfsMapBlocks { .. } => {
                 self.contexts.on_file_map(&self.devices, tid, now, &ev.kind)
             }
 

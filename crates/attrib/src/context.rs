@@ -118,6 +118,10 @@ pub struct Context {
     /// buffer_head may have told the size before the first one (delalloc buffers are
     /// filtered in the kernel).
     pub block_sizes: Vec<(Dev, u32)>,
+    /// The allocation group geometry of each xfs filesystem's device (`sb_agblocks`,
+    /// `sb_agblklog`), from the trace's mount table (format 1.4): what turns the xfs block
+    /// numbers of `xfs_map_blocks_*` into sectors.
+    pub xfs_geometry: Vec<(Dev, u32, u8)>,
     /// The recording has no dirtier, writeback, filesystem or stack events (blktrace): every
     /// bio is charged to the task that queued it (writes via [`crate::Via::Issuer`]), with
     /// the empty stack and the request flags as the intent's modifier
@@ -146,6 +150,7 @@ impl Default for Context {
             symbols: None,
             inode_bits: InodeBits::default(),
             block_sizes: Vec::new(),
+            xfs_geometry: Vec::new(),
             issuer_only: false,
             scope_root: None,
             buffer_stacks_from_thread: false,
@@ -164,6 +169,7 @@ impl std::fmt::Debug for Context {
             .field("symbols", &self.symbols.is_some())
             .field("inode_bits", &self.inode_bits)
             .field("block_sizes", &self.block_sizes)
+            .field("xfs_geometry", &self.xfs_geometry)
             .finish()
     }
 }
@@ -196,6 +202,15 @@ impl Context {
                     m.block_size >= 512 && m.block_size <= 1 << 16 && m.block_size.is_power_of_two()
                 })
                 .map(|m| (ioblame_format::kernel_dev(m.major, m.minor), m.block_size))
+                .collect(),
+            xfs_geometry: meta
+                .mounts
+                .iter()
+                .filter(|m| m.fs_type == "xfs" && m.xfs_agblocks > 0)
+                .map(|m| {
+                    let dev = ioblame_format::kernel_dev(m.major, m.minor);
+                    (dev, m.xfs_agblocks, m.xfs_agblklog)
+                })
                 .collect(),
             issuer_only: false,
             scope_root: None,
@@ -246,6 +261,8 @@ pub(crate) struct Devices {
     devs: FxHashMap<Dev, DevInfo>,
     /// Filesystem block sizes: from the mount table, until a buffer_head says otherwise.
     block_sizes: FxHashMap<Dev, u64>,
+    /// xfs allocation group geometry per filesystem device: (`agblocks`, `agblklog`).
+    xfs_geometry: FxHashMap<Dev, (u64, u32)>,
 }
 
 impl Devices {
@@ -278,7 +295,36 @@ impl Devices {
             .filter(|&&(_, b)| is_block_size(b as u64))
             .map(|&(d, b)| (d, b as u64))
             .collect();
-        Devices { devs, block_sizes }
+        Devices {
+            devs,
+            block_sizes,
+            xfs_geometry: FxHashMap::default(),
+        }
+    }
+
+    /// Adds the xfs geometry of the mount table: (device, `agblocks`, `agblklog`).
+    pub fn with_xfs_geometry(mut self, geometry: &[(Dev, u32, u8)]) -> Devices {
+        self.xfs_geometry = geometry
+            .iter()
+            .filter(|g| g.1 > 0 && (1..=32).contains(&g.2))
+            .map(|&(d, b, l)| (d, (b as u64, l as u32)))
+            .collect();
+        self
+    }
+
+    /// The byte on its device of xfs block `fsb` (`xfs_fsblock_t`: allocation group
+    /// `fsb >> agblklog`, block `fsb & (2^agblklog - 1)` in it) of the filesystem on `dev`;
+    /// `None` without that filesystem's geometry, or for the delayed-allocation and hole
+    /// sentinels (2^63 and above).
+    pub fn xfs_block_byte(&self, dev: Dev, fsb: u64) -> Option<u64> {
+        let &(agblocks, agblklog) = self.xfs_geometry.get(&dev)?;
+        if fsb >= 1 << 63 {
+            return None;
+        }
+        let agno = fsb >> agblklog;
+        let agbno = fsb & ((1u64 << agblklog) - 1);
+        let block = agno.checked_mul(agblocks)?.checked_add(agbno)?;
+        block.checked_mul(self.block_size(dev))
     }
 
     /// What is known about `dev` (a disk of unknown size if nothing).

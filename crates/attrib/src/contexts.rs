@@ -147,8 +147,9 @@ pub(crate) struct FileMap {
     pub read: Option<(Dev, u64)>,
 }
 
-/// The sector->file map an ext4 `map_blocks_exit`, `iomap_add_to_ioend` or
-/// `iomap_iter_dstmap` event tells, if any (a mapped extent).
+/// The sector->file map an ext4 `map_blocks_exit`, `iomap_add_to_ioend`,
+/// `iomap_iter_dstmap` or xfs `map_blocks_found`/`_alloc` (with the filesystem's geometry)
+/// event tells, if any (a mapped extent).
 pub(crate) fn file_map(devs: &Devices, kind: &EventKind) -> Option<FileMap> {
     match *kind {
         EventKind::Ext4MapBlocks {
@@ -199,6 +200,24 @@ pub(crate) fn file_map(devs: &Devices, kind: &EventKind) -> Option<FileMap> {
             read: Some((dev, ino)),
             ..iomap_map(devs, (dev, bdev), addr, length, ino, offset)
         }),
+        EventKind::XfsMapBlocks {
+            dev,
+            ino,
+            startoff,
+            startblock,
+            blockcount,
+        } if blockcount > 0 => {
+            let byte = devs.xfs_block_byte(dev, startblock)?;
+            let bs = devs.block_size(dev);
+            Some(iomap_map(
+                devs,
+                (dev, 0),
+                byte,
+                blockcount.saturating_mul(bs),
+                ino,
+                startoff.saturating_mul(bs),
+            ))
+        }
         _ => None,
     }
 }

@@ -67,6 +67,7 @@ fn context() -> Context {
         symbols: None,
         inode_bits: InodeBits::V6_18,
         block_sizes: Vec::new(),
+        xfs_geometry: Vec::new(),
         issuer_only: false,
         scope_root: None,
         buffer_stacks_from_thread: false,
@@ -791,6 +792,68 @@ fn xfs_writeback_is_linked_by_add_to_ioend() {
     let second = ios.iter().find(|i| i.sector == 192 + 2560).unwrap();
     assert_eq!(second.file_offset, Some(2560 * 512));
     assert_eq!(out.summary.dirty_folios_left, 0);
+}
+
+/// 5.10's xfs writeback: no iomap map event, only `xfs_map_blocks_alloc`/`_found` with an
+/// xfs block number; with the filesystem's geometry from the trace's mount table (format
+/// 1.4) it maps the sectors, and two writers of one file's halves are each charged their
+/// own (the single-dirtier rule cannot). Without the geometry: no map, the lost intent.
+#[test]
+fn xfs_map_blocks_with_the_geometry_maps_writeback() {
+    // 4 allocation groups of 20480 blocks (agblklog 15), 4 KiB blocks: xfs block
+    // 1 << 15 | 100 is block 20480 + 100 of the device, sector (20580 * 8).
+    let run = |geometry: Vec<(u32, u32, u8)>| {
+        let mut ctx = context();
+        ctx.xfs_geometry = geometry;
+        let mut b = Bench::with(ctx);
+        b.comm(650, "half1");
+        b.comm(651, "half2");
+        b.dirty(650, LOOP1, 160, 0, 0);
+        b.dirty(651, LOOP1, 160, 1, 0);
+        b.wb_start(2);
+        b.inode_start(FLUSHER, LOOP1, 160);
+        for i in 0..2u64 {
+            b.push(
+                FLUSHER,
+                FLUSHER,
+                EventKind::IomapWritebackFolio {
+                    dev: LOOP1,
+                    ino: 160,
+                    offset: i * 4096,
+                    length: 4096,
+                },
+                None,
+            );
+        }
+        b.push(
+            FLUSHER,
+            FLUSHER,
+            EventKind::XfsMapBlocks {
+                dev: LOOP1,
+                ino: 160,
+                startoff: 0,
+                startblock: (1 << 15) | 100,
+                blockcount: 2,
+            },
+            None,
+        );
+        let sector = 20580 * 8;
+        b.q(FLUSHER, LOOP1, sector, 16, "W");
+        b.inode_end(FLUSHER, LOOP1, 160);
+        b.wb_end();
+        b.requests(LOOP1, sector, 16, 2560, "W");
+        b.finish()
+    };
+    let (ios, out) = run(vec![(LOOP1, 20480, 15)]);
+    assert_eq!(charged(&ios, &out.tables, "half1", Via::Page), 4096);
+    assert_eq!(charged(&ios, &out.tables, "half2", Via::Page), 4096);
+    assert_eq!(out.summary.unmapped_writeback_bytes, 0);
+    let (ios, out) = run(vec![]);
+    assert_eq!(charged(&ios, &out.tables, "half1", Via::Page), 0);
+    assert!(ios
+        .iter()
+        .all(|i| i.via == Via::Unknown && i.ino == Some(160)));
+    assert_eq!(out.summary.unmapped_writeback_bytes, 8192);
 }
 
 /// O_DIRECT write and read: charged to the issuer via direct, file from the dstmap.

@@ -506,6 +506,16 @@ pub enum EventKind {
         offset: u64,
         count: u64,
     },
+    /// `xfs:xfs_map_blocks_found` / `_alloc`: xfs writeback maps file blocks `startoff..`
+    /// (filesystem blocks) to xfs block `startblock` (`xfs_fsblock_t`: allocation group in
+    /// the high bits), `blockcount` of them, on the issuing thread just before its bios.
+    XfsMapBlocks {
+        dev: Dev,
+        ino: u64,
+        startoff: u64,
+        startblock: u64,
+        blockcount: u64,
+    },
     /// `xfs:xfs_buf_submit`: metadata buffer IO of `nblks` sectors at sector `bno`.
     XfsBufSubmit {
         dev: Dev,

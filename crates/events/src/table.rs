@@ -357,8 +357,22 @@ registry! {
         kind: IomapReadahead { dev: u32 = "dev", ino: u64 = "ino", nr_pages: u32 = "nr_pages" },
     }
     "iomap":"iomap_readpage" { set: Default, }
-    "xfs":"xfs_map_blocks_found" { set: Default, }
-    "xfs":"xfs_map_blocks_alloc" { set: Default, }
+    // xfs writeback's extent lookups: maps wherever the trace has the xfs geometry (5.10
+    // emits no iomap map at writeback).
+    "xfs":"xfs_map_blocks_found" {
+        set: Default,
+        kind: XfsMapBlocks {
+            dev: u32 = "dev", ino: u64 = "ino", startoff: u64 = "startoff",
+            startblock: u64 = "startblock", blockcount: u64 = "blockcount",
+        },
+    }
+    "xfs":"xfs_map_blocks_alloc" {
+        set: Default,
+        kind: XfsMapBlocks {
+            dev: u32 = "dev", ino: u64 = "ino", startoff: u64 = "startoff",
+            startblock: u64 = "startblock", blockcount: u64 = "blockcount",
+        },
+    }
     "xfs":"xfs_file_buffered_write" {
         set: Default,
         kind: XfsFile {

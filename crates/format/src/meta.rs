@@ -257,6 +257,12 @@ pub struct Mount {
     /// Block size of the mounted filesystem in bytes (`statfs` `f_bsize`), 0 when unknown
     /// (not recorded, or files of format 1.0).
     pub block_size: u32,
+    /// Of an xfs filesystem: blocks per allocation group (`sb_agblocks`), 0 when unknown (not
+    /// xfs, not read, or files before format 1.4). An xfs block number (`xfs_fsblock_t`) is
+    /// the group number shifted left by [`Mount::xfs_agblklog`] plus the block in the group.
+    pub xfs_agblocks: u32,
+    /// Of an xfs filesystem: log2 of the group size rounded up (`sb_agblklog`).
+    pub xfs_agblklog: u8,
 }
 
 /// A task alive when the capture (or this ring file) started.
@@ -602,6 +608,11 @@ pub(crate) fn encode_mounts(v: &[Mount]) -> Vec<u8> {
     for m in v {
         e.u32(m.block_size);
     }
+    // Format 1.4: the xfs geometry, after the block sizes (1.1 to 1.3 readers ignore it).
+    e.u32(v.len() as u32);
+    for m in v {
+        e.u32(m.xfs_agblocks).u32(m.xfs_agblklog as u32);
+    }
     e.buf
 }
 
@@ -618,7 +629,7 @@ pub(crate) fn decode_mounts(b: &[u8]) -> Result<Vec<Mount>, DecodeError> {
             mount_point: d.str("mount point")?,
             fs_type: d.str("fs type")?,
             source: d.str("source")?,
-            block_size: 0,
+            ..Mount::default()
         });
     }
     if d.remaining() > 0 {
@@ -632,6 +643,24 @@ pub(crate) fn decode_mounts(b: &[u8]) -> Result<Vec<Mount>, DecodeError> {
         }
         for m in &mut v {
             m.block_size = d.u32("mount block size")?;
+        }
+    }
+    if d.remaining() > 0 {
+        let at = b.len() - d.remaining();
+        let nx = d.count(8, "mount xfs geometry count")?;
+        if nx != n {
+            return Err(DecodeError::new(
+                at,
+                format!("{nx} mount xfs geometries for {n} mounts"),
+            ));
+        }
+        for m in &mut v {
+            m.xfs_agblocks = d.u32("mount xfs agblocks")?;
+            let log = d.u32("mount xfs agblklog")?;
+            m.xfs_agblklog = u8::try_from(log).ok().filter(|l| *l <= 32).unwrap_or(0);
+            if m.xfs_agblklog == 0 {
+                m.xfs_agblocks = 0;
+            }
         }
     }
     Ok(v)
