@@ -499,7 +499,14 @@ fn every_figure_equals_btts_on_blktrace_recordings() {
         eprintln!("skipped: no btt");
         return;
     }
-    for f in ["blktrace-buffered", "blktrace-direct"] {
+    for f in [
+        "blktrace-buffered",
+        "blktrace-direct",
+        "blktrace-5.10-part",
+        "blktrace-5.10-dm",
+        "blktrace-6.1-part",
+        "blktrace-6.1-dm",
+    ] {
         check_blktrace_recording(f, Path::new(&fixture(f)));
     }
 }
