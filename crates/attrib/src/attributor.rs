@@ -799,7 +799,10 @@ impl Attributor {
             self.summary.io_errors += 1;
         }
         let e = sector.saturating_add(nr as u64);
-        let parts = self.requests.bio_complete(disk, sector, e);
+        // None: a bio completed already with the bio it was chained to.
+        let Some(parts) = self.requests.bio_complete(disk, sector, e) else {
+            return;
+        };
         if parts.is_empty() {
             self.emit_unmatched(dev, disk, (sector, e), time, rwbs);
             return;

@@ -82,6 +82,25 @@ impl Pending {
         paint
     }
 
+    /// The sectors of the bio queued in order `seq` whose fragment `[s, e)` is: its
+    /// fragments of the same order that follow each other before and after it.
+    fn extent_of(&self, seq: u64, mut s: u64, mut e: u64) -> (u64, u64) {
+        let same = |x: &(u64, u64, u64, Frag)| x.0 == seq;
+        while s > 0 {
+            match self.overlapping(s - 1, s).into_iter().find(same) {
+                Some(f) => s = f.1,
+                None => break,
+            }
+        }
+        while let Some(f) = self.overlapping(e, e + 1).into_iter().find(same) {
+            if f.1 != e {
+                break;
+            }
+            e = f.2;
+        }
+        (s, e)
+    }
+
     fn peek(&self, a: u64, b: u64) -> Paint<Frag> {
         let mut paint = Paint::default();
         for (_, s, e, f) in self.overlapping(a, b) {
@@ -226,6 +245,9 @@ pub(crate) struct Requests {
     /// The partition of the bio about to be queued at `(disk, sector)`: a partition's
     /// remap to its disk names it, the bio's own events carry the disk.
     part_bios: FxHashMap<(Dev, u64), Dev>,
+    /// Bios of disks without a request layer completed with the bio they were chained to:
+    /// `(disk, start, end)`, oldest first.
+    chained: VecDeque<(Dev, u64, u64)>,
 }
 
 impl Requests {
@@ -484,9 +506,69 @@ impl Requests {
     }
 
     /// `block_bio_complete` of sectors `[a, b)` of a disk without a request layer: the
-    /// queued parts it completes.
-    pub fn bio_complete(&mut self, disk: Dev, a: u64, b: u64) -> Parts {
-        self.take_pending(disk, a, b).segs
+    /// queued parts it completes, or `None` for the completion of bios already completed
+    /// with the one they were chained to.
+    ///
+    /// A completion takes the whole of each bio queued at `[a, b)`: a bio the device split
+    /// (dm on 5.10 cuts a large bio with `bio_split` and chains the part it maps first to
+    /// the remainder) is reported with the remainder's sectors only. And it takes the bios
+    /// chained to it: before 5.13 or so `bio_endio()` traced a completion only for the
+    /// last bio of a chain (the chained ones jump to their parent first), and iomap
+    /// writeback chains each full bio to the next (`iomap_chain_bio`: the next starts where
+    /// it ends). So the bios queued earlier by the same task with the same flags that end
+    /// where this one starts, each after the other, complete with it (seen on 5.10: a
+    /// 4 MiB xfs writeback on dm-linear traced one completion of its last 1.7 MiB). Their
+    /// own completion, where a kernel traces it after all (or a bio completed early so was
+    /// not chained), is recognised and ignored.
+    pub fn bio_complete(&mut self, disk: Dev, a: u64, b: u64) -> Option<Parts> {
+        let Some(p) = self.pending.get(&disk) else {
+            return self.completed_with_chain(disk, a, b);
+        };
+        let hits = p.overlapping(a, b);
+        let Some(&(mut seq, _, _, first)) = hits.first() else {
+            return self.completed_with_chain(disk, a, b);
+        };
+        let (mut a, mut b) = (a, b);
+        for &(q, s, e, _) in &hits {
+            let (s, e) = p.extent_of(q, s, e);
+            a = a.min(s);
+            b = b.max(e);
+        }
+        let (issuer, rwbs) = (first.c.issuer, first.c.rwbs);
+        while a > 0 {
+            let prev = p
+                .overlapping(a - 1, a)
+                .into_iter()
+                .filter(|f| f.0 < seq && f.2 == a && f.3.c.issuer == issuer && f.3.c.rwbs == rwbs)
+                .max_by_key(|f| f.0);
+            let Some((q, s, e, _)) = prev else {
+                break;
+            };
+            let (s, e) = p.extent_of(q, s, e);
+            if self.chained.len() >= MAX_REMAP_HINTS {
+                self.chained.pop_front();
+            }
+            self.chained.push_back((disk, s, e));
+            seq = q;
+            a = s;
+        }
+        Some(self.take_pending(disk, a, b).segs)
+    }
+
+    /// A completion of `[a, b)` of `disk` that matches no queued bio: `None` if a bio
+    /// there was completed with the one it was chained to (forgotten then), else no parts.
+    fn completed_with_chain(&mut self, disk: Dev, a: u64, b: u64) -> Option<Parts> {
+        let i = self
+            .chained
+            .iter()
+            .position(|&(d, s, e)| d == disk && s <= a && b <= e);
+        match i {
+            Some(i) => {
+                self.chained.remove(i);
+                None
+            }
+            None => Some(Vec::new()),
+        }
     }
 
     /// Takes the bios queued and the requests issued before `now - STALE_NS` (their issue
@@ -700,7 +782,7 @@ mod tests {
         assert_eq!(r.bio_dev(DISK, 1000), DISK, "no partition");
         assert!(!r.queue_remapped(DISK, 999, seq, 7));
         assert!(r.queue_remapped(DISK, 1000, seq, 7));
-        let parts = r.bio_complete(DISK, 1000, 1016);
+        let parts = r.bio_complete(DISK, 1000, 1016).unwrap();
         assert_eq!(roles(&parts), vec![(1000, 1008, 1), (1008, 1016, 2)]);
         // queued when the lower bio was
         assert!(parts.iter().all(|p| p.2.c.qtime == 7));
@@ -755,6 +837,75 @@ mod tests {
         assert_eq!(roles(&paint.segs), vec![(18456, 18464, 1)]);
         let paint = r.issue(&mut s, DISK, 11, 16408, 8).unwrap();
         assert_eq!(roles(&paint.segs), vec![(16408, 16416, 3)]);
+    }
+
+    /// dm on 5.10 splits a large bio and traces one completion, of the remainder's
+    /// sectors, when the whole bio is done (seen: a 4 MiB xfs writeback bio on dm-linear
+    /// completed as sectors 6888..10432 of 2240..10432): the whole bio completes, and only
+    /// it.
+    #[test]
+    fn a_split_bios_completion_completes_the_whole_bio() {
+        let mut r = Requests::default();
+        let seq = r.next_seq();
+        r.queue(
+            DM,
+            seq,
+            vec![(2240, 4288, frag(1, 5, 0)), (4288, 10432, frag(2, 5, 0))],
+        );
+        // the bios queued before and after it, touching it
+        let seq = r.next_seq();
+        r.queue(DM, seq, vec![(10432, 10440, frag(3, 6, 0))]);
+        let seq = r.next_seq();
+        r.queue(DM, seq, vec![(2232, 2240, frag(4, 7, 0))]);
+        let parts = r.bio_complete(DM, 6888, 10432).unwrap();
+        assert_eq!(roles(&parts), vec![(2240, 4288, 1), (4288, 10432, 2)]);
+        assert_eq!(r.pending_len(), 2);
+        // a completion of exactly one bio's sectors takes that bio alone
+        assert_eq!(
+            roles(&r.bio_complete(DM, 10432, 10440).unwrap()),
+            vec![(10432, 10440, 3)]
+        );
+        assert_eq!(
+            roles(&r.bio_complete(DM, 2232, 2240).unwrap()),
+            vec![(2232, 2240, 4)]
+        );
+        assert_eq!(r.pending_len(), 0);
+    }
+
+    /// iomap chains each full writeback bio to the next; before about 5.13 only the last
+    /// one's completion is traced: the bios queued before it by the same task with the
+    /// same flags, each ending where the next starts, complete with it, and their own
+    /// completion, if it comes, is ignored. Another task's bio next to them waits.
+    #[test]
+    fn a_chained_bios_completion_completes_the_chain() {
+        let mut r = Requests::default();
+        let by = |issuer, role| Frag {
+            c: Charge {
+                issuer: RoleId(issuer),
+                ..frag(role, 5, 0).c
+            },
+            foff: 0,
+        };
+        for (a, b, issuer, role) in [
+            (0, 8, 9, 4),
+            (8, 2056, 7, 1),
+            (2056, 4104, 7, 2),
+            (4104, 5000, 7, 3),
+        ] {
+            let seq = r.next_seq();
+            r.queue(DM, seq, vec![(a, b, by(issuer, role))]);
+        }
+        let parts = r.bio_complete(DM, 4104, 5000).unwrap();
+        assert_eq!(
+            roles(&parts),
+            vec![(8, 2056, 1), (2056, 4104, 2), (4104, 5000, 3)]
+        );
+        // their own completions, traced after all: nothing more
+        assert!(r.bio_complete(DM, 8, 2056).is_none());
+        assert!(r.bio_complete(DM, 2056, 4104).is_none());
+        // once only: a second is unmatched
+        assert_eq!(r.bio_complete(DM, 8, 2056), Some(Vec::new()));
+        assert_eq!(roles(&r.bio_complete(DM, 0, 8).unwrap()), vec![(0, 8, 4)]);
     }
 
     #[test]
