@@ -7,7 +7,7 @@
 //! | D | `RqIssue`; on a device recorded without Q, a `BioQueue` with the D's pid first |
 //! | C | `RqComplete` on a device with D records, else `BioComplete` (bio-based: dm, md) |
 //! | R | `RqRequeue` |
-//! | A | `BioRemap`: from the upper device to the lower one; a partition's own remap (from = to) gives its start |
+//! | A | `BioRemap`: from the upper device, or a partition, to the lower device or disk (the attribution tells a partition by the device table the scan made, [`crate::DeviceInfo::partition_of`]) |
 //! | process notify | `Comm` (the pid's name) |
 //!
 //! The other actions (M, F, G, S, P, U, UT, I, X, B, abort, drv_data, zone actions,
