@@ -24,11 +24,30 @@ command -v groff >/dev/null || need+=(groff-base)
 command -v script >/dev/null || need+=(bsdutils)
 # The fleet dataset's tests run its PySpark example on a local Spark, which needs Java 17.
 command -v java >/dev/null || need+=(openjdk-17-jre-headless)
-if [ "${#need[@]}" -gt 0 ]; then
-    echo "installing: ${need[*]}" >&2
+# The kernel lab (scripts/kernel-lab, docs/kernel-lab.md): Debian's kernels unpacked with
+# apt-get download and dpkg-deb (modules indexed by depmod, decompressed by xz or zstd) and
+# booted by QEMU with a static busybox initramfs (cpio); dmsetup and fdisk for device-mapper
+# and partitioned loop devices in the guests. Without recommends: QEMU's pull in a GUI.
+lab=()
+command -v qemu-system-x86_64 >/dev/null || lab+=(qemu-system-x86)
+{ [ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1; } || lab+=(busybox-static)
+command -v cpio >/dev/null || lab+=(cpio)
+command -v depmod >/dev/null && command -v modprobe >/dev/null || lab+=(kmod)
+command -v xz >/dev/null || lab+=(xz-utils)
+command -v zstd >/dev/null || lab+=(zstd)
+command -v dmsetup >/dev/null || lab+=(dmsetup)
+command -v fdisk >/dev/null || lab+=(fdisk)
+[ -e /usr/share/keyrings/debian-archive-keyring.gpg ] || lab+=(debian-archive-keyring)
+if [ "${#need[@]}" -gt 0 ] || [ "${#lab[@]}" -gt 0 ]; then
+    echo "installing: ${need[*]} ${lab[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq "${need[@]}" >/dev/null
+    if [ "${#need[@]}" -gt 0 ]; then
+        apt-get install -y -qq "${need[@]}" >/dev/null
+    fi
+    if [ "${#lab[@]}" -gt 0 ]; then
+        apt-get install -y -qq --no-install-recommends "${lab[@]}" >/dev/null
+    fi
 fi
 
 # The report tests read the Parquet tables with DuckDB, as users do.
