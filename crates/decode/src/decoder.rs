@@ -329,6 +329,9 @@ pub struct Decoder {
     buffer_stacks_derived: bool,
     /// Leave the dirty buffers' own stacks out ([`Decoder::drop_buffer_stacks`]).
     drop_buffer_stacks: bool,
+    /// The addresses of `mark_buffer_dirty` in the trace's kernel symbols, where a derived
+    /// buffer stack begins.
+    mark_buffer_dirty: Option<(u64, u64)>,
 }
 
 impl Decoder {
@@ -440,6 +443,11 @@ impl Decoder {
             .or(meta.events.first())
             .map_or(0, |e| e.sample_type);
         let buffer_stacks_derived = buffer_stacks_derived(meta);
+        let mark_buffer_dirty = meta
+            .kallsyms
+            .as_ref()
+            .filter(|k| !k.restricted)
+            .and_then(|k| crate::inherit::text_symbol_range(&k.text, "mark_buffer_dirty"));
         Decoder {
             order: header.byte_order,
             entries,
@@ -451,6 +459,7 @@ impl Decoder {
             problems,
             buffer_stacks_derived,
             drop_buffer_stacks: false,
+            mark_buffer_dirty,
         }
     }
 
@@ -559,7 +568,11 @@ impl Decoder {
             }
         }
         if self.buffer_stacks_derived {
-            crate::inherit::derive_buffer_stacks(&mut events, self.drop_buffer_stacks);
+            crate::inherit::derive_buffer_stacks(
+                &mut events,
+                self.drop_buffer_stacks,
+                self.mark_buffer_dirty,
+            );
         }
         DecodedChunk { events, stats }
     }

@@ -1,9 +1,11 @@
 //! Stacks of dirty buffers recorded without a callchain (`ioblame-capture --stacks exact`,
 //! `ioblame perf-command --stacks exact`): a `block_dirty_buffer` whose next event of its
 //! thread on its CPU is the dirty event of the folio it made dirty takes that event's stack
-//! minus its innermost frame, the stack the buffer's own callchain would have had (see
-//! docs/attribution.md, "Stacks of dirty buffers"). The attribution gives the buffers that
-//! dirtied no folio the stack last given on their thread.
+//! from its `mark_buffer_dirty` frame on (where the buffer's event fires), the stack the
+//! buffer's own callchain would have had; without the kernel's symbols, the folio's stack
+//! minus its innermost frame (one frame on 6.x; 5.10 has two, `account_page_dirtied` and
+//! `__set_page_dirty`: see docs/attribution.md, "Stacks of dirty buffers"). The attribution
+//! gives the buffers that dirtied no folio the stack last given on their thread.
 
 use std::sync::Arc;
 
@@ -19,8 +21,13 @@ const LOOK_AHEAD: usize = 16;
 /// Gives the stackless dirty buffers of one CPU's events, in order, the stack of the folio
 /// dirty event that follows each on its thread. With `drop`, the buffers' own stacks are
 /// left out first (the analysis of a trace recorded with every stack, as if recorded
-/// without theirs: the check of this rule).
-pub(crate) fn derive_buffer_stacks(events: &mut [Event], drop: bool) {
+/// without theirs: the check of this rule). `mark_buffer_dirty` is that function's address
+/// range in the trace's symbols, if known.
+pub(crate) fn derive_buffer_stacks(
+    events: &mut [Event],
+    drop: bool,
+    mark_buffer_dirty: Option<(u64, u64)>,
+) {
     // The last folio stack (by address) and the stack derived from it.
     let mut cache: Option<(usize, Arc<[u64]>)> = None;
     for i in 0..events.len() {
@@ -53,13 +60,42 @@ pub(crate) fn derive_buffer_stacks(events: &mut [Event], drop: bool) {
         let derived = match &cache {
             Some((k, d)) if *k == key => d.clone(),
             _ => {
-                let d: Arc<[u64]> = Arc::from(&folio[1..]);
+                let from = mark_buffer_dirty
+                    .and_then(|(a, b)| folio.iter().position(|&f| a <= f && f < b))
+                    .unwrap_or(1);
+                let d: Arc<[u64]> = Arc::from(&folio[from..]);
                 cache = Some((key, d.clone()));
                 d
             }
         };
         events[i].stack = Some(derived);
     }
+}
+
+/// The address range `[start, end)` of the text symbol `name` in a `/proc/kallsyms` text:
+/// its address, and the next higher address of any symbol (the text need not be sorted).
+/// `None` when it is absent, or listed more than once (a module's or a static's namesake).
+pub(crate) fn text_symbol_range(text: &str, name: &str) -> Option<(u64, u64)> {
+    let mut start = None;
+    for l in text.lines() {
+        let mut it = l.split_ascii_whitespace();
+        let (Some(addr), Some(ty), Some(sym)) = (it.next(), it.next(), it.next()) else {
+            continue;
+        };
+        if sym == name && matches!(ty, "t" | "T") {
+            if start.is_some() {
+                return None;
+            }
+            start = u64::from_str_radix(addr, 16).ok();
+        }
+    }
+    let start = start.filter(|&a| a != 0)?;
+    let end = text
+        .lines()
+        .filter_map(|l| u64::from_str_radix(l.split_ascii_whitespace().next()?, 16).ok())
+        .filter(|&a| a > start)
+        .min()?;
+    Some((start, end))
 }
 
 #[cfg(test)]
@@ -119,7 +155,7 @@ mod tests {
             buffer(5, 1300, None),
             buffer(5, 1400, None),
         ];
-        derive_buffer_stacks(&mut evs, false);
+        derive_buffer_stacks(&mut evs, false, None);
         assert_eq!(stack(&evs[0]), Some(&[0xb0, 0x10, 0x20][..]));
         assert_eq!(stack(&evs[1]), None, "thread 6 dirtied no folio");
         assert_eq!(
@@ -141,7 +177,7 @@ mod tests {
             buffer(5, 300_000, None),
             folio(5, 300_100, &[0xf0]),
         ];
-        derive_buffer_stacks(&mut evs, false);
+        derive_buffer_stacks(&mut evs, false, None);
         assert_eq!(stack(&evs[0]), None);
         assert_eq!(stack(&evs[2]), Some(&[0xb1, 0x11][..]));
         assert_eq!(stack(&evs[4]), None);
@@ -154,9 +190,45 @@ mod tests {
             folio(5, 1100, &[0xf0, 0xb0, 0x10]),
             buffer(5, 1200, Some(&[0xb1, 0x11])),
         ];
-        derive_buffer_stacks(&mut evs, true);
+        derive_buffer_stacks(&mut evs, true, None);
         assert_eq!(stack(&evs[0]), Some(&[0xb0, 0x10][..]));
         assert_eq!(stack(&evs[1]), Some(&[0xf0, 0xb0, 0x10][..]));
         assert_eq!(stack(&evs[2]), None);
+    }
+
+    /// 5.10: the folio's dirty event fires two frames inside `mark_buffer_dirty`
+    /// (`account_page_dirtied`, `__set_page_dirty`): with the symbols, the derived stack
+    /// starts at `mark_buffer_dirty`'s frame; a folio stack without it falls back to one
+    /// frame less.
+    #[test]
+    fn with_the_symbols_the_stack_starts_at_mark_buffer_dirty() {
+        let kallsyms = "ffffffff81200000 T account_page_dirtied\n\
+                        ffffffff81200100 T __set_page_dirty\n\
+                        ffffffff81300000 T mark_buffer_dirty\n\
+                        ffffffff81300200 t __block_commit_write\n\
+                        ffffffff81400000 T other [mod]\n";
+        let range = text_symbol_range(kallsyms, "mark_buffer_dirty");
+        assert_eq!(range, Some((0xffffffff81300000, 0xffffffff81300200)));
+        assert_eq!(text_symbol_range(kallsyms, "nope"), None);
+        let twice = format!("{kallsyms}ffffffff81500000 t mark_buffer_dirty [ext9]\n");
+        assert_eq!(text_symbol_range(&twice, "mark_buffer_dirty"), None);
+        let mut evs = vec![
+            buffer(5, 1000, None),
+            folio(
+                5,
+                1200,
+                &[
+                    0xffffffff81200010,
+                    0xffffffff81200110,
+                    0xffffffff81300040,
+                    0x20,
+                ],
+            ),
+            buffer(6, 2000, None),
+            folio(6, 2100, &[0xf0, 0xb0, 0x10]),
+        ];
+        derive_buffer_stacks(&mut evs, false, range);
+        assert_eq!(stack(&evs[0]), Some(&[0xffffffff81300040, 0x20][..]));
+        assert_eq!(stack(&evs[2]), Some(&[0xb0, 0x10][..]));
     }
 }
