@@ -669,6 +669,9 @@ impl Attributor {
             .roles
             .role_in(&mut self.tables.roles, ev.pid, ev.tid, ev.cgroup);
         let stack = self.intents.stack(ev.stack.as_ref());
+        // ext4 maps waiting for their filesystem's block size (no mount table: perf.data).
+        self.contexts
+            .size_ext4_maps(&mut self.devices, ev.tid, ev.time, info.disk, s);
         // The thread's context, and the maps it emitted for these sectors (consumed).
         let mut maps = Vec::new();
         let ctx = self.contexts.for_bio(ev.tid, info.disk, s, e, &mut maps);

@@ -350,6 +350,12 @@ impl Devices {
         self.block_sizes.get(&dev).copied().unwrap_or(4096)
     }
 
+    /// Whether the block size of `dev` is known (from the mount table or learnt), not
+    /// assumed.
+    pub fn knows_block_size(&self, dev: Dev) -> bool {
+        self.block_sizes.contains_key(&dev)
+    }
+
     /// Learns the block size of `dev` from a buffer_head of `size` bytes; false (nothing
     /// learnt) when `size` cannot be a block size.
     pub fn learn_block_size(&mut self, dev: Dev, size: u64) -> bool {

@@ -108,12 +108,17 @@ struct TidCtx {
     rmap: Vec<(Dev, IntervalMap<Rmap>)>,
     /// When a map was last added, or the context last set.
     touched: u64,
+    /// ext4 map events of a filesystem whose block size is not known yet (a perf.data
+    /// recording has no mount table), waiting for the thread's next bio to tell it.
+    unsized_maps: Vec<EventKind>,
 }
 
 impl TidCtx {
     /// Whether nothing is open or remembered.
     fn is_idle(&self) -> bool {
-        self.ctx == BioCtx::default() && self.rmap.iter().all(|r| r.1.is_empty())
+        self.ctx == BioCtx::default()
+            && self.rmap.iter().all(|r| r.1.is_empty())
+            && self.unsized_maps.is_empty()
     }
 
     fn rmap_mut(&mut self, disk: Dev) -> &mut IntervalMap<Rmap> {
@@ -274,6 +279,17 @@ impl Contexts {
 
     /// Records the map an event of `tid` tells (see [`file_map`]), if any.
     pub fn on_file_map(&mut self, devs: &Devices, tid: u32, now: u64, kind: &EventKind) {
+        if let EventKind::Ext4MapBlocks { dev, .. } = *kind {
+            if !devs.knows_block_size(dev) && file_map(devs, kind).is_some() {
+                // Its sectors depend on a block size not known yet: the next bio tells it.
+                let c = self.tid(tid, now);
+                if c.unsized_maps.len() >= 64 {
+                    c.unsized_maps.remove(0);
+                }
+                c.unsized_maps.push(kind.clone());
+                return;
+            }
+        }
         let Some(m) = file_map(devs, kind) else {
             return;
         };
@@ -313,6 +329,69 @@ impl Contexts {
             m.clear();
         }
         m.insert(a, b, Rmap { t: now, ..r });
+    }
+
+    /// The block size of a filesystem whose ext4 maps `tid` emitted before its block size
+    /// was known, told by a bio of `tid` starting at sector `s` of `disk`: the one size
+    /// (1 KiB to 64 KiB) that puts a waiting map's first block at `s`. The maps then become
+    /// maps; the block size learnt is returned with its device.
+    pub fn size_ext4_maps(
+        &mut self,
+        devs: &mut Devices,
+        tid: u32,
+        now: u64,
+        disk: Dev,
+        s: u64,
+    ) -> Option<(Dev, u64)> {
+        let c = self.tids.get_mut(&tid)?;
+        if c.unsized_maps.is_empty() {
+            return None;
+        }
+        let known = |k: &EventKind| match *k {
+            EventKind::Ext4MapBlocks { dev, .. } => devs.knows_block_size(dev),
+            _ => true,
+        };
+        if c.unsized_maps.iter().any(known) {
+            // Sized since (a buffer told the block size): maps now.
+            let (now_known, waiting): (Vec<EventKind>, Vec<EventKind>) =
+                std::mem::take(&mut c.unsized_maps)
+                    .into_iter()
+                    .partition(known);
+            c.unsized_maps = waiting;
+            for k in &now_known {
+                self.on_file_map(devs, tid, now, k);
+            }
+        }
+        let c = self.tids.get_mut(&tid)?;
+        let mut found: Option<(Dev, u64)> = None;
+        for k in &c.unsized_maps {
+            let EventKind::Ext4MapBlocks { dev, pblk, .. } = *k else {
+                continue;
+            };
+            let info = devs.info(dev);
+            if info.disk != disk || devs.knows_block_size(dev) {
+                continue;
+            }
+            let fits: Vec<u64> = (10..=16)
+                .map(|log| 1u64 << log)
+                .filter(|bs| {
+                    pblk.saturating_mul(bs / 512)
+                        .saturating_add(info.part_start)
+                        == s
+                })
+                .collect();
+            if let [bs] = fits[..] {
+                found = Some((dev, bs));
+                break;
+            }
+        }
+        let (dev, bs) = found?;
+        devs.learn_block_size(dev, bs);
+        let waiting = std::mem::take(&mut c.unsized_maps);
+        for k in &waiting {
+            self.on_file_map(devs, tid, now, k);
+        }
+        Some((dev, bs))
     }
 
     /// `writeback_start`: `tid` runs writeback work for `reason`.
@@ -496,6 +575,7 @@ impl Contexts {
         self.tids.retain(|_, c| {
             if c.touched < limit_maps {
                 c.rmap.clear();
+                c.unsized_maps.clear();
                 c.ctx.read_file = None;
             }
             !c.is_idle()
@@ -589,7 +669,9 @@ mod tests {
 
     #[test]
     fn a_bio_takes_the_maps_of_its_sectors_with_the_brackets() {
-        let devs = devices();
+        let mut devs = devices();
+        // (known: ext4 maps of a filesystem of unknown block size wait for their bio)
+        devs.learn_block_size(DISK, 4096);
         let mut c = Contexts::default();
         let ext4 = |pblk, lblk| EventKind::Ext4MapBlocks {
             dev: DISK,

@@ -856,6 +856,44 @@ fn xfs_map_blocks_with_the_geometry_maps_writeback() {
     assert_eq!(out.summary.unmapped_writeback_bytes, 8192);
 }
 
+/// A perf.data recording has no mount table: an ext4 of 1 KiB blocks maps its writeback
+/// before any buffer has told the block size. The map waits for the thread's next bio, whose
+/// start sector tells the one block size that puts the map's first block there; the two
+/// writers of the file's halves are each charged their own.
+#[test]
+fn ext4_map_waits_for_its_block_size() {
+    let mut b = Bench::new();
+    b.comm(660, "halfA");
+    b.comm(661, "halfB");
+    b.dirty(660, LOOP0, 170, 0, 1);
+    b.dirty(661, LOOP0, 170, 2, 1);
+    b.wb_start(2);
+    b.inode_start(FLUSHER, LOOP0, 170);
+    b.push(
+        FLUSHER,
+        FLUSHER,
+        EventKind::Ext4MapBlocks {
+            dev: LOOP0,
+            ino: 170,
+            flags: 0,
+            pblk: 1000,
+            lblk: 0,
+            len: 16,
+            mflags: 0,
+            ret: 16,
+        },
+        None,
+    );
+    // 1 KiB blocks: block 1000 is sector 2000 (4 KiB blocks would put it at 8000).
+    b.q(FLUSHER, LOOP0, 2000, 32, "W");
+    b.inode_end(FLUSHER, LOOP0, 170);
+    b.wb_end();
+    b.requests(LOOP0, 2000, 32, 2560, "W");
+    let (ios, out) = b.finish();
+    assert_eq!(charged(&ios, &out.tables, "halfA", Via::Page), 8192);
+    assert_eq!(charged(&ios, &out.tables, "halfB", Via::Page), 8192);
+}
+
 /// O_DIRECT write and read: charged to the issuer via direct, file from the dstmap.
 #[test]
 fn direct_io_is_charged_to_the_issuer() {
