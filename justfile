@@ -80,6 +80,11 @@ dist:
 fuzz-blktrace SECS="60":
     fuzz/run.sh {{SECS}} blktrace_reader blkparse_text
 
+# The live ground-truth suite in Debian's kernels under QEMU and on this host, the table into
+# docs/kernels.md (root; default 5.10 6.1 6.12 newest; docs/kernel-lab.md).
+kernels *VERSIONS:
+    scripts/kernel-lab/kernels.sh {{VERSIONS}}
+
 # Regenerate the fixture traces (root; real loop devices).
 fixtures:
     cargo build --release -p ioblame-capture

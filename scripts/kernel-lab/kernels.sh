@@ -1,5 +1,5 @@
 #!/bin/bash
-# kernels.sh [--ci] [--no-host] [--out FILE] [--only FILTER] [SERIES...]
+# kernels.sh [--ci] [--no-host] [--out FILE] [--only FILTER] [--skip FILTER] [SERIES...]
 #
 # The kernel lab (docs/kernel-lab.md): the live ground-truth suite (analyze/tests/ground_truth.rs,
 # every scenario recorded by ioblame-capture and by stock perf) inside Debian's own kernels,
@@ -15,9 +15,12 @@
 #              temporary file)
 #   --only F   run only the tests whose name contains F (a partial table: not written to
 #              docs/kernels.md unless --out names it)
+#   --skip F   leave out the tests whose name contains F (CI: `--skip _perf`, the stock perf
+#              recordings, which `just kernels` runs)
 #
-# Builds the test binaries once (cargo profile $LAB_PROFILE, default `dev`: docs/kernel-lab.md),
-# copies the three binaries it runs into a staging directory (others may rebuild target/
+# Builds the binaries once (ioblame and ioblame-capture in the cargo profile $LAB_PROFILE,
+# default `lab`: docs/kernel-lab.md; the test binary as `cargo test` builds it), and
+# copies the three into a staging directory (others may rebuild target/
 # while a guest runs, and the guest sees the host's files live), boots each kernel with
 # run-in-kernel.sh and runs the suite there as root, then on the host. Prints each kernel's
 # wall time. Exits 1 when an expectation failed that is not a declared gap
@@ -26,7 +29,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-CI_MODE=0 HOST=1 OUT= ONLY=
+CI_MODE=0 HOST=1 OUT= ONLY= SKIP=
 SERIES=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -34,6 +37,7 @@ while [ $# -gt 0 ]; do
     --no-host) HOST=0 ;;
     --out) OUT=${2:?--out FILE}; shift ;;
     --only) ONLY=${2:?--only FILTER}; shift ;;
+    --skip) SKIP=${2:?--skip FILTER}; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "kernels.sh: unknown option $1" >&2; exit 2 ;;
     *) SERIES+=("$1") ;;
@@ -42,7 +46,7 @@ while [ $# -gt 0 ]; do
 done
 [ ${#SERIES[@]} -gt 0 ] || SERIES=(5.10 6.1 6.12 newest)
 export KERNEL_LAB=${KERNEL_LAB:-${TMPDIR:-/tmp}/kernel-lab}
-PROFILE=${LAB_PROFILE:-dev}
+PROFILE=${LAB_PROFILE:-lab}
 if [ -z "$OUT" ]; then
   if [ "$CI_MODE" = 1 ] || [ -n "$ONLY" ]; then OUT=$(mktemp "${TMPDIR:-/tmp}/kernels.XXXXXX.md")
   else OUT=$ROOT/docs/kernels.md; fi
@@ -58,9 +62,12 @@ t0=$(date +%s)
 
 # --- build once, then stage copies
 cd "$ROOT"
-echo "kernel lab: building (cargo --profile $PROFILE)" >&2
+# The analyzer and the recorder do the suite's work: they are built with $PROFILE. The test
+# binary only runs them and reads their JSON: it is `cargo test`'s own (a test build in
+# another profile would build polars, a dev-dependency, once more).
+echo "kernel lab: building (cargo --profile $PROFILE; the test binary as cargo test does)" >&2
 cargo build -q --profile "$PROFILE" -p ioblame -p ioblame-capture
-test_exe=$(cargo test -q --profile "$PROFILE" -p ioblame --test ground_truth --no-run --message-format=json |
+test_exe=$(cargo test -q -p ioblame --test ground_truth --no-run --message-format=json |
   sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n1)
 [ -x "$test_exe" ] || { echo "kernels.sh: no ground_truth test binary built" >&2; exit 1; }
 target=$(cargo metadata -q --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
@@ -71,12 +78,14 @@ cp "$target/$pdir/ioblame" "$target/$pdir/ioblame-capture" "$RUN/bin/"
 build_s=$(( $(date +%s) - t0 ))
 echo "kernel lab: built and staged in ${build_s}s" >&2
 
-# The suite's command line (run as root, in the analyzer's package directory as cargo would).
+# The suite's command line (run as root, in the analyzer's package directory as cargo would),
+# with the binaries in $BIN.
 suite() { # RESULTS LOG
   local args=(--test-threads=1)
   [ -n "$ONLY" ] && args+=("$ONLY")
+  [ -n "$SKIP" ] && args+=(--skip "$SKIP")
   printf 'cd %q && CI=1 IOBLAME_BIN=%q IOBLAME_CAPTURE_BIN=%q IOBLAME_LAB_RESULTS=%q %q %s >%q 2>&1' \
-    "$ROOT/analyze" "$RUN/bin/ioblame" "$RUN/bin/ioblame-capture" "$1" "$RUN/bin/ground_truth" \
+    "$ROOT/analyze" "$BIN/ioblame" "$BIN/ioblame-capture" "$1" "$BIN/ground_truth" \
     "${args[*]}" "$2"
 }
 
@@ -104,11 +113,14 @@ for s in "${SERIES[@]}"; do
   fetch_s=$(( $(date +%s) - tf ))
   echo "kernel lab: $kver: fetched in ${fetch_s}s, booting" >&2
   log=$RUN/$kver.log
+  # The binaries are copied into the guest's memory first: run from the 9p share, every
+  # start of a debug analyzer (300 MB) costs seconds under TCG.
   cmds="set -e
 modprobe loop; modprobe ext4; modprobe xfs
 mount -t tmpfs -o size=2G tmpfs /var/tmp
+mkdir -p /run/lab && cp $RUN/bin/* /run/lab/
 set +e
-$(suite "$RUN/$kver.jsonl" "$log")"
+$(BIN=/run/lab suite "$RUN/$kver.jsonl" "$log")"
   tb=$(date +%s)
   set +e
   SCRATCH=$RUN MEM=${MEM:-3G} CPUS=${CPUS:-2} TIMEOUT=${TIMEOUT:-3600} \
@@ -132,7 +144,7 @@ if [ "$HOST" = 1 ]; then
   log=$RUN/host-$kver.log
   tb=$(date +%s)
   set +e
-  sh -c "$(suite "$RUN/host-$kver.jsonl" "$log")"
+  sh -c "$(BIN=$RUN/bin suite "$RUN/host-$kver.jsonl" "$log")"
   rc=$?
   set -e
   secs=$(( $(date +%s) - tb ))
