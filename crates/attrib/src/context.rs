@@ -314,11 +314,14 @@ impl Devices {
 
     /// The byte on its device of xfs block `fsb` (`xfs_fsblock_t`: allocation group
     /// `fsb >> agblklog`, block `fsb & (2^agblklog - 1)` in it) of the filesystem on `dev`;
-    /// `None` without that filesystem's geometry, or for the delayed-allocation and hole
-    /// sentinels (2^63 and above).
+    /// `None` without that filesystem's geometry, for the hole sentinels (2^63 and above),
+    /// and for a delayed allocation's (bits 17 to 51 set: 5.10's `xfs_map_blocks_alloc`
+    /// reports the extent before its conversion).
     pub fn xfs_block_byte(&self, dev: Dev, fsb: u64) -> Option<u64> {
         let &(agblocks, agblklog) = self.xfs_geometry.get(&dev)?;
-        if fsb >= 1 << 63 {
+        // xfs's isnullstartblock(): bits 17..52 all set (a delayed allocation's reservation).
+        const NULL_START_MASK: u64 = ((1 << 35) - 1) << 17;
+        if fsb >= 1 << 63 || fsb & NULL_START_MASK == NULL_START_MASK {
             return None;
         }
         let agno = fsb >> agblklog;
@@ -467,6 +470,20 @@ mod tests {
         let mut devs = Devices::new(&[dev("sda1", 1, 1000, 0, "")], &[]);
         assert!(!devs.learn_block_size(SDA1, 3000));
         assert!(devs.learn_block_size(SDA1, 2048));
+        // xfs block numbers: group in the high bits; delalloc and hole sentinels map nowhere.
+        let xfs = Devices::new(&[], &[(SDA1, 4096)]).with_xfs_geometry(&[(SDA1, 20480, 15)]);
+        assert_eq!(xfs.xfs_block_byte(SDA1, 24), Some(24 * 4096));
+        assert_eq!(
+            xfs.xfs_block_byte(SDA1, (1 << 15) | 100),
+            Some((20480 + 100) * 4096)
+        );
+        assert_eq!(
+            xfs.xfs_block_byte(SDA1, 4503599627239435),
+            None,
+            "5.10's delalloc"
+        );
+        assert_eq!(xfs.xfs_block_byte(SDA1, u64::MAX - 1), None);
+        assert_eq!(xfs.xfs_block_byte(0x700000, 24), None, "no geometry");
         assert_eq!(devs.block_size(SDA1), 2048);
         // a remap from the partition's sector 10 to the disk's 2058: it starts at 2048
         assert_eq!(devs.learn_part_start(SDA1, 2058, 10), None);
