@@ -39,8 +39,8 @@ pub fn known_gap(
     if !(kernel.starts_with("5.10.") && fs == "xfs" && scenario.starts_with("writeback")) {
         return None;
     }
-    if scenario == "writeback" && expectation.contains("two writers of one file")
-        || scenario == "writeback" && expectation.contains("names h.dat")
+    if scenario == "writeback"
+        && (expectation.contains("two writers of one file") || expectation.contains("names h.dat"))
     {
         // The outputs say it: Diagnostic::UnmappedWriteback.
         return Some(
