@@ -231,6 +231,13 @@ pub(crate) fn wb_reasons(print_fmt: &str) -> Option<Box<[u32]>> {
     Some(t.into_boxed_slice())
 }
 
+/// The address range of `mark_buffer_dirty` in the trace's kernel symbols, where a derived
+/// buffer stack begins (`inherit`).
+fn mark_buffer_dirty_range(meta: &Metadata) -> Option<(u64, u64)> {
+    let k = meta.kallsyms.as_ref().filter(|k| !k.restricted)?;
+    crate::inherit::text_symbol_range(&k.text, "mark_buffer_dirty")
+}
+
 /// Resolves the fields a registry entry reads against a format.
 fn resolve(
     def: &EventDef,
@@ -443,11 +450,10 @@ impl Decoder {
             .or(meta.events.first())
             .map_or(0, |e| e.sample_type);
         let buffer_stacks_derived = buffer_stacks_derived(meta);
-        let mark_buffer_dirty = meta
-            .kallsyms
-            .as_ref()
-            .filter(|k| !k.restricted)
-            .and_then(|k| crate::inherit::text_symbol_range(&k.text, "mark_buffer_dirty"));
+        // Looked up only where buffer stacks are derived (a scan of the symbols' text).
+        let mark_buffer_dirty = buffer_stacks_derived
+            .then(|| mark_buffer_dirty_range(meta))
+            .flatten();
         Decoder {
             order: header.byte_order,
             entries,
@@ -474,8 +480,11 @@ impl Decoder {
     /// Decodes the dirty buffers as if they had been recorded without their callchains: the
     /// check, on a trace recorded with every stack (`--stacks all`), that the stacks
     /// [`Decoder::buffer_stacks_derived`] gives them are the ones they had.
-    pub fn drop_buffer_stacks(&mut self) {
+    pub fn drop_buffer_stacks(&mut self, meta: &Metadata) {
         self.drop_buffer_stacks = true;
+        if !self.buffer_stacks_derived {
+            self.mark_buffer_dirty = mark_buffer_dirty_range(meta);
+        }
         self.buffer_stacks_derived = true;
     }
 

@@ -282,7 +282,7 @@ fn decoder_of(input: &Input) -> (Decoder, Vec<Diagnostic>) {
     let trace = input.trace();
     let mut decoder = Decoder::new(trace.header(), trace.metadata());
     if input.drops_buffer_stacks() {
-        decoder.drop_buffer_stacks();
+        decoder.drop_buffer_stacks(trace.metadata());
     }
     let diagnostics = decoder
         .problems()
