@@ -68,7 +68,12 @@ cd "$ROOT"
 echo "kernel lab: building (cargo --profile $PROFILE; the test binary as cargo test does)" >&2
 cargo build -q --profile "$PROFILE" -p ioblame -p ioblame-capture
 test_exe=$(cargo test -q -p ioblame --test ground_truth --no-run --message-format=json |
-  sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n1)
+  python3 -c 'import json, sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "ground_truth" \
+            and "test" in m["target"]["kind"] and m.get("executable"):
+        print(m["executable"])')
 [ -x "$test_exe" ] || { echo "kernels.sh: no ground_truth test binary built" >&2; exit 1; }
 target=$(cargo metadata -q --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 mkdir -p "$RUN/bin"

@@ -53,7 +53,8 @@ def scenario_key(r):
 def check(run):
     bad = 0
     for k in load(run):
-        if k["status"] != "passed" and not k["rows"]:
+        if not k["rows"]:
+            # Even a suite that passed must have checked something (not skipped it all).
             print(f"{k['kver']}: {k['status']}, no results", file=sys.stderr)
             bad += 1
         for r in k["rows"]:
