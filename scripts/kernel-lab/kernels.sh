@@ -59,6 +59,11 @@ mkdir -p "$KERNEL_LAB"
 RUN=$(mktemp -d "$KERNEL_LAB/run.XXXXXX")
 echo "kernel lab: run directory $RUN" >&2
 t0=$(date +%s)
+# When and from which tree (for the table's header).
+commit=$(git -C "$ROOT" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+[ -z "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ] ||
+  commit="$commit (with uncommitted changes)"
+printf '%s\t%s\n' "$(date -u '+%Y-%m-%d %H:%M UTC')" "$commit" > "$RUN/started"
 
 # --- build once, then stage copies
 cd "$ROOT"
@@ -159,7 +164,7 @@ if [ "$HOST" = 1 ]; then
 fi
 
 # --- the table
-python3 "$HERE/table.py" "$RUN" "$build_s" "$PROFILE" > "$OUT.tmp"
+LAB_ONLY=$ONLY LAB_SKIP=$SKIP python3 "$HERE/table.py" "$RUN" "$build_s" "$PROFILE" > "$OUT.tmp"
 mv "$OUT.tmp" "$OUT"
 if [ "$CI_MODE" = 1 ]; then cat "$OUT"; fi
 # An expectation failed that is not a declared gap: the tests fail then too, but the results
