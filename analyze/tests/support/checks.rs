@@ -36,6 +36,16 @@ pub fn known_gap(
     expectation: &str,
 ) -> Option<String> {
     let _ = recorder;
+    if kernel.ends_with("-amd64") && fs == "ext4" && scenario == "derived buffer stacks" {
+        // Debian's kernels in the lab (5.10, 6.12, 7.3 seen; not every run), not the host.
+        return Some(
+            "not a kernel gap: a jbd2 buffer refiled at commit (3-4 KiB) dirtied no folio and \
+             its thread had no stack given yet, so it has none; the outputs say so \
+             (Diagnostic::BuffersWithoutStack). Intermittent, seen in the kernel lab on \
+             2026-11-28"
+                .into(),
+        );
+    }
     if !(kernel.starts_with("5.10.") && fs == "xfs" && scenario.starts_with("writeback")) {
         return None;
     }
