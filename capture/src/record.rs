@@ -318,6 +318,10 @@ fn human(n: u64) -> String {
 
 /// Runs `record`; returns the process exit code.
 pub fn run(a: RecordArgs) -> Result<u8> {
+    // First of all: a SIGINT or SIGTERM during the start (opening the events, reading the
+    // kernel's symbols, the FILES walk: seconds on a busy host) stops the recording as soon
+    // as it starts, with its files closed, instead of killing the process mid-way.
+    install_signals();
     let page = check_args(&a)?;
     let plan = plan(&a)?;
     let opened = open_events(&a, &plan, page)?;
@@ -633,7 +637,7 @@ struct Facts {
 
 /// Creates the output directory and the trace in it: the header, the metadata and the FILES
 /// table taken before recording starts (so that the walk's own reads are not recorded).
-/// Installs the signal handlers before that walk. Returns the writer, the walk to repeat
+/// Returns the writer, the walk to repeat
 /// when recording ends (none with `--no-paths`) and the facts written.
 fn create_trace<'a>(
     a: &RecordArgs,
@@ -675,7 +679,6 @@ fn create_trace<'a>(
             budget: a.paths_time,
         },
     };
-    install_signals();
     let start_files = (!a.no_paths).then(|| files.walk(0));
     let start_cgroups = opened
         .specs

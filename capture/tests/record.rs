@@ -392,7 +392,7 @@ fn stops_cleanly_on(sig: i32) {
     let _g = lock();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("t");
-    let child = std::process::Command::new(bin())
+    let mut child = std::process::Command::new(bin())
         .args([
             "record",
             "-o",
@@ -405,14 +405,34 @@ fn stops_cleanly_on(sig: i32) {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // The signal goes once the recorder says it records (its start takes seconds on a busy
+    // machine: a fixed sleep once sent it before the handlers were installed), then a
+    // moment more so that some records are written.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stderr).lines() {
+            let line = line.unwrap_or_default();
+            if line.starts_with("ioblame-capture: recording ") {
+                let _ = tx.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let started = rx.recv_timeout(Duration::from_secs(60)).is_ok();
+    std::thread::sleep(Duration::from_millis(500));
     // SAFETY: sending a signal to our own child process.
     assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
     let t0 = Instant::now();
-    let o = child.wait_with_output().unwrap();
-    let e = String::from_utf8_lossy(&o.stderr);
+    let status = child.wait().unwrap();
+    let e = reader.join().unwrap();
+    assert!(started, "the recorder never said it records: {e}");
     assert!(t0.elapsed() < Duration::from_secs(10), "{e}");
-    assert!(o.status.success(), "{:?}: {e}", o.status);
+    assert!(status.success(), "{status:?}: {e}");
     assert!(e.contains(&format!("stopped (signal {sig})")), "{e}");
     let t = Trace::open(&out).unwrap();
     assert!(t.problems().is_empty(), "{:?}", t.problems());
