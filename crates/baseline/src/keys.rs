@@ -16,7 +16,8 @@ use crate::error::UnknownReasonClass;
 /// The flusher's own reasons (`background`, `periodic`, `laptop_timer`, `forker_thread`,
 /// `foreign_flush`, `fs_free_space`) depend on timing and on the host's dirty limits, so one
 /// run may see `periodic` where the next sees `background`: they share the class `flusher`.
-/// `sync` (sync(2), syncfs) and `vmscan` (memory pressure) are distinct behaviours, and
+/// `sync` (sync(2), syncfs) and `vmscan` (memory pressure; RHEL 8's `free_more_mem` too) are
+/// distinct behaviours, and
 /// `none` means the task issued the IO itself (fsync, O_DIRECT, reads).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase", try_from = "String")]
@@ -36,7 +37,9 @@ impl ReasonClass {
     pub fn of(reason: Option<WbReason>) -> ReasonClass {
         match reason.map(|r| r.0) {
             None => ReasonClass::None,
-            Some(1) => ReasonClass::Vmscan,
+            // vmscan, and RHEL 8's free_more_mem (a buffer allocation that failed for
+            // memory: reclaim by another name).
+            Some(1) | Some(8) => ReasonClass::Vmscan,
             Some(2) => ReasonClass::Sync,
             Some(_) => ReasonClass::Flusher,
         }

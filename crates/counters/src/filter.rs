@@ -692,15 +692,23 @@ fn predicate<'a>(at: &'a str, after: &str) -> Res<'a, Node> {
                 ));
             }
             let (rest, s) = string(v_at, &ctx)?;
+            // ioblame's reasons by name, in their order, then "other" (every number past
+            // them is named so).
+            let names: Vec<&'static str> = (0u32..)
+                .map(|r| WbReason(r).name())
+                .take_while(|&n| n != "other")
+                .chain(["other"])
+                .collect();
             let reason = match s {
                 "none" => ReasonPat::None,
-                _ => match (0..=8u32).map(|r| WbReason(r).name()).find(|&n| n == s) {
-                    Some(n) => ReasonPat::Name(n),
+                _ => match names.iter().find(|&&n| n == s) {
+                    Some(&n) => ReasonPat::Name(n),
                     None => {
                         return fail(
                             v_at,
                             format!(
-                                "unknown reason '{s}' (expected background, vmscan, sync, periodic, laptop_timer, fs_free_space, forker_thread, foreign_flush, other, none or a number)"
+                                "unknown reason '{s}' (expected {}, none or a number)",
+                                names.join(", ")
                             ),
                         )
                     }

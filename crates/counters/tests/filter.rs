@@ -163,7 +163,11 @@ fn reason() {
     io.reason = common::reason(7);
     assert!(eval("reason == foreign_flush", &io, &CTX));
     assert!(!eval("reason == other", &io, &CTX));
+    // RHEL 8's reason, which the decoder numbers 8 (docs/attribution.md).
     io.reason = common::reason(8);
+    assert!(eval("reason == free_more_mem", &io, &CTX));
+    assert!(!eval("reason == other", &io, &CTX));
+    io.reason = common::reason(9);
     assert!(eval("reason == other", &io, &CTX));
     io.reason = common::reason(42);
     assert!(eval("reason == other", &io, &CTX));

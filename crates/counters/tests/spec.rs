@@ -244,7 +244,7 @@ fn bad_filters() {
     );
     assert_eq!(
         ferr("reason == nope"),
-        "counter 2, column 39: unknown reason 'nope' (expected background, vmscan, sync, periodic, laptop_timer, fs_free_space, forker_thread, foreign_flush, other, none or a number)"
+        "counter 2, column 39: unknown reason 'nope' (expected background, vmscan, sync, periodic, laptop_timer, fs_free_space, forker_thread, foreign_flush, free_more_mem, other, none or a number)"
     );
     assert_eq!(
         ferr("dev == 8:x"),
