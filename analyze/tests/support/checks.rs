@@ -35,37 +35,18 @@ pub fn known_gap(
     scenario: &str,
     expectation: &str,
 ) -> Option<String> {
-    let _ = recorder;
-    if kernel.ends_with("-amd64") && fs == "ext4" && scenario == "derived buffer stacks" {
-        // Debian's kernels in the lab (5.10, 6.12, 7.3 seen; not every run), not the host.
-        return Some(
-            "not a kernel gap: a jbd2 buffer refiled at commit (3-4 KiB) dirtied no folio and \
-             its thread had no stack given yet, so it has none; the outputs say so \
-             (Diagnostic::BuffersWithoutStack). Intermittent, seen in the kernel lab on \
-             2026-11-28"
-                .into(),
-        );
-    }
-    if !(kernel.starts_with("5.10.") && fs == "xfs" && scenario.starts_with("writeback")) {
-        return None;
-    }
-    if scenario == "writeback"
+    if kernel.starts_with("5.10.")
+        && recorder == Recorder::Perf
+        && fs == "xfs"
+        && scenario.starts_with("writeback")
         && (expectation.contains("two writers of one file") || expectation.contains("names h.dat"))
     {
         // The outputs say it: Diagnostic::UnmappedWriteback.
         return Some(
-            "5.10's xfs writeback emits no sector map for newly allocated blocks \
-             (iomap_writepage_map is newer; xfs_map_blocks_alloc reports the extent before \
-             its conversion, a delalloc sentinel): a file with two dirtiers goes to the lost \
-             intent, with its file"
-                .into(),
-        );
-    }
-    if scenario == "writeback, sampled stacks" {
-        return Some(
-            "not a kernel gap: on 5.10, xfs writeback recorded with --stacks sampled:4 loses \
-             the writers' links that --stacks exact keeps (seen in the kernel lab on \
-             2026-11-28, not yet explained)"
+            "5.10's xfs writeback emits no iomap sector map; its xfs block numbers \
+             (xfs_bmap_post_update, xfs_map_blocks_*) need the filesystem's geometry, which \
+             ioblame-capture records and a perf.data recording does not have: a file with two \
+             dirtiers goes to the lost intent, with its file"
                 .into(),
         );
     }

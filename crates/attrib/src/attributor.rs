@@ -103,7 +103,14 @@ pub struct Attributor {
     /// With [`Context::stacks_sampled`]: per (thread, dirtying event), the stack last
     /// sampled; `None` otherwise.
     sampled_stacks: Option<SampledStacks>,
+    /// With [`Context::stacks_sampled`]: per (thread, dirtying event) not sampled yet, the
+    /// files it dirtied without a stack, with the role: its first sample's stack is given to
+    /// what of them is still dirty.
+    unsampled: FxHashMap<(u32, bool), Vec<Unsampled>>,
 }
+
+/// A file (`bdi`, `ino`) a role dirtied without a stack before its thread's first sample.
+type Unsampled = (Dev, u64, RoleId);
 
 /// Per (thread, whether a folio's or an inode's dirty event), the stack last sampled.
 type SampledStacks = FxHashMap<(u32, bool), Arc<[u64]>>;
@@ -153,6 +160,7 @@ impl Attributor {
             stackless_buffers: FxHashMap::default(),
             stackless_waiting: 0,
             sampled_stacks: ctx.stacks_sampled.then(FxHashMap::default),
+            unsampled: FxHashMap::default(),
         }
     }
 
@@ -242,11 +250,14 @@ impl Attributor {
 
     /// With sampled stacks: a folio or inode dirty event without a stack, given the stack
     /// last sampled on its thread for that event (`None`: `ev` as it is). Each sampled
-    /// stack is remembered.
+    /// stack is remembered; a thread's first one is also given to what it dirtied before
+    /// it, without a stack, that is still dirty (as a thread's first stack is given to its
+    /// stackless buffers): one intent per thread and path, not one more for the events
+    /// before the first sample (the single-dirtier rule needs a file's dirtier to be one).
     fn with_sampled_stack(&mut self, ev: &Event) -> Option<Event> {
-        let folio = match ev.kind {
-            EventKind::DirtyFolio { .. } => true,
-            EventKind::MarkInodeDirty { .. } => false,
+        let (folio, bdi, ino) = match ev.kind {
+            EventKind::DirtyFolio { bdi, ino, .. } => (true, bdi, ino),
+            EventKind::MarkInodeDirty { bdi, ino, .. } => (false, bdi, ino),
             _ => return None,
         };
         let map = self.sampled_stacks.as_mut()?;
@@ -256,6 +267,10 @@ impl Attributor {
                     map.clear();
                 }
                 map.insert((ev.tid, folio), s.clone());
+                if let Some(waiting) = self.unsampled.remove(&(ev.tid, folio)) {
+                    let s = s.clone();
+                    self.give_first_sample(folio, &s, waiting);
+                }
                 None
             }
             None => match map.get(&(ev.tid, folio)) {
@@ -266,9 +281,44 @@ impl Attributor {
                 }
                 None => {
                     self.summary.dirtiers_without_sample += 1;
+                    if self.unsampled.len() >= BUFFER_STACKS_MAX {
+                        // Bounded: those waiting keep no stack (they stay counted).
+                        self.unsampled.clear();
+                    }
+                    let role =
+                        self.roles
+                            .role_in(&mut self.tables.roles, ev.pid, ev.tid, ev.cgroup);
+                    let v = self.unsampled.entry((ev.tid, folio)).or_default();
+                    if v.len() < STACKLESS_PER_THREAD_MAX
+                        && !v.iter().any(|w| w.0 == bdi && w.1 == ino && w.2 == role)
+                    {
+                        v.push((bdi, ino, role));
+                    }
                     None
                 }
             },
+        }
+    }
+
+    /// A thread's first sampled `stack` for its folio (`folio`) or inode dirty events,
+    /// given to the folios or inodes of `waiting` it dirtied before without one, where still
+    /// its; those are no longer counted as without a sample.
+    fn give_first_sample(&mut self, folio: bool, stack: &Arc<[u64]>, waiting: Vec<Unsampled>) {
+        let to_stack = self.intents.stack(Some(stack));
+        let empty = self.intents.stack(None);
+        for (bdi, ino, role) in waiting {
+            let from = Dirtier { role, stack: empty };
+            let to = Dirtier {
+                role,
+                stack: to_stack,
+            };
+            let n = if folio {
+                self.dirty.reown_folios(bdi, ino, from, to)
+            } else {
+                u64::from(self.dirty.reown_inode(bdi, ino, from, to))
+            };
+            self.summary.dirtiers_without_sample =
+                self.summary.dirtiers_without_sample.saturating_sub(n);
         }
     }
 
@@ -497,6 +547,8 @@ impl Attributor {
             m.remove(&(tid, true));
             m.remove(&(tid, false));
         }
+        self.unsampled.remove(&(tid, true));
+        self.unsampled.remove(&(tid, false));
         if let Some(v) = self.stackless_buffers.remove(&tid) {
             self.stackless_waiting -= v.len();
         }

@@ -211,7 +211,8 @@ pub(crate) fn file_map(devs: &Devices, kind: &EventKind) -> Option<FileMap> {
             startoff,
             startblock,
             blockcount,
-        } if blockcount > 0 => {
+            bmap_state,
+        } if blockcount > 0 && bmap_state & BMAP_ATTRFORK == 0 => {
             let byte = devs.xfs_block_byte(dev, startblock)?;
             let bs = devs.block_size(dev);
             Some(iomap_map(
@@ -226,6 +227,9 @@ pub(crate) fn file_map(devs: &Devices, kind: &EventKind) -> Option<FileMap> {
         _ => None,
     }
 }
+
+/// `xfs_bmap_post_update`'s `bmap_state` bit of an extended attribute fork's extent.
+const BMAP_ATTRFORK: u32 = 1 << 8;
 
 /// The map of the `len` bytes from byte `byte` of iomap's block device `bdev` (the
 /// filesystem's `dev` when 0), which hold the bytes from `foff` of file `ino`.

@@ -421,6 +421,26 @@ impl Dirty {
         }
     }
 
+    /// `(bdi, ino)`'s dirty folios (no fallback) owned by `from` become `to`'s; returns how
+    /// many.
+    pub fn reown_folios(&mut self, bdi: Dev, ino: u64, from: Dirtier, to: Dirtier) -> u64 {
+        match self.files.get_mut(&(bdi, ino)) {
+            Some(df) => df.reown(from, to),
+            None => 0,
+        }
+    }
+
+    /// `(bdi, ino)`'s inode dirtier becomes `to` if it is `from`; returns whether it did.
+    pub fn reown_inode(&mut self, bdi: Dev, ino: u64, from: Dirtier, to: Dirtier) -> bool {
+        match self.inodes.get_mut(&(bdi, ino)) {
+            Some((d, _)) if *d == from => {
+                *d = to;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The only dirtier of `(bdi, ino)`'s dirty folios (no fallback), if it has exactly one.
     pub fn only_dirtier(&self, bdi: Dev, ino: u64) -> Option<(Dirtier, Via)> {
         self.files
@@ -570,6 +590,40 @@ impl DirtyFile {
                 q.remove(&k);
             }
         }
+    }
+
+    /// The folios owned by `from` become `to`'s (with the same via); returns how many.
+    fn reown(&mut self, from: Dirtier, to: Dirtier) -> u64 {
+        if from == to || !self.owners.iter().any(|o| o.0 == from) {
+            return 0;
+        }
+        // Rare: the queues are rebuilt when next needed.
+        self.queues.clear();
+        let mut n = 0;
+        let mine: Vec<u64> = self
+            .folios
+            .iter()
+            .filter(|(_, _, f)| f.owner == from)
+            .map(|(k, _, _)| k)
+            .collect();
+        for k in mine {
+            if let Some((_, f)) = self.folios.get_mut(k) {
+                if f.owner == from {
+                    f.owner = to;
+                    n += 1;
+                }
+            }
+        }
+        let mut owners: Vec<(Dirtier, Via, u32)> = Vec::with_capacity(self.owners.len());
+        for (d, via, c) in self.owners.drain(..) {
+            let d = if d == from { to } else { d };
+            match owners.iter_mut().find(|o| o.0 == d && o.1 == via) {
+                Some(o) => o.2 += c,
+                None => owners.push((d, via, c)),
+            }
+        }
+        self.owners = owners;
+        n
     }
 
     /// Forgets the folios dirtied before `t`.

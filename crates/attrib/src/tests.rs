@@ -797,12 +797,21 @@ fn xfs_writeback_is_linked_by_add_to_ioend() {
 /// 5.10's xfs writeback: no iomap map event, only `xfs_map_blocks_alloc`/`_found` with an
 /// xfs block number; with the filesystem's geometry from the trace's mount table (format
 /// 1.4) it maps the sectors, and two writers of one file's halves are each charged their
-/// own (the single-dirtier rule cannot). Without the geometry: no map, the lost intent.
+/// own (the single-dirtier rule cannot). Newly allocated blocks: 5.10's
+/// `xfs_map_blocks_alloc` reports the delayed allocation (a null start block, no map), the
+/// `xfs_bmap_post_update` just before it the real extent (the map); an extended attribute's
+/// extent maps no file data. Without the geometry: no map, the lost intent.
 #[test]
 fn xfs_map_blocks_with_the_geometry_maps_writeback() {
     // 4 allocation groups of 20480 blocks (agblklog 15), 4 KiB blocks: xfs block
     // 1 << 15 | 100 is block 20480 + 100 of the device, sector (20580 * 8).
-    let run = |geometry: Vec<(u32, u32, u8)>| {
+    const REAL: u64 = (1 << 15) | 100;
+    // xfs's nullstartblock(5): a delayed allocation's reservation.
+    const DELAYED: u64 = (((1u64 << 35) - 1) << 17) | 5;
+    let found = [(REAL, 0)];
+    let allocated = [(REAL, 0), (DELAYED, 0)];
+    let attr_fork = [(REAL, 0x100), (DELAYED, 0)];
+    let run = |geometry: Vec<(u32, u32, u8)>, maps: &[(u64, u32)]| {
         let mut ctx = context();
         ctx.xfs_geometry = geometry;
         let mut b = Bench::with(ctx);
@@ -825,18 +834,21 @@ fn xfs_map_blocks_with_the_geometry_maps_writeback() {
                 None,
             );
         }
-        b.push(
-            FLUSHER,
-            FLUSHER,
-            EventKind::XfsMapBlocks {
-                dev: LOOP1,
-                ino: 160,
-                startoff: 0,
-                startblock: (1 << 15) | 100,
-                blockcount: 2,
-            },
-            None,
-        );
+        for &(startblock, bmap_state) in maps {
+            b.push(
+                FLUSHER,
+                FLUSHER,
+                EventKind::XfsMapBlocks {
+                    dev: LOOP1,
+                    ino: 160,
+                    startoff: 0,
+                    startblock,
+                    blockcount: 2,
+                    bmap_state,
+                },
+                None,
+            );
+        }
         let sector = 20580 * 8;
         b.q(FLUSHER, LOOP1, sector, 16, "W");
         b.inode_end(FLUSHER, LOOP1, 160);
@@ -844,16 +856,23 @@ fn xfs_map_blocks_with_the_geometry_maps_writeback() {
         b.requests(LOOP1, sector, 16, 2560, "W");
         b.finish()
     };
-    let (ios, out) = run(vec![(LOOP1, 20480, 15)]);
-    assert_eq!(charged(&ios, &out.tables, "half1", Via::Page), 4096);
-    assert_eq!(charged(&ios, &out.tables, "half2", Via::Page), 4096);
-    assert_eq!(out.summary.unmapped_writeback_bytes, 0);
-    let (ios, out) = run(vec![]);
-    assert_eq!(charged(&ios, &out.tables, "half1", Via::Page), 0);
-    assert!(ios
-        .iter()
-        .all(|i| i.via == Via::Unknown && i.ino == Some(160)));
-    assert_eq!(out.summary.unmapped_writeback_bytes, 8192);
+    for maps in [&found[..], &allocated[..]] {
+        let (ios, out) = run(vec![(LOOP1, 20480, 15)], maps);
+        assert_eq!(charged(&ios, &out.tables, "half1", Via::Page), 4096);
+        assert_eq!(charged(&ios, &out.tables, "half2", Via::Page), 4096);
+        assert_eq!(out.summary.unmapped_writeback_bytes, 0);
+    }
+    for (geometry, maps) in [
+        (vec![], &found[..]),
+        (vec![(LOOP1, 20480, 15)], &attr_fork[..]),
+    ] {
+        let (ios, out) = run(geometry, maps);
+        assert_eq!(charged(&ios, &out.tables, "half1", Via::Page), 0);
+        assert!(ios
+            .iter()
+            .all(|i| i.via == Via::Unknown && i.ino == Some(160)));
+        assert_eq!(out.summary.unmapped_writeback_bytes, 8192);
+    }
 }
 
 /// A perf.data recording has no mount table: an ext4 of 1 KiB blocks maps its writeback
@@ -1179,6 +1198,67 @@ fn iomap_writeback_without_maps_single_dirtier() {
     assert_eq!(charged(&ios, &out.tables, "ddx", Via::Page), 16384);
     assert_eq!(ios[0].ino, Some(150));
     assert_eq!((ios[1].via, ios[1].ino), (Via::Unknown, Some(151)));
+}
+
+/// Sampled stacks (`--stacks sampled:N`) on a kernel whose iomap writeback has no map
+/// (5.10): a thread's folios dirtied before its first stack sample take that sample's stack
+/// when it comes, so the file keeps a single dirtier and the single-dirtier rule links its
+/// writeback (they made a second, stackless dirtier, and the kernel lab's 5.10 lost every
+/// xfs writeback of the sampled recording to the lost intent).
+#[test]
+fn sampled_stacks_before_the_first_sample_keep_a_single_dirtier() {
+    for sample_first in [false, true] {
+        let mut ctx = context();
+        ctx.stacks_sampled = true;
+        let mut b = Bench::with(ctx);
+        b.comm(640, "ddx");
+        for index in 0..4u64 {
+            b.push(
+                640,
+                640,
+                EventKind::AddToPageCache {
+                    s_dev: LOOP1,
+                    ino: 150,
+                    index,
+                    order: 0,
+                    pfn: 0,
+                },
+                None,
+            );
+            // The first sample comes with the first folio, or with the third.
+            let sampled = if sample_first { index == 0 } else { index == 2 };
+            b.push(
+                640,
+                640,
+                EventKind::DirtyFolio {
+                    bdi: LOOP1,
+                    ino: 150,
+                    index,
+                },
+                sampled.then_some(DIRTY_STACK),
+            );
+        }
+        b.push(
+            640,
+            640,
+            EventKind::IomapWritebackFolio {
+                dev: LOOP1,
+                ino: 150,
+                offset: 0,
+                length: 16384,
+            },
+            None,
+        );
+        b.q(640, LOOP1, 500_000, 32, "WS");
+        b.requests(LOOP1, 500_000, 32, 2560, "WS");
+        let (ios, out) = b.finish();
+        assert_eq!(charged(&ios, &out.tables, "ddx", Via::Page), 16384);
+        assert_eq!(out.summary.dirtiers_without_sample, 0);
+        assert_eq!(out.summary.unmapped_writeback_bytes, 0);
+        // One intent, with the sampled stack.
+        let acts: Vec<_> = ios.iter().map(|i| i.act).collect();
+        assert!(acts.iter().all(|a| *a == acts[0]), "{acts:?}");
+    }
 }
 
 /// jbd2 checkpoint dirties home-location metadata (bdev inode pages and buffers); the

@@ -17,8 +17,8 @@ use crate::error::UnknownReasonClass;
 /// `foreign_flush`, `fs_free_space`) depend on timing and on the host's dirty limits, so one
 /// run may see `periodic` where the next sees `background`: they share the class `flusher`.
 /// `sync` (sync(2), syncfs) and `vmscan` (memory pressure; RHEL 8's `free_more_mem` too) are
-/// distinct behaviours, and
-/// `none` means the task issued the IO itself (fsync, O_DIRECT, reads).
+/// distinct behaviours, and `none` means the task issued the IO itself (fsync, O_DIRECT,
+/// reads).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase", try_from = "String")]
 pub enum ReasonClass {

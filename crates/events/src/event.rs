@@ -506,15 +506,19 @@ pub enum EventKind {
         offset: u64,
         count: u64,
     },
-    /// `xfs:xfs_map_blocks_found` / `_alloc`: xfs writeback maps file blocks `startoff..`
-    /// (filesystem blocks) to xfs block `startblock` (`xfs_fsblock_t`: allocation group in
-    /// the high bits), `blockcount` of them, on the issuing thread just before its bios.
+    /// `xfs:xfs_map_blocks_found` / `_alloc`, `xfs_bmap_post_update`: xfs maps file blocks
+    /// `startoff..` (filesystem blocks) to xfs block `startblock` (`xfs_fsblock_t`:
+    /// allocation group in the high bits), `blockcount` of them, on the issuing thread just
+    /// before its bios (writeback's lookup, or the extent an allocation just made real).
     XfsMapBlocks {
         dev: Dev,
         ino: u64,
         startoff: u64,
         startblock: u64,
         blockcount: u64,
+        /// `xfs_bmap_post_update`'s `bmap_state` (`BMAP_ATTRFORK` 0x100: an extended
+        /// attribute's extent, not file data); 0 for the others.
+        bmap_state: u32,
     },
     /// `xfs:xfs_buf_submit`: metadata buffer IO of `nblks` sectors at sector `bno`.
     XfsBufSubmit {

@@ -25,6 +25,15 @@ pub const DIRTY_BUFFER_FILTER: Filter = Filter {
     applies_with: None,
 };
 
+/// Keeps, of `xfs_bmap_post_update`, the extents with real blocks: a delayed allocation's
+/// reservation (`isnullstartblock()`: bits 17 to 51 of `startblock` set, so 2^52 - 2^17 and
+/// above) maps nowhere, and buffered writes make one per write into a hole.
+pub const XFS_REAL_EXTENT_FILTER: Filter = Filter {
+    expr: "startblock < 4503599627239424",
+    requires: None,
+    applies_with: None,
+};
+
 /// Keeps only the `writeback_mark_inode_dirty` events that dirty the inode itself
 /// (`I_DIRTY_SYNC`/`I_DIRTY_DATASYNC`), the only ones the attribution uses (inode writeback
 /// charged to its dirtier). It drops the `I_DIRTY_PAGES` calls that come with every dirtied
@@ -364,6 +373,7 @@ registry! {
         kind: XfsMapBlocks {
             dev: u32 = "dev", ino: u64 = "ino", startoff: u64 = "startoff",
             startblock: u64 = "startblock", blockcount: u64 = "blockcount",
+            bmap_state: u32 = "bmap_state?",
         },
     }
     "xfs":"xfs_map_blocks_alloc" {
@@ -371,6 +381,19 @@ registry! {
         kind: XfsMapBlocks {
             dev: u32 = "dev", ino: u64 = "ino", startoff: u64 = "startoff",
             startblock: u64 = "startblock", blockcount: u64 = "blockcount",
+            bmap_state: u32 = "bmap_state?",
+        },
+    }
+    // An in-core extent changed: where writeback converts a delayed allocation, the real
+    // extent, on the flusher just before its bios (5.10's xfs_map_blocks_alloc reports the
+    // delayed one); also a direct write's allocation on its issuer. Real extents only.
+    "xfs":"xfs_bmap_post_update" {
+        set: Default,
+        filter: XFS_REAL_EXTENT_FILTER,
+        kind: XfsMapBlocks {
+            dev: u32 = "dev", ino: u64 = "ino", startoff: u64 = "startoff",
+            startblock: u64 = "startblock", blockcount: u64 = "blockcount",
+            bmap_state: u32 = "bmap_state",
         },
     }
     "xfs":"xfs_file_buffered_write" {

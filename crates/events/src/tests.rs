@@ -68,6 +68,7 @@ const IOMAP: &[&str] = &[
     "iomap:iomap_readpage",
     "xfs:xfs_map_blocks_found",
     "xfs:xfs_map_blocks_alloc",
+    "xfs:xfs_bmap_post_update",
     "xfs:xfs_file_buffered_write",
     "xfs:xfs_file_direct_write",
     "xfs:xfs_file_direct_read",
@@ -408,6 +409,12 @@ const FILTERS: &[FilterRow] = &[
         "writeback:writeback_mark_inode_dirty",
         "flags & 59",
         Some("unsigned long flags"),
+        None,
+    ),
+    (
+        "xfs:xfs_bmap_post_update",
+        "startblock < 4503599627239424",
+        None,
         None,
     ),
 ];
