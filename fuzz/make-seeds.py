@@ -78,6 +78,11 @@ def events_and_reader():
         if len(block) <= 4096:
             out("reader", "two-writers-chunk-%d.iob" % i, head + block)
     out("reader", "two-writers-meta.iob", head)
+    # The current format's sample: a FILE_INDEX table with an unnamed file.
+    latest = sorted(glob.glob(os.path.join(ROOT, "crates/format/tests/data/format-1.*.iob")),
+                    key=lambda p: int(p.rsplit(".", 2)[-2]))[-1]
+    with open(latest, "rb") as f:
+        out("reader", os.path.basename(latest), f.read())
 
 
 def kallsyms():

@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use ioblame_format::{Trace, EVENT_CALLCHAIN};
+use ioblame_format::{
+    PathTable, Trace, EVENT_CALLCHAIN, FILES_CAPPED, FILES_TIMED_OUT, FILES_TOUCHED,
+};
 
 #[derive(Default)]
 struct CpuStats {
@@ -15,7 +17,9 @@ struct CpuStats {
 }
 
 /// Writes the `info` report.
-pub fn print(out: &mut impl Write, t: &Trace) -> std::io::Result<()> {
+/// `charged`: the charged files (an analysis of every device) and those the trace does not
+/// name.
+pub fn print(out: &mut impl Write, t: &Trace, charged: &Charged) -> std::io::Result<()> {
     let h = t.header();
     let m = t.metadata();
     writeln!(out, "trace")?;
@@ -116,6 +120,7 @@ pub fn print(out: &mut impl Write, t: &Trace) -> std::io::Result<()> {
     }
     writeln!(out, "mounts             {}", m.mounts.len())?;
     writeln!(out, "tasks at start     {}", m.tasks.len())?;
+    file_names(out, t, charged)?;
 
     let mut per_cpu: BTreeMap<u32, CpuStats> = BTreeMap::new();
     for c in t.chunks() {
@@ -152,5 +157,69 @@ pub fn print(out: &mut impl Write, t: &Trace) -> std::io::Result<()> {
         )?;
     }
     writeln!(out, "problems           {}", t.problems().len())?;
+    Ok(())
+}
+
+/// The files the analysis charged, and the note of those without a path.
+pub struct Charged {
+    /// Distinct (dev, inode) of acts with a file.
+    pub files: usize,
+    /// What [`ioblame_pipeline::unnamed_files`] says of them, if any lack a path.
+    pub unnamed: Option<ioblame_pipeline::Diagnostic>,
+}
+
+impl Charged {
+    /// The charged files of `tables` and what `paths` (their lookup) lacks.
+    pub fn of(t: &Trace, tables: &ioblame_attrib::Tables, paths: &PathTable) -> Charged {
+        let files: std::collections::HashSet<(u32, u64)> = tables
+            .acts
+            .iter()
+            .filter(|a| a.file.ino != 0 && !a.recorder)
+            .map(|a| (a.file.dev, a.file.ino))
+            .collect();
+        Charged {
+            files: files.len(),
+            unnamed: ioblame_pipeline::unnamed_files(t, tables, paths, false),
+        }
+    }
+}
+
+/// The `file names` section: what the tables name, how they were made, and the charged files
+/// without a path.
+fn file_names(out: &mut impl Write, t: &Trace, charged: &Charged) -> std::io::Result<()> {
+    let s = t.paths_summary();
+    if s.tables == 0 {
+        writeln!(
+            out,
+            "file names         none (recorded with --no-paths, or before format 1.1)"
+        )?;
+    } else {
+        let all = t.paths();
+        let how = if s.flags & FILES_TOUCHED != 0 {
+            "the files the trace refers to"
+        } else {
+            "a walk of the recorded filesystems"
+        };
+        let cut = match (s.flags & FILES_TIMED_OUT != 0, s.flags & FILES_CAPPED != 0) {
+            (false, false) => "",
+            (true, false) => ", cut short by its time budget",
+            (false, true) => ", cut short by its entry cap",
+            (true, true) => ", cut short by its time budget and entry cap",
+        };
+        let unnamed = all.iter_unnamed().count();
+        writeln!(
+            out,
+            "file names         {} named, {} known unnamed, in {} tables ({how}{cut})",
+            all.len(),
+            unnamed,
+            s.tables
+        )?;
+    }
+    write!(out, "  charged files    {}", charged.files)?;
+    match &charged.unnamed {
+        Some(d) => writeln!(out, "; {d}")?,
+        None if charged.files > 0 && s.tables > 0 => writeln!(out, ", all named")?,
+        None => writeln!(out)?,
+    }
     Ok(())
 }

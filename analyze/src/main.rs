@@ -428,7 +428,22 @@ fn info(out: &mut impl Write, a: InfoArgs, ks: Option<&Path>) -> Result<()> {
     let t = pipeline::open_trace(&a.trace.trace, ks)?;
     match t.blktrace() {
         Some(rec) => info_blktrace::print(out, rec)?,
-        None => info::print(out, &t)?,
+        None => {
+            // The charged files: an analysis of every device, quiet (its notes are the
+            // analysis commands' to give).
+            let (sym, _) = ioblame_pipeline::symbols_of(&t);
+            let scope = pipeline::scope(&t, None, false)?;
+            let all = DevSelection::all();
+            let opts = ioblame_pipeline::Options {
+                symbols: &sym,
+                devs: &all,
+                show_recorder: false,
+                scope: &scope,
+            };
+            let r = ioblame_pipeline::analyze(&t, &opts, |_, _| {}, |_| {});
+            let paths = ioblame_pipeline::charged_paths(&t, &r.tables);
+            info::print(out, &t, &info::Charged::of(&t, &r.tables, &paths))?
+        }
     }
     Ok(())
 }
@@ -444,7 +459,7 @@ fn acts(out: &mut impl Write, a: ActsArgs, ks: Option<&Path>, sc: Option<&Scope>
     let frames = SymFrames(&sym);
     let intent_names = ioblame_attrib::intent_names(&r.tables, &sym);
     let cgroup_names = ioblame_attrib::CgroupNames::of(&t);
-    let paths = ioblame_pipeline::charged_paths(&t, &r.tables);
+    let paths = pipeline::charged_paths(&t, &r.tables, show_recorder);
     let (tables, paths) = (&r.tables, &paths);
     if a.by.is_some() {
         cgroups::by_cgroup(out, tables, cgroup_names.as_ref(), show_recorder, a.json)?;
@@ -482,9 +497,11 @@ fn iolog(out: &mut impl Write, a: IologArgs, ks: Option<&Path>, sc: Option<&Scop
     let frames = SymFrames(&sym);
     let show_recorder = a.devs.show_recorder;
     let mut err = None;
-    let paths = t.paths();
+    // Looked up as the IOs come: each lookup decompresses at most the group of the table that
+    // holds the inode, once.
+    let paths: &ioblame_format::Trace = &t;
     let scope = pipeline::scope(&t, sc, false)?;
-    pipeline::analyze(&t, &sym, &sel, show_recorder, &scope, |io, tables| {
+    let r = pipeline::analyze(&t, &sym, &sel, show_recorder, &scope, |io, tables| {
         if err.is_some() {
             return;
         }
@@ -496,6 +513,7 @@ fn iolog(out: &mut impl Write, a: IologArgs, ks: Option<&Path>, sc: Option<&Scop
             err = Some(e);
         }
     });
+    pipeline::charged_paths(&t, &r.tables, show_recorder);
     match err {
         Some(e) => Err(e.into()),
         None => Ok(()),

@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use ioblame_attrib::{Io, Tables};
 use ioblame_counters::DevSelection;
 use ioblame_decode::{Event, Symbolizer};
-use ioblame_format::Trace;
+use ioblame_format::{PathTable, Trace};
 use ioblame_pipeline::{Analysis, Diagnostic, Input, Options, Progress, ResolvedScope, Scope};
 
 /// Prints one diagnostic on stderr.
@@ -98,6 +98,25 @@ pub fn analyze_observed(
     bar.done();
     a.diagnostics.iter().for_each(say);
     a
+}
+
+/// The paths of the charged files ([`ioblame_pipeline::charged_paths`]), with the note of
+/// those that have none, and why, printed once.
+pub fn charged_paths(trace: &Trace, tables: &Tables, show_recorder: bool) -> PathTable {
+    let paths = ioblame_pipeline::charged_paths(trace, tables);
+    note_unnamed(trace, tables, &paths, show_recorder);
+    paths
+}
+
+/// Prints the note of the charged files `paths` does not name
+/// ([`ioblame_pipeline::unnamed_files`]), and the damage met reading the path tables.
+pub fn note_unnamed(trace: &Trace, tables: &Tables, paths: &PathTable, show_recorder: bool) {
+    for p in trace.path_problems() {
+        say(&ioblame_pipeline::Diagnostic::Trace(p));
+    }
+    if let Some(d) = ioblame_pipeline::unnamed_files(trace, tables, paths, show_recorder) {
+        say(&d);
+    }
 }
 
 /// Every decoded event to `on_event`, without the attribution ([`ioblame_pipeline::events`]),

@@ -254,7 +254,7 @@ pub fn baseline(
     let scope = pipeline::scope(&trace, scope, true)?;
     let c = collect(&trace, set, devs, show_recorder, &scope)?;
     require_io(&c, show_recorder, mode.devs_given)?;
-    let paths = ioblame_pipeline::charged_paths(&trace, &c.tables);
+    let paths = pipeline::charged_paths(&trace, &c.tables, show_recorder);
     let inputs = act_inputs(&c, &paths, show_recorder);
     let mut opts = BuildOptions::default();
     if mode.exact {
@@ -313,7 +313,7 @@ pub fn check(
     let scope = pipeline::scope(&trace, scope.or(recorded.as_ref()), true)?;
     let c = collect(&trace, set, devs, show_recorder, &scope)?;
     require_io(&c, show_recorder, sel.devs_given)?;
-    let paths = ioblame_pipeline::charged_paths(&trace, &c.tables);
+    let paths = pipeline::charged_paths(&trace, &c.tables, show_recorder);
     let inputs = act_inputs(&c, &paths, show_recorder);
     let mut report = ioblame_baseline::check_with(base, &inputs, &spec_texts(&c.set), opts)?;
     report.scope = scope_note(&c.scope);

@@ -73,7 +73,13 @@ pub fn run(
     for w in devs.warnings(&block_devices, |d| devs_with_io.contains(&d)) {
         eprintln!("ioblame: warning: {w}");
     }
-    writer.set_notes(a.diagnostics.iter().map(|d| d.to_string()).collect());
+    let mut notes: Vec<String> = a.diagnostics.iter().map(|d| d.to_string()).collect();
+    let charged = ioblame_pipeline::charged_paths(&trace, &a.tables);
+    if let Some(d) = ioblame_pipeline::unnamed_files(&trace, &a.tables, &charged, show_recorder) {
+        crate::pipeline::say(&d);
+        notes.push(d.to_string());
+    }
+    writer.set_notes(notes);
     let files = ioblame_pipeline::charged_file_paths(&trace, &a.tables);
     writer.set_latency(crate::latency_cmd::section(
         &trace,

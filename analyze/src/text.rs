@@ -25,6 +25,25 @@ fn reason_name(r: Option<WbReason>) -> &'static str {
     r.map_or("-", |r| r.name())
 }
 
+/// Where a text output looks a file's path up: the charged files' table, or the trace itself
+/// (`iolog`, which prints as it goes, before the charged files are known).
+pub trait Paths {
+    /// The path of inode `ino` of the filesystem `dev`, if the trace names it.
+    fn path(&self, dev: u32, ino: u64) -> Option<&str>;
+}
+
+impl Paths for PathTable {
+    fn path(&self, dev: u32, ino: u64) -> Option<&str> {
+        self.get(dev, ino)
+    }
+}
+
+impl Paths for ioblame_format::Trace {
+    fn path(&self, dev: u32, ino: u64) -> Option<&str> {
+        self.path_of(dev, ino)
+    }
+}
+
 /// The path of an act's file as the trace names it (`-` when unknown), printable.
 fn path_text<'a>(paths: &'a PathTable, a: &Act) -> std::borrow::Cow<'a, str> {
     match (a.file.ino != 0)
@@ -296,7 +315,7 @@ pub fn iolog_entry(
     io: &Io,
     tables: &Tables,
     frames: &dyn Frames,
-    paths: &PathTable,
+    paths: &impl Paths,
 ) -> io::Result<()> {
     let a = &tables.acts[io.act.index()];
     let role = &tables.roles[a.role.index()];
@@ -315,7 +334,7 @@ pub fn iolog_entry(
         io.via.name()
     )?;
     if a.file.ino != 0 {
-        if let Some(p) = paths.get(a.file.dev, a.file.ino) {
+        if let Some(p) = paths.path(a.file.dev, a.file.ino) {
             write!(out, " path={}", printable(p))?;
         }
     }

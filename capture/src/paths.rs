@@ -74,6 +74,7 @@ pub fn walk(mounts: &[&Mount], limits: Limits, flags: u32) -> FileTable {
     let mut t = FileTable {
         flags,
         entries: Vec::new(),
+        unnamed: Vec::new(),
     };
     let mut seen: HashSet<(u32, u64)> = HashSet::new();
     for (i, m) in order.iter().enumerate() {

@@ -14,7 +14,13 @@ fuzz_target!(|data: &[u8]| {
     let t = ioblame_format::Trace::from_files(vec![f], vec![]);
     // Every metadata section and FILES table decodes or fails cleanly.
     let _ = t.metadata().events.len();
+    // Lookups first (each decodes one group of a FILE_INDEX table), then the whole tables.
+    let _ = t.paths_summary();
+    for ino in [0u64, 2, 12, 13, 14, u64::MAX] {
+        let _ = t.file_name(7 << 20, ino);
+    }
     let _ = t.paths().iter().count();
+    let _ = t.path_problems();
     for c in t.chunks() {
         if let Ok(chunk) = t.decompress(c) {
             for r in chunk.records(order) {

@@ -13,7 +13,7 @@ pub const FILE_MAGIC: [u8; 8] = *b"\x89IOBLAM\n";
 /// Current major format version. A reader rejects files of a higher major version.
 pub const FORMAT_MAJOR: u16 = 1;
 /// Current minor format version. Minor versions only add block kinds or trailing fields.
-pub const FORMAT_MINOR: u16 = 4;
+pub const FORMAT_MINOR: u16 = 5;
 /// Size of the file preamble: magic, major, minor, reserved.
 pub const PREAMBLE_LEN: usize = 16;
 
@@ -52,6 +52,10 @@ pub mod kind {
     pub const KALLSYMS_PARTS: u16 = 0x17;
     /// Cgroup id -> path table of the cgroup2 hierarchy (format 1.3).
     pub const CGROUPS: u16 = 0x18;
+    /// Paths of inodes, sorted by (dev, inode) in groups compressed apart behind an index, with
+    /// the files the trace refers to that have no path (format 1.5; recorders of 1.5 write it
+    /// instead of [`FILES`]).
+    pub const FILE_INDEX: u16 = 0x19;
     /// A chunk of perf records of one CPU.
     pub const CHUNK: u16 = 0x100;
     /// The chunk index written when a file is closed.

@@ -599,20 +599,33 @@ impl TraceFile {
         Ok(Chunk { header: ch, data })
     }
 
-    /// The FILES blocks of this file, latest first.
+    /// The FILES and FILE_INDEX blocks of this file, latest first.
     fn files_blocks(&self) -> impl Iterator<Item = (u64, BlockHeader)> + '_ {
         self.meta_blocks
             .iter()
             .rev()
-            .filter(|(_, h)| h.kind == kind::FILES)
+            .filter(|(_, h)| h.kind == kind::FILES || h.kind == kind::FILE_INDEX)
             .copied()
     }
+}
+
+/// What a trace says of one inode's name ([`Trace::file_name`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileName<'a> {
+    /// Its path on the recording host.
+    Path(&'a str),
+    /// The recorder knew the trace refers to it but could not name it, and why.
+    Unnamed(meta::Unnamed),
+    /// No table mentions it (no table at all, a walk cut short, or an older recorder that
+    /// named what it walked and not what the trace touched).
+    Unknown,
 }
 
 /// Paths of inodes, merged from the FILES sections of a trace (see [`Trace::paths`]).
 #[derive(Debug, Default)]
 pub struct PathTable {
     map: HashMap<(u32, u64), Box<str>>,
+    unnamed: HashMap<(u32, u64), meta::Unnamed>,
     flags: u32,
     tables: usize,
     problems: Vec<Problem>,
@@ -623,6 +636,10 @@ impl PathTable {
     /// in tracepoint payloads) is `dev`.
     pub fn get(&self, dev: u32, ino: u64) -> Option<&str> {
         self.map.get(&(dev, ino)).map(|p| &**p)
+    }
+    /// Why the recorder could not name an inode the trace refers to, when it said so.
+    pub fn unnamed(&self, dev: u32, ino: u64) -> Option<meta::Unnamed> {
+        self.unnamed.get(&(dev, ino)).copied()
     }
     /// Number of (dev, inode) pairs with a path.
     pub fn len(&self) -> usize {
@@ -635,6 +652,10 @@ impl PathTable {
     /// Every known `(dev, ino, path)`, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (u32, u64, &str)> {
         self.map.iter().map(|(&(d, i), p)| (d, i, &**p))
+    }
+    /// Every inode the recorder could not name, with why, in no particular order.
+    pub fn iter_unnamed(&self) -> impl Iterator<Item = (u32, u64, meta::Unnamed)> + '_ {
+        self.unnamed.iter().map(|(&(d, i), &w)| (d, i, w))
     }
     /// The union of the `FILES_*` flags of the tables read: [`crate::FILES_CAPPED`] or
     /// [`crate::FILES_TIMED_OUT`] mean a walk stopped early and some paths are unknown.
@@ -649,52 +670,263 @@ impl PathTable {
     pub fn problems(&self) -> &[Problem] {
         &self.problems
     }
+}
 
-    /// Reads the FILES blocks of `files` (oldest file first), newest first: a path found in
-    /// a later table wins over an older one for the same inode. Identical tables (the ring
-    /// files repeat the start-of-capture table) are read once.
-    fn build(files: &[TraceFile]) -> PathTable {
-        PathTable::build_for(files, None)
-    }
+/// What the FILES tables of a trace hold, from their headers alone ([`Trace::paths_summary`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PathsSummary {
+    /// Distinct tables (FILES and FILE_INDEX blocks; the start table repeated in each ring
+    /// file counts once).
+    pub tables: usize,
+    /// The union of their `FILES_*` flags.
+    pub flags: u32,
+    /// Entries with a path in the largest table (tables overlap: the table at the end of a
+    /// capture repeats the start's, so they are not added up).
+    pub largest: usize,
+}
 
-    /// The table of `files`, keeping only the inodes in `wanted` when given.
-    fn build_for(files: &[TraceFile], wanted: Option<&HashSet<(u32, u64)>>) -> PathTable {
-        let mut t = PathTable::default();
-        let mut seen: HashSet<(u32, u32)> = HashSet::new();
-        for f in files.iter().rev() {
-            let b: &[u8] = &f.data;
+/// A decoded group of a FILE_INDEX table: (dev, inode, state, path), sorted.
+type Group = Vec<meta::FileIndexEntry>;
+
+/// One FILES or FILE_INDEX block, ready for lookups: nothing is decompressed until a lookup
+/// needs it, and then only the group that may hold the inode (or, for a FILES block of
+/// format 1.1 to 1.4, the whole table).
+#[derive(Debug)]
+struct PathSource {
+    file: usize,
+    at: u64,
+    header: BlockHeader,
+    flags: u32,
+    kind: SourceKind,
+}
+
+#[derive(Debug)]
+enum SourceKind {
+    Index {
+        index: meta::FileIndex,
+        groups: Vec<OnceLock<Group>>,
+    },
+    Legacy {
+        entries: usize,
+        table: OnceLock<HashMap<(u32, u64), Box<str>>>,
+    },
+}
+
+/// The FILES tables of a trace, newest first, each opened for lookups.
+#[derive(Debug, Default)]
+struct PathIndex {
+    sources: Vec<PathSource>,
+    /// Damage found in block headers, group indexes and (as lookups decode them) groups.
+    problems: std::sync::Mutex<Vec<Problem>>,
+}
+
+impl PathIndex {
+    /// Reads the headers and group indexes of the FILES blocks of `files` (oldest file
+    /// first), newest first; identical blocks (the ring files repeat the start table) once.
+    fn open(files: &[TraceFile]) -> PathIndex {
+        let mut sources = Vec::new();
+        let mut problems = Vec::new();
+        let mut seen: HashSet<(u16, u32, u32)> = HashSet::new();
+        for (fi, f) in files.iter().enumerate().rev() {
             for (at, h) in f.files_blocks() {
-                if !seen.insert((h.len, h.payload_crc)) {
+                if !seen.insert((h.kind, h.len, h.payload_crc)) {
                     continue;
                 }
-                let Some(p) = payload_of(b, at, h) else {
+                let Some(p) = payload_of(&f.data, at, h) else {
                     continue;
                 };
-                // Entries go to a scratch map first, so that a table damaged half way adds
-                // nothing.
-                let mut one: Vec<(u32, u64, Box<str>)> = Vec::new();
-                let keep = |dev, ino| wanted.is_none_or(|w| w.contains(&(dev, ino)));
-                let decoded = meta::decode_files(p, |dev, ino, path| {
-                    if keep(dev, ino) {
-                        one.push((dev, ino, path.into()))
-                    }
-                });
-                match decoded {
-                    Ok(flags) => {
-                        t.flags |= flags;
-                        t.tables += 1;
-                        for (dev, ino, path) in one {
-                            t.map.entry((dev, ino)).or_insert(path);
+                let damaged = |e: DecodeError| Problem {
+                    path: f.path.clone(),
+                    offset: at + BLOCK_HEADER_LEN as u64 + e.at as u64,
+                    what: format!("FILES block: {}; skipped", e.what),
+                };
+                let kind = if h.kind == kind::FILE_INDEX {
+                    match meta::decode_file_index(p) {
+                        Ok(index) => {
+                            let groups = (0..index.groups.len()).map(|_| OnceLock::new()).collect();
+                            SourceKind::Index { index, groups }
+                        }
+                        Err(e) => {
+                            problems.push(damaged(e));
+                            continue;
                         }
                     }
-                    Err(e) => t.problems.push(Problem {
-                        path: f.path.clone(),
-                        offset: at + BLOCK_HEADER_LEN as u64 + e.at as u64,
-                        what: format!("FILES block: {}; skipped", e.what),
-                    }),
+                } else {
+                    let mut d = Dec::new(p);
+                    match (d.u32("files flags"), d.u32("file count")) {
+                        (Ok(_), Ok(n)) => SourceKind::Legacy {
+                            entries: n as usize,
+                            table: OnceLock::new(),
+                        },
+                        (Err(e), _) | (_, Err(e)) => {
+                            problems.push(damaged(e));
+                            continue;
+                        }
+                    }
+                };
+                let flags = p
+                    .get(..4)
+                    .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+                sources.push(PathSource {
+                    file: fi,
+                    at,
+                    header: h,
+                    flags,
+                    kind,
+                });
+            }
+        }
+        PathIndex {
+            sources,
+            problems: std::sync::Mutex::new(problems),
+        }
+    }
+
+    fn problem(&self, files: &[TraceFile], s: &PathSource, e: DecodeError) {
+        let p = Problem {
+            path: files[s.file].path.clone(),
+            offset: s.at + BLOCK_HEADER_LEN as u64 + e.at as u64,
+            what: format!("FILES block: {}; skipped", e.what),
+        };
+        self.problems
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(p);
+    }
+
+    fn payload<'a>(files: &'a [TraceFile], s: &PathSource) -> &'a [u8] {
+        payload_of(&files[s.file].data, s.at, s.header).unwrap_or_default()
+    }
+
+    /// Group `g` of source `s`, decoded on first use (empty, and a problem noted, if damaged).
+    fn group<'a>(&'a self, files: &[TraceFile], s: &'a PathSource, g: usize) -> &'a Group {
+        let SourceKind::Index { index, groups } = &s.kind else {
+            unreachable!("groups of a FILE_INDEX source only")
+        };
+        groups[g].get_or_init(|| {
+            meta::decode_file_group(Self::payload(files, s), &index.groups[g]).unwrap_or_else(|e| {
+                self.problem(files, s, e);
+                Vec::new()
+            })
+        })
+    }
+
+    /// The table of a FILES source of format 1.1 to 1.4, decoded whole on first use.
+    fn legacy<'a>(
+        &'a self,
+        files: &[TraceFile],
+        s: &'a PathSource,
+    ) -> &'a HashMap<(u32, u64), Box<str>> {
+        let SourceKind::Legacy { table, .. } = &s.kind else {
+            unreachable!("a FILES source only")
+        };
+        table.get_or_init(|| {
+            // Entries go to a scratch map first, so that a table damaged half way adds
+            // nothing.
+            let mut one = HashMap::new();
+            match meta::decode_files(Self::payload(files, s), |dev, ino, path| {
+                one.entry((dev, ino)).or_insert_with(|| path.into());
+            }) {
+                Ok(_) => one,
+                Err(e) => {
+                    self.problem(files, s, e);
+                    HashMap::new()
+                }
+            }
+        })
+    }
+
+    /// What the newest table that names the inode says; else the newest reason it has none.
+    fn lookup<'a>(&'a self, files: &[TraceFile], dev: u32, ino: u64) -> FileName<'a> {
+        let mut unnamed = None;
+        for s in &self.sources {
+            match &s.kind {
+                SourceKind::Index { index, .. } => {
+                    let Some(g) = index.group_of((dev, ino)) else {
+                        continue;
+                    };
+                    let group = self.group(files, s, g);
+                    if let Ok(i) = group.binary_search_by_key(&(dev, ino), |e| (e.0, e.1)) {
+                        let (_, _, state, path) = &group[i];
+                        match meta::Unnamed::from_code(*state) {
+                            None if *state == 0 => return FileName::Path(path),
+                            None => {}
+                            Some(w) => {
+                                unnamed.get_or_insert(w);
+                            }
+                        }
+                    }
+                }
+                SourceKind::Legacy { .. } => {
+                    if let Some(p) = self.legacy(files, s).get(&(dev, ino)) {
+                        return FileName::Path(p);
+                    }
                 }
             }
         }
+        unnamed.map_or(FileName::Unknown, FileName::Unnamed)
+    }
+
+    fn summary(&self) -> PathsSummary {
+        let mut out = PathsSummary {
+            tables: self.sources.len(),
+            ..Default::default()
+        };
+        for s in &self.sources {
+            out.flags |= s.flags;
+            let n = match &s.kind {
+                SourceKind::Index { index, .. } => index.named as usize,
+                SourceKind::Legacy { entries, .. } => *entries,
+            };
+            out.largest = out.largest.max(n);
+        }
+        out
+    }
+
+    /// Every table decoded whole, merged (newest wins).
+    fn table(&self, files: &[TraceFile], wanted: Option<&HashSet<(u32, u64)>>) -> PathTable {
+        let mut t = PathTable {
+            tables: self.sources.len(),
+            ..Default::default()
+        };
+        let add = |t: &mut PathTable, dev: u32, ino: u64, state: u8, path: &str| {
+            if wanted.is_some_and(|w| !w.contains(&(dev, ino))) {
+                return;
+            }
+            match meta::Unnamed::from_code(state) {
+                None if state == 0 => {
+                    t.map.entry((dev, ino)).or_insert_with(|| path.into());
+                }
+                None => {}
+                Some(w) => {
+                    t.unnamed.entry((dev, ino)).or_insert(w);
+                }
+            }
+        };
+        for s in &self.sources {
+            t.flags |= s.flags;
+            match &s.kind {
+                SourceKind::Index { index, .. } => {
+                    for g in 0..index.groups.len() {
+                        for (dev, ino, state, path) in self.group(files, s, g) {
+                            add(&mut t, *dev, *ino, *state, path);
+                        }
+                    }
+                }
+                SourceKind::Legacy { .. } => {
+                    for (&(dev, ino), path) in self.legacy(files, s) {
+                        add(&mut t, dev, ino, 0, path);
+                    }
+                }
+            }
+        }
+        let named = &t.map;
+        t.unnamed.retain(|k, _| !named.contains_key(k));
+        t.problems = self
+            .problems
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         t
     }
 }
@@ -739,6 +971,7 @@ pub struct Trace {
     chunks: Vec<ChunkRef>,
     problems: Vec<Problem>,
     paths: OnceLock<PathTable>,
+    path_index: OnceLock<PathIndex>,
 }
 
 impl Trace {
@@ -894,6 +1127,7 @@ impl Trace {
             chunks,
             problems,
             paths: OnceLock::new(),
+            path_index: OnceLock::new(),
         }
     }
 
@@ -937,22 +1171,69 @@ impl Trace {
     pub fn problems(&self) -> &[Problem] {
         &self.problems
     }
-    /// Paths of inodes from the FILES sections of every file of the trace (a table taken at
-    /// the end of the capture wins over the one taken at its start). Read on the first call.
-    /// Empty for traces without FILES sections (format 1.0, or recorded with `--no-paths`).
-    pub fn paths(&self) -> &PathTable {
-        self.paths.get_or_init(|| PathTable::build(&self.files))
+    fn path_index(&self) -> &PathIndex {
+        self.path_index.get_or_init(|| PathIndex::open(&self.files))
     }
-    /// The paths of the inodes in `wanted` only (`(dev, ino)`, as in [`PathTable::get`]):
-    /// what [`Trace::paths`] holds for them, without keeping every other path of a large
-    /// FILES table (a host whose root filesystem was walked lists millions). Not cached.
+    /// Paths of inodes from the FILES sections of every file of the trace (a table taken at
+    /// the end of the capture wins over the one taken at its start), every table decoded
+    /// whole on the first call: for listings. Lookups of a few inodes cost less through
+    /// [`Trace::file_name`] and [`Trace::paths_of`]. Empty for traces without FILES sections
+    /// (format 1.0, or recorded with `--no-paths`).
+    pub fn paths(&self) -> &PathTable {
+        self.paths
+            .get_or_init(|| self.path_index().table(&self.files, None))
+    }
+    /// The tables' count, flags and size, from their headers (nothing is decompressed).
+    pub fn paths_summary(&self) -> PathsSummary {
+        self.path_index().summary()
+    }
+    /// The name of inode `ino` on the filesystem of kernel dev_t `dev` (`major << 20 |
+    /// minor`, as in tracepoint payloads): the newest table's path; else, when the recorder
+    /// said why it could not name it, the reason. Decompresses only the group of each table
+    /// that may hold it (once: later lookups in the group cost a binary search); tables of
+    /// format 1.1 to 1.4 are decoded whole on the first lookup.
+    pub fn file_name(&self, dev: u32, ino: u64) -> FileName<'_> {
+        self.path_index().lookup(&self.files, dev, ino)
+    }
+    /// The paths of the inodes in `wanted` only (`(dev, ino)`, as in [`PathTable::get`]),
+    /// and the reasons of those the recorder could not name: what [`Trace::paths`] holds for
+    /// them, through [`Trace::file_name`]. Not cached.
     pub fn paths_of(&self, wanted: &HashSet<(u32, u64)>) -> PathTable {
-        PathTable::build_for(&self.files, Some(wanted))
+        let ix = self.path_index();
+        let mut t = PathTable {
+            tables: ix.sources.len(),
+            flags: ix.summary().flags,
+            ..Default::default()
+        };
+        for &(dev, ino) in wanted {
+            match ix.lookup(&self.files, dev, ino) {
+                FileName::Path(p) => {
+                    t.map.insert((dev, ino), p.into());
+                }
+                FileName::Unnamed(w) => {
+                    t.unnamed.insert((dev, ino), w);
+                }
+                FileName::Unknown => {}
+            }
+        }
+        t.problems = self.path_problems();
+        t
+    }
+    /// Damaged FILES sections met so far (at open, and by the lookups made).
+    pub fn path_problems(&self) -> Vec<Problem> {
+        self.path_index()
+            .problems
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
     /// The path of inode `ino` on the filesystem of kernel dev_t `dev` (`major << 20 |
-    /// minor`, as in tracepoint payloads), if the recorder found it. See [`Trace::paths`].
+    /// minor`, as in tracepoint payloads), if the recorder found it. See [`Trace::file_name`].
     pub fn path_of(&self, dev: u32, ino: u64) -> Option<&str> {
-        self.paths().get(dev, ino)
+        match self.file_name(dev, ino) {
+            FileName::Path(p) => Some(p),
+            _ => None,
+        }
     }
     /// Decompresses and checks one chunk.
     pub fn decompress(&self, c: &ChunkRef) -> Result<Chunk> {

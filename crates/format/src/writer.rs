@@ -122,9 +122,9 @@ fn encode_cgroups_block(cgroups: &[crate::Cgroup]) -> Vec<u8> {
     encode_block(kind::CGROUPS, 0, &meta::encode_cgroups(cgroups))
 }
 
-/// Encodes a FILES block.
+/// Encodes a FILES table, as a FILE_INDEX block (format 1.5).
 fn encode_files_block(t: &FileTable) -> Vec<u8> {
-    encode_block(kind::FILES, 0, &meta::encode_files(t))
+    encode_block(kind::FILE_INDEX, 0, &meta::encode_file_index(t))
 }
 
 /// Writes one trace file: preamble, header, metadata, then chunks, then (on `finish`) the

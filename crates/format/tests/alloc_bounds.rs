@@ -253,3 +253,51 @@ fn a_trace_of_many_files_decodes_only_the_metadata_it_needs() {
     // One file's symbols (4 MiB) are decoded, not eight (32 MiB).
     assert!(peak < 10 * MIB, "peak heap {peak} bytes");
 }
+
+/// Naming a few inodes of a large FILE_INDEX table decompresses only the groups that hold
+/// them: a lookup's heap is a group's, not the table's (the issue of a root filesystem's
+/// 450,000 paths read by every analysis).
+#[test]
+fn a_lookup_in_a_large_file_table_decompresses_one_group() {
+    let _serial = one_test_at_a_time();
+    let n = 200_000u64;
+    let table = FileTable {
+        flags: FILES_TOUCHED,
+        entries: (0..n)
+            .map(|i| FileEntry {
+                dev: 7 << 20,
+                ino: i * 3,
+                path: format!("/srv/data/dir{}/file-{i}.dat", i % 977),
+            })
+            .collect(),
+        unnamed: Vec::new(),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = RingWriter::create(
+        dir.path(),
+        header(0),
+        Metadata::default(),
+        RingOptions::default(),
+    )
+    .unwrap();
+    w.write_files(&table).unwrap();
+    w.finish().unwrap();
+    let t = Trace::open(dir.path()).unwrap();
+    let (found, _, peak) = measure(|| {
+        let a = t.path_of(7 << 20, 3 * 123_456).map(str::to_string);
+        let b = t.path_of(7 << 20, 3 * 7).map(str::to_string);
+        let missing = t.path_of(7 << 20, 3 * 7 + 1);
+        (a, b, missing)
+    });
+    assert_eq!(found.0.as_deref(), Some("/srv/data/dir354/file-123456.dat"));
+    assert_eq!(found.1.as_deref(), Some("/srv/data/dir7/file-7.dat"));
+    assert_eq!(found.2, None);
+    // The table is about 7 MB of paths; two groups of 512 entries, about 50 KB each.
+    assert!(peak < 2 * MIB, "peak {peak} bytes for three lookups");
+    let (all, _, peak_all) = measure(|| t.paths().len());
+    assert_eq!(all, n as usize);
+    assert!(
+        peak_all > 4 * peak,
+        "the whole table ({peak_all}) against a lookup ({peak})"
+    );
+}

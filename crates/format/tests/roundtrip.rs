@@ -713,6 +713,7 @@ fn metadata_after_the_chunks_is_read_with_and_without_the_index() {
     let mut w = ring_writer(dir.path(), ByteOrder::native());
     w.write_chunk(&chunk_with_seq(0, 0)).unwrap();
     w.write_files(&FileTable {
+        unnamed: Vec::new(),
         flags: FILES_AT_END,
         entries: vec![FileEntry {
             dev: 7 << 20,
@@ -874,6 +875,7 @@ fn file_tables_repeat_in_every_ring_file_and_the_last_one_wins() {
     let mut w =
         RingWriter::create(dir.path(), header(ByteOrder::native()), metadata(), opts).unwrap();
     let start = FileTable {
+        unnamed: Vec::new(),
         flags: FILES_CAPPED,
         entries: vec![
             entry(7 << 20, 2, "/mnt/x"),
@@ -891,6 +893,7 @@ fn file_tables_repeat_in_every_ring_file_and_the_last_one_wins() {
         w.write_chunk(&b.finish(1).unwrap()).unwrap();
     }
     let end = FileTable {
+        unnamed: Vec::new(),
         flags: FILES_AT_END,
         entries: vec![
             entry(7 << 20, 12, "/mnt/x/new-name"),
@@ -1013,6 +1016,7 @@ fn current_sample() -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
     let mut w = ring_writer(dir.path(), ByteOrder::Little);
     w.write_files(&FileTable {
+        unnamed: Vec::new(),
         flags: 0,
         entries: vec![
             entry(7 << 20, 2, "/mnt/x"),
@@ -1029,6 +1033,11 @@ fn current_sample() -> Vec<u8> {
     b1.add_discarded(512);
     w.write_chunk(&b1.finish(3).unwrap()).unwrap();
     w.write_files(&FileTable {
+        unnamed: vec![UnnamedFile {
+            dev: 7 << 20,
+            ino: 14,
+            why: Unnamed::Deleted,
+        }],
         flags: FILES_AT_END | FILES_TIMED_OUT,
         entries: vec![entry(7 << 20, 13, "/mnt/x/b.dat")],
     })
@@ -1096,6 +1105,15 @@ fn sample_reads(path: &Path, bytes: &[u8], minor: u16) {
         assert_eq!(t.paths().flags(), FILES_AT_END | FILES_TIMED_OUT);
         assert_eq!(t.path_of(7 << 20, 12), Some("/mnt/x/a.dat"));
         assert_eq!(t.path_of(7 << 20, 13), Some("/mnt/x/b.dat"));
+        if minor >= 5 {
+            // FILE_INDEX: the files the recorder could not name, with why.
+            assert_eq!(
+                t.file_name(7 << 20, 14),
+                FileName::Unnamed(Unnamed::Deleted)
+            );
+            assert_eq!(t.paths().unnamed(7 << 20, 14), Some(Unnamed::Deleted));
+        }
+        assert_eq!(t.file_name(7 << 20, 15), FileName::Unknown);
         let hs: Vec<(u32, u64, u64, u32)> = t
             .chunks()
             .iter()

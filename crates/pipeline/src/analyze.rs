@@ -61,6 +61,50 @@ pub fn charged_paths(trace: &Trace, tables: &Tables) -> PathTable {
     trace.paths_of(&charged)
 }
 
+/// The charged files (of acts shown: the recorder's own only with `show_recorder`) that
+/// `paths` (from [`charged_paths`]) does not name, counted by why, with the bytes charged to
+/// them: the note every output that prints paths gives, once. `None` when all are named, or
+/// when the trace holds no table at all (recorded with `--no-paths`).
+pub fn unnamed_files(
+    trace: &Trace,
+    tables: &Tables,
+    paths: &PathTable,
+    show_recorder: bool,
+) -> Option<crate::Diagnostic> {
+    if trace.paths_summary().tables == 0 {
+        return None;
+    }
+    // Why (an `Unnamed` code; `None`: not in any table) -> (files, bytes).
+    type Files = std::collections::HashSet<(u32, u64)>;
+    let mut by_why: BTreeMap<Option<u8>, (Files, u64)> = BTreeMap::new();
+    for (_, act, tot) in tables.acts_with_totals() {
+        let (dev, ino) = (act.file.dev, act.file.ino);
+        if ino == 0 || (act.recorder && !show_recorder) || paths.get(dev, ino).is_some() {
+            continue;
+        }
+        let why = paths.unnamed(dev, ino).map(|w| w.code());
+        let e = by_why.entry(why).or_default();
+        e.0.insert((dev, ino));
+        e.1 += tot.bytes.iter().sum::<u64>();
+    }
+    if by_why.is_empty() {
+        return None;
+    }
+    Some(crate::Diagnostic::UnnamedFiles {
+        by_why: by_why
+            .into_iter()
+            .map(|(w, (files, bytes))| {
+                (
+                    w.and_then(ioblame_format::Unnamed::from_code),
+                    files.len(),
+                    bytes,
+                )
+            })
+            .collect(),
+        touched: trace.paths_summary().flags & ioblame_format::FILES_TOUCHED != 0,
+    })
+}
+
 /// [`charged_paths`] keyed by file: each charged file the trace names, with its path (what
 /// the report's and the dataset's tables name files by).
 pub fn charged_file_paths(trace: &Trace, tables: &Tables) -> BTreeMap<FileKey, String> {

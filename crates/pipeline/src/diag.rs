@@ -129,6 +129,15 @@ pub enum Diagnostic {
         /// Paths known.
         paths: usize,
     },
+    /// Charged files the trace does not name, by why (`None`: no table mentions them), with
+    /// how many and the bytes charged to them.
+    UnnamedFiles {
+        /// (why, files, bytes), the reasons the recorder gave first.
+        by_why: Vec<(Option<ioblame_format::Unnamed>, usize, u64)>,
+        /// Whether the trace's table names what the trace touched (`FILES_TOUCHED`), not a
+        /// walk of the filesystems.
+        touched: bool,
+    },
     /// Dirty buffers recorded without a callchain (`--stacks exact`) for which no stack was
     /// found: neither the dirty event of a folio they dirtied nor an earlier buffer of their
     /// thread gave one. Their dirtier and file are known; their intent has no stack.
@@ -201,6 +210,7 @@ impl Diagnostic {
             | UnknownOrigin { .. }
             | BlktraceWriters { .. }
             | BuffersWithoutStack(_)
+            | UnnamedFiles { .. }
             | UnmappedWriteback { .. }
             | StacksSampled { .. }
             | DirtiersWithoutSample(_)
@@ -347,6 +357,25 @@ impl fmt::Display for Diagnostic {
                     "the recorder's walk for file paths {why} after naming {paths} files and directories: those it did \
                      not reach are shown as device and inode (record with a larger limit)"
                 )
+            }
+            UnnamedFiles { by_why, touched } => {
+                let (files, bytes) = by_why
+                    .iter()
+                    .fold((0, 0), |(f, b), &(_, n, by)| (f + n, b + by));
+                write!(
+                    f,
+                    "{files} charged files ({bytes} bytes) have no path, shown as device and inode:"
+                )?;
+                for (i, (why, n, by)) in by_why.iter().enumerate() {
+                    let sep = if i == 0 { " " } else { "; " };
+                    let why = match why {
+                        Some(w) => w.describe(),
+                        None if *touched => "not in the recorder's table",
+                        None => "not reached by the recorder's walk of the filesystems",
+                    };
+                    write!(f, "{sep}{n} ({by} bytes) {why}")?;
+                }
+                Ok(())
             }
             BuffersWithoutStack(n) => write!(
                 f,

@@ -226,11 +226,13 @@ pub fn open_trace(
     };
     diagnostics.extend(t.problems().iter().cloned().map(Diagnostic::Trace));
     diagnostics.extend(not_closed(&t));
-    let cut = t.paths().flags() & (ioblame_format::FILES_CAPPED | ioblame_format::FILES_TIMED_OUT);
+    // From the tables' headers: opening a trace decompresses no path.
+    let files = t.paths_summary();
+    let cut = files.flags & (ioblame_format::FILES_CAPPED | ioblame_format::FILES_TIMED_OUT);
     if cut != 0 {
         diagnostics.push(Diagnostic::PathsCutShort {
             flags: cut,
-            paths: t.paths().len(),
+            paths: files.largest,
         });
     }
     Ok(t.into())

@@ -642,6 +642,7 @@ fn a_files_walk_cut_short_is_a_warning() {
         let mut w =
             RingWriter::create(&path, t.header().clone(), t.metadata().clone(), opts).unwrap();
         w.write_files(&FileTable {
+            unnamed: Vec::new(),
             flags,
             entries: vec![FileEntry {
                 dev: 1,
