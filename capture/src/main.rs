@@ -4,10 +4,12 @@
 use ioblame_tracepoints as events;
 mod cgroups;
 mod host;
+mod names;
 mod paths;
 mod perf;
 mod record;
 mod snapshot;
+mod touched;
 
 use std::process::ExitCode;
 

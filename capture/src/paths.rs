@@ -84,14 +84,22 @@ pub fn walk(mounts: &[&Mount], limits: Limits, flags: u32) -> FileTable {
                 + limits.max_entries.saturating_sub(t.entries.len()) / left,
             budget: limits.budget.saturating_sub(started.elapsed()) / left as u32,
         };
-        walk_one(m, share, &mut t, &mut seen);
+        walk_one(m, share, &mut t, &mut seen, None);
     }
     t
 }
 
 /// Walks one mount into `t` until its share of the limits is used: `share.max_entries` is
-/// the most entries `t` may then hold, `share.budget` the time from now.
-fn walk_one(m: &Mount, share: Limits, t: &mut FileTable, seen: &mut HashSet<(u32, u64)>) {
+/// the most entries `t` may then hold, `share.budget` the time from now. With `wanted`, only
+/// the inodes in it are recorded (and removed from it), and the walk stops once none of this
+/// filesystem's is left.
+fn walk_one(
+    m: &Mount,
+    share: Limits,
+    t: &mut FileTable,
+    seen: &mut HashSet<(u32, u64)>,
+    mut wanted: Option<&mut HashSet<(u32, u64)>>,
+) {
     let started = Instant::now();
     let root = Path::new(&m.mount_point);
     let Ok(rm) = std::fs::symlink_metadata(root) else {
@@ -99,7 +107,20 @@ fn walk_one(m: &Mount, share: Limits, t: &mut FileTable, seen: &mut HashSet<(u32
     };
     let dev = kernel_dev(m.major, m.minor);
     let st_dev = rm.dev();
+    let mut left = wanted
+        .as_ref()
+        .map(|w| w.iter().filter(|k| k.0 == dev).count());
+    if left == Some(0) {
+        return;
+    }
+    // Records `ino` under `p`; false when the walk must stop.
     let mut add = |t: &mut FileTable, ino: u64, p: &Path| -> bool {
+        if let (Some(w), Some(n)) = (wanted.as_deref_mut(), left.as_mut()) {
+            if !w.remove(&(dev, ino)) {
+                return true;
+            }
+            *n -= 1;
+        }
         if t.entries.len() >= share.max_entries {
             t.flags |= FILES_CAPPED;
             return false;
@@ -111,7 +132,7 @@ fn walk_one(m: &Mount, share: Limits, t: &mut FileTable, seen: &mut HashSet<(u32
                 path: p.to_string_lossy().into_owned(),
             });
         }
-        true
+        left != Some(0)
     };
     if !add(t, rm.ino(), root) {
         return;
@@ -142,6 +163,28 @@ fn walk_one(m: &Mount, share: Limits, t: &mut FileTable, seen: &mut HashSet<(u32
             }
         }
     }
+}
+
+/// Walks `mounts` for the inodes of `wanted` only (removing those it finds from it), each
+/// filesystem until its wanted inodes are all found, within `budget` in all (shared as
+/// [`walk`] shares it). The table's flags say whether the time ran out.
+pub fn find(mounts: &[&Mount], wanted: &mut HashSet<(u32, u64)>, budget: Duration) -> FileTable {
+    let started = Instant::now();
+    let mut t = FileTable::default();
+    let mut seen: HashSet<(u32, u64)> = HashSet::new();
+    let order: Vec<&Mount> = mounts
+        .iter()
+        .copied()
+        .filter(|m| wanted.iter().any(|k| k.0 == kernel_dev(m.major, m.minor)))
+        .collect();
+    for (i, m) in order.iter().enumerate() {
+        let share = Limits {
+            max_entries: usize::MAX,
+            budget: budget.saturating_sub(started.elapsed()) / (order.len() - i) as u32,
+        };
+        walk_one(m, share, &mut t, &mut seen, Some(wanted));
+    }
+    t
 }
 
 /// Inodes in use on the filesystem mounted at `mount_point` (`statvfs`), if it tells.
@@ -302,5 +345,46 @@ mod tests {
         assert_eq!(t.flags, FILES_CAPPED);
         assert!(t.entries.iter().any(|e| e.path == wanted));
         assert!(t.entries.len() <= 100, "{}", t.entries.len());
+    }
+
+    #[test]
+    fn find_stops_once_the_wanted_are_found() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        std::fs::write(root.join("a/b/deep"), "x").unwrap();
+        std::fs::write(root.join("top"), "x").unwrap();
+        for i in 0..50 {
+            std::fs::write(root.join(format!("other{i}")), "").unwrap();
+        }
+        let md = std::fs::metadata(root).unwrap();
+        let (ma, mi) = (libc::major(md.dev()), libc::minor(md.dev()));
+        let dev = kernel_dev(ma, mi);
+        let m = mount(1, ma, mi, "/", root.to_str().unwrap());
+        let ino = |p: &str| std::fs::metadata(root.join(p)).unwrap().ino();
+        let mut wanted: HashSet<(u32, u64)> = [
+            (dev, ino("a/b/deep")),
+            (dev, ino("top")),
+            (dev, u64::MAX - 1),
+        ]
+        .into();
+        let t = find(&[&m], &mut wanted, Duration::from_secs(10));
+        let mut got: Vec<_> = t.entries.iter().map(|e| e.path.clone()).collect();
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                root.join("a/b/deep").display().to_string(),
+                root.join("top").display().to_string()
+            ]
+        );
+        // What was not found stays wanted; nothing else was recorded.
+        assert_eq!(wanted, [(dev, u64::MAX - 1)].into());
+        assert_eq!(t.flags, 0);
+        // Once all are found the walk stops: a single shallow file needs no descent.
+        let mut one: HashSet<(u32, u64)> = [(dev, ino("top"))].into();
+        let t = find(&[&m], &mut one, Duration::from_secs(10));
+        assert_eq!(t.entries.len(), 1);
+        assert!(one.is_empty());
     }
 }

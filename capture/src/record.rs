@@ -1,6 +1,6 @@
 //! `ioblame-capture record`: open the events, drain the rings, hand chunks to the writer.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -16,12 +16,25 @@ use clap::Args;
 use ioblame_format::{
     BlockDevice, ChunkBuilder, ChunkEncoder, ChunkHeader, EventDesc, FileTable, Header, Metadata,
     Mount, RingOptions, RingStats, RingWriter, EVENT_CALLCHAIN, EVENT_STACK_SAMPLE,
-    EVENT_TASK_RECORDS, FILES_AT_END, FILES_CAPPED, FILES_TIMED_OUT,
+    EVENT_TASK_RECORDS, FILES_AT_END, FILES_CAPPED, FILES_TIMED_OUT, FILES_TOUCHED,
 };
 
+use crate::names::{self, Found, Name, Namer};
 use crate::perf::{self, Event, EventSpec, Ring};
+use crate::touched::Touched;
 use crate::{cgroups, host, paths, snapshot};
 use ioblame_tracepoints::{self as events, FilterDev, Tracepoint};
+
+/// Which files the FILES table names (`--paths`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathsMode {
+    /// The inodes the recorded events refer to.
+    Touched,
+    /// Every file of the recorded filesystems, walked at start and at end.
+    Walk,
+    /// None.
+    None,
+}
 
 /// Arguments of `record`.
 #[derive(Args, Debug)]
@@ -65,13 +78,22 @@ pub struct RecordArgs {
     /// (docs/benchmarks.md).
     #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
     pub level: i32,
-    /// Do not record file paths (the FILES table: inode -> path of the recorded filesystems).
+    /// Which files the FILES table names. `touched`: the inodes the recorded events refer to,
+    /// each named by file handle as soon as it appears (a file deleted later keeps the name
+    /// it had) and again at the end (a renamed file gets its new name), with a walk, at the
+    /// end, for what no handle names; its size and cost follow the trace, not the host.
+    /// `walk`: every file of the recorded filesystems, walked at start and at end (up to
+    /// --paths-max-entries and --paths-time). `none`: no table (as --no-paths).
+    #[arg(long, value_enum, default_value = "touched", value_name = "WHICH")]
+    pub paths: PathsMode,
+    /// Do not record file paths (the same as --paths none).
     #[arg(long)]
     pub no_paths: bool,
-    /// Most files named in each FILES table (walked at start and at end).
+    /// Most files named: in each walked table (`--paths walk`), or in all (`touched`).
     #[arg(long, default_value_t = 1_000_000, value_name = "N")]
     pub paths_max_entries: usize,
-    /// Longest time spent walking the filesystems for the FILES table, at start and at end.
+    /// Longest time spent naming files when recording ends (and, with `--paths walk`, when it
+    /// starts).
     #[arg(long, default_value = "2s", value_parser = crate::parse_duration, value_name = "DUR")]
     pub paths_time: Duration,
     /// Do not record the cgroup of the tasks (`PERF_SAMPLE_CGROUP` on the stack events, and
@@ -136,6 +158,9 @@ enum ToWriter {
     Chunk(RawChunk),
     /// The FILES table taken when the capture ended, appended after the last chunk.
     Files(FileTable),
+    /// Files named since the last such message (`--paths touched`): appended to the current
+    /// file; every file opened later repeats all the names so far.
+    Names(FileTable),
     /// The capture's facts again, once the command started (its pid).
     Info(Vec<(String, String)>),
     /// The cgroups of the start and end walks, appended after the last chunk.
@@ -154,6 +179,8 @@ fn writer_thread(
         shared.failed.store(true, Ordering::SeqCst);
     };
     let mut encoder = ChunkEncoder::new(level);
+    // Every name of `Names` messages so far, repeated in each new file's metadata.
+    let mut names = names::Table::default();
     // When the oldest write not yet forced to disk was made.
     let mut unsynced: Option<Instant> = None;
     loop {
@@ -165,12 +192,20 @@ fn writer_thread(
             Ok(ToWriter::Chunk((h, recs))) => {
                 let enc = encoder.encode(h, &recs);
                 if w.needs_roll(enc.block.len()) {
-                    // The new file lists the tasks alive now (docs/format.md, TASKS).
+                    // The new file lists the tasks alive now (docs/format.md, TASKS), and the
+                    // files named so far.
                     w.set_tasks(snapshot::tasks());
+                    if !names.is_empty() {
+                        w.set_files(&names.table(FILES_TOUCHED));
+                    }
                 }
                 w.write_chunk(&enc)
             }
             Ok(ToWriter::Files(t)) => w.write_files(&t),
+            Ok(ToWriter::Names(t)) => {
+                names.merge(&t);
+                w.append_files(&t)
+            }
             Ok(ToWriter::Info(i)) => w.write_capture_info(&i),
             Ok(ToWriter::Cgroups(c)) => w.write_cgroups(&c),
             Err(RecvTimeoutError::Timeout) => Ok(()),
@@ -232,6 +267,8 @@ struct Counts {
     /// The cgroups the kernel said were created while recording (CGROUP records), in
     /// order: named in the trace's cgroup table even if removed before the end.
     cgroups: Vec<ioblame_format::Cgroup>,
+    /// The inodes the records refer to (`--paths touched`).
+    touched: Touched,
 }
 
 /// Hashes the kernel's event ids (small sequential numbers) with one multiplication: this
@@ -276,6 +313,7 @@ fn drain(c: &mut Cpu, counts: &mut Counts, tx: &SyncSender<ToWriter>, shared: &S
             counts.cgroups.push(c);
             return;
         }
+        counts.touched.see(rec);
         let info = perf::record_info(rec);
         builder.push(rec, info.ts);
         counts.records += 1;
@@ -326,6 +364,15 @@ pub fn run(a: RecordArgs) -> Result<u8> {
     let plan = plan(&a)?;
     let opened = open_events(&a, &plan, page)?;
     let (mut writer, files, facts) = create_trace(&a, &plan, &opened, page)?;
+    let touched = (a.paths_mode() == PathsMode::Touched).then(|| {
+        let ats: Vec<_> = plan
+            .tps
+            .iter()
+            .zip(&opened.specs)
+            .map(|(t, s)| (t.inode_at(), s.callchain))
+            .collect();
+        Touched::new(&ats, &opened.ids, a.paths_max_entries)
+    });
     let started = enable(&opened.per_cpu, &mut writer)?;
     // From here on every event is recorded: a workload started separately (not as the
     // command) should wait for this line.
@@ -355,10 +402,18 @@ pub fn run(a: RecordArgs) -> Result<u8> {
         info.push(("command_pid".into(), c.id().to_string()));
         let _ = tx.send(ToWriter::Info(info));
     }
+    let naming = match touched {
+        Some(_) => Some(start_naming(&plan, a.devices.is_some(), &tx)?),
+        None => None,
+    };
     let mut status = StatusLine::new();
     let mut rec = Recorder {
         per_cpu: opened.per_cpu,
-        counts: Counts::default(),
+        counts: Counts {
+            touched: touched.unwrap_or_default(),
+            ..Counts::default()
+        },
+        names_tx: naming.as_ref().map(|n| n.tx.clone()),
         tx,
         shared,
     };
@@ -369,7 +424,14 @@ pub fn run(a: RecordArgs) -> Result<u8> {
     status.clear();
 
     let write_failed = rec.failed();
-    let stopped = stop(rec, started, files.as_ref(), facts.cgroups.as_deref(), wt);
+    let stopped = stop(
+        rec,
+        started,
+        files.as_ref(),
+        naming.map(|n| (n, a.paths_time)),
+        facts.cgroups.as_deref(),
+        wt,
+    );
     let child_status = wait_command(child, child_status, write_failed);
     let error = stopped
         .shared
@@ -627,6 +689,179 @@ impl FilesWalk<'_> {
     }
 }
 
+/// How often the namer hands the names it found to the writer while recording: a recorder
+/// killed later keeps them.
+const NAMES_EVERY: Duration = Duration::from_secs(2);
+
+impl RecordArgs {
+    /// `--paths`, with `--no-paths`.
+    fn paths_mode(&self) -> PathsMode {
+        if self.no_paths {
+            PathsMode::None
+        } else {
+            self.paths
+        }
+    }
+}
+
+/// What the namer thread returns: itself, every name found, the inodes left to the walk.
+type NamerDone = (Namer, names::Table, HashSet<(u32, u64)>);
+
+/// The naming of the inodes the trace refers to (`--paths touched`): a thread that names them
+/// as the recording finds them.
+struct Naming {
+    tx: std::sync::mpsc::Sender<Vec<(u32, u64)>>,
+    thread: JoinHandle<NamerDone>,
+    /// The mounts it names in (one per filesystem), for the walk at the end.
+    mounts: Vec<Mount>,
+}
+
+/// Starts the namer thread on the filesystems of the recorded devices (`devices_given`), or
+/// of every block device.
+fn start_naming(plan: &Plan, devices_given: bool, tx: &SyncSender<ToWriter>) -> Result<Naming> {
+    let all = snapshot::mounts();
+    let devs: Option<Vec<(u32, u32)>> =
+        devices_given.then(|| plan.fdevs.iter().map(|d| (d.major, d.minor)).collect());
+    let mounts: Vec<Mount> = paths::mounts_to_walk(&all, devs.as_deref(), &plan.block_devices)
+        .into_iter()
+        .cloned()
+        .collect();
+    let namer = Namer::new(&mounts.iter().collect::<Vec<_>>());
+    let (ntx, nrx) = std::sync::mpsc::channel::<Vec<(u32, u64)>>();
+    let wtx = tx.clone();
+    let thread = std::thread::Builder::new()
+        .name("ioblame-namer".into())
+        .spawn(move || namer_thread(namer, nrx, wtx))
+        .context("starting the namer thread")?;
+    Ok(Naming {
+        tx: ntx,
+        thread,
+        mounts,
+    })
+}
+
+/// Names each inode as it first appears; every [`NAMES_EVERY`] hands the new names to the
+/// writer. Returns, when the recording ends, the namer, every name found and the inodes left
+/// to the walk.
+fn namer_thread(
+    mut namer: Namer,
+    rx: Receiver<Vec<(u32, u64)>>,
+    tx: SyncSender<ToWriter>,
+) -> NamerDone {
+    use std::sync::mpsc::RecvTimeoutError;
+    let mut table = names::Table::default();
+    let mut part = names::Table::default();
+    let mut to_walk: HashSet<(u32, u64)> = HashSet::new();
+    let mut last = Instant::now();
+    loop {
+        match rx.recv_timeout(NAMES_EVERY) {
+            Ok(batch) => {
+                for k in batch {
+                    // Inodes of filesystems not recorded (tmpfs, pipes) have no name to find;
+                    // a block device's own inode (`ino == dev_t`, its page cache) is the device.
+                    if !namer.knows(k.0)
+                        || k.1 == k.0 as u64
+                        || table.get(k).is_some()
+                        || to_walk.contains(&k)
+                    {
+                        continue;
+                    }
+                    let name = match namer.name(k.0, k.1) {
+                        Found::Named(p) => Name::Path(p),
+                        Found::Unnamed(w) => Name::Unnamed(w),
+                        Found::Walk => {
+                            to_walk.insert(k);
+                            continue;
+                        }
+                    };
+                    table.set(k, name.clone());
+                    part.set(k, name);
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        if last.elapsed() >= NAMES_EVERY && !part.is_empty() {
+            let _ = tx.send(ToWriter::Names(part.table(FILES_TOUCHED)));
+            part = names::Table::default();
+            last = Instant::now();
+        }
+    }
+    (namer, table, to_walk)
+}
+
+impl Naming {
+    /// Ends the naming (the sender must be dropped, or this waits for it): looks every named
+    /// inode up again (a renamed file gets its new name; half of `budget` at most), walks the
+    /// filesystems for the inodes no handle named (the rest of `budget`), and returns the
+    /// whole table, with the flags of what was left out. Prints what it did.
+    fn finish(self, budget: Duration, over_cap: u64) -> FileTable {
+        let started = Instant::now();
+        drop(self.tx);
+        let Ok((mut namer, mut table, mut to_walk)) = self.thread.join() else {
+            eprintln!("ioblame-capture: warning: the namer thread failed: no file names");
+            return FileTable::default();
+        };
+        let named: Vec<(u32, u64)> = table
+            .iter()
+            .filter(|(_, n)| matches!(n, Name::Path(_)))
+            .map(|(k, _)| *k)
+            .collect();
+        let mut renames_left = 0;
+        for (i, k) in named.iter().enumerate() {
+            if started.elapsed() >= budget / 2 {
+                renames_left = named.len() - i;
+                break;
+            }
+            if let Found::Named(p) = namer.name(k.0, k.1) {
+                table.set(*k, Name::Path(p));
+            }
+        }
+        let mut flags = FILES_TOUCHED | FILES_AT_END;
+        let mut by_walk = 0;
+        if !to_walk.is_empty() {
+            let ms: Vec<&Mount> = self.mounts.iter().collect();
+            let t = paths::find(&ms, &mut to_walk, budget.saturating_sub(started.elapsed()));
+            by_walk = t.entries.len();
+            for e in t.entries {
+                table.set((e.dev, e.ino), Name::Path(e.path));
+            }
+            flags |= t.flags & FILES_TIMED_OUT;
+        }
+        for k in to_walk {
+            table.set(k, Name::Unnamed(ioblame_format::Unnamed::NotFound));
+        }
+        if over_cap > 0 {
+            flags |= FILES_CAPPED;
+            eprintln!(
+                "ioblame-capture: warning: {over_cap} more files than --paths-max-entries were \
+                 touched and are not named"
+            );
+        }
+        if renames_left > 0 {
+            eprintln!(
+                "ioblame-capture: note: {renames_left} files were not looked up again within \
+                 --paths-time: if renamed, they keep their earlier name"
+            );
+        }
+        let (n, unnamed) = table.counts();
+        let mut line = format!(
+            "ioblame-capture: named {n} of {} files the trace refers to ({} by file handle, \
+             {by_walk} by a walk) in {:.2}s",
+            n + unnamed.values().sum::<usize>(),
+            n - by_walk,
+            started.elapsed().as_secs_f64()
+        );
+        for (code, k) in unnamed {
+            if let Some(w) = ioblame_format::Unnamed::from_code(code) {
+                line.push_str(&format!("; {k} {}", w.describe()));
+            }
+        }
+        eprintln!("{line}");
+        table.table(flags)
+    }
+}
+
 /// What the trace was created with that the capture adds to later.
 struct Facts {
     /// The CAPTURE_INFO pairs (the command's pid is added once it started).
@@ -679,7 +914,8 @@ fn create_trace<'a>(
             budget: a.paths_time,
         },
     };
-    let start_files = (!a.no_paths).then(|| files.walk(0));
+    let walk = a.paths_mode() == PathsMode::Walk;
+    let start_files = walk.then(|| files.walk(0));
     let start_cgroups = opened
         .specs
         .iter()
@@ -736,7 +972,7 @@ fn create_trace<'a>(
             .write_files(t)
             .map_err(|e| anyhow::anyhow!(io_message(&e)))?;
     }
-    Ok((writer, (!a.no_paths).then_some(files), facts))
+    Ok((writer, walk.then_some(files), facts))
 }
 
 /// Enables the events, then lists the tasks again: the first file names every task alive
@@ -774,15 +1010,24 @@ fn start_command(command: &[String]) -> Result<Option<Child>, String> {
 struct Recorder {
     per_cpu: Vec<Cpu>,
     counts: Counts,
+    /// Where the inodes seen for the first time go to be named (`--paths touched`).
+    names_tx: Option<std::sync::mpsc::Sender<Vec<(u32, u64)>>>,
     tx: SyncSender<ToWriter>,
     shared: Arc<Shared>,
 }
 
 impl Recorder {
-    /// Reads every CPU's ring into its chunk, sending the chunks that are full.
+    /// Reads every CPU's ring into its chunk, sending the chunks that are full, and the
+    /// inodes seen for the first time to the namer.
     fn drain_all(&mut self) {
         for c in self.per_cpu.iter_mut() {
             drain(c, &mut self.counts, &self.tx, &self.shared);
+        }
+        if let Some(n) = &self.names_tx {
+            let fresh = self.counts.touched.take_fresh();
+            if !fresh.is_empty() {
+                let _ = n.send(fresh);
+            }
         }
     }
 
@@ -917,12 +1162,14 @@ fn stop(
     rec: Recorder,
     started: Instant,
     files: Option<&FilesWalk>,
+    naming: Option<(Naming, Duration)>,
     start_cgroups: Option<&[ioblame_format::Cgroup]>,
     wt: JoinHandle<Option<RingStats>>,
 ) -> Stopped {
     let Recorder {
         mut per_cpu,
         mut counts,
+        names_tx,
         tx,
         shared,
     } = rec;
@@ -939,6 +1186,20 @@ fn stop(
     }
     let elapsed = started.elapsed();
     hand_off_events(&mut per_cpu);
+    // The inodes of the last records, then the names: those found while recording, looked up
+    // again (renamed files get their new name), and a walk for what no handle named.
+    if let Some((n, budget)) = naming {
+        let fresh = counts.touched.take_fresh();
+        if !fresh.is_empty() {
+            let _ = n.tx.send(fresh);
+        }
+        drop(names_tx);
+        let over_cap = counts.touched.over_cap;
+        let t = n.finish(budget, over_cap);
+        if !shared.failed.load(Ordering::SeqCst) {
+            let _ = tx.send(ToWriter::Names(t));
+        }
+    }
     // The FILES table at the end names the files created during the capture. A failed
     // writer has stopped: nothing more is written.
     if let Some(f) = files {

@@ -44,6 +44,20 @@ impl EventDef {
     pub fn is_named(&self, name: &str) -> bool {
         self.name == name || self.aliases.contains(&name)
     }
+    /// The fields that name the inode the event refers to, as (device, inode): the device is
+    /// an integer `dev` or `s_dev` (kernel encoding), or the bdi `name` (the text
+    /// `MAJ:MIN`); `None` when the event names no inode. The recorder names these inodes.
+    pub fn inode_fields(&self) -> Option<(&'static FieldDecl, &'static FieldDecl)> {
+        let ino = self
+            .fields
+            .iter()
+            .find(|f| !f.string && f.names().any(|n| n == "ino" || n == "i_ino"))?;
+        let dev = self
+            .fields
+            .iter()
+            .find(|f| f.names().any(|n| n == "dev" || n == "s_dev" || n == "name"))?;
+        Some((dev, ino))
+    }
 }
 
 /// A field a typed event reads, as its registry entry declares it.

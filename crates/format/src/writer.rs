@@ -394,6 +394,19 @@ impl RingWriter {
         self.enforce_cap()
     }
 
+    /// Appends a FILES block to the current file only (a part of the table, written as the
+    /// recorder names files: see [`RingWriter::set_files`] for what later files repeat).
+    pub fn append_files(&mut self, table: &FileTable) -> Result<()> {
+        self.append_block(&encode_files_block(table))?;
+        self.enforce_cap()
+    }
+
+    /// The FILES table the metadata of every file opened from now on repeats (nothing is
+    /// written now).
+    pub fn set_files(&mut self, table: &FileTable) {
+        self.meta.files = encode_files_block(table);
+    }
+
     /// Appends a FILES block to the current file, and repeats it in the metadata of every file
     /// opened from now on.
     pub fn write_files(&mut self, table: &FileTable) -> Result<()> {

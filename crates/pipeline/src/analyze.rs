@@ -79,7 +79,12 @@ pub fn unnamed_files(
     let mut by_why: BTreeMap<Option<u8>, (Files, u64)> = BTreeMap::new();
     for (_, act, tot) in tables.acts_with_totals() {
         let (dev, ino) = (act.file.dev, act.file.ino);
-        if ino == 0 || (act.recorder && !show_recorder) || paths.get(dev, ino).is_some() {
+        // A block device's own inode (`ino == dev_t`) is shown as the device.
+        if ino == 0
+            || ino == dev as u64
+            || (act.recorder && !show_recorder)
+            || paths.get(dev, ino).is_some()
+        {
             continue;
         }
         let why = paths.unnamed(dev, ino).map(|w| w.code());

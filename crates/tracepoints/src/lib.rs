@@ -200,6 +200,75 @@ pub struct Tracepoint {
     pub callchain: bool,
 }
 
+/// Where a field lies in a tracepoint's payload (byte offset and size), as its format text
+/// declares it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldAt {
+    /// Byte offset in the payload.
+    pub offset: usize,
+    /// Size in bytes.
+    pub size: usize,
+}
+
+/// The field `name` of a format text (`field:TYPE NAME[N];\toffset:O;\tsize:S;...`).
+pub fn field_at(format: &str, name: &str) -> Option<FieldAt> {
+    format.lines().find_map(|l| {
+        let mut parts = l.trim_start().strip_prefix("field:")?.split(';');
+        let decl = parts.next()?.trim();
+        let field = decl.rsplit(' ').next()?;
+        let field = field.split('[').next()?;
+        if field != name {
+            return None;
+        }
+        let num = |p: Option<&str>, key: &str| -> Option<usize> {
+            p?.trim().strip_prefix(key)?.parse().ok()
+        };
+        Some(FieldAt {
+            offset: num(parts.next(), "offset:")?,
+            size: num(parts.next(), "size:")?,
+        })
+    })
+}
+
+/// Where a recorded event names an inode ([`Tracepoint::inode_at`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InodeAt {
+    /// The filesystem's device: an integer in the kernel encoding, or (`bdi`) the backing
+    /// device's name, the text `MAJ:MIN`.
+    pub dev: FieldAt,
+    /// Whether `dev` is the bdi name.
+    pub bdi: bool,
+    /// The inode number (4 or 8 bytes).
+    pub ino: FieldAt,
+}
+
+impl Tracepoint {
+    /// Where this event's payload names the inode it refers to, from the registry's fields
+    /// ([`ioblame_events::EventDef::inode_fields`]) found in this kernel's format; `None`
+    /// for events that name none, or whose fields are not where they can be read.
+    pub fn inode_at(&self) -> Option<InodeAt> {
+        let (dev, ino) = ioblame_events::find(&self.name)?.inode_fields()?;
+        let locate = |d: &ioblame_events::FieldDecl| {
+            d.names()
+                .find_map(|n| field_at(&self.format, n).map(|f| (n, f)))
+        };
+        let (dev_name, dev_at) = locate(dev)?;
+        let (_, ino_at) = locate(ino)?;
+        let bdi = dev_name == "name";
+        let ok = matches!(ino_at.size, 4 | 8)
+            && (if bdi {
+                dev_at.size >= 8
+            } else {
+                dev_at.size == 4
+            });
+        ok.then_some(InodeAt {
+            dev: dev_at,
+            bdi,
+            ino: ino_at,
+        })
+    }
+}
+
 fn has_field(format: &str, decl: &str) -> bool {
     format
         .lines()
@@ -504,5 +573,66 @@ mod stacks_tests {
         assert_eq!(s.sampled(bio), None);
         assert_eq!(s.sampled("sched:sched_process_exec"), None);
         assert_eq!(Stacks::Exact.sampled(folio), None);
+    }
+}
+
+#[cfg(test)]
+mod inode_tests {
+    use super::*;
+
+    fn tp(name: &str, fields: &str) -> Tracepoint {
+        Tracepoint {
+            name: name.into(),
+            id: 1,
+            format: format!(
+                "name: x\nID: 1\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n{fields}\nprint fmt: \"\"\n"
+            ),
+            callchain: false,
+        }
+    }
+
+    #[test]
+    fn events_that_name_an_inode() {
+        let t = tp(
+            "ext4:ext4_sync_file_enter",
+            "\tfield:dev_t dev;\toffset:8;\tsize:4;\tsigned:0;\n\tfield:ino_t ino;\toffset:16;\tsize:8;\tsigned:0;",
+        );
+        assert_eq!(
+            t.inode_at(),
+            Some(InodeAt {
+                dev: FieldAt { offset: 8, size: 4 },
+                bdi: false,
+                ino: FieldAt {
+                    offset: 16,
+                    size: 8
+                },
+            })
+        );
+        let t = tp(
+            "writeback:writeback_dirty_inode",
+            "\tfield:char name[32];\toffset:8;\tsize:32;\tsigned:0;\n\tfield:ino_t ino;\toffset:40;\tsize:8;\tsigned:0;\n\tfield:unsigned long state;\toffset:48;\tsize:8;\tsigned:0;\n\tfield:unsigned long flags;\toffset:56;\tsize:8;\tsigned:0;",
+        );
+        let at = t.inode_at().unwrap();
+        assert!(at.bdi);
+        assert_eq!((at.dev.offset, at.ino.offset), (8, 40));
+        // s_dev and i_ino (the page cache events).
+        let t = tp(
+            "filemap:mm_filemap_add_to_page_cache",
+            "\tfield:unsigned long pfn;\toffset:8;\tsize:8;\tsigned:0;\n\tfield:unsigned long i_ino;\toffset:16;\tsize:8;\tsigned:0;\n\tfield:unsigned long index;\toffset:24;\tsize:8;\tsigned:0;\n\tfield:dev_t s_dev;\toffset:32;\tsize:4;\tsigned:0;",
+        );
+        assert_eq!(
+            t.inode_at().map(|a| (a.dev.offset, a.ino.offset)),
+            Some((32, 16))
+        );
+        // Block events name no inode; unknown events neither.
+        let t = tp(
+            "block:block_rq_issue",
+            "\tfield:dev_t dev;\toffset:8;\tsize:4;\tsigned:0;",
+        );
+        assert_eq!(t.inode_at(), None);
+        assert_eq!(
+            tp("x:y", "\tfield:ino_t ino;\toffset:8;\tsize:8;\tsigned:0;").inode_at(),
+            None
+        );
     }
 }

@@ -1,0 +1,406 @@
+//! Naming the inodes the trace refers to (`--paths touched`): by file handle where the
+//! filesystem takes one (`open_by_handle_at`: ext2/3/4 accept a zero generation, xfs needs
+//! the inode's, which bulkstat gives), the path read back from the descriptor and checked
+//! with a stat; what no handle names is left to a walk that stops once it found them
+//! (`paths::find`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use ioblame_format::{kernel_dev, FileEntry, FileTable, Mount, Unnamed, UnnamedFile};
+
+/// What the handle lookup found for one inode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// Its path.
+    Named(String),
+    /// It has no path, and why.
+    Unnamed(Unnamed),
+    /// No handle could name it (the filesystem takes none, or the path read back did not
+    /// check out): the walk may.
+    Walk,
+}
+
+/// What the recording knows of one inode's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Name {
+    /// Its path (the latest found).
+    Path(String),
+    /// None, and why.
+    Unnamed(Unnamed),
+}
+
+/// The names found so far, by (dev, inode).
+#[derive(Debug, Default)]
+pub struct Table {
+    map: BTreeMap<(u32, u64), Name>,
+}
+
+impl Table {
+    /// Whether it names nothing.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+    /// The name of an inode, if known.
+    pub fn get(&self, key: (u32, u64)) -> Option<&Name> {
+        self.map.get(&key)
+    }
+    /// Records a name: a path replaces anything; a reason only what has no path.
+    pub fn set(&mut self, key: (u32, u64), name: Name) {
+        match (self.map.get_mut(&key), name) {
+            (Some(Name::Path(_)), Name::Unnamed(_)) => {}
+            (Some(old), new) => *old = new,
+            (None, new) => {
+                self.map.insert(key, new);
+            }
+        }
+    }
+    /// Adds the entries of a table (a part the writer received).
+    pub fn merge(&mut self, t: &FileTable) {
+        for e in &t.entries {
+            self.set((e.dev, e.ino), Name::Path(e.path.clone()));
+        }
+        for u in &t.unnamed {
+            self.set((u.dev, u.ino), Name::Unnamed(u.why));
+        }
+    }
+    /// All of it as a FILES table with `flags`.
+    pub fn table(&self, flags: u32) -> FileTable {
+        let mut t = FileTable {
+            flags,
+            ..Default::default()
+        };
+        for (&(dev, ino), n) in &self.map {
+            match n {
+                Name::Path(p) => t.entries.push(FileEntry {
+                    dev,
+                    ino,
+                    path: p.clone(),
+                }),
+                Name::Unnamed(why) => t.unnamed.push(UnnamedFile {
+                    dev,
+                    ino,
+                    why: *why,
+                }),
+            }
+        }
+        t
+    }
+    /// Every (dev, inode) and its name.
+    pub fn iter(&self) -> impl Iterator<Item = (&(u32, u64), &Name)> {
+        self.map.iter()
+    }
+    /// Inodes with a path, and without one by reason.
+    pub fn counts(&self) -> (usize, BTreeMap<u8, usize>) {
+        let mut named = 0;
+        let mut unnamed: BTreeMap<u8, usize> = BTreeMap::new();
+        for n in self.map.values() {
+            match n {
+                Name::Path(_) => named += 1,
+                Name::Unnamed(w) => *unnamed.entry(w.code()).or_default() += 1,
+            }
+        }
+        (named, unnamed)
+    }
+}
+
+/// Which file handles a filesystem takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// ext2/3/4: `FILEID_INO32_GEN` with generation 0 (ext4_nfs_get_inode skips the check).
+    Ext,
+    /// xfs: `FILEID_INO32_GEN` (or its 64-bit form) with the inode's generation.
+    Xfs,
+    /// Others: only the walk.
+    Other,
+}
+
+/// One recorded filesystem, by its device.
+struct Fs {
+    kind: Kind,
+    /// The mount point, open (for `open_by_handle_at` and xfs ioctls).
+    dir: Option<OwnedFd>,
+    /// Its `st_dev`, to check a path read back.
+    st_dev: u64,
+}
+
+/// How the inodes were named.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Named through a file handle.
+    pub by_handle: u64,
+    /// Gone when looked up.
+    pub deleted: u64,
+    /// Left to the walk.
+    pub to_walk: u64,
+}
+
+/// Names inodes of the filesystems of `mounts` by file handle.
+pub struct Namer {
+    fss: HashMap<u32, Fs>,
+    /// Set when the kernel refused handles (no CAP_DAC_READ_SEARCH): every lookup then goes
+    /// to the walk.
+    refused: bool,
+    /// What it did.
+    pub stats: Stats,
+}
+
+const FILEID_INO32_GEN: i32 = 1;
+/// xfs's flag for a 64-bit inode number in the handle (`XFS_FILEID_TYPE_64FLAG`).
+const XFS_FILEID_TYPE_64FLAG: i32 = 0x80;
+/// `_IOR('X', 127, struct xfs_bulkstat_req)`: the request header is 64 bytes.
+const XFS_IOC_BULKSTAT: libc::c_ulong = 0x8040_587f;
+/// `struct xfs_bulkstat` is 192 bytes; `bs_ino` at 0, `bs_gen` at 64.
+const XFS_BULKSTAT_LEN: usize = 192;
+
+impl Namer {
+    /// A namer for the filesystems of `mounts` (one mount per device, as
+    /// `paths::mounts_to_walk` picks them).
+    pub fn new(mounts: &[&Mount]) -> Namer {
+        let mut fss = HashMap::new();
+        for m in mounts {
+            let kind = match m.fs_type.as_str() {
+                "ext2" | "ext3" | "ext4" => Kind::Ext,
+                "xfs" => Kind::Xfs,
+                _ => Kind::Other,
+            };
+            let mount_point = PathBuf::from(&m.mount_point);
+            let Ok(md) = std::fs::metadata(&mount_point) else {
+                continue;
+            };
+            let dir = open_dir(&mount_point);
+            fss.insert(
+                kernel_dev(m.major, m.minor),
+                Fs {
+                    kind,
+                    dir,
+                    st_dev: md.dev(),
+                },
+            );
+        }
+        Namer {
+            fss,
+            refused: false,
+            stats: Stats::default(),
+        }
+    }
+
+    /// Names inode `ino` of the filesystem of kernel dev_t `dev`.
+    pub fn name(&mut self, dev: u32, ino: u64) -> Found {
+        let found = match self.fss.get(&dev) {
+            None => Found::Unnamed(Unnamed::NotFound),
+            Some(_) if self.refused => Found::Walk,
+            Some(fs) => match by_handle(fs, ino) {
+                Err(HandleError::Refused) => {
+                    self.refused = true;
+                    Found::Walk
+                }
+                Err(HandleError::Gone) => Found::Unnamed(Unnamed::Deleted),
+                Err(HandleError::Other) => Found::Walk,
+                Ok(p) => Found::Named(p),
+            },
+        };
+        match &found {
+            Found::Named(_) => self.stats.by_handle += 1,
+            Found::Unnamed(Unnamed::Deleted) => self.stats.deleted += 1,
+            Found::Walk => self.stats.to_walk += 1,
+            Found::Unnamed(_) => {}
+        }
+        found
+    }
+
+    /// Whether `dev` is a filesystem this namer knows (else the walk cannot find it either).
+    pub fn knows(&self, dev: u32) -> bool {
+        self.fss.contains_key(&dev)
+    }
+}
+
+fn open_dir(p: &Path) -> Option<OwnedFd> {
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).ok()?;
+    // SAFETY: `c` is a NUL-terminated path; the descriptor returned is owned below.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    // SAFETY: a descriptor just returned by open, owned by nobody else.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+enum HandleError {
+    /// The kernel refuses handles to this process (EPERM).
+    Refused,
+    /// The inode no longer exists (ESTALE, or bulkstat found no such inode).
+    Gone,
+    /// Anything else: not supported, or a path that did not check out.
+    Other,
+}
+
+/// The generation of xfs inode `ino`, from bulkstat (v5, Linux 5.2): `Err(Gone)` when the
+/// inode is not allocated.
+fn xfs_generation(dir: &OwnedFd, ino: u64) -> Result<u32, HandleError> {
+    let mut req = [0u64; (64 + XFS_BULKSTAT_LEN) / 8];
+    req[0] = ino; // hdr.ino: start with this inode
+    req[1] = 1u64 << 32; // hdr.flags = 0, hdr.icount = 1 (little-endian halves)
+    if cfg!(target_endian = "big") {
+        req[1] = 1;
+    }
+    // SAFETY: `req` is a writable xfs_bulkstat_req with room for one xfs_bulkstat.
+    let rc = unsafe { libc::ioctl(dir.as_raw_fd(), XFS_IOC_BULKSTAT as _, req.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(HandleError::Other);
+    }
+    let words: &[u64] = &req;
+    let ocount = if cfg!(target_endian = "big") {
+        (words[2] >> 32) as u32
+    } else {
+        words[2] as u32
+    };
+    let found_ino = words[8];
+    if ocount == 0 || found_ino != ino {
+        return Err(HandleError::Gone);
+    }
+    // bs_gen: the u32 at byte 64 of the record, i.e. the low half of word 8 + 8.
+    let w = words[8 + 8];
+    Ok(if cfg!(target_endian = "big") {
+        (w >> 32) as u32
+    } else {
+        w as u32
+    })
+}
+
+/// Opens inode `ino` of `fs` by handle and reads its path back.
+fn by_handle(fs: &Fs, ino: u64) -> Result<String, HandleError> {
+    let dir = fs.dir.as_ref().ok_or(HandleError::Other)?;
+    let mut f_handle = [0u8; 16];
+    let (ty, len) = match fs.kind {
+        Kind::Ext => {
+            let ino32 = u32::try_from(ino).map_err(|_| HandleError::Other)?;
+            f_handle[..4].copy_from_slice(&ino32.to_ne_bytes());
+            (FILEID_INO32_GEN, 8)
+        }
+        Kind::Xfs => {
+            let gen = xfs_generation(dir, ino)?;
+            match u32::try_from(ino) {
+                Ok(ino32) => {
+                    f_handle[..4].copy_from_slice(&ino32.to_ne_bytes());
+                    f_handle[4..8].copy_from_slice(&gen.to_ne_bytes());
+                    (FILEID_INO32_GEN, 8)
+                }
+                Err(_) => {
+                    // struct xfs_fid64, packed: u64 ino, u32 gen.
+                    f_handle[..8].copy_from_slice(&ino.to_ne_bytes());
+                    f_handle[8..12].copy_from_slice(&gen.to_ne_bytes());
+                    (FILEID_INO32_GEN | XFS_FILEID_TYPE_64FLAG, 12)
+                }
+            }
+        }
+        Kind::Other => return Err(HandleError::Other),
+    };
+    // struct file_handle: u32 handle_bytes, i32 handle_type, then the bytes.
+    #[repr(C)]
+    struct FileHandle {
+        handle_bytes: u32,
+        handle_type: i32,
+        f_handle: [u8; 16],
+    }
+    let h = FileHandle {
+        handle_bytes: len,
+        handle_type: ty,
+        f_handle,
+    };
+    // SAFETY: `h` is a valid struct file_handle of `len` handle bytes; the descriptor
+    // returned is owned below.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_open_by_handle_at,
+            dir.as_raw_fd(),
+            &h as *const FileHandle,
+            libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+        )
+    };
+    if fd < 0 {
+        return Err(match std::io::Error::last_os_error().raw_os_error() {
+            Some(libc::ESTALE) => HandleError::Gone,
+            Some(libc::EPERM) => HandleError::Refused,
+            _ => HandleError::Other,
+        });
+    }
+    // SAFETY: a descriptor just returned by the kernel, owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .map_err(|_| HandleError::Other)?;
+    let path = link.to_string_lossy().into_owned();
+    if path.ends_with(" (deleted)") {
+        // Still in the kernel's caches but unlinked: gone if no name is left, else another
+        // name may be found by the walk.
+        // SAFETY: `st` is written by fstat on success only, and read only then.
+        let mut st = unsafe { std::mem::zeroed::<libc::stat>() };
+        // SAFETY: a valid descriptor and a writable stat buffer.
+        let rc = unsafe { libc::fstat(fd.as_raw_fd(), &mut st) };
+        return Err(if rc == 0 && st.st_nlink == 0 {
+            HandleError::Gone
+        } else {
+            HandleError::Other
+        });
+    }
+    // A dentry the kernel had to make up (not in the cache) reads back as a bare name: only
+    // a path that names this very inode counts.
+    match std::fs::symlink_metadata(&link) {
+        Ok(md) if link.is_absolute() && md.dev() == fs.st_dev && md.ino() == ino => Ok(path),
+        _ => Err(HandleError::Other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On whatever filesystem holds the temporary directory: a file is named by handle when
+    /// the filesystem takes them (ext4, xfs), its deletion is seen, and a rename too.
+    #[test]
+    fn names_by_handle_where_it_can() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("named.dat");
+        std::fs::write(&f, "x").unwrap();
+        let md = std::fs::metadata(&f).unwrap();
+        let mounts = crate::snapshot::mounts();
+        // The mount holding the file: the longest mount point that is a prefix of it.
+        let Some(m) = mounts
+            .iter()
+            .filter(|m| {
+                f.starts_with(&m.mount_point)
+                    && std::fs::metadata(&m.mount_point).is_ok_and(|x| x.dev() == md.dev())
+            })
+            .max_by_key(|m| m.mount_point.len())
+        else {
+            return;
+        };
+        let dev = kernel_dev(m.major, m.minor);
+        let mut n = Namer::new(&[m]);
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let handles = root && matches!(m.fs_type.as_str(), "ext4" | "xfs") && m.root == "/";
+        let want = f.canonicalize().unwrap().display().to_string();
+        match n.name(dev, md.ino()) {
+            Found::Named(p) => assert_eq!(p, want),
+            other => assert!(!handles, "{} on {}: {other:?}", want, m.fs_type),
+        }
+        if handles {
+            let g = d.path().join("renamed.dat");
+            std::fs::rename(&f, &g).unwrap();
+            assert_eq!(
+                n.name(dev, md.ino()),
+                Found::Named(g.canonicalize().unwrap().display().to_string())
+            );
+            std::fs::remove_file(&g).unwrap();
+            // Dropped from the cache or not, an unlinked inode is not named.
+            assert!(matches!(n.name(dev, md.ino()), Found::Unnamed(_)));
+            assert_eq!(n.stats.by_handle, 2);
+        }
+    }
+}

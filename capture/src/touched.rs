@@ -1,0 +1,237 @@
+//! The inodes the recording refers to: read from the samples as they are drained, from the
+//! fields the event registry says name an inode (`Tracepoint::inode_at`), so that the FILES
+//! table names those and only those (`--paths touched`, the default).
+
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
+
+use ioblame_tracepoints::InodeAt;
+
+use crate::perf::RECORD_SAMPLE;
+
+/// Hashes a (dev, inode) pair or an event id with a multiply-xorshift: this runs for every
+/// sample that names an inode.
+#[derive(Default)]
+pub struct FastHasher(u64);
+
+impl Hasher for FastHasher {
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 29)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(n as u64);
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type Fast = BuildHasherDefault<FastHasher>;
+
+/// Where one event id's samples name an inode.
+#[derive(Debug, Clone, Copy)]
+struct IdInode {
+    at: InodeAt,
+    /// Whether its samples carry a callchain (which lies before the raw payload).
+    callchain: bool,
+}
+
+/// The (dev, inode) pairs seen in the samples, each reported once.
+#[derive(Default)]
+pub struct Touched {
+    by_id: HashMap<u64, IdInode, Fast>,
+    seen: HashSet<(u32, u64), Fast>,
+    last: Option<(u32, u64)>,
+    /// Pairs seen for the first time since the last [`Touched::take_fresh`].
+    fresh: Vec<(u32, u64)>,
+    /// Most pairs kept; beyond it new ones are counted, not kept.
+    cap: usize,
+    /// Pairs not kept because of the cap.
+    pub over_cap: u64,
+}
+
+/// Offset of the callchain (or, without one, of the raw size) in a sample of `SAMPLE_TYPE`:
+/// header 8, identifier 8, pid/tid 8, time 8, cpu/res 8.
+const AFTER_FIXED: usize = 40;
+
+impl Touched {
+    /// Reads the inodes of the events of `ids` (each event's sample ids, in the order of
+    /// `ats`), keeping at most `cap` pairs.
+    pub fn new(ats: &[(Option<InodeAt>, bool)], ids: &[Vec<u64>], cap: usize) -> Touched {
+        let mut by_id = HashMap::default();
+        for ((at, callchain), ids) in ats.iter().zip(ids) {
+            if let Some(at) = at {
+                for &id in ids {
+                    by_id.insert(
+                        id,
+                        IdInode {
+                            at: *at,
+                            callchain: *callchain,
+                        },
+                    );
+                }
+            }
+        }
+        Touched {
+            by_id,
+            cap,
+            ..Default::default()
+        }
+    }
+
+    /// Looks at one drained record; remembers its inode if it names one not seen before.
+    #[inline]
+    pub fn see(&mut self, rec: &[u8]) {
+        if self.by_id.is_empty() || rec.len() < AFTER_FIXED + 4 {
+            return;
+        }
+        if u32::from_ne_bytes([rec[0], rec[1], rec[2], rec[3]]) != RECORD_SAMPLE {
+            return;
+        }
+        let id = u64::from_ne_bytes(rec[8..16].try_into().unwrap_or_default());
+        let Some(e) = self.by_id.get(&id) else {
+            return;
+        };
+        let Some(key) = inode_of(rec, e) else {
+            return;
+        };
+        if self.last == Some(key) {
+            return;
+        }
+        self.last = Some(key);
+        if self.seen.len() >= self.cap {
+            if !self.seen.contains(&key) {
+                self.over_cap += 1;
+            }
+            return;
+        }
+        if self.seen.insert(key) {
+            self.fresh.push(key);
+        }
+    }
+
+    /// The pairs seen for the first time since the last call.
+    pub fn take_fresh(&mut self) -> Vec<(u32, u64)> {
+        std::mem::take(&mut self.fresh)
+    }
+
+    /// Every pair seen (at most the cap).
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.seen.len()
+    }
+}
+
+/// The (dev, inode) a sample names, `None` if it is too short or names inode 0.
+fn inode_of(rec: &[u8], e: &IdInode) -> Option<(u32, u64)> {
+    let u64_at = |o: usize| {
+        rec.get(o..o + 8)
+            .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or_default()))
+    };
+    let mut at = AFTER_FIXED;
+    if e.callchain {
+        let nr = u64_at(at)?;
+        at = at
+            .checked_add(8)?
+            .checked_add(usize::try_from(nr).ok()?.checked_mul(8)?)?;
+    }
+    let size = u32::from_ne_bytes(rec.get(at..at + 4)?.try_into().ok()?) as usize;
+    let raw = rec.get(at + 4..(at + 4).checked_add(size)?)?;
+    let field = |f: ioblame_tracepoints::FieldAt| raw.get(f.offset..f.offset + f.size);
+    let ino = match field(e.at.ino)? {
+        b if b.len() == 8 => u64::from_ne_bytes(b.try_into().ok()?),
+        b if b.len() == 4 => u32::from_ne_bytes(b.try_into().ok()?) as u64,
+        _ => return None,
+    };
+    if ino == 0 {
+        return None;
+    }
+    let d = field(e.at.dev)?;
+    let dev = if e.at.bdi {
+        // "MAJ:MIN", NUL-padded.
+        let end = d.iter().position(|&c| c == 0).unwrap_or(d.len());
+        let (maj, min) = std::str::from_utf8(&d[..end]).ok()?.split_once(':')?;
+        ioblame_format::kernel_dev(maj.parse().ok()?, min.parse().ok()?)
+    } else {
+        u32::from_ne_bytes(d.try_into().ok()?)
+    };
+    Some((dev, ino))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ioblame_tracepoints::FieldAt;
+
+    /// A sample of id `id` whose raw payload is `raw`, with a callchain of `nr` frames.
+    fn sample(id: u64, nr: Option<u64>, raw: &[u8]) -> Vec<u8> {
+        let mut r = Vec::new();
+        r.extend(RECORD_SAMPLE.to_ne_bytes());
+        r.extend([0u8; 4]);
+        r.extend(id.to_ne_bytes());
+        r.extend([0u8; 24]);
+        if let Some(nr) = nr {
+            r.extend(nr.to_ne_bytes());
+            for i in 0..nr {
+                r.extend((0xffff_ffff_8100_0000u64 + i).to_ne_bytes());
+            }
+        }
+        r.extend((raw.len() as u32).to_ne_bytes());
+        r.extend(raw);
+        r
+    }
+
+    fn payload(dev: &[u8], ino: u64) -> Vec<u8> {
+        let mut p = vec![0u8; 8];
+        p.extend(dev);
+        p.resize(40, 0);
+        p.extend(ino.to_ne_bytes());
+        p
+    }
+
+    #[test]
+    fn reads_each_inode_once() {
+        let int = InodeAt {
+            dev: FieldAt { offset: 8, size: 4 },
+            bdi: false,
+            ino: FieldAt {
+                offset: 40,
+                size: 8,
+            },
+        };
+        let bdi = InodeAt {
+            dev: FieldAt {
+                offset: 8,
+                size: 32,
+            },
+            bdi: true,
+            ..int
+        };
+        let mut t = Touched::new(
+            &[(Some(int), true), (None, false), (Some(bdi), false)],
+            &[vec![10, 11], vec![20], vec![30]],
+            3,
+        );
+        let dev = ((7u32 << 20) | 1).to_ne_bytes();
+        t.see(&sample(10, Some(3), &payload(&dev, 12)));
+        t.see(&sample(11, Some(0), &payload(&dev, 12)));
+        t.see(&sample(20, None, &payload(&dev, 99)));
+        t.see(&sample(30, None, &payload(b"7:1\0", 13)));
+        // Inode 0, a short record, an unknown id: nothing.
+        t.see(&sample(30, None, &payload(b"7:1\0", 0)));
+        t.see(&sample(10, Some(3), &payload(&dev, 12))[..50]);
+        t.see(&sample(99, None, &payload(&dev, 14)));
+        assert_eq!(t.take_fresh(), [((7 << 20) | 1, 12), ((7 << 20) | 1, 13)]);
+        assert!(t.take_fresh().is_empty());
+        t.see(&sample(10, Some(1), &payload(&dev, 15)));
+        // The cap: a fourth inode is counted, not kept.
+        t.see(&sample(10, Some(1), &payload(&dev, 16)));
+        assert_eq!(t.take_fresh(), [((7 << 20) | 1, 15)]);
+        assert_eq!((t.len(), t.over_cap), (3, 1));
+    }
+}
