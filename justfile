@@ -61,6 +61,14 @@ bench-capture:
     cargo build --release -p ioblame-capture
     capture/bench/bench-capture.sh
 
+# File names at scale: the recorder's start and stop on a filesystem of FILES files, and the
+# analysis of a recording of this host with and without its path table (needs root;
+# docs/benchmarks.md). CAPTURE_BEFORE and ANALYZER_BEFORE in the environment: older binaries
+# to compare with.
+bench-paths REPS="5" FILES="2000000":
+    cargo build --release -p ioblame -p ioblame-capture
+    capture/bench/bench-paths.py {{REPS}} {{FILES}}
+
 # Fuzz the trace reader for SECS seconds (installs cargo-fuzz if needed; stable toolchain).
 fuzz SECS="60":
     fuzz/run.sh {{SECS}} reader

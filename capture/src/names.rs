@@ -136,6 +136,8 @@ pub struct Stats {
     pub deleted: u64,
     /// Left to the walk.
     pub to_walk: u64,
+    /// Time spent in the lookups.
+    pub time: std::time::Duration,
 }
 
 /// Names inodes of the filesystems of `mounts` by file handle.
@@ -190,6 +192,7 @@ impl Namer {
 
     /// Names inode `ino` of the filesystem of kernel dev_t `dev`.
     pub fn name(&mut self, dev: u32, ino: u64) -> Found {
+        let t0 = std::time::Instant::now();
         let found = match self.fss.get(&dev) {
             None => Found::Unnamed(Unnamed::NotFound),
             Some(_) if self.refused => Found::Walk,
@@ -209,6 +212,7 @@ impl Namer {
             Found::Walk => self.stats.to_walk += 1,
             Found::Unnamed(_) => {}
         }
+        self.stats.time += t0.elapsed();
         found
     }
 

@@ -802,6 +802,7 @@ impl Naming {
             eprintln!("ioblame-capture: warning: the namer thread failed: no file names");
             return FileTable::default();
         };
+        let while_recording = namer.stats;
         let named: Vec<(u32, u64)> = table
             .iter()
             .filter(|(_, n)| matches!(n, Name::Path(_)))
@@ -847,9 +848,11 @@ impl Naming {
         let (n, unnamed) = table.counts();
         let mut line = format!(
             "ioblame-capture: named {n} of {} files the trace refers to ({} by file handle, \
-             {by_walk} by a walk) in {:.2}s",
+             {by_walk} by a walk): {} lookups in {:.3} s while recording, {:.3} s at the end",
             n + unnamed.values().sum::<usize>(),
             n - by_walk,
+            while_recording.by_handle + while_recording.deleted + while_recording.to_walk,
+            while_recording.time.as_secs_f64(),
             started.elapsed().as_secs_f64()
         );
         for (code, k) in unnamed {
