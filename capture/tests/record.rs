@@ -28,16 +28,7 @@ fn eight_mib(fs: &str) {
         "dd if=/dev/zero of={} bs=1M count=8 conv=fsync 2>/dev/null; sleep 0.2",
         file.display()
     );
-    let o = record(&[
-        "-o",
-        out.to_str().unwrap(),
-        "--devices",
-        &lfs.name,
-        "--",
-        "sh",
-        "-c",
-        &cmd,
-    ]);
+    let o = record_sh(&out, &lfs.name, &[], &cmd);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "record failed: {stderr}");
     assert!(stderr.contains("stopped (command exited)"), "{stderr}");
@@ -528,16 +519,7 @@ fn names_of_changing_files(fs: &str) {
          dd if=/dev/zero of={m}/gone.dat bs=64k count=16 conv=fsync 2>/dev/null; \
          sleep 0.6; rm {m}/gone.dat; sync; sleep 0.2"
     );
-    let o = record(&[
-        "-o",
-        out.to_str().unwrap(),
-        "--devices",
-        &lfs.name,
-        "--",
-        "sh",
-        "-c",
-        &cmd,
-    ]);
+    let o = record_sh(&out, &lfs.name, &[], &cmd);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "record failed: {stderr}");
     let t = Trace::open(&out).unwrap();
@@ -571,18 +553,12 @@ fn names_of_changing_files(fs: &str) {
 
     // The walk of old, on request: every file of the device, touched or not.
     let out2 = lfs.dir.path().join("walked");
-    let o = record(&[
-        "-o",
-        out2.to_str().unwrap(),
-        "--devices",
+    let o = record_sh(
+        &out2,
         &lfs.name,
-        "--paths",
-        "walk",
-        "--",
-        "sh",
-        "-c",
+        &["--paths", "walk"],
         &format!("dd if=/dev/zero of={m}/w.dat bs=64k count=4 conv=fsync 2>/dev/null"),
-    ]);
+    );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let t = Trace::open(&out2).unwrap();
     assert_eq!(t.paths().flags() & FILES_TOUCHED, 0);

@@ -166,6 +166,15 @@ pub fn record(args: &[&str]) -> Output {
         .expect("run ioblame-capture")
 }
 
+/// Runs `ioblame-capture record -o OUT --devices DEV EXTRA... -- sh -c SCRIPT`.
+pub fn record_sh(out: &Path, dev: &str, extra: &[&str], script: &str) -> Output {
+    let out = out.to_str().expect("UTF-8 path");
+    let mut args = vec!["-o", out, "--devices", dev];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "sh", "-c", script]);
+    record(&args)
+}
+
 /// One decoded sample.
 #[derive(Debug, Clone)]
 pub struct Sample {
