@@ -202,6 +202,7 @@ impl Namer {
                     Found::Walk
                 }
                 Err(HandleError::Gone) => Found::Unnamed(Unnamed::Deleted),
+                Err(HandleError::Internal) => Found::Unnamed(Unnamed::NoPath),
                 Err(HandleError::Other) => Found::Walk,
                 Ok(p) => Found::Named(p),
             },
@@ -240,6 +241,8 @@ enum HandleError {
     Refused,
     /// The inode no longer exists (ESTALE, or bulkstat found no such inode).
     Gone,
+    /// A filesystem's own inode (ext4's journal): no path.
+    Internal,
     /// Anything else: not supported, or a path that did not check out.
     Other,
 }
@@ -283,6 +286,12 @@ fn by_handle(fs: &Fs, ino: u64) -> Result<String, HandleError> {
     let mut f_handle = [0u8; 16];
     let (ty, len) = match fs.kind {
         Kind::Ext => {
+            // The reserved inodes below the first ordinary one (11) but the root (2): the
+            // journal, the resize inode and the like, which ext4 refuses to open by handle
+            // (ESTALE) although they exist. They have no path.
+            if ino < 11 && ino != 2 {
+                return Err(HandleError::Internal);
+            }
             let ino32 = u32::try_from(ino).map_err(|_| HandleError::Other)?;
             f_handle[..4].copy_from_slice(&ino32.to_ne_bytes());
             (FILEID_INO32_GEN, 8)

@@ -766,8 +766,8 @@ pub enum Unnamed {
     /// The recorder could not look it up by file handle (the filesystem takes none, or the
     /// recorder lacked the capability) and its walk did not find it within its budget.
     NotFound = 2,
-    /// The inode exists but has no path the recorder could see (unlinked while open, or
-    /// outside the mounts visible to the recorder).
+    /// The inode exists but has no path the recorder could see (a filesystem's own inode,
+    /// such as ext4's journal; or outside the mounts visible to the recorder).
     NoPath = 3,
 }
 
@@ -791,7 +791,7 @@ impl Unnamed {
             Unnamed::Deleted => "deleted before the recorder could name it",
             Unnamed::NotFound => "not found by the recorder (no file handles, walk cut short)",
             Unnamed::NoPath => {
-                "no path visible to the recorder (unlinked while open, or outside its mounts)"
+                "no path (a filesystem's own inode, such as ext4's journal, or outside the recorder's mounts)"
             }
         }
     }
