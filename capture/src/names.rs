@@ -146,6 +146,9 @@ pub struct Namer {
     /// Set when the kernel refused handles (no CAP_DAC_READ_SEARCH): every lookup then goes
     /// to the walk.
     refused: bool,
+    /// The exact handle (generation included) of each inode named: a later lookup of a file
+    /// deleted meanwhile fails instead of naming a new file that reused its number.
+    exact: HashMap<(u32, u64), FileHandle>,
     /// What it did.
     pub stats: Stats,
 }
@@ -186,6 +189,7 @@ impl Namer {
         Namer {
             fss,
             refused: false,
+            exact: HashMap::new(),
             stats: Stats::default(),
         }
     }
@@ -196,7 +200,7 @@ impl Namer {
         let found = match self.fss.get(&dev) {
             None => Found::Unnamed(Unnamed::NotFound),
             Some(_) if self.refused => Found::Walk,
-            Some(fs) => match by_handle(fs, ino) {
+            Some(fs) => match by_handle(fs, ino, self.exact.get(&(dev, ino))) {
                 Err(HandleError::Refused) => {
                     self.refused = true;
                     Found::Walk
@@ -204,7 +208,12 @@ impl Namer {
                 Err(HandleError::Gone) => Found::Unnamed(Unnamed::Deleted),
                 Err(HandleError::Internal) => Found::Unnamed(Unnamed::NoPath),
                 Err(HandleError::Other) => Found::Walk,
-                Ok(p) => Found::Named(p),
+                Ok((p, exact)) => {
+                    if let Some(h) = exact {
+                        self.exact.insert((dev, ino), h);
+                    }
+                    Found::Named(p)
+                }
             },
         };
         match &found {
@@ -280,9 +289,19 @@ fn xfs_generation(dir: &OwnedFd, ino: u64) -> Result<u32, HandleError> {
     })
 }
 
-/// Opens inode `ino` of `fs` by handle and reads its path back.
-fn by_handle(fs: &Fs, ino: u64) -> Result<String, HandleError> {
-    let dir = fs.dir.as_ref().ok_or(HandleError::Other)?;
+/// `struct file_handle`: u32 handle_bytes, i32 handle_type, then the bytes (room for the
+/// handles of ext2/3/4 and xfs: 8 or 12 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct FileHandle {
+    handle_bytes: u32,
+    handle_type: i32,
+    f_handle: [u8; 16],
+}
+
+/// The first handle of inode `ino` of `fs`: for ext2/3/4 with generation 0 (which they do
+/// not check), for xfs with the generation bulkstat gives.
+fn first_handle(fs: &Fs, dir: &OwnedFd, ino: u64) -> Result<FileHandle, HandleError> {
     let mut f_handle = [0u8; 16];
     let (ty, len) = match fs.kind {
         Kind::Ext => {
@@ -314,20 +333,50 @@ fn by_handle(fs: &Fs, ino: u64) -> Result<String, HandleError> {
         }
         Kind::Other => return Err(HandleError::Other),
     };
-    // struct file_handle: u32 handle_bytes, i32 handle_type, then the bytes.
-    #[repr(C)]
-    struct FileHandle {
-        handle_bytes: u32,
-        handle_type: i32,
-        f_handle: [u8; 16],
-    }
-    let h = FileHandle {
+    Ok(FileHandle {
         handle_bytes: len,
         handle_type: ty,
         f_handle,
+    })
+}
+
+/// The exact handle of the file at `path` (its generation included): later lookups with it
+/// fail (ESTALE) once the inode is freed, even if a new file reuses its number.
+fn handle_of(path: &Path) -> Option<FileHandle> {
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut h = FileHandle {
+        handle_bytes: 16,
+        handle_type: 0,
+        f_handle: [0; 16],
     };
-    // SAFETY: `h` is a valid struct file_handle of `len` handle bytes; the descriptor
-    // returned is owned below.
+    let mut mount_id: libc::c_int = 0;
+    // SAFETY: a NUL-terminated path, a file_handle with room for 16 bytes, an int.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_name_to_handle_at,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            &mut h as *mut FileHandle,
+            &mut mount_id as *mut libc::c_int,
+            0,
+        )
+    };
+    (rc == 0).then_some(h)
+}
+
+/// Opens inode `ino` of `fs` by `known` (its exact handle, found earlier) or by its first
+/// handle, reads its path back and checks it; returns the path and the exact handle.
+fn by_handle(
+    fs: &Fs,
+    ino: u64,
+    known: Option<&FileHandle>,
+) -> Result<(String, Option<FileHandle>), HandleError> {
+    let dir = fs.dir.as_ref().ok_or(HandleError::Other)?;
+    let h = match known {
+        Some(h) => *h,
+        None => first_handle(fs, dir, ino)?,
+    };
+    // SAFETY: `h` is a valid struct file_handle; the descriptor returned is owned below.
     let fd = unsafe {
         libc::syscall(
             libc::SYS_open_by_handle_at,
@@ -364,7 +413,10 @@ fn by_handle(fs: &Fs, ino: u64) -> Result<String, HandleError> {
     // A dentry the kernel had to make up (not in the cache) reads back as a bare name: only
     // a path that names this very inode counts.
     match std::fs::symlink_metadata(&link) {
-        Ok(md) if link.is_absolute() && md.dev() == fs.st_dev && md.ino() == ino => Ok(path),
+        Ok(md) if link.is_absolute() && md.dev() == fs.st_dev && md.ino() == ino => {
+            let exact = known.copied().or_else(|| handle_of(&link));
+            Ok((path, exact))
+        }
         _ => Err(HandleError::Other),
     }
 }
@@ -411,7 +463,12 @@ mod tests {
                 Found::Named(g.canonicalize().unwrap().display().to_string())
             );
             std::fs::remove_file(&g).unwrap();
-            // Dropped from the cache or not, an unlinked inode is not named.
+            // Dropped from the cache or not, an unlinked inode is not named, even once new
+            // files (which may reuse its number) exist: the exact handle found at the first
+            // lookup carries the generation.
+            for i in 0..8 {
+                std::fs::write(d.path().join(format!("new{i}")), "y").unwrap();
+            }
             assert!(matches!(n.name(dev, md.ino()), Found::Unnamed(_)));
             assert_eq!(n.stats.by_handle, 2);
         }
