@@ -340,25 +340,26 @@ fn first_handle(fs: &Fs, dir: &OwnedFd, ino: u64) -> Result<FileHandle, HandleEr
     })
 }
 
-/// The exact handle of the file at `path` (its generation included): later lookups with it
-/// fail (ESTALE) once the inode is freed, even if a new file reuses its number.
-fn handle_of(path: &Path) -> Option<FileHandle> {
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+/// The exact handle of the file open at `fd` (its generation included): later lookups with
+/// it fail (ESTALE) once the inode is freed, even if a new file reuses its number. Taken from
+/// the descriptor itself (`AT_EMPTY_PATH`), so a rename cannot slip another inode in.
+fn handle_of(fd: &OwnedFd) -> Option<FileHandle> {
     let mut h = FileHandle {
         handle_bytes: 16,
         handle_type: 0,
         f_handle: [0; 16],
     };
     let mut mount_id: libc::c_int = 0;
-    // SAFETY: a NUL-terminated path, a file_handle with room for 16 bytes, an int.
+    // SAFETY: a valid descriptor, an empty NUL-terminated path, a file_handle with room for
+    // 16 bytes, an int.
     let rc = unsafe {
         libc::syscall(
             libc::SYS_name_to_handle_at,
-            libc::AT_FDCWD,
-            c.as_ptr(),
+            fd.as_raw_fd(),
+            c"".as_ptr(),
             &mut h as *mut FileHandle,
             &mut mount_id as *mut libc::c_int,
-            0,
+            libc::AT_EMPTY_PATH,
         )
     };
     (rc == 0).then_some(h)
@@ -414,7 +415,7 @@ fn by_handle(
     // a path that names this very inode counts.
     match std::fs::symlink_metadata(&link) {
         Ok(md) if link.is_absolute() && md.dev() == fs.st_dev && md.ino() == ino => {
-            let exact = known.copied().or_else(|| handle_of(&link));
+            let exact = known.copied().or_else(|| handle_of(&fd));
             Ok((path, exact))
         }
         _ => Err(HandleError::Other),

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use ioblame_format::{
-    BlockDevice, ChunkBuilder, ChunkEncoder, ChunkHeader, EventDesc, FileTable, Header, Metadata,
-    Mount, RingOptions, RingStats, RingWriter, EVENT_CALLCHAIN, EVENT_STACK_SAMPLE,
+    kernel_dev, BlockDevice, ChunkBuilder, ChunkEncoder, ChunkHeader, EventDesc, FileTable, Header,
+    Metadata, Mount, RingOptions, RingStats, RingWriter, EVENT_CALLCHAIN, EVENT_STACK_SAMPLE,
     EVENT_TASK_RECORDS, FILES_AT_END, FILES_CAPPED, FILES_TIMED_OUT, FILES_TOUCHED,
 };
 
@@ -179,8 +179,10 @@ fn writer_thread(
         shared.failed.store(true, Ordering::SeqCst);
     };
     let mut encoder = ChunkEncoder::new(level);
-    // Every name of `Names` messages so far, repeated in each new file's metadata.
+    // Every name of `Names` messages so far, repeated in each new file's metadata (encoded
+    // again only when it changed since the last roll).
     let mut names = names::Table::default();
+    let mut names_changed = false;
     // When the oldest write not yet forced to disk was made.
     let mut unsynced: Option<Instant> = None;
     loop {
@@ -195,8 +197,9 @@ fn writer_thread(
                     // The new file lists the tasks alive now (docs/format.md, TASKS), and the
                     // files named so far.
                     w.set_tasks(snapshot::tasks());
-                    if !names.is_empty() {
+                    if names_changed {
                         w.set_files(&names.table(FILES_TOUCHED));
+                        names_changed = false;
                     }
                 }
                 w.write_chunk(&enc)
@@ -204,6 +207,7 @@ fn writer_thread(
             Ok(ToWriter::Files(t)) => w.write_files(&t),
             Ok(ToWriter::Names(t)) => {
                 names.merge(&t);
+                names_changed = true;
                 w.append_files(&t)
             }
             Ok(ToWriter::Info(i)) => w.write_capture_info(&i),
@@ -364,14 +368,23 @@ pub fn run(a: RecordArgs) -> Result<u8> {
     let plan = plan(&a)?;
     let opened = open_events(&a, &plan, page)?;
     let (mut writer, files, facts) = create_trace(&a, &plan, &opened, page)?;
-    let touched = (a.paths_mode() == PathsMode::Touched).then(|| {
+    let naming_mounts =
+        (a.paths_mode() == PathsMode::Touched).then(|| naming_mounts(&plan, a.devices.is_some()));
+    let touched = naming_mounts.as_ref().map(|ms| {
         let ats: Vec<_> = plan
             .tps
             .iter()
             .zip(&opened.specs)
             .map(|(t, s)| (t.inode_at(), s.callchain))
             .collect();
-        Touched::new(&ats, &opened.ids, a.paths_max_entries)
+        let devs = ms.iter().map(|m| kernel_dev(m.major, m.minor)).collect();
+        Touched::for_filesystems(
+            &ats,
+            &opened.ids,
+            a.paths_max_entries,
+            Some(devs),
+            bdi_to_fs(ms, &plan.block_devices),
+        )
     });
     let started = enable(&opened.per_cpu, &mut writer)?;
     // From here on every event is recorded: a workload started separately (not as the
@@ -402,8 +415,8 @@ pub fn run(a: RecordArgs) -> Result<u8> {
         info.push(("command_pid".into(), c.id().to_string()));
         let _ = tx.send(ToWriter::Info(info));
     }
-    let naming = match touched {
-        Some(_) => Some(start_naming(&plan, a.devices.is_some(), &tx)?),
+    let naming = match naming_mounts {
+        Some(ms) => Some(start_naming(ms, &tx)?),
         None => None,
     };
     let mut status = StatusLine::new();
@@ -714,29 +727,61 @@ struct Naming {
     thread: JoinHandle<NamerDone>,
     /// The mounts it names in (one per filesystem), for the walk at the end.
     mounts: Vec<Mount>,
+    /// Set when the recording ends: past it the namer leaves what is queued to the walk, so
+    /// a backlog of lookups cannot hold the stop beyond `--paths-time`.
+    deadline: Arc<std::sync::OnceLock<Instant>>,
 }
 
-/// Starts the namer thread on the filesystems of the recorded devices (`devices_given`), or
-/// of every block device.
-fn start_naming(plan: &Plan, devices_given: bool, tx: &SyncSender<ToWriter>) -> Result<Naming> {
+/// The filesystems whose files are named: one mount each, of the recorded devices
+/// (`devices_given`), or of every block device.
+fn naming_mounts(plan: &Plan, devices_given: bool) -> Vec<Mount> {
     let all = snapshot::mounts();
     let devs: Option<Vec<(u32, u32)>> =
         devices_given.then(|| plan.fdevs.iter().map(|d| (d.major, d.minor)).collect());
-    let mounts: Vec<Mount> = paths::mounts_to_walk(&all, devs.as_deref(), &plan.block_devices)
+    paths::mounts_to_walk(&all, devs.as_deref(), &plan.block_devices)
         .into_iter()
         .cloned()
-        .collect();
+        .collect()
+}
+
+/// For each disk with exactly one of `mounts` on a partition of it: the disk's kernel dev_t
+/// -> the partition's (writeback events name the backing device, the disk).
+fn bdi_to_fs(mounts: &[Mount], block_devices: &[BlockDevice]) -> HashMap<u32, u32> {
+    let mut on_disk: HashMap<u32, Vec<u32>> = HashMap::new();
+    for m in mounts {
+        let part = block_devices
+            .iter()
+            .find(|b| (b.major, b.minor) == (m.major, m.minor) && !b.parent.is_empty());
+        let disk = part.and_then(|p| block_devices.iter().find(|b| b.name == p.parent));
+        if let Some(d) = disk {
+            on_disk
+                .entry(kernel_dev(d.major, d.minor))
+                .or_default()
+                .push(kernel_dev(m.major, m.minor));
+        }
+    }
+    on_disk
+        .into_iter()
+        .filter_map(|(disk, fss)| (fss.len() == 1).then(|| (disk, fss[0])))
+        .collect()
+}
+
+/// Starts the namer thread on `mounts`.
+fn start_naming(mounts: Vec<Mount>, tx: &SyncSender<ToWriter>) -> Result<Naming> {
     let namer = Namer::new(&mounts.iter().collect::<Vec<_>>());
     let (ntx, nrx) = std::sync::mpsc::channel::<Vec<(u32, u64)>>();
     let wtx = tx.clone();
+    let deadline: Arc<std::sync::OnceLock<Instant>> = Arc::default();
+    let d = deadline.clone();
     let thread = std::thread::Builder::new()
         .name("ioblame-namer".into())
-        .spawn(move || namer_thread(namer, nrx, wtx))
+        .spawn(move || namer_thread(namer, nrx, wtx, &d))
         .context("starting the namer thread")?;
     Ok(Naming {
         tx: ntx,
         thread,
         mounts,
+        deadline,
     })
 }
 
@@ -747,6 +792,7 @@ fn namer_thread(
     mut namer: Namer,
     rx: Receiver<Vec<(u32, u64)>>,
     tx: SyncSender<ToWriter>,
+    deadline: &std::sync::OnceLock<Instant>,
 ) -> NamerDone {
     use std::sync::mpsc::RecvTimeoutError;
     let mut table = names::Table::default();
@@ -757,13 +803,13 @@ fn namer_thread(
         match rx.recv_timeout(NAMES_EVERY) {
             Ok(batch) => {
                 for k in batch {
-                    // Inodes of filesystems not recorded (tmpfs, pipes) have no name to find;
-                    // a block device's own inode (`ino == dev_t`, its page cache) is the device.
-                    if !namer.knows(k.0)
-                        || k.1 == k.0 as u64
-                        || table.get(k).is_some()
-                        || to_walk.contains(&k)
-                    {
+                    // Touched keeps only the recorded filesystems' inodes; a filesystem whose
+                    // mount point could not be read is not known here.
+                    if !namer.knows(k.0) || table.get(k).is_some() || to_walk.contains(&k) {
+                        continue;
+                    }
+                    if deadline.get().is_some_and(|d| Instant::now() >= *d) {
+                        to_walk.insert(k);
                         continue;
                     }
                     let name = match namer.name(k.0, k.1) {
@@ -795,8 +841,9 @@ impl Naming {
     /// inode up again (a renamed file gets its new name; half of `budget` at most), walks the
     /// filesystems for the inodes no handle named (the rest of `budget`), and returns the
     /// whole table, with the flags of what was left out. Prints what it did.
-    fn finish(self, budget: Duration, over_cap: u64) -> FileTable {
+    fn finish(self, budget: Duration, over_cap: usize) -> FileTable {
         let started = Instant::now();
+        let _ = self.deadline.set(started + budget / 2);
         drop(self.tx);
         let Ok((mut namer, mut table, mut to_walk)) = self.thread.join() else {
             eprintln!("ioblame-capture: warning: the namer thread failed: no file names");
@@ -835,8 +882,8 @@ impl Naming {
         if over_cap > 0 {
             flags |= FILES_CAPPED;
             eprintln!(
-                "ioblame-capture: warning: {over_cap} more files than --paths-max-entries were \
-                 touched and are not named"
+                "ioblame-capture: warning: {over_cap} or more files beyond --paths-max-entries \
+                 were touched and are not named"
             );
         }
         if renames_left > 0 {
@@ -1197,7 +1244,7 @@ fn stop(
             let _ = n.tx.send(fresh);
         }
         drop(names_tx);
-        let over_cap = counts.touched.over_cap;
+        let over_cap = counts.touched.over_cap();
         let t = n.finish(budget, over_cap);
         if !shared.failed.load(Ordering::SeqCst) {
             let _ = tx.send(ToWriter::Names(t));

@@ -51,8 +51,13 @@ pub struct Touched {
     fresh: Vec<(u32, u64)>,
     /// Most pairs kept; beyond it new ones are counted, not kept.
     cap: usize,
-    /// Pairs not kept because of the cap.
-    pub over_cap: u64,
+    /// Distinct pairs not kept because of the cap (counted up to the cap again).
+    over: HashSet<(u32, u64), Fast>,
+    /// The filesystems whose inodes are kept (the recorded ones; none: all).
+    devs: Option<HashSet<u32>>,
+    /// A disk's device -> the one recorded filesystem on a partition of it: the writeback
+    /// events name the backing device (the disk), not the partition.
+    bdi_to_fs: HashMap<u32, u32>,
 }
 
 /// Offset of the callchain (or, without one, of the raw size) in a sample of `SAMPLE_TYPE`:
@@ -62,7 +67,20 @@ const AFTER_FIXED: usize = 40;
 impl Touched {
     /// Reads the inodes of the events of `ids` (each event's sample ids, in the order of
     /// `ats`), keeping at most `cap` pairs.
+    #[cfg(test)]
     pub fn new(ats: &[(Option<InodeAt>, bool)], ids: &[Vec<u64>], cap: usize) -> Touched {
+        Self::for_filesystems(ats, ids, cap, None, HashMap::new())
+    }
+
+    /// [`Touched::new`], keeping only the inodes of the filesystems `devs` (kernel dev_t),
+    /// with the devices of the bdi-named events mapped through `bdi_to_fs`.
+    pub fn for_filesystems(
+        ats: &[(Option<InodeAt>, bool)],
+        ids: &[Vec<u64>],
+        cap: usize,
+        devs: Option<HashSet<u32>>,
+        bdi_to_fs: HashMap<u32, u32>,
+    ) -> Touched {
         let mut by_id = HashMap::default();
         for ((at, callchain), ids) in ats.iter().zip(ids) {
             if let Some(at) = at {
@@ -80,6 +98,8 @@ impl Touched {
         Touched {
             by_id,
             cap,
+            devs,
+            bdi_to_fs,
             ..Default::default()
         }
     }
@@ -97,22 +117,38 @@ impl Touched {
         let Some(e) = self.by_id.get(&id) else {
             return;
         };
-        let Some(key) = inode_of(rec, e) else {
+        let bdi = e.at.bdi;
+        let Some(mut key) = inode_of(rec, e) else {
             return;
         };
+        if bdi {
+            if let Some(&fs) = self.bdi_to_fs.get(&key.0) {
+                key.0 = fs;
+            }
+        }
         if self.last == Some(key) {
             return;
         }
         self.last = Some(key);
+        // A block device's own inode (`ino == dev_t`) is the device; inodes of filesystems
+        // not recorded (tmpfs, pipes) have no name to find.
+        if key.1 == key.0 as u64 || self.devs.as_ref().is_some_and(|d| !d.contains(&key.0)) {
+            return;
+        }
         if self.seen.len() >= self.cap {
-            if !self.seen.contains(&key) {
-                self.over_cap += 1;
+            if !self.seen.contains(&key) && self.over.len() < self.cap {
+                self.over.insert(key);
             }
             return;
         }
         if self.seen.insert(key) {
             self.fresh.push(key);
         }
+    }
+
+    /// Distinct pairs left out by the cap (at most the cap: "at least" beyond it).
+    pub fn over_cap(&self) -> usize {
+        self.over.len()
     }
 
     /// The pairs seen for the first time since the last call.
@@ -195,6 +231,40 @@ mod tests {
     }
 
     #[test]
+    fn keeps_the_recorded_filesystems_and_maps_the_disk_to_its_partition() {
+        let bdi = InodeAt {
+            dev: FieldAt {
+                offset: 8,
+                size: 32,
+            },
+            bdi: true,
+            ino: FieldAt {
+                offset: 40,
+                size: 8,
+            },
+        };
+        let int = InodeAt {
+            dev: FieldAt { offset: 8, size: 4 },
+            bdi: false,
+            ..bdi
+        };
+        let sda1 = (8u32 << 20) | 1;
+        let mut t = Touched::for_filesystems(
+            &[(Some(bdi), false), (Some(int), false)],
+            &[vec![1], vec![2]],
+            10,
+            Some([sda1].into()),
+            [(8u32 << 20, sda1)].into(),
+        );
+        t.see(&sample(1, None, &payload(b"8:0\0", 12)));
+        t.see(&sample(2, None, &payload(&sda1.to_ne_bytes(), 13)));
+        // A tmpfs inode, and the disk's own inode: not kept.
+        t.see(&sample(2, None, &payload(&5u32.to_ne_bytes(), 14)));
+        t.see(&sample(2, None, &payload(&sda1.to_ne_bytes(), sda1 as u64)));
+        assert_eq!(t.take_fresh(), [(sda1, 12), (sda1, 13)]);
+    }
+
+    #[test]
     fn reads_each_inode_once() {
         let int = InodeAt {
             dev: FieldAt { offset: 8, size: 4 },
@@ -232,6 +302,7 @@ mod tests {
         // The cap: a fourth inode is counted, not kept.
         t.see(&sample(10, Some(1), &payload(&dev, 16)));
         assert_eq!(t.take_fresh(), [((7 << 20) | 1, 15)]);
-        assert_eq!((t.len(), t.over_cap), (3, 1));
+        t.see(&sample(10, Some(1), &payload(&dev, 16)));
+        assert_eq!((t.len(), t.over_cap()), (3, 1));
     }
 }

@@ -994,7 +994,7 @@ pub(crate) fn decode_file_group(
             format!("file group, at byte {} of the group: {}", e.at, e.what),
         )
     };
-    let mut v: Vec<FileIndexEntry> = Vec::with_capacity(g.entries as usize);
+    let mut v: Vec<FileIndexEntry> = Vec::with_capacity((g.entries as usize).min(GROUP_ENTRIES));
     for _ in 0..g.entries {
         let dev = d.u32("file dev").map_err(inner)?;
         let ino = d.u64("file inode").map_err(inner)?;

@@ -74,7 +74,7 @@ pub fn unnamed_files(
     if trace.paths_summary().tables == 0 {
         return None;
     }
-    // Why (an `Unnamed` code; `None`: not in any table) -> (files, bytes).
+    // Why (an `Unnamed` code; `None`, listed first: not in any table) -> (files, bytes).
     type Files = std::collections::HashSet<(u32, u64)>;
     let mut by_why: BTreeMap<Option<u8>, (Files, u64)> = BTreeMap::new();
     for (_, act, tot) in tables.acts_with_totals() {

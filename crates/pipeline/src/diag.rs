@@ -132,7 +132,7 @@ pub enum Diagnostic {
     /// Charged files the trace does not name, by why (`None`: no table mentions them), with
     /// how many and the bytes charged to them.
     UnnamedFiles {
-        /// (why, files, bytes), the reasons the recorder gave first.
+        /// (why, files, bytes): first those no table mentions, then by the recorder's reason.
         by_why: Vec<(Option<ioblame_format::Unnamed>, usize, u64)>,
         /// Whether the trace's table names what the trace touched (`FILES_TOUCHED`), not a
         /// walk of the filesystems.
