@@ -80,7 +80,7 @@ pub fn run(
         notes.push(d.to_string());
     }
     writer.set_notes(notes);
-    let files = ioblame_pipeline::charged_file_paths(&trace, &a.tables);
+    let files = ioblame_pipeline::file_paths(&a.tables, &charged);
     writer.set_latency(crate::latency_cmd::section(
         &trace,
         latency.into_inner(),

@@ -1,7 +1,7 @@
 //! `ioblame-capture record`: open the events, drain the rings, hand chunks to the writer.
 
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::{Child, ExitStatus};
@@ -21,7 +21,7 @@ use ioblame_format::{
 
 use crate::names::{self, Found, Name, Namer};
 use crate::perf::{self, Event, EventSpec, Ring};
-use crate::touched::Touched;
+use crate::touched::{IdHasher, Touched};
 use crate::{cgroups, host, paths, snapshot};
 use ioblame_tracepoints::{self as events, FilterDev, Tracepoint};
 
@@ -273,26 +273,6 @@ struct Counts {
     cgroups: Vec<ioblame_format::Cgroup>,
     /// The inodes the records refer to (`--paths touched`).
     touched: Touched,
-}
-
-/// Hashes the kernel's event ids (small sequential numbers) with one multiplication: this
-/// count is bumped for every record, and the default SipHash cost more than the rest of the
-/// bookkeeping around it.
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
 }
 
 fn send(tx: &SyncSender<ToWriter>, b: &mut ChunkBuilder, shared: &Shared) {

@@ -9,12 +9,14 @@ use ioblame_tracepoints::InodeAt;
 
 use crate::perf::RECORD_SAMPLE;
 
-/// Hashes a (dev, inode) pair or an event id with a multiply-xorshift: this runs for every
-/// sample that names an inode.
+/// The recorder's hasher for the kernel's event ids (small sequential numbers) and (dev,
+/// inode) pairs: one multiplication per word. The count of each id is bumped for every
+/// record, and this set is looked up for every sample that names an inode: the default
+/// SipHash cost more than the rest of the bookkeeping around them.
 #[derive(Default)]
-pub struct FastHasher(u64);
+pub struct IdHasher(u64);
 
-impl Hasher for FastHasher {
+impl Hasher for IdHasher {
     fn finish(&self) -> u64 {
         self.0 ^ (self.0 >> 29)
     }
@@ -31,7 +33,7 @@ impl Hasher for FastHasher {
     }
 }
 
-type Fast = BuildHasherDefault<FastHasher>;
+type Fast = BuildHasherDefault<IdHasher>;
 
 /// Where one event id's samples name an inode.
 #[derive(Debug, Clone, Copy)]

@@ -71,7 +71,8 @@ pub fn unnamed_files(
     paths: &PathTable,
     show_recorder: bool,
 ) -> Option<crate::Diagnostic> {
-    if trace.paths_summary().tables == 0 {
+    let summary = trace.paths_summary();
+    if summary.tables == 0 {
         return None;
     }
     // Why (an `Unnamed` code; `None`, listed first: not in any table) -> (files, bytes).
@@ -106,14 +107,18 @@ pub fn unnamed_files(
                 )
             })
             .collect(),
-        touched: trace.paths_summary().flags & ioblame_format::FILES_TOUCHED != 0,
+        touched: summary.flags & ioblame_format::FILES_TOUCHED != 0,
     })
 }
 
 /// [`charged_paths`] keyed by file: each charged file the trace names, with its path (what
 /// the report's and the dataset's tables name files by).
 pub fn charged_file_paths(trace: &Trace, tables: &Tables) -> BTreeMap<FileKey, String> {
-    let paths = charged_paths(trace, tables);
+    file_paths(tables, &charged_paths(trace, tables))
+}
+
+/// [`charged_file_paths`] from the charged paths already looked up.
+pub fn file_paths(tables: &Tables, paths: &PathTable) -> BTreeMap<FileKey, String> {
     tables
         .acts
         .iter()

@@ -23,8 +23,8 @@ mod scope;
 mod tests;
 
 pub use analyze::{
-    analyze, analyze_observed, charged_file_paths, charged_paths, events, unnamed_files, Analysis,
-    EventsRun, Options,
+    analyze, analyze_observed, charged_file_paths, charged_paths, events, file_paths,
+    unnamed_files, Analysis, EventsRun, Options,
 };
 pub use blktrace::{is_flusher, unnamed_task};
 pub use diag::{
