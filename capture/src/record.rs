@@ -100,6 +100,13 @@ pub struct RecordArgs {
     /// the cgroup2 hierarchy's id -> path table).
     #[arg(long)]
     pub no_cgroups: bool,
+    /// How often every CPU's records are handed to the writer (10ms to 10s), each time
+    /// followed by a mark in the trace of the time up to which it is complete, which a reader
+    /// of the trace being written (such as `ioblame top`) follows. Shorter: such a reader
+    /// sees events sooner, in smaller chunks; longer: a host crash may lose up to about this
+    /// plus a second of records.
+    #[arg(long, default_value = "1s", value_parser = crate::parse_duration, value_name = "DUR")]
+    pub flush_interval: Duration,
     /// Command to run while recording (system-wide); the capture exits with its status.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -124,13 +131,22 @@ fn install_signals() {
     }
 }
 
-/// Chunks flush at this many bytes per CPU.
+/// Chunks flush at this many bytes per CPU, or at least every `--flush-interval`.
 const CHUNK_BYTES: usize = 1 << 20;
-/// ... or at least this often.
-const FLUSH_EVERY: Duration = Duration::from_secs(1);
+/// The shortest `--flush-interval`.
+const FLUSH_INTERVAL_MIN: Duration = Duration::from_millis(10);
+/// The longest `--flush-interval`.
+const FLUSH_INTERVAL_MAX: Duration = Duration::from_secs(10);
+/// The longest wait for the rings between two reads (a flush due sooner wakes the loop
+/// sooner): how late a signal, the command's exit or `--duration` may be seen.
+const POLL_MAX: Duration = Duration::from_millis(100);
+/// How far before the clock read at the start of a flush round its FLUSHED mark is put: a
+/// record being written on another CPU while its ring was read carries an earlier time.
+const FLUSHED_MARGIN_NS: u64 = 2_000_000;
 /// The writer forces what it wrote to stable storage at least this often (fdatasync). With
-/// `FLUSH_EVERY`, a host crash loses at most about the last two seconds of records (plus any
-/// backlog of the writer, which the status line shows as written bytes lagging).
+/// the default `--flush-interval` (1 s), a host crash loses at most about the last two
+/// seconds of records (plus any backlog of the writer, which the status line shows as
+/// written bytes lagging).
 const SYNC_EVERY: Duration = Duration::from_secs(1);
 
 struct Cpu {
@@ -165,6 +181,10 @@ enum ToWriter {
     Info(Vec<(String, String)>),
     /// The cgroups of the start and end walks, appended after the last chunk.
     Cgroups(Vec<ioblame_format::Cgroup>),
+    /// Every record of every CPU with an earlier time (perf clock, ns) was in a chunk sent
+    /// before this message: a FLUSHED block, appended to the current file (the channel is
+    /// FIFO, so it follows those chunks).
+    Flushed(u64),
 }
 
 fn writer_thread(
@@ -190,6 +210,9 @@ fn writer_thread(
             Some(t) => rx.recv_timeout(SYNC_EVERY.saturating_sub(t.elapsed())),
             None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
         };
+        // A mark alone does not call for an fdatasync: it is for readers of the file being
+        // written, which read it from the page cache; the next chunks' sync covers it.
+        let durable = !matches!(msg, Ok(ToWriter::Flushed(_)));
         let res = match msg {
             Ok(ToWriter::Chunk((h, recs))) => {
                 let enc = encoder.encode(h, &recs);
@@ -212,6 +235,7 @@ fn writer_thread(
             }
             Ok(ToWriter::Info(i)) => w.write_capture_info(&i),
             Ok(ToWriter::Cgroups(c)) => w.write_cgroups(&c),
+            Ok(ToWriter::Flushed(t)) => w.write_flushed(t),
             Err(RecvTimeoutError::Timeout) => Ok(()),
             Err(RecvTimeoutError::Disconnected) => break,
         };
@@ -221,7 +245,7 @@ fn writer_thread(
             return None;
         }
         let s = w.stats();
-        if s.bytes_written > shared.bytes.load(Ordering::Relaxed) {
+        if durable && s.bytes_written > shared.bytes.load(Ordering::Relaxed) {
             unsynced.get_or_insert_with(Instant::now);
         }
         shared.bytes.store(s.bytes_written, Ordering::Relaxed);
@@ -284,6 +308,20 @@ fn send(tx: &SyncSender<ToWriter>, b: &mut ChunkBuilder, shared: &Shared) {
                 let _ = tx.send(c);
             }
         }
+    }
+}
+
+/// The time of the FLUSHED mark of a flush round whose clock reading, taken before the rings
+/// were read, is `clock_ns`: [`FLUSHED_MARGIN_NS`] earlier.
+fn flushed_mark(clock_ns: u64) -> u64 {
+    clock_ns.saturating_sub(FLUSHED_MARGIN_NS)
+}
+
+/// Sends the FLUSHED mark of a flush round (see [`flushed_mark`]) after its chunks. Nothing
+/// after a write failure.
+fn mark_flushed(tx: &SyncSender<ToWriter>, shared: &Shared, clock_ns: u64) {
+    if !shared.failed.load(Ordering::Relaxed) {
+        let _ = tx.send(ToWriter::Flushed(flushed_mark(clock_ns)));
     }
 }
 
@@ -412,7 +450,14 @@ pub fn run(a: RecordArgs) -> Result<u8> {
     };
     let (stop_reason, child_status) = match spawn_err {
         Some(_) => ("the command could not start".to_string(), None),
-        None => record_loop(&mut rec, child.as_mut(), a.duration, started, &mut status),
+        None => record_loop(
+            &mut rec,
+            child.as_mut(),
+            a.duration,
+            started,
+            a.flush_interval,
+            &mut status,
+        ),
     };
     status.clear();
 
@@ -471,6 +516,12 @@ fn check_args(a: &RecordArgs) -> Result<usize> {
     }
     if !(-7..=19).contains(&a.level) {
         bail!("--level must be within -7..=19 (negative levels are zstd's fast ones)");
+    }
+    if !(FLUSH_INTERVAL_MIN..=FLUSH_INTERVAL_MAX).contains(&a.flush_interval) {
+        bail!(
+            "--flush-interval {:?} must be within 10ms..=10s",
+            a.flush_interval
+        );
     }
     Ok(page)
 }
@@ -1068,6 +1119,12 @@ impl Recorder {
         }
     }
 
+    /// Has the writer mark the trace complete below `clock_ns`, taken before the rings were
+    /// read for the chunks just sent (see [`flushed_mark`]).
+    fn mark_flushed(&self, clock_ns: u64) {
+        mark_flushed(&self.tx, &self.shared, clock_ns);
+    }
+
     /// Whether the writer failed (and stopped).
     fn failed(&self) -> bool {
         self.shared.failed.load(Ordering::SeqCst)
@@ -1131,11 +1188,16 @@ impl StatusLine {
 /// Drains the rings into the writer until something stops the recording: a write failure,
 /// a signal, the command's exit or `--duration` since `started`. Returns why, with the
 /// command's exit status when it exited.
+///
+/// Every `flush_every` it sends every CPU's chunk as it is, then a FLUSHED mark: the clock is
+/// read before the rings are, so every record older than the mark was in a ring when it was
+/// read, and is in a chunk sent before the mark.
 fn record_loop(
     rec: &mut Recorder,
     mut child: Option<&mut Child>,
     duration: Option<Duration>,
     started: Instant,
+    flush_every: Duration,
     status: &mut StatusLine,
 ) -> (String, Option<ExitStatus>) {
     let mut last_flush = Instant::now();
@@ -1149,12 +1211,19 @@ fn record_loop(
         })
         .collect();
     loop {
+        // Until the next flush is due, at most POLL_MAX (rounded up to whole milliseconds).
+        let wait = POLL_MAX.min(flush_every.saturating_sub(last_flush.elapsed()));
+        let wait_ms = wait.as_micros().div_ceil(1000) as libc::c_int;
         // SAFETY: pfds is a valid array of pollfd of the given length.
-        unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 100) };
+        unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, wait_ms) };
+        // The events' clock (perf's clockid), read before the rings.
+        let flush = (last_flush.elapsed() >= flush_every)
+            .then(|| (Instant::now(), snapshot::clock_ns(libc::CLOCK_MONOTONIC)));
         rec.drain_all();
-        if last_flush.elapsed() >= FLUSH_EVERY {
+        if let Some((at, clock)) = flush {
             rec.flush_all();
-            last_flush = Instant::now();
+            rec.mark_flushed(clock);
+            last_flush = at;
         }
         if rec.failed() {
             return ("write failure".into(), None);
@@ -1208,11 +1277,15 @@ fn stop(
             ev.disable();
         }
     }
+    // Read before the last drain, as in the recording loop: the last mark covers every
+    // record the events made.
+    let clock = snapshot::clock_ns(libc::CLOCK_MONOTONIC);
     if !shared.failed.load(Ordering::SeqCst) {
         for c in per_cpu.iter_mut() {
             drain(c, &mut counts, &tx, &shared);
             send(&tx, &mut c.builder, &shared);
         }
+        mark_flushed(&tx, &shared, clock);
     }
     let elapsed = started.elapsed();
     hand_off_events(&mut per_cpu);
@@ -1489,10 +1562,8 @@ mod tests {
         b.take_raw().unwrap()
     }
 
-    #[test]
-    fn writer_syncs_every_second_and_lists_current_tasks_in_new_files() {
-        let dir = tempfile::tempdir().unwrap();
-        let header = Header {
+    fn test_header() -> Header {
+        Header {
             byte_order: ByteOrder::native(),
             word_size: 8,
             page_size: 4096,
@@ -1507,7 +1578,13 @@ mod tests {
             kernel_release: "r".into(),
             machine: "m".into(),
             recorder_version: "t".into(),
-        };
+        }
+    }
+
+    #[test]
+    fn writer_syncs_every_second_and_lists_current_tasks_in_new_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let header = test_header();
         let stale = Task {
             pid: u32::MAX,
             tid: u32::MAX,
@@ -1547,5 +1624,81 @@ mod tests {
             "the second file lists tasks alive when it started"
         );
         assert!(tasks.iter().any(|t| t.pid == std::process::id()));
+    }
+
+    #[test]
+    fn flushed_marks_follow_their_chunks_and_alone_force_no_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = RingWriter::create(
+            dir.path(),
+            test_header(),
+            Metadata::default(),
+            RingOptions::default(),
+        )
+        .unwrap();
+        let (tx, rx) = sync_channel::<ToWriter>(4);
+        let shared = Arc::new(Shared::default());
+        let s2 = shared.clone();
+        let t = std::thread::spawn(move || writer_thread(w, rx, 1, s2));
+        // Marks alone for longer than SYNC_EVERY: nothing forced to disk.
+        for m in [10, 20, 30] {
+            mark_flushed(&tx, &shared, m + FLUSHED_MARGIN_NS);
+            std::thread::sleep(Duration::from_millis(450));
+        }
+        let file = dir.path().join(ring_file_name(0));
+        let f = ioblame_format::TraceFile::open(&file).unwrap();
+        assert_eq!(f.flushed(), Some(30));
+        assert!(f.chunks().is_empty());
+        // A chunk, then a mark: the mark lands after the chunk.
+        let mut b = ChunkBuilder::new(0);
+        tx.send(ToWriter::Chunk(chunk(&mut b, 4 << 10, 1))).unwrap();
+        mark_flushed(&tx, &shared, 40 + FLUSHED_MARGIN_NS);
+        drop(tx);
+        let stats = t.join().unwrap().expect("writer succeeded");
+        assert_eq!(stats.syncs, 0, "{stats:?}");
+        let bytes = std::fs::read(&file).unwrap();
+        let f = ioblame_format::TraceFile::open(&file).unwrap();
+        assert_eq!(f.flushed(), Some(40));
+        assert_eq!(f.chunks().len(), 1);
+        let last_mark = bytes
+            .windows(6)
+            .rposition(|w| w[..4] == *b"IOBk" && w[4..] == 0x1Au16.to_le_bytes())
+            .unwrap();
+        assert!(f.chunks()[0].0 < last_mark as u64);
+        // After a write failure no mark is sent.
+        let (tx, rx) = sync_channel::<ToWriter>(1);
+        shared.failed.store(true, Ordering::SeqCst);
+        mark_flushed(&tx, &shared, 50);
+        assert!(rx.try_recv().is_err());
+        assert_eq!(flushed_mark(1), 0, "saturates");
+    }
+
+    #[test]
+    fn flush_interval_is_checked() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            a: RecordArgs,
+        }
+        let args = |extra: &[&str]| {
+            let mut v = vec!["record", "-o", "/nonexistent/never-created"];
+            v.extend_from_slice(extra);
+            <Cli as clap::Parser>::try_parse_from(v).map(|c| c.a)
+        };
+        assert_eq!(args(&[]).unwrap().flush_interval, Duration::from_secs(1));
+        for ok in ["10ms", "250ms", "1s", "10s"] {
+            let a = args(&["--flush-interval", ok]).unwrap();
+            check_args(&a).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        for bad in ["9ms", "0.5ms", "10.5s", "1m"] {
+            let a = args(&["--flush-interval", bad]).unwrap();
+            let e = check_args(&a).unwrap_err().to_string();
+            assert!(
+                e.starts_with("--flush-interval ") && e.ends_with("must be within 10ms..=10s"),
+                "{bad}: {e}"
+            );
+        }
+        assert!(args(&["--flush-interval", "0"]).is_err());
+        assert!(args(&["--flush-interval", "fast"]).is_err());
     }
 }

@@ -1,17 +1,18 @@
 //! The recorder under stress, on a real kernel (root, loop devices; skipped elsewhere unless
 //! `CI` is set): killed at several moments of a heavy workload, its rings overflowing, its
 //! ring of files capped under sustained load, and its trace read while it is still being
-//! written. Each test records a few seconds. (The output filesystem filling up is
+//! written (every complete chunk, and how far it is complete by its FLUSHED marks). Each test records a few seconds. (The output filesystem filling up is
 //! `record.rs`'s `full_disk_fails_cleanly`.)
 
 mod common;
 
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use ioblame_format::Trace;
+use ioblame_format::{block, RawRecord, Trace, TraceFile, EVENT_TASK_RECORDS};
 
 /// A heavy workload on `lfs`: writers that fsync 8 MiB files in a loop, and a reader, until
 /// dropped.
@@ -321,4 +322,205 @@ fn a_trace_being_written_reads_every_complete_chunk() {
     let done = Trace::open(&out).unwrap();
     assert!(done.files().iter().all(|f| f.indexed()));
     assert!(done.chunks().len() >= seen);
+}
+
+/// The perf-clock time of a record: a sample's `TIME` (laid out by its event's
+/// `sample_type`, found by its `IDENTIFIER`), else its `sample_id_all` trailer's (laid out
+/// by `trailer_type`, the `sample_type` of the event that asks for the task records).
+fn record_time(
+    r: &RawRecord<'_>,
+    order: ioblame_format::ByteOrder,
+    types: &HashMap<u64, u64>,
+    trailer_type: u64,
+) -> Option<u64> {
+    use ioblame_decode::record::{parse_sample, parse_sample_id};
+    let body = r.body();
+    if r.kind == 9 {
+        let id = order.u64(body.get(..8)?.try_into().ok()?);
+        parse_sample(body, *types.get(&id)?, order).ok()?.time
+    } else {
+        parse_sample_id(body, trailer_type, order).ok()?.0.time
+    }
+}
+
+/// The times of the FLUSHED blocks of a trace file, in file order (its blocks walked from the
+/// header on; the file must be whole).
+fn flushed_marks(path: &Path) -> Vec<u64> {
+    let b = std::fs::read(path).unwrap();
+    let mut out = Vec::new();
+    let mut pos = block::PREAMBLE_LEN;
+    while pos + block::BLOCK_HEADER_LEN <= b.len() && b[pos..pos + 4] == block::BLOCK_MAGIC {
+        let kind = u16::from_le_bytes([b[pos + 4], b[pos + 5]]);
+        let len = u32::from_le_bytes(b[pos + 8..pos + 12].try_into().unwrap()) as usize;
+        if kind == block::kind::FLUSHED {
+            let p = pos + block::BLOCK_HEADER_LEN;
+            out.push(u64::from_le_bytes(b[p..p + 8].try_into().unwrap()));
+        }
+        pos += block::BLOCK_HEADER_LEN + len;
+    }
+    out
+}
+
+/// What a live reader noted of the newest ring file: when, its index, its last FLUSHED mark
+/// and the (cpu, seq) of the chunks it held.
+struct Reading {
+    at: u64,
+    file_index: u32,
+    mark: u64,
+    chunks: HashSet<(u32, u64)>,
+}
+
+#[test]
+fn a_live_reader_finds_every_record_below_the_flushed_mark() {
+    let Some((_g, lfs, _work, out)) = under_load("flushed") else {
+        return;
+    };
+    // Small files: the ring rolls while it is read.
+    let mut rec = start_recorder(
+        &lfs,
+        &out,
+        &["--flush-interval", "100ms", "--file-size", "1M"],
+    );
+    wait_for_start(&out, &mut rec);
+    // Read the newest file as a follower does, for 3 s: its mark, and the chunks it holds
+    // (the files before it are closed: they hold all they will).
+    let mut readings: Vec<Reading> = Vec::new();
+    let mut opened = 0;
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(30));
+        let newest = std::fs::read_dir(&out)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "iob"))
+            .max()
+            .unwrap();
+        // A file just created may not hold its header yet.
+        let Ok(f) = TraceFile::open(&newest) else {
+            continue;
+        };
+        let at = monotonic_ns();
+        opened += 1;
+        // Just rolled: no mark in this file yet (the previous file's holds).
+        let Some(mark) = f.flushed() else {
+            continue;
+        };
+        readings.push(Reading {
+            at,
+            file_index: f.header().file_index,
+            mark,
+            chunks: f.chunks().iter().map(|(_, h)| (h.cpu, h.seq)).collect(),
+        });
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
+    let o = rec.wait_with_output().unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{e}");
+    assert!(
+        readings.len() >= 20,
+        "{} readings with a mark of {opened}: {e}",
+        readings.len()
+    );
+
+    // The marks a reader saw increase, and arrive about every 100 ms: when read, the last
+    // one is never a second old.
+    for w in readings.windows(2) {
+        assert!(w[0].mark <= w[1].mark, "marks went back");
+    }
+    let lag = readings
+        .iter()
+        .map(|r| r.at.saturating_sub(r.mark))
+        .max()
+        .unwrap();
+    eprintln!(
+        "{} readings, {} distinct marks, most lag {} ms",
+        readings.len(),
+        readings
+            .iter()
+            .map(|r| r.mark)
+            .collect::<HashSet<_>>()
+            .len(),
+        lag / 1_000_000
+    );
+    assert!(lag < 1_000_000_000, "a mark lagged {} ms", lag / 1_000_000);
+
+    // The finished trace: every file closed, with its marks increasing across the ring,
+    // about every 100 ms (never 1 s apart), the last one taken when recording stopped.
+    let t = Trace::open(&out).unwrap();
+    assert!(t.problems().is_empty(), "{:?}", t.problems());
+    assert!(t.files().len() >= 2, "the ring did not roll");
+    assert!(t.files().iter().all(|f| f.indexed()));
+    let marks: Vec<u64> = t
+        .files()
+        .iter()
+        .flat_map(|f| flushed_marks(f.path()))
+        .collect();
+    assert!(marks.len() >= 25, "{} marks", marks.len());
+    for w in marks.windows(2) {
+        assert!(w[0] < w[1], "marks do not increase: {w:?}");
+        assert!(
+            w[1] - w[0] < 1_000_000_000,
+            "marks {} ms apart",
+            (w[1] - w[0]) / 1_000_000
+        );
+    }
+    let spacing = (marks[marks.len() - 1] - marks[0]) / (marks.len() as u64 - 1);
+    eprintln!(
+        "{} marks, {} ms apart on average",
+        marks.len(),
+        spacing / 1_000_000
+    );
+    assert_eq!(t.files().last().unwrap().flushed(), marks.last().copied());
+    assert!(*marks.last().unwrap() >= readings.last().unwrap().mark);
+
+    // The promise: every record below a mark read live is in a chunk that was there, in the
+    // file read or an earlier one.
+    let m = t.metadata();
+    let types: HashMap<u64, u64> = m
+        .events
+        .iter()
+        .flat_map(|ev| ev.ids.iter().map(move |id| (*id, ev.sample_type)))
+        .collect();
+    let trailer_type = m
+        .events
+        .iter()
+        .find(|ev| ev.flags & EVENT_TASK_RECORDS != 0)
+        .unwrap()
+        .sample_type;
+    let order = t.header().byte_order;
+    let (mut timed, mut checked) = (0u64, 0u64);
+    for c in t.chunks() {
+        let file_index = t.files()[c.file].header().file_index;
+        let key = (c.header.cpu, c.header.seq);
+        let chunk = t.decompress(c).unwrap();
+        for r in chunk.records(order) {
+            let r = r.unwrap();
+            let Some(time) = record_time(&r, order, &types, trailer_type) else {
+                continue;
+            };
+            timed += 1;
+            for rd in &readings {
+                if time >= rd.mark {
+                    continue;
+                }
+                checked += 1;
+                assert!(
+                    file_index < rd.file_index
+                        || (file_index == rd.file_index && rd.chunks.contains(&key)),
+                    "a record at {time} (kind {}) is in chunk {} of cpu {} of file {file_index}, \
+                     absent when the mark {} was read in file {}",
+                    r.kind,
+                    c.header.seq,
+                    c.header.cpu,
+                    rd.mark,
+                    rd.file_index
+                );
+            }
+        }
+    }
+    eprintln!("{timed} records with a time, {checked} (record, reading) pairs below a mark");
+    assert!(timed > 1000, "{timed} records");
+    assert!(checked > 1000, "{checked} pairs checked");
 }

@@ -1,6 +1,6 @@
 //! Fuzzes the trace reader: any bytes must give a trace or a clear error, never a panic, and
 //! every chunk found must decompress or fail cleanly, and its records iterate without panic;
-//! the metadata and FILES sections decode or fail cleanly.
+//! the metadata, FLUSHED and FILES sections decode or fail cleanly.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -11,6 +11,10 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let order = f.header().byte_order;
+    // What a live follower reads of a file opened again and again: the last FLUSHED mark
+    // (that block alone decoded) and the chunks found.
+    let _ = f.flushed();
+    let _ = f.chunks().len();
     let t = ioblame_format::Trace::from_files(vec![f], vec![]);
     // Every metadata section and FILES table decodes or fails cleanly.
     let _ = t.metadata().events.len();

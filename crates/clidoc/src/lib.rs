@@ -250,3 +250,92 @@ mod tests {
         assert!(!s.contains("secret"), "a hidden subcommand is offered: {s}");
     }
 }
+
+/// Parses a size argument like `16M`, `1G`, `4096`, `64k` (the recorder's `--max-size`, and
+/// what `ioblame top` passes to it).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => {
+            let m: u64 = match t[i..]
+                .to_ascii_lowercase()
+                .trim_end_matches("ib")
+                .trim_end_matches('b')
+            {
+                "" => 1,
+                "k" => 1 << 10,
+                "m" => 1 << 20,
+                "g" => 1 << 30,
+                "t" => 1 << 40,
+                u => return Err(format!("unknown size unit '{u}' (use K, M, G)")),
+            };
+            (&t[..i], m)
+        }
+        None => (t, 1),
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size such as 64M"))?;
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("size '{s}' is too large"))
+}
+
+/// Parses a duration argument like `30s`, `500ms`, `2m`, `1h`, `10` (seconds).
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let i = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let n: f64 = t[..i]
+        .parse()
+        .map_err(|_| format!("'{s}' is not a duration such as 30s"))?;
+    let secs = match &t[i..] {
+        "" | "s" => n,
+        "ms" => n / 1000.0,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        u => return Err(format!("unknown duration unit '{u}' (use ms, s, m, h)")),
+    };
+    if !secs.is_finite() || secs <= 0.0 || secs > 1e9 {
+        return Err(format!("duration '{s}' is out of range"));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod arg_tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("16M"), Ok(16 << 20));
+        assert_eq!(parse_size("64k"), Ok(64 << 10));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert!(parse_size("12Q").is_err());
+        assert!(parse_size("M").is_err());
+        assert!(parse_size("99999999999999999999G").is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(
+            parse_duration("30s"),
+            Ok(std::time::Duration::from_secs(30))
+        );
+        assert_eq!(
+            parse_duration("500ms"),
+            Ok(std::time::Duration::from_millis(500))
+        );
+        assert_eq!(
+            parse_duration("2m"),
+            Ok(std::time::Duration::from_secs(120))
+        );
+        assert_eq!(
+            parse_duration("1.5"),
+            Ok(std::time::Duration::from_millis(1500))
+        );
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("3d").is_err());
+    }
+}

@@ -13,7 +13,7 @@ pub const FILE_MAGIC: [u8; 8] = *b"\x89IOBLAM\n";
 /// Current major format version. A reader rejects files of a higher major version.
 pub const FORMAT_MAJOR: u16 = 1;
 /// Current minor format version. Minor versions only add block kinds or trailing fields.
-pub const FORMAT_MINOR: u16 = 5;
+pub const FORMAT_MINOR: u16 = 6;
 /// Size of the file preamble: magic, major, minor, reserved.
 pub const PREAMBLE_LEN: usize = 16;
 
@@ -56,6 +56,11 @@ pub mod kind {
     /// the files the trace refers to that have no path (format 1.5; recorders of 1.5 write it
     /// instead of [`FILES`]).
     pub const FILE_INDEX: u16 = 0x19;
+    /// How far the records are written (format 1.6): a `u64` time of the trace's clock; every
+    /// record of every recorded CPU with an earlier timestamp is in a chunk written before
+    /// the block, in its file or an earlier file of the ring. Written again and again while
+    /// recording; the last valid one of a file wins.
+    pub const FLUSHED: u16 = 0x1A;
     /// A chunk of perf records of one CPU.
     pub const CHUNK: u16 = 0x100;
     /// The chunk index written when a file is closed.

@@ -729,6 +729,18 @@ pub(crate) fn decode_cgroups(b: &[u8]) -> Result<Vec<Cgroup>, DecodeError> {
     Ok(v)
 }
 
+/// A FLUSHED payload (format 1.6): the time below which every record is written.
+pub(crate) fn encode_flushed(time_ns: u64) -> Vec<u8> {
+    let mut e = Enc::default();
+    e.u64(time_ns);
+    e.buf
+}
+
+/// Decodes a FLUSHED payload. Bytes after the time belong to newer minor versions: ignored.
+pub(crate) fn decode_flushed(b: &[u8]) -> Result<u64, DecodeError> {
+    Dec::new(b).u64("flushed time")
+}
+
 /// One file of the recording host: which inode of which filesystem had which path.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct FileEntry {

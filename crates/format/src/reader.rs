@@ -493,6 +493,9 @@ impl TraceFile {
                 kind::TASKS => meta::decode_tasks(p).map(|v| m.tasks = v),
                 kind::CAPTURE_INFO => meta::decode_info(p).map(|v| m.capture_info = v),
                 kind::CGROUPS => meta::decode_cgroups(p).map(|v| m.cgroups = v),
+                // Read by `TraceFile::flushed` alone; checked here so that a malformed one is
+                // reported with the other faults.
+                kind::FLUSHED => meta::decode_flushed(p).map(|_| ()),
                 // FILES is read by `Trace::paths`; kinds of newer minor versions are skipped.
                 _ => Ok(()),
             };
@@ -548,6 +551,30 @@ impl TraceFile {
     /// Number of chunks found.
     pub fn chunk_count(&self) -> usize {
         self.chunks.len()
+    }
+    /// The chunks found, in file order: the offset of each chunk's block header (for
+    /// [`TraceFile::decompress_at`]) and its chunk header. Chunks whose block or header is
+    /// damaged are not listed (they are in [`TraceFile::problems`]); for a file being written,
+    /// those whole when it was opened.
+    pub fn chunks(&self) -> &[(u64, ChunkHeader)] {
+        &self.chunks
+    }
+    /// How far the records are written, by the file's FLUSHED blocks (format 1.6): every
+    /// record of every recorded CPU with a timestamp (the trace's clock, ns) below the time
+    /// returned is in a chunk written before the last valid FLUSHED block, in this file or an
+    /// earlier file of the ring. `None` when the file has no valid FLUSHED block (files before
+    /// 1.6, a ring file just started, a recorder that wrote none).
+    ///
+    /// Decodes only that block: a live reader can ask of a file opened again and again
+    /// without decoding its metadata (kernel symbols included). A damaged block is skipped
+    /// and the one before it stands.
+    pub fn flushed(&self) -> Option<u64> {
+        let b: &[u8] = &self.data;
+        self.meta_blocks
+            .iter()
+            .rev()
+            .filter(|(_, h)| h.kind == kind::FLUSHED)
+            .find_map(|&(at, h)| meta::decode_flushed(payload_of(b, at, h)?).ok())
     }
 
     /// Decompresses and checks the chunk whose block starts at `offset`.

@@ -416,6 +416,23 @@ impl RingWriter {
         self.enforce_cap()
     }
 
+    /// Appends a FLUSHED block (format 1.6) to the current file: the promise that every
+    /// record of every recorded CPU with a timestamp below `time_ns` (the trace's clock) is
+    /// in a chunk written before it, in this file or an earlier one of the ring. The caller
+    /// must have written those chunks first. A live reader takes the last such block of the
+    /// newest file (`TraceFile::flushed`).
+    ///
+    /// Files opened later do not repeat the block: until the next call, the newest file has
+    /// none and the previous file's last one holds.
+    pub fn write_flushed(&mut self, time_ns: u64) -> Result<()> {
+        self.append_block(&encode_block(
+            kind::FLUSHED,
+            0,
+            &meta::encode_flushed(time_ns),
+        ))?;
+        self.enforce_cap()
+    }
+
     /// Appends a metadata block to the current file and counts its bytes.
     fn append_block(&mut self, block: &[u8]) -> Result<()> {
         let cur = self.current()?;

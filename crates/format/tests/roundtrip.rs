@@ -1028,10 +1028,13 @@ fn current_sample() -> Vec<u8> {
     b0.push(&record(ByteOrder::Little, 9, 24, 100), Some(100));
     b0.add_lost(2);
     w.write_chunk(&b0.finish(3).unwrap()).unwrap();
+    // 1.6: how far the records are written, twice (the last one wins).
+    w.write_flushed(100).unwrap();
     let mut b1 = ChunkBuilder::new(1);
     b1.push(&record(ByteOrder::Little, 9, 32, 101), Some(101));
     b1.add_discarded(512);
     w.write_chunk(&b1.finish(3).unwrap()).unwrap();
+    w.write_flushed(102).unwrap();
     w.write_files(&FileTable {
         unnamed: vec![UnnamedFile {
             dev: 7 << 20,
@@ -1049,7 +1052,8 @@ fn current_sample() -> Vec<u8> {
 #[test]
 fn committed_format_samples_still_read() {
     // Every format version keeps a sample that later readers must read (docs/format.md):
-    // 1.1 (one KALLSYMS frame) and 1.2 (KALLSYMS_PARTS), the same content.
+    // 1.1 (one KALLSYMS frame) and 1.2 (KALLSYMS_PARTS), the same content; later versions
+    // add what they brought (CGROUPS, the xfs geometry, FILE_INDEX, FLUSHED).
     // The current version's sample is what this writer writes (`BLESS=1` rewrites it); the
     // samples of earlier versions stay as their writers left them.
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
@@ -1088,6 +1092,10 @@ fn sample_reads(path: &Path, bytes: &[u8], minor: u16) {
     ] {
         let f = TraceFile::from_bytes(path, bytes).unwrap();
         assert_eq!(f.indexed(), name == "indexed");
+        // FLUSHED came with 1.6: the last one's time.
+        let flushed = if minor >= 6 { Some(102) } else { None };
+        assert_eq!(f.flushed(), flushed, "{name}");
+        assert_eq!(f.chunks().len(), 2, "{name}");
         let t = Trace::from_files(vec![f], vec![]);
         assert_eq!(t.header(), &header(ByteOrder::Little), "{name}");
         let mut want = metadata();
@@ -1201,4 +1209,241 @@ fn cgroups_and_capture_info_written_later_are_read_and_merged() {
     assert!(t.problems().is_empty(), "{:?}", t.problems());
     assert_eq!(t.metadata().info("command_pid"), Some("4321"));
     assert_eq!(t.cgroups(), end);
+}
+
+/// The (offset, length) of each whole block of kind `k` in a trace file's bytes, found by
+/// walking the blocks from the header on (the file must be undamaged up to where it ends).
+fn blocks_of_kind(b: &[u8], k: u16) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut pos = block::PREAMBLE_LEN;
+    while pos + block::BLOCK_HEADER_LEN <= b.len() && b[pos..pos + 4] == block::BLOCK_MAGIC {
+        let kind = u16::from_le_bytes([b[pos + 4], b[pos + 5]]);
+        let len = block::BLOCK_HEADER_LEN
+            + u32::from_le_bytes(b[pos + 8..pos + 12].try_into().unwrap()) as usize;
+        if kind == k {
+            out.push((pos, len));
+        }
+        pos += len;
+    }
+    out
+}
+
+/// The timestamp `record` stores in the first body word (native byte order).
+fn record_ts(r: &RawRecord<'_>) -> u64 {
+    u64::from_ne_bytes(r.bytes[8..16].try_into().unwrap())
+}
+
+#[test]
+fn flushed_marks_are_read_live_and_after_finish() {
+    // A recorder's pattern: rounds of chunks of three CPUs (one idle in a round), a FLUSHED
+    // mark after every other round, the file opened after each round as a live follower
+    // does. The last mark wins, in the live file (no index) and in the closed one (indexed),
+    // and every record below a mark read live is in a chunk the follower saw then.
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = ring_writer(dir.path(), ByteOrder::native());
+    let file = dir.path().join(ring_file_name(0));
+    let fresh = TraceFile::open(&file).unwrap();
+    assert_eq!(fresh.flushed(), None, "no mark yet");
+    assert!(fresh.chunks().is_empty());
+    let mut builders: Vec<ChunkBuilder> = (0..3).map(ChunkBuilder::new).collect();
+    let mut ts = 1000u64;
+    let mut marks = Vec::new();
+    let mut chunks = 0;
+    type Seen = (Option<u64>, std::collections::HashSet<(u32, u64)>);
+    let mut seen: Vec<Seen> = Vec::new();
+    for round in 0..7u32 {
+        for (cpu, b) in builders.iter_mut().enumerate() {
+            if cpu == 2 && round == 3 {
+                continue;
+            }
+            for i in 0..(5 + cpu as u32) {
+                ts += 1;
+                b.push(
+                    &record(ByteOrder::native(), 9, 16 + 8 * (i % 3) as u16, ts),
+                    Some(ts),
+                );
+            }
+            w.write_chunk(&b.finish(3).unwrap()).unwrap();
+            chunks += 1;
+        }
+        if round % 2 == 1 {
+            // Every record so far is older.
+            let before = w.stats().bytes_written;
+            w.write_flushed(ts + 1).unwrap();
+            assert_eq!(
+                w.stats().bytes_written - before,
+                32,
+                "a 24-byte header and a u64"
+            );
+            marks.push(ts + 1);
+        }
+        let live = TraceFile::open(&file).unwrap();
+        assert!(!live.indexed());
+        assert!(live.problems().is_empty(), "{:?}", live.problems());
+        assert_eq!(live.flushed(), marks.last().copied(), "round {round}");
+        assert_eq!(live.chunks().len(), chunks, "round {round}");
+        seen.push((
+            live.flushed(),
+            live.chunks().iter().map(|(_, h)| (h.cpu, h.seq)).collect(),
+        ));
+    }
+    // Chunks after the last mark: written, not covered by it.
+    for b in &mut builders {
+        ts += 1;
+        b.push(&record(ByteOrder::native(), 9, 16, ts), Some(ts));
+        w.write_chunk(&b.finish(3).unwrap()).unwrap();
+    }
+    let last = *marks.last().unwrap();
+    assert_eq!(
+        TraceFile::open(&file).unwrap().flushed(),
+        Some(last),
+        "chunks after a mark leave it standing"
+    );
+    w.finish().unwrap();
+    let bytes = std::fs::read(&file).unwrap();
+    assert_eq!(blocks_of_kind(&bytes, kind::FLUSHED).len(), marks.len());
+    let done = TraceFile::open(&file).unwrap();
+    let scanned = TraceFile::from_bytes(&file, without_index(&bytes)).unwrap();
+    assert!(done.indexed() && !scanned.indexed());
+    for f in [&done, &scanned] {
+        assert!(f.problems().is_empty(), "{:?}", f.problems());
+        assert_eq!(f.flushed(), Some(last));
+        // The metadata decodes as it was written, the FLUSHED blocks no fault.
+        assert_eq!(f.metadata(), &metadata());
+        assert!(
+            f.metadata_problems().is_empty(),
+            "{:?}",
+            f.metadata_problems()
+        );
+    }
+    assert_eq!(done.chunks(), scanned.chunks());
+    assert_eq!(done.chunks().len(), chunks + 3);
+    // chunks(): in file order, each offset the chunk's block.
+    assert!(done.chunks().windows(2).all(|w| w[0].0 < w[1].0));
+    for &(off, h) in done.chunks() {
+        assert_eq!(done.decompress_at(off).unwrap().header, h);
+    }
+    // The follower's promise.
+    let mut checked = 0;
+    for &(off, h) in done.chunks() {
+        let c = done.decompress_at(off).unwrap();
+        for r in c.records(ByteOrder::native()) {
+            let t = record_ts(&r.unwrap());
+            for (mark, present) in &seen {
+                if mark.is_some_and(|m| t < m) {
+                    assert!(
+                        present.contains(&(h.cpu, h.seq)),
+                        "record at {t} below the mark {mark:?} is in chunk {} of cpu {}, \
+                         absent when the mark was read",
+                        h.seq,
+                        h.cpu
+                    );
+                    checked += 1;
+                }
+            }
+        }
+    }
+    assert!(checked > 100, "{checked}");
+}
+
+#[test]
+fn a_damaged_flushed_block_is_skipped_and_the_previous_one_stands() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = ring_writer(dir.path(), ByteOrder::native());
+    w.write_chunk(&chunk_with_seq(0, 0)).unwrap();
+    w.write_flushed(10).unwrap();
+    w.write_chunk(&chunk_with_seq(0, 1)).unwrap();
+    w.write_flushed(20).unwrap();
+    w.finish().unwrap();
+    let file = dir.path().join(ring_file_name(0));
+    let bytes = std::fs::read(&file).unwrap();
+    let fl = blocks_of_kind(&bytes, kind::FLUSHED);
+    assert_eq!(fl.len(), 2);
+    let (at, len) = fl[1];
+    let open = |b: Vec<u8>| TraceFile::from_bytes(&file, b).unwrap();
+    for b in [bytes.clone(), without_index(&bytes)] {
+        assert_eq!(open(b).flushed(), Some(20));
+    }
+
+    // A flipped payload byte: the checksum fails, the block is skipped and reported, with
+    // or without the index (which no longer describes the file: the file is scanned).
+    let mut bad = bytes.clone();
+    bad[at + block::BLOCK_HEADER_LEN + 3] ^= 0x40;
+    for b in [bad.clone(), without_index(&bad)] {
+        let f = open(b);
+        assert!(!f.indexed());
+        assert_eq!(f.flushed(), Some(10));
+        assert_eq!(f.chunk_count(), 2);
+        assert_eq!(f.problems().len(), 1, "{:?}", f.problems());
+        assert!(f.problems()[0]
+            .what
+            .contains("checksum mismatch in a block of kind 0x1a"));
+    }
+    // A damaged block header: the reader resynchronises after it; the mark before stands.
+    let mut bad = bytes.clone();
+    bad[at + 9] ^= 0xff;
+    let f = open(without_index(&bad));
+    assert_eq!(f.flushed(), Some(10));
+    assert!(f.problems()[0].what.contains("damaged block header"));
+    // A file cut inside the block (a follower reading while the recorder appends it).
+    for cut in [at + 1, at + block::BLOCK_HEADER_LEN, at + len - 1] {
+        let f = open(bytes[..cut].to_vec());
+        assert_eq!(f.flushed(), Some(10), "cut at {cut}");
+        assert!(f.problems()[0].what.contains("truncated"), "cut at {cut}");
+    }
+    // Only one mark, damaged: none.
+    let mut bad = bytes[..fl[0].0 + fl[0].1].to_vec();
+    bad[fl[0].0 + block::BLOCK_HEADER_LEN] ^= 1;
+    assert_eq!(open(bad).flushed(), None);
+
+    // A block whose checksum holds but whose payload is short: skipped too, reported with the
+    // metadata's faults.
+    let mut short = without_index(&bytes);
+    short.extend(encode_block(kind::FLUSHED, 0, &[1, 2, 3]));
+    let f = open(short);
+    assert_eq!(f.flushed(), Some(20));
+    assert!(f.problems().is_empty(), "{:?}", f.problems());
+    assert_eq!(f.metadata(), &metadata());
+    assert_eq!(f.metadata_problems().len(), 1);
+    assert!(f.metadata_problems()[0].what.contains("flushed time"));
+    // A longer payload (fields a newer minor version may add): the time is its first u64.
+    let mut longer = without_index(&bytes);
+    let mut p = 30u64.to_le_bytes().to_vec();
+    p.extend([0xee; 12]);
+    longer.extend(encode_block(kind::FLUSHED, 0, &p));
+    let f = open(longer);
+    assert_eq!(f.flushed(), Some(30));
+    assert!(f.metadata_problems().is_empty());
+}
+
+#[test]
+fn flushed_marks_stay_in_their_ring_file() {
+    // A file size of 1 byte: every chunk starts a new file. A new file does not repeat the
+    // mark of the previous one; the previous file keeps it.
+    let dir = tempfile::tempdir().unwrap();
+    let opts = RingOptions {
+        file_size: 1,
+        max_size: 0,
+    };
+    let mut w =
+        RingWriter::create(dir.path(), header(ByteOrder::native()), metadata(), opts).unwrap();
+    w.write_chunk(&chunk_with_seq(0, 0)).unwrap();
+    w.write_flushed(5).unwrap();
+    w.write_chunk(&chunk_with_seq(0, 1)).unwrap();
+    let (f0, f1) = (
+        dir.path().join(ring_file_name(0)),
+        dir.path().join(ring_file_name(1)),
+    );
+    assert_eq!(w.current_path(), Some(f1.as_path()));
+    let closed = TraceFile::open(&f0).unwrap();
+    assert!(closed.indexed());
+    assert_eq!(closed.flushed(), Some(5));
+    assert_eq!(TraceFile::open(&f1).unwrap().flushed(), None);
+    w.write_flushed(7).unwrap();
+    assert_eq!(TraceFile::open(&f1).unwrap().flushed(), Some(7));
+    w.finish().unwrap();
+    let t = Trace::open(dir.path()).unwrap();
+    assert!(t.problems().is_empty(), "{:?}", t.problems());
+    let marks: Vec<_> = t.files().iter().map(|f| f.flushed()).collect();
+    assert_eq!(marks, [Some(5), Some(7)]);
 }
