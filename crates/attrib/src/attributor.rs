@@ -107,6 +107,45 @@ pub struct Attributor {
     /// files it dirtied without a stack, with the role: its first sample's stack is given to
     /// what of them is still dirty.
     unsampled: FxHashMap<(u32, bool), Vec<Unsampled>>,
+    /// With [`Attributor::log_dirtied`]: what was dirtied since the last
+    /// [`Attributor::drain_dirtied_into`]; `None` otherwise.
+    dirtied: Option<Vec<Dirtied>>,
+    /// With [`Attributor::log_dirtied`]: per thread, its last folio dirtied (see
+    /// [`Attributor::log_dirty_buffer`]).
+    last_folio: FxHashMap<u32, LastFolio>,
+}
+
+/// A thread's last folio dirtied, for the dirty buffers that follow it.
+#[derive(Debug, Clone, Copy)]
+struct LastFolio {
+    ino: u64,
+    time: u64,
+    /// Its record's position in the dirtied list, while there.
+    at: Option<usize>,
+}
+
+/// Something a role dirtied (a folio or a buffer made dirty), as a live view counts the
+/// bytes dirtied per second ([`Attributor::log_dirtied`]). Not an act yet: its IO, and the
+/// writeback reason that completes its intent, come later, and are charged to the same role,
+/// stack and file when it is written (a folio dirtied again before its writeback is not
+/// dirtied anew).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dirtied {
+    /// The role charged with it.
+    pub role: RoleId,
+    /// Its stack when it dirtied ([`Attributor::stack_frames`]).
+    pub stack: u32,
+    /// How its IO will be linked back (page, buffer, or through the inode's dirtier).
+    pub via: Via,
+    /// The device the kernel named: a folio's backing device (the disk of a filesystem on a
+    /// partition), a buffer's disk.
+    pub dev: Dev,
+    /// The inode, 0 when unknown (a buffer of no known file).
+    pub ino: u64,
+    /// Bytes made dirty: the folio's (its order as the page cache told it) or the buffer's.
+    pub bytes: u64,
+    /// When (ns, the trace's clock).
+    pub time: u64,
 }
 
 /// A file (`bdi`, `ino`) a role dirtied without a stack before its thread's first sample.
@@ -161,7 +200,42 @@ impl Attributor {
             stackless_waiting: 0,
             sampled_stacks: ctx.stacks_sampled.then(FxHashMap::default),
             unsampled: FxHashMap::default(),
+            dirtied: None,
+            last_folio: FxHashMap::default(),
         }
+    }
+
+    /// Keeps what is dirtied from now on, for [`Attributor::drain_dirtied_into`] (off by
+    /// default: an offline analysis has no use for it). It changes nothing else.
+    pub fn log_dirtied(&mut self) {
+        self.dirtied.get_or_insert_with(Vec::new);
+    }
+
+    /// Moves what was dirtied since the last call into `out` (nothing unless
+    /// [`Attributor::log_dirtied`]): all of it at the end of the events (`all`), otherwise
+    /// all but the last [`ioblame_decode::BUFFER_FOLIO_MAX_GAP_NS`] before the latest event
+    /// (a folio's record may yet give way to its buffers', [`Attributor::log_dirty_buffer`]).
+    pub fn drain_dirtied_into(&mut self, out: &mut Vec<Dirtied>, all: bool) {
+        let Some(d) = &mut self.dirtied else {
+            return;
+        };
+        let keep_from = if all {
+            u64::MAX
+        } else {
+            self.last_time
+                .saturating_sub(ioblame_decode::BUFFER_FOLIO_MAX_GAP_NS)
+        };
+        let n = d.partition_point(|x| x.time < keep_from);
+        out.extend(d.drain(..n).filter(|x| x.bytes > 0));
+        for f in self.last_folio.values_mut() {
+            f.at = f.at.and_then(|i| i.checked_sub(n));
+        }
+    }
+
+    /// The frames of stack `id` of a [`Dirtied`] (kernel return addresses, innermost
+    /// first; empty for an unknown id).
+    pub fn stack_frames(&self, id: u32) -> &[u64] {
+        self.intents.frames(id)
     }
 
     /// The tables so far (roles, intents, acts referenced by the IOs produced so far).
@@ -589,7 +663,55 @@ impl Attributor {
         // A buffered write: whatever direct IO the thread did is over.
         self.contexts.end_dio(ev.tid);
         let (owner, via, _) = self.dirtier_now(ev, Via::Page);
-        self.dirty.put_folio(bdi, ino, index, owner, via, ev.time);
+        let bytes = self.dirty.put_folio(bdi, ino, index, owner, via, ev.time);
+        if let Some(d) = &mut self.dirtied {
+            let at = Some(d.len());
+            d.push(Dirtied {
+                role: owner.role,
+                stack: owner.stack,
+                via,
+                dev: bdi,
+                ino,
+                bytes,
+                time: ev.time,
+            });
+            if self.last_folio.len() >= BUFFER_STACKS_MAX {
+                self.last_folio.clear();
+            }
+            self.last_folio.insert(
+                ev.tid,
+                LastFolio {
+                    ino,
+                    time: ev.time,
+                    at,
+                },
+            );
+        }
+    }
+
+    /// With [`Attributor::log_dirtied`]: a dirty buffer's record. A buffer its thread
+    /// dirtied right after a folio ([`ioblame_decode::BUFFER_FOLIO_MAX_GAP_NS`], the rule
+    /// that gives it the folio's stack) is part of that folio, dirtied through its buffers
+    /// (ext4 writing over allocated blocks): it is of the folio's file, and the bytes are
+    /// counted by buffer (exact where the folio's size is not known), the folio's record
+    /// dropped. Delayed-allocation buffers are not traced: their folio's record stands.
+    fn log_dirty_buffer(&mut self, tid: u32, mut rec: Dirtied) {
+        let Some(d) = &mut self.dirtied else {
+            return;
+        };
+        if let Some(f) = self.last_folio.get_mut(&tid) {
+            if rec.time.saturating_sub(f.time) <= ioblame_decode::BUFFER_FOLIO_MAX_GAP_NS {
+                if rec.ino == 0 {
+                    rec.ino = f.ino;
+                }
+                if let Some(x) = f.at.take().and_then(|i| d.get_mut(i)) {
+                    x.bytes = 0;
+                }
+                // The next buffers of the same write follow this one.
+                f.time = rec.time;
+            }
+        }
+        d.push(rec);
     }
 
     /// `block_dirty_buffer`: the buffer's first dirtier until it is written.
@@ -620,6 +742,18 @@ impl Attributor {
             t: ev.time,
         };
         self.dirty.put_buffer(info.disk, a, b, ent);
+        if self.dirtied.is_some() {
+            let rec = Dirtied {
+                role: owner.role,
+                stack: owner.stack,
+                via,
+                dev: info.disk,
+                ino,
+                bytes: (b - a) * 512,
+                time: ev.time,
+            };
+            self.log_dirty_buffer(ev.tid, rec);
+        }
         if stackless {
             self.summary.buffers_without_stack += 1;
             if self.stackless_waiting >= STACKLESS_WAITING_MAX {

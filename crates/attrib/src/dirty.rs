@@ -233,7 +233,16 @@ impl Dirty {
 
     /// `writeback_dirty_folio`: folio `index` of `(bdi, ino)` went clean->dirty at `t`,
     /// dirtied by `owner`. It replaces whatever was recorded there (that was written).
-    pub fn put_folio(&mut self, bdi: Dev, ino: u64, index: u64, owner: Dirtier, via: Via, t: u64) {
+    /// Returns the folio's bytes.
+    pub fn put_folio(
+        &mut self,
+        bdi: Dev,
+        ino: u64,
+        index: u64,
+        owner: Dirtier,
+        via: Via,
+        t: u64,
+    ) -> u64 {
         let order = self.orders.get((bdi, ino, index)).unwrap_or(0);
         let pages = 1u64 << order;
         let df = self.files.entry((bdi, ino)).or_default();
@@ -245,6 +254,7 @@ impl Dirty {
             t,
         };
         df.put(index, ent);
+        pages * self.page
     }
 
     /// Whether sectors `[a, b)` of `disk` are one dirty buffer recorded recently enough at

@@ -154,6 +154,11 @@ impl Intents {
         id
     }
 
+    /// The frames of stack `id` (empty for an unknown id).
+    pub fn frames(&self, id: StackId) -> &[u64] {
+        self.stacks.get(id as usize).map_or(&[], |s| s)
+    }
+
     /// The classes of stack `id` ([`crate::context::STACK_DIO`], ...).
     #[inline]
     pub fn flags(&self, id: StackId) -> u8 {

@@ -49,7 +49,7 @@ mod test_rng;
 #[cfg(test)]
 mod tests;
 
-pub use attributor::{Attribution, Attributor, StateSizes};
+pub use attributor::{Attribution, Attributor, Dirtied, StateSizes};
 pub use cgroups::{per_cgroup, CgroupNames, CgroupTotals};
 pub use context::{Context, InodeBits, Symbolizer};
 pub use model::*;

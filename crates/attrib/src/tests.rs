@@ -2945,3 +2945,49 @@ fn state_stays_bounded_over_a_long_stream() {
         .collect();
     assert_eq!(gens, vec![0, 1, 2, 3], "{:?}", out.tables.roles.len());
 }
+
+/// What a live view counts as dirtied ([`Attributor::log_dirtied`]): a folio of a known
+/// order by its size; a folio dirtied through its buffers (ext4 over allocated blocks) by
+/// its buffers, once, of the folio's file; a delayed-allocation folio (no buffer traced) by
+/// itself. Nothing else changes.
+#[test]
+fn dirtied_bytes_are_counted_once_per_folio_or_by_its_buffers() {
+    let mut b = Bench::new();
+    b.a.log_dirtied();
+    b.comm(220, "writerO");
+    b.comm(230, "writerD");
+    // An overwrite: a folio of 8 pages, then its 8 buffers.
+    b.dirty(220, LOOP0, 218, 512, 3);
+    for blk in 0..8 {
+        let kind = EventKind::DirtyBuffer {
+            dev: LOOP0,
+            blocknr: 45568 + blk,
+            size: 4096,
+        };
+        b.push(220, 220, kind, Some(DIRTY_STACK));
+    }
+    // Later, a delayed-allocation write: 2 folios of 4 pages, no buffer.
+    b.wait(1_000_000);
+    b.dirty(230, LOOP0, 219, 0, 2);
+    b.dirty(230, LOOP0, 219, 4, 2);
+    let mut got = Vec::new();
+    b.a.drain_dirtied_into(&mut got, false);
+    // The last 100 µs are kept back (a folio's buffers may yet replace it).
+    assert_eq!(got.iter().map(|d| d.bytes).sum::<u64>(), 8 * 4096);
+    b.a.drain_dirtied_into(&mut got, true);
+    let sum = |comm: &str| -> (u64, Vec<u64>) {
+        let t = b.a.tables();
+        let mine: Vec<&Dirtied> = got
+            .iter()
+            .filter(|d| t.roles[d.role.index()].comm == comm)
+            .collect();
+        let mut inos: Vec<u64> = mine.iter().map(|d| d.ino).collect();
+        inos.dedup();
+        (mine.iter().map(|d| d.bytes).sum(), inos)
+    };
+    assert_eq!(sum("writerO"), (8 * 4096, vec![218]));
+    assert_eq!(sum("writerD"), (2 * 4 * 4096, vec![219]));
+    assert!(got.iter().all(|d| d.bytes > 0));
+    let frames = b.a.stack_frames(got[0].stack);
+    assert_eq!(frames, DIRTY_STACK);
+}

@@ -43,7 +43,9 @@ pub use decoder::{
 };
 pub use event::*;
 pub use inherit::MAX_GAP_NS as BUFFER_FOLIO_MAX_GAP_NS;
-pub use stream::{for_each_event, for_each_event_ahead, StreamOptions, StreamStats, LOOKAHEAD};
+pub use stream::{
+    for_each_event, for_each_event_ahead, DamagedChunk, StreamOptions, StreamStats, LOOKAHEAD,
+};
 pub use symbols::{Sym, Symbolizer};
 
 #[cfg(test)]

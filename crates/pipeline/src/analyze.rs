@@ -134,7 +134,7 @@ pub fn file_paths(tables: &Tables, paths: &PathTable) -> BTreeMap<FileKey, Strin
 
 /// Per-act totals of the IOs counted: on a selected device, and not the recorder's own
 /// unless shown.
-struct Totals<'a> {
+pub(crate) struct Totals<'a> {
     devs: &'a DevSelection,
     show_recorder: bool,
     acts: Vec<ActTotals>,
@@ -142,10 +142,21 @@ struct Totals<'a> {
     scope: ScopeCounter<'a>,
 }
 
-impl Totals<'_> {
+impl<'a> Totals<'a> {
+    /// No IO counted yet, selecting as `opts` says.
+    pub(crate) fn new(opts: &Options<'a>) -> Totals<'a> {
+        Totals {
+            devs: opts.devs,
+            show_recorder: opts.show_recorder,
+            acts: Vec::new(),
+            recorder: ActTotals::default(),
+            scope: ScopeCounter::new(opts.scope),
+        }
+    }
+
     /// Counts `io`; whether the caller's consumer gets it (it is on a selected device, in
     /// the scope).
-    fn count(&mut self, io: &Io, tables: &Tables) -> bool {
+    pub(crate) fn count(&mut self, io: &Io, tables: &Tables) -> bool {
         if !self.devs.enabled(io.dev) {
             return false;
         }
@@ -206,27 +217,9 @@ pub fn analyze_observed(
 ) -> Analysis {
     let trace = input.trace();
     let (decoder, mut diagnostics) = decoder_of(input);
-    let mut ctx = Context::from_trace(trace.header(), trace.metadata());
-    // The trace's own stack mode is in the context; dropping the buffers' stacks is not.
-    ctx.buffer_stacks_from_thread = decoder.buffer_stacks_derived();
-    if ctx.stacks_sampled {
-        diagnostics.push(Diagnostic::StacksSampled {
-            mode: trace.metadata().info("stacks").map(str::to_string),
-        });
-    }
+    let mut ctx = context_of(trace, &decoder, opts, &mut diagnostics);
     ctx.issuer_only = input.blktrace().is_some();
-    if !opts.symbols.is_empty() {
-        // A clone shares the table.
-        ctx.symbols = Some(Box::new(opts.symbols.clone()));
-    }
-    ctx.scope_root = opts.scope.root;
-    let mut totals = Totals {
-        devs: opts.devs,
-        show_recorder: opts.show_recorder,
-        acts: Vec::new(),
-        recorder: ActTotals::default(),
-        scope: ScopeCounter::new(opts.scope),
-    };
+    let mut totals = Totals::new(opts);
     let on_io = |io: &Io, tables: &Tables| {
         if totals.count(io, tables) {
             on_io(io, tables);
@@ -247,6 +240,28 @@ pub fn analyze_observed(
             (run.attribution, run.stream)
         }
     };
+    conclude(
+        done,
+        totals,
+        stream,
+        diagnostics,
+        trace,
+        opts,
+        input.blktrace().is_some(),
+    )
+}
+
+/// The end of an analysis run, whole or live ([`crate::Live::finish`]): the per-act totals
+/// into the tables, and what the run found to say after the decoder's problems.
+pub(crate) fn conclude(
+    done: ioblame_attrib::Attribution,
+    totals: Totals<'_>,
+    stream: StreamStats,
+    mut diagnostics: Vec<Diagnostic>,
+    trace: &Trace,
+    opts: &Options<'_>,
+    blktrace: bool,
+) -> Analysis {
     let mut tables = done.tables;
     let mut acts = totals.acts;
     acts.resize(tables.acts.len(), ActTotals::default());
@@ -261,7 +276,7 @@ pub fn analyze_observed(
         &totals.recorder,
         opts.show_recorder,
     ));
-    if input.blktrace().is_some() {
+    if blktrace {
         let (flusher_bytes, written_bytes) = crate::blktrace::flusher_share(&tables);
         diagnostics.push(Diagnostic::BlktraceWriters {
             flusher_bytes,
@@ -338,11 +353,40 @@ fn decoder_of(input: &Input) -> (Decoder, Vec<Diagnostic>) {
     if input.drops_buffer_stacks() {
         decoder.drop_buffer_stacks(trace.metadata());
     }
-    let diagnostics = decoder
+    let diagnostics = decoder_problems(&decoder);
+    (decoder, diagnostics)
+}
+
+/// The problems `decoder` found in the trace's formats, as diagnostics.
+pub(crate) fn decoder_problems(decoder: &Decoder) -> Vec<Diagnostic> {
+    decoder
         .problems()
         .iter()
         .cloned()
         .map(Diagnostic::Decoder)
-        .collect();
-    (decoder, diagnostics)
+        .collect()
+}
+
+/// The attribution's context of an ioblame trace decoded by `decoder`, with the symbols
+/// and scope of `opts` (a note on sampled stacks joins `diagnostics`).
+pub(crate) fn context_of(
+    trace: &Trace,
+    decoder: &Decoder,
+    opts: &Options<'_>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Context {
+    let mut ctx = Context::from_trace(trace.header(), trace.metadata());
+    // The trace's own stack mode is in the context; dropping the buffers' stacks is not.
+    ctx.buffer_stacks_from_thread = decoder.buffer_stacks_derived();
+    if ctx.stacks_sampled {
+        diagnostics.push(Diagnostic::StacksSampled {
+            mode: trace.metadata().info("stacks").map(str::to_string),
+        });
+    }
+    if !opts.symbols.is_empty() {
+        // A clone shares the table.
+        ctx.symbols = Some(Box::new(opts.symbols.clone()));
+    }
+    ctx.scope_root = opts.scope.root;
+    ctx
 }

@@ -7,7 +7,9 @@
 //! 3. [`analyze`] decodes and attributes every event (the loop itself is
 //!    [`ioblame_attrib::attribute_stream`]), hands each charged IO on the selected devices to
 //!    the caller as it is charged, and returns the tables, the attribution's summary and the
-//!    stream's statistics.
+//!    stream's statistics;
+//! 4. or, on a recording still being written, [`Follow`] reads what the recorder appends and
+//!    [`Live`] attributes it as it comes, with the same rules (`ioblame top`).
 //!
 //! Nothing here prints: what each step found to say comes back as [`Diagnostic`]s, whose
 //! `Display` is the line the analyzer prints after `ioblame: `, and progress goes to a
@@ -17,6 +19,7 @@
 mod analyze;
 mod blktrace;
 mod diag;
+mod live;
 mod open;
 mod scope;
 #[cfg(test)]
@@ -31,5 +34,6 @@ pub use diag::{
     Diagnostic, Severity, UnknownContextNote, LOST_WINDOWS_SHOWN, UNKNOWN_CONTEXTS_SHOWN,
 };
 pub use ioblame_attrib::{Progress, PROGRESS_EVERY};
+pub use live::{Follow, Live, ReadStep, UNMARKED_LAG};
 pub use open::{open_trace, symbols_of, Input, OpenError};
 pub use scope::{ResolvedScope, Scope, ScopeError, ScopeSummary};
