@@ -22,6 +22,8 @@ command -v fish >/dev/null || need+=(fish)
 command -v man >/dev/null || need+=(man-db)
 command -v groff >/dev/null || need+=(groff-base)
 command -v script >/dev/null || need+=(bsdutils)
+# `ioblame top`'s view is driven through a real terminal in tmux (analyze/tests/top_live.rs).
+command -v tmux >/dev/null || need+=(tmux)
 # The fleet dataset's tests run its PySpark example on a local Spark, which needs Java 17.
 command -v java >/dev/null || need+=(openjdk-17-jre-headless)
 # The kernel lab (scripts/kernel-lab, docs/kernel-lab.md): Debian's kernels unpacked with

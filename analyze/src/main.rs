@@ -25,6 +25,7 @@ mod pipeline;
 mod regress;
 mod report_cmd;
 mod text;
+mod top;
 
 /// Who caused this IO? Offline dirtier-to-IO attribution of ioblame traces.
 #[derive(Parser, Debug)]
@@ -109,6 +110,10 @@ enum Command {
     /// Query a dataset written by `export`: top intents, acts, files and roles across hosts,
     /// per-host totals; optionally a page with the fleet's flame graph.
     Fleet(FleetArgs),
+    /// Who is causing IO now: a live view of the acts dirtying, writing and reading, each
+    /// IO charged back to whoever caused it (starts `ioblame-capture record`, as root, or
+    /// follows a recording with --follow).
+    Top(TopCmdArgs),
     #[command(flatten)]
     Docs(ioblame_clidoc::DocCommand),
 }
@@ -264,6 +269,14 @@ struct PerfCommandArgs {
     stacks: ioblame_perfdata::Stacks,
 }
 
+#[derive(Args, Debug)]
+struct TopCmdArgs {
+    #[command(flatten)]
+    top: top::TopArgs,
+    #[command(flatten)]
+    devs: DevArgs,
+}
+
 // `ioblame export` and `ioblame fleet` (the fleet dataset): arguments here, logic in
 // `export_cmd.rs` and `fleet_cmd.rs`.
 
@@ -417,6 +430,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Export(a) => return export(out, a, ks),
         Command::Fleet(a) => fleet(out, a)?,
+        Command::Top(a) => {
+            let devs = a.devs.devs.as_deref();
+            return top::run(out, a.top, devs, a.devs.show_recorder, sc);
+        }
         Command::Docs(d) => d.run(&mut Cli::command(), out, MAN_SECTIONS)?,
     }
     out.flush().context("writing the output")?;

@@ -249,41 +249,63 @@ pub fn acts_json(
     ids: &[ActId],
 ) -> io::Result<()> {
     for &id in ids {
-        let a: &Act = &tables.acts[id.index()];
-        let t = &tables.totals[id.index()];
-        let role = &tables.roles[a.role.index()];
-        let intent = &tables.intents[a.intent.index()];
-        let issuer = a.issuer.and_then(|r| tables.role(r));
-        let mut v = serde_json::json!({
-            "act": id.0,
-            "role": a.role.0,
-            "pid": role.pid,
-            "tid": role.tid,
-            "gen": role.generation,
-            "comm": role.comm,
-            "intent": a.intent.0,
-            "intent_name": names.get(a.intent.index()),
-            "modifier": intent.modifier,
-            "dev": dev_str(a.file.dev),
-            "ino": a.file.ino,
-            "path": (a.file.ino != 0).then(|| paths.get(a.file.dev, a.file.ino)).flatten(),
-            "via": a.via.name(),
-            "reason": a.reason.map(|r| r.name()),
-            "issuer_pid": issuer.map(|r| r.pid),
-            "issuer_tid": issuer.map(|r| r.tid),
-            "issuer_comm": issuer.map(|r| r.comm.as_str()),
-            "recorder": a.recorder,
-            "frames": intent.stack.iter().map(|&x| frames.name(x)).collect::<Vec<_>>(),
-        });
-        add_totals_json(&mut v, t);
-        v["lost_window_bytes"] = t.lost_window_bytes.into();
-        // Only traces that recorded cgroups have the key (older outputs stay as they were).
-        if let Some(c) = cgroups {
-            v["cgroup"] = c.of_act(a, tables).into();
-        }
+        let v = act_json(
+            tables,
+            frames,
+            names,
+            paths,
+            cgroups,
+            id,
+            &tables.totals[id.index()],
+        );
         writeln!(out, "{v}")?;
     }
     Ok(())
+}
+
+/// One act as `ioblame acts --json` shows it, with the totals `t` (the whole analysis', or
+/// an interval's for `ioblame top --json`).
+pub fn act_json(
+    tables: &Tables,
+    frames: &dyn Frames,
+    names: &[String],
+    paths: &dyn Paths,
+    cgroups: Option<&ioblame_attrib::CgroupNames>,
+    id: ActId,
+    t: &ActTotals,
+) -> serde_json::Value {
+    let a: &Act = &tables.acts[id.index()];
+    let role = &tables.roles[a.role.index()];
+    let intent = &tables.intents[a.intent.index()];
+    let issuer = a.issuer.and_then(|r| tables.role(r));
+    let mut v = serde_json::json!({
+        "act": id.0,
+        "role": a.role.0,
+        "pid": role.pid,
+        "tid": role.tid,
+        "gen": role.generation,
+        "comm": role.comm,
+        "intent": a.intent.0,
+        "intent_name": names.get(a.intent.index()),
+        "modifier": intent.modifier,
+        "dev": dev_str(a.file.dev),
+        "ino": a.file.ino,
+        "path": (a.file.ino != 0).then(|| paths.path(a.file.dev, a.file.ino)).flatten(),
+        "via": a.via.name(),
+        "reason": a.reason.map(|r| r.name()),
+        "issuer_pid": issuer.map(|r| r.pid),
+        "issuer_tid": issuer.map(|r| r.tid),
+        "issuer_comm": issuer.map(|r| r.comm.as_str()),
+        "recorder": a.recorder,
+        "frames": intent.stack.iter().map(|&x| frames.name(x)).collect::<Vec<_>>(),
+    });
+    add_totals_json(&mut v, t);
+    v["lost_window_bytes"] = t.lost_window_bytes.into();
+    // Only traces that recorded cgroups have the key (older outputs stay as they were).
+    if let Some(c) = cgroups {
+        v["cgroup"] = c.of_act(a, tables).into();
+    }
+    v
 }
 
 /// `ioblame intents`: the intents dump as ioblame printed it, except that each header

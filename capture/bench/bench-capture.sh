@@ -7,6 +7,9 @@
 #     none (no callchain at all: the floor), all (a callchain on every stack event))
 #   | under stock `perf record` with the line `ioblame perf-command --devices loopN` prints
 #     (the default --stacks exact)
+#   | with mode `top` in MODES: under `ioblame top --batch` (release analyzer), which starts
+#     the same recorder (--stacks exact, --flush-interval 250ms) and follows it: the recorder's
+#     CPU is counted as for the other modes, the view's own (the `ioblame` process) apart
 # and prints per job: throughput change vs untraced, recorder CPU per event (utime+stime of the
 # recorder process from /proc/PID/stat: from its start, and during the fio run only), bytes
 # per event on disk, lost records, and the workload's own CPU (fio's usr+sys, % of one CPU)
@@ -14,7 +17,8 @@
 # limit: there the cost is the workload's extra CPU and its latency, not its throughput.
 # Usage: capture/bench/bench-capture.sh [SECONDS_PER_RUN=10] [REPS=2]
 # Environment: MODES, IOBLAME_CAPTURE (default: the release build), IOBLAME (the analyzer
-# that prints the perf line; default: the debug build), RATE (the fourth job's rate, 20m).
+# that prints the perf line; default: the debug build), IOBLAME_TOP (the analyzer of mode
+# `top`; default: the release build), RATE (the fourth job's rate, 20m).
 set -euo pipefail
 SECS=${1:-10}; REPS=${2:-2}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -24,6 +28,10 @@ CAP=${IOBLAME_CAPTURE:-$TD/release/ioblame-capture}
 IOB=${IOBLAME:-$TD/debug/ioblame}
 [ -x "$IOB" ] || (cd "$ROOT" && cargo build -q -p ioblame)
 MODES=${MODES:-exact sampled:64 none all}; RATE=${RATE:-20m}
+case " $MODES " in *" top "*)
+  TOPBIN=${IOBLAME_TOP:-$TD/release/ioblame}
+  [ -x "$TOPBIN" ] || (cd "$ROOT" && cargo build -q --release -p ioblame) ;;
+esac
 W=$(mktemp -d /var/tmp/iob-bench.XXXXXX); LOOP=""
 cleanup() { umount "$W/mnt" 2>/dev/null || true; [ -n "$LOOP" ] && losetup -d "$LOOP" 2>/dev/null; rm -rf "$W"; }
 trap cleanup EXIT
@@ -62,7 +70,7 @@ print(j['read']['bw_bytes']+j['write']['bw_bytes'], int((j['usr_cpu']+j['sys_cpu
 addfio() { local r=($3); BW[$1,$2]=$(( ${BW[$1,$2]:-0} + r[0] )); FCPU[$1,$2]=$(( ${FCPU[$1,$2]:-0} + r[1] )); P99[$1,$2]=$(( ${P99[$1,$2]:-0} + r[2] )); }
 cpu_ticks() { awk '{print $14+$15}' /proc/$1/stat; }
 
-declare -A BW CPU RUN EV BYTES LOST FCPU P99 TOP
+declare -A BW CPU RUN EV BYTES LOST FCPU P99 TOP VIEW
 for r in $(seq "$REPS"); do
   for j in $JOBS; do
     # untraced
@@ -70,12 +78,30 @@ for r in $(seq "$REPS"); do
     # ioblame-capture, once per mode
     for m in $MODES; do
       t=cap-$m
-      rm -rf "$W/trace"
-      "$CAP" record -o "$W/trace" --devices "$LN" --stacks "$m" 2> "$W/cap.log" & CP=$!
-      sleep 1
+      rm -rf "$W/trace" "$W/trace.capture.log"
+      if [ "$m" = top ]; then
+        # The view starts the recorder (its stderr: trace.capture.log beside the kept trace).
+        "$TOPBIN" top --batch --keep "$W/trace" --capture "$CAP" -- --devices "$LN" \
+          > /dev/null 2> "$W/top.log" & VP=$!
+        CP=""
+        while [ -z "$CP" ]; do sleep 0.1; CP=$(pgrep -P $VP -x ioblame-capture || true); done
+        sleep 1
+        V0=$(cpu_ticks $VP)
+      else
+        "$CAP" record -o "$W/trace" --devices "$LN" --stacks "$m" 2> "$W/cap.log" & CP=$!
+        sleep 1
+      fi
       T0=$(cpu_ticks $CP)
       addfio $j $t "$(runfio $j)"
-      T=$(cpu_ticks $CP); kill -INT $CP; wait $CP || true
+      T=$(cpu_ticks $CP)
+      if [ "$m" = top ]; then
+        V=$(cpu_ticks $VP)
+        VIEW[$j]=$(( ${VIEW[$j]:-0} + V - V0 ))
+        kill -INT $VP; wait $VP || true
+        cp "$W/trace.capture.log" "$W/cap.log"
+      else
+        kill -INT $CP; wait $CP || true
+      fi
       CPU[$j,$t]=$(( ${CPU[$j,$t]:-0} + T ))
       RUN[$j,$t]=$(( ${RUN[$j,$t]:-0} + T - T0 ))
       EV[$j,$t]=$(( ${EV[$j,$t]:-0} + $(sed -n 's/.* \([0-9]*\) records (.*/\1/p' "$W/cap.log" | tail -1) ))
@@ -116,6 +142,16 @@ for j in $JOBS; do
       "$(echo "${FCPU[$j,$t]}/$REPS/100" | bc -l)" "$((P99[$j,$t] / REPS))"
   done
 done
+case " $MODES " in *" top "*)
+  echo "ioblame top's own CPU (the view, its recorder apart), during the fio runs:"
+  for j in $JOBS; do
+    ev=${EV[$j,cap-top]}; [ "$ev" -gt 0 ] || ev=1
+    printf '  %-12s view %8.2f us/event, %6.1f%% of one CPU; its recorder %8.2f us/event\n' "$j" \
+      "$(echo "${VIEW[$j]}*1000000/$CLK/$ev" | bc -l)" \
+      "$(echo "${VIEW[$j]}*100/$CLK/($SECS*$REPS)" | bc -l)" \
+      "$(echo "${RUN[$j,cap-top]}*1000000/$CLK/$ev" | bc -l)"
+  done ;;
+esac
 echo "events of the last round, default mode (--stacks exact):"
 for j in $JOBS; do echo "  $j: ${TOP[$j,cap-exact]:-}"; done
 echo "(events: records written by the recorder incl. COMM/FORK/EXIT; cpu: recorder utime+stime from"

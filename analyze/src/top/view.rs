@@ -1,0 +1,1083 @@
+//! The rows of `ioblame top` as text (shared by the terminal view and `--batch`), and the
+//! terminal view itself: ratatui over crossterm, redrawn each interval and on each key.
+
+use std::io::Stdout;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use ioblame_attrib::{Tables, INTENT_LOST};
+use ratatui::backend::CrosstermBackend;
+use ratatui::crossterm::event::{self, Event as TermEvent, KeyCode, KeyEventKind, KeyModifiers};
+use ratatui::crossterm::{execute, terminal};
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span as TextSpan};
+use ratatui::widgets::{Block, Borders, Clear, List, ListItem, ListState, Paragraph, Wrap};
+use ratatui::Frame;
+
+use super::model::{Base, GroupBy, Model, Row, RowKey, Stat};
+use super::names::Names;
+use super::Span;
+
+/// What rows are sorted by (descending; `r` reverses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortBy {
+    /// Bytes dirtied.
+    Dirtied,
+    /// Bytes written.
+    Write,
+    /// Bytes read.
+    Read,
+    /// IOs.
+    Iops,
+    /// Device time.
+    DevTime,
+    /// Mean queue latency.
+    QLat,
+    /// Mean device latency.
+    DLat,
+    /// Process id.
+    Pid,
+    /// Command name.
+    Comm,
+}
+
+impl SortBy {
+    /// All, in the order of the columns.
+    pub const ALL: [SortBy; 9] = [
+        SortBy::Dirtied,
+        SortBy::Write,
+        SortBy::Read,
+        SortBy::Iops,
+        SortBy::DevTime,
+        SortBy::QLat,
+        SortBy::DLat,
+        SortBy::Pid,
+        SortBy::Comm,
+    ];
+
+    /// Its name (`--sort`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SortBy::Dirtied => "dirtied",
+            SortBy::Write => "write",
+            SortBy::Read => "read",
+            SortBy::Iops => "iops",
+            SortBy::DevTime => "devtime",
+            SortBy::QLat => "qlat",
+            SortBy::DLat => "dlat",
+            SortBy::Pid => "pid",
+            SortBy::Comm => "comm",
+        }
+    }
+
+    fn step(self, by: isize) -> SortBy {
+        let n = SortBy::ALL.len() as isize;
+        let i = SortBy::ALL.iter().position(|&s| s == self).unwrap_or(0) as isize;
+        SortBy::ALL[((i + by).rem_euclid(n)) as usize]
+    }
+}
+
+impl std::str::FromStr for SortBy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        SortBy::ALL
+            .into_iter()
+            .find(|g| g.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = SortBy::ALL.iter().map(|g| g.name()).collect();
+                format!("unknown column {s:?} (one of {})", names.join(", "))
+            })
+    }
+}
+
+/// What drawing a screen or printing an interval reads.
+pub struct Ctx<'a> {
+    /// The sums.
+    pub model: &'a Model,
+    /// The attribution's tables (roles).
+    pub tables: &'a Tables,
+    /// Paths, cgroups and intent names.
+    pub names: &'a mut Names,
+    /// The trace's kernel symbols (the stacks' frames).
+    pub symbols: &'a ioblame_decode::Symbolizer,
+    /// Notes to show once (the recording's problems).
+    pub notes: &'a [String],
+}
+
+/// How rows are shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shape {
+    /// Rows formed by.
+    pub group: GroupBy,
+    /// Sorted by.
+    pub sort: SortBy,
+    /// Ascending instead.
+    pub reverse: bool,
+    /// The sums since the start instead of the last interval's rates.
+    pub totals: bool,
+    /// Only rows whose text holds this (case-insensitive).
+    pub filter: String,
+}
+
+/// A row as text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextRow {
+    /// The row's key.
+    pub key: RowKey,
+    /// The base standing for it (its stack is the one `Enter` shows).
+    pub top: Option<Base>,
+    /// The numbers: dirtied, written, read, IOPS, device time, queue and device latency.
+    pub numbers: [String; 7],
+    /// Process or task id, or `-`.
+    pub pid: String,
+    /// Command name.
+    pub comm: String,
+    /// Cgroup path.
+    pub cgroup: String,
+    /// Intent name.
+    pub intent: String,
+    /// File (path, or `dev D ino N`), or the device's name for device rows.
+    pub file: String,
+}
+
+/// A byte count or rate, short: `512`, `12.3K`, `8.0M`, `1.2G`.
+fn compact(n: f64) -> String {
+    const UNITS: [&str; 5] = ["", "K", "M", "G", "T"];
+    let mut v = n;
+    let mut u = 0;
+    while v >= 1000.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{:.0}", v)
+    } else if v < 10.0 {
+        format!("{v:.1}{}", UNITS[u])
+    } else {
+        format!("{v:.0}{}", UNITS[u])
+    }
+}
+
+/// A latency in µs: `850us`, `12.3ms`, `1.20s`.
+fn latency(us: u64) -> String {
+    if us == 0 {
+        "-".into()
+    } else if us < 1000 {
+        format!("{us}us")
+    } else if us < 1_000_000 {
+        format!("{:.1}ms", us as f64 / 1e3)
+    } else {
+        format!("{:.2}s", us as f64 / 1e6)
+    }
+}
+
+/// The number cells of `s`: rates over `secs` (an interval), or sums (`totals`).
+fn numbers(s: &Stat, secs: f64, totals: bool) -> [String; 7] {
+    let (r, iops, dev) = if totals {
+        (
+            1.0,
+            s.ios.to_string(),
+            if s.dev_us == 0 {
+                "-".to_string()
+            } else {
+                format!("{:.2}s", s.dev_us as f64 / 1e6)
+            },
+        )
+    } else {
+        (
+            secs,
+            format!("{:.0}", s.ios as f64 / secs),
+            if s.dev_us == 0 {
+                "-".to_string()
+            } else {
+                format!("{:.0}%", s.dev_us as f64 / 1e4 / secs)
+            },
+        )
+    };
+    [
+        compact(s.dirtied as f64 / r),
+        compact(s.written as f64 / r),
+        compact(s.read as f64 / r),
+        iops,
+        dev,
+        latency(s.queue_lat_us()),
+        latency(s.dev_lat_us()),
+    ]
+}
+
+/// Cuts `s` to `w` characters, marking the cut with `…`.
+fn fit(s: &str, w: usize) -> String {
+    if s.chars().count() <= w {
+        return s.to_string();
+    }
+    if w == 0 {
+        return String::new();
+    }
+    let mut t: String = s.chars().take(w - 1).collect();
+    t.push('…');
+    t
+}
+
+/// The rows of `ctx` shaped by `shape`, over `secs` (the interval's length, or the run's
+/// for totals).
+pub fn text_rows(ctx: &mut Ctx<'_>, shape: &Shape, secs: f64) -> Vec<TextRow> {
+    let sums = if shape.totals {
+        &ctx.model.total
+    } else {
+        &ctx.model.interval
+    };
+    let mut rows: Vec<Row> = ctx.model.rows(sums, shape.group, ctx.tables);
+    let key_of = |r: &Row| -> (u64, String) {
+        let s = &r.stat;
+        let role = r.top.and_then(|b| ctx.tables.role(b.role));
+        match shape.sort {
+            SortBy::Dirtied => (s.dirtied, String::new()),
+            SortBy::Write => (s.written, String::new()),
+            SortBy::Read => (s.read, String::new()),
+            SortBy::Iops => (s.ios, String::new()),
+            SortBy::DevTime => (s.dev_us, String::new()),
+            SortBy::QLat => (s.queue_lat_us(), String::new()),
+            SortBy::DLat => (s.dev_lat_us(), String::new()),
+            SortBy::Pid => (role.map_or(0, |r| r.pid as u64), String::new()),
+            SortBy::Comm => (0, role.map_or(String::new(), |r| r.comm.clone())),
+        }
+    };
+    let mut keyed: Vec<((u64, String), u64, Row)> = rows
+        .drain(..)
+        .map(|r| {
+            let k = key_of(&r);
+            let bytes = r.stat.dirtied + r.stat.read + r.stat.written;
+            (k, bytes, r)
+        })
+        .collect();
+    // Most first (names: alphabetical), then the most bytes, then the key: a stable order.
+    keyed.sort_by(|a, b| {
+        let by = if shape.sort == SortBy::Comm {
+            a.0 .1.cmp(&b.0 .1)
+        } else {
+            b.0 .0.cmp(&a.0 .0)
+        };
+        let by = if shape.reverse { by.reverse() } else { by };
+        by.then(b.1.cmp(&a.1)).then(a.2.key.cmp(&b.2.key))
+    });
+    let filter = shape.filter.to_lowercase();
+    let mut out = Vec::with_capacity(keyed.len());
+    for (_, _, r) in keyed {
+        let t = text_row(ctx, &r, secs, shape.totals);
+        if !filter.is_empty() {
+            let hay =
+                format!("{} {} {} {} {}", t.pid, t.comm, t.cgroup, t.intent, t.file).to_lowercase();
+            if !hay.contains(&filter) {
+                continue;
+            }
+        }
+        out.push(t);
+    }
+    out
+}
+
+/// One row's text.
+fn text_row(ctx: &mut Ctx<'_>, r: &Row, secs: f64, totals: bool) -> TextRow {
+    let top = r.top;
+    let role = top.and_then(|b| ctx.tables.role(b.role));
+    let info = top.and_then(|b| ctx.model.info.get(&b).copied());
+    let pid = match (r.key, role) {
+        (RowKey::Role(_), Some(ro)) if ro.tid != ro.pid => format!("{}/{}", ro.pid, ro.tid),
+        (RowKey::Device(_), _)
+        | (RowKey::Stack(_), _)
+        | (RowKey::Cgroup(_), _)
+        | (RowKey::File(..), _) => {
+            // Several tasks may be in it: the largest one's.
+            role.map_or("-".into(), |r| r.pid.to_string())
+        }
+        (_, Some(ro)) => ro.pid.to_string(),
+        (_, None) => "-".into(),
+    };
+    let comm = role.map_or("-".into(), |r| r.comm.clone());
+    let cgroup = match role.map(|r| r.cgroup) {
+        Some(0) | None => "-".into(),
+        Some(id) => ctx
+            .names
+            .cgroup(id)
+            .map_or_else(|| format!("cgroup {id}"), str::to_string),
+    };
+    let lost = info
+        .and_then(|i| i.act)
+        .and_then(|a| ctx.tables.act(a))
+        .is_some_and(|a| a.intent == INTENT_LOST);
+    let intent = match top {
+        _ if lost => "lost: unknown origin".to_string(),
+        Some(b) => ctx
+            .names
+            .intent(ctx.model, ctx.symbols, b.stack)
+            .to_string(),
+        None => "-".into(),
+    };
+    let file = match (r.key, top, info) {
+        (RowKey::Device(dev), _, _) => ctx.names.device(dev),
+        (_, Some(b), Some(i)) if b.ino != 0 => ctx
+            .names
+            .path(i.dev, b.ino, i.dev_exact)
+            .unwrap_or_else(|| format!("dev {} ino {}", crate::text::dev_str(i.dev), b.ino)),
+        _ => "-".into(),
+    };
+    TextRow {
+        key: r.key,
+        top,
+        numbers: numbers(&r.stat, secs, totals),
+        pid,
+        comm,
+        cgroup,
+        intent,
+        file,
+    }
+}
+
+/// The width from which a row fits on one line with every column.
+pub const WIDE: u16 = 140;
+
+/// Column titles (rates, sums) and widths of the numbers.
+const NUMBER_COLUMNS: [(&str, &str, usize); 7] = [
+    ("DIRTY/s", "DIRTIED", 7),
+    ("WRITE/s", "WRITTEN", 7),
+    ("READ/s", "READ", 7),
+    ("IOPS", "IOS", 5),
+    ("DEV%", "DEVTIME", 7),
+    ("QLAT", "QLAT", 6),
+    ("DLAT", "DLAT", 6),
+];
+
+/// Widths of the text columns on a wide terminal: pid, comm, cgroup, intent (the file takes
+/// the rest); on a narrow one pid and comm.
+fn text_widths(width: u16) -> (usize, usize, usize, usize) {
+    let numbers: usize = NUMBER_COLUMNS.iter().map(|c| c.2 + 1).sum();
+    if width >= WIDE {
+        let rest = (width as usize).saturating_sub(numbers + 8 + 17 + 21);
+        (7, 16, 20, (rest * 3 / 5).min(64))
+    } else {
+        let comm = (width as usize).saturating_sub(numbers + 8).clamp(4, 16);
+        (7, comm, 0, 0)
+    }
+}
+
+/// The header line of the rows, `width` wide; the sort column marked `*`.
+pub fn header(width: u16, totals: bool, sort: SortBy) -> String {
+    let mut s = String::new();
+    for (i, (rate, sum, w)) in NUMBER_COLUMNS.iter().enumerate() {
+        let mut t = (if totals { *sum } else { *rate }).to_string();
+        if SortBy::ALL[i] == sort {
+            t = format!("*{t}");
+        }
+        s.push_str(&format!("{t:>w$} "));
+    }
+    let pid = if sort == SortBy::Pid { "*PID" } else { "PID" };
+    let comm = if sort == SortBy::Comm {
+        "*COMM"
+    } else {
+        "COMM"
+    };
+    let (pw, cw, gw, iw) = text_widths(width);
+    if width >= WIDE {
+        s.push_str(&format!(
+            "{pid:>pw$} {comm:<cw$} {:<gw$} {:<iw$} FILE",
+            "CGROUP", "INTENT"
+        ));
+    } else {
+        s.push_str(&format!("{pid:>pw$} {comm}"));
+    }
+    s
+}
+
+/// A row's lines, `width` wide: one on a wide terminal; else the numbers and the task on
+/// the first, the file, the intent and the cgroup indented on the second.
+pub fn row_lines(r: &TextRow, width: u16) -> Vec<String> {
+    let mut s = String::new();
+    for (i, (_, _, w)) in NUMBER_COLUMNS.iter().enumerate() {
+        s.push_str(&format!("{:>w$} ", r.numbers[i]));
+    }
+    let (pw, cw, gw, iw) = text_widths(width);
+    if width >= WIDE {
+        s.push_str(&format!(
+            "{:>pw$} {:<cw$} {:<gw$} {:<iw$} ",
+            fit(&r.pid, pw),
+            fit(&r.comm, cw),
+            fit(&r.cgroup, gw),
+            fit(&r.intent, iw)
+        ));
+        let rest = (width as usize).saturating_sub(s.chars().count());
+        s.push_str(&fit_left(&r.file, rest));
+        return vec![s];
+    }
+    s.push_str(&format!("{:>pw$} {}", fit(&r.pid, pw), fit(&r.comm, cw)));
+    // The file's end (at most half the line), then the intent, then the cgroup.
+    let w = width as usize;
+    let mut second = String::from("  ");
+    if r.file != "-" {
+        second.push_str(&fit_left(&r.file, (w / 2).max(12)));
+        second.push_str("  ");
+    }
+    second.push_str(&r.intent);
+    if r.cgroup != "-" {
+        second.push_str(&format!("  [{}]", r.cgroup));
+    }
+    vec![s, fit(&second, w)]
+}
+
+/// Cuts `s` to its last `w` characters (a path's end says the most), marking the cut.
+fn fit_left(s: &str, w: usize) -> String {
+    let n = s.chars().count();
+    if n <= w {
+        return s.to_string();
+    }
+    if w == 0 {
+        return String::new();
+    }
+    let mut t = String::from("…");
+    t.extend(s.chars().skip(n - (w - 1)));
+    t
+}
+
+/// The summary line of an interval or of the run.
+pub fn summary(s: &Stat, secs: f64, totals: bool) -> String {
+    if totals {
+        format!(
+            "dirtied {}  written {}  read {}  IOs {}  device time {:.2}s",
+            compact(s.dirtied as f64),
+            compact(s.written as f64),
+            compact(s.read as f64),
+            s.ios,
+            s.dev_us as f64 / 1e6
+        )
+    } else {
+        format!(
+            "dirtied {}/s  written {}/s  read {}/s  IOPS {:.0}",
+            compact(s.dirtied as f64 / secs),
+            compact(s.written as f64 / secs),
+            compact(s.read as f64 / secs),
+            s.ios as f64 / secs
+        )
+    }
+}
+
+/// The view's state: the shape of the rows, the selection, what is open.
+pub struct App {
+    /// How rows are shown.
+    pub shape: Shape,
+    /// Rows kept while frozen.
+    frozen: Option<Vec<TextRow>>,
+    /// The selected row's key.
+    selected: Option<RowKey>,
+    list: ListState,
+    /// Typing a filter.
+    editing: bool,
+    /// The stack shown (of the selected row).
+    stack: Option<Vec<String>>,
+    /// The rows last drawn.
+    rows: Vec<TextRow>,
+    /// The interval shown last, and the run's length so far (ns).
+    span: Option<Span>,
+    run_ns: u64,
+}
+
+impl App {
+    /// A view of rows grouped by `group`, sorted by `sort`.
+    pub fn new(group: GroupBy, sort: SortBy) -> App {
+        App {
+            shape: Shape {
+                group,
+                sort,
+                reverse: false,
+                totals: false,
+                filter: String::new(),
+            },
+            frozen: None,
+            selected: None,
+            list: ListState::default(),
+            editing: false,
+            stack: None,
+            rows: Vec::new(),
+            span: None,
+            run_ns: 0,
+        }
+    }
+
+    /// An interval ended.
+    pub fn interval_done(&mut self, span: Span) {
+        self.run_ns = span.start_ns + span.len_ns;
+        self.span = Some(span);
+    }
+
+    /// Handles a key; true to quit.
+    pub fn key(&mut self, code: KeyCode, mods: KeyModifiers, ctx: &mut Ctx<'_>) -> bool {
+        if mods.contains(KeyModifiers::CONTROL) && code == KeyCode::Char('c') {
+            return true;
+        }
+        if self.editing {
+            match code {
+                KeyCode::Enter => self.editing = false,
+                KeyCode::Esc => {
+                    self.editing = false;
+                    self.shape.filter.clear();
+                }
+                KeyCode::Backspace => {
+                    self.shape.filter.pop();
+                }
+                KeyCode::Char(c) => self.shape.filter.push(c),
+                _ => {}
+            }
+            return false;
+        }
+        if self.stack.is_some() {
+            if matches!(code, KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q')) {
+                self.stack = None;
+            }
+            return false;
+        }
+        match code {
+            KeyCode::Char('q') => return true,
+            KeyCode::Char('g') => self.shape.group = self.shape.group.next(),
+            KeyCode::Char('G') => {
+                for _ in 1..GroupBy::ALL.len() {
+                    self.shape.group = self.shape.group.next();
+                }
+            }
+            KeyCode::Char('s') | KeyCode::Right | KeyCode::Char('>') => {
+                self.shape.sort = self.shape.sort.step(1)
+            }
+            KeyCode::Char('S') | KeyCode::Left | KeyCode::Char('<') => {
+                self.shape.sort = self.shape.sort.step(-1)
+            }
+            KeyCode::Char(c @ '1'..='9') => {
+                self.shape.sort = SortBy::ALL[(c as u8 - b'1') as usize];
+            }
+            KeyCode::Char('r') => self.shape.reverse = !self.shape.reverse,
+            KeyCode::Char('/') => {
+                self.editing = true;
+                self.shape.filter.clear();
+            }
+            KeyCode::Esc => self.shape.filter.clear(),
+            KeyCode::Char(' ') | KeyCode::Char('f') => {
+                self.frozen = match self.frozen {
+                    Some(_) => None,
+                    None => Some(self.rows.clone()),
+                }
+            }
+            KeyCode::Tab | KeyCode::Char('t') => self.shape.totals = !self.shape.totals,
+            KeyCode::Down | KeyCode::Char('j') => self.move_by(1),
+            KeyCode::Up | KeyCode::Char('k') => self.move_by(-1),
+            KeyCode::PageDown => self.move_by(10),
+            KeyCode::PageUp => self.move_by(-10),
+            KeyCode::Enter => self.open_stack(ctx),
+            _ => {}
+        }
+        false
+    }
+
+    fn move_by(&mut self, by: isize) {
+        if self.rows.is_empty() {
+            return;
+        }
+        let i = self.list.selected().unwrap_or(0) as isize;
+        let j = (i + by).clamp(0, self.rows.len() as isize - 1) as usize;
+        self.list.select(Some(j));
+        self.selected = Some(self.rows[j].key);
+    }
+
+    fn open_stack(&mut self, ctx: &mut Ctx<'_>) {
+        let Some(row) = self.list.selected().and_then(|i| self.rows.get(i)) else {
+            return;
+        };
+        let Some(b) = row.top else {
+            return;
+        };
+        let mut lines = vec![
+            format!("{} (pid {})  {}", row.comm, row.pid, row.intent),
+            format!("file: {}", row.file),
+            format!("cgroup: {}", row.cgroup),
+            String::new(),
+        ];
+        let frames = ctx.model.stack_frames(b.stack);
+        if frames.is_empty() {
+            lines.push("no stack".into());
+        }
+        lines.extend(frames.iter().map(|&a| ctx.symbols.format_frame(a)));
+        self.stack = Some(lines);
+    }
+
+    /// Draws the screen.
+    pub fn draw(&mut self, f: &mut Frame<'_>, ctx: &mut Ctx<'_>) {
+        let area = f.area();
+        let secs = if self.shape.totals {
+            (self.run_ns.max(1_000_000)) as f64 / 1e9
+        } else {
+            self.span.map_or(1.0, |s| s.secs())
+        };
+        let rows = match &self.frozen {
+            Some(r) => r.clone(),
+            None => text_rows(ctx, &self.shape, secs),
+        };
+        ctx.names.refresh();
+        self.rows = rows;
+        // Keep the selection on the same row.
+        let pos = self
+            .selected
+            .and_then(|k| self.rows.iter().position(|r| r.key == k));
+        match pos {
+            Some(i) => self.list.select(Some(i)),
+            None if self.rows.is_empty() => self.list.select(None),
+            None => {
+                let i = self.list.selected().unwrap_or(0).min(self.rows.len() - 1);
+                self.list.select(Some(i));
+            }
+        }
+        let [top, head, body, foot] = Layout::vertical([
+            Constraint::Length(2),
+            Constraint::Length(1),
+            Constraint::Min(1),
+            Constraint::Length(1),
+        ])
+        .areas(area);
+        let sums = if self.shape.totals {
+            &ctx.model.total.all
+        } else {
+            &ctx.model.interval.all
+        };
+        let mut title = format!(
+            "ioblame top  by {}  {}",
+            self.shape.group.name(),
+            if self.shape.totals {
+                format!("totals over {:.0}s", self.run_ns as f64 / 1e9)
+            } else {
+                match self.span {
+                    Some(s) => format!("interval {} ({:.2}s)", s.number, s.secs()),
+                    None => "waiting for the first interval".into(),
+                }
+            }
+        );
+        if self.frozen.is_some() {
+            title.push_str("  FROZEN");
+        }
+        if self.shape.reverse {
+            title.push_str("  reversed");
+        }
+        if !self.shape.filter.is_empty() || self.editing {
+            title.push_str(&format!("  filter: {}", self.shape.filter));
+            if self.editing {
+                title.push('_');
+            }
+        }
+        let status = match ctx.notes.last() {
+            Some(n) => format!("{}  | {}", summary(sums, secs, self.shape.totals), n),
+            None => summary(sums, secs, self.shape.totals),
+        };
+        f.render_widget(
+            Paragraph::new(vec![
+                Line::from(TextSpan::styled(
+                    fit(&title, area.width as usize),
+                    Style::new().add_modifier(Modifier::BOLD),
+                )),
+                Line::from(fit(&status, area.width as usize)),
+            ]),
+            top,
+        );
+        f.render_widget(
+            Paragraph::new(Line::from(TextSpan::styled(
+                fit(
+                    &header(area.width, self.shape.totals, self.shape.sort),
+                    area.width as usize,
+                ),
+                Style::new().add_modifier(Modifier::REVERSED),
+            ))),
+            head,
+        );
+        let items: Vec<ListItem> = self
+            .rows
+            .iter()
+            .map(|r| {
+                ListItem::new(
+                    row_lines(r, area.width)
+                        .into_iter()
+                        .map(Line::from)
+                        .collect::<Vec<_>>(),
+                )
+            })
+            .collect();
+        let list = List::new(items).highlight_style(Style::new().add_modifier(Modifier::REVERSED));
+        f.render_stateful_widget(list, body, &mut self.list);
+        f.render_widget(
+            Paragraph::new(fit(
+                "q quit  g group  s sort  r reverse  / filter  space freeze  tab totals  enter stack",
+                area.width as usize,
+            )),
+            foot,
+        );
+        if let Some(lines) = &self.stack {
+            let w = area.width.saturating_sub(4).max(10);
+            let h = area.height.saturating_sub(4).max(5);
+            let r = Rect::new(area.x + 2, area.y + 2, w, h);
+            f.render_widget(Clear, r);
+            f.render_widget(
+                Paragraph::new(
+                    lines
+                        .iter()
+                        .map(|l| Line::from(l.as_str()))
+                        .collect::<Vec<_>>(),
+                )
+                .block(
+                    Block::default()
+                        .borders(Borders::ALL)
+                        .title(" stack (esc closes) "),
+                )
+                .wrap(Wrap { trim: false }),
+                r,
+            );
+        }
+    }
+}
+
+/// The terminal while the view is drawn: raw mode, the alternate screen; restored by
+/// [`Terminal::leave`] (and on a panic).
+pub struct Terminal {
+    term: ratatui::Terminal<CrosstermBackend<Stdout>>,
+    app: App,
+}
+
+impl Terminal {
+    /// Takes the terminal over.
+    pub fn enter(group: GroupBy, sort: SortBy) -> Result<Terminal> {
+        terminal::enable_raw_mode()?;
+        let mut out = std::io::stdout();
+        execute!(out, terminal::EnterAlternateScreen)?;
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let _ = terminal::disable_raw_mode();
+            let _ = execute!(std::io::stdout(), terminal::LeaveAlternateScreen);
+            hook(info);
+        }));
+        let term = ratatui::Terminal::new(CrosstermBackend::new(out))?;
+        Ok(Terminal {
+            term,
+            app: App::new(group, sort),
+        })
+    }
+
+    /// Gives the terminal back.
+    pub fn leave(mut self) -> Result<()> {
+        terminal::disable_raw_mode()?;
+        execute!(self.term.backend_mut(), terminal::LeaveAlternateScreen)?;
+        self.term.show_cursor()?;
+        Ok(())
+    }
+
+    /// An interval ended.
+    pub fn interval_done(&mut self, _model: &Model, span: Span) {
+        self.app.interval_done(span);
+    }
+
+    /// Draws the screen.
+    pub fn draw(&mut self, mut ctx: Ctx<'_>) -> Result<()> {
+        let app = &mut self.app;
+        self.term.draw(|f| app.draw(f, &mut ctx))?;
+        Ok(())
+    }
+
+    /// Handles keys until `deadline`, redrawing after each; true to quit.
+    pub fn wait(&mut self, deadline: Instant, mut ctx: Ctx<'_>) -> Result<bool> {
+        loop {
+            if super::source::stop_requested() {
+                return Ok(true);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(false);
+            }
+            let left = (deadline - now).min(Duration::from_millis(100));
+            if event::poll(left)? {
+                match event::read()? {
+                    TermEvent::Key(k) if k.kind != KeyEventKind::Release => {
+                        if self.app.key(k.code, k.modifiers, &mut ctx) {
+                            return Ok(true);
+                        }
+                        let app = &mut self.app;
+                        self.term.draw(|f| app.draw(f, &mut ctx))?;
+                    }
+                    TermEvent::Resize(..) => {
+                        let app = &mut self.app;
+                        self.term.draw(|f| app.draw(f, &mut ctx))?;
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ioblame_attrib::{
+        Act, ActId, Dir, Dirtied, FileKey, Intent, IntentId, Io, Role, RoleId, Via, WbReason,
+    };
+    use ratatui::backend::TestBackend;
+
+    const KALLSYMS: &str = "\
+ffffffff81000000 T ksys_write
+ffffffff81000100 T ext4_buffered_write_iter
+ffffffff81000200 T generic_perform_write
+ffffffff81000300 T __folio_mark_dirty
+ffffffff81000400 T mark_buffer_dirty
+ffffffff81000500 T kjournald2
+ffffffff81000600 T jbd2_journal_commit_transaction
+ffffffff81000700 T submit_bh
+ffffffff81000800 T ksys_read
+ffffffff81000900 T filemap_read
+ffffffff81000a00 T page_cache_ra_order
+";
+
+    const DISK: u32 = 7 << 20;
+
+    fn role(pid: u32, comm: &str, cgroup: u64) -> Role {
+        Role {
+            pid,
+            tid: pid,
+            comm: comm.into(),
+            generation: 0,
+            cgroup,
+            lineage: false,
+        }
+    }
+
+    fn io(act: u32, dir: Dir, size: u64, wait: u64, time: u64) -> Io {
+        Io {
+            dev: DISK,
+            sector: 0,
+            size,
+            dir,
+            rwbs: Default::default(),
+            queue_time: 0,
+            issue_time: 0,
+            complete_time: 0,
+            wait_time: wait,
+            io_time: time,
+            offset: 0,
+            seek_dist: 0,
+            issuer: RoleId(3),
+            act: ActId(act),
+            via: Via::Page,
+            reason: None,
+            ino: None,
+            file_offset: None,
+            split: false,
+            journal_txn: None,
+            in_lost_window: false,
+        }
+    }
+
+    /// Two writers whose writeback a flusher issued, a journal, a reader, and bytes dirtied
+    /// not yet written: one interval of a second.
+    fn scene() -> (Model, Tables) {
+        let mut t = Tables {
+            ..Tables::default()
+        };
+        t.roles = vec![
+            role(4242, "writerA", 11),
+            role(4243, "writerB", 12),
+            role(311, "jbd2/loop0-8", 1),
+            role(97, "kworker/u8:2", 1),
+            role(4250, "reader", 11),
+        ];
+        let page = vec![
+            0xffffffff81000310,
+            0xffffffff81000210,
+            0xffffffff81000110,
+            0xffffffff81000010,
+        ];
+        let buffer = vec![
+            0xffffffff81000410,
+            0xffffffff81000210,
+            0xffffffff81000110,
+            0xffffffff81000010,
+        ];
+        let journal = vec![0xffffffff81000710, 0xffffffff81000610, 0xffffffff81000510];
+        let read = vec![0xffffffff81000a10, 0xffffffff81000910, 0xffffffff81000810];
+        t.intents = vec![
+            Intent {
+                modifier: 0,
+                stack: vec![],
+            },
+            Intent {
+                modifier: 0,
+                stack: vec![],
+            },
+            Intent {
+                modifier: WbReason(1).modifier(),
+                stack: page.clone(),
+            },
+            Intent {
+                modifier: WbReason(1).modifier(),
+                stack: buffer.clone(),
+            },
+            Intent {
+                modifier: 0,
+                stack: journal,
+            },
+            Intent {
+                modifier: 0,
+                stack: read,
+            },
+        ];
+        let act = |role: u32, intent: u32, ino: u64, via: Via| Act {
+            role: RoleId(role),
+            intent: IntentId(intent),
+            file: FileKey { dev: DISK, ino },
+            via,
+            reason: None,
+            issuer: None,
+            recorder: false,
+        };
+        t.acts = vec![
+            act(0, 2, 12, Via::Page),
+            act(1, 3, 13, Via::Buffer),
+            act(2, 4, 0, Via::Journal),
+            act(4, 5, 14, Via::Issuer),
+        ];
+        let mut m = Model::new(false, None);
+        for _ in 0..8 {
+            m.add_io(&io(0, Dir::W, 1 << 20, 120, 2_500), &t);
+        }
+        for _ in 0..3 {
+            m.add_io(&io(1, Dir::W, 512 << 10, 90, 4_100), &t);
+        }
+        m.add_io(&io(2, Dir::W, 16 << 10, 15, 800), &t);
+        for _ in 0..40 {
+            m.add_io(&io(3, Dir::R, 128 << 10, 30, 700), &t);
+        }
+        let dirtied = |role: u32, stack: u32, ino: u64, bytes: u64| Dirtied {
+            role: RoleId(role),
+            stack,
+            via: Via::Page,
+            dev: DISK,
+            ino,
+            bytes,
+            time: 1,
+        };
+        m.add_dirtied(&dirtied(0, 1, 12, 6 << 20), &page, &t);
+        m.add_dirtied(&dirtied(1, 2, 13, 3 << 20), &buffer, &t);
+        (m, t)
+    }
+
+    fn names() -> Names {
+        Names::fixed(
+            &[
+                ((DISK, 12), "/srv/db/wal/000001.log"),
+                ((DISK, 13), "/srv/db/tables/orders.ibd"),
+                ((DISK, 14), "/srv/www/static/bundle.js"),
+            ],
+            &[
+                (1, "/"),
+                (11, "/system.slice/db.service"),
+                (12, "/system.slice/backup.service"),
+            ],
+            &[(DISK, "loop0")],
+        )
+    }
+
+    fn screen(app: &mut App, w: u16, h: u16, keys: &[KeyCode]) -> String {
+        let (model, tables) = scene();
+        let mut names = names();
+        let symbols = ioblame_decode::Symbolizer::from_kallsyms(KALLSYMS);
+        let notes = Vec::new();
+        let mut ctx = Ctx {
+            model: &model,
+            tables: &tables,
+            names: &mut names,
+            symbols: &symbols,
+            notes: &notes,
+        };
+        app.interval_done(Span {
+            number: 7,
+            start_ns: 6_000_000_000,
+            len_ns: 1_000_000_000,
+        });
+        let mut term = ratatui::Terminal::new(TestBackend::new(w, h)).unwrap();
+        term.draw(|f| app.draw(f, &mut ctx)).unwrap();
+        for &k in keys {
+            app.key(k, KeyModifiers::NONE, &mut ctx);
+            term.draw(|f| app.draw(f, &mut ctx)).unwrap();
+        }
+        let buf = term.backend().buffer().clone();
+        let mut out = String::new();
+        for y in 0..h {
+            let line: String = (0..w).map(|x| buf[(x, y)].symbol().to_string()).collect();
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+
+    fn golden(name: &str) -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/golden")
+            .join(name)
+    }
+
+    /// The view on a phone-sized terminal and a wide one: every row names the writer, not
+    /// the flusher that issued its IO (the kworker has none), sorted by device time.
+    #[test]
+    fn the_view_at_80x24_and_wide() {
+        let mut app = App::new(GroupBy::Act, SortBy::DevTime);
+        let narrow = screen(&mut app, 80, 24, &[]);
+        assert!(
+            narrow.contains("writerA") && !narrow.contains("kworker"),
+            "{narrow}"
+        );
+        ioblame_testkit::assert_file(golden("top-80x24.txt"), &narrow);
+        let mut app = App::new(GroupBy::Act, SortBy::DevTime);
+        ioblame_testkit::assert_file(golden("top-160x30.txt"), screen(&mut app, 160, 30, &[]));
+    }
+
+    /// Keys: grouping by cgroup then sorting by bytes read, a filter, the stack of the
+    /// selected row, totals.
+    #[test]
+    fn keys_regroup_sort_filter_and_open_the_stack() {
+        let mut app = App::new(GroupBy::Act, SortBy::DevTime);
+        let s = screen(
+            &mut app,
+            80,
+            24,
+            &[
+                KeyCode::Char('g'),
+                KeyCode::Char('g'),
+                KeyCode::Char('g'),
+                KeyCode::Char('3'),
+            ],
+        );
+        assert_eq!(app.shape.group, GroupBy::Cgroup);
+        assert_eq!(app.shape.sort, SortBy::Read);
+        ioblame_testkit::assert_file(golden("top-by-cgroup.txt"), &s);
+        let mut app = App::new(GroupBy::Act, SortBy::DevTime);
+        let keys: Vec<KeyCode> = "/orders"
+            .chars()
+            .map(KeyCode::Char)
+            .chain([KeyCode::Enter, KeyCode::Enter])
+            .collect();
+        let s = screen(&mut app, 80, 24, &keys);
+        assert!(s.contains("mark_buffer_dirty"), "{s}");
+        ioblame_testkit::assert_file(golden("top-stack.txt"), &s);
+        let mut app = App::new(GroupBy::Task, SortBy::Write);
+        let s = screen(&mut app, 80, 24, &[KeyCode::Tab, KeyCode::Char(' ')]);
+        assert!(s.contains("FROZEN") && s.contains("totals"), "{s}");
+        assert!(app.key(
+            KeyCode::Char('q'),
+            KeyModifiers::NONE,
+            &mut Ctx {
+                model: &Model::default(),
+                tables: &Tables::default(),
+                names: &mut names(),
+                symbols: &ioblame_decode::Symbolizer::default(),
+                notes: &[],
+            }
+        ));
+    }
+}

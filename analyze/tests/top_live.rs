@@ -1,0 +1,331 @@
+//! `ioblame top` on real IO (issue 30): it starts the recorder itself and follows it.
+//!
+//! * `--json`: two buffered writers dirty pages that a `sync` from a third task writes back;
+//!   each writer's bytes appear under the writer, none under the flusher, within two
+//!   intervals of the writeback; the totals at exit are `ioblame acts --json` of the kept
+//!   recording, key for key. On ext4 and xfs.
+//! * The terminal view, driven through tmux at 80x24: it shows the writers, regroups,
+//!   filters, opens a stack and quits on its keys, giving the terminal back.
+//!
+//! They need root, loop devices, tracefs, mkfs (and tmux); they skip otherwise, except in CI.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::{common, tools, LoopFs};
+
+const MIB: u64 = 1 << 20;
+
+/// Waits for a JSON line of `rx` satisfying `want`, keeping every line in `seen`.
+fn wait_for(
+    rx: &mpsc::Receiver<Value>,
+    seen: &mut Vec<Value>,
+    what: &str,
+    want: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(v) => {
+                seen.push(v.clone());
+                if want(&v) {
+                    return v;
+                }
+            }
+            Err(e) => panic!("waiting for {what}: {e}; seen: {seen:#?}"),
+        }
+    }
+}
+
+fn interval_end(v: &Value) -> bool {
+    v["kind"] == "interval"
+}
+
+fn run_ok(cmd: &mut Command) {
+    let o = cmd.output().unwrap();
+    assert!(
+        o.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+fn live_json(fs_type: &str) {
+    let _l = support::lock();
+    let fs = LoopFs::new(fs_type, 512);
+    let bin = tools(
+        &fs,
+        &[
+            ("writerA", "/bin/dd"),
+            ("writerB", "/bin/dd"),
+            ("syncer", "/bin/sync"),
+        ],
+    );
+    let kept = fs.dir.path().join("kept");
+    let mut top = Command::new(support::ioblame_bin())
+        .args([
+            "top",
+            "--json",
+            "--interval",
+            "1s",
+            "--iterations",
+            "60",
+            "--keep",
+        ])
+        .arg(&kept)
+        .arg("--capture")
+        .arg(common::bin())
+        .args(["--", "--devices", &fs.name])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = top.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let line = line.unwrap();
+            let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            if tx.send(v).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    // The recorder runs and the view follows it.
+    wait_for(&rx, &mut seen, "the first interval", interval_end);
+    let dd = |name: &str, file: &str, mib: u64| {
+        Command::new(bin.join(name))
+            .arg("if=/dev/zero")
+            .arg(format!("of={}", fs.mnt.join(file).display()))
+            .args(["bs=1M", &format!("count={mib}"), "status=none"])
+            .spawn()
+            .unwrap()
+    };
+    let (mut a, mut b) = (dd("writerA", "a.dat", 8), dd("writerB", "b.dat", 4));
+    assert!(a.wait().unwrap().success() && b.wait().unwrap().success());
+    let ino =
+        |f: &str| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(fs.mnt.join(f)).unwrap());
+    let files = BTreeMap::from([(ino("a.dat"), "writerA"), (ino("b.dat"), "writerB")]);
+    // The last interval that ended before the writeback started.
+    let before = wait_for(&rx, &mut seen, "an interval after the writes", interval_end)["interval"]
+        .as_u64()
+        .unwrap();
+    run_ok(&mut Command::new(bin.join("syncer")));
+    // The sync returned: the writeback is done; two intervals more, then stop.
+    let mut last = 0;
+    for _ in 0..3 {
+        last = wait_for(&rx, &mut seen, "intervals after the sync", interval_end)["interval"]
+            .as_u64()
+            .unwrap();
+    }
+    // SAFETY: kill(2) on our child's pid.
+    unsafe { libc::kill(top.id() as libc::pid_t, libc::SIGINT) };
+    for v in rx.iter() {
+        seen.push(v);
+    }
+    reader.join().unwrap();
+    let o = top.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "ioblame top failed: {err}");
+    assert!(!err.contains("warning"), "{err}");
+
+    let intervals: Vec<&Value> = seen.iter().filter(|v| v["total"] == false).collect();
+    let totals: Vec<&Value> = seen.iter().filter(|v| v["total"] == true).collect();
+    // Each writer's bytes, per interval, under the writer; the flusher has none of them.
+    let mut written: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut dirtied: BTreeMap<&str, u64> = BTreeMap::new();
+    for v in &intervals {
+        let comm = v["comm"].as_str().unwrap_or("");
+        let Some(&writer) = v["ino"].as_u64().and_then(|i| files.get(&i)) else {
+            continue;
+        };
+        let n = v["interval"].as_u64().unwrap();
+        match v["kind"].as_str() {
+            Some("io") => {
+                let w = v["write_bytes"].as_u64().unwrap();
+                assert_eq!(comm, writer, "{fs_type}: {w} bytes of {writer}'s file: {v}");
+                assert!(
+                    n > before && n <= last,
+                    "{fs_type}: {comm}'s writeback shown in interval {n}, the sync ran after \
+                     interval {before} and ended before {}",
+                    last - 2
+                );
+                *written.entry(writer).or_default() += w;
+            }
+            Some("dirtied") => {
+                *dirtied.entry(comm).or_default() += v["dirtied_bytes"].as_u64().unwrap();
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(
+        written,
+        BTreeMap::from([("writerA", 8 * MIB), ("writerB", 4 * MIB)]),
+        "{fs_type}"
+    );
+    for w in ["writerA", "writerB"] {
+        assert!(
+            dirtied.get(w).is_some_and(|&n| n > 0),
+            "{fs_type}: {dirtied:?}"
+        );
+    }
+    // The interval objects sum to the totals.
+    let sum_w: u64 = intervals
+        .iter()
+        .filter(|v| v["kind"] == "interval")
+        .map(|v| v["write_bytes"].as_u64().unwrap())
+        .sum();
+    let total = totals.iter().find(|v| v["kind"] == "total").unwrap();
+    assert_eq!(sum_w, total["write_bytes"].as_u64().unwrap(), "{fs_type}");
+
+    // The totals at exit are those of the offline analysis of the kept recording.
+    let offline = support::acts_json(&kept);
+    let live: BTreeMap<u64, &Value> = totals
+        .iter()
+        .filter(|v| v["kind"] == "io")
+        .map(|v| (v["act"].as_u64().unwrap(), *v))
+        .collect();
+    assert_eq!(
+        live.len(),
+        offline.len(),
+        "{fs_type}: {live:#?}\n{offline:#?}"
+    );
+    for o in &offline {
+        let l = live
+            .get(&o["act"].as_u64().unwrap())
+            .unwrap_or_else(|| panic!("{fs_type}: act {o} not in the live totals"));
+        for (k, want) in o.as_object().unwrap() {
+            assert_eq!(&l[k], want, "{fs_type}: act {}: key {k}", o["act"]);
+        }
+    }
+}
+
+#[test]
+fn top_json_charges_the_writers_live_ext4() {
+    if support::ready(&["mkfs.ext4"]) {
+        live_json("ext4");
+    }
+}
+
+#[test]
+fn top_json_charges_the_writers_live_xfs() {
+    if support::ready(&["mkfs.xfs"]) {
+        live_json("xfs");
+    }
+}
+
+/// The screen of tmux session `s`.
+fn pane(s: &str) -> String {
+    let o = Command::new("tmux")
+        .args(["capture-pane", "-p", "-t", s])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Waits until the screen of `s` holds `what`.
+fn wait_screen(s: &str, what: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let p = pane(s);
+        if p.contains(what) {
+            return p;
+        }
+        assert!(Instant::now() < deadline, "no {what:?} on the screen:\n{p}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn keys(s: &str, k: &[&str]) {
+    run_ok(Command::new("tmux").args(["send-keys", "-t", s]).args(k));
+}
+
+#[test]
+fn top_view_in_tmux() {
+    if !support::ready(&["mkfs.ext4", "tmux"]) {
+        return;
+    }
+    let _l = support::lock();
+    let fs = LoopFs::new("ext4", 256);
+    let bin = tools(&fs, &[("writerA", "/bin/dd"), ("syncer", "/bin/sync")]);
+    let session = format!("ioblame-top-{}", std::process::id());
+    let status = fs.dir.path().join("status");
+    let cmd = format!(
+        "{} top --capture {} -- --devices {}; echo exit=$? > {}; sleep 60",
+        support::ioblame_bin().display(),
+        common::bin().display(),
+        fs.name,
+        status.display()
+    );
+    run_ok(Command::new("tmux").args([
+        "new-session",
+        "-d",
+        "-s",
+        &session,
+        "-x",
+        "80",
+        "-y",
+        "24",
+        &cmd,
+    ]));
+    struct Kill(String);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = Command::new("tmux")
+                .args(["kill-session", "-t", &self.0])
+                .output();
+        }
+    }
+    let _kill = Kill(session.clone());
+    wait_screen(&session, "interval 2");
+    run_ok(
+        Command::new(bin.join("writerA"))
+            .arg("if=/dev/zero")
+            .arg(format!("of={}", fs.mnt.join("a.dat").display()))
+            .args(["bs=1M", "count=8", "status=none"]),
+    );
+    run_ok(&mut Command::new(bin.join("syncer")));
+    // The writeback, charged to the writer, within a few intervals; then the totals.
+    keys(&session, &["Tab"]);
+    let screen = wait_screen(&session, "writerA");
+    assert!(screen.contains("WRITTEN"), "{screen}");
+    assert!(!screen.contains("kworker"), "{screen}");
+    assert!(screen.lines().all(|l| l.chars().count() <= 80), "{screen}");
+    keys(&session, &["g"]);
+    wait_screen(&session, "by task");
+    keys(&session, &["/", "writerA", "Enter"]);
+    wait_screen(&session, "filter: writerA");
+    keys(&session, &["Enter"]);
+    let stack = wait_screen(&session, "stack (esc closes)");
+    assert!(
+        stack.contains("ksys_write") || stack.contains("write"),
+        "{stack}"
+    );
+    keys(&session, &["Escape"]);
+    // Apart: an escape followed at once by a key reads as Alt and that key.
+    std::thread::sleep(Duration::from_millis(500));
+    keys(&session, &["q"]);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !status.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "ioblame top did not quit:\n{}",
+            pane(&session)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(std::fs::read_to_string(&status).unwrap().trim(), "exit=0");
+    // The terminal is given back: no alternate screen, the view's header gone.
+    let after = pane(&session);
+    assert!(!after.contains("DIRTY/s"), "{after}");
+    let _ = Path::new(&status);
+}
