@@ -685,7 +685,7 @@ fn perf_command(out: &mut impl Write, a: PerfCommandArgs) -> Result<()> {
 }
 
 /// Stack frames through the trace's kernel symbols.
-struct SymFrames<'a>(&'a ioblame_decode::Symbolizer);
+struct SymFrames<'a>(pub &'a ioblame_decode::Symbolizer);
 
 impl text::Frames for SymFrames<'_> {
     fn frame_line(&self, addr: u64) -> String {

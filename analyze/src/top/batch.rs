@@ -8,22 +8,7 @@ use anyhow::Result;
 use super::model::Stat;
 use super::view::{self, Ctx, Shape};
 use super::{acts_in_order, Span, TopArgs};
-use crate::text::{self, Frames, Paths};
-
-/// Frames named through the trace's symbols (as `ioblame acts --json` names them).
-struct SymFrames<'a>(&'a ioblame_decode::Symbolizer);
-
-impl Frames for SymFrames<'_> {
-    fn frame_line(&self, addr: u64) -> String {
-        self.0.format_frame(addr)
-    }
-    fn name(&self, addr: u64) -> String {
-        match self.0.resolve(addr) {
-            Some(s) => s.name.to_string(),
-            None => format!("{addr:#x}"),
-        }
-    }
-}
+use crate::text::{self, Frames as _, Paths};
 
 /// The paths of the acts shown, looked up once.
 struct MapPaths(std::collections::HashMap<(u32, u64), String>);
@@ -80,7 +65,7 @@ fn sums_json(out: &mut impl Write, ctx: &mut Ctx<'_>, span: Span, total: bool) -
     let (model, tables, symbols) = (ctx.model, ctx.tables, ctx.symbols);
     let names = &mut *ctx.names;
     let sums = if total { &model.total } else { &model.interval };
-    let frames = SymFrames(symbols);
+    let frames = crate::SymFrames(symbols);
     let intent_names = ioblame_attrib::intent_names(tables, symbols);
     let mut lines = Vec::new();
     let ids = acts_in_order(sums);

@@ -410,21 +410,13 @@ impl Model {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use ioblame_attrib::{Act, Dir, FileKey, Intent, Role, Via};
 
     fn tables() -> Tables {
-        let role = |pid, comm: &str| Role {
-            pid,
-            tid: pid,
-            comm: comm.into(),
-            generation: 0,
-            cgroup: 7,
-            lineage: false,
-        };
         let mut t = Tables {
-            roles: vec![role(10, "writerA"), role(11, "writerB")],
+            roles: vec![role(10, "writerA", 7), role(11, "writerB", 7)],
             ..Tables::default()
         };
         t.intents = vec![
@@ -458,9 +450,23 @@ mod tests {
         t
     }
 
-    fn io(act: u32, dir: Dir, size: u64) -> Io {
+    /// A role of the tests: `pid`'s main thread named `comm`, in cgroup `cgroup`.
+    pub(crate) fn role(pid: u32, comm: &str, cgroup: u64) -> Role {
+        Role {
+            pid,
+            tid: pid,
+            comm: comm.into(),
+            generation: 0,
+            cgroup,
+            lineage: false,
+        }
+    }
+
+    /// An IO of the tests on device 7:0, charged to act `act`, with its queue and device
+    /// times (µs).
+    pub(crate) fn io(act: u32, dir: Dir, size: u64, wait: u64, time: u64) -> Io {
         Io {
-            dev: 8,
+            dev: 7 << 20,
             sector: 0,
             size,
             dir,
@@ -468,11 +474,11 @@ mod tests {
             queue_time: 0,
             issue_time: 0,
             complete_time: 0,
-            wait_time: 10,
-            io_time: 100,
+            wait_time: wait,
+            io_time: time,
             offset: 0,
             seek_dist: 0,
-            issuer: RoleId(0),
+            issuer: RoleId(3),
             act: ActId(act),
             via: Via::Page,
             reason: None,
@@ -503,9 +509,9 @@ mod tests {
             &[1, 2, 3],
             &t,
         );
-        m.add_io(&io(0, Dir::W, 4096), &t);
-        m.add_io(&io(1, Dir::W, 4096), &t);
-        m.add_io(&io(2, Dir::R, 512), &t);
+        m.add_io(&io(0, Dir::W, 4096, 10, 100), &t);
+        m.add_io(&io(1, Dir::W, 4096, 10, 100), &t);
+        m.add_io(&io(2, Dir::R, 512, 10, 100), &t);
         let rows = m.rows(&m.interval, GroupBy::Act, &t);
         assert_eq!(rows.len(), 2);
         let a = rows
@@ -533,7 +539,9 @@ mod tests {
         assert!(m.rows(&m.interval, GroupBy::Task, &t).is_empty());
         assert_eq!(m.total.all.written, 8192);
         assert_eq!(m.total.all.dirtied, 8192);
-        assert_eq!(m.rows(&m.total, GroupBy::Device, &t)[0].stat.ios, 3);
+        let devices = m.rows(&m.total, GroupBy::Device, &t);
+        let disk = devices.iter().find(|r| r.key == RowKey::Device(7 << 20));
+        assert_eq!(disk.map(|r| r.stat.ios), Some(3));
     }
 
     /// The recorder's own dirtying is left out unless shown.

@@ -816,9 +816,8 @@ impl Terminal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ioblame_attrib::{
-        Act, ActId, Dir, Dirtied, FileKey, Intent, IntentId, Io, Role, RoleId, Via, WbReason,
-    };
+    use crate::top::model::tests::{io, role};
+    use ioblame_attrib::{Act, Dir, Dirtied, FileKey, Intent, IntentId, RoleId, Via, WbReason};
     use ratatui::backend::TestBackend;
 
     const KALLSYMS: &str = "\
@@ -836,43 +835,6 @@ ffffffff81000a00 T page_cache_ra_order
 ";
 
     const DISK: u32 = 7 << 20;
-
-    fn role(pid: u32, comm: &str, cgroup: u64) -> Role {
-        Role {
-            pid,
-            tid: pid,
-            comm: comm.into(),
-            generation: 0,
-            cgroup,
-            lineage: false,
-        }
-    }
-
-    fn io(act: u32, dir: Dir, size: u64, wait: u64, time: u64) -> Io {
-        Io {
-            dev: DISK,
-            sector: 0,
-            size,
-            dir,
-            rwbs: Default::default(),
-            queue_time: 0,
-            issue_time: 0,
-            complete_time: 0,
-            wait_time: wait,
-            io_time: time,
-            offset: 0,
-            seek_dist: 0,
-            issuer: RoleId(3),
-            act: ActId(act),
-            via: Via::Page,
-            reason: None,
-            ino: None,
-            file_offset: None,
-            split: false,
-            journal_txn: None,
-            in_lost_window: false,
-        }
-    }
 
     /// Two writers whose writeback a flusher issued, a journal, a reader, and bytes dirtied
     /// not yet written: one interval of a second.
