@@ -78,9 +78,9 @@ for r in $(seq "$REPS"); do
     # ioblame-capture, once per mode
     for m in $MODES; do
       t=cap-$m
-      rm -rf "$W/trace" "$W/trace.capture.log"
+      rm -rf "$W/trace"
       if [ "$m" = top ]; then
-        # The view starts the recorder (its stderr: trace.capture.log beside the kept trace).
+        # The view starts the recorder (its stderr: capture.log in the kept trace).
         "$TOPBIN" top --batch --keep "$W/trace" --capture "$CAP" -- --devices "$LN" \
           > /dev/null 2> "$W/top.log" & VP=$!
         CP=""
@@ -98,7 +98,7 @@ for r in $(seq "$REPS"); do
         V=$(cpu_ticks $VP)
         VIEW[$j]=$(( ${VIEW[$j]:-0} + V - V0 ))
         kill -INT $VP; wait $VP || true
-        cp "$W/trace.capture.log" "$W/cap.log"
+        cp "$W/trace/capture.log" "$W/cap.log"
       else
         kill -INT $CP; wait $CP || true
       fi

@@ -2,7 +2,6 @@
 //! temporary ring, or `--keep DIR`), or a recording it follows (`--follow`); and how a run is
 //! asked to stop (a signal, or the view's `q`).
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -111,20 +110,24 @@ impl Source {
         let (dir, temp) = match &a.keep {
             Some(d) => (d.clone(), None),
             None => {
-                let base = std::env::temp_dir().join(format!("ioblame-top-{}", std::process::id()));
-                std::fs::create_dir_all(&base)
-                    .with_context(|| format!("creating {}", base.display()))?;
+                // A fresh directory only we can enter (mkdtemp, mode 0700): nothing another
+                // user placed there can be written through as root.
+                let base = tempfile::Builder::new()
+                    .prefix("ioblame-top-")
+                    .tempdir()
+                    .context("creating a temporary directory")?
+                    .keep();
                 (base.join("trace"), Some(base))
             }
         };
-        let log = match &temp {
-            Some(base) => base.join("capture.log"),
-            None => {
-                let mut name = dir.file_name().unwrap_or_default().to_os_string();
-                name.push(".capture.log");
-                dir.with_file_name(name)
-            }
-        };
+        // The recorder's stderr, beside its ring files (readers take only `.iob` files).
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let log = dir.join("capture.log");
+        let log_file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&log)
+            .with_context(|| format!("creating {}", log.display()))?;
         let bin = capture_binary(a.capture.as_deref());
         let mut cmd = Command::new(&bin);
         cmd.arg("record")
@@ -137,7 +140,7 @@ impl Source {
             .args(&a.record)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(File::create(&log).with_context(|| format!("creating {}", log.display()))?);
+            .stderr(log_file);
         // SAFETY: prctl(PR_SET_PDEATHSIG) is async-signal-safe and touches no memory of the
         // parent: a recorder whose `ioblame top` dies stops (and finishes its trace) instead
         // of recording on.
@@ -181,7 +184,19 @@ impl Source {
             });
             if has_file {
                 match Follow::open(&self.dir) {
-                    Ok(f) => return Ok(f),
+                    // Once the recorder wrote a chunk or a mark, the file's metadata (written
+                    // before them, and again once the events are on) is whole.
+                    // And it is this recorder's (not an older trace left in --keep's directory).
+                    Ok(f)
+                        if (!f.trace().chunks().is_empty()
+                            || f.trace().files().iter().any(|x| x.flushed().is_some()))
+                            && self.recorder.as_ref().is_none_or(|r| {
+                                f.trace().header().recorder_pid == r.child.id()
+                            }) =>
+                    {
+                        return Ok(f)
+                    }
+                    Ok(_) => {}
                     // The first file is being written: its header may not be whole yet.
                     Err(e) if started.elapsed() > Duration::from_secs(10) => {
                         return Err(e).with_context(|| format!("reading {}", self.dir.display()))

@@ -715,7 +715,11 @@ impl App {
         if let Some(lines) = &self.stack {
             let w = area.width.saturating_sub(4).max(10);
             let h = area.height.saturating_sub(4).max(5);
-            let r = Rect::new(area.x + 2, area.y + 2, w, h);
+            // Within the screen, however small (or shrunk while it is open).
+            let r = Rect::new(area.x + 2, area.y + 2, w, h).intersection(area);
+            if r.is_empty() {
+                return;
+            }
             f.render_widget(Clear, r);
             f.render_widget(
                 Paragraph::new(
@@ -736,11 +740,19 @@ impl App {
     }
 }
 
-/// The terminal while the view is drawn: raw mode, the alternate screen; restored by
-/// [`Terminal::leave`] (and on a panic).
+/// The terminal while the view is drawn: raw mode, the alternate screen; restored when it
+/// is dropped (and on a panic).
 pub struct Terminal {
     term: ratatui::Terminal<CrosstermBackend<Stdout>>,
     app: App,
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        let _ = terminal::disable_raw_mode();
+        let _ = execute!(self.term.backend_mut(), terminal::LeaveAlternateScreen);
+        let _ = self.term.show_cursor();
+    }
 }
 
 impl Terminal {
@@ -748,7 +760,10 @@ impl Terminal {
     pub fn enter(group: GroupBy, sort: SortBy) -> Result<Terminal> {
         terminal::enable_raw_mode()?;
         let mut out = std::io::stdout();
-        execute!(out, terminal::EnterAlternateScreen)?;
+        if let Err(e) = execute!(out, terminal::EnterAlternateScreen) {
+            let _ = terminal::disable_raw_mode();
+            return Err(e.into());
+        }
         let hook = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             let _ = terminal::disable_raw_mode();
@@ -762,11 +777,8 @@ impl Terminal {
         })
     }
 
-    /// Gives the terminal back.
-    pub fn leave(mut self) -> Result<()> {
-        terminal::disable_raw_mode()?;
-        execute!(self.term.backend_mut(), terminal::LeaveAlternateScreen)?;
-        self.term.show_cursor()?;
+    /// Gives the terminal back (also done when dropped: an error ends the view too).
+    pub fn leave(self) -> Result<()> {
         Ok(())
     }
 
@@ -1027,6 +1039,11 @@ ffffffff81000a00 T page_cache_ra_order
         let s = screen(&mut app, 80, 24, &keys);
         assert!(s.contains("mark_buffer_dirty"), "{s}");
         ioblame_testkit::assert_file(golden("top-stack.txt"), &s);
+        // The stack on terminals too small for it: cut to the screen, no panic.
+        for (w, h) in [(10, 3), (80, 6), (12, 7)] {
+            let mut app = App::new(GroupBy::Act, SortBy::DevTime);
+            screen(&mut app, w, h, &[KeyCode::Enter]);
+        }
         let mut app = App::new(GroupBy::Task, SortBy::Write);
         let s = screen(&mut app, 80, 24, &[KeyCode::Tab, KeyCode::Char(' ')]);
         assert!(s.contains("FROZEN") && s.contains("totals"), "{s}");

@@ -157,7 +157,11 @@ impl Follow {
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|e| e == "iob"))
             .collect();
-        names.sort();
+        // In ring order: `ioblame-NNNNNN.iob`, a seventh digit from index 1000000 on.
+        names.sort_by(|a, b| {
+            let (a, b) = (a.as_os_str(), b.as_os_str());
+            a.len().cmp(&b.len()).then(a.cmp(b))
+        });
         // Files deleted by the ring's size cap are forgotten.
         self.seen.retain(|p, _| names.contains(p));
         let mut step = ReadStep::default();
@@ -238,7 +242,18 @@ impl Follow {
                     ),
                 });
             }
-            *next = h.seq + 1;
+            let Some(after) = h.seq.checked_add(1) else {
+                self.problems.push(Problem {
+                    path: file.path().to_path_buf(),
+                    offset,
+                    what: format!(
+                        "cpu {}: chunk sequence number {} is not valid; skipped",
+                        h.cpu, h.seq
+                    ),
+                });
+                continue;
+            };
+            *next = after;
             n += 1;
             self.stats.chunks += 1;
             self.newest = self.newest.max(h.last_ts);
@@ -263,25 +278,26 @@ impl Follow {
     /// analysis' order; returns how many.
     pub fn emit_ready(&mut self, f: impl FnMut(&Event)) -> u64 {
         let limit = self.flushed();
-        self.emit_below(limit, f)
+        self.emit(Some(limit), f)
     }
 
     /// Hands `f` every event read (the recording has ended).
     pub fn emit_all(&mut self, f: impl FnMut(&Event)) -> u64 {
-        // No event time reaches u64::MAX (a perf timestamp is ns since boot).
-        self.emit(u64::MAX, f)
+        self.emit(None, f)
     }
 
     /// Hands `f` the events read whose time is below `limit` (which must not exceed what
     /// is complete: [`Follow::flushed`]).
+    #[cfg(test)]
     pub(crate) fn emit_below(&mut self, limit: u64, f: impl FnMut(&Event)) -> u64 {
-        self.emit(limit.min(u64::MAX - 1), f)
+        self.emit(Some(limit), f)
     }
 
     /// The k-way merge of the per-CPU queues by `(time, cpu)` of their fronts (the offline
     /// stream's, `ioblame_decode::for_each_event`), stopping at the first front not below
-    /// `limit`: a CPU with nothing queued has nothing below it left to come.
-    fn emit(&mut self, limit: u64, mut f: impl FnMut(&Event)) -> u64 {
+    /// `limit` (none: every event): a CPU with nothing queued has nothing below it left to
+    /// come.
+    fn emit(&mut self, limit: Option<u64>, mut f: impl FnMut(&Event)) -> u64 {
         let mut heap: BinaryHeap<Reverse<(u64, u32)>> = self
             .queues
             .iter()
@@ -289,7 +305,7 @@ impl Follow {
             .collect();
         let mut n = 0;
         while let Some(Reverse((t, cpu))) = heap.pop() {
-            if t >= limit {
+            if limit.is_some_and(|l| t >= l) {
                 break;
             }
             let Some(q) = self.queues.get_mut(&cpu) else {
