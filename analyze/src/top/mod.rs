@@ -271,9 +271,8 @@ fn run_with(
             break;
         }
     }
-    if let Some(t) = ui.take() {
-        t.leave()?;
-    }
+    // Dropped: the terminal is given back.
+    drop(ui.take());
     // The end: the recorder stops and flushes, and everything left is read.
     let status = run.source.stop_recorder(stop);
     run.follow.read()?;
@@ -360,7 +359,7 @@ fn show(
 ) -> Result<()> {
     match ui {
         Some(t) => {
-            t.interval_done(&st.model, span);
+            t.interval_done(span);
             let ctx = view::Ctx {
                 model: &st.model,
                 tables: st.live.tables(),

@@ -419,15 +419,8 @@ pub(crate) mod tests {
             roles: vec![role(10, "writerA", 7), role(11, "writerB", 7)],
             ..Tables::default()
         };
-        t.intents = vec![
-            Intent {
-                modifier: 0,
-                stack: vec![],
-            },
-            Intent {
-                modifier: 0,
-                stack: vec![],
-            },
+        t.intents = reserved_intents();
+        t.intents.extend([
             Intent {
                 modifier: 0x1000_0000 | 4,
                 stack: vec![1, 2, 3],
@@ -436,7 +429,7 @@ pub(crate) mod tests {
                 modifier: 0x1000_0000 | 1,
                 stack: vec![1, 2, 3],
             },
-        ];
+        ]);
         let act = |role, intent, ino| Act {
             role: RoleId(role),
             intent: ioblame_attrib::IntentId(intent),
@@ -448,6 +441,16 @@ pub(crate) mod tests {
         };
         t.acts = vec![act(0, 2, 12), act(0, 3, 12), act(1, 2, 13)];
         t
+    }
+
+    /// The tables' first two intents (#0 nomem and #1 lost, stackless), as an attribution
+    /// starts them.
+    pub(crate) fn reserved_intents() -> Vec<Intent> {
+        let empty = Intent {
+            modifier: 0,
+            stack: vec![],
+        };
+        vec![empty.clone(), empty]
     }
 
     /// A role of the tests: `pid`'s main thread named `comm`, in cgroup `cgroup`.

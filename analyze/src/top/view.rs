@@ -777,13 +777,8 @@ impl Terminal {
         })
     }
 
-    /// Gives the terminal back (also done when dropped: an error ends the view too).
-    pub fn leave(self) -> Result<()> {
-        Ok(())
-    }
-
     /// An interval ended.
-    pub fn interval_done(&mut self, _model: &Model, span: Span) {
+    pub fn interval_done(&mut self, span: Span) {
         self.app.interval_done(span);
     }
 
@@ -828,7 +823,7 @@ impl Terminal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::top::model::tests::{io, role};
+    use crate::top::model::tests::{io, reserved_intents, role};
     use ioblame_attrib::{Act, Dir, Dirtied, FileKey, Intent, IntentId, RoleId, Via, WbReason};
     use ratatui::backend::TestBackend;
 
@@ -852,15 +847,15 @@ ffffffff81000a00 T page_cache_ra_order
     /// not yet written: one interval of a second.
     fn scene() -> (Model, Tables) {
         let mut t = Tables {
+            roles: vec![
+                role(4242, "writerA", 11),
+                role(4243, "writerB", 12),
+                role(311, "jbd2/loop0-8", 1),
+                role(97, "kworker/u8:2", 1),
+                role(4250, "reader", 11),
+            ],
             ..Tables::default()
         };
-        t.roles = vec![
-            role(4242, "writerA", 11),
-            role(4243, "writerB", 12),
-            role(311, "jbd2/loop0-8", 1),
-            role(97, "kworker/u8:2", 1),
-            role(4250, "reader", 11),
-        ];
         let page = vec![
             0xffffffff81000310,
             0xffffffff81000210,
@@ -875,15 +870,8 @@ ffffffff81000a00 T page_cache_ra_order
         ];
         let journal = vec![0xffffffff81000710, 0xffffffff81000610, 0xffffffff81000510];
         let read = vec![0xffffffff81000a10, 0xffffffff81000910, 0xffffffff81000810];
-        t.intents = vec![
-            Intent {
-                modifier: 0,
-                stack: vec![],
-            },
-            Intent {
-                modifier: 0,
-                stack: vec![],
-            },
+        t.intents = reserved_intents();
+        t.intents.extend([
             Intent {
                 modifier: WbReason(1).modifier(),
                 stack: page.clone(),
@@ -900,7 +888,7 @@ ffffffff81000a00 T page_cache_ra_order
                 modifier: 0,
                 stack: read,
             },
-        ];
+        ]);
         let act = |role: u32, intent: u32, ino: u64, via: Via| Act {
             role: RoleId(role),
             intent: IntentId(intent),
