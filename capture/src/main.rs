@@ -4,6 +4,7 @@
 use ioblame_tracepoints as events;
 mod cgroups;
 mod host;
+mod loops;
 mod names;
 mod paths;
 mod perf;

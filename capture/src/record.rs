@@ -22,7 +22,7 @@ use ioblame_format::{
 use crate::names::{self, Found, Name, Namer};
 use crate::perf::{self, Event, EventSpec, Ring};
 use crate::touched::{IdHasher, Touched};
-use crate::{cgroups, host, paths, snapshot};
+use crate::{cgroups, host, loops, paths, snapshot};
 use ioblame_tracepoints::{self as events, FilterDev, Tracepoint};
 
 /// Which files the FILES table names (`--paths`).
@@ -185,6 +185,8 @@ enum ToWriter {
     /// before this message: a FLUSHED block, appended to the current file (the channel is
     /// FIFO, so it follows those chunks).
     Flushed(u64),
+    /// Every loop mapping seen so far, after a new one was found: a LOOPS block.
+    Loops(Vec<ioblame_format::LoopDevice>),
 }
 
 fn writer_thread(
@@ -236,6 +238,7 @@ fn writer_thread(
             Ok(ToWriter::Info(i)) => w.write_capture_info(&i),
             Ok(ToWriter::Cgroups(c)) => w.write_cgroups(&c),
             Ok(ToWriter::Flushed(t)) => w.write_flushed(t),
+            Ok(ToWriter::Loops(l)) => w.write_loops(&l),
             Err(RecvTimeoutError::Timeout) => Ok(()),
             Err(RecvTimeoutError::Disconnected) => break,
         };
@@ -447,6 +450,7 @@ pub fn run(a: RecordArgs) -> Result<u8> {
         names_tx: naming.as_ref().map(|n| n.tx.clone()),
         tx,
         shared,
+        loops: facts.loops,
     };
     let (stop_reason, child_status) = match spawn_err {
         Some(_) => ("the command could not start".to_string(), None),
@@ -949,6 +953,8 @@ struct Facts {
     info: Vec<(String, String)>,
     /// The cgroups at start; `None` when cgroups are not recorded.
     cgroups: Option<Vec<ioblame_format::Cgroup>>,
+    /// The loop devices at start, looked at again while recording.
+    loops: loops::LoopWatch,
 }
 
 /// Creates the output directory and the trace in it: the header, the metadata and the FILES
@@ -1002,6 +1008,7 @@ fn create_trace<'a>(
         .iter()
         .any(|s| s.cgroup)
         .then(cgroups::snapshot);
+    let loop_watch = loops::LoopWatch::start();
     let (hostname, kernel_release, machine) = snapshot::uname();
     let word_size = snapshot::kernel_word_size(kallsyms.as_ref(), &machine);
     let meta = Metadata {
@@ -1011,6 +1018,7 @@ fn create_trace<'a>(
         mounts,
         tasks: snapshot::tasks(),
         cgroups: start_cgroups.clone().unwrap_or_default(),
+        loops: loop_watch.known().to_vec(),
         capture_info: vec![
             ("command".into(), shell_join(&a.command)),
             ("devices".into(), devices_info),
@@ -1045,6 +1053,7 @@ fn create_trace<'a>(
     let facts = Facts {
         info: meta.capture_info.clone(),
         cgroups: start_cgroups,
+        loops: loop_watch,
     };
     let mut writer = RingWriter::create(&a.output, header, meta, opts)
         .map_err(|e| anyhow::anyhow!(io_message(&e)))?;
@@ -1095,6 +1104,8 @@ struct Recorder {
     names_tx: Option<std::sync::mpsc::Sender<Vec<(u32, u64)>>>,
     tx: SyncSender<ToWriter>,
     shared: Arc<Shared>,
+    /// The loop devices seen so far.
+    loops: loops::LoopWatch,
 }
 
 impl Recorder {
@@ -1223,6 +1234,12 @@ fn record_loop(
         if let Some((at, clock)) = flush {
             rec.flush_all();
             rec.mark_flushed(clock);
+            // A loop device set up since: its mapping, from about now (before the IO
+            // through it is charged, the analysis needs it; a second is early enough for
+            // a device that must be set up, formatted and mounted first).
+            if let Some(l) = rec.loops.rescan(clock) {
+                let _ = rec.tx.send(ToWriter::Loops(l));
+            }
             last_flush = at;
         }
         if rec.failed() {
@@ -1271,6 +1288,7 @@ fn stop(
         names_tx,
         tx,
         shared,
+        loops: _,
     } = rec;
     for c in &per_cpu {
         for ev in &c.events {

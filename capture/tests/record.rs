@@ -159,6 +159,30 @@ fn eight_mib(fs: &str) {
         .expect("loop device in metadata");
     assert_eq!(lo.loop_backing_file, lfs.img.to_str().unwrap());
     assert_eq!((lo.major, lo.minor), (lfs.major, lfs.minor));
+    // LOOPS (format 1.7): where the loop device's sectors go, from before the recording.
+    let img = std::fs::metadata(&lfs.img).unwrap();
+    let mapping = p
+        .trace
+        .loops()
+        .into_iter()
+        .find(|l| (l.major, l.minor) == (lfs.major, lfs.minor))
+        .expect("the loop device's mapping");
+    assert_eq!(
+        (
+            mapping.backing_kernel_dev(),
+            mapping.backing_ino,
+            mapping.offset,
+            mapping.since_ns,
+            mapping.backing_file.as_str()
+        ),
+        (
+            user_to_kernel(img.dev()),
+            img.ino(),
+            0,
+            0,
+            lfs.img.to_str().unwrap()
+        )
+    );
     assert!(lo.size_sectors >= 300 * 2048 - 1);
     let mnt = lfs.mnt.to_str().unwrap();
     let tm = m
@@ -249,6 +273,71 @@ fn ext4_eight_mib_fsync() {
 #[test]
 fn xfs_eight_mib_fsync() {
     eight_mib("xfs");
+}
+
+/// A `st_dev` (glibc's encoding) in the kernel's (`major << 20 | minor`).
+fn user_to_kernel(d: u64) -> u32 {
+    let major = ((d >> 8) & 0xfff) | ((d >> 32) & !0xfff);
+    let minor = (d & 0xff) | ((d >> 12) & !0xff);
+    ((major as u32) << 20) | (minor as u32 & 0xfffff)
+}
+
+/// A loop device set up while recording is in the trace's LOOPS table, with its offset and
+/// direct IO, from about when it appeared (the recorder looks at each flush).
+#[test]
+fn loop_devices_set_up_while_recording() {
+    let _g = lock();
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("late.img");
+    std::fs::write(&img, vec![0u8; 8 << 20]).unwrap();
+    let out = dir.path().join("t");
+    let script = format!(
+        "sleep 0.5; d=$(losetup -f --show -o 1048576 --direct-io=on {img}); sleep 1.5; \
+         losetup -d $d; echo $d",
+        img = img.display()
+    );
+    let o = record(&[
+        "-o",
+        out.to_str().unwrap(),
+        "--events",
+        "minimal",
+        "--no-paths",
+        "--flush-interval",
+        "100ms",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    if !o.status.success() && stderr.contains("losetup") {
+        eprintln!("skipped: no loop device: {stderr}");
+        return;
+    }
+    assert!(o.status.success(), "{stderr}");
+    let dev = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let name = dev.trim_start_matches("/dev/");
+    let mm = std::fs::read_to_string(format!("/sys/class/block/{name}/dev"));
+    let t = Trace::open(&out).unwrap();
+    assert!(t.problems().is_empty(), "{:?}", t.problems());
+    let meta = std::fs::metadata(&img).unwrap();
+    let late: Vec<_> = t
+        .loops()
+        .into_iter()
+        .filter(|l| l.backing_file == img.to_str().unwrap())
+        .collect();
+    assert_eq!(late.len(), 1, "{late:?} (loop device {dev}, {mm:?})");
+    let l = &late[0];
+    assert_eq!(
+        (l.backing_kernel_dev(), l.backing_ino, l.offset, l.direct_io),
+        (user_to_kernel(meta.dev()), meta.ino(), 1 << 20, true)
+    );
+    let start = t.header().start_clock_ns;
+    assert!(
+        l.since_ns > start + 400_000_000 && l.since_ns < start + 2_000_000_000,
+        "found {} ms after the start",
+        (l.since_ns as i64 - start as i64) / 1_000_000
+    );
 }
 
 #[test]

@@ -13,7 +13,7 @@ pub const FILE_MAGIC: [u8; 8] = *b"\x89IOBLAM\n";
 /// Current major format version. A reader rejects files of a higher major version.
 pub const FORMAT_MAJOR: u16 = 1;
 /// Current minor format version. Minor versions only add block kinds or trailing fields.
-pub const FORMAT_MINOR: u16 = 6;
+pub const FORMAT_MINOR: u16 = 7;
 /// Size of the file preamble: magic, major, minor, reserved.
 pub const PREAMBLE_LEN: usize = 16;
 
@@ -61,6 +61,11 @@ pub mod kind {
     /// the block, in its file or an earlier file of the ring. Written again and again while
     /// recording; the last valid one of a file wins.
     pub const FLUSHED: u16 = 0x1A;
+    /// The loop devices over files, each with its backing file and offset (format 1.7).
+    /// In every file's metadata when there is one, and appended again when the recorder
+    /// finds one set up while recording: each list holds every mapping seen so far, and the
+    /// last valid one of a file wins.
+    pub const LOOPS: u16 = 0x1B;
     /// A chunk of perf records of one CPU.
     pub const CHUNK: u16 = 0x100;
     /// The chunk index written when a file is closed.

@@ -302,6 +302,48 @@ pub struct Metadata {
     pub capture_info: Vec<(String, String)>,
     /// The cgroup2 hierarchy's cgroups (id -> path), format 1.3; empty when not recorded.
     pub cgroups: Vec<Cgroup>,
+    /// The loop devices over files and where their sectors go (LOOPS block, format 1.7):
+    /// every mapping the recorder saw, those set up while recording with the time they were
+    /// found; empty when there was none (or before 1.7).
+    pub loops: Vec<LoopDevice>,
+}
+
+/// A loop device backed by a file (LOOPS block, format 1.7): sector `S` of the loop device
+/// is byte `S * 512 + offset` of the backing file.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LoopDevice {
+    /// The loop device's major number.
+    pub major: u32,
+    /// The loop device's minor number.
+    pub minor: u32,
+    /// The device of the filesystem holding the backing file (its `st_dev`): major.
+    pub backing_major: u32,
+    /// The same device's minor.
+    pub backing_minor: u32,
+    /// The backing file's inode number.
+    pub backing_ino: u64,
+    /// Byte offset in the backing file of the loop device's sector 0 (`lo_offset`).
+    pub offset: u64,
+    /// The loop device's size limit in bytes, 0 for none (`lo_sizelimit`).
+    pub size_limit: u64,
+    /// Whether the loop device reads and writes its backing file with direct IO.
+    pub direct_io: bool,
+    /// From when the mapping holds (trace clock, ns): 0 when it was set up before the
+    /// recording began.
+    pub since_ns: u64,
+    /// The backing file's path as the recording host's sysfs names it.
+    pub backing_file: String,
+}
+
+impl LoopDevice {
+    /// The loop device in the kernel encoding (`major << 20 | minor`).
+    pub fn kernel_dev(&self) -> u32 {
+        kernel_dev(self.major, self.minor)
+    }
+    /// The backing file's filesystem device in the kernel encoding.
+    pub fn backing_kernel_dev(&self) -> u32 {
+        kernel_dev(self.backing_major, self.backing_minor)
+    }
 }
 
 /// One cgroup of the recording host's cgroup2 hierarchy (CGROUPS block, format 1.3).
@@ -725,6 +767,61 @@ pub(crate) fn decode_cgroups(b: &[u8]) -> Result<Vec<Cgroup>, DecodeError> {
         let id = d.u64("cgroup id")?;
         let path = d.str("cgroup path")?;
         v.push(Cgroup { id, path });
+    }
+    Ok(v)
+}
+
+/// `LoopDevice::direct_io` in a LOOPS entry's flags.
+const LOOP_DIRECT_IO: u32 = 1;
+
+/// A LOOPS payload (format 1.7): a count, then each mapping as a length-prefixed entry (so
+/// that newer minor versions can add trailing fields to an entry).
+pub(crate) fn encode_loops(v: &[LoopDevice]) -> Vec<u8> {
+    let mut e = Enc::default();
+    e.u32(v.len() as u32);
+    for l in v {
+        let mut x = Enc::default();
+        x.u32(l.major)
+            .u32(l.minor)
+            .u32(l.backing_major)
+            .u32(l.backing_minor)
+            .u64(l.backing_ino)
+            .u64(l.offset)
+            .u64(l.size_limit)
+            .u64(l.since_ns)
+            .u32(if l.direct_io { LOOP_DIRECT_IO } else { 0 })
+            .str(&l.backing_file);
+        e.u32(x.buf.len() as u32).bytes(&x.buf);
+    }
+    e.buf
+}
+
+/// Decodes a LOOPS payload; bytes after the known fields of an entry are skipped.
+pub(crate) fn decode_loops(b: &[u8]) -> Result<Vec<LoopDevice>, DecodeError> {
+    let mut d = Dec::new(b);
+    let n = d.count(4 + 48, "loop device count")?;
+    let mut v = Vec::with_capacity(n.min(INITIAL_CAPACITY));
+    for _ in 0..n {
+        let len = d.u32("loop entry length")? as usize;
+        let at = d.pos();
+        let entry = d.take(len, "loop entry")?;
+        let mut x = Dec::new(entry);
+        let rel = |e: DecodeError| DecodeError::new(at + e.at, e.what);
+        let mut one = || -> Result<LoopDevice, DecodeError> {
+            Ok(LoopDevice {
+                major: x.u32("loop major")?,
+                minor: x.u32("loop minor")?,
+                backing_major: x.u32("backing major")?,
+                backing_minor: x.u32("backing minor")?,
+                backing_ino: x.u64("backing inode")?,
+                offset: x.u64("loop offset")?,
+                size_limit: x.u64("loop size limit")?,
+                since_ns: x.u64("loop since")?,
+                direct_io: x.u32("loop flags")? & LOOP_DIRECT_IO != 0,
+                backing_file: x.str("backing file")?,
+            })
+        };
+        v.push(one().map_err(rel)?);
     }
     Ok(v)
 }

@@ -493,6 +493,7 @@ impl TraceFile {
                 kind::TASKS => meta::decode_tasks(p).map(|v| m.tasks = v),
                 kind::CAPTURE_INFO => meta::decode_info(p).map(|v| m.capture_info = v),
                 kind::CGROUPS => meta::decode_cgroups(p).map(|v| m.cgroups = v),
+                kind::LOOPS => meta::decode_loops(p).map(|v| m.loops = v),
                 // Read by `TraceFile::flushed` alone; checked here so that a malformed one is
                 // reported with the other faults.
                 kind::FLUSHED => meta::decode_flushed(p).map(|_| ()),
@@ -1191,6 +1192,22 @@ impl Trace {
             .map(|(id, path)| meta::Cgroup { id, path })
             .collect()
     }
+    /// The loop devices over files of the recording (format 1.7): every file's list merged,
+    /// one entry per loop device and mapping (the same device set up again over another file
+    /// is a second entry, from its `since_ns`), sorted by device then time. Empty for traces
+    /// before 1.7 and recordings without loop devices.
+    pub fn loops(&self) -> Vec<meta::LoopDevice> {
+        let mut v: Vec<meta::LoopDevice> = Vec::new();
+        for f in &self.files {
+            for l in &f.metadata().loops {
+                if !v.iter().any(|x| same_mapping(x, l)) {
+                    v.push(l.clone());
+                }
+            }
+        }
+        v.sort_by_key(|l| (l.major, l.minor, l.since_ns));
+        v
+    }
     /// The files of the trace, oldest first.
     pub fn files(&self) -> &[TraceFile] {
         &self.files
@@ -1300,4 +1317,24 @@ impl Trace {
             .map(|c| f(c, self.decompress(c)))
             .collect()
     }
+}
+
+/// Whether two LOOPS entries describe the same mapping (a file repeats the list of the one
+/// before it).
+fn same_mapping(a: &meta::LoopDevice, b: &meta::LoopDevice) -> bool {
+    (
+        a.major,
+        a.minor,
+        a.backing_major,
+        a.backing_minor,
+        a.backing_ino,
+        a.offset,
+    ) == (
+        b.major,
+        b.minor,
+        b.backing_major,
+        b.backing_minor,
+        b.backing_ino,
+        b.offset,
+    )
 }

@@ -53,6 +53,8 @@ struct EncodedMeta {
     files: Vec<u8>,
     /// CGROUPS, when the recorder read the cgroup2 hierarchy (empty otherwise).
     cgroups: Vec<u8>,
+    /// LOOPS, when there are loop devices over files (empty otherwise).
+    loops: Vec<u8>,
 }
 
 impl EncodedMeta {
@@ -90,6 +92,7 @@ impl EncodedMeta {
             ),
             files: Vec::new(),
             cgroups: encode_cgroups_block(&meta.cgroups),
+            loops: encode_loops_block(&meta.loops),
         }
     }
 
@@ -99,12 +102,14 @@ impl EncodedMeta {
                 + self.tasks.len()
                 + self.info.len()
                 + self.cgroups.len()
+                + self.loops.len()
                 + self.files.len(),
         );
         out.extend_from_slice(&self.head);
         out.extend_from_slice(&self.tasks);
         out.extend_from_slice(&self.info);
         out.extend_from_slice(&self.cgroups);
+        out.extend_from_slice(&self.loops);
         out.extend_from_slice(&self.files);
         out
     }
@@ -120,6 +125,14 @@ fn encode_cgroups_block(cgroups: &[crate::Cgroup]) -> Vec<u8> {
         return Vec::new();
     }
     encode_block(kind::CGROUPS, 0, &meta::encode_cgroups(cgroups))
+}
+
+/// Encodes a LOOPS block; nothing for an empty list.
+fn encode_loops_block(loops: &[crate::LoopDevice]) -> Vec<u8> {
+    if loops.is_empty() {
+        return Vec::new();
+    }
+    encode_block(kind::LOOPS, 0, &meta::encode_loops(loops))
 }
 
 /// Encodes a FILES table, as a FILE_INDEX block (format 1.5).
@@ -413,6 +426,19 @@ impl RingWriter {
         let block = encode_files_block(table);
         self.append_block(&block)?;
         self.meta.files = block;
+        self.enforce_cap()
+    }
+
+    /// Appends a LOOPS block (format 1.7) to the current file, and repeats it in the metadata
+    /// of every file opened from now on: `loops` is every loop mapping seen so far (a reader
+    /// takes a file's last list).
+    pub fn write_loops(&mut self, loops: &[crate::LoopDevice]) -> Result<()> {
+        let block = encode_loops_block(loops);
+        if block.is_empty() {
+            return Ok(());
+        }
+        self.append_block(&block)?;
+        self.meta.loops = block;
         self.enforce_cap()
     }
 

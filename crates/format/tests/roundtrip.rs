@@ -122,6 +122,23 @@ fn metadata() -> Metadata {
                 path: "/system.slice/nginx.service".into(),
             },
         ],
+        loops: vec![loop_device(0, 12, 0)],
+    }
+}
+
+/// A LOOPS entry (format 1.7): loop device 7:`minor` over inode `ino` of 8:1.
+fn loop_device(minor: u32, ino: u64, since_ns: u64) -> LoopDevice {
+    LoopDevice {
+        major: 7,
+        minor,
+        backing_major: 8,
+        backing_minor: 1,
+        backing_ino: ino,
+        offset: 1 << 20,
+        size_limit: 0,
+        direct_io: minor % 2 == 1,
+        since_ns,
+        backing_file: format!("/var/lib/images/{ino}.img"),
     }
 }
 
@@ -1035,6 +1052,9 @@ fn current_sample() -> Vec<u8> {
     b1.add_discarded(512);
     w.write_chunk(&b1.finish(3).unwrap()).unwrap();
     w.write_flushed(102).unwrap();
+    // 1.7: a loop device set up while recording: the list again, with it.
+    w.write_loops(&[loop_device(0, 12, 0), loop_device(1, 13, 101)])
+        .unwrap();
     w.write_files(&FileTable {
         unnamed: vec![UnnamedFile {
             dev: 7 << 20,
@@ -1106,6 +1126,14 @@ fn sample_reads(path: &Path, bytes: &[u8], minor: u16) {
         if minor < 4 {
             // The xfs mount and its geometry came with 1.4.
             want.mounts.truncate(1);
+        }
+        if minor < 7 {
+            // LOOPS came with 1.7.
+            want.loops.clear();
+        } else {
+            // The file's last list wins: the loop device set up while recording is in it.
+            want.loops.push(loop_device(1, 13, 101));
+            assert_eq!(t.loops(), want.loops, "{name}");
         }
         assert_eq!(t.metadata(), &want, "{name}");
         assert_eq!(t.metadata().mounts[0].block_size, 4096);

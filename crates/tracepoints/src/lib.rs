@@ -18,7 +18,7 @@ macro_rules! bail {
 mod devices;
 mod tracefs;
 
-pub use devices::{block_devices_at, parse_majmin, resolve_devices};
+pub use devices::{block_devices_at, loop_devices_at, parse_majmin, resolve_devices};
 pub use tracefs::{find_tracefs, lookup, resolve, resolve_with, tracefs_mounts, TRACEFS_PATHS};
 
 use ioblame_events::Set;
