@@ -49,8 +49,12 @@ pub fn engine(trace: &Trace, sel: &DevSelection) -> Engine {
     engine
 }
 
-/// Gives `engine` one charged IO: its act's Q2C and D2C.
+/// Gives `engine` one charged IO: its act's Q2C and D2C (not for a lower layer's copy, the
+/// act's IO again on a loop device's backing file: the per-device figures have it).
 pub fn push_charged(engine: &mut Engine, io: &Io) {
+    if io.lower {
+        return;
+    }
     engine.push_act_io(
         io.act.index(),
         io.queue_time,

@@ -167,8 +167,19 @@ pub fn acts_table(
     // 64-bit inode numbers (xfs) and the longest writeback reasons (`fs_free_space`).
     let ino_w = width(&|a| a.file.ino.to_string().len(), 10);
     let reason_w = width(&|a| reason_name(a.reason).len(), 10);
+    // The lower layers' copies (a loop device's backing file), only where there are some.
+    let lower = ids
+        .iter()
+        .any(|id| tables.totals[id.index()].lower_bytes.iter().any(|&b| b > 0));
+    let lower_col = |t: &ActTotals| {
+        if lower {
+            format!(" {:>12}", human_bytes(t.lower_bytes.iter().sum()))
+        } else {
+            String::new()
+        }
+    };
     let head = format!(
-        "{:>7} {:<comm_w$} {:>6} {:>10} {:>7} {:>ino_w$} {:<file_w$} {:<9} {:<reason_w$} {:>12} {:>7} {:>12} {:>7}  INTENT NAME",
+        "{:>7} {:<comm_w$} {:>6} {:>10} {:>7} {:>ino_w$} {:<file_w$} {:<9} {:<reason_w$} {:>12} {:>7} {:>12} {:>7}{}  INTENT NAME",
         "PID",
         "COMM",
         "INTENT",
@@ -181,7 +192,12 @@ pub fn acts_table(
         "READ",
         "R_IOS",
         "WRITE",
-        "W_IOS"
+        "W_IOS",
+        if lower {
+            format!(" {:>12}", "LOWER")
+        } else {
+            String::new()
+        }
     );
     writeln!(out, "{}", painted(color, TITLE, &head, 0))?;
     for id in ids {
@@ -202,7 +218,7 @@ pub fn acts_table(
         }
         writeln!(
             out,
-            "{:>7} {} {:>6} {:>#10x} {:>7} {:>ino_w$} {:<file_w$} {:<9} {:<reason_w$} {:>12} {:>7} {:>12} {:>7}  {}",
+            "{:>7} {} {:>6} {:>#10x} {:>7} {:>ino_w$} {:<file_w$} {:<9} {:<reason_w$} {:>12} {:>7} {:>12} {:>7}{}  {}",
             role.tid,
             painted(color, COMM, &printable(&role.comm), comm_w),
             format!("#{}", a.intent),
@@ -216,6 +232,7 @@ pub fn acts_table(
             t.ios[0] + t.ios[1],
             human_bytes(t.bytes[2]),
             t.ios[2],
+            lower_col(t),
             name
         )?;
     }
@@ -301,6 +318,14 @@ pub fn act_json(
     });
     add_totals_json(&mut v, t);
     v["lost_window_bytes"] = t.lost_window_bytes.into();
+    // Acts with copies on a lower device (a loop device's backing file) have these keys:
+    // those bytes are not in `read_bytes` and `write_bytes`.
+    if t.lower_ios.iter().any(|&n| n > 0) {
+        v["lower_read_bytes"] = (t.lower_bytes[0] + t.lower_bytes[1]).into();
+        v["lower_read_ios"] = (t.lower_ios[0] + t.lower_ios[1]).into();
+        v["lower_write_bytes"] = t.lower_bytes[2].into();
+        v["lower_write_ios"] = t.lower_ios[2].into();
+    }
     // Only traces that recorded cgroups have the key (older outputs stay as they were).
     if let Some(c) = cgroups {
         v["cgroup"] = c.of_act(a, tables).into();
@@ -384,6 +409,10 @@ pub fn iolog_entry(
         " rwbs={} wait={}us io={}us",
         io.rwbs, io.wait_time, io.io_time
     )?;
+    if io.lower {
+        // A copy on the lower device (a loop device's backing file) of the act's IO.
+        write!(out, " lower={}:{}", io.dev >> 20, io.dev & 0xfffff)?;
+    }
     if io.in_lost_window {
         // The kernel lost records while this IO was in progress.
         write!(out, " lost_window")?;

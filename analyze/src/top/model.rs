@@ -310,11 +310,16 @@ impl Model {
         info.dev_exact = true;
         info.act = Some(io.act);
         for s in [&mut self.interval, &mut self.total] {
+            s.devices.entry(io.dev).or_default().add_io(io);
+            if io.lower {
+                // A lower layer's copy (a loop device's backing file): its device's IO,
+                // not the act's again.
+                continue;
+            }
             s.bases.entry(base).or_default().add_io(io);
             let a = s.acts.entry(io.act).or_default();
             a.totals.add_io(io);
             a.stat.add_io(io);
-            s.devices.entry(io.dev).or_default().add_io(io);
             s.all.add_io(io);
         }
     }
@@ -490,6 +495,7 @@ pub(crate) mod tests {
             split: false,
             journal_txn: None,
             in_lost_window: false,
+            lower: false,
         }
     }
 

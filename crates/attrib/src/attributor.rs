@@ -23,6 +23,7 @@ use crate::contexts::Contexts;
 use crate::dirty::{BhEnt, Dirtier, Dirty, BH_SENTINEL};
 use crate::intents::{Intents, StackId};
 use crate::interval::NO_OFF;
+use crate::layers::Layers;
 use crate::model::*;
 use crate::requests::Requests;
 use crate::roles::Roles;
@@ -85,6 +86,8 @@ pub struct Attributor {
     contexts: Contexts,
     requests: Requests,
     charging: Charging,
+    /// Loop devices' backing files: their IO charged to the acts the loop devices served.
+    layers: Layers,
     losses: Losses,
     /// The time of the latest event.
     last_time: u64,
@@ -178,9 +181,11 @@ impl std::fmt::Debug for Attributor {
 impl Attributor {
     /// A fresh attributor for a trace described by `ctx`.
     pub fn new(ctx: Context) -> Attributor {
+        let devices =
+            Devices::new(&ctx.devices, &ctx.block_sizes).with_xfs_geometry(&ctx.xfs_geometry);
         Attributor {
-            devices: Devices::new(&ctx.devices, &ctx.block_sizes)
-                .with_xfs_geometry(&ctx.xfs_geometry),
+            layers: Layers::new(&ctx.loops, &devices),
+            devices,
             tables: Tables {
                 intents: Intents::reserved(),
                 ..Tables::default()
@@ -600,6 +605,7 @@ impl Attributor {
     fn sweep(&mut self, now: u64) {
         let stale = self.requests.sweep(now, &mut self.summary);
         self.dirty.sweep(now);
+        self.layers.sweep(now);
         self.contexts.sweep(now);
         self.roles.prune(now);
         for (disk, parts, rwbs, at) in stale {
@@ -613,6 +619,7 @@ impl Attributor {
     fn on_exit(&mut self, time: u64, tid: u32) {
         self.roles.on_exit(time, tid);
         self.contexts.remove(tid);
+        self.layers.remove_thread(tid);
         // A reused thread id must not inherit the dead thread's stacks.
         if let Some(m) = self.buffer_stacks.as_mut() {
             m.remove(&tid);
@@ -664,6 +671,12 @@ impl Attributor {
         self.contexts.end_dio(ev.tid);
         let (owner, via, _) = self.dirtier_now(ev, Via::Page);
         let bytes = self.dirty.put_folio(bdi, ino, index, owner, via, ev.time);
+        if !self.layers.is_empty() {
+            let a = index.saturating_mul(self.dirty.page_size());
+            let range = (a, a.saturating_add(bytes));
+            self.layers
+                .folio_dirtied(&self.requests, ev.tid, (bdi, ino), range, ev.time);
+        }
         if let Some(d) = &mut self.dirtied {
             let at = Some(d.len());
             d.push(Dirtied {
@@ -742,6 +755,10 @@ impl Attributor {
             t: ev.time,
         };
         self.dirty.put_buffer(info.disk, a, b, ent);
+        if !self.layers.is_empty() {
+            self.layers
+                .buffer_dirtied(&self.requests, ev.tid, info.disk, a, b, ev.time);
+        }
         if self.dirtied.is_some() {
             let rec = Dirtied {
                 role: owner.role,
@@ -877,7 +894,11 @@ impl Attributor {
         if bio.is_direct() && ctx.dio.is_some() {
             self.contexts.dio_queued(ev.tid, (nr as u64) * 512);
         }
-        let paint = charge_bio(&mut self.dirty, &self.devices, &bio, &maps);
+        let mut paint = charge_bio(&mut self.dirty, &self.devices, &bio, &maps);
+        if !self.layers.is_empty() {
+            self.summary.lower_unlinked_bytes +=
+                self.layers.apply(&self.requests, info.disk, &mut paint);
+        }
         if ctx.iomap_wp && maps.is_empty() && rwbs.is_write() {
             // iomap writeback with no map (5.10): what no rule linked is a kernel gap.
             self.summary.unmapped_writeback_bytes += paint

@@ -50,6 +50,9 @@ pub(crate) struct Charge {
     pub qtime: u64,
     /// The rwbs of the bio (the request's, for sectors no bio was seen for).
     pub rwbs: Rwbs,
+    /// A copy, on the lower device, of IO charged on the device above (a loop device's
+    /// backing file): [`Io::lower`].
+    pub lower: bool,
 }
 
 impl Charge {
@@ -67,6 +70,7 @@ impl Charge {
             txn: NO_TXN,
             qtime: time,
             rwbs,
+            lower: false,
         }
     }
 
@@ -171,6 +175,7 @@ impl Bio {
             },
             qtime: self.time,
             rwbs: self.rwbs,
+            lower: false,
         }
     }
 
@@ -666,15 +671,22 @@ impl Charging {
             };
             let offset = self.scale(&mut b, d.disk, sector);
             let tot = &mut b.tables.totals[act.index()];
-            tot.add(dir, bytes);
             let s = &mut *b.summary;
             s.bytes[dir.index()] += bytes;
             s.ios[dir.index()] += 1;
-            if in_lost {
+            if c.lower {
+                // Counted for the device, not again for the act (nor in the notes of
+                // what the act's IO lacks: its upper IO is).
+                tot.add_lower(dir, bytes);
+                s.lower_bytes += bytes;
+            } else {
+                tot.add(dir, bytes);
+            }
+            if in_lost && !c.lower {
                 tot.lost_window_bytes += bytes;
                 s.bytes_in_lost_windows += bytes;
             }
-            if c.via == Via::Unknown {
+            if c.via == Via::Unknown && !c.lower {
                 s.unknown_bytes += bytes;
                 s.unknown_ios += 1;
                 let u = self
@@ -707,6 +719,7 @@ impl Charging {
                 split,
                 journal_txn: (c.txn != NO_TXN).then_some(c.txn),
                 in_lost_window: in_lost,
+                lower: c.lower,
             });
         }
     }

@@ -138,6 +138,9 @@ pub struct Context {
     /// `ioblame_decode::stacks_sampled`): a folio or inode dirtied without a stack
     /// takes the stack last sampled on its thread for that event.
     pub stacks_sampled: bool,
+    /// The loop devices over files (format 1.7, `ioblame_format::Trace::loops`): their
+    /// backing files' IO is charged to the acts the loop devices served.
+    pub loops: Vec<ioblame_format::LoopDevice>,
 }
 
 impl Default for Context {
@@ -155,6 +158,7 @@ impl Default for Context {
             scope_root: None,
             buffer_stacks_from_thread: false,
             stacks_sampled: false,
+            loops: Vec::new(),
         }
     }
 }
@@ -170,6 +174,7 @@ impl std::fmt::Debug for Context {
             .field("inode_bits", &self.inode_bits)
             .field("block_sizes", &self.block_sizes)
             .field("xfs_geometry", &self.xfs_geometry)
+            .field("loops", &self.loops)
             .finish()
     }
 }
@@ -216,6 +221,7 @@ impl Context {
             scope_root: None,
             buffer_stacks_from_thread: ioblame_decode::buffer_stacks_derived(meta),
             stacks_sampled: ioblame_decode::stacks_sampled(meta),
+            loops: meta.loops.clone(),
         }
     }
 }

@@ -229,6 +229,11 @@ impl Dirty {
         }
     }
 
+    /// The page size (bytes).
+    pub fn page_size(&self) -> u64 {
+        self.page
+    }
+
     // ------------------------------------------------------------------ dirtying
 
     /// `writeback_dirty_folio`: folio `index` of `(bdi, ino)` went clean->dirty at `t`,

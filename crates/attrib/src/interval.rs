@@ -154,6 +154,21 @@ impl<V: Advance> IntervalMap<V> {
         }
     }
 
+    /// The parts overlapping `[a, b)`, cut to it, appended to `out` in order (the map is
+    /// left as it is).
+    pub fn peek(&self, a: u64, b: u64, out: &mut Vec<(u64, u64, V)>) {
+        if a >= b {
+            return;
+        }
+        let first = out.len();
+        self.map.visit_overlapping(a, b, |s, e, v| {
+            let os = s.max(a);
+            out.push((os, e.min(b), v.advance(os - s)));
+            true
+        });
+        out[first..].sort_unstable_by_key(|p| p.0);
+    }
+
     /// The value of the interval starting at `a`.
     pub fn starting_at_mut(&mut self, a: u64) -> Option<&mut V> {
         self.map.get_mut(a).map(|(_, v)| v)

@@ -256,6 +256,11 @@ pub struct ActTotals {
     /// Bytes of these IOs whose queue..completion span touched a window where the kernel
     /// lost records ([`Io::in_lost_window`]): their attribution may be incomplete.
     pub lost_window_bytes: u64,
+    /// Bytes per direction of the lower layers' copies of this act's IO ([`Io::lower`]):
+    /// not in [`ActTotals::bytes`], which counts the act's IO once.
+    pub lower_bytes: [u64; 3],
+    /// IO count per direction of those copies.
+    pub lower_ios: [u64; 3],
 }
 
 impl ActTotals {
@@ -264,12 +269,22 @@ impl ActTotals {
         self.bytes[dir.index()] += bytes;
         self.ios[dir.index()] += 1;
     }
-    /// Adds one charged IO, its bytes in lost windows included.
+    /// Adds one charged IO, its bytes in lost windows included; a lower layer's copy
+    /// ([`Io::lower`]) to the lower bytes only.
     pub fn add_io(&mut self, io: &Io) {
+        if io.lower {
+            self.add_lower(io.dir, io.size);
+            return;
+        }
         self.add(io.dir, io.size);
         if io.in_lost_window {
             self.lost_window_bytes += io.size;
         }
+    }
+    /// Adds one lower layer's copy of this act's IO.
+    pub fn add_lower(&mut self, dir: Dir, bytes: u64) {
+        self.lower_bytes[dir.index()] += bytes;
+        self.lower_ios[dir.index()] += 1;
     }
     /// Bytes over all directions.
     pub fn total_bytes(&self) -> u64 {
@@ -374,6 +389,11 @@ pub struct Io {
     /// Whether its queue..completion span touched a window where the kernel lost records
     /// (`Summary::lost_windows`): what charged it may have been among the records lost.
     pub in_lost_window: bool,
+    /// The lower layer's copy of IO already charged on the device above it: the loop
+    /// device's backing file written (or read) for the IO of [`Io::act`] on the loop device
+    /// (docs/attribution.md, "Loop devices"). Its bytes count for its device, not again for
+    /// the act ([`ActTotals::lower_bytes`]).
+    pub lower: bool,
 }
 
 #[cfg(test)]

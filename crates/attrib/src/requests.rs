@@ -500,6 +500,27 @@ impl Requests {
         })
     }
 
+    /// The charges of the requests in flight on `disk` over sectors `[a, b)`, cut to it
+    /// (what a loop device's worker is serving while it writes the backing file).
+    pub fn inflight_over(&self, disk: Dev, a: u64, b: u64) -> Paint<Frag> {
+        let mut paint = Paint::default();
+        let all = self.inflight.first.iter().chain(
+            self.inflight
+                .more
+                .iter()
+                .flat_map(|(k, q)| q.iter().map(move |r| (k, r))),
+        );
+        for (_, r) in all.filter(|(k, _)| k.0 == disk) {
+            for &(s, e, f) in &r.parts {
+                if s < b && e > a {
+                    let os = s.max(a);
+                    paint.fill(os, e.min(b), &f.advance(os - s), None);
+                }
+            }
+        }
+        paint
+    }
+
     /// Whether `disk` has a request layer (its bio completions are not IOs of their own).
     pub fn is_rq_based(&self, disk: Dev) -> bool {
         self.rq_based.contains(&disk)

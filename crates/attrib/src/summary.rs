@@ -105,6 +105,14 @@ pub struct Summary {
     /// like 5.10 emit none: `iomap_writepage_map` is newer, on 6.1) and that no other rule
     /// linked: charged to the lost intent, with the file known.
     pub unmapped_writeback_bytes: u64,
+    /// Bytes of a loop device's backing file read or written by the lower device for which
+    /// no IO of the loop device was found (dirtied before the recording, through a loop
+    /// device the trace does not list, or read ahead beyond what the loop device asked):
+    /// charged as if there were no loop device, usually to its worker.
+    pub lower_unlinked_bytes: u64,
+    /// Bytes charged as lower layers' copies ([`crate::Io::lower`]): in `bytes` (the devices'
+    /// IO), but of acts already charged on the device above.
+    pub lower_bytes: u64,
     /// Human-readable warnings (the first 64).
     pub warnings: Vec<String>,
     /// Warnings beyond those kept.

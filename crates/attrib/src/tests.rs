@@ -72,6 +72,7 @@ fn context() -> Context {
         scope_root: None,
         buffer_stacks_from_thread: false,
         stacks_sampled: false,
+        loops: Vec::new(),
     }
 }
 
@@ -305,7 +306,12 @@ impl Bench {
             "every completed byte is charged exactly once"
         );
         assert_eq!(out.summary.total_bytes(), charged);
-        let per_act: u64 = out.tables.totals.iter().map(|t| t.total_bytes()).sum();
+        let per_act: u64 = out
+            .tables
+            .totals
+            .iter()
+            .map(|t| t.total_bytes() + t.lower_bytes.iter().sum::<u64>())
+            .sum();
         assert_eq!(per_act, charged);
         (self.ios, out)
     }
@@ -513,6 +519,83 @@ fn g_two_writers_then_sync() {
     assert_eq!(out.summary.flushes_issued, 1);
     assert_eq!(out.summary.flushes_completed, 1);
     assert_eq!(out.summary.empty_flush_bios, 1);
+}
+
+/// A loop device (loop1) over file 900 of loop0's filesystem, `offset` bytes in.
+fn loop_context(offset: u64) -> Context {
+    Context {
+        loops: vec![ioblame_format::LoopDevice {
+            major: 7,
+            minor: 1,
+            backing_major: 7,
+            backing_minor: 0,
+            backing_ino: 900,
+            offset,
+            backing_file: "/images/inner.img".into(),
+            ..Default::default()
+        }],
+        block_sizes: vec![(LOOP0, 4096), (LOOP1, 4096)],
+        ..context()
+    }
+}
+
+/// Loop devices (docs/attribution.md, "Loop devices"): a writer's 1 MiB written back on
+/// loop1; the loop worker writes it into the backing file (buffered), whose flusher later
+/// writes it on loop0. The loop1 IO is the writer's; the loop0 IO is the writer's too, as a
+/// lower copy, counted once in the act's bytes; nothing is left to the worker or flusher.
+#[test]
+fn loop_backing_file_writeback_is_a_copy_of_the_writers_io() {
+    for offset in [0u64, 1 << 20] {
+        let mut b = Bench::with(loop_context(offset));
+        b.comm(201, "writerA");
+        b.comm(300, "kworker/u8:7-loop1");
+        b.dirty_mib(201, LOOP1, 50, 0, 1);
+        // loop1's flusher writes it: the request is in flight while the worker copies it.
+        b.map(FLUSHER, LOOP1, 50, 0, 1000, 256);
+        b.q(FLUSHER, LOOP1, 8000, 2048, "W");
+        b.issue(LOOP1, 8000, 2048, "W");
+        let first = (8000 * 512 + offset) / 4096;
+        for k in 0..4 {
+            b.dirty(300, LOOP0, 900, first + 64 * k, 6);
+        }
+        b.complete(LOOP1, 8000, 2048, "W");
+        // Later, loop0's flusher writes the backing file.
+        b.map(FLUSHER, LOOP0, 900, first, 5000, 256);
+        b.q(FLUSHER, LOOP0, 40000, 2048, "W");
+        b.requests(LOOP0, 40000, 2048, 2048, "W");
+        let (ios, out) = b.finish();
+        let t = &out.tables;
+        assert_eq!(comm_bytes(&ios, t, "writerA"), 2 * MIB, "offset {offset}");
+        assert_eq!(comm_bytes(&ios, t, "kworker/u8:7-loop1"), 0);
+        let lower: Vec<&Io> = ios.iter().filter(|i| i.lower).collect();
+        assert_eq!(lower.iter().map(|i| i.size).sum::<u64>(), MIB);
+        assert!(lower.iter().all(|i| i.dev == LOOP0));
+        // The same act as the loop1 IO, its bytes counted once.
+        let upper = ios.iter().find(|i| !i.lower).unwrap();
+        assert!(lower.iter().all(|i| i.act == upper.act));
+        let tot = &t.totals[upper.act.index()];
+        assert_eq!((tot.bytes[2], tot.lower_bytes[2]), (MIB, MIB));
+        assert_eq!(out.summary.lower_bytes, MIB);
+        assert_eq!(out.summary.lower_unlinked_bytes, 0);
+    }
+}
+
+/// Loop devices: backing-file pages dirtied when no loop request was in flight there (before
+/// the recording, say) keep their dirtier, and their bytes are said to be unlinked.
+#[test]
+fn backing_file_writes_without_a_loop_request_stay_and_are_counted() {
+    let mut b = Bench::with(loop_context(0));
+    b.comm(300, "kworker/u8:7-loop1");
+    for k in 0..4 {
+        b.dirty(300, LOOP0, 900, 1000 + 64 * k, 6);
+    }
+    b.map(FLUSHER, LOOP0, 900, 1000, 5000, 256);
+    b.q(FLUSHER, LOOP0, 40000, 2048, "W");
+    b.requests(LOOP0, 40000, 2048, 2048, "W");
+    let (ios, out) = b.finish();
+    assert_eq!(comm_bytes(&ios, &out.tables, "kworker/u8:7-loop1"), MIB);
+    assert!(ios.iter().all(|i| !i.lower));
+    assert_eq!(out.summary.lower_unlinked_bytes, MIB);
 }
 
 /// (h): two writers of disjoint halves of one file; one request straddles the boundary.

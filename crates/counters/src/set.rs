@@ -232,7 +232,9 @@ impl CounterSet {
     /// Allocates only the first time an act id beyond those seen (or reserved) appears.
     #[inline]
     pub fn record(&mut self, io: &Io, ctx: &IoContext<'_>) {
-        if !self.devs.enabled(io.dev) {
+        // A lower layer's copy (a loop device's backing file) is the act's IO again: each
+        // act's IO is counted once, on the device above.
+        if !self.devs.enabled(io.dev) || io.lower {
             return;
         }
         let a = io.act.index();

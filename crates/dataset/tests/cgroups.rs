@@ -66,6 +66,7 @@ fn tables(bytes: [u64; 2]) -> (Tables, Vec<Io>) {
             split: false,
             journal_txn: None,
             in_lost_window: false,
+            lower: false,
         })
         .collect();
     for io in &ios {

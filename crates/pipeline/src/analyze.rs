@@ -285,7 +285,7 @@ pub(crate) fn conclude(
     }
     let scope = totals.scope.summary;
     if !(opts.scope.is_all() && scope.outside_workload.is_none()) {
-        diagnostics.push(Diagnostic::Scope(scope.clone()));
+        diagnostics.push(Diagnostic::Scope(Box::new(scope.clone())));
     }
     Analysis {
         tables,
@@ -376,6 +376,8 @@ pub(crate) fn context_of(
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Context {
     let mut ctx = Context::from_trace(trace.header(), trace.metadata());
+    // Every file's loop devices (one set up while recording is in the later files).
+    ctx.loops = trace.loops();
     // The trace's own stack mode is in the context; dropping the buffers' stacks is not.
     ctx.buffer_stacks_from_thread = decoder.buffer_stacks_derived();
     if ctx.stacks_sampled {

@@ -150,6 +150,20 @@ pub enum Diagnostic {
         /// Those bytes.
         bytes: u64,
     },
+    /// IO of loop devices' backing files charged to the acts the loop devices served, as
+    /// copies on the lower device (`Io::lower`): counted for that device, not again in the
+    /// acts' read and write bytes. Said once, with those bytes.
+    LowerCopies {
+        /// Bytes charged as copies.
+        bytes: u64,
+    },
+    /// Bytes of loop devices' backing files for which no IO of the loop device was found
+    /// (dirtied before the recording, or read ahead beyond what the loop device asked):
+    /// charged as if there were no loop device, usually to its worker.
+    LowerUnlinked {
+        /// Those bytes.
+        bytes: u64,
+    },
     /// The dirtying events' stacks were sampled (`--stacks sampled:N`): bytes per task and
     /// file are exact, intents a sample. Said once for every such trace.
     StacksSampled {
@@ -168,7 +182,7 @@ pub enum Diagnostic {
     },
     /// The scope of the outputs and the IO that fell outside it (said whenever the scope is
     /// not `all`, or the trace has a workload).
-    Scope(crate::ScopeSummary),
+    Scope(Box<crate::ScopeSummary>),
 }
 
 /// One context of IO charged to the lost intent, with its issuer resolved.
@@ -212,6 +226,8 @@ impl Diagnostic {
             | BuffersWithoutStack(_)
             | UnnamedFiles { .. }
             | UnmappedWriteback { .. }
+            | LowerCopies { .. }
+            | LowerUnlinked { .. }
             | StacksSampled { .. }
             | DirtiersWithoutSample(_)
             | RecorderLeftOut { .. }
@@ -391,6 +407,19 @@ impl fmt::Display for Diagnostic {
                  and later), so only a file with a single dirtier is linked; these bytes, from files \
                  with several, are charged to the lost intent (#1) with their file"
             ),
+            LowerCopies { bytes } => write!(
+                f,
+                "{bytes} bytes on loop devices' backing files are copies of IO charged on the loop \
+                 devices above them: each is charged to the act the loop device served (marked \
+                 lower), counted for its own device but not again in the act's read and write \
+                 bytes (acts' LOWER column, lower_* keys in --json)"
+            ),
+            LowerUnlinked { bytes } => write!(
+                f,
+                "{bytes} bytes of loop devices' backing files matched no IO of their loop device \
+                 (dirtied before the recording, or read ahead beyond what the loop device asked): \
+                 charged as without the loop device, usually to its worker"
+            ),
             StacksSampled { mode } => {
                 let one_in = mode
                     .as_deref()
@@ -492,6 +521,16 @@ fn byte_accounting(s: &Summary) -> Vec<Diagnostic> {
     if s.unmapped_writeback_bytes > 0 {
         v.push(Diagnostic::UnmappedWriteback {
             bytes: s.unmapped_writeback_bytes,
+        });
+    }
+    if s.lower_bytes > 0 {
+        v.push(Diagnostic::LowerCopies {
+            bytes: s.lower_bytes,
+        });
+    }
+    if s.lower_unlinked_bytes > 0 {
+        v.push(Diagnostic::LowerUnlinked {
+            bytes: s.lower_unlinked_bytes,
         });
     }
     if s.stale_bytes > 0 {

@@ -143,7 +143,10 @@ impl Aggregates {
         let t = io.complete_time.saturating_sub(base);
         self.end = self.end.max(t);
         let a = io.act.index();
-        // Per-act sums only for acts the tables hold (bounds the vectors by the act table).
+        // Per-act sums only for acts the tables hold (bounds the vectors by the act table),
+        // and only once per IO: a lower layer's copy (a loop device's backing file) is the
+        // act's IO again.
+        let a = if io.lower { usize::MAX } else { a };
         if a < tables.acts.len() && self.act_io_us.len() <= a {
             self.act_io_us.resize(a + 1, 0);
             self.act_wait_us.resize(a + 1, 0);
@@ -176,18 +179,20 @@ impl Aggregates {
         }
 
         let role = tables.act(io.act).map_or(RoleId(u32::MAX), |x| x.role);
-        while t / self.bucket_ns >= MAX_BUCKETS {
+        while !io.lower && t / self.bucket_ns >= MAX_BUCKETS {
             self.bucket_ns *= 2;
             let old = std::mem::take(&mut self.role_buckets);
             for ((b, r), v) in old {
                 *self.role_buckets.entry((b / 2, r)).or_default() += v;
             }
         }
-        *self
-            .role_buckets
-            .entry((t / self.bucket_ns, role))
-            .or_default() += io.size;
-        *self.role_bytes.entry(role).or_default() += io.size;
+        if !io.lower {
+            *self
+                .role_buckets
+                .entry((t / self.bucket_ns, role))
+                .or_default() += io.size;
+            *self.role_bytes.entry(role).or_default() += io.size;
+        }
 
         let n_devs = self.devs.len();
         if n_devs < MAX_DEVS || self.devs.contains_key(&io.dev) {
@@ -276,6 +281,7 @@ mod tests {
             split: false,
             journal_txn: None,
             in_lost_window: false,
+            lower: false,
         }
     }
 

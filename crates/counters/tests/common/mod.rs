@@ -33,6 +33,7 @@ pub fn io() -> Io {
         split: false,
         journal_txn: None,
         in_lost_window: false,
+        lower: false,
     }
 }
 

@@ -172,6 +172,7 @@ pub fn fixture(n_extra: usize) -> Fixture {
             split: false,
             journal_txn: (via == Via::Journal).then_some(7),
             in_lost_window: false,
+            lower: false,
         });
         t += 50_000_000;
         sector = (sector + size / 512 + 4096 * (i as u64 % 5)) % (1 << 24);

@@ -1,0 +1,221 @@
+//! Ground truth through a loop device (docs/attribution.md, "Loop devices"): two writers
+//! write known bytes into files of an ext4 mounted from a loop device whose backing file sits
+//! on another ext4 (itself on a loop device), then a third task syncs. The loop device's IO
+//! is charged to the writers; the outer device's writes of the backing file, done by the loop
+//! worker (buffered: dirtied by it and written back by a flusher; `--direct-io=on`: written
+//! by it directly), must be charged to the same writers as lower copies, none left to the loop
+//! worker, and `--scope workload` keeps them.
+//!
+//! Needs root, loop devices, tracefs and mkfs.ext4; skips otherwise, except in CI.
+
+mod support;
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::process::Command;
+
+use support::checks::Checks;
+use support::{sh, tools, LoopFs, Recorder};
+
+const MIB: u64 = 1 << 20;
+
+/// The bytes of `key` (`write_bytes`, `lower_write_bytes`, ...) of the acts of `comm` on
+/// `dev` (`MAJ:MIN`), over the acts of `ioblame acts --json` (`scope`: its --scope).
+fn bytes_of(trace: &Path, scope: &str, comm: &str, dev: &str, key: &str) -> u64 {
+    acts(trace, scope)
+        .iter()
+        .filter(|v| v["comm"] == comm && v["dev"] == dev)
+        .map(|v| v[key].as_u64().unwrap_or(0))
+        .sum()
+}
+
+fn acts(trace: &Path, scope: &str) -> Vec<serde_json::Value> {
+    let o = support::ioblame(&[
+        "--scope".as_ref(),
+        scope.as_ref(),
+        "acts".as_ref(),
+        "--json".as_ref(),
+        trace.as_os_str(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// An ext4 on a loop device over a file of `outer`, torn down on drop.
+struct Inner {
+    dev: String,
+    mnt: std::path::PathBuf,
+}
+
+impl Inner {
+    fn new(outer: &LoopFs, direct: bool) -> Inner {
+        let img = outer.mnt.join("inner.img");
+        sh(&format!("truncate -s 160M {}", img.display()));
+        let o = Command::new("losetup")
+            .args(["-f", "--show"])
+            .args(direct.then_some("--direct-io=on"))
+            .arg(&img)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let dev = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        let mnt = outer.dir.path().join("inner");
+        std::fs::create_dir_all(&mnt).unwrap();
+        let inner = Inner { dev, mnt };
+        // 4 KiB blocks inside (what mkfs gives a filesystem over 512 MiB): the loop device's
+        // IO then fills whole pages of the backing file, whose buffers (the outer ext4 has
+        // 1 KiB blocks) follow their folio's dirty event (docs/attribution.md, "Loop
+        // devices", "Limits").
+        sh(&format!(
+            "mkfs.ext4 -q -F -b 4096 {d} && mount {d} {m}",
+            d = inner.dev,
+            m = inner.mnt.display()
+        ));
+        if direct {
+            let name = inner.dev.trim_start_matches("/dev/");
+            let dio = std::fs::read_to_string(format!("/sys/block/{name}/loop/dio")).unwrap();
+            assert_eq!(dio.trim(), "1", "{} takes direct IO", inner.dev);
+        }
+        inner
+    }
+
+    /// `MAJ:MIN`.
+    fn majmin(&self) -> String {
+        let name = self.dev.trim_start_matches("/dev/");
+        std::fs::read_to_string(format!("/sys/class/block/{name}/dev"))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let _ = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "umount {m} 2>/dev/null || umount -l {m}; losetup -d {d}",
+                m = self.mnt.display(),
+                d = self.dev
+            ))
+            .output();
+    }
+}
+
+fn loop_scenario(direct: bool) {
+    if !support::ready(&["mkfs.ext4", "dd", "sync", "losetup"]) {
+        return;
+    }
+    let _g = support::lock();
+    let scenario = if direct {
+        "loop-direct"
+    } else {
+        "loop-buffered"
+    };
+    let mut check = Checks::new(Recorder::Capture, "ext4", scenario);
+    let outer = LoopFs::new("ext4", 400);
+    let inner = Inner::new(&outer, direct);
+    let bin = tools(
+        &outer,
+        &[
+            ("writerA", "/bin/dd"),
+            ("writerB", "/bin/dd"),
+            ("syncer", "/bin/sync"),
+        ],
+    );
+    // Everything of the set-up on disk first: what the recording sees dirty is the writers'.
+    sh("sync");
+    let trace = outer.dir.path().join("trace");
+    let m = inner.mnt.display();
+    // Two syncs: the first writes the inner filesystem through the loop device (for a
+    // buffered loop device, into the outer page cache), the second the outer one.
+    let script = format!(
+        "set -e
+         writerA if=/dev/zero of={m}/a.dat bs=1M count=4 2>/dev/null
+         writerB if=/dev/zero of={m}/b.dat bs=1M count=2 2>/dev/null
+         syncer
+         syncer
+         sleep 0.2"
+    );
+    let o = Command::new(support::common::bin())
+        .args(["record", "-o"])
+        .arg(&trace)
+        .args(["--devices", &format!("{},{}", outer.name, inner.majmin())])
+        .args(["--", "sh", "-c", &script])
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                bin.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "capture failed: {err}");
+    assert!(err.contains(" 0 lost"), "records were lost: {err}");
+
+    let outer_dev = format!("{}:{}", outer.major, outer.minor);
+    let inner_dev = inner.majmin();
+    let img_ino = std::fs::metadata(outer.mnt.join("inner.img"))
+        .unwrap()
+        .ino();
+    let all = acts(&trace, "all");
+    let lines: Vec<String> = all.iter().map(|v| v.to_string()).collect();
+    check.context(format!("acts:\n{}", lines.join("\n")));
+    for (comm, want) in [("writerA", 4 * MIB), ("writerB", 2 * MIB)] {
+        check.eq(
+            &format!("{comm}'s bytes on the loop device"),
+            bytes_of(&trace, "all", comm, &inner_dev, "write_bytes"),
+            want,
+            "",
+        );
+        check.eq(
+            &format!("{comm}'s bytes on the outer device, as lower copies"),
+            bytes_of(&trace, "all", comm, &inner_dev, "lower_write_bytes"),
+            want,
+            "",
+        );
+        check.eq(
+            &format!("{comm}: --scope workload keeps the lower copies"),
+            bytes_of(&trace, "workload", comm, &inner_dev, "lower_write_bytes"),
+            want,
+            "",
+        );
+    }
+    // The backing file's bytes written on the outer device by anyone but as a copy: none
+    // (the loop worker, a flusher).
+    let own: u64 = all
+        .iter()
+        .filter(|v| v["dev"] == outer_dev.as_str() && v["ino"] == img_ino)
+        .map(|v| v["write_bytes"].as_u64().unwrap_or(0))
+        .sum();
+    check.eq("the backing file's own charges", own, 0, "");
+    // No act counts a copy in its write bytes: the writers' totals are their own IO once.
+    let writers_total: u64 = all
+        .iter()
+        .filter(|v| v["comm"] == "writerA" || v["comm"] == "writerB")
+        .map(|v| v["write_bytes"].as_u64().unwrap_or(0))
+        .sum();
+    check.eq(
+        "the writers' write bytes count their IO once",
+        writers_total,
+        6 * MIB,
+        "",
+    );
+    check.finish();
+}
+
+#[test]
+fn loop_device_buffered_writes_charged_through() {
+    loop_scenario(false);
+}
+
+#[test]
+fn loop_device_direct_io_writes_charged_through() {
+    loop_scenario(true);
+}
