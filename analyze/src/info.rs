@@ -118,6 +118,49 @@ pub fn print(out: &mut impl Write, t: &Trace, charged: &Charged) -> std::io::Res
         }
         writeln!(out)?;
     }
+    // Format 1.7: where loop devices' and one-to-one dm targets' sectors go.
+    let loops = t.loops();
+    if !loops.is_empty() {
+        writeln!(out, "loop devices       {}", loops.len())?;
+        for l in &loops {
+            write!(
+                out,
+                "  {}:{} over {}:{} ino {} at {}",
+                l.major, l.minor, l.backing_major, l.backing_minor, l.backing_ino, l.offset
+            )?;
+            if l.direct_io {
+                write!(out, " direct IO")?;
+            }
+            if l.since_ns > 0 {
+                let at = l.since_ns.saturating_sub(t.header().start_clock_ns);
+                write!(out, " from {:.3} s", at as f64 / 1e9)?;
+            }
+            writeln!(out, " {}", l.backing_file)?;
+        }
+    }
+    let dm = t.dm_targets();
+    if !dm.is_empty() {
+        writeln!(out, "dm targets         {}", dm.len())?;
+        for d in &dm {
+            write!(
+                out,
+                "  {}:{} {} sectors {}+{} over {}:{} at {}",
+                d.major,
+                d.minor,
+                d.target,
+                d.start,
+                d.length,
+                d.lower_major,
+                d.lower_minor,
+                d.lower_offset
+            )?;
+            if d.since_ns > 0 {
+                let at = d.since_ns.saturating_sub(t.header().start_clock_ns);
+                write!(out, " from {:.3} s", at as f64 / 1e9)?;
+            }
+            writeln!(out)?;
+        }
+    }
     writeln!(out, "mounts             {}", m.mounts.len())?;
     writeln!(out, "tasks at start     {}", m.tasks.len())?;
     file_names(out, t, charged)?;

@@ -59,12 +59,17 @@ fn path_text<'a>(paths: &'a PathTable, a: &Act) -> std::borrow::Cow<'a, str> {
 pub fn sorted_acts(tables: &Tables, show_recorder: bool) -> Vec<ActId> {
     let mut ids: Vec<ActId> = tables
         .acts_with_totals()
-        .filter(|(_, a, t)| (show_recorder || !a.recorder) && t.total_ios() > 0)
+        .filter(|(_, a, t)| {
+            // An act with only lower copies on the devices selected (a loop device's
+            // backing file, `--devs` its disk) is shown: its LOWER bytes are there.
+            (show_recorder || !a.recorder) && t.total_ios() + t.lower_ios.iter().sum::<u64>() > 0
+        })
         .map(|(id, _, _)| id)
         .collect();
     ids.sort_by_key(|&id| {
         let t = &tables.totals[id.index()];
-        (std::cmp::Reverse(t.total_bytes()), id)
+        let lower: u64 = t.lower_bytes.iter().sum();
+        (std::cmp::Reverse(t.total_bytes() + lower), id)
     });
     ids
 }

@@ -219,3 +219,48 @@ fn loop_device_buffered_writes_charged_through() {
 fn loop_device_direct_io_writes_charged_through() {
     loop_scenario(true);
 }
+
+/// Large folios (docs/attribution.md, "Large folios"), on xfs (large folios by default): a
+/// 1 MiB file written and fsynced in large folios; then writerA writes its first 32 KiB and
+/// writerB the next 32 KiB, in the same large folio, already in the page cache (the second
+/// write dirties no folio: it only has its write range), and a third task syncs. Each is
+/// charged its own half, not writerA both.
+#[test]
+fn xfs_large_folio_halves_are_charged_to_their_writers() {
+    if !support::ready(&["mkfs.xfs", "dd", "sync"]) {
+        return;
+    }
+    let _g = support::lock();
+    let mut check = Checks::new(Recorder::Capture, "xfs", "large-folio");
+    let fs = LoopFs::new("xfs", 320);
+    let bin = tools(
+        &fs,
+        &[
+            ("filler", "/bin/dd"),
+            ("writerA", "/bin/dd"),
+            ("writerB", "/bin/dd"),
+            ("syncer", "/bin/sync"),
+        ],
+    );
+    let script = "set -e
+        filler if=/dev/zero of=$M/g.dat bs=1M count=1 conv=fsync 2>/dev/null
+        writerA if=/dev/urandom of=$M/g.dat bs=32k count=1 conv=notrunc 2>/dev/null
+        writerB if=/dev/urandom of=$M/g.dat bs=32k seek=1 count=1 conv=notrunc 2>/dev/null
+        syncer
+        sleep 0.2";
+    let trace = support::capture(&fs, &bin, "trace", script);
+    let all = acts(&trace, "all");
+    let lines: Vec<String> = all.iter().map(|v| v.to_string()).collect();
+    check.context(format!("acts:\n{}", lines.join("\n")));
+    let g = std::fs::metadata(fs.mnt.join("g.dat")).unwrap().ino();
+    let of = |comm: &str| -> u64 {
+        all.iter()
+            .filter(|v| v["comm"] == comm && v["ino"] == g && v["via"] == "page")
+            .map(|v| v["write_bytes"].as_u64().unwrap_or(0))
+            .sum()
+    };
+    check.eq("the filler's fsync", of("filler"), MIB, "");
+    check.eq("writerA's half of the folio", of("writerA"), 32 << 10, "");
+    check.eq("writerB's half of the folio", of("writerB"), 32 << 10, "");
+    check.finish();
+}

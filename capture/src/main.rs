@@ -4,7 +4,7 @@
 use ioblame_tracepoints as events;
 mod cgroups;
 mod host;
-mod loops;
+mod layers;
 mod names;
 mod paths;
 mod perf;

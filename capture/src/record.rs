@@ -22,7 +22,7 @@ use ioblame_format::{
 use crate::names::{self, Found, Name, Namer};
 use crate::perf::{self, Event, EventSpec, Ring};
 use crate::touched::{IdHasher, Touched};
-use crate::{cgroups, host, loops, paths, snapshot};
+use crate::{cgroups, host, layers, paths, snapshot};
 use ioblame_tracepoints::{self as events, FilterDev, Tracepoint};
 
 /// Which files the FILES table names (`--paths`).
@@ -187,6 +187,8 @@ enum ToWriter {
     Flushed(u64),
     /// Every loop mapping seen so far, after a new one was found: a LOOPS block.
     Loops(Vec<ioblame_format::LoopDevice>),
+    /// Every dm target seen so far, after a new one was found: a DM_TARGETS block.
+    DmTargets(Vec<ioblame_format::DmTarget>),
 }
 
 fn writer_thread(
@@ -239,6 +241,7 @@ fn writer_thread(
             Ok(ToWriter::Cgroups(c)) => w.write_cgroups(&c),
             Ok(ToWriter::Flushed(t)) => w.write_flushed(t),
             Ok(ToWriter::Loops(l)) => w.write_loops(&l),
+            Ok(ToWriter::DmTargets(t)) => w.write_dm_targets(&t),
             Err(RecvTimeoutError::Timeout) => Ok(()),
             Err(RecvTimeoutError::Disconnected) => break,
         };
@@ -450,7 +453,7 @@ pub fn run(a: RecordArgs) -> Result<u8> {
         names_tx: naming.as_ref().map(|n| n.tx.clone()),
         tx,
         shared,
-        loops: facts.loops,
+        layers: facts.layers,
     };
     let (stop_reason, child_status) = match spawn_err {
         Some(_) => ("the command could not start".to_string(), None),
@@ -953,8 +956,8 @@ struct Facts {
     info: Vec<(String, String)>,
     /// The cgroups at start; `None` when cgroups are not recorded.
     cgroups: Option<Vec<ioblame_format::Cgroup>>,
-    /// The loop devices at start, looked at again while recording.
-    loops: loops::LoopWatch,
+    /// The stacked devices at start, looked at again while recording.
+    layers: layers::LayerWatch,
 }
 
 /// Creates the output directory and the trace in it: the header, the metadata and the FILES
@@ -1008,7 +1011,7 @@ fn create_trace<'a>(
         .iter()
         .any(|s| s.cgroup)
         .then(cgroups::snapshot);
-    let loop_watch = loops::LoopWatch::start();
+    let layer_watch = layers::LayerWatch::start();
     let (hostname, kernel_release, machine) = snapshot::uname();
     let word_size = snapshot::kernel_word_size(kallsyms.as_ref(), &machine);
     let meta = Metadata {
@@ -1018,7 +1021,8 @@ fn create_trace<'a>(
         mounts,
         tasks: snapshot::tasks(),
         cgroups: start_cgroups.clone().unwrap_or_default(),
-        loops: loop_watch.known().to_vec(),
+        loops: layer_watch.loops().to_vec(),
+        dm_targets: layer_watch.dm_targets().to_vec(),
         capture_info: vec![
             ("command".into(), shell_join(&a.command)),
             ("devices".into(), devices_info),
@@ -1053,7 +1057,7 @@ fn create_trace<'a>(
     let facts = Facts {
         info: meta.capture_info.clone(),
         cgroups: start_cgroups,
-        loops: loop_watch,
+        layers: layer_watch,
     };
     let mut writer = RingWriter::create(&a.output, header, meta, opts)
         .map_err(|e| anyhow::anyhow!(io_message(&e)))?;
@@ -1104,8 +1108,8 @@ struct Recorder {
     names_tx: Option<std::sync::mpsc::Sender<Vec<(u32, u64)>>>,
     tx: SyncSender<ToWriter>,
     shared: Arc<Shared>,
-    /// The loop devices seen so far.
-    loops: loops::LoopWatch,
+    /// The stacked devices seen so far.
+    layers: layers::LayerWatch,
 }
 
 impl Recorder {
@@ -1234,11 +1238,14 @@ fn record_loop(
         if let Some((at, clock)) = flush {
             rec.flush_all();
             rec.mark_flushed(clock);
-            // A loop device set up since: its mapping, from about now (before the IO
-            // through it is charged, the analysis needs it; a second is early enough for
-            // a device that must be set up, formatted and mounted first).
-            if let Some(l) = rec.loops.rescan(clock) {
+            // A loop device or dm target set up since: its mapping, from about now
+            // (before the IO through it is charged, the analysis needs it; a second is
+            // early enough for a device that must be set up, formatted and mounted first).
+            if let Some(l) = rec.layers.rescan_loops(clock) {
                 let _ = rec.tx.send(ToWriter::Loops(l));
+            }
+            if let Some(t) = rec.layers.rescan_dm(clock) {
+                let _ = rec.tx.send(ToWriter::DmTargets(t));
             }
             last_flush = at;
         }
@@ -1288,7 +1295,7 @@ fn stop(
         names_tx,
         tx,
         shared,
-        loops: _,
+        layers: _,
     } = rec;
     for c in &per_cpu {
         for ev in &c.events {

@@ -12,7 +12,7 @@
 //! An event that links two parts (a page dirtied: the role and stack of the dirtier into
 //! the dirty state) is handled here, in a few named steps.
 
-use ioblame_decode::{Dev, Event, EventKind, Rwbs, WorkPhase};
+use ioblame_decode::{Dev, Event, EventKind, Rwbs, WorkPhase, XfsFileOp};
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
@@ -22,7 +22,7 @@ use crate::context::{Context, Devices};
 use crate::contexts::Contexts;
 use crate::dirty::{BhEnt, Dirtier, Dirty, BH_SENTINEL};
 use crate::intents::{Intents, StackId};
-use crate::interval::NO_OFF;
+use crate::interval::{Paint, NO_OFF};
 use crate::layers::Layers;
 use crate::model::*;
 use crate::requests::Requests;
@@ -116,6 +116,11 @@ pub struct Attributor {
     /// With [`Attributor::log_dirtied`]: per thread, its last folio dirtied (see
     /// [`Attributor::log_dirty_buffer`]).
     last_folio: FxHashMap<u32, LastFolio>,
+    /// Per thread, its last buffered write's range (`xfs_file_buffered_write`,
+    /// `ext4_da_write_begin`): the folio `(bdi, ino)`, pages `[a, b)`, when.
+    write_ranges: FxHashMap<u32, ((Dev, u64), u64, u64, u64)>,
+    /// Per thread, the stack of its last folio dirtied (a write range has none).
+    folio_stacks: FxHashMap<u32, StackId>,
 }
 
 /// A thread's last folio dirtied, for the dirty buffers that follow it.
@@ -159,6 +164,9 @@ type SampledStacks = FxHashMap<(u32, bool), Arc<[u64]>>;
 
 /// Threads whose last dirty-buffer stack is remembered (then the map starts over).
 const BUFFER_STACKS_MAX: usize = 1 << 16;
+/// A thread's write range names the folios it dirties this long after (ns): one write
+/// call's copy.
+const WRITE_RANGE_NS: u64 = 1_000_000_000;
 
 /// Stackless dirty buffers remembered per thread until it has a stack to give them.
 const STACKLESS_PER_THREAD_MAX: usize = 1 << 12;
@@ -184,7 +192,7 @@ impl Attributor {
         let devices =
             Devices::new(&ctx.devices, &ctx.block_sizes).with_xfs_geometry(&ctx.xfs_geometry);
         Attributor {
-            layers: Layers::new(&ctx.loops, &devices),
+            layers: Layers::new(&ctx.loops, &ctx.dm_targets, &devices),
             devices,
             tables: Tables {
                 intents: Intents::reserved(),
@@ -207,6 +215,8 @@ impl Attributor {
             unsampled: FxHashMap::default(),
             dirtied: None,
             last_folio: FxHashMap::default(),
+            write_ranges: FxHashMap::default(),
+            folio_stacks: FxHashMap::default(),
         }
     }
 
@@ -498,8 +508,20 @@ impl Attributor {
             EventKind::IomapReadahead { dev, ino, .. } => {
                 self.contexts.page_cache_read(tid, now, (*dev, *ino))
             }
-            EventKind::XfsFile { op, dev, ino, .. } => {
+            EventKind::XfsFile {
+                op,
+                dev,
+                ino,
+                offset,
+                count,
+            } => {
+                if *op == XfsFileOp::BufferedWrite {
+                    self.on_write_range(ev, *dev, *ino, *offset, *count);
+                }
                 self.contexts.xfs_file(tid, now, *op, (*dev, *ino))
+            }
+            EventKind::Ext4WriteBegin { dev, ino, pos, len } => {
+                self.on_write_range(ev, *dev, *ino, *pos, *len as u64)
             }
             EventKind::Ext4SyncFile { .. } => self.contexts.end_dio(tid),
             EventKind::Jbd2Commit {
@@ -620,6 +642,8 @@ impl Attributor {
         self.roles.on_exit(time, tid);
         self.contexts.remove(tid);
         self.layers.remove_thread(tid);
+        self.write_ranges.remove(&tid);
+        self.folio_stacks.remove(&tid);
         // A reused thread id must not inherit the dead thread's stacks.
         if let Some(m) = self.buffer_stacks.as_mut() {
             m.remove(&tid);
@@ -670,7 +694,25 @@ impl Attributor {
         // A buffered write: whatever direct IO the thread did is over.
         self.contexts.end_dio(ev.tid);
         let (owner, via, _) = self.dirtier_now(ev, Via::Page);
-        let bytes = self.dirty.put_folio(bdi, ino, index, owner, via, ev.time);
+        // The thread's write range, if it is of this file and recent: a large folio's
+        // pages outside it are left for another task's write to claim.
+        let range = self
+            .write_ranges
+            .get(&ev.tid)
+            .filter(|w| w.0 == (bdi, ino) && ev.time.saturating_sub(w.3) <= WRITE_RANGE_NS)
+            .map(|w| (w.1, w.2));
+        let bytes = match range {
+            Some(r) => self
+                .dirty
+                .put_folio_written(bdi, ino, index, owner, via, ev.time, r),
+            None => self.dirty.put_folio(bdi, ino, index, owner, via, ev.time),
+        };
+        if ev.stack.is_some() {
+            if self.folio_stacks.len() >= BUFFER_STACKS_MAX {
+                self.folio_stacks.clear();
+            }
+            self.folio_stacks.insert(ev.tid, owner.stack);
+        }
         if !self.layers.is_empty() {
             let a = index.saturating_mul(self.dirty.page_size());
             let range = (a, a.saturating_add(bytes));
@@ -700,6 +742,38 @@ impl Attributor {
                 },
             );
         }
+    }
+
+    /// A buffered write's range (`xfs_file_buffered_write`, `ext4_da_write_begin`; bytes
+    /// `[pos, pos + len)` of `(s_dev, ino)`): remembered for the folios the thread dirties
+    /// next, and the pages of large folios another task dirtied first, outside its own write,
+    /// that this one writes become this task's (docs/attribution.md, "Large folios").
+    fn on_write_range(&mut self, ev: &Event, s_dev: Dev, ino: u64, pos: u64, len: u64) {
+        if len == 0 {
+            return;
+        }
+        let page = self.dirty.page_size();
+        let bdi = self.devices.folio_disk(s_dev, ino);
+        let (a, b) = (pos / page, pos.saturating_add(len).div_ceil(page));
+        if self.write_ranges.len() >= BUFFER_STACKS_MAX {
+            self.write_ranges.clear();
+        }
+        self.write_ranges
+            .insert(ev.tid, ((bdi, ino), a, b, ev.time));
+        if !self.dirty.has_folios(bdi, ino) {
+            return;
+        }
+        let role = self
+            .roles
+            .role_in(&mut self.tables.roles, ev.pid, ev.tid, ev.cgroup);
+        let stack = match self.folio_stacks.get(&ev.tid) {
+            Some(&s) => s,
+            None => self.intents.stack(ev.stack.as_ref()),
+        };
+        let pages = self
+            .dirty
+            .claim(bdi, ino, (a, b), Dirtier { role, stack }, Via::Page);
+        self.summary.folio_pages_claimed += pages;
     }
 
     /// With [`Attributor::log_dirtied`]: a dirty buffer's record. A buffer its thread
@@ -898,6 +972,20 @@ impl Attributor {
         if !self.layers.is_empty() {
             self.summary.lower_unlinked_bytes +=
                 self.layers.apply(&self.requests, info.disk, &mut paint);
+            // A dm target that resubmits without a remap (dm-crypt): the bio above's
+            // charges, as a remap would have handed them on; the rules fill the rest.
+            let upper = self.layers.dm_upper(&self.requests, info.disk, s, e);
+            if !upper.segs.is_empty() {
+                let mut merged = Paint::default();
+                for (a, b, mut f) in upper.segs {
+                    f.c.qtime = ev.time;
+                    merged.fill(a, b, &f, None);
+                }
+                for (a, b, f) in paint.segs {
+                    merged.fill(a, b, &f, None);
+                }
+                paint = merged;
+            }
         }
         if ctx.iomap_wp && maps.is_empty() && rwbs.is_write() {
             // iomap writeback with no map (5.10): what no rule linked is a kernel gap.

@@ -141,6 +141,10 @@ pub struct Context {
     /// The loop devices over files (format 1.7, `ioblame_format::Trace::loops`): their
     /// backing files' IO is charged to the acts the loop devices served.
     pub loops: Vec<ioblame_format::LoopDevice>,
+    /// The device-mapper targets mapping sectors one to one onto a lower device (format 1.7,
+    /// `ioblame_format::Trace::dm_targets`): a lower bio queued without a remap (dm-crypt's)
+    /// takes the charges of the bio above.
+    pub dm_targets: Vec<ioblame_format::DmTarget>,
 }
 
 impl Default for Context {
@@ -159,6 +163,7 @@ impl Default for Context {
             buffer_stacks_from_thread: false,
             stacks_sampled: false,
             loops: Vec::new(),
+            dm_targets: Vec::new(),
         }
     }
 }
@@ -175,6 +180,7 @@ impl std::fmt::Debug for Context {
             .field("block_sizes", &self.block_sizes)
             .field("xfs_geometry", &self.xfs_geometry)
             .field("loops", &self.loops)
+            .field("dm_targets", &self.dm_targets)
             .finish()
     }
 }
@@ -222,6 +228,7 @@ impl Context {
             buffer_stacks_from_thread: ioblame_decode::buffer_stacks_derived(meta),
             stacks_sampled: ioblame_decode::stacks_sampled(meta),
             loops: meta.loops.clone(),
+            dm_targets: meta.dm_targets.clone(),
         }
     }
 }

@@ -257,9 +257,72 @@ impl Dirty {
             owner,
             via,
             t,
+            claimable: false,
         };
         df.put(index, ent);
         pages * self.page
+    }
+
+    /// [`Dirty::put_folio`], its dirtier's write covering pages `[wa, wb)` (its write range,
+    /// where the trace gives it): the pages of a large folio outside it are left claimable
+    /// by another task's write ([`Dirty::claim`]). Returns the folio's bytes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn put_folio_written(
+        &mut self,
+        bdi: Dev,
+        ino: u64,
+        index: u64,
+        owner: Dirtier,
+        via: Via,
+        t: u64,
+        (wa, wb): (u64, u64),
+    ) -> u64 {
+        let bytes = self.put_folio(bdi, ino, index, owner, via, t);
+        let pages = bytes / self.page;
+        let (fa, fb) = (index, index.saturating_add(pages));
+        let (a, b) = (wa.max(fa), wb.min(fb));
+        if pages <= 1 || a >= b || (a == fa && b == fb) {
+            return bytes;
+        }
+        let page = self.page;
+        if let Some(df) = self.files.get_mut(&(bdi, ino)) {
+            if let Some((_, &f)) = df.folios.get(index) {
+                df.split(index, f, (a, b), None, page);
+            }
+        }
+        bytes
+    }
+
+    /// A write by `owner` over pages `[a, b)` of `(bdi, ino)`: the claimable pages there (of
+    /// a large folio another task dirtied first, outside that task's write) become
+    /// `owner`'s, via `via`. Returns the pages taken.
+    pub fn claim(
+        &mut self,
+        bdi: Dev,
+        ino: u64,
+        (a, b): (u64, u64),
+        owner: Dirtier,
+        via: Via,
+    ) -> u64 {
+        let page = self.page;
+        let Some(df) = self.files.get_mut(&(bdi, ino)) else {
+            return 0;
+        };
+        let mut taken = 0;
+        for k in df.folios.overlapping(a, b) {
+            let Some((_, &f)) = df.folios.get(k) else {
+                continue;
+            };
+            if !f.claimable || (f.owner == owner && f.via == via) {
+                continue;
+            }
+            let (ca, cb) = (a.max(k), b.min(k + f.pages));
+            if ca < cb {
+                taken += cb - ca;
+                df.split(k, f, (ca, cb), Some((owner, via)), page);
+            }
+        }
+        taken
     }
 
     /// Whether sectors `[a, b)` of `disk` are one dirty buffer recorded recently enough at
@@ -529,6 +592,9 @@ struct FolioEnt {
     via: Via,
     /// When it was dirtied.
     t: u64,
+    /// Pages of a large folio outside its first dirtier's write: another task's write
+    /// there takes them ([`Dirty::claim`]).
+    claimable: bool,
 }
 
 /// The dirty folios of one `(bdi, ino)`, keyed by page index (folios are naturally
@@ -587,6 +653,40 @@ impl DirtyFile {
         self.inc(ent.owner, ent.via);
         if let Some(q) = self.queue(ent.owner, ent.via) {
             q.insert(index);
+        }
+    }
+
+    /// Cuts the folio record `f` at `k` around pages `[a, b)` (inside it): that part is
+    /// `to`'s when given (claimed: no longer claimable), else `f`'s owner's as it is; the
+    /// rest stays `f`'s owner's, claimable. Bytes not yet written are shared by pages.
+    fn split(
+        &mut self,
+        k: u64,
+        f: FolioEnt,
+        (a, b): (u64, u64),
+        to: Option<(Dirtier, Via)>,
+        page: u64,
+    ) {
+        self.forget(k);
+        let end = k + f.pages;
+        let share = |n: u64| (f.remaining as u128 * n as u128 / f.pages.max(1) as u128) as u64;
+        let piece = |pages: u64, claimable: bool| FolioEnt {
+            pages,
+            remaining: share(pages).min(pages * page),
+            claimable,
+            ..f
+        };
+        if k < a {
+            self.put(k, piece(a - k, true));
+        }
+        let mut mid = piece(b - a, to.is_none() && f.claimable);
+        if let Some((owner, via)) = to {
+            mid.owner = owner;
+            mid.via = via;
+        }
+        self.put(a, mid);
+        if b < end {
+            self.put(b, piece(end - b, true));
         }
     }
 
@@ -839,6 +939,7 @@ mod tests {
                             owner: d,
                             via,
                             t: step,
+                            claimable: false,
                         };
                         fast.put(index, ent);
                         slow.put(index, ent);

@@ -17,7 +17,7 @@
 //! the same act's, marked [`crate::Io::lower`].
 
 use ioblame_decode::Dev;
-use ioblame_format::LoopDevice;
+use ioblame_format::{DmTarget, LoopDevice};
 use rustc_hash::{FxHashMap, FxHashSet};
 use smallvec::SmallVec;
 
@@ -54,6 +54,19 @@ struct Thread {
     before: Option<(Dev, u64, u64, u64)>,
 }
 
+/// A device-mapper target mapping a dm device's sectors one to one onto a lower disk.
+#[derive(Debug, Clone, Copy)]
+struct DmMap {
+    /// The dm device.
+    upper: Dev,
+    /// Its first sector the target covers.
+    start: u64,
+    /// Sectors covered.
+    length: u64,
+    /// The lower disk's sector of `start` (the partition start included).
+    lower: u64,
+}
+
 /// The loop mappings of the trace and the copies waiting for the lower device's IO.
 #[derive(Debug, Default)]
 pub(crate) struct Layers {
@@ -67,12 +80,23 @@ pub(crate) struct Layers {
     buffers: FxHashMap<Dev, IntervalMap<Frag>>,
     /// Per thread, where its dirty buffers are in the file it writes.
     threads: FxHashMap<u32, Thread>,
+    /// One-to-one device-mapper targets per lower disk.
+    dm: FxHashMap<Dev, SmallVec<[DmMap; 1]>>,
 }
 
 impl Layers {
     /// The loop devices `loops` of a trace whose devices are `devs`.
-    pub fn new(loops: &[LoopDevice], devs: &Devices) -> Layers {
+    pub fn new(loops: &[LoopDevice], dm: &[DmTarget], devs: &Devices) -> Layers {
         let mut l = Layers::default();
+        for t in dm {
+            let info = devs.info(t.lower_kernel_dev());
+            l.dm.entry(info.disk).or_default().push(DmMap {
+                upper: t.kernel_dev(),
+                start: t.start,
+                length: t.length,
+                lower: info.part_start.saturating_add(t.lower_offset),
+            });
+        }
         for lo in loops {
             let disk = devs.info(lo.backing_kernel_dev()).disk;
             let m = Mapping {
@@ -88,10 +112,32 @@ impl Layers {
         l
     }
 
-    /// Whether the trace has no loop device over a file.
+    /// Whether the trace has no loop device over a file and no one-to-one dm target.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.files.is_empty()
+        self.files.is_empty() && self.dm.is_empty()
+    }
+
+    /// A bio of sectors `[a, b)` of `disk` queued without a remap event: the charges of the
+    /// bios queued on the dm device above at the sectors a one-to-one target maps there
+    /// (dm-crypt resubmits its writes from a worker, and traces no remap), moved to `disk`'s
+    /// sectors. Empty when `disk` is no target's lower disk or nothing is queued there.
+    pub fn dm_upper(&self, req: &Requests, disk: Dev, a: u64, b: u64) -> Paint<Frag> {
+        let mut out = Paint::default();
+        let Some(maps) = self.dm.get(&disk) else {
+            return out;
+        };
+        for m in maps {
+            let (la, lb) = (a.max(m.lower), b.min(m.lower.saturating_add(m.length)));
+            if la >= lb {
+                continue;
+            }
+            let ua = m.start + (la - m.lower);
+            for (s, e, f) in req.queued_over(m.upper, ua, ua + (lb - la)).segs {
+                out.fill(la + (s - ua), la + (e - ua), &f, None);
+            }
+        }
+        out
     }
 
     /// A folio of `(bdi, ino)`, file bytes `[a, b)`, went dirty at `t` on thread `tid`: if

@@ -500,6 +500,15 @@ impl Requests {
         })
     }
 
+    /// The charges of the bios queued on `disk` (and not completed: a bio-based device's)
+    /// over sectors `[a, b)`, cut to it, earliest queued first (the map is left as it is).
+    pub fn queued_over(&self, disk: Dev, a: u64, b: u64) -> Paint<Frag> {
+        match self.pending.get(&disk) {
+            Some(p) => p.peek(a, b),
+            None => Paint::default(),
+        }
+    }
+
     /// The charges of the requests in flight on `disk` over sectors `[a, b)`, cut to it
     /// (what a loop device's worker is serving while it writes the backing file).
     pub fn inflight_over(&self, disk: Dev, a: u64, b: u64) -> Paint<Frag> {

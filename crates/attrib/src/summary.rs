@@ -113,6 +113,9 @@ pub struct Summary {
     /// Bytes charged as lower layers' copies ([`crate::Io::lower`]): in `bytes` (the devices'
     /// IO), but of acts already charged on the device above.
     pub lower_bytes: u64,
+    /// Pages of large folios that another task's write took from the folio's first dirtier
+    /// (outside that dirtier's own write: docs/attribution.md, "Large folios").
+    pub folio_pages_claimed: u64,
     /// Human-readable warnings (the first 64).
     pub warnings: Vec<String>,
     /// Warnings beyond those kept.

@@ -1,7 +1,7 @@
 //! Unit tests: synthetic event sequences modelled on the observed ones (see
 //! docs/attribution.md, "Kernel facts the code depends on").
 
-use ioblame_decode::{CommitPhase, Dev, Event, EventKind, RaKind, Rwbs, WorkPhase};
+use ioblame_decode::{CommitPhase, Dev, Event, EventKind, RaKind, Rwbs, WorkPhase, XfsFileOp};
 use ioblame_format::{BlockDevice, Task};
 
 use crate::*;
@@ -73,6 +73,7 @@ fn context() -> Context {
         buffer_stacks_from_thread: false,
         stacks_sampled: false,
         loops: Vec::new(),
+        dm_targets: Vec::new(),
     }
 }
 
@@ -596,6 +597,69 @@ fn backing_file_writes_without_a_loop_request_stay_and_are_counted() {
     assert_eq!(comm_bytes(&ios, &out.tables, "kworker/u8:7-loop1"), MIB);
     assert!(ios.iter().all(|i| !i.lower));
     assert_eq!(out.summary.lower_unlinked_bytes, MIB);
+}
+
+/// Large folios (docs/attribution.md, "Large folios"): a 64 KiB folio in the page cache;
+/// writerA writes its first half (and dirties it), writerB its second half (the folio is
+/// dirty already: no dirty event, only its write range). Each is charged its half; a third
+/// task writing over writerA's half later takes nothing (first dirtier wins there).
+#[test]
+fn large_folio_halves_written_by_two_tasks_are_charged_apart() {
+    let mut b = Bench::with(Context {
+        block_sizes: vec![(LOOP0, 4096)],
+        ..context()
+    });
+    b.comm(201, "writerA");
+    b.comm(202, "writerB");
+    b.comm(203, "writerC");
+    let write = |b: &mut Bench, pid: u32, offset: u64, count: u64| {
+        b.push(
+            pid,
+            pid,
+            EventKind::XfsFile {
+                op: XfsFileOp::BufferedWrite,
+                dev: LOOP0,
+                ino: 70,
+                offset,
+                count,
+            },
+            None,
+        );
+    };
+    b.push(
+        201,
+        201,
+        EventKind::AddToPageCache {
+            s_dev: LOOP0,
+            ino: 70,
+            index: 0,
+            order: 4,
+            pfn: 0,
+        },
+        None,
+    );
+    write(&mut b, 201, 0, 32768);
+    b.push(
+        201,
+        201,
+        EventKind::DirtyFolio {
+            bdi: LOOP0,
+            ino: 70,
+            index: 0,
+        },
+        Some(DIRTY_STACK),
+    );
+    write(&mut b, 202, 32768, 32768);
+    write(&mut b, 203, 0, 4096);
+    b.map(FLUSHER, LOOP0, 70, 0, 3000, 16);
+    b.q(FLUSHER, LOOP0, 24000, 128, "W");
+    b.requests(LOOP0, 24000, 128, 128, "W");
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    assert_eq!(charged(&ios, t, "writerA", Via::Page), 32768);
+    assert_eq!(charged(&ios, t, "writerB", Via::Page), 32768);
+    assert_eq!(comm_bytes(&ios, t, "writerC"), 0);
+    assert_eq!(out.summary.folio_pages_claimed, 8);
 }
 
 /// (h): two writers of disjoint halves of one file; one request straddles the boundary.
@@ -2092,6 +2156,66 @@ fn bio_based_device_completes_bios() {
     assert_eq!(charged(&ios, &out.tables, "dd", Via::Direct), 4096);
     assert_eq!(ios[0].io_time, 6);
     assert_eq!(ios[0].wait_time, 0);
+}
+
+/// dm-crypt (docs/attribution.md, "Requests"): its worker resubmits the writes to the lower
+/// device without a remap event; the target's table (lower device, offset) links the lower
+/// bio to the dm bio queued above it. Each level's IO is the writer's, once per level, none
+/// the worker's.
+#[test]
+fn dm_crypt_lower_bios_take_the_charges_of_the_bio_above() {
+    const DM: Dev = 254 << 20;
+    let mut b = Bench::with(Context {
+        dm_targets: vec![ioblame_format::DmTarget {
+            major: 254,
+            minor: 0,
+            start: 0,
+            length: 1 << 20,
+            target: "crypt".into(),
+            lower_major: 7,
+            lower_minor: 1,
+            lower_offset: 32768,
+            since_ns: 0,
+        }],
+        block_sizes: vec![(DM, 4096)],
+        ..context()
+    });
+    b.comm(201, "writerA");
+    b.comm(400, "kworker/u8:3-kcryptd/254:0");
+    b.dirty_mib(201, DM, 60, 0, 1);
+    b.map(FLUSHER, DM, 60, 0, 1000, 256);
+    b.q(FLUSHER, DM, 8000, 2048, "W");
+    // kcryptd writes the encrypted copy, in two bios, with no remap.
+    b.q(400, LOOP1, 32768 + 8000, 1024, "W");
+    b.q(400, LOOP1, 32768 + 9024, 1024, "W");
+    b.requests(LOOP1, 32768 + 8000, 2048, 2048, "W");
+    b.completed_bytes += MIB;
+    b.push(
+        0,
+        0,
+        EventKind::BioComplete {
+            dev: DM,
+            sector: 8000,
+            nr_sector: 2048,
+            error: 0,
+            rwbs: Rwbs::parse("W"),
+        },
+        None,
+    );
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    assert_eq!(comm_bytes(&ios, t, "kworker/u8:3-kcryptd/254:0"), 0);
+    for dev in [DM, LOOP1] {
+        let mine: u64 = ios
+            .iter()
+            .filter(|i| {
+                i.dev == dev && t.roles[t.acts[i.act.index()].role.index()].comm == "writerA"
+            })
+            .map(|i| i.size)
+            .sum();
+        assert_eq!(mine, MIB, "{dev:#x}");
+    }
+    assert!(ios.iter().all(|i| !i.lower));
 }
 
 /// A partition: bio events on the partition with absolute sectors, rq events on the disk,

@@ -66,6 +66,10 @@ pub mod kind {
     /// finds one set up while recording: each list holds every mapping seen so far, and the
     /// last valid one of a file wins.
     pub const LOOPS: u16 = 0x1B;
+    /// The device-mapper targets that map sectors one to one onto a lower device (`linear`,
+    /// `crypt`), format 1.7: like [`LOOPS`], in every file's metadata when there is one and
+    /// appended again when the recorder finds one set up while recording.
+    pub const DM_TARGETS: u16 = 0x1C;
     /// A chunk of perf records of one CPU.
     pub const CHUNK: u16 = 0x100;
     /// The chunk index written when a file is closed.

@@ -306,6 +306,45 @@ pub struct Metadata {
     /// every mapping the recorder saw, those set up while recording with the time they were
     /// found; empty when there was none (or before 1.7).
     pub loops: Vec<LoopDevice>,
+    /// The device-mapper targets that map their sectors one to one onto a lower device
+    /// (`linear`, `crypt`; DM_TARGETS block, format 1.7): empty when there was none.
+    pub dm_targets: Vec<DmTarget>,
+}
+
+/// A device-mapper target mapping sectors `[start, start + length)` of a dm device one to
+/// one onto a lower device from `lower_offset` on (DM_TARGETS block, format 1.7): sector `S`
+/// of the dm device is sector `S - start + lower_offset` of the lower device.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DmTarget {
+    /// The dm device's major number.
+    pub major: u32,
+    /// The dm device's minor number.
+    pub minor: u32,
+    /// First sector of the dm device the target covers.
+    pub start: u64,
+    /// Sectors it covers.
+    pub length: u64,
+    /// The target type, `linear` or `crypt`.
+    pub target: String,
+    /// The lower device's major number.
+    pub lower_major: u32,
+    /// The lower device's minor number.
+    pub lower_minor: u32,
+    /// The lower device's sector of the target's first sector.
+    pub lower_offset: u64,
+    /// From when the mapping holds (trace clock, ns); 0: before the recording began.
+    pub since_ns: u64,
+}
+
+impl DmTarget {
+    /// The dm device in the kernel encoding.
+    pub fn kernel_dev(&self) -> u32 {
+        kernel_dev(self.major, self.minor)
+    }
+    /// The lower device in the kernel encoding.
+    pub fn lower_kernel_dev(&self) -> u32 {
+        kernel_dev(self.lower_major, self.lower_minor)
+    }
 }
 
 /// A loop device backed by a file (LOOPS block, format 1.7): sector `S` of the loop device
@@ -819,6 +858,55 @@ pub(crate) fn decode_loops(b: &[u8]) -> Result<Vec<LoopDevice>, DecodeError> {
                 since_ns: x.u64("loop since")?,
                 direct_io: x.u32("loop flags")? & LOOP_DIRECT_IO != 0,
                 backing_file: x.str("backing file")?,
+            })
+        };
+        v.push(one().map_err(rel)?);
+    }
+    Ok(v)
+}
+
+/// A DM_TARGETS payload (format 1.7): a count, then each target as a length-prefixed entry.
+pub(crate) fn encode_dm_targets(v: &[DmTarget]) -> Vec<u8> {
+    let mut e = Enc::default();
+    e.u32(v.len() as u32);
+    for t in v {
+        let mut x = Enc::default();
+        x.u32(t.major)
+            .u32(t.minor)
+            .u64(t.start)
+            .u64(t.length)
+            .u32(t.lower_major)
+            .u32(t.lower_minor)
+            .u64(t.lower_offset)
+            .u64(t.since_ns)
+            .str(&t.target);
+        e.u32(x.buf.len() as u32).bytes(&x.buf);
+    }
+    e.buf
+}
+
+/// Decodes a DM_TARGETS payload; bytes after the known fields of an entry are skipped.
+pub(crate) fn decode_dm_targets(b: &[u8]) -> Result<Vec<DmTarget>, DecodeError> {
+    let mut d = Dec::new(b);
+    let n = d.count(4 + 52, "dm target count")?;
+    let mut v = Vec::with_capacity(n.min(INITIAL_CAPACITY));
+    for _ in 0..n {
+        let len = d.u32("dm target entry length")? as usize;
+        let at = d.pos();
+        let entry = d.take(len, "dm target entry")?;
+        let mut x = Dec::new(entry);
+        let rel = |e: DecodeError| DecodeError::new(at + e.at, e.what);
+        let mut one = || -> Result<DmTarget, DecodeError> {
+            Ok(DmTarget {
+                major: x.u32("dm major")?,
+                minor: x.u32("dm minor")?,
+                start: x.u64("dm target start")?,
+                length: x.u64("dm target length")?,
+                lower_major: x.u32("lower major")?,
+                lower_minor: x.u32("lower minor")?,
+                lower_offset: x.u64("lower offset")?,
+                since_ns: x.u64("dm since")?,
+                target: x.str("dm target type")?,
             })
         };
         v.push(one().map_err(rel)?);

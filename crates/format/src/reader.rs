@@ -494,6 +494,7 @@ impl TraceFile {
                 kind::CAPTURE_INFO => meta::decode_info(p).map(|v| m.capture_info = v),
                 kind::CGROUPS => meta::decode_cgroups(p).map(|v| m.cgroups = v),
                 kind::LOOPS => meta::decode_loops(p).map(|v| m.loops = v),
+                kind::DM_TARGETS => meta::decode_dm_targets(p).map(|v| m.dm_targets = v),
                 // Read by `TraceFile::flushed` alone; checked here so that a malformed one is
                 // reported with the other faults.
                 kind::FLUSHED => meta::decode_flushed(p).map(|_| ()),
@@ -1206,6 +1207,29 @@ impl Trace {
             }
         }
         v.sort_by_key(|l| (l.major, l.minor, l.since_ns));
+        v
+    }
+    /// The device-mapper targets of the recording (format 1.7): every file's list merged,
+    /// sorted by device, start and time. Empty before 1.7 and without device-mapper.
+    pub fn dm_targets(&self) -> Vec<meta::DmTarget> {
+        let mut v: Vec<meta::DmTarget> = Vec::new();
+        for f in &self.files {
+            for t in &f.metadata().dm_targets {
+                let same = |x: &meta::DmTarget| {
+                    meta::DmTarget {
+                        since_ns: 0,
+                        ..x.clone()
+                    } == meta::DmTarget {
+                        since_ns: 0,
+                        ..t.clone()
+                    }
+                };
+                if !v.iter().any(same) {
+                    v.push(t.clone());
+                }
+            }
+        }
+        v.sort_by_key(|t| (t.major, t.minor, t.start, t.since_ns));
         v
     }
     /// The files of the trace, oldest first.

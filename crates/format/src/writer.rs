@@ -55,6 +55,8 @@ struct EncodedMeta {
     cgroups: Vec<u8>,
     /// LOOPS, when there are loop devices over files (empty otherwise).
     loops: Vec<u8>,
+    /// DM_TARGETS, when there are one-to-one device-mapper targets (empty otherwise).
+    dm_targets: Vec<u8>,
 }
 
 impl EncodedMeta {
@@ -93,6 +95,7 @@ impl EncodedMeta {
             files: Vec::new(),
             cgroups: encode_cgroups_block(&meta.cgroups),
             loops: encode_loops_block(&meta.loops),
+            dm_targets: encode_dm_block(&meta.dm_targets),
         }
     }
 
@@ -103,6 +106,7 @@ impl EncodedMeta {
                 + self.info.len()
                 + self.cgroups.len()
                 + self.loops.len()
+                + self.dm_targets.len()
                 + self.files.len(),
         );
         out.extend_from_slice(&self.head);
@@ -110,6 +114,7 @@ impl EncodedMeta {
         out.extend_from_slice(&self.info);
         out.extend_from_slice(&self.cgroups);
         out.extend_from_slice(&self.loops);
+        out.extend_from_slice(&self.dm_targets);
         out.extend_from_slice(&self.files);
         out
     }
@@ -133,6 +138,14 @@ fn encode_loops_block(loops: &[crate::LoopDevice]) -> Vec<u8> {
         return Vec::new();
     }
     encode_block(kind::LOOPS, 0, &meta::encode_loops(loops))
+}
+
+/// Encodes a DM_TARGETS block; nothing for an empty list.
+fn encode_dm_block(targets: &[crate::DmTarget]) -> Vec<u8> {
+    if targets.is_empty() {
+        return Vec::new();
+    }
+    encode_block(kind::DM_TARGETS, 0, &meta::encode_dm_targets(targets))
 }
 
 /// Encodes a FILES table, as a FILE_INDEX block (format 1.5).
@@ -439,6 +452,18 @@ impl RingWriter {
         }
         self.append_block(&block)?;
         self.meta.loops = block;
+        self.enforce_cap()
+    }
+
+    /// Appends a DM_TARGETS block (format 1.7) to the current file, and repeats it in the
+    /// metadata of every file opened from now on: `targets` is every target seen so far.
+    pub fn write_dm_targets(&mut self, targets: &[crate::DmTarget]) -> Result<()> {
+        let block = encode_dm_block(targets);
+        if block.is_empty() {
+            return Ok(());
+        }
+        self.append_block(&block)?;
+        self.meta.dm_targets = block;
         self.enforce_cap()
     }
 

@@ -123,6 +123,17 @@ fn metadata() -> Metadata {
             },
         ],
         loops: vec![loop_device(0, 12, 0)],
+        dm_targets: vec![DmTarget {
+            major: 254,
+            minor: 0,
+            start: 0,
+            length: 204800,
+            target: "crypt".into(),
+            lower_major: 7,
+            lower_minor: 0,
+            lower_offset: 32768,
+            since_ns: 0,
+        }],
     }
 }
 
@@ -1128,12 +1139,14 @@ fn sample_reads(path: &Path, bytes: &[u8], minor: u16) {
             want.mounts.truncate(1);
         }
         if minor < 7 {
-            // LOOPS came with 1.7.
+            // LOOPS and DM_TARGETS came with 1.7.
             want.loops.clear();
+            want.dm_targets.clear();
         } else {
             // The file's last list wins: the loop device set up while recording is in it.
             want.loops.push(loop_device(1, 13, 101));
             assert_eq!(t.loops(), want.loops, "{name}");
+            assert_eq!(t.dm_targets(), want.dm_targets, "{name}");
         }
         assert_eq!(t.metadata(), &want, "{name}");
         assert_eq!(t.metadata().mounts[0].block_size, 4096);

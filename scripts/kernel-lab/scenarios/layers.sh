@@ -13,31 +13,42 @@
 #   dmp:  ext4 on dm-linear over p2 of the same partitioned loop device (LVM-like); levels:
 #         the dm volume and the disk.
 #   dmf:  the dm layout again, recorded with --devices <dm> (the upper level alone).
+#   crypt: ext4 on dm-crypt (LUKS2) over a whole loop device: the crypt worker resubmits the
+#         writes with no remap event, linked by the DM_TARGETS table; levels: the dm volume
+#         and the loop device, each once.
+#   loop, loopd: ext4 (4 KiB blocks) on a loop device over a file of p1's ext4, buffered and
+#         --direct-io=on: the loop device's IO is the writers', and p1's disk's writes of the
+#         file are the writers' too, as lower copies (docs/attribution.md, "Loop devices").
 # Writers (renamed dd): two buffered writers and sync, an O_DIRECT writer and an O_DIRECT
 # reader per filesystem. Every check prints `PASS name` or `FAIL name: got/want`; the exit
 # status is the number of failures (0: all passed).
 # Env: IOBLAME_BIN (dir with ioblame and ioblame-capture; default target/debug),
 #      LAYERS_OUT (dir to keep the traces and the results in, optional),
-#      LAYERS_ONLY (space-separated subset of: part dm dmp dmf).
+#      LAYERS_ONLY (space-separated subset of: part dm dmp dmf crypt loop loopd).
 set -u
 BIN=${IOBLAME_BIN:-$PWD/target/debug}
-ONLY=${LAYERS_ONLY:-part dm dmp dmf}
-for m in loop ext4 xfs dm-mod dm-linear; do modprobe "$m" 2>/dev/null; done
+ONLY=${LAYERS_ONLY:-part dm dmp dmf crypt loop loopd}
+# dm-crypt and the ciphers of LUKS2's default (aes-xts-plain64, sha256): the guests load no
+# module on demand.
+for m in loop ext4 xfs dm-mod dm-linear dm-crypt xts aes aesni_intel aes_generic \
+  sha256_generic algif_skcipher; do modprobe "$m" 2>/dev/null; done
 W=$(mktemp -d /var/tmp/iob-layers.XXXXXX)
 MNTS=(); DMS=(); LOOPS=()
 # Loop images on a tmpfs (an overlay or 9p root cannot back them in a guest).
 if ! mountpoint -q /var/tmp; then mount -t tmpfs -o size=2g tmpfs "$W"; TMPMNT=$W; fi
 cleanup() {
-  for m in "${MNTS[@]}"; do umount "$m" 2>/dev/null; done
-  for d in "${DMS[@]}"; do DM_DISABLE_UDEV=1 dmsetup remove "$d" 2>/dev/null; done
-  for l in "${LOOPS[@]}"; do losetup -d "$l" 2>/dev/null; done
+  # Newest first: a loop device's file lives on a filesystem mounted before it.
+  local i
+  for ((i = ${#MNTS[@]} - 1; i >= 0; i--)); do umount "${MNTS[i]}" 2>/dev/null; done
+  for ((i = ${#DMS[@]} - 1; i >= 0; i--)); do DM_DISABLE_UDEV=1 dmsetup remove "${DMS[i]}" 2>/dev/null; done
+  for ((i = ${#LOOPS[@]} - 1; i >= 0; i--)); do losetup -d "${LOOPS[i]}" 2>/dev/null; done
   [ -n "${TMPMNT:-}" ] && umount "$TMPMNT"
   rm -rf "$W"
 }
 trap cleanup EXIT
 export DM_DISABLE_UDEV=1
-for n in pwA pwB pwD prD xwA xwB xwD xrD cwA cwB; do cp /bin/dd "$W/$n"; done
-for n in psync xsync csync; do cp /bin/sync "$W/$n"; done
+for n in pwA pwB pwD prD xwA xwB xwD xrD cwA cwB kwA kwB lwA lwB; do cp /bin/dd "$W/$n"; done
+for n in psync xsync csync ksync lsync; do cp /bin/sync "$W/$n"; done
 KVER=$(uname -r)
 echo "layers: kernel $KVER"
 
@@ -82,7 +93,7 @@ bytes() {
   "$BIN/ioblame" acts --json --devs "$2" "$1" 2>/dev/null | python3 -c '
 import json, sys
 comm, ino, kind, vias = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4].split(",")
-print(sum(a[kind + "_bytes"] for a in map(json.loads, sys.stdin)
+print(sum(a.get(kind + "_bytes", 0) for a in map(json.loads, sys.stdin)
           if a["comm"] == comm and a["ino"] == ino and a["via"] in vias))' "$3" "$(stat -c %i "$4")" "$5" "$6"
 }
 # total TRACE DEVS KIND: all bytes of KIND on DEVS (write|read).
@@ -155,6 +166,57 @@ if [[ " $ONLY " == *" dmp "* ]]; then
     check "dmp[$lvl] cwB page" "$(bytes "$T" "$lvl" cwB "$F/b.dat" write page,buffer)" $((1 * MIB))
   done
 fi
+
+# crypt: ext4 on LUKS2 (dm-crypt) over a whole loop device.
+if [[ " $ONLY " == *" crypt "* ]]; then
+  truncate -s 200M "$W/crypt.img"
+  LC=$(losetup -f --show "$W/crypt.img"); LOOPS+=("$LC"); KL=$(basename "$LC")
+  head -c 64 /dev/urandom > "$W/crypt.key"
+  # A fast key derivation: the guests run under TCG.
+  if cryptsetup luksFormat -q --type luks2 --pbkdf pbkdf2 --pbkdf-force-iterations 1000 \
+      --key-file "$W/crypt.key" "$LC" >"$W/crypt-setup.log" 2>&1 &&
+    cryptsetup open --key-file "$W/crypt.key" "$LC" iobc >>"$W/crypt-setup.log" 2>&1; then
+    DMS+=(iobc)
+    DC=$(dmname iobc)
+    echo "layers: $DC (iobc: $(dmsetup table iobc | awk '{print $1, $2, $3, $(NF-1), $NF}' | sed 's/ [0-9a-f]\{32,\}/ KEY/'))"
+    F=$W/k; mkfs.ext4 -q -F /dev/mapper/iobc; mkdir -p "$F"; mount /dev/mapper/iobc "$F"; MNTS+=("$F")
+    sync
+    record crypt -- "$W/kwA if=/dev/zero of=$F/a.dat bs=64k count=64 2>/dev/null; \
+      $W/kwB if=/dev/zero of=$F/b.dat bs=64k count=32 2>/dev/null; $W/ksync"
+    T=$W/crypt.trace
+    for lvl in "$DC" "$KL"; do
+      check "crypt[$lvl] kwA page" "$(bytes "$T" "$lvl" kwA "$F/a.dat" write page,buffer)" $((4 * MIB))
+      check "crypt[$lvl] kwB page" "$(bytes "$T" "$lvl" kwB "$F/b.dat" write page,buffer)" $((2 * MIB))
+    done
+  else
+    echo "FAIL crypt: cryptsetup: $(tail -3 "$W/crypt-setup.log")"; FAILS=$((FAILS + 1))
+  fi
+fi
+
+# loop, loopd: ext4 on a loop device over a file of p1's ext4.
+loop_layout() { # NAME DIO(on|off)
+  local name=$1 dio=$2 F=$W/$1 img=$W/p1/$1.img
+  truncate -s 48M "$img"
+  local LI; LI=$(losetup -f --show --direct-io="$dio" "$img"); LOOPS+=("$LI")
+  local IL; IL=$(basename "$LI")
+  mkfs.ext4 -q -F -b 4096 "$LI"; mkdir -p "$F"; mount "$LI" "$F"; MNTS+=("$F")
+  echo "layers: $IL over $img, dio $(cat /sys/block/$IL/loop/dio)"
+  sync
+  # Two syncs: the loop device's, then p1's (where a buffered loop device's writes landed).
+  record "$name" -- "$W/lwA if=/dev/zero of=$F/a.dat bs=64k count=64 2>/dev/null; \
+    $W/lwB if=/dev/zero of=$F/b.dat bs=64k count=32 2>/dev/null; $W/lsync; $W/lsync"
+  local T=$W/$name.trace
+  check "$name[$IL] lwA page" "$(bytes "$T" "$IL" lwA "$F/a.dat" write page,buffer)" $((4 * MIB))
+  check "$name[$IL] lwB page" "$(bytes "$T" "$IL" lwB "$F/b.dat" write page,buffer)" $((2 * MIB))
+  check "$name[$P] lwA lower" "$(bytes "$T" "$P" lwA "$F/a.dat" lower_write page,buffer)" $((4 * MIB))
+  check "$name[$P] lwB lower" "$(bytes "$T" "$P" lwB "$F/b.dat" lower_write page,buffer)" $((2 * MIB))
+  # The backing file's own charges on p1's disk (the loop worker's, a flusher's): none.
+  check "$name[$P] $1.img own" "$("$BIN/ioblame" acts --json --devs "$P" "$T" 2>/dev/null | python3 -c '
+import json, sys
+print(sum(a["write_bytes"] for a in map(json.loads, sys.stdin) if a["ino"] == int(sys.argv[1])))' "$(stat -c %i "$img")")" 0
+}
+[[ " $ONLY " == *" loop "* ]] && loop_layout loop off
+[[ " $ONLY " == *" loopd "* ]] && loop_layout loopd on
 
 if [ -n "${LAYERS_OUT:-}" ]; then
   mkdir -p "$LAYERS_OUT/$KVER"
