@@ -22,6 +22,7 @@ use crate::context::{DevInfo, Devices, STACK_DIO, STACK_JOURNAL};
 use crate::contexts::{BioCtx, Rmap, NO_REASON, NO_TXN};
 use crate::dirty::{Dirtier, Dirty};
 use crate::intents::{ActKey, Intents, StackId};
+use crate::journal::{NO_SHARE, SHARE_ONE};
 use crate::interval::{adv_off, Advance, Paint, NO_OFF};
 use crate::model::*;
 use crate::roles::Roles;
@@ -46,6 +47,9 @@ pub(crate) struct Charge {
     pub reason: u32,
     /// The jbd2 transaction of journal IO, or [`NO_TXN`].
     pub txn: u32,
+    /// Of journal IO divided among a transaction's handles, the charged act's share of
+    /// the transaction's dirtied blocks in millionths, or [`NO_SHARE`].
+    pub share: u32,
     /// When the bio was queued.
     pub qtime: u64,
     /// The rwbs of the bio (the request's, for sectors no bio was seen for).
@@ -65,6 +69,7 @@ impl Charge {
             issuer: unknown,
             reason: NO_REASON,
             txn: NO_TXN,
+            share: NO_SHARE,
             qtime: time,
             rwbs,
         }
@@ -78,6 +83,7 @@ impl Charge {
             stack: 0,
             via: Via::Unknown,
             txn: NO_TXN,
+            share: NO_SHARE,
             ..self
         }
     }
@@ -169,6 +175,7 @@ impl Bio {
             } else {
                 NO_TXN
             },
+            share: NO_SHARE,
             qtime: self.time,
             rwbs: self.rwbs,
         }
@@ -392,7 +399,8 @@ fn folio_owners(
 }
 
 /// Rule 3: journal IO (a jbd2 commit bracket, a jbd2/xlog stack), charged to the journal
-/// thread itself. A metadata write with preflush or FUA is a log write too (xfs log, jbd2
+/// thread itself; the attributor then divides a commit's among its transaction's handles
+/// (`Journals::apportion`). A metadata write with preflush or FUA is a log write too (xfs log, jbd2
 /// commit record) even without the bracket or symbols (see docs/attribution.md, "Journal
 /// IO").
 fn journal(bio: &Bio, base: &Charge, paint: &mut Paint<Frag>) {
@@ -665,8 +673,10 @@ impl Charging {
                 b.intents.act(b.tables, key)
             };
             let offset = self.scale(&mut b, d.disk, sector);
+            let journal_share = (c.share != NO_SHARE).then(|| c.share as f64 / SHARE_ONE as f64);
             let tot = &mut b.tables.totals[act.index()];
             tot.add(dir, bytes);
+            tot.add_journal_share(bytes, journal_share);
             let s = &mut *b.summary;
             s.bytes[dir.index()] += bytes;
             s.ios[dir.index()] += 1;
@@ -706,6 +716,7 @@ impl Charging {
                 file_offset: (foff != NO_OFF).then_some(foff),
                 split,
                 journal_txn: (c.txn != NO_TXN).then_some(c.txn),
+                journal_share,
                 in_lost_window: in_lost,
             });
         }

@@ -38,6 +38,7 @@ mod contexts;
 mod dirty;
 mod intents;
 mod interval;
+mod journal;
 pub mod model;
 pub mod names;
 mod requests;

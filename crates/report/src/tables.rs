@@ -78,6 +78,7 @@ struct IoColumns {
     split: Vec<bool>,
     journal_txn: Vec<Option<u32>>,
     in_lost_window: Vec<bool>,
+    journal_share: Vec<Option<f64>>,
 }
 
 impl IoColumns {
@@ -110,6 +111,7 @@ impl IoColumns {
         self.split.push(io.split);
         self.journal_txn.push(io.journal_txn);
         self.in_lost_window.push(io.in_lost_window);
+        self.journal_share.push(io.journal_share);
     }
 
     fn take_columns(&mut self) -> Vec<Column> {
@@ -137,6 +139,7 @@ impl IoColumns {
             col("split", c.split),
             col("journal_txn", c.journal_txn),
             col("in_lost_window", c.in_lost_window),
+            col("journal_share", c.journal_share),
         ]
     }
 }
