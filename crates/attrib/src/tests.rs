@@ -3049,7 +3049,10 @@ fn state_stays_bounded_over_a_long_stream() {
     assert!(peak.lost_windows <= 1024, "{msg}");
     // Two minutes of transactions never committed and handles never stopped; the exited
     // writers' handles go with them.
-    assert!(peak.journal_txns <= 131 && peak.journal_handles <= 2, "{msg}");
+    assert!(
+        peak.journal_txns <= 131 && peak.journal_handles <= 2,
+        "{msg}"
+    );
     let (_, out) = b.finish();
     // 2000 bursts of 3 losses: one window per burst, the rest merged.
     assert_eq!(out.summary.lost_records, 6 * n);
