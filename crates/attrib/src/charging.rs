@@ -8,7 +8,8 @@
 //! 1. a dirty buffer covering the sector ("Dirty buffers");
 //! 2. a dirty folio, through the sector->file maps the issuing thread just emitted or, for
 //!    the block-device inode, the sector itself ("Dirty folios and the sector maps");
-//! 3. journal IO: the issuing journal thread ("Journal IO");
+//! 3. journal IO: the issuing journal thread; a commit's is then divided among its
+//!    transaction's handles (`crate::journal`) ("Journal IO");
 //! 4. inside a `write_inode` bracket: the inode's dirtier ("write_inode brackets");
 //! 5. inside a `single_inode` (or `ext4_writepages`) bracket: the inode's only dirtier,
 //!    if it has exactly one ("single_inode brackets");
