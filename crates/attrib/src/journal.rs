@@ -29,8 +29,9 @@ pub(crate) const NO_SHARE: u32 = u32::MAX;
 pub(crate) const SHARE_ONE: u64 = 1_000_000;
 
 /// Transactions and open handles untouched this long are forgotten (ns): a commit whose end
-/// was not recorded, a handle whose stop was lost.
-pub(crate) const JOURNAL_STALE_NS: u64 = 120_000_000_000;
+/// was not recorded, a handle whose stop was lost. Longer than any commit interval in use
+/// (ext4's `commit=` is 5 s by default, up to a few minutes on laptops).
+pub(crate) const JOURNAL_STALE_NS: u64 = 600_000_000_000;
 
 /// Transactions remembered at most (then the least recently touched half is dropped).
 const MAX_TXNS: usize = 4096;
@@ -74,7 +75,9 @@ struct Txn {
 
 impl Txn {
     fn blocks(&self) -> u64 {
-        self.owners.iter().map(|o| o.blocks).sum::<u64>() + self.unexplained
+        self.owners
+            .iter()
+            .fold(self.unexplained, |a, o| a.saturating_add(o.blocks))
     }
 }
 
@@ -114,15 +117,15 @@ impl Journals {
         t.t = now;
         match owner {
             Some(w) => match t.owners.iter().position(|o| o.who == w) {
-                Some(i) => t.owners[i].blocks += blocks,
+                Some(i) => t.owners[i].blocks = t.owners[i].blocks.saturating_add(blocks),
                 None if t.owners.len() < MAX_OWNERS => t.owners.push(Owner {
                     who: w,
                     blocks,
                     charged: 0,
                 }),
-                None => t.unexplained += blocks,
+                None => t.unexplained = t.unexplained.saturating_add(blocks),
             },
-            None => t.unexplained += blocks,
+            None => t.unexplained = t.unexplained.saturating_add(blocks),
         }
     }
 
@@ -198,28 +201,33 @@ impl Journals {
             .chain([t.unexplained_charged])
             .collect();
         let weight = |i: usize| weights[i];
-        let done: u64 = charged.iter().sum();
-        let after = (done + n) as u128;
+        let done = charged.iter().fold(n, |a, &c| a.saturating_add(c));
+        let after = done as u128;
         let w = total_blocks as u128;
         // What each entry falls short of its share of everything charged after this bio,
-        // scaled by `w` (may be negative where an entry is ahead).
+        // scaled by `w` (may be negative where an entry is ahead). Both products are below
+        // 2^128, their difference is clamped to i128.
+        let wide = |x: u128| i128::try_from(x).unwrap_or(i128::MAX);
         let need: Vec<i128> = (0..=k)
-            .map(|i| (after * weight(i) as u128) as i128 - (charged[i] as u128 * w) as i128)
+            .map(|i| wide(after * weight(i) as u128).saturating_sub(wide(charged[i] as u128 * w)))
             .collect();
         let mut give = vec![0u64; k + 1];
         let mut left = n;
         for i in 0..=k {
             if need[i] > 0 {
-                let g = ((need[i] as u128 / w) as u64).min(left);
+                let g = u64::try_from(need[i] as u128 / w)
+                    .unwrap_or(u64::MAX)
+                    .min(left);
                 give[i] = g;
                 left -= g;
             }
         }
         // The rest (fewer than the entries), one each to the largest remaining need.
         while left > 0 {
-            let best = (0..=k)
-                .filter(|&i| weight(i) > 0)
-                .max_by_key(|&i| (need[i] - give[i] as i128 * w as i128, std::cmp::Reverse(i)));
+            let best = (0..=k).filter(|&i| weight(i) > 0).max_by_key(|&i| {
+                let given = wide(give[i] as u128 * w);
+                (need[i].saturating_sub(given), std::cmp::Reverse(i))
+            });
             let Some(i) = best else { break };
             give[i] += 1;
             left -= 1;
@@ -227,9 +235,9 @@ impl Journals {
         give[k] += left;
         for (i, g) in give.iter().enumerate() {
             if i < k {
-                t.owners[i].charged += g;
+                t.owners[i].charged = t.owners[i].charged.saturating_add(*g);
             } else {
-                t.unexplained_charged += g;
+                t.unexplained_charged = t.unexplained_charged.saturating_add(*g);
             }
         }
         let share = |i: usize| (weight(i) as u128 * SHARE_ONE as u128 / w) as u32;
@@ -365,5 +373,28 @@ mod tests {
         j.handle_start(1, DEV, who(1), 0);
         j.sweep(JOURNAL_STALE_NS + MAX_TXNS as u64 + 20);
         assert_eq!((j.txns_len(), j.open_len()), (0, 0));
+    }
+
+    /// Absurd block counts (the field is the kernel's int) neither overflow nor panic, and
+    /// every sector still goes to one act.
+    #[test]
+    fn huge_counts_do_not_overflow() {
+        let mut j = Journals::default();
+        for _ in 0..4 {
+            j.handle_start(1, DEV, who(1), 0);
+            j.handle_stats(1, DEV, 5, i32::MAX, 1);
+            j.handle_start(2, DEV, who(2), 0);
+            j.handle_stats(2, DEV, 5, i32::MAX, 1);
+        }
+        j.handle_stats(3, DEV, 5, -7, 1);
+        let mut got = FxHashMap::default();
+        for i in 0..3 {
+            let mut p = journal_paint(i * 1000, i * 1000 + 999, 5);
+            j.apportion(DEV, 5, &mut p);
+            assert_eq!(p.segs.iter().map(|s| s.1 - s.0).sum::<u64>(), 999);
+            per_role(&p, &mut got);
+        }
+        assert_eq!(got[&1] + got[&2], 2997);
+        assert!(got[&1].abs_diff(got[&2]) <= 1);
     }
 }
