@@ -401,9 +401,9 @@ fn folio_owners(
 
 /// Rule 3: journal IO (a jbd2 commit bracket, a jbd2/xlog stack), charged to the journal
 /// thread itself; the attributor then divides a commit's among its transaction's handles
-/// (`Journals::apportion`). A metadata write with preflush or FUA is a log write too (xfs log, jbd2
-/// commit record) even without the bracket or symbols (see docs/attribution.md, "Journal
-/// IO").
+/// (`Journals::apportion`). A metadata write with preflush or FUA is a log write too (xfs
+/// log, jbd2 commit record) even without the bracket or symbols (see docs/attribution.md,
+/// "Journal IO").
 fn journal(bio: &Bio, base: &Charge, paint: &mut Paint<Frag>) {
     let rwbs = bio.rwbs;
     let log_write = rwbs.has(Rwbs::META) && (rwbs.has(Rwbs::PREFLUSH) || rwbs.has(Rwbs::FUA));
