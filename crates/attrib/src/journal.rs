@@ -7,9 +7,9 @@
 //! which tells the transaction and the blocks the handle dirtied first in it. Nested
 //! handles emit neither event (the kernel counts them on the outer handle); a restarted
 //! handle keeps its thread's start. A `jbd2_handle_stats` with no start open on its thread
-//! and device (the handle began before the recording, or a reserved handle used by
-//! another task) adds its blocks to the transaction as *unexplained*: the journal thread
-//! keeps their share.
+//! and device (the handle began before the recording, or a kernel whose
+//! `jbd2_journal_start_reserved` fires no start) adds its blocks to the transaction as
+//! *unexplained*: the journal thread keeps their share.
 //!
 //! Memory: a transaction is forgotten when its commit ends (`jbd2_end_commit`), and any
 //! transaction or open handle untouched for [`JOURNAL_STALE_NS`] at the next sweep.

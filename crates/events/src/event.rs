@@ -536,7 +536,7 @@ pub enum EventKind {
         requested_blocks: i32,
     },
     /// `jbd2:jbd2_handle_stats`: a handle of transaction `tid` stops (`jbd2_journal_stop`,
-    /// in the task that started it, or for a reserved handle the one that used it), having
+    /// in the task that started it (for a reserved handle, the one that used it), having
     /// added `dirtied_blocks` blocks to the transaction (those it dirtied first there).
     Jbd2HandleStats {
         dev: Dev,
