@@ -33,11 +33,13 @@ pub(crate) const SHARE_ONE: u64 = 1_000_000;
 /// (ext4's `commit=` is 5 s by default, up to a few minutes on laptops).
 pub(crate) const JOURNAL_STALE_NS: u64 = 600_000_000_000;
 
-/// Transactions remembered at most (then the least recently touched half is dropped).
-const MAX_TXNS: usize = 4096;
+/// Transactions remembered at most (then the least recently touched half is dropped). A
+/// journal has at most two not yet committed (the running one and the one committing); more
+/// are commits whose end was not recorded.
+const MAX_TXNS: usize = 512;
 
 /// Distinct acts remembered per transaction (then further handles are unexplained).
-const MAX_OWNERS: usize = 4096;
+const MAX_OWNERS: usize = 1024;
 
 /// A handle open on a thread.
 #[derive(Debug, Clone, Copy)]
@@ -65,6 +67,8 @@ struct Owner {
 struct Txn {
     /// Per act, in order of its first handle.
     owners: Vec<Owner>,
+    /// Each owner's index in `owners`, by (role, stack).
+    index: FxHashMap<(u32, u32), usize>,
     /// Blocks of handles whose start was not seen.
     unexplained: u64,
     /// Journal sectors charged to the journal thread for the unexplained blocks.
@@ -116,13 +120,16 @@ impl Journals {
         let t = self.txns.entry((dev, txn)).or_default();
         t.t = now;
         match owner {
-            Some(w) => match t.owners.iter().position(|o| o.who == w) {
-                Some(i) => t.owners[i].blocks = t.owners[i].blocks.saturating_add(blocks),
-                None if t.owners.len() < MAX_OWNERS => t.owners.push(Owner {
-                    who: w,
-                    blocks,
-                    charged: 0,
-                }),
+            Some(w) => match t.index.get(&(w.role.0, w.stack)) {
+                Some(&i) => t.owners[i].blocks = t.owners[i].blocks.saturating_add(blocks),
+                None if t.owners.len() < MAX_OWNERS => {
+                    t.index.insert((w.role.0, w.stack), t.owners.len());
+                    t.owners.push(Owner {
+                        who: w,
+                        blocks,
+                        charged: 0,
+                    });
+                }
                 None => t.unexplained = t.unexplained.saturating_add(blocks),
             },
             None => t.unexplained = t.unexplained.saturating_add(blocks),
