@@ -331,6 +331,11 @@ pub fn act_json(
         v["lower_write_bytes"] = t.lower_bytes[2].into();
         v["lower_write_ios"] = t.lower_ios[2].into();
     }
+    // Only acts charged a part of a commit's journal IO by its handles have the key.
+    if let Some(s) = t.journal_share() {
+        v["journal_share"] = s.into();
+        v["journal_shared_bytes"] = t.journal_shared_bytes.into();
+    }
     // Only traces that recorded cgroups have the key (older outputs stay as they were).
     if let Some(c) = cgroups {
         v["cgroup"] = c.of_act(a, tables).into();
@@ -407,6 +412,9 @@ pub fn iolog_entry(
     if io.via == Via::Journal {
         if let Some(t) = io.journal_txn {
             write!(out, " txn={t}")?;
+        }
+        if let Some(s) = io.journal_share {
+            write!(out, " share={s:.4}")?;
         }
     }
     write!(

@@ -19,14 +19,19 @@ use support::{sh, tools, LoopFs, Recorder};
 
 const MIB: u64 = 1 << 20;
 
-/// The bytes of `key` (`write_bytes`, `lower_write_bytes`, ...) of the acts of `comm` on
-/// `dev` (`MAJ:MIN`), over the acts of `ioblame acts --json` (`scope`: its --scope).
+/// The bytes of `key` (`write_bytes`, `lower_write_bytes`, ...) of the data acts (via
+/// `page` or `buffer`: not the writer's share of the journal) of `comm` on `dev` (`MAJ:MIN`),
+/// over the acts of `ioblame acts --json` (`scope`: its --scope).
 fn bytes_of(trace: &Path, scope: &str, comm: &str, dev: &str, key: &str) -> u64 {
     acts(trace, scope)
         .iter()
-        .filter(|v| v["comm"] == comm && v["dev"] == dev)
+        .filter(|v| v["comm"] == comm && v["dev"] == dev && is_data(v))
         .map(|v| v[key].as_u64().unwrap_or(0))
         .sum()
+}
+
+fn is_data(v: &serde_json::Value) -> bool {
+    v["via"] == "page" || v["via"] == "buffer"
 }
 
 fn acts(trace: &Path, scope: &str) -> Vec<serde_json::Value> {
@@ -198,7 +203,7 @@ fn loop_scenario(direct: bool) {
     // No act counts a copy in its write bytes: the writers' totals are their own IO once.
     let writers_total: u64 = all
         .iter()
-        .filter(|v| v["comm"] == "writerA" || v["comm"] == "writerB")
+        .filter(|v| (v["comm"] == "writerA" || v["comm"] == "writerB") && is_data(v))
         .map(|v| v["write_bytes"].as_u64().unwrap_or(0))
         .sum();
     check.eq(

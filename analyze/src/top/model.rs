@@ -494,6 +494,7 @@ pub(crate) mod tests {
             file_offset: None,
             split: false,
             journal_txn: None,
+            journal_share: None,
             in_lost_window: false,
             lower: false,
         }

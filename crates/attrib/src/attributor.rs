@@ -12,17 +12,18 @@
 //! An event that links two parts (a page dirtied: the role and stack of the dirtier into
 //! the dirty state) is handled here, in a few named steps.
 
-use ioblame_decode::{Dev, Event, EventKind, Rwbs, WorkPhase, XfsFileOp};
+use ioblame_decode::{CommitPhase, Dev, Event, EventKind, Rwbs, WorkPhase, XfsFileOp};
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
 use crate::charging::{charge_bio, Bio, Books, Charge, Charging, Done, Frag, Parts};
 use crate::context::{Context, Devices};
-use crate::contexts::Contexts;
+use crate::contexts::{Contexts, NO_TXN};
 use crate::dirty::{BhEnt, Dirtier, Dirty, BH_SENTINEL};
 use crate::intents::{Intents, StackId};
 use crate::interval::{Paint, NO_OFF};
+use crate::journal::Journals;
 use crate::layers::Layers;
 use crate::model::*;
 use crate::requests::Requests;
@@ -72,6 +73,10 @@ pub struct StateSizes {
     pub inflight: usize,
     /// Loss windows (summary list and merged list).
     pub lost_windows: usize,
+    /// jbd2 transactions whose handles are held until their commit ends.
+    pub journal_txns: usize,
+    /// jbd2 handles open (started, not stopped yet).
+    pub journal_handles: usize,
 }
 
 /// Streaming attribution: feed time-ordered events with [`Attributor::push`], take the
@@ -89,6 +94,8 @@ pub struct Attributor {
     /// Loop devices' backing files: their IO charged to the acts the loop devices served.
     layers: Layers,
     losses: Losses,
+    /// The handles of the jbd2 transactions not yet committed.
+    journals: Journals,
     /// The time of the latest event.
     last_time: u64,
     /// Trace time of the next sweep for stale state.
@@ -206,6 +213,7 @@ impl Attributor {
             requests: Requests::default(),
             charging: Charging::new(ctx.issuer_only),
             losses: Losses::default(),
+            journals: Journals::default(),
             last_time: 0,
             next_sweep: 0,
             buffer_stacks: ctx.buffer_stacks_from_thread.then(FxHashMap::default),
@@ -277,6 +285,8 @@ impl Attributor {
                 .lost_windows
                 .len()
                 .max(self.losses.merged_len()),
+            journal_txns: self.journals.txns_len(),
+            journal_handles: self.journals.open_len(),
         }
     }
 
@@ -525,8 +535,32 @@ impl Attributor {
             }
             EventKind::Ext4SyncFile { .. } => self.contexts.end_dio(tid),
             EventKind::Jbd2Commit {
-                phase, transaction, ..
-            } => self.contexts.jbd2_commit(tid, now, *phase, *transaction),
+                phase,
+                dev,
+                transaction,
+            } => {
+                self.contexts
+                    .jbd2_commit(tid, now, *phase, *dev, *transaction);
+                if *phase == CommitPhase::End {
+                    self.journals.commit_end(*dev, *transaction);
+                }
+            }
+            EventKind::Jbd2HandleStart { dev, .. } => {
+                let role = self
+                    .roles
+                    .role_in(&mut self.tables.roles, ev.pid, ev.tid, ev.cgroup);
+                let stack = self.intents.stack(ev.stack.as_ref());
+                self.journals
+                    .handle_start(tid, *dev, Dirtier { role, stack }, now);
+            }
+            EventKind::Jbd2HandleStats {
+                dev,
+                tid: txn,
+                dirtied_blocks,
+                ..
+            } => self
+                .journals
+                .handle_stats(tid, *dev, *txn, *dirtied_blocks, now),
 
             // ---- block layer ----
             EventKind::BioQueue {
@@ -629,6 +663,7 @@ impl Attributor {
         self.dirty.sweep(now);
         self.layers.sweep(now);
         self.contexts.sweep(now);
+        self.journals.sweep(now);
         self.roles.prune(now);
         for (disk, parts, rwbs, at) in stale {
             self.emit_lost(disk, parts, rwbs, at);
@@ -644,6 +679,7 @@ impl Attributor {
         self.layers.remove_thread(tid);
         self.write_ranges.remove(&tid);
         self.folio_stacks.remove(&tid);
+        self.journals.remove_thread(tid);
         // A reused thread id must not inherit the dead thread's stacks.
         if let Some(m) = self.buffer_stacks.as_mut() {
             m.remove(&tid);
@@ -969,6 +1005,10 @@ impl Attributor {
             self.contexts.dio_queued(ev.tid, (nr as u64) * 512);
         }
         let mut paint = charge_bio(&mut self.dirty, &self.devices, &bio, &maps);
+        if ctx.txn != NO_TXN {
+            // A commit's journal IO, divided among its transaction's handles.
+            self.journals.apportion(ctx.txn_dev, ctx.txn, &mut paint);
+        }
         if !self.layers.is_empty() {
             self.summary.lower_unlinked_bytes +=
                 self.layers.apply(&self.requests, info.disk, &mut paint);

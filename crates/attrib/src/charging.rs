@@ -8,7 +8,8 @@
 //! 1. a dirty buffer covering the sector ("Dirty buffers");
 //! 2. a dirty folio, through the sector->file maps the issuing thread just emitted or, for
 //!    the block-device inode, the sector itself ("Dirty folios and the sector maps");
-//! 3. journal IO: the issuing journal thread ("Journal IO");
+//! 3. journal IO: the issuing journal thread; a commit's is then divided among its
+//!    transaction's handles (`crate::journal`) ("Journal IO");
 //! 4. inside a `write_inode` bracket: the inode's dirtier ("write_inode brackets");
 //! 5. inside a `single_inode` (or `ext4_writepages`) bracket: the inode's only dirtier,
 //!    if it has exactly one ("single_inode brackets");
@@ -23,6 +24,7 @@ use crate::contexts::{BioCtx, Rmap, NO_REASON, NO_TXN};
 use crate::dirty::{Dirtier, Dirty};
 use crate::intents::{ActKey, Intents, StackId};
 use crate::interval::{adv_off, Advance, Paint, NO_OFF};
+use crate::journal::{NO_SHARE, SHARE_ONE};
 use crate::model::*;
 use crate::roles::Roles;
 use crate::summary::{Losses, Summary, UnknownContext};
@@ -46,6 +48,9 @@ pub(crate) struct Charge {
     pub reason: u32,
     /// The jbd2 transaction of journal IO, or [`NO_TXN`].
     pub txn: u32,
+    /// Of journal IO divided among a transaction's handles, the charged act's share of
+    /// the transaction's dirtied blocks in millionths, or [`NO_SHARE`].
+    pub share: u32,
     /// When the bio was queued.
     pub qtime: u64,
     /// The rwbs of the bio (the request's, for sectors no bio was seen for).
@@ -68,6 +73,7 @@ impl Charge {
             issuer: unknown,
             reason: NO_REASON,
             txn: NO_TXN,
+            share: NO_SHARE,
             qtime: time,
             rwbs,
             lower: false,
@@ -82,6 +88,7 @@ impl Charge {
             stack: 0,
             via: Via::Unknown,
             txn: NO_TXN,
+            share: NO_SHARE,
             ..self
         }
     }
@@ -173,6 +180,7 @@ impl Bio {
             } else {
                 NO_TXN
             },
+            share: NO_SHARE,
             qtime: self.time,
             rwbs: self.rwbs,
             lower: false,
@@ -397,9 +405,10 @@ fn folio_owners(
 }
 
 /// Rule 3: journal IO (a jbd2 commit bracket, a jbd2/xlog stack), charged to the journal
-/// thread itself. A metadata write with preflush or FUA is a log write too (xfs log, jbd2
-/// commit record) even without the bracket or symbols (see docs/attribution.md, "Journal
-/// IO").
+/// thread itself; the attributor then divides a commit's among its transaction's handles
+/// (`Journals::apportion`). A metadata write with preflush or FUA is a log write too (xfs
+/// log, jbd2 commit record) even without the bracket or symbols (see docs/attribution.md,
+/// "Journal IO").
 fn journal(bio: &Bio, base: &Charge, paint: &mut Paint<Frag>) {
     let rwbs = bio.rwbs;
     let log_write = rwbs.has(Rwbs::META) && (rwbs.has(Rwbs::PREFLUSH) || rwbs.has(Rwbs::FUA));
@@ -670,6 +679,7 @@ impl Charging {
                 b.intents.act(b.tables, key)
             };
             let offset = self.scale(&mut b, d.disk, sector);
+            let journal_share = (c.share != NO_SHARE).then(|| c.share as f64 / SHARE_ONE as f64);
             let tot = &mut b.tables.totals[act.index()];
             let s = &mut *b.summary;
             s.bytes[dir.index()] += bytes;
@@ -681,6 +691,7 @@ impl Charging {
                 s.lower_bytes += bytes;
             } else {
                 tot.add(dir, bytes);
+                tot.add_journal_share(bytes, journal_share);
             }
             if in_lost && !c.lower {
                 tot.lost_window_bytes += bytes;
@@ -718,6 +729,7 @@ impl Charging {
                 file_offset: (foff != NO_OFF).then_some(foff),
                 split,
                 journal_txn: (c.txn != NO_TXN).then_some(c.txn),
+                journal_share,
                 in_lost_window: in_lost,
                 lower: c.lower,
             });

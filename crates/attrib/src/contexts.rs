@@ -77,6 +77,8 @@ pub(crate) struct BioCtx {
     pub dio: Option<Dio>,
     /// The jbd2 transaction being committed, or [`NO_TXN`].
     pub txn: u32,
+    /// The device of the journal's filesystem of `txn` (`j_fs_dev`).
+    pub txn_dev: Dev,
     /// The file the thread last read.
     pub read_file: Option<(Dev, u64)>,
 }
@@ -92,6 +94,7 @@ impl Default for BioCtx {
             iomap_wp: false,
             dio: None,
             txn: NO_TXN,
+            txn_dev: 0,
             read_file: None,
         }
     }
@@ -537,12 +540,19 @@ impl Contexts {
         }
     }
 
-    /// `jbd2_start_commit` ... `jbd2_end_commit` of `transaction`.
-    pub fn jbd2_commit(&mut self, tid: u32, now: u64, phase: CommitPhase, transaction: u32) {
+    /// `jbd2_start_commit` ... `jbd2_end_commit` of `transaction` of `dev`'s journal.
+    pub fn jbd2_commit(
+        &mut self,
+        tid: u32,
+        now: u64,
+        phase: CommitPhase,
+        dev: Dev,
+        transaction: u32,
+    ) {
         let c = self.tid(tid, now);
         match phase {
-            CommitPhase::End => c.ctx.txn = NO_TXN,
-            _ => c.ctx.txn = transaction,
+            CommitPhase::End => (c.ctx.txn, c.ctx.txn_dev) = (NO_TXN, 0),
+            _ => (c.ctx.txn, c.ctx.txn_dev) = (transaction, dev),
         }
     }
 
@@ -784,9 +794,9 @@ mod tests {
         assert_eq!(c.for_bio(1, DISK, 0, 8, &mut maps).wi_ino, Some((DISK, 7)));
         c.write_inode_end(1, 600);
         assert_eq!(c.write_inode(1), None);
-        c.jbd2_commit(1, 700, CommitPhase::Start, 42);
+        c.jbd2_commit(1, 700, CommitPhase::Start, DISK, 42);
         assert_eq!(c.for_bio(1, DISK, 0, 8, &mut maps).txn, 42);
-        c.jbd2_commit(1, 800, CommitPhase::End, 42);
+        c.jbd2_commit(1, 800, CommitPhase::End, DISK, 42);
         assert_eq!(c.for_bio(1, DISK, 0, 8, &mut maps).txn, NO_TXN);
     }
 }

@@ -2,11 +2,12 @@
 //!
 //! [`Attributor`] is fed the decoder's time-ordered [`ioblame_decode::Event`]s and charges
 //! every completed block IO to an act (role + intent + file): buffered writes to the task
-//! that dirtied the pages, buffer_heads or inode, direct IO and reads to the issuer, journal
-//! IO to the journal thread, and what cannot be linked to intent #1 (lost) with the best
+//! that dirtied the pages, buffer_heads or inode, direct IO and reads to the issuer, a jbd2
+//! commit's journal IO to the tasks whose handles filled its transaction (in proportion to
+//! the blocks each dirtied), other journal IO to the journal thread, and what cannot be linked to intent #1 (lost) with the best
 //! context known. docs/attribution.md specifies every rule ("The charging order" and the
 //! sections it names); `Attributor` keeps its state in one module per kind (roles,
-//! intents, dirty state, thread contexts, requests, charging).
+//! intents, dirty state, thread contexts, jbd2 transactions, requests, charging).
 //!
 //! How the sectors of a queued write bio (not direct IO) find their owner, first match wins
 //! per sector:
@@ -16,7 +17,9 @@
 //!    (ext4 `map_blocks_exit`, `iomap_add_to_ioend`, `iomap_iter_dstmap`) or, for the
 //!    block-device inode (`ino == dev_t`), through the sector itself;
 //! 3. journal IO (jbd2 commit bracket, a jbd2/xlog stack, or a metadata write with
-//!    preflush/FUA such as a log or commit record): the issuing journal thread;
+//!    preflush/FUA such as a log or commit record): the issuing journal thread; a
+//!    commit's, divided among the acts of its transaction's handles (`jbd2_handle_start`,
+//!    `jbd2_handle_stats`) in proportion to the blocks each dirtied;
 //! 4. inside a `write_inode` bracket: the inode's dirtier (`I_DIRTY_SYNC|DATASYNC`);
 //! 5. inside a `single_inode` (or `ext4_writepages`) bracket: the inode's only dirtier,
 //!    if it has exactly one;
@@ -38,6 +41,7 @@ mod contexts;
 mod dirty;
 mod intents;
 mod interval;
+mod journal;
 mod layers;
 pub mod model;
 pub mod names;

@@ -261,6 +261,11 @@ pub struct ActTotals {
     pub lower_bytes: [u64; 3],
     /// IO count per direction of those copies.
     pub lower_ios: [u64; 3],
+    /// Bytes of its IOs with a [`Io::journal_share`] (journal IO divided among handles).
+    pub journal_shared_bytes: u64,
+    /// The sum over those IOs of bytes × share, rounded per IO: with
+    /// `journal_shared_bytes`, the act's bytes-weighted share ([`ActTotals::journal_share`]).
+    pub journal_share_bytes: u64,
 }
 
 impl ActTotals {
@@ -269,8 +274,8 @@ impl ActTotals {
         self.bytes[dir.index()] += bytes;
         self.ios[dir.index()] += 1;
     }
-    /// Adds one charged IO, its bytes in lost windows included; a lower layer's copy
-    /// ([`Io::lower`]) to the lower bytes only.
+    /// Adds one charged IO, its bytes in lost windows and journal share included; a lower
+    /// layer's copy ([`Io::lower`]) to the lower bytes only.
     pub fn add_io(&mut self, io: &Io) {
         if io.lower {
             self.add_lower(io.dir, io.size);
@@ -280,6 +285,20 @@ impl ActTotals {
         if io.in_lost_window {
             self.lost_window_bytes += io.size;
         }
+        self.add_journal_share(io.size, io.journal_share);
+    }
+    /// Adds the journal share of an IO of `bytes`, if it has one.
+    pub fn add_journal_share(&mut self, bytes: u64, share: Option<f64>) {
+        if let Some(s) = share {
+            self.journal_shared_bytes += bytes;
+            self.journal_share_bytes += (bytes as f64 * s.clamp(0.0, 1.0)).round() as u64;
+        }
+    }
+    /// The bytes-weighted mean of the journal shares of its IOs that have one (`None` when
+    /// none has).
+    pub fn journal_share(&self) -> Option<f64> {
+        (self.journal_shared_bytes > 0)
+            .then(|| self.journal_share_bytes as f64 / self.journal_shared_bytes as f64)
     }
     /// Adds one lower layer's copy of this act's IO.
     pub fn add_lower(&mut self, dir: Dir, bytes: u64) {
@@ -386,6 +405,10 @@ pub struct Io {
     pub split: bool,
     /// The jbd2 transaction being committed, for journal IO issued inside a commit.
     pub journal_txn: Option<u32>,
+    /// For journal IO divided among the handles of its transaction (docs/attribution.md,
+    /// "Journal IO"): the act's share of the blocks the transaction's handles dirtied, 0 to
+    /// 1 (the journal thread's is the share of the handles not seen). `None` for other IO.
+    pub journal_share: Option<f64>,
     /// Whether its queue..completion span touched a window where the kernel lost records
     /// (`Summary::lost_windows`): what charged it may have been among the records lost.
     pub in_lost_window: bool,

@@ -297,6 +297,35 @@ impl Bench {
         );
     }
 
+    /// `jbd2_handle_start` of a handle of transaction `txn` in `tid`, with the dirtier's
+    /// stack.
+    fn handle_start(&mut self, tid: u32, dev: Dev, txn: u32) {
+        let kind = EventKind::Jbd2HandleStart {
+            dev,
+            tid: txn,
+            requested_blocks: 8,
+        };
+        self.push(tid, tid, kind, Some(DIRTY_STACK));
+    }
+    /// `jbd2_handle_stats` of `tid`'s handle: it dirtied `blocks` in transaction `txn`.
+    fn handle_stats(&mut self, tid: u32, dev: Dev, txn: u32, blocks: i32) {
+        let kind = EventKind::Jbd2HandleStats {
+            dev,
+            tid: txn,
+            requested_blocks: 8,
+            dirtied_blocks: blocks,
+        };
+        self.push(tid, tid, kind, None);
+    }
+    fn commit(&mut self, phase: CommitPhase, txn: u32) {
+        let kind = EventKind::Jbd2Commit {
+            phase,
+            dev: LOOP0,
+            transaction: txn,
+        };
+        self.push(JBD2, JBD2, kind, None);
+    }
+
     /// Finishes and checks conservation: the IOs carry every completed byte exactly once.
     fn finish(mut self) -> (Vec<Io>, Attribution) {
         let out = std::mem::replace(&mut self.a, Attributor::new(Context::default())).finish();
@@ -1519,6 +1548,95 @@ fn journal_io_is_charged_to_jbd2_with_its_transaction() {
     assert_eq!(out.summary.flushes_issued, 1);
     assert_eq!(out.summary.flushes_completed, 1);
     assert_eq!(out.summary.ignored_zero_completions, 1);
+}
+
+/// Journal bytes per comm (journal IO only).
+fn journal_bytes(ios: &[Io], t: &Tables, comm: &str) -> u64 {
+    charged(ios, t, comm, Via::Journal)
+}
+
+/// Two tasks' handles in one transaction, 3:1 in blocks dirtied: the commit's journal IO
+/// (log blocks, merged into one request, and the commit record) is split 3:1 between their
+/// acts, each with its handle's stack and its share; the requests' totals are exact.
+#[test]
+fn journal_io_is_divided_among_the_handles_of_its_transaction() {
+    let mut b = Bench::new();
+    b.comm(100, "often");
+    b.comm(101, "seldom");
+    b.handle_start(100, LOOP0, 17);
+    b.handle_start(101, LOOP0, 17);
+    b.handle_stats(101, LOOP0, 17, 1);
+    b.handle_stats(100, LOOP0, 17, 2);
+    b.handle_start(100, LOOP0, 17);
+    b.handle_stats(100, LOOP0, 17, 1);
+    // a handle of the next transaction, still open at the commit
+    b.handle_start(101, LOOP0, 18);
+    b.commit(CommitPhase::Start, 17);
+    b.commit(CommitPhase::Logging, 17);
+    for k in 0..4 {
+        b.q(JBD2, LOOP0, 2_000_000 + k * 8, 8, "WSM");
+    }
+    b.requests(LOOP0, 2_000_000, 32, 2560, "WSM");
+    b.q(JBD2, LOOP0, 2_000_032, 8, "FWFSM");
+    b.requests(LOOP0, 2_000_032, 8, 2560, "WFSM");
+    b.commit(CommitPhase::End, 17);
+    assert_eq!(b.a.state_sizes().journal_txns, 0);
+    assert_eq!(b.a.state_sizes().journal_handles, 1);
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    assert_eq!(journal_bytes(&ios, t, "often"), 15 << 10);
+    assert_eq!(journal_bytes(&ios, t, "seldom"), 5 << 10);
+    assert_eq!(journal_bytes(&ios, t, "jbd2/loop0-8"), 0);
+    // the log request split in two, each part with its transaction and share
+    let log: Vec<&Io> = ios.iter().filter(|i| i.sector < 2_000_032).collect();
+    assert_eq!(log.iter().map(|i| i.size).sum::<u64>(), 16 << 10);
+    assert!(log.iter().all(|i| i.split && i.journal_txn == Some(17)));
+    for io in &ios {
+        let act = &t.acts[io.act.index()];
+        let comm = &t.roles[act.role.index()].comm;
+        let want = if comm == "often" { 0.75 } else { 0.25 };
+        assert_eq!(io.journal_share, Some(want), "{comm}");
+        assert_eq!(t.intents[act.intent.index()].stack, DIRTY_STACK);
+        assert_eq!(io.issuer, ios[0].issuer);
+        assert_eq!(act.file, FileKey { dev: LOOP0, ino: 0 });
+    }
+    let often = t
+        .acts_with_totals()
+        .find(|(_, a, _)| t.roles[a.role.index()].comm == "often")
+        .map(|(_, _, tot)| *tot)
+        .unwrap();
+    assert_eq!(often.journal_share(), Some(0.75));
+}
+
+/// A commit with no handle recorded for its transaction (its handles began before the
+/// recording; its own revoke or superblock records), and a transaction whose commit IO
+/// comes before any handle of it is seen: the journal thread keeps the bytes.
+#[test]
+fn journal_io_no_handle_explains_stays_with_jbd2() {
+    let mut b = Bench::new();
+    b.comm(100, "often");
+    // a handle of another transaction and one whose start was not recorded
+    b.handle_start(100, LOOP0, 30);
+    b.handle_stats(100, LOOP0, 30, 2);
+    b.commit(CommitPhase::Start, 29);
+    b.q(JBD2, LOOP0, 3_000_000, 8, "WSM");
+    b.requests(LOOP0, 3_000_000, 8, 2560, "WSM");
+    b.commit(CommitPhase::End, 29);
+    // transaction 31: its commit's first IO before its handles, then one handle not seen
+    // starting (only the journal thread is left to charge)
+    b.commit(CommitPhase::Start, 31);
+    b.q(JBD2, LOOP0, 3_000_008, 8, "WSM");
+    b.requests(LOOP0, 3_000_008, 8, 2560, "WSM");
+    b.handle_stats(102, LOOP0, 31, 3);
+    b.q(JBD2, LOOP0, 3_000_016, 8, "FWFSM");
+    b.requests(LOOP0, 3_000_016, 8, 2560, "WFSM");
+    b.commit(CommitPhase::End, 31);
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    assert_eq!(journal_bytes(&ios, t, "jbd2/loop0-8"), 12 << 10);
+    assert_eq!(journal_bytes(&ios, t, "often"), 0);
+    let shares: Vec<Option<f64>> = ios.iter().map(|i| i.journal_share).collect();
+    assert_eq!(shares, vec![None, None, Some(1.0)]);
 }
 
 /// An xfs log write (preflush + FUA metadata) from a kworker, with no bracket and no
@@ -3079,6 +3197,10 @@ fn state_stays_bounded_over_a_long_stream() {
         );
         // an overwriter looking up blocks it never writes itself
         b.map(77, LOOP0, 42, i, 3_000_000 + i, 1);
+        // a jbd2 handle never stopped, and one of a transaction whose commit is not seen
+        b.handle_start(tid, LOOP0, 1000 + i as u32);
+        b.handle_start(77, LOOP0, 1000 + i as u32);
+        b.handle_stats(77, LOOP0, 1000 + i as u32, 2);
         for _ in 0..3 {
             b.push(0, 0, EventKind::Lost { lost: 2 }, None);
         }
@@ -3108,6 +3230,8 @@ fn state_stays_bounded_over_a_long_stream() {
             pending_fragments: peak.pending_fragments.max(s.pending_fragments),
             inflight: peak.inflight.max(s.inflight),
             lost_windows: peak.lost_windows.max(s.lost_windows),
+            journal_txns: peak.journal_txns.max(s.journal_txns),
+            journal_handles: peak.journal_handles.max(s.journal_handles),
         };
         if i == n / 2 {
             mid = s;
@@ -3130,6 +3254,13 @@ fn state_stays_bounded_over_a_long_stream() {
     assert!(end.dirty_buffers <= mid.dirty_buffers + 10, "{msg}");
     assert!(peak.pending_fragments == 0 && peak.inflight == 0, "{msg}");
     assert!(peak.lost_windows <= 1024, "{msg}");
+    // Ten minutes of transactions never committed (one a second); of the handles never
+    // stopped, the exited writers' go with them.
+    assert!(
+        peak.journal_txns <= 611 && peak.journal_handles <= 2,
+        "{msg}"
+    );
+    assert!(end.journal_txns <= mid.journal_txns + 10, "{msg}");
     let (_, out) = b.finish();
     // 2000 bursts of 3 losses: one window per burst, the rest merged.
     assert_eq!(out.summary.lost_records, 6 * n);

@@ -65,6 +65,7 @@ fn tables(bytes: [u64; 2]) -> (Tables, Vec<Io>) {
             file_offset: None,
             split: false,
             journal_txn: None,
+            journal_share: None,
             in_lost_window: false,
             lower: false,
         })

@@ -535,6 +535,15 @@ pub enum EventKind {
         tid: u32,
         requested_blocks: i32,
     },
+    /// `jbd2:jbd2_handle_stats`: a handle of transaction `tid` stops (`jbd2_journal_stop`,
+    /// in the task that started it (for a reserved handle, the one that used it), having
+    /// added `dirtied_blocks` blocks to the transaction (those it dirtied first there).
+    Jbd2HandleStats {
+        dev: Dev,
+        tid: u32,
+        requested_blocks: i32,
+        dirtied_blocks: i32,
+    },
     /// `jbd2:jbd2_start_commit` ... `jbd2_end_commit`.
     Jbd2Commit {
         phase: CommitPhase,

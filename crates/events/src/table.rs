@@ -522,6 +522,13 @@ registry! {
             dev: u32 = "dev", tid: u32 = "tid", requested_blocks: i32 = "requested_blocks",
         },
     }
+    "jbd2":"jbd2_handle_stats" {
+        set: Default,
+        kind: Jbd2HandleStats {
+            dev: u32 = "dev", tid: u32 = "tid", requested_blocks: i32 = "requested_blocks",
+            dirtied_blocks: i32 = "dirtied_blocks",
+        },
+    }
 
     // ---- tasks ----
     "sched":"sched_process_exec" {

@@ -89,6 +89,7 @@ const MISC: &[&str] = &[
     "jbd2:jbd2_submit_inode_data",
     "jbd2:jbd2_write_superblock",
     "jbd2:jbd2_handle_start",
+    "jbd2:jbd2_handle_stats",
     "sched:sched_process_exec",
     "sched:sched_process_fork",
     "sched:sched_process_exit",
@@ -365,6 +366,10 @@ const SPEC_FIELDS: &[(&str, &[&str])] = &[
         "jbd2:jbd2_handle_start",
         &["dev", "tid", "requested_blocks"],
     ),
+    (
+        "jbd2:jbd2_handle_stats",
+        &["dev", "tid", "requested_blocks", "dirtied_blocks"],
+    ),
     ("jbd2:jbd2_start_commit", &["dev", "transaction"]),
     ("jbd2:jbd2_commit_flushing", &["dev", "transaction"]),
     ("jbd2:jbd2_commit_logging", &["dev", "transaction"]),
@@ -473,7 +478,7 @@ fn callchains_renames_and_filters_are_the_lists_they_replaced() {
 #[test]
 fn typed_events_read_the_fields_they_read() {
     // Every event typed before is typed, reading the same fields (new ones may be added).
-    assert_eq!(SPEC_FIELDS.len(), 65);
+    assert_eq!(SPEC_FIELDS.len(), 66);
     for (name, fields) in SPEC_FIELDS {
         assert!(typed_names().any(|n| n == *name), "{name}");
         let d = find(name).unwrap();

@@ -280,6 +280,7 @@ mod tests {
             file_offset: None,
             split: false,
             journal_txn: None,
+            journal_share: None,
             in_lost_window: false,
             lower: false,
         }

@@ -78,6 +78,8 @@ struct IoColumns {
     split: Vec<bool>,
     journal_txn: Vec<Option<u32>>,
     in_lost_window: Vec<bool>,
+    journal_share: Vec<Option<f64>>,
+    lower: Vec<bool>,
 }
 
 impl IoColumns {
@@ -110,6 +112,8 @@ impl IoColumns {
         self.split.push(io.split);
         self.journal_txn.push(io.journal_txn);
         self.in_lost_window.push(io.in_lost_window);
+        self.journal_share.push(io.journal_share);
+        self.lower.push(io.lower);
     }
 
     fn take_columns(&mut self) -> Vec<Column> {
@@ -137,6 +141,8 @@ impl IoColumns {
             col("split", c.split),
             col("journal_txn", c.journal_txn),
             col("in_lost_window", c.in_lost_window),
+            col("journal_share", c.journal_share),
+            col("lower", c.lower),
         ]
     }
 }

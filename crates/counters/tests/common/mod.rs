@@ -32,6 +32,7 @@ pub fn io() -> Io {
         file_offset: None,
         split: false,
         journal_txn: None,
+        journal_share: None,
         in_lost_window: false,
         lower: false,
     }

@@ -171,6 +171,7 @@ pub fn fixture(n_extra: usize) -> Fixture {
             file_offset: (via == Via::Page).then_some(i as u64 * 4096),
             split: false,
             journal_txn: (via == Via::Journal).then_some(7),
+            journal_share: (via == Via::Journal).then_some(0.5),
             in_lost_window: false,
             lower: false,
         });
