@@ -847,7 +847,13 @@ impl Attributor {
         let a = info.buffer_sector(blocknr, size);
         let b = a.saturating_add(size / 512);
         if self.dirty.buffer_dirty(info.disk, a, b, ev.time) {
-            // Dirtied again before its writeback: nothing changes.
+            // Dirtied again before its writeback: nothing changes (but where the thread is
+            // in the loop device's backing file it writes).
+            if !self.layers.is_empty() {
+                let r = &self.requests;
+                self.layers
+                    .buffer_dirtied(r, ev.tid, info.disk, (a, b), ev.time, false);
+            }
             return;
         }
         let (mut owner, via, ino) = self.dirtier_now(ev, Via::Buffer);
@@ -867,7 +873,7 @@ impl Attributor {
         self.dirty.put_buffer(info.disk, a, b, ent);
         if !self.layers.is_empty() {
             self.layers
-                .buffer_dirtied(&self.requests, ev.tid, info.disk, a, b, ev.time);
+                .buffer_dirtied(&self.requests, ev.tid, info.disk, (a, b), ev.time, true);
         }
         if self.dirtied.is_some() {
             let rec = Dirtied {

@@ -182,20 +182,35 @@ impl Layers {
             self.threads.clear();
         }
         let th = self.threads.entry(tid).or_default();
-        th.folio = Some(((bdi, ino), a / 512, b.div_ceil(512), t));
-        // The folio's first buffer was marked dirty just before the folio itself.
+        // Its buffers follow only when the first of them came just before it (a folio
+        // written through its buffers: ext4 over allocated blocks); a folio dirtied without
+        // (delayed allocation: no buffer traced) leaves no place for the next buffers, which
+        // are another folio's.
+        th.folio = None;
         if let Some((disk, ba, bb, bt)) = th.before.take() {
             if t.saturating_sub(bt) <= BUFFER_GAP_NS {
-                self.buffer_dirtied(req, tid, disk, ba, bb, t);
+                th.folio = Some(((bdi, ino), a / 512, b.div_ceil(512), t));
+                self.buffer_dirtied(req, tid, disk, (ba, bb), t, true);
             }
         }
         true
     }
 
-    /// A dirty buffer, sectors `[a, b)` of `disk`, recorded for thread `tid` at `t`: if the
-    /// thread is writing a backing file's folio whose sectors have upper charges, the buffer
-    /// takes those of the next file sectors.
-    pub fn buffer_dirtied(&mut self, req: &Requests, tid: u32, disk: Dev, a: u64, b: u64, t: u64) {
+    /// A dirty buffer, sectors `[a, b)` of `disk`, marked dirty by thread `tid` at `t`
+    /// (`fresh`: it was clean, and its dirtier is recorded; else it was dirty already and
+    /// keeps its first dirtier): if the thread is writing a backing file's folio whose sectors
+    /// have upper charges, the buffer holds the next file sectors (a fresh one takes their
+    /// charges).
+    #[allow(clippy::too_many_arguments)]
+    pub fn buffer_dirtied(
+        &mut self,
+        req: &Requests,
+        tid: u32,
+        disk: Dev,
+        (a, b): (u64, u64),
+        t: u64,
+        fresh: bool,
+    ) {
         if !self.disks.contains(&disk) {
             return;
         }
@@ -203,6 +218,14 @@ impl Layers {
         let cursor = th.folio.filter(|&(file, next, end, last)| {
             t.saturating_sub(last) <= BUFFER_GAP_NS && next < end && file.0 == disk
         });
+        if !fresh {
+            // Its place in the folio is taken all the same: the next buffer holds the
+            // sectors after it.
+            if let Some((file, next, end, _)) = cursor {
+                th.folio = Some((file, next + (b - a), end, t));
+            }
+            return;
+        }
         let Some((file, next, end, _)) = cursor else {
             // Not of a folio the thread just dirtied (the first buffer of one, or one of a
             // folio dirty already): which file sectors it holds is not known. It is the

@@ -42,6 +42,9 @@ cleanup() {
   for ((i = ${#MNTS[@]} - 1; i >= 0; i--)); do umount "${MNTS[i]}" 2>/dev/null; done
   for ((i = ${#DMS[@]} - 1; i >= 0; i--)); do DM_DISABLE_UDEV=1 dmsetup remove "${DMS[i]}" 2>/dev/null; done
   for ((i = ${#LOOPS[@]} - 1; i >= 0; i--)); do losetup -d "${LOOPS[i]}" 2>/dev/null; done
+  # The filesystems holding loop devices' files unmount once those are detached.
+  for ((i = ${#MNTS[@]} - 1; i >= 0; i--)); do umount "${MNTS[i]}" 2>/dev/null; done
+  for ((i = ${#LOOPS[@]} - 1; i >= 0; i--)); do losetup -d "${LOOPS[i]}" 2>/dev/null; done
   [ -n "${TMPMNT:-}" ] && umount "$TMPMNT"
   rm -rf "$W"
 }
