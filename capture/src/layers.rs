@@ -64,11 +64,7 @@ impl LayerWatch {
     pub fn rescan_dm(&mut self, now_ns: u64) -> Option<Vec<DmTarget>> {
         let mut grew = false;
         for t in dm_targets(Path::new("/sys")) {
-            let key = |x: &DmTarget| DmTarget {
-                since_ns: 0,
-                ..x.clone()
-            };
-            if self.dm.iter().any(|k| key(k) == t) {
+            if self.dm.iter().any(|k| k.same_target(&t)) {
                 continue;
             }
             self.dm.push(DmTarget {
@@ -95,7 +91,7 @@ impl LayerWatch {
             let Some(l) = identify(&name, l) else {
                 continue;
             };
-            if self.known.iter().any(|k| same(k, &l)) {
+            if self.known.iter().any(|k| k.same_mapping(&l)) {
                 continue;
             }
             self.known.push(LoopDevice {
@@ -106,24 +102,6 @@ impl LayerWatch {
         }
         grew.then(|| self.known.clone())
     }
-}
-
-fn same(a: &LoopDevice, b: &LoopDevice) -> bool {
-    (
-        a.major,
-        a.minor,
-        a.backing_major,
-        a.backing_minor,
-        a.backing_ino,
-        a.offset,
-    ) == (
-        b.major,
-        b.minor,
-        b.backing_major,
-        b.backing_minor,
-        b.backing_ino,
-        b.offset,
-    )
 }
 
 /// The backing file's device and inode: from the loop device itself (`LOOP_GET_STATUS64`,

@@ -345,6 +345,16 @@ impl DmTarget {
     pub fn lower_kernel_dev(&self) -> u32 {
         kernel_dev(self.lower_major, self.lower_minor)
     }
+    /// Whether `other` is the same target, whenever it was found.
+    pub fn same_target(&self, other: &DmTarget) -> bool {
+        DmTarget {
+            since_ns: 0,
+            ..self.clone()
+        } == DmTarget {
+            since_ns: 0,
+            ..other.clone()
+        }
+    }
 }
 
 /// A loop device backed by a file (LOOPS block, format 1.7): sector `S` of the loop device
@@ -382,6 +392,15 @@ impl LoopDevice {
     /// The backing file's filesystem device in the kernel encoding.
     pub fn backing_kernel_dev(&self) -> u32 {
         kernel_dev(self.backing_major, self.backing_minor)
+    }
+    /// Whether `other` is the same mapping (the same loop device over the same file at the
+    /// same offset), whenever it was found.
+    pub fn same_mapping(&self, other: &LoopDevice) -> bool {
+        let key = |l: &LoopDevice| {
+            let (a, b, c) = (l.major, l.minor, l.backing_major);
+            (a, b, c, l.backing_minor, l.backing_ino, l.offset)
+        };
+        key(self) == key(other)
     }
 }
 

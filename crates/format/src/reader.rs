@@ -1201,7 +1201,7 @@ impl Trace {
         let mut v: Vec<meta::LoopDevice> = Vec::new();
         for f in &self.files {
             for l in &f.metadata().loops {
-                if !v.iter().any(|x| same_mapping(x, l)) {
+                if !v.iter().any(|x| x.same_mapping(l)) {
                     v.push(l.clone());
                 }
             }
@@ -1215,16 +1215,7 @@ impl Trace {
         let mut v: Vec<meta::DmTarget> = Vec::new();
         for f in &self.files {
             for t in &f.metadata().dm_targets {
-                let same = |x: &meta::DmTarget| {
-                    meta::DmTarget {
-                        since_ns: 0,
-                        ..x.clone()
-                    } == meta::DmTarget {
-                        since_ns: 0,
-                        ..t.clone()
-                    }
-                };
-                if !v.iter().any(same) {
+                if !v.iter().any(|x| x.same_target(t)) {
                     v.push(t.clone());
                 }
             }
@@ -1341,24 +1332,4 @@ impl Trace {
             .map(|c| f(c, self.decompress(c)))
             .collect()
     }
-}
-
-/// Whether two LOOPS entries describe the same mapping (a file repeats the list of the one
-/// before it).
-fn same_mapping(a: &meta::LoopDevice, b: &meta::LoopDevice) -> bool {
-    (
-        a.major,
-        a.minor,
-        a.backing_major,
-        a.backing_minor,
-        a.backing_ino,
-        a.offset,
-    ) == (
-        b.major,
-        b.minor,
-        b.backing_major,
-        b.backing_minor,
-        b.backing_ino,
-        b.offset,
-    )
 }
