@@ -153,7 +153,8 @@ fn collect(
             return;
         }
         set.record(io, &IoContext::for_io(tables, io));
-        if io.dir == Dir::W && io.rwbs.0 & Rwbs::SYNC != 0 {
+        // A lower copy (a loop device's backing file) is the act's IO again: counted once.
+        if io.dir == Dir::W && io.rwbs.0 & Rwbs::SYNC != 0 && !io.lower {
             let i = io.act.index();
             if sync_write.len() <= i {
                 sync_write.resize(i + 1, 0);
