@@ -73,9 +73,11 @@ impl Inner {
         // 4 KiB blocks inside (what mkfs gives a filesystem over 512 MiB): the loop device's
         // IO then fills whole pages of the backing file, whose buffers (the outer ext4 has
         // 1 KiB blocks) follow their folio's dirty event (docs/attribution.md, "Loop
-        // devices", "Limits").
+        // devices", "Limits"). No lazy initialisation: its background writes through the loop
+        // device would dirty the backing file before the recording.
         sh(&format!(
-            "mkfs.ext4 -q -F -b 4096 {d} && mount {d} {m}",
+            "mkfs.ext4 -q -F -b 4096 -E lazy_itable_init=0,lazy_journal_init=0 {d} && \
+             mount {d} {m}",
             d = inner.dev,
             m = inner.mnt.display()
         ));

@@ -202,7 +202,8 @@ loop_layout() { # NAME DIO(on|off)
   truncate -s 48M "$img"
   local LI; LI=$(losetup -f --show --direct-io="$dio" "$img"); LOOPS+=("$LI")
   local IL; IL=$(basename "$LI")
-  mkfs.ext4 -q -F -b 4096 "$LI"; mkdir -p "$F"; mount "$LI" "$F"; MNTS+=("$F")
+  # No lazy initialisation: its background writes would dirty the file before the recording.
+  mkfs.ext4 -q -F -b 4096 -E lazy_itable_init=0,lazy_journal_init=0 "$LI"; mkdir -p "$F"; mount "$LI" "$F"; MNTS+=("$F")
   echo "layers: $IL over $img, dio $(cat /sys/block/$IL/loop/dio)"
   sync
   # Two syncs: the loop device's, then p1's (where a buffered loop device's writes landed).
