@@ -142,6 +142,8 @@ const DM_TABLE_STATUS: u32 = 0xC000_0000 | ((DM_IOCTL_LEN as u32) << 16) | (0xfd
 const DM_IOCTL_LEN: usize = 312;
 /// `DM_STATUS_TABLE_FLAG`: the table, not the status.
 const DM_STATUS_TABLE_FLAG: u32 = 1 << 4;
+/// `DM_SECURE_DATA_FLAG`: the kernel wipes its copies of the answer (a crypt table's key).
+const DM_SECURE_DATA_FLAG: u32 = 1 << 15;
 /// `DM_BUFFER_FULL_FLAG`: the answer did not fit.
 const DM_BUFFER_FULL_FLAG: u32 = 1 << 8;
 /// `sizeof(struct dm_target_spec)`.
@@ -176,8 +178,8 @@ fn dm_targets(sysfs: &Path) -> Vec<DmTarget> {
         return out;
     };
     for (major, minor) in devs {
-        for (start, length, target, params) in table(&control, major, minor) {
-            if let Some((lower_major, lower_minor, lower_offset)) = lower_of(&target, &params) {
+        for (start, length, target, lower) in table(&control, major, minor) {
+            if let Some((lower_major, lower_minor, lower_offset)) = lower {
                 out.push(DmTarget {
                     major,
                     minor,
@@ -209,9 +211,14 @@ fn lower_of(target: &str, params: &str) -> Option<(u32, u32, u64)> {
     Some((ma, mi, off.parse().ok()?))
 }
 
-/// The table of dm device `major:minor`: `(start, length, target type, parameters)` per
-/// target; empty when it cannot be read.
-fn table(control: &std::fs::File, major: u32, minor: u32) -> Vec<(u64, u64, String, String)> {
+/// A target of a dm table: its start, length, type and, for a one-to-one type, the lower
+/// device and offset.
+type Target = (u64, u64, String, Option<(u32, u32, u64)>);
+
+/// The table of dm device `major:minor`, one [`Target`] each; empty when it cannot be read.
+/// The answer holds a crypt target's key: it is read in place, never copied, and wiped
+/// (here, and by the kernel: `DM_SECURE_DATA_FLAG`).
+fn table(control: &std::fs::File, major: u32, minor: u32) -> Vec<Target> {
     let mut size = 16 << 10;
     loop {
         let mut buf = vec![0u8; size];
@@ -221,46 +228,64 @@ fn table(control: &std::fs::File, major: u32, minor: u32) -> Vec<(u64, u64, Stri
         put32(&mut buf, 0, 4);
         put32(&mut buf, 12, size as u32);
         put32(&mut buf, 16, DM_IOCTL_LEN as u32);
-        put32(&mut buf, 28, DM_STATUS_TABLE_FLAG);
+        put32(&mut buf, 28, DM_STATUS_TABLE_FLAG | DM_SECURE_DATA_FLAG);
         let dev = libc::makedev(major, minor) as u64;
         buf[40..48].copy_from_slice(&dev.to_ne_bytes());
         // SAFETY: buf is a dm_ioctl of `size` bytes (data_size says so) the kernel fills.
         let rc =
             unsafe { libc::ioctl(control.as_raw_fd(), DM_TABLE_STATUS as _, buf.as_mut_ptr()) };
-        if rc != 0 {
-            return Vec::new();
-        }
-        let get32 = |at: usize| u32::from_ne_bytes(buf[at..at + 4].try_into().unwrap());
-        if get32(28) & DM_BUFFER_FULL_FLAG != 0 && size < 4 << 20 {
+        let get32 = |b: &[u8], at: usize| u32::from_ne_bytes(b[at..at + 4].try_into().unwrap());
+        let full = get32(&buf, 28) & DM_BUFFER_FULL_FLAG != 0;
+        let out = if rc != 0 || full {
+            Vec::new()
+        } else {
+            parse_specs(&buf, get32(&buf, 16) as usize, get32(&buf, 20) as usize)
+        };
+        wipe(&mut buf);
+        if rc == 0 && full && size < 4 << 20 {
             size *= 4;
             continue;
         }
-        return parse_specs(&buf, get32(16) as usize, get32(20) as usize);
+        return out;
     }
 }
 
+/// Overwrites `b` with zeros in a way the compiler keeps.
+fn wipe(b: &mut [u8]) {
+    for x in b.iter_mut() {
+        // SAFETY: `x` is a valid, aligned `&mut u8`.
+        unsafe { std::ptr::write_volatile(x, 0) };
+    }
+    std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+}
+
 /// The `count` target specs at `data_start` of a `DM_TABLE_STATUS` answer: each spec's
-/// `next` is counted from the first spec (the kernel's convention for this ioctl).
-fn parse_specs(buf: &[u8], data_start: usize, count: usize) -> Vec<(u64, u64, String, String)> {
+/// `next` is counted from the first spec (the kernel's convention for this ioctl). The
+/// parameters are read in place for the lower device and offset only.
+fn parse_specs(buf: &[u8], data_start: usize, count: usize) -> Vec<Target> {
     let mut out = Vec::new();
     let mut at = data_start;
     for _ in 0..count.min(1024) {
-        let Some(spec) = buf.get(at..at + DM_SPEC_LEN) else {
+        let Some(spec) = at.checked_add(DM_SPEC_LEN).and_then(|e| buf.get(at..e)) else {
             break;
         };
         let u64_at = |o: usize| u64::from_ne_bytes(spec[o..o + 8].try_into().unwrap());
         let next = u32::from_ne_bytes(spec[20..24].try_into().unwrap()) as usize;
         let cstr = |b: &[u8]| {
             let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-            String::from_utf8_lossy(&b[..end]).into_owned()
+            std::str::from_utf8(&b[..end]).unwrap_or("").to_string()
         };
         let target = cstr(&spec[24..40]);
-        let params = cstr(buf.get(at + DM_SPEC_LEN..).unwrap_or(&[]));
-        out.push((u64_at(0), u64_at(8), target, params));
-        if next == 0 {
-            break;
+        let params = buf.get(at + DM_SPEC_LEN..).unwrap_or(&[]);
+        let params = &params[..params.iter().position(|&c| c == 0).unwrap_or(params.len())];
+        let lower = std::str::from_utf8(params)
+            .ok()
+            .and_then(|p| lower_of(&target, p));
+        out.push((u64_at(0), u64_at(8), target, lower));
+        match data_start.checked_add(next) {
+            Some(n) if next != 0 => at = n,
+            _ => break,
         }
-        at = data_start + next;
     }
     out
 }
@@ -321,8 +346,8 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                (0, 100, "linear".into(), "7:0 8".into()),
-                (100, 50, "crypt".into(), "aes k 0 7:1 0".into())
+                (0, 100, "linear".into(), Some((7, 0, 8))),
+                (100, 50, "crypt".into(), Some((7, 1, 0)))
             ]
         );
         // A count beyond what is there stops at the end.

@@ -294,8 +294,8 @@ impl Dirty {
     }
 
     /// A write by `owner` over pages `[a, b)` of `(bdi, ino)`: the claimable pages there (of
-    /// a large folio another task dirtied first, outside that task's write) become
-    /// `owner`'s, via `via`. Returns the pages taken.
+    /// a large folio dirtied first outside that write) become `owner`'s, via `via`, and
+    /// claimable no more. Returns the pages taken from another dirtier.
     pub fn claim(
         &mut self,
         bdi: Dev,
@@ -313,14 +313,18 @@ impl Dirty {
             let Some((_, &f)) = df.folios.get(k) else {
                 continue;
             };
-            if !f.claimable || (f.owner == owner && f.via == via) {
+            if !f.claimable {
                 continue;
             }
             let (ca, cb) = (a.max(k), b.min(k + f.pages));
-            if ca < cb {
-                taken += cb - ca;
-                df.split(k, f, (ca, cb), Some((owner, via)), page);
+            if ca >= cb {
+                continue;
             }
+            // Its first dirtier writing more of it makes those pages its own for good.
+            if f.owner != owner || f.via != via {
+                taken += cb - ca;
+            }
+            df.split(k, f, (ca, cb), Some((owner, via)), page);
         }
         taken
     }

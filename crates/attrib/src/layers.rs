@@ -34,6 +34,9 @@ const THREADS_MAX: usize = 4096;
 /// A buffer dirtied this long after the thread's last backing-file folio (or the buffer
 /// before it) is not of that folio's write (ns); the decoder's rule for a buffer's folio.
 const BUFFER_GAP_NS: u64 = ioblame_decode::BUFFER_FOLIO_MAX_GAP_NS;
+/// A thread that dirtied a backing file's folio for a loop device this long ago is still
+/// taken for that loop device's worker (ns).
+const WORKER_NS: u64 = 1_000_000_000;
 
 /// A loop device over a backing file.
 #[derive(Debug, Clone, Copy)]
@@ -52,6 +55,9 @@ struct Thread {
     folio: Option<((Dev, u64), u64, u64, u64)>,
     /// A buffer of a backing filesystem's disk dirtied before any folio: `(disk, a, b, t)`.
     before: Option<(Dev, u64, u64, u64)>,
+    /// When the thread last dirtied a backing file's folio for a loop device's IO (0:
+    /// never): only such a thread's other buffers may be that IO's.
+    worker_at: u64,
 }
 
 /// A device-mapper target mapping a dm device's sectors one to one onto a lower disk.
@@ -88,16 +94,26 @@ impl Layers {
     /// The loop devices `loops` of a trace whose devices are `devs`.
     pub fn new(loops: &[LoopDevice], dm: &[DmTarget], devs: &Devices) -> Layers {
         let mut l = Layers::default();
-        for t in dm {
+        for t in dm
+            .iter()
+            .filter(|t| t.start.checked_add(t.length).is_some())
+        {
             let info = devs.info(t.lower_kernel_dev());
+            let Some(lower) = info.part_start.checked_add(t.lower_offset) else {
+                continue;
+            };
+            if lower.checked_add(t.length).is_none() {
+                continue;
+            }
             l.dm.entry(info.disk).or_default().push(DmMap {
                 upper: t.kernel_dev(),
                 start: t.start,
                 length: t.length,
-                lower: info.part_start.saturating_add(t.lower_offset),
+                lower,
             });
         }
-        for lo in loops {
+        // Offsets not on a sector boundary cannot be followed by sector.
+        for lo in loops.iter().filter(|l| l.offset % 512 == 0) {
             let disk = devs.info(lo.backing_kernel_dev()).disk;
             let m = Mapping {
                 upper: lo.kernel_dev(),
@@ -128,7 +144,8 @@ impl Layers {
             return out;
         };
         for m in maps {
-            let (la, lb) = (a.max(m.lower), b.min(m.lower.saturating_add(m.length)));
+            // Checked in `new`: neither end overflows.
+            let (la, lb) = (a.max(m.lower), b.min(m.lower + m.length));
             if la >= lb {
                 continue;
             }
@@ -159,21 +176,24 @@ impl Layers {
             p.take(a / 512, b.div_ceil(512), &mut Vec::new());
         }
         let mut found = false;
-        for m in maps.clone() {
-            if a < m.offset || (a - m.offset) % 512 != 0 || m.offset % 512 != 0 {
+        for i in 0..maps.len() {
+            let m = self.files[&(bdi, ino)][i];
+            // The part of the folio at or after the loop device's sector 0 (offsets are
+            // sector-aligned: `new`).
+            let from = a.max(m.offset);
+            if from >= b || from % 512 != 0 {
                 continue;
             }
-            let (ls, le) = ((a - m.offset) / 512, (b - m.offset) / 512);
+            let (ls, le) = ((from - m.offset) / 512, (b - m.offset) / 512);
             let paint = req.inflight_over(m.upper, ls, le);
-            if paint.segs.is_empty() {
-                continue;
-            }
             let shift = m.offset / 512;
-            let pages = self.pages.entry((bdi, ino)).or_default();
-            for (s, e, f) in paint.segs {
+            let mut any = false;
+            for (s, e, f) in paint.segs.into_iter().filter(|p| p.2.c.rwbs.is_write()) {
+                let pages = self.pages.entry((bdi, ino)).or_default();
                 pages.insert(s + shift, e + shift, f);
+                any = true;
             }
-            found = true;
+            found |= any;
         }
         if !found {
             return false;
@@ -182,6 +202,7 @@ impl Layers {
             self.threads.clear();
         }
         let th = self.threads.entry(tid).or_default();
+        th.worker_at = t;
         // Its buffers follow only when the first of them came just before it (a folio
         // written through its buffers: ext4 over allocated blocks); a folio dirtied without
         // (delayed allocation: no buffer traced) leaves no place for the next buffers, which
@@ -214,27 +235,40 @@ impl Layers {
         if !self.disks.contains(&disk) {
             return;
         }
+        if !fresh {
+            // Its place in the folio is taken all the same: the next buffer holds the
+            // sectors after it.
+            if let Some(th) = self.threads.get_mut(&tid) {
+                if let Some((file, next, end, last)) = th.folio {
+                    if t.saturating_sub(last) <= BUFFER_GAP_NS && next < end && file.0 == disk {
+                        th.folio = Some((file, next + (b - a), end, t));
+                    }
+                }
+            }
+            return;
+        }
+        if self.threads.len() >= THREADS_MAX && !self.threads.contains_key(&tid) {
+            self.threads.clear();
+        }
         let th = self.threads.entry(tid).or_default();
         let cursor = th.folio.filter(|&(file, next, end, last)| {
             t.saturating_sub(last) <= BUFFER_GAP_NS && next < end && file.0 == disk
         });
-        if !fresh {
-            // Its place in the folio is taken all the same: the next buffer holds the
-            // sectors after it.
-            if let Some((file, next, end, _)) = cursor {
-                th.folio = Some((file, next + (b - a), end, t));
-            }
-            return;
-        }
         let Some((file, next, end, _)) = cursor else {
             // Not of a folio the thread just dirtied (the first buffer of one, or one of a
-            // folio dirty already): which file sectors it holds is not known. It is the
-            // loop device's IO all the same if every request in flight on the loop devices
-            // over this disk's files is one act's.
+            // folio dirty already): which file sectors it holds is not known. When the
+            // thread is a loop device's worker (it just dirtied a backing file for one), it
+            // is that loop device's IO all the same if every write in flight on the loop
+            // devices over this disk's files is one act's.
             th.folio = None;
             th.before = Some((disk, a, b, t));
-            if let Some(u) = self.only_upper(req, disk) {
-                self.buffers.entry(disk).or_default().insert(a, b, u);
+            let worker = th.worker_at > 0 && t.saturating_sub(th.worker_at) <= WORKER_NS;
+            if worker {
+                if let Some(mut u) = self.only_upper(req, disk) {
+                    // Swept by its own time.
+                    u.c.qtime = t;
+                    self.buffers.entry(disk).or_default().insert(a, b, u);
+                }
             }
             return;
         };
@@ -264,7 +298,8 @@ impl Layers {
             }
         }
         for upper in uppers {
-            for (_, _, f) in req.inflight_over(upper, 0, u64::MAX).segs {
+            let segs = req.inflight_over(upper, 0, u64::MAX).segs;
+            for (_, _, f) in segs.into_iter().filter(|p| p.2.c.rwbs.is_write()) {
                 let c = Charge {
                     qtime: 0,
                     rwbs: Default::default(),
@@ -307,15 +342,21 @@ impl Layers {
                 Via::Direct | Via::Read | Via::Readahead | Via::Issuer
             );
             if issuer {
-                // Direct IO or a read by the loop worker: the request it serves now.
-                for m in maps.iter().filter(|m| m.offset % 512 == 0) {
+                // Direct IO or a read by the loop worker: the request it serves now, in the
+                // same direction (the part of the bio at or after the loop device's sector
+                // 0).
+                let fe = fs + (b - a);
+                for m in maps.iter() {
                     let shift = m.offset / 512;
-                    if fs < shift {
+                    if fe <= shift {
                         continue;
                     }
-                    let ls = fs - shift;
-                    for (s, e, u) in req.inflight_over(m.upper, ls, ls + (b - a)).segs {
-                        copies.push((a + (s - ls), a + (e - ls), lower(u, &f)));
+                    let from = fs.max(shift);
+                    let (ls, base) = (from - shift, a + (from - fs));
+                    let segs = req.inflight_over(m.upper, ls, ls + (fe - from)).segs;
+                    let same = |u: &Frag| u.c.rwbs.is_write() == f.c.rwbs.is_write();
+                    for (s, e, u) in segs.into_iter().filter(|p| same(&p.2)) {
+                        copies.push((base + (s - ls), base + (e - ls), lower(u, &f)));
                     }
                 }
             } else if let Some(pages) = self.pages.get_mut(&(disk, f.c.ino)) {
@@ -365,7 +406,7 @@ impl Layers {
         self.buffers.retain(|_, m| !m.is_empty());
         self.threads.retain(|_, t| {
             let last = t.folio.map(|f| f.3).max(t.before.map(|b| b.3)).unwrap_or(0);
-            now.saturating_sub(last) <= FORGET_NS
+            now.saturating_sub(last.max(t.worker_at)) <= FORGET_NS
         });
     }
 

@@ -691,6 +691,82 @@ fn large_folio_halves_written_by_two_tasks_are_charged_apart() {
     assert_eq!(out.summary.folio_pages_claimed, 8);
 }
 
+/// Loop devices: a buffer another task dirties on the backing file's disk while a loop write
+/// is in flight (an inode table block of the lower filesystem, say) is that task's: only the
+/// loop worker's buffers are copies.
+#[test]
+fn other_tasks_buffers_on_the_backing_disk_are_not_copies() {
+    let mut b = Bench::with(loop_context(0));
+    b.comm(201, "writerA");
+    b.comm(202, "other");
+    b.dirty_mib(201, LOOP1, 50, 0, 1);
+    b.map(FLUSHER, LOOP1, 50, 0, 1000, 256);
+    b.q(FLUSHER, LOOP1, 8000, 2048, "W");
+    b.issue(LOOP1, 8000, 2048, "W");
+    b.push(
+        202,
+        202,
+        EventKind::DirtyBuffer {
+            dev: LOOP0,
+            blocknr: 77,
+            size: 4096,
+        },
+        Some(DIRTY_STACK),
+    );
+    b.complete(LOOP1, 8000, 2048, "W");
+    b.q(FLUSHER, LOOP0, 77 * 8, 8, "WM");
+    b.requests(LOOP0, 77 * 8, 8, 8, "WM");
+    let (ios, out) = b.finish();
+    assert_eq!(comm_bytes(&ios, &out.tables, "other"), 4096);
+    assert!(ios.iter().all(|i| !i.lower));
+}
+
+/// Large folios: the first dirtier writing the rest of its own folio later makes those
+/// pages its own for good; another task's write over them then takes nothing.
+#[test]
+fn large_folio_pages_written_by_their_first_dirtier_stay_its_own() {
+    let mut b = Bench::with(Context {
+        block_sizes: vec![(LOOP0, 4096)],
+        ..context()
+    });
+    b.comm(201, "writerA");
+    b.comm(202, "writerB");
+    let write = |b: &mut Bench, pid: u32, offset: u64, count: u64| {
+        let kind = EventKind::XfsFile {
+            op: XfsFileOp::BufferedWrite,
+            dev: LOOP0,
+            ino: 71,
+            offset,
+            count,
+        };
+        b.push(pid, pid, kind, None);
+    };
+    let add = EventKind::AddToPageCache {
+        s_dev: LOOP0,
+        ino: 71,
+        index: 0,
+        order: 4,
+        pfn: 0,
+    };
+    b.push(201, 201, add, None);
+    write(&mut b, 201, 0, 32768);
+    let dirty = EventKind::DirtyFolio {
+        bdi: LOOP0,
+        ino: 71,
+        index: 0,
+    };
+    b.push(201, 201, dirty, Some(DIRTY_STACK));
+    // writerA writes the second half too, then writerB overwrites it.
+    write(&mut b, 201, 32768, 32768);
+    write(&mut b, 202, 32768, 32768);
+    b.map(FLUSHER, LOOP0, 71, 0, 3000, 16);
+    b.q(FLUSHER, LOOP0, 24000, 128, "W");
+    b.requests(LOOP0, 24000, 128, 128, "W");
+    let (ios, out) = b.finish();
+    assert_eq!(charged(&ios, &out.tables, "writerA", Via::Page), 65536);
+    assert_eq!(comm_bytes(&ios, &out.tables, "writerB"), 0);
+}
+
 /// (h): two writers of disjoint halves of one file; one request straddles the boundary.
 #[test]
 fn h_request_straddling_two_dirtiers_is_split_by_sector() {

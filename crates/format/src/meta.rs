@@ -829,6 +829,9 @@ pub(crate) fn decode_cgroups(b: &[u8]) -> Result<Vec<Cgroup>, DecodeError> {
     Ok(v)
 }
 
+/// Most entries a LOOPS or DM_TARGETS block may hold (a host has a few hundred at most).
+pub const MAX_LAYER_ENTRIES: usize = 1 << 16;
+
 /// `LoopDevice::direct_io` in a LOOPS entry's flags.
 const LOOP_DIRECT_IO: u32 = 1;
 
@@ -858,6 +861,12 @@ pub(crate) fn encode_loops(v: &[LoopDevice]) -> Vec<u8> {
 pub(crate) fn decode_loops(b: &[u8]) -> Result<Vec<LoopDevice>, DecodeError> {
     let mut d = Dec::new(b);
     let n = d.count(4 + 48, "loop device count")?;
+    if n > MAX_LAYER_ENTRIES {
+        return Err(DecodeError::new(
+            0,
+            format!("{n} loop devices: more than {MAX_LAYER_ENTRIES}"),
+        ));
+    }
     let mut v = Vec::with_capacity(n.min(INITIAL_CAPACITY));
     for _ in 0..n {
         let len = d.u32("loop entry length")? as usize;
@@ -908,6 +917,12 @@ pub(crate) fn encode_dm_targets(v: &[DmTarget]) -> Vec<u8> {
 pub(crate) fn decode_dm_targets(b: &[u8]) -> Result<Vec<DmTarget>, DecodeError> {
     let mut d = Dec::new(b);
     let n = d.count(4 + 52, "dm target count")?;
+    if n > MAX_LAYER_ENTRIES {
+        return Err(DecodeError::new(
+            0,
+            format!("{n} dm targets: more than {MAX_LAYER_ENTRIES}"),
+        ));
+    }
     let mut v = Vec::with_capacity(n.min(INITIAL_CAPACITY));
     for _ in 0..n {
         let len = d.u32("dm target entry length")? as usize;

@@ -164,7 +164,7 @@ impl<'a> Totals<'a> {
             return false;
         }
         if tables.act(io.act).is_some_and(|a| a.recorder) {
-            self.recorder.add(io.dir, io.size);
+            self.recorder.add_io(io);
             if !self.show_recorder {
                 return true;
             }
