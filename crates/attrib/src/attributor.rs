@@ -18,7 +18,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use crate::charging::{charge_bio, Bio, Books, Charge, Charging, Done, Frag, Parts};
-use crate::context::{Context, Devices};
+use crate::context::{Context, Devices, STACK_LOOP};
 use crate::contexts::{Contexts, NO_TXN};
 use crate::dirty::{BhEnt, Dirtier, Dirty, BH_SENTINEL};
 use crate::intents::{Intents, StackId};
@@ -852,7 +852,7 @@ impl Attributor {
             if !self.layers.is_empty() {
                 let r = &self.requests;
                 self.layers
-                    .buffer_dirtied(r, ev.tid, info.disk, (a, b), ev.time, false);
+                    .buffer_dirtied(r, ev.tid, info.disk, (a, b), ev.time, false, false);
             }
             return;
         }
@@ -872,8 +872,10 @@ impl Attributor {
         };
         self.dirty.put_buffer(info.disk, a, b, ent);
         if !self.layers.is_empty() {
+            let loop_stack = self.intents.flags(owner.stack) & STACK_LOOP != 0;
+            let r = &self.requests;
             self.layers
-                .buffer_dirtied(&self.requests, ev.tid, info.disk, (a, b), ev.time, true);
+                .buffer_dirtied(r, ev.tid, info.disk, (a, b), ev.time, true, loop_stack);
         }
         if self.dirtied.is_some() {
             let rec = Dirtied {

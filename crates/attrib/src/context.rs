@@ -406,6 +406,8 @@ impl Devices {
 pub(crate) const STACK_DIO: u8 = 1;
 /// A journal commit stack (jbd2 commit or xfs log).
 pub(crate) const STACK_JOURNAL: u8 = 2;
+/// A stack class: a loop device's worker ([`crate::layers`]).
+pub(crate) const STACK_LOOP: u8 = 4;
 
 /// Classifies one kernel stack by its function names.
 pub(crate) fn classify_stack(sym: &dyn Symbolizer, stack: &[u64]) -> u8 {
@@ -422,6 +424,11 @@ pub(crate) fn classify_stack(sym: &dyn Symbolizer, stack: &[u64]) -> u8 {
             | "__blkdev_direct_IO_simple"
             | "__blkdev_direct_IO_async" => flags |= STACK_DIO,
             "jbd2_journal_commit_transaction" => flags |= STACK_JOURNAL,
+            // A loop device's worker writing or reading its backing file (6.x:
+            // loop_process_work › lo_rw_aio; 5.10: loop_handle_cmd › do_req_filebacked).
+            "loop_process_work" | "lo_rw_aio" | "loop_handle_cmd" | "do_req_filebacked" => {
+                flags |= STACK_LOOP
+            }
             b if b.starts_with("xlog_") => flags |= STACK_JOURNAL,
             _ => {}
         }

@@ -211,7 +211,7 @@ impl Layers {
         if let Some((disk, ba, bb, bt)) = th.before.take() {
             if t.saturating_sub(bt) <= BUFFER_GAP_NS {
                 th.folio = Some(((bdi, ino), a / 512, b.div_ceil(512), t));
-                self.buffer_dirtied(req, tid, disk, (ba, bb), t, true);
+                self.buffer_dirtied(req, tid, disk, (ba, bb), t, true, false);
             }
         }
         true
@@ -222,6 +222,7 @@ impl Layers {
     /// keeps its first dirtier): if the thread is writing a backing file's folio whose sectors
     /// have upper charges, the buffer holds the next file sectors (a fresh one takes their
     /// charges).
+    /// `loop_stack`: the buffer's stack is a loop worker's (the trace's symbols tell).
     #[allow(clippy::too_many_arguments)]
     pub fn buffer_dirtied(
         &mut self,
@@ -231,6 +232,7 @@ impl Layers {
         (a, b): (u64, u64),
         t: u64,
         fresh: bool,
+        loop_stack: bool,
     ) {
         if !self.disks.contains(&disk) {
             return;
@@ -262,7 +264,8 @@ impl Layers {
             // devices over this disk's files is one act's.
             th.folio = None;
             th.before = Some((disk, a, b, t));
-            let worker = th.worker_at > 0 && t.saturating_sub(th.worker_at) <= WORKER_NS;
+            let worker =
+                loop_stack || (th.worker_at > 0 && t.saturating_sub(th.worker_at) <= WORKER_NS);
             if worker {
                 if let Some(mut u) = self.only_upper(req, disk) {
                     // Swept by its own time.
