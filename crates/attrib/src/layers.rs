@@ -136,7 +136,7 @@ impl Layers {
 
     /// A bio of sectors `[a, b)` of `disk` queued without a remap event: the charges of the
     /// bios queued on the dm device above at the sectors a one-to-one target maps there
-    /// (dm-crypt resubmits its writes from a worker, and traces no remap), moved to `disk`'s
+    /// (dm-crypt before 5.16 resubmits its writes from a worker and traces no remap), moved to `disk`'s
     /// sectors. Empty when `disk` is no target's lower disk or nothing is queued there.
     pub fn dm_upper(&self, req: &Requests, disk: Dev, a: u64, b: u64) -> Paint<Frag> {
         let mut out = Paint::default();
