@@ -14,7 +14,7 @@
 mod support;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use support::checks::Checks;
 use support::{record_with, tools, LoopFs, Recorder};
@@ -36,6 +36,20 @@ os.fsync(fd)
 os.close(fd)
 ";
 
+/// Where tracefs is mounted (`/proc/self/mountinfo`'s first mount of type tracefs), else
+/// `/sys/kernel/tracing`.
+fn tracefs() -> PathBuf {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    info.lines()
+        .find_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            (right.split(' ').next() == Some("tracefs"))
+                .then(|| left.split(' ').nth(4).map(PathBuf::from))
+                .flatten()
+        })
+        .unwrap_or_else(|| PathBuf::from("/sys/kernel/tracing"))
+}
+
 /// A tracefs instance recording `jbd2:jbd2_handle_stats` of one device, removed on drop.
 struct HandleStats {
     dir: PathBuf,
@@ -43,7 +57,8 @@ struct HandleStats {
 
 impl HandleStats {
     fn start(kdev: u32) -> HandleStats {
-        let dir = Path::new("/sys/kernel/tracing/instances")
+        let dir = tracefs()
+            .join("instances")
             .join(format!("ioblame-journal-share-{}", std::process::id()));
         std::fs::create_dir(&dir).expect("a tracefs instance");
         let g = HandleStats { dir };
@@ -107,11 +122,11 @@ fn two_fsync_rates(recorder: Recorder) {
     if !support::ready(&[&["mkfs.ext4", "python3"], recorder.tools()].concat()) {
         return;
     }
-    if !Path::new("/sys/kernel/tracing/events/jbd2/jbd2_handle_stats").exists() {
+    if !tracefs().join("events/jbd2/jbd2_handle_stats").exists() {
         if std::env::var_os("CI").is_some() {
             panic!("this test needs tracefs with jbd2:jbd2_handle_stats in CI");
         }
-        eprintln!("SKIPPED: no jbd2:jbd2_handle_stats in /sys/kernel/tracing");
+        eprintln!("SKIPPED: no jbd2:jbd2_handle_stats in tracefs");
         return;
     }
     let _g = support::lock();
