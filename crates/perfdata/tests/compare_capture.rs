@@ -234,8 +234,18 @@ fn compare(fstype: &str, strict: bool) -> bool {
         );
     }
 
-    // Both give the same acts with the same bytes and IO counts.
-    assert_eq!(acts_c, acts_p, "{report}");
+    // Both give the same acts with the same bytes and IO counts; the shares of the journal
+    // (docs/attribution.md, "Journal IO") aside: they divide each commit among the handles
+    // the recording saw, and the capture, started before perf and stopped after it, sees
+    // more of them (a flusher's, ext4lazyinit's), so the workload's shares of one commit
+    // differ by a few KiB (and a commit after perf stopped is the capture's alone).
+    let data = |m: &BTreeMap<Key, Tot>| -> BTreeMap<Key, Tot> {
+        m.iter()
+            .filter(|(k, _)| k.1 != Via::Journal)
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()
+    };
+    assert_eq!(data(&acts_c), data(&acts_p), "{report}");
 
     // The same intents too: per act key, the writeback modifiers and kernel stacks, cut to
     // the capture's 32 frames (perf records deeper stacks).
@@ -245,7 +255,8 @@ fn compare(fstype: &str, strict: bool) -> bool {
         for io in ios {
             let a = &t.acts[io.act.index()];
             let comm = &t.roles[a.role.index()].comm;
-            if comms.contains(&comm.as_str()) {
+            // Journal acts aside, as above.
+            if comms.contains(&comm.as_str()) && a.via != Via::Journal {
                 let i = &t.intents[a.intent.index()];
                 let stack = i.stack[..i.stack.len().min(32)].to_vec();
                 m.entry((comm.clone(), a.via, a.file.ino))
