@@ -149,6 +149,37 @@ impl Bench {
             Some(DIRTY_STACK),
         );
     }
+    /// `pid`'s buffered write of `count` bytes at `offset` of `(LOOP0, ino)` (its range:
+    /// `xfs_file_buffered_write`).
+    fn buffered_write(&mut self, pid: u32, ino: u64, offset: u64, count: u64) {
+        let kind = EventKind::XfsFile {
+            op: XfsFileOp::BufferedWrite,
+            dev: LOOP0,
+            ino,
+            offset,
+            count,
+        };
+        self.push(pid, pid, kind, None);
+    }
+    /// `pid` writes the first `count` bytes of a 64 KiB folio at the head of `(LOOP0, ino)`,
+    /// added to the page cache just before, and dirties it.
+    fn large_folio_head(&mut self, pid: u32, ino: u64, count: u64) {
+        let add = EventKind::AddToPageCache {
+            s_dev: LOOP0,
+            ino,
+            index: 0,
+            order: 4,
+            pfn: 0,
+        };
+        self.push(pid, pid, add, None);
+        self.buffered_write(pid, ino, 0, count);
+        let dirty = EventKind::DirtyFolio {
+            bdi: LOOP0,
+            ino,
+            index: 0,
+        };
+        self.push(pid, pid, dirty, Some(DIRTY_STACK));
+    }
     /// `mib` MiB of 1 MiB folios from file offset `at_mib`.
     fn dirty_mib(&mut self, pid: u32, bdi: Dev, ino: u64, at_mib: u64, mib: u64) {
         for i in at_mib..at_mib + mib {
@@ -641,45 +672,9 @@ fn large_folio_halves_written_by_two_tasks_are_charged_apart() {
     b.comm(201, "writerA");
     b.comm(202, "writerB");
     b.comm(203, "writerC");
-    let write = |b: &mut Bench, pid: u32, offset: u64, count: u64| {
-        b.push(
-            pid,
-            pid,
-            EventKind::XfsFile {
-                op: XfsFileOp::BufferedWrite,
-                dev: LOOP0,
-                ino: 70,
-                offset,
-                count,
-            },
-            None,
-        );
-    };
-    b.push(
-        201,
-        201,
-        EventKind::AddToPageCache {
-            s_dev: LOOP0,
-            ino: 70,
-            index: 0,
-            order: 4,
-            pfn: 0,
-        },
-        None,
-    );
-    write(&mut b, 201, 0, 32768);
-    b.push(
-        201,
-        201,
-        EventKind::DirtyFolio {
-            bdi: LOOP0,
-            ino: 70,
-            index: 0,
-        },
-        Some(DIRTY_STACK),
-    );
-    write(&mut b, 202, 32768, 32768);
-    write(&mut b, 203, 0, 4096);
+    b.large_folio_head(201, 70, 32768);
+    b.buffered_write(202, 70, 32768, 32768);
+    b.buffered_write(203, 70, 0, 4096);
     b.map(FLUSHER, LOOP0, 70, 0, 3000, 16);
     b.q(FLUSHER, LOOP0, 24000, 128, "W");
     b.requests(LOOP0, 24000, 128, 128, "W");
@@ -731,34 +726,10 @@ fn large_folio_pages_written_by_their_first_dirtier_stay_its_own() {
     });
     b.comm(201, "writerA");
     b.comm(202, "writerB");
-    let write = |b: &mut Bench, pid: u32, offset: u64, count: u64| {
-        let kind = EventKind::XfsFile {
-            op: XfsFileOp::BufferedWrite,
-            dev: LOOP0,
-            ino: 71,
-            offset,
-            count,
-        };
-        b.push(pid, pid, kind, None);
-    };
-    let add = EventKind::AddToPageCache {
-        s_dev: LOOP0,
-        ino: 71,
-        index: 0,
-        order: 4,
-        pfn: 0,
-    };
-    b.push(201, 201, add, None);
-    write(&mut b, 201, 0, 32768);
-    let dirty = EventKind::DirtyFolio {
-        bdi: LOOP0,
-        ino: 71,
-        index: 0,
-    };
-    b.push(201, 201, dirty, Some(DIRTY_STACK));
+    b.large_folio_head(201, 71, 32768);
     // writerA writes the second half too, then writerB overwrites it.
-    write(&mut b, 201, 32768, 32768);
-    write(&mut b, 202, 32768, 32768);
+    b.buffered_write(201, 71, 32768, 32768);
+    b.buffered_write(202, 71, 32768, 32768);
     b.map(FLUSHER, LOOP0, 71, 0, 3000, 16);
     b.q(FLUSHER, LOOP0, 24000, 128, "W");
     b.requests(LOOP0, 24000, 128, 128, "W");
