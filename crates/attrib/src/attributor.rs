@@ -22,7 +22,7 @@ use crate::context::{Context, Devices, STACK_LOOP};
 use crate::contexts::{Contexts, NO_TXN};
 use crate::dirty::{BhEnt, Dirtier, Dirty, BH_SENTINEL};
 use crate::intents::{Intents, StackId};
-use crate::interval::{Paint, NO_OFF};
+use crate::interval::NO_OFF;
 use crate::journal::Journals;
 use crate::layers::Layers;
 use crate::model::*;
@@ -1020,20 +1020,10 @@ impl Attributor {
         if !self.layers.is_empty() {
             self.summary.lower_unlinked_bytes +=
                 self.layers.apply(&self.requests, info.disk, &mut paint);
-            // A dm target that resubmits without a remap (dm-crypt): the bio above's
-            // charges, as a remap would have handed them on; the rules fill the rest.
-            let upper = self.layers.dm_upper(&self.requests, info.disk, s, e);
-            if !upper.segs.is_empty() {
-                let mut merged = Paint::default();
-                for (a, b, mut f) in upper.segs {
-                    f.c.qtime = ev.time;
-                    merged.fill(a, b, &f, None);
-                }
-                for (a, b, f) in paint.segs {
-                    merged.fill(a, b, &f, None);
-                }
-                paint = merged;
-            }
+            // A dm target that resubmits without a remap (dm-crypt before 5.16).
+            let r = &self.requests;
+            self.layers
+                .link_dm(r, info.disk, (s, e), ev.time, &mut paint);
         }
         if ctx.iomap_wp && maps.is_empty() && rwbs.is_write() {
             // iomap writeback with no map (5.10): what no rule linked is a kernel gap.

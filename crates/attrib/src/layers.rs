@@ -134,15 +134,23 @@ impl Layers {
         self.files.is_empty() && self.dm.is_empty()
     }
 
-    /// A bio of sectors `[a, b)` of `disk` queued without a remap event: the charges of the
-    /// bios queued on the dm device above at the sectors a one-to-one target maps there
-    /// (dm-crypt before 5.16 resubmits its writes from a worker and traces no remap), moved to `disk`'s
-    /// sectors. Empty when `disk` is no target's lower disk or nothing is queued there.
-    pub fn dm_upper(&self, req: &Requests, disk: Dev, a: u64, b: u64) -> Paint<Frag> {
-        let mut out = Paint::default();
+    /// A bio of sectors `[a, b)` of `disk`, queued at `time` without a remap event and
+    /// painted `paint` by the rules: the sectors a one-to-one dm target maps there from a
+    /// bio still queued on the dm device above take that bio's charges, as a remap would have
+    /// handed them on (dm-crypt before 5.16 resubmits its writes from a worker and traces no
+    /// remap); the rules' charges stay where no such bio is.
+    pub fn link_dm(
+        &self,
+        req: &Requests,
+        disk: Dev,
+        (a, b): (u64, u64),
+        time: u64,
+        paint: &mut Paint<Frag>,
+    ) {
         let Some(maps) = self.dm.get(&disk) else {
-            return out;
+            return;
         };
+        let mut out = Paint::default();
         for m in maps {
             // Checked in `new`: neither end overflows.
             let (la, lb) = (a.max(m.lower), b.min(m.lower + m.length));
@@ -150,11 +158,18 @@ impl Layers {
                 continue;
             }
             let ua = m.start + (la - m.lower);
-            for (s, e, f) in req.queued_over(m.upper, ua, ua + (lb - la)).segs {
+            for (s, e, mut f) in req.queued_over(m.upper, ua, ua + (lb - la)).segs {
+                f.c.qtime = time;
                 out.fill(la + (s - ua), la + (e - ua), &f, None);
             }
         }
-        out
+        if out.segs.is_empty() {
+            return;
+        }
+        for &(s, e, f) in &paint.segs {
+            out.fill(s, e, &f, None);
+        }
+        *paint = out;
     }
 
     /// A folio of `(bdi, ino)`, file bytes `[a, b)`, went dirty at `t` on thread `tid`: if
@@ -175,9 +190,9 @@ impl Layers {
         if let Some(p) = self.pages.get_mut(&(bdi, ino)) {
             p.take(a / 512, b.div_ceil(512), &mut Vec::new());
         }
+        let maps = maps.clone();
         let mut found = false;
-        for i in 0..maps.len() {
-            let m = self.files[&(bdi, ino)][i];
+        for m in maps {
             // The part of the folio at or after the loop device's sector 0 (offsets are
             // sector-aligned: `new`).
             let from = a.max(m.offset);
