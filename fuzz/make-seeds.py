@@ -79,7 +79,8 @@ def events_and_reader():
             out("reader", "two-writers-chunk-%d.iob" % i, head + block)
     out("reader", "two-writers-meta.iob", head)
     # The current format's sample (1.5: a FILE_INDEX table with an unnamed file; 1.6: FLUSHED
-    # marks between the chunks; 1.7: LOOPS lists, one after the chunks). Samples of earlier
+    # marks between the chunks; 1.7: LOOPS lists, one after the chunks; 1.8: USER_MAPS lists and a
+    # USER_SYMBOLS block). Samples of earlier
     # versions written here before stay.
     latest = sorted(glob.glob(os.path.join(ROOT, "crates/format/tests/data/format-1.*.iob")),
                     key=lambda p: int(p.rsplit(".", 2)[-2]))[-1]

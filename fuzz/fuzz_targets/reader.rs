@@ -1,6 +1,6 @@
 //! Fuzzes the trace reader: any bytes must give a trace or a clear error, never a panic, and
 //! every chunk found must decompress or fail cleanly, and its records iterate without panic;
-//! the metadata, FLUSHED and FILES sections decode or fail cleanly.
+//! the metadata, FLUSHED, FILES and USER_SYMBOLS sections decode or fail cleanly.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -24,6 +24,9 @@ fuzz_target!(|data: &[u8]| {
         let _ = t.file_name(7 << 20, ino);
     }
     let _ = t.paths().iter().count();
+    // Format 1.8: the user-space mappings and the symbol tables (read on demand).
+    let _ = t.user_maps().len();
+    let _ = t.user_symbols();
     let _ = t.path_problems();
     for c in t.chunks() {
         if let Ok(chunk) = t.decompress(c) {

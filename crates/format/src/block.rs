@@ -13,7 +13,7 @@ pub const FILE_MAGIC: [u8; 8] = *b"\x89IOBLAM\n";
 /// Current major format version. A reader rejects files of a higher major version.
 pub const FORMAT_MAJOR: u16 = 1;
 /// Current minor format version. Minor versions only add block kinds or trailing fields.
-pub const FORMAT_MINOR: u16 = 7;
+pub const FORMAT_MINOR: u16 = 8;
 /// Size of the file preamble: magic, major, minor, reserved.
 pub const PREAMBLE_LEN: usize = 16;
 
@@ -70,6 +70,14 @@ pub mod kind {
     /// `crypt`), format 1.7: like [`LOOPS`], in every file's metadata when there is one and
     /// appended again when the recorder finds one set up while recording.
     pub const DM_TARGETS: u16 = 0x1C;
+    /// The executable mappings of processes whose user stacks were recorded (format 1.8):
+    /// like [`LOOPS`], in every file's metadata when there are some and appended again when
+    /// the recorder reads more; the last valid one of a file wins.
+    pub const USER_MAPS: u16 = 0x1D;
+    /// The symbol tables of one ELF file a user stack went through (format 1.8), one block
+    /// per file, appended when the recording stops. Read on demand
+    /// ([`crate::Trace::user_symbols`]), not with the metadata.
+    pub const USER_SYMBOLS: u16 = 0x1E;
     /// A chunk of perf records of one CPU.
     pub const CHUNK: u16 = 0x100;
     /// The chunk index written when a file is closed.

@@ -46,10 +46,11 @@ pub use chunk::{
 pub use codec::{MAX_METADATA_RATIO, MAX_STRING};
 pub use error::{DecodeError, Error, Result};
 pub use meta::{
-    kernel_dev, user_dev, BlockDevice, ByteOrder, Cgroup, DmTarget, EventDesc, FileEntry,
-    FileTable, Header, Kallsyms, LoopDevice, Metadata, Mount, Task, Unnamed, UnnamedFile,
-    EVENT_CALLCHAIN, EVENT_STACK_SAMPLE, EVENT_TASK_RECORDS, FILES_AT_END, FILES_CAPPED,
-    FILES_TIMED_OUT, FILES_TOUCHED, MAX_FILES_TABLE, MAX_KALLSYMS,
+    build_id_hex, kernel_dev, user_dev, BlockDevice, ByteOrder, Cgroup, DmTarget, ElfLoad,
+    ElfSection, EventDesc, FileEntry, FileTable, Header, Kallsyms, LoopDevice, Metadata, Mount,
+    Task, Unnamed, UnnamedFile, UserMap, UserSymbols, EVENT_CALLCHAIN, EVENT_STACK_SAMPLE,
+    EVENT_TASK_RECORDS, FILES_AT_END, FILES_CAPPED, FILES_TIMED_OUT, FILES_TOUCHED, MAX_BUILD_ID,
+    MAX_FILES_TABLE, MAX_KALLSYMS, MAX_USER_MAPS,
 };
 #[cfg(feature = "reader")]
 pub use reader::{Chunk, ChunkRef, FileName, PathTable, PathsSummary, Problem, Trace, TraceFile};

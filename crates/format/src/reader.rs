@@ -495,6 +495,9 @@ impl TraceFile {
                 kind::CGROUPS => meta::decode_cgroups(p).map(|v| m.cgroups = v),
                 kind::LOOPS => meta::decode_loops(p).map(|v| m.loops = v),
                 kind::DM_TARGETS => meta::decode_dm_targets(p).map(|v| m.dm_targets = v),
+                kind::USER_MAPS => meta::decode_user_maps(p).map(|v| m.user_maps = v),
+                // Read on demand by `TraceFile::user_symbols`.
+                kind::USER_SYMBOLS => Ok(()),
                 // Read by `TraceFile::flushed` alone; checked here so that a malformed one is
                 // reported with the other faults.
                 kind::FLUSHED => meta::decode_flushed(p).map(|_| ()),
@@ -519,6 +522,30 @@ impl TraceFile {
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+    /// The symbol tables of user-space ELF files the file holds (USER_SYMBOLS blocks, format
+    /// 1.8), decoded now, with the faults of the blocks that could not be (each skipped).
+    pub fn user_symbols(&self) -> (Vec<meta::UserSymbols>, Vec<Problem>) {
+        let b: &[u8] = &self.data;
+        let mut v = Vec::new();
+        let mut problems = Vec::new();
+        for &(at, h) in &self.meta_blocks {
+            if h.kind != kind::USER_SYMBOLS {
+                continue;
+            }
+            let Some(p) = payload_of(b, at, h) else {
+                continue;
+            };
+            match meta::decode_user_symbols(p) {
+                Ok(s) => v.push(s),
+                Err(e) => problems.push(Problem {
+                    path: self.path.clone(),
+                    offset: at + BLOCK_HEADER_LEN as u64 + e.at as u64,
+                    what: format!("user symbols block: {}; skipped", e.what),
+                }),
+            }
+        }
+        (v, problems)
     }
     /// The file's header.
     pub fn header(&self) -> &Header {
@@ -1208,6 +1235,35 @@ impl Trace {
         }
         v.sort_by_key(|l| (l.major, l.minor, l.since_ns));
         v
+    }
+    /// The executable mappings the recorder read of the processes whose user stacks it
+    /// recorded (format 1.8): every file's list merged, sorted by process, address and time.
+    pub fn user_maps(&self) -> Vec<meta::UserMap> {
+        let mut set: std::collections::HashSet<&meta::UserMap> = Default::default();
+        for f in &self.files {
+            set.extend(f.metadata().user_maps.iter());
+        }
+        let mut v: Vec<meta::UserMap> = set.into_iter().cloned().collect();
+        v.sort_by(|a, b| {
+            (a.pid, a.start, a.seen_ns, &a.path).cmp(&(b.pid, b.start, b.seen_ns, &b.path))
+        });
+        v
+    }
+    /// The symbol tables of user-space ELF files copied into the trace (format 1.8), one per
+    /// build id (the first file's copy), with the faults of blocks that could not be read.
+    pub fn user_symbols(&self) -> (Vec<meta::UserSymbols>, Vec<Problem>) {
+        let mut v: Vec<meta::UserSymbols> = Vec::new();
+        let mut problems = Vec::new();
+        for f in &self.files {
+            let (s, p) = f.user_symbols();
+            problems.extend(p);
+            for one in s {
+                if !v.iter().any(|x| x.build_id == one.build_id) {
+                    v.push(one);
+                }
+            }
+        }
+        (v, problems)
     }
     /// The device-mapper targets of the recording (format 1.7): every file's list merged,
     /// sorted by device, start and time. Empty before 1.7 and without device-mapper.

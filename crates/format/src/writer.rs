@@ -57,6 +57,8 @@ struct EncodedMeta {
     loops: Vec<u8>,
     /// DM_TARGETS, when there are one-to-one device-mapper targets (empty otherwise).
     dm_targets: Vec<u8>,
+    /// USER_MAPS, when user stacks are recorded (empty otherwise).
+    user_maps: Vec<u8>,
 }
 
 impl EncodedMeta {
@@ -96,6 +98,7 @@ impl EncodedMeta {
             cgroups: encode_cgroups_block(&meta.cgroups),
             loops: encode_loops_block(&meta.loops),
             dm_targets: encode_dm_block(&meta.dm_targets),
+            user_maps: encode_user_maps_block(&meta.user_maps),
         }
     }
 
@@ -107,6 +110,7 @@ impl EncodedMeta {
                 + self.cgroups.len()
                 + self.loops.len()
                 + self.dm_targets.len()
+                + self.user_maps.len()
                 + self.files.len(),
         );
         out.extend_from_slice(&self.head);
@@ -115,6 +119,7 @@ impl EncodedMeta {
         out.extend_from_slice(&self.cgroups);
         out.extend_from_slice(&self.loops);
         out.extend_from_slice(&self.dm_targets);
+        out.extend_from_slice(&self.user_maps);
         out.extend_from_slice(&self.files);
         out
     }
@@ -130,6 +135,14 @@ fn encode_cgroups_block(cgroups: &[crate::Cgroup]) -> Vec<u8> {
         return Vec::new();
     }
     encode_block(kind::CGROUPS, 0, &meta::encode_cgroups(cgroups))
+}
+
+/// Encodes a USER_MAPS block; nothing for an empty list.
+fn encode_user_maps_block(maps: &[crate::UserMap]) -> Vec<u8> {
+    if maps.is_empty() {
+        return Vec::new();
+    }
+    encode_block(kind::USER_MAPS, 0, &meta::encode_user_maps(maps))
 }
 
 /// Encodes a LOOPS block; nothing for an empty list.
@@ -452,6 +465,26 @@ impl RingWriter {
         }
         self.append_block(&block)?;
         self.meta.loops = block;
+        self.enforce_cap()
+    }
+
+    /// Appends a USER_MAPS block (format 1.8) to the current file, and repeats it in the
+    /// metadata of every file opened from now on: `maps` is every mapping read so far.
+    pub fn write_user_maps(&mut self, maps: &[crate::UserMap]) -> Result<()> {
+        let block = encode_user_maps_block(maps);
+        if block.is_empty() {
+            return Ok(());
+        }
+        self.append_block(&block)?;
+        self.meta.user_maps = block;
+        self.enforce_cap()
+    }
+
+    /// Appends a USER_SYMBOLS block (format 1.8) to the current file: the symbol tables of one
+    /// ELF file. Written once, when the recording stops; not repeated in later files.
+    pub fn write_user_symbols(&mut self, symbols: &crate::UserSymbols) -> Result<()> {
+        let block = encode_block(kind::USER_SYMBOLS, 0, &meta::encode_user_symbols(symbols));
+        self.append_block(&block)?;
         self.enforce_cap()
     }
 

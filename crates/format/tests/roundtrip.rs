@@ -134,6 +134,50 @@ fn metadata() -> Metadata {
             lower_offset: 32768,
             since_ns: 0,
         }],
+        user_maps: vec![user_map(4000, 0x5555_0000_0000)],
+    }
+}
+
+/// A USER_MAPS entry (format 1.8): `/usr/bin/app` of process `pid` mapped at `start`.
+fn user_map(pid: u32, start: u64) -> UserMap {
+    UserMap {
+        pid,
+        start,
+        end: start + 0x3000,
+        pgoff: 0x1000,
+        dev_major: 8,
+        dev_minor: 1,
+        ino: 77,
+        build_id: (1..=20).collect(),
+        seen_ns: 5,
+        path: "/usr/bin/app".into(),
+    }
+}
+
+/// A USER_SYMBOLS block's content (format 1.8).
+fn user_symbols() -> UserSymbols {
+    UserSymbols {
+        build_id: (1..=20).collect(),
+        path: "/usr/bin/app".into(),
+        class64: true,
+        big_endian: false,
+        machine: 62,
+        loads: vec![ElfLoad {
+            offset: 0x1000,
+            vaddr: 0x401000,
+            filesz: 0x2000,
+            flags: 5,
+        }],
+        sections: vec![
+            ElfSection {
+                name: ".symtab".into(),
+                data: vec![0; 48],
+            },
+            ElfSection {
+                name: ".strtab".into(),
+                data: b"\0main\0".to_vec(),
+            },
+        ],
     }
 }
 
@@ -1066,6 +1110,11 @@ fn current_sample() -> Vec<u8> {
     // 1.7: a loop device set up while recording: the list again, with it.
     w.write_loops(&[loop_device(0, 12, 0), loop_device(1, 13, 101)])
         .unwrap();
+    // 1.8: the mappings of a process first seen while recording, and at the stop the symbol
+    // tables its stacks went through.
+    w.write_user_maps(&[user_map(4000, 0x5555_0000_0000), user_map(4001, 0x7000_0000)])
+        .unwrap();
+    w.write_user_symbols(&user_symbols()).unwrap();
     w.write_files(&FileTable {
         unnamed: vec![UnnamedFile {
             dev: 7 << 20,
@@ -1147,6 +1196,15 @@ fn sample_reads(path: &Path, bytes: &[u8], minor: u16) {
             want.loops.push(loop_device(1, 13, 101));
             assert_eq!(t.loops(), want.loops, "{name}");
             assert_eq!(t.dm_targets(), want.dm_targets, "{name}");
+        }
+        if minor < 8 {
+            // USER_MAPS and USER_SYMBOLS came with 1.8.
+            want.user_maps.clear();
+            assert_eq!(t.user_symbols().0, vec![], "{name}");
+        } else {
+            want.user_maps.push(user_map(4001, 0x7000_0000));
+            assert_eq!(t.user_maps(), want.user_maps, "{name}");
+            assert_eq!(t.user_symbols(), (vec![user_symbols()], vec![]), "{name}");
         }
         assert_eq!(t.metadata(), &want, "{name}");
         assert_eq!(t.metadata().mounts[0].block_size, 4096);
