@@ -1023,6 +1023,7 @@ fn create_trace<'a>(
         cgroups: start_cgroups.clone().unwrap_or_default(),
         loops: layer_watch.loops().to_vec(),
         dm_targets: layer_watch.dm_targets().to_vec(),
+        user_maps: Vec::new(),
         capture_info: vec![
             ("command".into(), shell_join(&a.command)),
             ("devices".into(), devices_info),

@@ -17,9 +17,9 @@ use crate::event::*;
 use crate::format::{EventFormat, Field, FieldError, FormatError};
 use crate::record::{
     check_sample_type, parse_sample, parse_task_record, RecordError, SampleLayout, TaskRecord,
-    RECORD_COMM, RECORD_EXIT, RECORD_FORK, RECORD_LOST, RECORD_LOST_SAMPLES, RECORD_SAMPLE,
-    SAMPLE_CPU, SAMPLE_ID, SAMPLE_IDENTIFIER, SAMPLE_RAW, SAMPLE_STREAM_ID, SAMPLE_TID,
-    SAMPLE_TIME,
+    MISC_MMAP_DATA, RECORD_COMM, RECORD_EXIT, RECORD_FORK, RECORD_LOST, RECORD_LOST_SAMPLES,
+    RECORD_MMAP, RECORD_MMAP2, RECORD_SAMPLE, SAMPLE_CPU, SAMPLE_ID, SAMPLE_IDENTIFIER, SAMPLE_RAW,
+    SAMPLE_STREAM_ID, SAMPLE_TID, SAMPLE_TIME,
 };
 
 /// Something in the trace's metadata that limits decoding (reported, not fatal).
@@ -564,7 +564,13 @@ impl Decoder {
                     &mut recent,
                     &mut events,
                 ),
-                RECORD_COMM | RECORD_EXIT | RECORD_FORK | RECORD_LOST | RECORD_LOST_SAMPLES => self
+                // Mappings of data name no frame.
+                RECORD_MMAP | RECORD_MMAP2 if rec.misc & MISC_MMAP_DATA != 0 => {
+                    stats.other_records += 1;
+                    continue;
+                }
+                RECORD_COMM | RECORD_EXIT | RECORD_FORK | RECORD_LOST | RECORD_LOST_SAMPLES
+                | RECORD_MMAP | RECORD_MMAP2 => self
                     .task(&rec, cpu, &mut last_time, &mut stats)
                     .map(|ev| events.push(ev)),
                 _ => {
@@ -781,6 +787,29 @@ impl Decoder {
                     ptid,
                 }
             }
+            TaskRecord::Mmap {
+                pid: p,
+                tid: t,
+                addr,
+                len,
+                pgoff,
+                dev,
+                ino,
+                build_id,
+                filename,
+            } => {
+                (pid, tid) = (p, t);
+                EventKind::Mmap {
+                    pid: p,
+                    start: addr,
+                    len,
+                    pgoff,
+                    dev: ioblame_format::kernel_dev(dev.0, dev.1),
+                    ino,
+                    build_id: build_id.to_vec(),
+                    path: String::from_utf8_lossy(filename).into_owned(),
+                }
+            }
             TaskRecord::Lost { lost, .. } | TaskRecord::LostSamples { lost } => {
                 stats.lost_records += 1;
                 stats.lost = stats.lost.saturating_add(lost);
@@ -885,7 +914,7 @@ thread_local! {
 fn shared_stack(c: crate::record::Callchain<'_>) -> Arc<[u64]> {
     STACKS.with(|cell| {
         let Ok(mut st) = cell.try_borrow_mut() else {
-            return Arc::from(c.kernel());
+            return Arc::from(c.frames());
         };
         let (order, map) = &mut *st;
         // Equal records are equal stacks: found without converting the entries.
@@ -899,7 +928,7 @@ fn shared_stack(c: crate::record::Callchain<'_>) -> Arc<[u64]> {
         if map.len() >= SHARED_STACKS_MAX {
             map.clear();
         }
-        let a: Arc<[u64]> = Arc::from(c.kernel());
+        let a: Arc<[u64]> = Arc::from(c.frames());
         map.insert(c.recorded().into(), a.clone());
         a
     })

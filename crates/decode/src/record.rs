@@ -55,12 +55,23 @@ pub const RECORD_EXIT: u32 = 4;
 pub const RECORD_FORK: u32 = 7;
 /// `PERF_RECORD_SAMPLE`.
 pub const RECORD_SAMPLE: u32 = 9;
+/// `PERF_RECORD_MMAP`.
+pub const RECORD_MMAP: u32 = 1;
+/// `PERF_RECORD_MMAP2`.
+pub const RECORD_MMAP2: u32 = 10;
+/// `PERF_RECORD_MISC_MMAP_DATA`: a mapping that is not executable.
+pub const MISC_MMAP_DATA: u16 = 1 << 13;
+/// `PERF_RECORD_MISC_MMAP_BUILD_ID`: an MMAP2 record carrying the build id in place of the
+/// device and inode (Linux 5.12).
+pub const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
 /// `PERF_RECORD_LOST_SAMPLES`.
 pub const RECORD_LOST_SAMPLES: u32 = 13;
 /// `PERF_RECORD_MISC_COMM_EXEC`: a COMM record caused by exec.
 pub const MISC_COMM_EXEC: u16 = 1 << 13;
 /// Callchain entries at or above this value are context markers (`PERF_CONTEXT_MAX`).
 pub const CONTEXT_MAX: u64 = -4095i64 as u64;
+/// `PERF_CONTEXT_USER`.
+pub const CONTEXT_USER: u64 = -512i64 as u64;
 /// `PERF_CONTEXT_KERNEL`.
 pub const CONTEXT_KERNEL: u64 = -128i64 as u64;
 /// Cap on callchain depth accepted (perf's own maximum is 127 + markers by default, and
@@ -191,6 +202,35 @@ impl<'a> Callchain<'a> {
     pub fn kernel(&self) -> Box<[u64]> {
         let mut v = Vec::new();
         self.kernel_into(&mut v);
+        v.into_boxed_slice()
+    }
+
+    /// The kernel addresses as [`Callchain::kernel`] gives them, then, if the chain has user
+    /// frames, [`ioblame_events::USER_MARK`] and the user addresses, innermost first (the
+    /// form of `Event::stack`).
+    pub fn frames(&self) -> Box<[u64]> {
+        let mut v = Vec::new();
+        let mut ctx = CONTEXT_KERNEL;
+        let mut marked = false;
+        for ip in self.raw() {
+            if ip >= CONTEXT_MAX {
+                ctx = ip;
+                continue;
+            }
+            if ctx == CONTEXT_KERNEL {
+                if marked {
+                    // Kernel frames after user ones: not a chain perf writes; kept apart.
+                    continue;
+                }
+                v.push(ip);
+            } else if ctx == CONTEXT_USER {
+                if !marked {
+                    v.push(CONTEXT_USER);
+                    marked = true;
+                }
+                v.push(ip);
+            }
+        }
         v.into_boxed_slice()
     }
 
@@ -547,6 +587,27 @@ pub enum TaskRecord<'a> {
         /// Kernel time of the exit.
         time: u64,
     },
+    /// `PERF_RECORD_MMAP2` or `PERF_RECORD_MMAP` of an executable mapping.
+    Mmap {
+        /// Process id.
+        pid: u32,
+        /// Thread id.
+        tid: u32,
+        /// First address.
+        addr: u64,
+        /// Length.
+        len: u64,
+        /// File offset of `addr`.
+        pgoff: u64,
+        /// The file's device major and minor (0 when the record has the build id instead).
+        dev: (u32, u32),
+        /// The file's inode (0 likewise).
+        ino: u64,
+        /// The build id, when the record carries it.
+        build_id: &'a [u8],
+        /// The path (bytes up to the NUL).
+        filename: &'a [u8],
+    },
     /// `PERF_RECORD_LOST`.
     Lost {
         /// Id of the event whose records were lost.
@@ -561,8 +622,9 @@ pub enum TaskRecord<'a> {
     },
 }
 
-/// Parses a COMM, FORK, EXIT, LOST or LOST_SAMPLES record whose trailer is laid out for
-/// `sample_type`. Returns `Ok(None)` for other record types.
+/// Parses a COMM, FORK, EXIT, MMAP, MMAP2, LOST or LOST_SAMPLES record whose trailer is laid
+/// out for `sample_type`. Returns `Ok(None)` for other record types, and for mappings of
+/// data (`PERF_RECORD_MISC_MMAP_DATA`).
 pub fn parse_task_record<'a>(
     rec: &RawRecord<'a>,
     sample_type: u64,
@@ -570,8 +632,15 @@ pub fn parse_task_record<'a>(
 ) -> Result<Option<(TaskRecord<'a>, SampleId)>, RecordError> {
     if !matches!(
         rec.kind,
-        RECORD_COMM | RECORD_EXIT | RECORD_FORK | RECORD_LOST | RECORD_LOST_SAMPLES
-    ) {
+        RECORD_COMM
+            | RECORD_EXIT
+            | RECORD_FORK
+            | RECORD_LOST
+            | RECORD_LOST_SAMPLES
+            | RECORD_MMAP
+            | RECORD_MMAP2
+    ) || (matches!(rec.kind, RECORD_MMAP | RECORD_MMAP2) && rec.misc & MISC_MMAP_DATA != 0)
+    {
         return Ok(None);
     }
     let body = rec.bytes.get(PERF_HEADER_LEN..).unwrap_or_default();
@@ -609,6 +678,37 @@ pub fn parse_task_record<'a>(
                     ptid,
                     time,
                 }
+            }
+        }
+        RECORD_MMAP | RECORD_MMAP2 => {
+            let (pid, tid) = c.u32x2("pid/tid")?;
+            let addr = c.u64("mmap address")?;
+            let len = c.u64("mmap length")?;
+            let pgoff = c.u64("mmap offset")?;
+            let (mut dev, mut ino, mut build_id) = ((0, 0), 0, &[][..]);
+            if rec.kind == RECORD_MMAP2 {
+                if rec.misc & MISC_MMAP_BUILD_ID != 0 {
+                    let u = c.take(24, "mmap2 build id")?;
+                    build_id = &u[4..4 + (u[0] as usize).min(20)];
+                } else {
+                    dev = c.u32x2("mmap2 device")?;
+                    ino = c.u64("mmap2 inode")?;
+                    c.u64("mmap2 inode generation")?;
+                }
+                c.u32x2("mmap2 prot/flags")?;
+            }
+            let rest = c.take(body.len() - c.pos, "mmap file name")?;
+            let end = rest.iter().position(|&b| b == 0).unwrap_or(rest.len());
+            TaskRecord::Mmap {
+                pid,
+                tid,
+                addr,
+                len,
+                pgoff,
+                dev,
+                ino,
+                build_id,
+                filename: &rest[..end],
             }
         }
         RECORD_LOST => TaskRecord::Lost {
@@ -738,8 +838,77 @@ mod tests {
         assert!(parse_sample(&[0; 64], ST | (1 << 11), ByteOrder::Little).is_err());
     }
 
+    /// A record's bytes as the chunk reader hands them on.
+    fn raw_of(rec: &[u8], order: ByteOrder) -> RawRecord<'_> {
+        RawRecord {
+            kind: order.u32([rec[0], rec[1], rec[2], rec[3]]),
+            misc: order.u16([rec[4], rec[5]]),
+            bytes: rec,
+        }
+    }
+
     #[test]
-    fn user_part_of_a_callchain_is_dropped() {
+    fn mmap2_records_with_device_or_build_id_parse_and_data_ones_are_not_ours() {
+        let sid = synth::SampleIdValues {
+            pid: 9,
+            tid: 9,
+            time: 77,
+            ..Default::default()
+        };
+        let st = SAMPLE_TID | SAMPLE_TIME | SAMPLE_IDENTIFIER;
+        for order in [ByteOrder::Little, ByteOrder::Big] {
+            let mut m = synth::MmapValues {
+                pid: 9,
+                tid: 10,
+                addr: 0x5555_0000_1000,
+                len: 0x3000,
+                pgoff: 0x1000,
+                dev: (8, 1),
+                ino: 42,
+                path: "/usr/bin/app",
+                ..Default::default()
+            };
+            let rec = synth::mmap2_record(st, order, &m, &sid);
+            let raw = raw_of(&rec, order);
+            let (r, s) = parse_task_record(&raw, st, order).unwrap().unwrap();
+            assert_eq!(s.time, Some(77));
+            assert_eq!(
+                r,
+                TaskRecord::Mmap {
+                    pid: 9,
+                    tid: 10,
+                    addr: 0x5555_0000_1000,
+                    len: 0x3000,
+                    pgoff: 0x1000,
+                    dev: (8, 1),
+                    ino: 42,
+                    build_id: &[],
+                    filename: b"/usr/bin/app",
+                }
+            );
+            let id: Vec<u8> = (1..=20).collect();
+            m.build_id = &id;
+            let rec = synth::mmap2_record(st, order, &m, &sid);
+            let raw = raw_of(&rec, order);
+            let (r, _) = parse_task_record(&raw, st, order).unwrap().unwrap();
+            assert!(
+                matches!(r, TaskRecord::Mmap { build_id, dev: (0, 0), ino: 0, .. } if build_id == &id[..])
+            );
+            m.data = true;
+            let rec = synth::mmap2_record(st, order, &m, &sid);
+            let raw = raw_of(&rec, order);
+            assert_eq!(parse_task_record(&raw, st, order).unwrap(), None);
+            // Cut anywhere: an error, never a panic.
+            m.data = false;
+            let rec = synth::mmap2_record(st, order, &m, &sid);
+            for cut in 8..rec.len() {
+                let _ = parse_task_record(&raw_of(&rec[..cut], order), st, order);
+            }
+        }
+    }
+
+    #[test]
+    fn user_part_of_a_callchain_is_kept_behind_the_mark() {
         let user = -512i64 as u64;
         let v = SampleValues {
             callchain: vec![CONTEXT_KERNEL, 1, 2, user, 3, 4],
@@ -747,7 +916,31 @@ mod tests {
         };
         let rec = synth::sample_record(SAMPLE_CALLCHAIN, ByteOrder::Little, &v);
         let s = parse_sample(&rec[8..], SAMPLE_CALLCHAIN, ByteOrder::Little).unwrap();
-        assert_eq!(&*s.callchain.unwrap().kernel(), &[1, 2]);
+        let c = s.callchain.unwrap();
+        assert_eq!(&*c.kernel(), &[1, 2]);
+        let frames = c.frames();
+        assert_eq!(&*frames, &[1, 2, ioblame_events::USER_MARK, 3, 4]);
+        assert_eq!(ioblame_events::kernel_frames(&frames), &[1, 2]);
+        assert_eq!(ioblame_events::user_frames(&frames), &[3, 4]);
+        // Only user frames (a stack sample taken in user space): the mark first.
+        let v = SampleValues {
+            callchain: vec![user, 3, 4],
+            ..Default::default()
+        };
+        let rec = synth::sample_record(SAMPLE_CALLCHAIN, ByteOrder::Little, &v);
+        let s = parse_sample(&rec[8..], SAMPLE_CALLCHAIN, ByteOrder::Little).unwrap();
+        assert_eq!(
+            &*s.callchain.unwrap().frames(),
+            &[ioblame_events::USER_MARK, 3, 4]
+        );
+        // No user frames: no mark.
+        let v = SampleValues {
+            callchain: vec![CONTEXT_KERNEL, 1, user],
+            ..Default::default()
+        };
+        let rec = synth::sample_record(SAMPLE_CALLCHAIN, ByteOrder::Little, &v);
+        let s = parse_sample(&rec[8..], SAMPLE_CALLCHAIN, ByteOrder::Little).unwrap();
+        assert_eq!(&*s.callchain.unwrap().frames(), &[1]);
         // A huge declared length is refused before anything is read or allocated.
         let mut bad = vec![0u8; 16];
         bad[..8].copy_from_slice(&u64::MAX.to_le_bytes());

@@ -251,6 +251,73 @@ pub fn fork_exit_record(
     w.finish()
 }
 
+/// A mapping for [`mmap2_record`].
+#[derive(Debug, Clone, Default)]
+pub struct MmapValues<'a> {
+    /// Process and thread.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// First address, length, file offset.
+    pub addr: u64,
+    /// Length.
+    pub len: u64,
+    /// File offset of `addr`.
+    pub pgoff: u64,
+    /// Device (major, minor) and inode, written when `build_id` is empty.
+    pub dev: (u32, u32),
+    /// Inode.
+    pub ino: u64,
+    /// Build id (at most 20 bytes): written in place of the device and inode.
+    pub build_id: &'a [u8],
+    /// Path.
+    pub path: &'a str,
+    /// `PERF_RECORD_MISC_MMAP_DATA`.
+    pub data: bool,
+}
+
+/// Encodes a `PERF_RECORD_MMAP2`.
+pub fn mmap2_record(
+    sample_type: u64,
+    order: ByteOrder,
+    m: &MmapValues<'_>,
+    sid: &SampleIdValues,
+) -> Vec<u8> {
+    let mut misc = if m.build_id.is_empty() {
+        0
+    } else {
+        crate::record::MISC_MMAP_BUILD_ID
+    };
+    if m.data {
+        misc |= crate::record::MISC_MMAP_DATA;
+    }
+    let mut w = W::new(order, crate::record::RECORD_MMAP2, misc);
+    w.u32(m.pid);
+    w.u32(m.tid);
+    w.u64(m.addr);
+    w.u64(m.len);
+    w.u64(m.pgoff);
+    if m.build_id.is_empty() {
+        w.u32(m.dev.0);
+        w.u32(m.dev.1);
+        w.u64(m.ino);
+        w.u64(0);
+    } else {
+        let n = m.build_id.len().min(20);
+        w.b.push(n as u8);
+        w.b.extend_from_slice(&[0, 0, 0]);
+        w.b.extend_from_slice(&m.build_id[..n]);
+        w.b.extend(std::iter::repeat_n(0, 20 - n));
+    }
+    w.u32(5); // PROT_READ | PROT_EXEC
+    w.u32(2); // MAP_PRIVATE
+    w.b.extend_from_slice(m.path.as_bytes());
+    w.b.push(0);
+    w.pad8();
+    w.sample_id(sample_type, sid);
+    w.finish()
+}
+
 /// Encodes a `PERF_RECORD_LOST`.
 pub fn lost_record(
     sample_type: u64,

@@ -631,9 +631,9 @@ fn garbage_records_are_counted_not_fatal() {
     let loc_at = 8 + 32 + 4 + 8; // header, identifier..cpu, raw size, then payload offset 8
     bad[loc_at..loc_at + 2].copy_from_slice(&0xfff0u16.to_le_bytes());
     t.raw(0, &bad, Some(5));
-    // An unknown record type (PERF_RECORD_MMAP2 = 10) is skipped, not an error.
+    // An unknown record type (PERF_RECORD_AUX = 11) is skipped, not an error.
     let mut other = vec![0u8; 24];
-    other[..4].copy_from_slice(&10u32.to_le_bytes());
+    other[..4].copy_from_slice(&11u32.to_le_bytes());
     other[6..8].copy_from_slice(&24u16.to_le_bytes());
     t.raw(0, &other, None);
     // A truncated COMM (header only).

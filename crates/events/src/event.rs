@@ -590,6 +590,21 @@ pub enum EventKind {
         ptid: u32,
     },
 
+    /// PERF_RECORD_MMAP2 (or MMAP): process `pid` mapped `[start, start + len)` of a file
+    /// from byte `pgoff` on, executable (recorded with `--user-stacks`: the mappings that
+    /// name its user frames). `build_id` is the file's when the kernel gave it (5.12+,
+    /// `PERF_RECORD_MISC_MMAP_BUILD_ID`; then `dev` and `ino` are 0), otherwise empty.
+    Mmap {
+        pid: u32,
+        start: u64,
+        len: u64,
+        pgoff: u64,
+        dev: Dev,
+        ino: u64,
+        build_id: Vec<u8>,
+        path: String,
+    },
+
     // ---- accounting ----
     /// PERF_RECORD_LOST / PERF_RECORD_LOST_SAMPLES: the kernel dropped `lost` records here.
     Lost { lost: u64 },
@@ -611,13 +626,35 @@ pub struct Event {
     pub tid: u32,
     /// What happened.
     pub kind: EventKind,
-    /// Kernel callchain, innermost first, with perf context markers removed; `None` when the
-    /// event was recorded without callchains. Shared: the events one decoding thread finds
+    /// Kernel callchain, innermost first, with perf context markers removed; then, when the
+    /// event was recorded with user stacks (`--user-stacks`) and had user frames,
+    /// [`USER_MARK`] and the user return addresses, innermost first ([`kernel_frames`],
+    /// [`user_frames`]). `None` when the event was recorded without callchains. Shared: the events one decoding thread finds
     /// with the same stack hold the same allocation (compare with [`Arc::ptr_eq`] first).
     pub stack: Option<Arc<[u64]>>,
     /// The id of the task's cgroup in the cgroup2 hierarchy (`PERF_SAMPLE_CGROUP`, recorded
     /// on the stack events since format 1.3); 0 when not recorded.
     pub cgroup: u64,
+}
+
+/// Separates the kernel frames of [`Event::stack`] from the user frames after them: perf's
+/// `PERF_CONTEXT_USER`, never a return address.
+pub const USER_MARK: u64 = -512i64 as u64;
+
+/// The kernel frames of a stack: those before [`USER_MARK`].
+pub fn kernel_frames(stack: &[u64]) -> &[u64] {
+    match stack.iter().position(|&a| a == USER_MARK) {
+        Some(i) => &stack[..i],
+        None => stack,
+    }
+}
+
+/// The user frames of a stack: those after [`USER_MARK`] (none without it).
+pub fn user_frames(stack: &[u64]) -> &[u64] {
+    match stack.iter().position(|&a| a == USER_MARK) {
+        Some(i) => &stack[i + 1..],
+        None => &[],
+    }
 }
 
 /// ioblame's numbering of the writeback reasons (`WritebackWork::reason`): the index of the

@@ -1112,8 +1112,11 @@ fn current_sample() -> Vec<u8> {
         .unwrap();
     // 1.8: the mappings of a process first seen while recording, and at the stop the symbol
     // tables its stacks went through.
-    w.write_user_maps(&[user_map(4000, 0x5555_0000_0000), user_map(4001, 0x7000_0000)])
-        .unwrap();
+    w.write_user_maps(&[
+        user_map(4000, 0x5555_0000_0000),
+        user_map(4001, 0x7000_0000),
+    ])
+    .unwrap();
     w.write_user_symbols(&user_symbols()).unwrap();
     w.write_files(&FileTable {
         unnamed: vec![UnnamedFile {
