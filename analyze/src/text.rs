@@ -484,14 +484,17 @@ mod tests {
                 Intent {
                     modifier: 0,
                     stack: vec![],
+                    user: Vec::new(),
                 },
                 Intent {
                     modifier: 0,
                     stack: vec![],
+                    user: Vec::new(),
                 },
                 Intent {
                     modifier: 0x1000_0002,
                     stack: vec![0xffff_0001],
+                    user: Vec::new(),
                 },
             ],
             acts: vec![act(0), act(1)],

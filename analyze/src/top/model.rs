@@ -429,10 +429,12 @@ pub(crate) mod tests {
             Intent {
                 modifier: 0x1000_0000 | 4,
                 stack: vec![1, 2, 3],
+                user: Vec::new(),
             },
             Intent {
                 modifier: 0x1000_0000 | 1,
                 stack: vec![1, 2, 3],
+                user: Vec::new(),
             },
         ]);
         let act = |role, intent, ino| Act {
@@ -454,6 +456,7 @@ pub(crate) mod tests {
         let empty = Intent {
             modifier: 0,
             stack: vec![],
+            user: Vec::new(),
         };
         vec![empty.clone(), empty]
     }

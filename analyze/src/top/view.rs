@@ -875,18 +875,22 @@ ffffffff81000a00 T page_cache_ra_order
             Intent {
                 modifier: WbReason(1).modifier(),
                 stack: page.clone(),
+                user: Vec::new(),
             },
             Intent {
                 modifier: WbReason(1).modifier(),
                 stack: buffer.clone(),
+                user: Vec::new(),
             },
             Intent {
                 modifier: 0,
                 stack: journal,
+                user: Vec::new(),
             },
             Intent {
                 modifier: 0,
                 stack: read,
+                user: Vec::new(),
             },
         ]);
         let act = |role: u32, intent: u32, ino: u64, via: Via| Act {

@@ -106,6 +106,7 @@ impl Intents {
         let empty = Intent {
             modifier: 0,
             stack: Vec::new(),
+            user: Vec::new(),
         };
         vec![empty.clone(), empty]
     }
@@ -174,6 +175,7 @@ impl Intents {
         intents.push(Intent {
             modifier,
             stack: self.stacks[stack as usize].to_vec(),
+            user: Vec::new(),
         });
         self.intent_index.insert((modifier, stack), id);
         id

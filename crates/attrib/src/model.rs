@@ -203,14 +203,42 @@ pub struct Role {
     pub lineage: bool,
 }
 
-/// An intent: a kernel stack plus a modifier.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// An intent: a stack (kernel frames, then user frames when recorded) plus a modifier.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Intent {
     /// ioblame's modifier: 0, or `0x10000000 | wb_reason` for writeback; in blktrace
     /// recordings, [`blktrace_modifier`] (`0x20000000 | request flags`).
     pub modifier: u32,
     /// Kernel return addresses, innermost first.
     pub stack: Vec<u64>,
+    /// The application's frames below the kernel's, innermost first (recorded with
+    /// `--user-stacks`; empty otherwise): each a module and an offset in it, so that one
+    /// binary's frame is the same in every process whatever its load address.
+    pub user: Vec<UserFrame>,
+}
+
+/// An ELF file mapped executable in a process whose user stacks were recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct Module {
+    /// Its build id (`NT_GNU_BUILD_ID`), empty when neither the kernel nor the recorder
+    /// could read it.
+    pub build_id: Vec<u8>,
+    /// Its path on the recording host (`[vdso]` and the like for special mappings).
+    pub path: String,
+}
+
+/// One user-space frame of an intent.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct UserFrame {
+    /// The module the address fell in; `None` when no recorded mapping held it.
+    pub module: Option<std::sync::Arc<Module>>,
+    /// The file offset in the module of the frame's address (for a caller's frame, its
+    /// return address); without a module, the address itself.
+    pub offset: u64,
+    /// The function names, filled in by symbolization (`ioblame-symbolize`): the function
+    /// holding the address, preceded by the functions inlined into it there, innermost
+    /// first. Empty when not (or not yet) symbolized.
+    pub names: Vec<String>,
 }
 
 /// A file: device and inode, with a path where the trace can name it.
@@ -444,10 +472,12 @@ mod tests {
                 Intent {
                     modifier: 0,
                     stack: Vec::new(),
+                    user: Vec::new(),
                 },
                 Intent {
                     modifier: 0,
                     stack: vec![1],
+                    user: Vec::new(),
                 },
             ],
             ..Tables::default()

@@ -758,7 +758,11 @@ mod tests {
     fn blktrace_intents_are_named_by_their_flags() {
         use crate::model::{blktrace_modifier, Intent};
         use ioblame_decode::Rwbs;
-        let intent = |modifier, stack: Vec<u64>| Intent { modifier, stack };
+        let intent = |modifier, stack: Vec<u64>| Intent {
+            modifier,
+            stack,
+            user: Vec::new(),
+        };
         let tables = Tables {
             intents: vec![
                 intent(0, vec![]),

@@ -53,7 +53,11 @@
 //! use ioblame_baseline::{check, ActInput, Baseline, BuildOptions};
 //!
 //! let role = Role { pid: 42, tid: 42, comm: "writer".into(), generation: 0, cgroup: 0, lineage: false };
-//! let intent = Intent { modifier: 0x1000_0003, stack: vec![0xffff_ffff_8100_0000] };
+//! let intent = Intent {
+//!     modifier: 0x1000_0003,
+//!     stack: vec![0xffff_ffff_8100_0000],
+//!     user: Vec::new(),
+//! };
 //! let act = |mib: u64| ActInput {
 //!     role: &role,
 //!     intent: &intent,

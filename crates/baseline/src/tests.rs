@@ -173,6 +173,7 @@ impl World {
             intent: Intent {
                 modifier: reason.map_or(0, |r| WbReason(r).modifier()),
                 stack: vec![0xffff_ffff_8100_0000 + self.build],
+                user: Vec::new(),
             },
             frames: frames(names, self.build),
             path: path.map(str::to_string),

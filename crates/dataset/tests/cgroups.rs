@@ -38,7 +38,11 @@ fn tables(bytes: [u64; 2]) -> (Tables, Vec<Io>) {
         roles: vec![role(100, 9), role(200, 0)],
         // #0 nomem and #1 lost without stacks, then the writers' intent.
         intents: [vec![], vec![], vec![0xa1]]
-            .map(|stack| Intent { modifier: 0, stack })
+            .map(|stack| Intent {
+                modifier: 0,
+                stack,
+                user: Vec::new(),
+            })
             .into(),
         acts: vec![act(0), act(1)],
         totals: vec![ActTotals::default(); 2],

@@ -148,6 +148,7 @@ fn trace_groups_take_the_baselines_keys_and_counters() {
     let intent = Intent {
         modifier: 0,
         stack: vec![],
+        user: Vec::new(),
     };
     let act = |kib: u64, recorder: bool| ActInput {
         role: &role,

@@ -84,6 +84,7 @@ pub fn intent(modifier: u32) -> Intent {
     Intent {
         modifier,
         stack: vec![0xffff_ffff_8100_0000],
+        user: Vec::new(),
     }
 }
 

@@ -79,26 +79,32 @@ pub fn fixture(n_extra: usize) -> Fixture {
             Intent {
                 modifier: 0,
                 stack: vec![],
+                user: Vec::new(),
             },
             Intent {
                 modifier: 0,
                 stack: vec![],
+                user: Vec::new(),
             },
             Intent {
                 modifier: WbReason(0).modifier(),
                 stack: vec![0xa1, 0xa2, 0xa3, 0xa4],
+                user: Vec::new(),
             },
             Intent {
                 modifier: 0,
                 stack: vec![0xb1, 0xb2, 0xb3],
+                user: Vec::new(),
             },
             Intent {
                 modifier: 0,
                 stack: vec![0xc1],
+                user: Vec::new(),
             },
             Intent {
                 modifier: 0,
                 stack: vec![0xb1, 0xd1, 0xd2, 0xffff_ffff_8100_0000],
+                user: Vec::new(),
             },
         ],
         acts: vec![
