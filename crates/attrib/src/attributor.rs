@@ -208,7 +208,8 @@ impl Attributor {
             summary: Summary::default(),
             roles: Roles::new(&ctx.tasks, ctx.scope_root),
             dirty: Dirty::new(ctx.page_size, ctx.inode_bits),
-            intents: Intents::new(ctx.symbols, ctx.recorder_pid),
+            intents: Intents::new(ctx.symbols, ctx.recorder_pid)
+                .with_spaces(crate::uspace::AddressSpaces::new(&ctx.user_maps)),
             contexts: Contexts::default(),
             requests: Requests::default(),
             charging: Charging::new(ctx.issuer_only),
@@ -368,7 +369,7 @@ impl Attributor {
                 map.insert((ev.tid, folio), s.clone());
                 if let Some(waiting) = self.unsampled.remove(&(ev.tid, folio)) {
                     let s = s.clone();
-                    self.give_first_sample(folio, &s, waiting);
+                    self.give_first_sample(folio, &s, ev.pid, waiting);
                 }
                 None
             }
@@ -402,9 +403,15 @@ impl Attributor {
     /// A thread's first sampled `stack` for its folio (`folio`) or inode dirty events,
     /// given to the folios or inodes of `waiting` it dirtied before without one, where still
     /// its; those are no longer counted as without a sample.
-    fn give_first_sample(&mut self, folio: bool, stack: &Arc<[u64]>, waiting: Vec<Unsampled>) {
-        let to_stack = self.intents.stack(Some(stack));
-        let empty = self.intents.stack(None);
+    fn give_first_sample(
+        &mut self,
+        folio: bool,
+        stack: &Arc<[u64]>,
+        pid: u32,
+        waiting: Vec<Unsampled>,
+    ) {
+        let to_stack = self.intents.stack(Some(stack), pid);
+        let empty = self.intents.stack(None, pid);
         for (bdi, ino, role) in waiting {
             let from = Dirtier { role, stack: empty };
             let to = Dirtier {
@@ -549,7 +556,7 @@ impl Attributor {
                 let role = self
                     .roles
                     .role_in(&mut self.tables.roles, ev.pid, ev.tid, ev.cgroup);
-                let stack = self.intents.stack(ev.stack.as_ref());
+                let stack = self.intents.stack_of(ev);
                 self.journals
                     .handle_start(tid, *dev, Dirtier { role, stack }, now);
             }
@@ -606,14 +613,20 @@ impl Attributor {
                 tid,
                 comm,
                 exec,
-            } => self
-                .roles
-                .on_comm(&mut self.tables.roles, *pid, *tid, comm, *exec),
+            } => {
+                self.intents.spaces.on_event(ev);
+                self.roles
+                    .on_comm(&mut self.tables.roles, *pid, *tid, comm, *exec)
+            }
+            EventKind::Mmap { .. } => self.intents.spaces.on_event(ev),
             EventKind::SchedExec { pid, filename, .. } => {
                 self.roles
                     .on_sched_exec(&mut self.tables.roles, *pid, filename)
             }
-            EventKind::Fork { pid, tid, ptid, .. } => self.roles.on_perf_fork(*pid, *tid, *ptid),
+            EventKind::Fork { pid, tid, ptid, .. } => {
+                self.intents.spaces.on_event(ev);
+                self.roles.on_perf_fork(*pid, *tid, *ptid)
+            }
             EventKind::SchedFork {
                 child_pid,
                 child_comm,
@@ -625,7 +638,10 @@ impl Attributor {
                 false,
                 ev.tid,
             ),
-            EventKind::Exit { tid, .. } => self.on_exit(ev.time, *tid),
+            EventKind::Exit { tid, .. } => {
+                self.intents.spaces.on_event(ev);
+                self.on_exit(ev.time, *tid)
+            }
             EventKind::SchedExit { pid, .. } => self.on_exit(ev.time, *pid),
 
             EventKind::Lost { lost } => self.losses.lost(&mut self.summary, ev.cpu, ev.time, *lost),
@@ -721,7 +737,7 @@ impl Attributor {
         let role = self
             .roles
             .role_in(&mut self.tables.roles, ev.pid, ev.tid, ev.cgroup);
-        let stack = self.intents.stack(ev.stack.as_ref());
+        let stack = self.intents.stack_of(ev);
         (Dirtier { role, stack }, plain, 0)
     }
 
@@ -804,7 +820,7 @@ impl Attributor {
             .role_in(&mut self.tables.roles, ev.pid, ev.tid, ev.cgroup);
         let stack = match self.folio_stacks.get(&ev.tid) {
             Some(&s) => s,
-            None => self.intents.stack(ev.stack.as_ref()),
+            None => self.intents.stack_of(ev),
         };
         let pages = self
             .dirty
@@ -911,7 +927,7 @@ impl Attributor {
         let map = self.buffer_stacks.as_mut()?;
         match &ev.stack {
             Some(s) => {
-                let id = self.intents.stack(Some(s));
+                let id = self.intents.stack(Some(s), ev.pid);
                 if map.len() >= BUFFER_STACKS_MAX {
                     map.clear();
                 }
@@ -919,7 +935,7 @@ impl Attributor {
                 // The thread's earlier buffers that had none take it, if still dirty.
                 if let Some(waiting) = self.stackless_buffers.remove(&ev.tid) {
                     self.stackless_waiting -= waiting.len();
-                    let empty = self.intents.stack(None);
+                    let empty = self.intents.stack(None, 0);
                     for (disk, a, role) in waiting {
                         if let Some(e) = self.dirty.buffer_at_mut(disk, a) {
                             if e.owner.role == role
@@ -948,7 +964,7 @@ impl Attributor {
             .roles
             .role_in(&mut self.tables.roles, ev.pid, ev.tid, ev.cgroup);
         if !self.tables.roles[role.index()].comm.starts_with("kworker") {
-            let stack = self.intents.stack(ev.stack.as_ref());
+            let stack = self.intents.stack_of(ev);
             self.dirty
                 .put_inode(bdi, ino, Dirtier { role, stack }, ev.time);
         }
@@ -989,7 +1005,7 @@ impl Attributor {
         let issuer = self
             .roles
             .role_in(&mut self.tables.roles, ev.pid, ev.tid, ev.cgroup);
-        let stack = self.intents.stack(ev.stack.as_ref());
+        let stack = self.intents.stack_of(ev);
         // ext4 maps waiting for their filesystem's block size (no mount table: perf.data).
         self.contexts
             .size_ext4_maps(&mut self.devices, ev.tid, ev.time, info.disk, s);

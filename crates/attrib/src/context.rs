@@ -145,6 +145,10 @@ pub struct Context {
     /// `ioblame_format::Trace::dm_targets`): a lower bio queued without a remap (dm-crypt's)
     /// takes the charges of the bio above.
     pub dm_targets: Vec<ioblame_format::DmTarget>,
+    /// The executable mappings the recorder read of the processes whose user stacks it
+    /// recorded (format 1.8, `ioblame_format::Trace::user_maps`): with the trace's MMAP2
+    /// records, what turns user addresses into module offsets.
+    pub user_maps: Vec<ioblame_format::UserMap>,
 }
 
 impl Default for Context {
@@ -164,6 +168,7 @@ impl Default for Context {
             stacks_sampled: false,
             loops: Vec::new(),
             dm_targets: Vec::new(),
+            user_maps: Vec::new(),
         }
     }
 }
@@ -229,6 +234,7 @@ impl Context {
             stacks_sampled: ioblame_decode::stacks_sampled(meta),
             loops: meta.loops.clone(),
             dm_targets: meta.dm_targets.clone(),
+            user_maps: meta.user_maps.clone(),
         }
     }
 }

@@ -6,9 +6,12 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+use ioblame_decode::{Event, USER_MARK};
+
 use crate::context::{classify_stack, Symbolizer};
 use crate::contexts::NO_REASON;
 use crate::model::*;
+use crate::uspace::AddressSpaces;
 
 /// Interned stack id (0 = empty stack).
 pub(crate) type StackId = u32;
@@ -66,6 +69,16 @@ pub(crate) struct Intents {
     last_stack: (usize, StackId),
     intent_index: FxHashMap<(u32, StackId), IntentId>,
     act_index: FxHashMap<ActKey, ActId>,
+    /// Where user addresses go (user stacks recorded): a stack's user frames are interned
+    /// as module offsets, so that one binary's frame is one frame in every process.
+    pub spaces: AddressSpaces,
+    /// User frames by id: an interned stack holds [`USER_MARK`] then their ids.
+    user_frames: Vec<UserFrame>,
+    user_frame_index: FxHashMap<UserFrame, u64>,
+    /// Stacks with user frames by address and process, valid for one generation of the
+    /// address spaces.
+    user_by_ptr: FxHashMap<(usize, u32), (Arc<[u64]>, StackId)>,
+    user_generation: u64,
 }
 
 impl std::fmt::Debug for Intents {
@@ -98,7 +111,55 @@ impl Intents {
             last_stack: (0, 0),
             intent_index: FxHashMap::default(),
             act_index: FxHashMap::default(),
+            spaces: AddressSpaces::default(),
+            user_frames: Vec::new(),
+            user_frame_index: FxHashMap::default(),
+            user_by_ptr: FxHashMap::default(),
+            user_generation: 0,
         }
+    }
+
+    /// The same, with the address spaces that name user frames.
+    pub fn with_spaces(mut self, spaces: AddressSpaces) -> Intents {
+        self.spaces = spaces;
+        self
+    }
+
+    /// The id of `ev`'s stack: [`Intents::stack`] of its own stack, in its process.
+    #[inline]
+    pub fn stack_of(&mut self, ev: &Event) -> StackId {
+        self.stack(ev.stack.as_ref(), ev.pid)
+    }
+
+    /// The id of a stack with user frames, taken in process `pid`: its user addresses
+    /// made module offsets.
+    fn user_stack(&mut self, a: &Arc<[u64]>, pid: u32) -> StackId {
+        if self.user_generation != self.spaces.generation() {
+            self.user_by_ptr.clear();
+            self.user_generation = self.spaces.generation();
+        }
+        let key = (Arc::as_ptr(a) as *const u64 as usize, pid);
+        if let Some(&(_, id)) = self.user_by_ptr.get(&key) {
+            return id;
+        }
+        let mark = a.iter().position(|&f| f == USER_MARK).unwrap_or(a.len());
+        let mut frames: Vec<u64> = Vec::with_capacity(a.len());
+        frames.extend_from_slice(&a[..=mark]);
+        for &ip in &a[mark + 1..] {
+            let f = self.spaces.frame(pid, ip);
+            let next = self.user_frames.len() as u64;
+            let id = *self.user_frame_index.entry(f.clone()).or_insert(next);
+            if id == next {
+                self.user_frames.push(f);
+            }
+            frames.push(id);
+        }
+        let id = self.intern_frames(&frames);
+        if self.user_by_ptr.len() >= STACK_BY_PTR_MAX {
+            self.user_by_ptr.clear();
+        }
+        self.user_by_ptr.insert(key, (a.clone(), id));
+        id
     }
 
     /// The output tables' first two intents: #0 nomem and #1 lost, both with empty stacks.
@@ -111,12 +172,16 @@ impl Intents {
         vec![empty.clone(), empty]
     }
 
-    /// The id of an event's stack (the empty stack's when it has none).
+    /// The id of an event's stack (the empty stack's when it has none), taken in process
+    /// `pid` (which names its user frames, if it has some).
     #[inline]
-    pub fn stack(&mut self, stack: Option<&Arc<[u64]>>) -> StackId {
+    pub fn stack(&mut self, stack: Option<&Arc<[u64]>>, pid: u32) -> StackId {
         let Some(a) = stack else {
             return self.intern_frames(&[]);
         };
+        if a.contains(&USER_MARK) {
+            return self.user_stack(a, pid);
+        }
         let key = Arc::as_ptr(a) as *const u64 as usize;
         // Consecutive events often carry the same stack (one writer's page after page).
         if key == self.last_stack.0 {
@@ -147,7 +212,7 @@ impl Intents {
         let flags = self
             .symbols
             .as_deref()
-            .map(|sym| classify_stack(sym, s))
+            .map(|sym| classify_stack(sym, ioblame_decode::kernel_frames(s)))
             .unwrap_or(0);
         self.stacks.push(b.clone());
         self.stack_flags.push(flags);
@@ -155,9 +220,18 @@ impl Intents {
         id
     }
 
-    /// The frames of stack `id` (empty for an unknown id).
+    /// The kernel frames of stack `id` (empty for an unknown id).
     pub fn frames(&self, id: StackId) -> &[u64] {
-        self.stacks.get(id as usize).map_or(&[], |s| s)
+        ioblame_decode::kernel_frames(self.stacks.get(id as usize).map_or(&[], |s| s))
+    }
+
+    /// The user frames of stack `id` (empty without).
+    pub fn user_frames(&self, id: StackId) -> Vec<UserFrame> {
+        let s = self.stacks.get(id as usize).map_or(&[][..], |s| s);
+        ioblame_decode::user_frames(s)
+            .iter()
+            .filter_map(|&i| self.user_frames.get(i as usize).cloned())
+            .collect()
     }
 
     /// The classes of stack `id` ([`crate::context::STACK_DIO`], ...).
@@ -174,8 +248,8 @@ impl Intents {
         let id = IntentId(intents.len() as u32);
         intents.push(Intent {
             modifier,
-            stack: self.stacks[stack as usize].to_vec(),
-            user: Vec::new(),
+            stack: self.frames(stack).to_vec(),
+            user: self.user_frames(stack),
         });
         self.intent_index.insert((modifier, stack), id);
         id
@@ -229,15 +303,15 @@ mod tests {
         let a: Arc<[u64]> = Arc::from(&[1u64, 2, 3][..]);
         let b: Arc<[u64]> = Arc::from(&[1u64, 2, 3][..]);
         let c: Arc<[u64]> = Arc::from(&[4u64][..]);
-        assert_eq!(i.stack(None), 0);
-        let sa = i.stack(Some(&a));
+        assert_eq!(i.stack(None, 1), 0);
+        let sa = i.stack(Some(&a), 1);
         assert_eq!(sa, 1);
-        assert_eq!(i.stack(Some(&a)), sa);
-        assert_eq!(i.stack(Some(&b)), sa);
-        assert_eq!(i.stack(Some(&c)), 2);
-        assert_eq!(i.stack(Some(&a)), sa);
+        assert_eq!(i.stack(Some(&a), 1), sa);
+        assert_eq!(i.stack(Some(&b), 1), sa);
+        assert_eq!(i.stack(Some(&c), 1), 2);
+        assert_eq!(i.stack(Some(&a), 1), sa);
         let empty: Arc<[u64]> = Arc::from(&[][..]);
-        assert_eq!(i.stack(Some(&empty)), 0);
+        assert_eq!(i.stack(Some(&empty), 1), 0);
         assert_eq!(i.flags(sa), 0);
     }
 
@@ -250,9 +324,9 @@ mod tests {
             _ => None,
         };
         let mut i = Intents::new(Some(Box::new(sym)), None);
-        let dio = i.stack(Some(&Arc::from(&[1u64, 2][..])));
-        let journal = i.stack(Some(&Arc::from(&[1u64, 3][..])));
-        let plain = i.stack(Some(&Arc::from(&[1u64, 9][..])));
+        let dio = i.stack(Some(&Arc::from(&[1u64, 2][..])), 1);
+        let journal = i.stack(Some(&Arc::from(&[1u64, 3][..])), 1);
+        let plain = i.stack(Some(&Arc::from(&[1u64, 9][..])), 1);
         assert_eq!(i.flags(dio), STACK_DIO);
         assert_eq!(i.flags(journal), STACK_JOURNAL);
         assert_eq!(i.flags(plain), 0);
@@ -266,7 +340,7 @@ mod tests {
             intents: Intents::reserved(),
             ..Tables::default()
         };
-        let s = i.stack(Some(&Arc::from(&[7u64, 8][..])));
+        let s = i.stack(Some(&Arc::from(&[7u64, 8][..])), 1);
         let w = i.intent(&mut t.intents, WbReason(2).modifier(), s);
         let plain = i.intent(&mut t.intents, 0, s);
         assert_eq!((w, plain), (IntentId(2), IntentId(3)));

@@ -53,6 +53,7 @@ mod summary;
 mod test_rng;
 #[cfg(test)]
 mod tests;
+mod uspace;
 
 pub use attributor::{Attribution, Attributor, Dirtied, StateSizes};
 pub use cgroups::{per_cgroup, CgroupNames, CgroupTotals};

@@ -74,6 +74,7 @@ fn context() -> Context {
         stacks_sampled: false,
         loops: Vec::new(),
         dm_targets: Vec::new(),
+        user_maps: Vec::new(),
     }
 }
 
@@ -3375,4 +3376,116 @@ fn dirtied_bytes_are_counted_once_per_folio_or_by_its_buffers() {
     assert!(got.iter().all(|d| d.bytes > 0));
     let frames = b.a.stack_frames(got[0].stack);
     assert_eq!(frames, DIRTY_STACK);
+}
+
+/// User frames (`--user-stacks`): an address becomes a module and a file offset through the
+/// process's mappings, so the same function of one binary loaded at two addresses in two
+/// processes is one intent, and two functions are two.
+#[test]
+fn user_frames_are_module_offsets_whatever_the_load_address() {
+    let app = ioblame_format::UserMap {
+        pid: 400,
+        start: 0x5555_0000_0000,
+        end: 0x5555_0000_4000,
+        pgoff: 0x1000,
+        dev_major: 8,
+        dev_minor: 1,
+        ino: 99,
+        build_id: vec![0xab; 20],
+        // Read by the recorder after the process's exec.
+        seen_ns: 2_000_000,
+        path: "/usr/bin/app".into(),
+    };
+    let mut ctx = context();
+    ctx.user_maps = vec![app];
+    let mut b = Bench::with(ctx);
+    b.comm(400, "app");
+    b.comm(401, "app");
+    // The second process maps the same file elsewhere (no build id in its record: the one
+    // read for the file is taken).
+    b.push(
+        401,
+        401,
+        EventKind::Mmap {
+            pid: 401,
+            start: 0x7000_0000_0000,
+            len: 0x4000,
+            pgoff: 0x1000,
+            dev: SDA1,
+            ino: 99,
+            build_id: Vec::new(),
+            path: "/usr/bin/app".into(),
+        },
+        None,
+    );
+    let user = |base: u64, f: u64| -> Vec<u64> {
+        let mut s = BIO_STACK.to_vec();
+        s.extend([ioblame_decode::USER_MARK, base + f, base + 0x3000]);
+        s
+    };
+    // Both processes' `wal_flush` (file offset 0x1100), and 400's `checkpoint` (0x1200),
+    // each direct IO of 1 MiB.
+    let ios = [
+        (400, 0x5555_0000_0000, 0x100, 0u64),
+        (401, 0x7000_0000_0000, 0x100, 1),
+        (400, 0x5555_0000_0000, 0x200, 2),
+        // A frame no mapping holds.
+        (402, 0x6000_0000_0000, 0x100, 3),
+    ];
+    for (pid, base, f, i) in ios {
+        let sector = 264192 + i * 2048;
+        b.push(
+            pid,
+            pid,
+            EventKind::IomapDioBegin {
+                dev: LOOP0,
+                ino: 14,
+                pos: 0,
+                count: MIB,
+            },
+            None,
+        );
+        let kind = EventKind::BioQueue {
+            dev: LOOP0,
+            sector,
+            nr_sector: 2048,
+            rwbs: Rwbs::parse("WS"),
+        };
+        b.push(pid, pid, kind, Some(&user(base, f)));
+        b.requests(LOOP0, sector, 2048, 2560, "WS");
+        let kind = EventKind::IomapDioComplete {
+            dev: LOOP0,
+            ino: 14,
+            pos: 0,
+        };
+        b.push(pid, pid, kind, None);
+    }
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    assert_eq!(ios.len(), 4);
+    let intent = |i: usize| &t.intents[t.acts[ios[i].act.index()].intent.index()];
+    assert_eq!(
+        intent(0).stack,
+        BIO_STACK,
+        "the kernel part is the kernel's"
+    );
+    let frame = |i: usize, n: usize| {
+        let f = &intent(i).user[n];
+        (
+            f.module.as_ref().map(|m| (m.path.as_str(), m.build_id[0])),
+            f.offset,
+        )
+    };
+    assert_eq!(frame(0, 0), (Some(("/usr/bin/app", 0xab)), 0x1100));
+    assert_eq!(frame(0, 1), (Some(("/usr/bin/app", 0xab)), 0x4000));
+    assert_eq!(
+        t.acts[ios[0].act.index()].intent,
+        t.acts[ios[1].act.index()].intent
+    );
+    assert_eq!(frame(2, 0), (Some(("/usr/bin/app", 0xab)), 0x1200));
+    assert_ne!(
+        t.acts[ios[0].act.index()].intent,
+        t.acts[ios[2].act.index()].intent
+    );
+    assert_eq!(frame(3, 0), (None, 0x6000_0000_0100));
 }

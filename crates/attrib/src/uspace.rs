@@ -1,0 +1,323 @@
+//! The address spaces of the processes whose user stacks were recorded: which module each
+//! user frame's address fell in, and at which file offset (docs/attribution.md, "User
+//! frames"). Built from the recorder's reading of `/proc/PID/maps` (the trace's USER_MAPS)
+//! and the mappings made while recording (`PERF_RECORD_MMAP2`), kept across fork and
+//! dropped at exec and exit.
+
+use std::sync::Arc;
+
+use ioblame_decode::{Event, EventKind};
+use ioblame_format::{kernel_dev, UserMap};
+use rustc_hash::FxHashMap;
+
+use crate::model::{Module, UserFrame};
+
+/// One executable mapping of a process.
+#[derive(Debug, Clone)]
+struct Map {
+    start: u64,
+    end: u64,
+    pgoff: u64,
+    module: Arc<Module>,
+}
+
+/// Where user addresses go, per process, as the events tell over time.
+#[derive(Debug, Default)]
+pub(crate) struct AddressSpaces {
+    /// Each process's mappings, sorted by start, not overlapping.
+    maps: FxHashMap<u32, Vec<Map>>,
+    /// The recorder's readings, by process, to apply again after an exec they came after.
+    read: FxHashMap<u32, Vec<UserMap>>,
+    /// Build ids by file (device, inode), for mappings recorded without one.
+    build_ids: FxHashMap<(u32, u64), Vec<u8>>,
+    /// Modules interned by build id (or path, without one).
+    modules: FxHashMap<(Vec<u8>, String), Arc<Module>>,
+    /// Bumped whenever a mapping changes: resolutions cached under an older generation
+    /// are stale.
+    generation: u64,
+}
+
+impl AddressSpaces {
+    /// The spaces as the recorder read them: every reading applies from the start (the
+    /// mapping held when read, and a process maps its binary and libraries first).
+    pub fn new(user_maps: &[UserMap]) -> AddressSpaces {
+        let mut s = AddressSpaces::default();
+        for m in user_maps {
+            if !m.build_id.is_empty() && m.ino != 0 {
+                s.build_ids.insert(
+                    (kernel_dev(m.dev_major, m.dev_minor), m.ino),
+                    m.build_id.clone(),
+                );
+            }
+            s.read.entry(m.pid).or_default().push(m.clone());
+        }
+        let pids: Vec<u32> = s.read.keys().copied().collect();
+        for pid in pids {
+            s.apply_read(pid, None);
+        }
+        s
+    }
+
+    /// The generation of the mappings: it changes whenever one does.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Applies the recorder's readings of `pid` (those read after `after`, if given).
+    fn apply_read(&mut self, pid: u32, after: Option<u64>) {
+        let Some(read) = self.read.get(&pid) else {
+            return;
+        };
+        let read: Vec<UserMap> = read
+            .iter()
+            .filter(|m| after.is_none_or(|t| m.seen_ns >= t))
+            .cloned()
+            .collect();
+        for m in read {
+            let dev = kernel_dev(m.dev_major, m.dev_minor);
+            let module = self.module(&m.build_id, &m.path, dev, m.ino);
+            self.insert(pid, m.start, m.end, m.pgoff, module);
+        }
+    }
+
+    fn module(&mut self, build_id: &[u8], path: &str, dev: u32, ino: u64) -> Arc<Module> {
+        let build_id = if build_id.is_empty() {
+            self.build_ids.get(&(dev, ino)).cloned().unwrap_or_default()
+        } else {
+            build_id.to_vec()
+        };
+        // Without a build id, a module is its path: two files of one path are one module.
+        let key_path = if build_id.is_empty() { path } else { "" };
+        self.modules
+            .entry((build_id.clone(), key_path.to_string()))
+            .or_insert_with(|| {
+                Arc::new(Module {
+                    build_id,
+                    path: path.to_string(),
+                })
+            })
+            .clone()
+    }
+
+    /// Maps `[start, end)` of `pid`, replacing what was mapped there.
+    fn insert(&mut self, pid: u32, start: u64, end: u64, pgoff: u64, module: Arc<Module>) {
+        if end <= start {
+            return;
+        }
+        self.generation += 1;
+        let maps = self.maps.entry(pid).or_default();
+        let mut kept: Vec<Map> = Vec::with_capacity(maps.len() + 2);
+        for m in maps.drain(..) {
+            if m.end <= start || m.start >= end {
+                kept.push(m);
+                continue;
+            }
+            // The parts outside the new mapping stay.
+            if m.start < start {
+                kept.push(Map {
+                    end: start,
+                    ..m.clone()
+                });
+            }
+            if m.end > end {
+                kept.push(Map {
+                    start: end,
+                    pgoff: m.pgoff + (end - m.start),
+                    ..m
+                });
+            }
+        }
+        kept.push(Map {
+            start,
+            end,
+            pgoff,
+            module,
+        });
+        kept.sort_by_key(|m| m.start);
+        *maps = kept;
+    }
+
+    /// Follows the task events: mappings made, processes forked (the child has its
+    /// parent's mappings), exec'd (the old image is gone) and exited.
+    pub fn on_event(&mut self, ev: &Event) {
+        match &ev.kind {
+            EventKind::Mmap {
+                pid,
+                start,
+                len,
+                pgoff,
+                dev,
+                ino,
+                build_id,
+                path,
+            } => {
+                let module = self.module(build_id, path, *dev, *ino);
+                self.insert(*pid, *start, start.saturating_add(*len), *pgoff, module);
+            }
+            EventKind::Fork { pid, ppid, .. } if pid != ppid => {
+                if let Some(parent) = self.maps.get(ppid).cloned() {
+                    self.generation += 1;
+                    self.maps.insert(*pid, parent);
+                }
+            }
+            EventKind::Comm {
+                pid, exec: true, ..
+            } => {
+                if self.maps.remove(pid).is_some() {
+                    self.generation += 1;
+                }
+                // Readings taken after the exec are of the new image.
+                self.apply_read(*pid, Some(ev.time));
+            }
+            EventKind::Exit { pid, tid, .. } if pid == tid => {
+                if self.maps.remove(pid).is_some() {
+                    self.generation += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The frame of user address `ip` of process `pid`.
+    pub fn frame(&self, pid: u32, ip: u64) -> UserFrame {
+        let hit = self.maps.get(&pid).and_then(|maps| {
+            let i = maps.partition_point(|m| m.start <= ip);
+            maps[..i].last().filter(|m| ip < m.end)
+        });
+        match hit {
+            Some(m) => UserFrame {
+                module: Some(m.module.clone()),
+                offset: ip - m.start + m.pgoff,
+                names: Vec::new(),
+            },
+            None => UserFrame {
+                module: None,
+                offset: ip,
+                names: Vec::new(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(time: u64, kind: EventKind) -> Event {
+        Event {
+            time,
+            cpu: 0,
+            pid: 0,
+            tid: 0,
+            kind,
+            stack: None,
+            cgroup: 0,
+        }
+    }
+
+    fn mmap(pid: u32, start: u64, len: u64, pgoff: u64, id: u8, path: &str) -> Event {
+        ev(
+            10,
+            EventKind::Mmap {
+                pid,
+                start,
+                len,
+                pgoff,
+                dev: 0,
+                ino: 0,
+                build_id: vec![id; 20],
+                path: path.into(),
+            },
+        )
+    }
+
+    fn at(s: &AddressSpaces, pid: u32, ip: u64) -> (Option<String>, u64) {
+        let f = s.frame(pid, ip);
+        (f.module.map(|m| m.path.clone()), f.offset)
+    }
+
+    #[test]
+    fn addresses_become_module_offsets_across_fork_exec_and_remaps() {
+        let read = UserMap {
+            pid: 7,
+            start: 0x1000,
+            end: 0x3000,
+            pgoff: 0x2000,
+            dev_major: 8,
+            dev_minor: 1,
+            ino: 5,
+            build_id: vec![1; 20],
+            seen_ns: 50,
+            path: "/bin/app".into(),
+        };
+        let mut s = AddressSpaces::new(std::slice::from_ref(&read));
+        assert_eq!(at(&s, 7, 0x1010), (Some("/bin/app".into()), 0x2010));
+        assert_eq!(at(&s, 7, 0x3000), (None, 0x3000));
+        assert_eq!(at(&s, 8, 0x1010), (None, 0x1010));
+        // A library mapped over the upper half of the binary's range.
+        s.on_event(&mmap(7, 0x2000, 0x2000, 0, 2, "/lib/libc.so"));
+        assert_eq!(at(&s, 7, 0x1fff), (Some("/bin/app".into()), 0x2fff));
+        assert_eq!(at(&s, 7, 0x2004), (Some("/lib/libc.so".into()), 4));
+        // A forked child has the same mappings; a thread changes nothing.
+        s.on_event(&ev(
+            20,
+            EventKind::Fork {
+                pid: 9,
+                ppid: 7,
+                tid: 9,
+                ptid: 7,
+            },
+        ));
+        assert_eq!(at(&s, 9, 0x2004), (Some("/lib/libc.so".into()), 4));
+        // The parent execs before the recorder's reading: the reading is of the new image
+        // and stands; the old mappings are gone.
+        s.on_event(&ev(
+            30,
+            EventKind::Comm {
+                pid: 7,
+                tid: 7,
+                comm: "app".into(),
+                exec: true,
+            },
+        ));
+        assert_eq!(at(&s, 7, 0x1010), (Some("/bin/app".into()), 0x2010));
+        assert_eq!(at(&s, 7, 0x2004), (Some("/bin/app".into()), 0x3004));
+        // An exec after the reading: nothing known until its mappings come.
+        s.on_event(&ev(
+            60,
+            EventKind::Comm {
+                pid: 9,
+                tid: 9,
+                comm: "sh".into(),
+                exec: true,
+            },
+        ));
+        assert_eq!(at(&s, 9, 0x2004), (None, 0x2004));
+        // A mapping recorded without a build id takes the one read for its file.
+        s.on_event(&ev(
+            70,
+            EventKind::Mmap {
+                pid: 9,
+                start: 0x4000,
+                len: 0x1000,
+                pgoff: 0,
+                dev: kernel_dev(8, 1),
+                ino: 5,
+                build_id: Vec::new(),
+                path: "/proc/self/root/bin/app".into(),
+            },
+        ));
+        let f = s.frame(9, 0x4008);
+        assert_eq!(f.module.unwrap().build_id, vec![1; 20]);
+        s.on_event(&ev(
+            80,
+            EventKind::Exit {
+                pid: 9,
+                ppid: 1,
+                tid: 9,
+                ptid: 1,
+            },
+        ));
+        assert_eq!(at(&s, 9, 0x4008), (None, 0x4008));
+    }
+}
