@@ -47,6 +47,9 @@ impl std::hash::Hash for ActKey {
     }
 }
 
+/// A decoded stack held while its address keys a cache, and its id.
+type Held = (Arc<[u64]>, StackId);
+
 /// Most decoded stacks remembered by address (then the map starts over).
 const STACK_BY_PTR_MAX: usize = 1 << 14;
 
@@ -77,7 +80,7 @@ pub(crate) struct Intents {
     user_frame_index: FxHashMap<UserFrame, u64>,
     /// Stacks with user frames by address and process, valid for one generation of the
     /// address spaces.
-    user_by_ptr: FxHashMap<(usize, u32), (Arc<[u64]>, StackId)>,
+    user_by_ptr: FxHashMap<(usize, u32), Held>,
     user_generation: u64,
 }
 

@@ -169,10 +169,8 @@ impl AddressSpaces {
                 // Readings taken after the exec are of the new image.
                 self.apply_read(*pid, Some(ev.time));
             }
-            EventKind::Exit { pid, tid, .. } if pid == tid => {
-                if self.maps.remove(pid).is_some() {
-                    self.generation += 1;
-                }
+            EventKind::Exit { pid, tid, .. } if pid == tid && self.maps.remove(pid).is_some() => {
+                self.generation += 1;
             }
             _ => {}
         }
