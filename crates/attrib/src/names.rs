@@ -5,7 +5,7 @@
 //! `kthread`, `worker_thread`, `do_*` and `vfs_*`), never a list of one kernel's functions.
 
 use crate::context::Symbolizer;
-use crate::model::{IntentId, Tables, INTENT_LOST, INTENT_NOMEM};
+use crate::model::{Intent, IntentId, Tables, UserFrame, INTENT_LOST, INTENT_NOMEM};
 
 /// Separates the parts of a name.
 pub const SEP: &str = " › ";
@@ -28,14 +28,111 @@ pub fn intent_names(tables: &Tables, sym: &dyn Symbolizer) -> Vec<String> {
             (it.modifier, frames)
         })
         .collect();
-    let mut names = name_stacks(&stacks);
+    let mut names = kernel_names(&stacks);
     // A blktrace recording has no stacks: its intents differ only by the request flags.
     for (name, it) in names.iter_mut().zip(&tables.intents) {
         if let Some(flags) = crate::blktrace_flags(it.modifier).filter(|_| it.stack.is_empty()) {
             *name = format!("no stack (blktrace) {flags}");
         }
     }
+    // The application's frame leads (docs/attribution.md, "Intent names").
+    let leads = user_leads(&tables.intents, &names);
+    for (name, lead) in names.iter_mut().zip(leads) {
+        if let Some(lead) = lead {
+            *name = if name.as_str() == NO_STACK {
+                lead
+            } else {
+                format!("{lead}{SEP}{name}")
+            };
+        }
+    }
+    number_equal(&mut names);
     names
+}
+
+/// The name of an intent without a stack.
+const NO_STACK: &str = "[no stack]";
+
+/// How a user frame is shown: its function (the innermost of those inlined there), or,
+/// unsymbolized, its module's file name and offset (`libfoo.so+0x1a2b`), or, outside any
+/// recorded mapping, its address.
+pub fn user_frame_label(f: &UserFrame) -> String {
+    if let Some(n) = f.names.first() {
+        return n.clone();
+    }
+    match &f.module {
+        Some(m) => {
+            let base = m.path.rsplit('/').next().unwrap_or(&m.path);
+            format!("{base}+{:#x}", f.offset)
+        }
+        None => format!("[unknown] {:#x}", f.offset),
+    }
+}
+
+/// Whether a user frame is a library's rather than the application's: in a shared object
+/// or a special mapping (`[vdso]`), or a function of the Rust or C++ standard library
+/// linked into the application.
+pub fn is_library_frame(f: &UserFrame) -> bool {
+    let lib_module = f.module.as_ref().is_some_and(|m| {
+        let base = m.path.rsplit('/').next().unwrap_or(&m.path);
+        base.contains(".so") || base.starts_with('[')
+    });
+    let lib_name = f.names.last().is_some_and(|n| {
+        let n = n.trim_start_matches(['<', '&']);
+        ["std::", "core::", "alloc::", "__libc_", "__GI_"]
+            .iter()
+            .any(|p| n.starts_with(p))
+    });
+    lib_module || lib_name
+}
+
+/// The user frame that leads each intent's name, if it has user frames: the application's
+/// deepest frame (from the first that is not a library's, [`is_library_frame`]) that tells
+/// it apart from the other intents of the same kernel name — the first frame at which its
+/// path up from there differs from all of theirs — or that first application frame when
+/// none does or it has no namesake.
+fn user_leads(intents: &[Intent], kernel: &[String]) -> Vec<Option<String>> {
+    let seqs: Vec<Vec<String>> = intents
+        .iter()
+        .map(|it| {
+            let from = it
+                .user
+                .iter()
+                .position(|f| !is_library_frame(f))
+                .unwrap_or(0);
+            it.user[from..].iter().map(user_frame_label).collect()
+        })
+        .collect();
+    (0..intents.len())
+        .map(|i| {
+            let seq = &seqs[i];
+            if seq.is_empty() {
+                return None;
+            }
+            let others: Vec<&Vec<String>> = (0..intents.len())
+                .filter(|&k| k != i && kernel[k] == kernel[i] && !seqs[k].is_empty())
+                .map(|k| &seqs[k])
+                .filter(|o| *o != seq)
+                .collect();
+            let at = (0..seq.len())
+                .find(|&j| others.iter().all(|o| o.get(..=j) != Some(&seq[..=j])))
+                .unwrap_or(0);
+            Some(seq[at].clone())
+        })
+        .collect()
+}
+
+/// Equal names: the intent number tells them apart.
+fn number_equal(names: &mut [String]) {
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for n in names.iter() {
+        *seen.entry(n.clone()).or_default() += 1;
+    }
+    for (i, n) in names.iter_mut().enumerate() {
+        if seen.get(n.as_str()).is_some_and(|&c| c > 1) {
+            n.push_str(&format!(" (#{i})"));
+        }
+    }
 }
 
 /// A function name without a `+0x../0x..` offset and without compiler suffixes
@@ -337,6 +434,13 @@ fn modifier_suffix(modifier: u32) -> String {
 ///    offsets) get ` (#N)`. A stackless intent is `[no stack]` ([`intent_names`] names
 ///    those of a blktrace recording `no stack (blktrace) FLAGS`).
 pub fn name_stacks(intents: &[(u32, Vec<String>)]) -> Vec<String> {
+    let mut names = kernel_names(intents);
+    number_equal(&mut names);
+    names
+}
+
+/// [`name_stacks`] without telling equal names apart.
+fn kernel_names(intents: &[(u32, Vec<String>)]) -> Vec<String> {
     let entries: Vec<Entry> = intents.iter().map(|(_, f)| entry_of(f)).collect();
     // The intents compared: those with a stack, #0 and #1 aside.
     let real: Vec<usize> = (2..intents.len())
@@ -388,16 +492,6 @@ pub fn name_stacks(intents: &[(u32, Vec<String>)]) -> Vec<String> {
             }
         }
         names.push(parts.join(SEP) + &modifier_suffix(*modifier));
-    }
-    // Equal names: the intent number tells them apart.
-    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    for n in &names {
-        *seen.entry(n.clone()).or_default() += 1;
-    }
-    for (i, n) in names.iter_mut().enumerate() {
-        if seen.get(n.as_str()).is_some_and(|&c| c > 1) {
-            n.push_str(&format!(" (#{i})"));
-        }
     }
     names
 }
@@ -784,5 +878,80 @@ mod tests {
                 "[no stack]",
             ]
         );
+    }
+
+    #[test]
+    fn application_frames_lead_the_names_of_intents_with_user_stacks() {
+        use crate::model::{Intent, Module, UserFrame};
+        use std::sync::Arc;
+        let app = Arc::new(Module {
+            build_id: vec![1; 20],
+            path: "/usr/bin/db".into(),
+        });
+        let libc = Arc::new(Module {
+            build_id: vec![2; 20],
+            path: "/lib/x86_64-linux-gnu/libc.so.6".into(),
+        });
+        let f = |m: &Arc<Module>, off: u64, name: Option<&str>| UserFrame {
+            module: Some(m.clone()),
+            offset: off,
+            names: name.map(|n| vec![n.to_string()]).unwrap_or_default(),
+        };
+        let write = f(&libc, 0x10, Some("write"));
+        let user = |frames: Vec<UserFrame>| Intent {
+            modifier: 0,
+            stack: vec![1, 2],
+            user: frames,
+        };
+        let tables = Tables {
+            intents: vec![
+                Intent::default(),
+                Intent::default(),
+                // Two functions writing through one helper of the application.
+                user(vec![
+                    write.clone(),
+                    f(&app, 0x100, Some("write_all_or_die")),
+                    f(&app, 0x200, Some("wal_flush")),
+                ]),
+                user(vec![
+                    write.clone(),
+                    f(&app, 0x100, Some("write_all_or_die")),
+                    f(&app, 0x300, Some("checkpoint")),
+                ]),
+                // Unsymbolized, alone with its kernel path: its first application frame.
+                Intent {
+                    modifier: 0,
+                    stack: vec![1, 3],
+                    user: vec![write, f(&app, 0x4a0, None)],
+                },
+                // Outside any mapping.
+                Intent {
+                    modifier: 0,
+                    stack: vec![1, 4],
+                    user: vec![UserFrame {
+                        module: None,
+                        offset: 0x7f00,
+                        names: vec![],
+                    }],
+                },
+            ],
+            ..Tables::default()
+        };
+        let sym = |a: u64| -> Option<String> {
+            Some(
+                match a {
+                    1 => "__x64_sys_write",
+                    2 => "ext4_buffered_write_iter",
+                    3 => "ext4_sync_file",
+                    _ => "vfs_read",
+                }
+                .into(),
+            )
+        };
+        let n = intent_names(&tables, &sym);
+        assert!(n[2].starts_with("wal_flush › write(2)"), "{}", n[2]);
+        assert!(n[3].starts_with("checkpoint › write(2)"), "{}", n[3]);
+        assert!(n[4].starts_with("db+0x4a0 › write(2)"), "{}", n[4]);
+        assert!(n[5].starts_with("[unknown] 0x7f00 › write(2)"), "{}", n[5]);
     }
 }
