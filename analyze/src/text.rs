@@ -340,7 +340,51 @@ pub fn act_json(
     if let Some(c) = cgroups {
         v["cgroup"] = c.of_act(a, tables).into();
     }
+    // Only intents with user frames (`--user-stacks`) have the key.
+    if !intent.user.is_empty() {
+        v["user_frames"] = user_frames_json(&intent.user);
+    }
     v
+}
+
+/// An intent's user frames as JSON, innermost first: each with its module's path and build
+/// id, the file offset, the function whose code it is (`null` unsymbolized) and, when that
+/// was inlined, the functions it was inlined into, innermost first.
+pub fn user_frames_json(frames: &[ioblame_attrib::UserFrame]) -> serde_json::Value {
+    frames
+        .iter()
+        .map(|f| {
+            serde_json::json!({
+                "module": f.module.as_ref().map(|m| m.path.as_str()),
+                "build_id": f.module.as_ref().map(|m| ioblame_format::build_id_hex(&m.build_id)),
+                "offset": f.offset,
+                "function": f.names.first(),
+                "inlined_into": f.names.iter().skip(1).collect::<Vec<_>>(),
+                "label": ioblame_attrib::names::user_frame_label(f),
+            })
+        })
+        .collect()
+}
+
+/// One user frame of the `intents` dump: `  u: LABEL (MODULE+0xOFFSET)`.
+fn user_frame_line(f: &ioblame_attrib::UserFrame) -> String {
+    let label = ioblame_attrib::names::user_frame_label(f);
+    let inlined = if f.names.len() > 1 {
+        format!(" [inlined in {}]", f.names[1..].join(" < "))
+    } else {
+        String::new()
+    };
+    match &f.module {
+        Some(m) if !f.names.is_empty() => {
+            let base = m.path.rsplit('/').next().unwrap_or(&m.path);
+            format!(
+                "  u {}{inlined} ({base}+{:#x})",
+                printable(&label),
+                f.offset
+            )
+        }
+        _ => format!("  u {}", printable(&label)),
+    }
 }
 
 /// `ioblame intents`: the intents dump as ioblame printed it, except that each header
@@ -360,6 +404,9 @@ pub fn intents(
         }
         for &a in &it.stack {
             writeln!(out, "{}", frames.frame_line(a))?;
+        }
+        for f in &it.user {
+            writeln!(out, "{}", user_frame_line(f))?;
         }
     }
     Ok(())

@@ -189,20 +189,26 @@ fn keyed_frames(
     let ids = series(&intents, "intent")?.u32()?.clone();
     let reasons = series(&intents, "reason")?.str()?.clone();
     let frame_lists = series(&intents, "frames")?.list()?.clone();
+    let user_lists = series(&intents, "user_frames")?.list()?.clone();
     let mut by_intent: HashMap<u32, i64> = HashMap::new();
     let mut intent_keys = Vec::with_capacity(ids.len());
     for (i, (id, reason)) in ids.iter().zip(reasons.iter()).enumerate() {
         let id = id.unwrap_or(0);
-        let names = match frame_lists.get_as_series(i) {
-            Some(s) => s
-                .str()?
-                .iter()
-                .map(|n| n.unwrap_or("?").to_string())
-                .collect(),
-            None => Vec::new(),
+        let list = |l: &ListChunked| -> PolarsResult<Vec<String>> {
+            Ok(match l.get_as_series(i) {
+                Some(s) => s
+                    .str()?
+                    .iter()
+                    .map(|n| n.unwrap_or("?").to_string())
+                    .collect(),
+                None => Vec::new(),
+            })
         };
+        let names = list(&frame_lists)?;
+        let user = list(&user_lists)?;
         let refs: Vec<&str> = names.iter().map(|s| s.as_str()).collect();
-        let k = schema::intent_key(id, &refs, reason);
+        let user: Vec<&str> = user.iter().map(|s| s.as_str()).collect();
+        let k = schema::intent_key(id, &refs, &user, reason);
         by_intent.insert(id, k);
         intent_keys.push(k);
     }

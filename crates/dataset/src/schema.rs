@@ -147,16 +147,23 @@ pub fn empty_stack_name(intent: u32) -> &'static str {
 }
 
 /// The intent key: XXH3-64 (`XXH3_64bits`, no seed) of the UTF-8 text made of the frame
-/// names innermost first (or [`empty_stack_name`] when there are none), then
-/// `[wb:REASON]` for a writeback intent, joined by `\n`; its 64 bits read as a signed
+/// names innermost first (or [`empty_stack_name`] when there are none), then, when the
+/// intent has user frames, `[user]` and their names innermost first, then `[wb:REASON]` for
+/// a writeback intent, joined by `\n`; its 64 bits read as a signed
 /// integer. The same symbolized stack has the same key on every host and kernel build; an
 /// unsymbolized frame (`0x...`) is an address, which differs between boots.
-pub fn intent_key(intent: u32, frames: &[&str], reason: Option<&str>) -> i64 {
+pub fn intent_key(intent: u32, frames: &[&str], user: &[&str], reason: Option<&str>) -> i64 {
     let mut text = if frames.is_empty() {
         empty_stack_name(intent).to_string()
     } else {
         frames.join("\n")
     };
+    // The application's frames (recorded with user stacks) after a line no kernel frame
+    // is; an intent without them keeps the key it had before they were recorded.
+    if !user.is_empty() {
+        text.push_str("\n[user]\n");
+        text.push_str(&user.join("\n"));
+    }
     if let Some(r) = reason {
         text.push_str("\n[wb:");
         text.push_str(r);
@@ -262,17 +269,22 @@ mod tests {
     fn intent_key_is_xxh3_of_the_names() {
         // The reference value of the XXH3 specification for the empty input.
         assert_eq!(xxh3_64(b""), 0x2D06_8005_38D3_94C2);
-        let k = intent_key(5, &["a", "b"], None);
+        let k = intent_key(5, &["a", "b"], &[], None);
         assert_eq!(k, xxh3_64(b"a\nb") as i64);
-        assert_ne!(k, intent_key(5, &["b", "a"], None));
+        assert_ne!(k, intent_key(5, &["b", "a"], &[], None));
         assert_eq!(
-            intent_key(5, &["a"], Some("sync")),
+            intent_key(5, &["a"], &[], Some("sync")),
             xxh3_64(b"a\n[wb:sync]") as i64
         );
-        assert_eq!(intent_key(1, &[], None), xxh3_64(b"[lost]") as i64);
-        assert_eq!(intent_key(0, &[], None), xxh3_64(b"[nomem]") as i64);
+        assert_eq!(intent_key(1, &[], &[], None), xxh3_64(b"[lost]") as i64);
+        assert_eq!(intent_key(0, &[], &[], None), xxh3_64(b"[nomem]") as i64);
         // The key does not depend on the intent's number when the stack has frames.
-        assert_eq!(intent_key(7, &["a", "b"], None), k);
+        assert_eq!(intent_key(7, &["a", "b"], &[], None), k);
+        // User frames follow the kernel's.
+        assert_eq!(
+            intent_key(5, &["a"], &["wal_flush", "main"], Some("sync")),
+            xxh3_64(b"a\n[user]\nwal_flush\nmain\n[wb:sync]") as i64
+        );
     }
 
     #[test]

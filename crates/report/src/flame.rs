@@ -51,6 +51,7 @@ pub fn folded_stack(frames: &[String], name: &str, comm: &str) -> String {
 }
 
 /// Folded stacks, one line per distinct stack (sorted): the intent's frames outermost first
+/// (its user frames, when recorded, below its kernel frames)
 /// (so a code path taken by several roles is one tower), then the intent's short name
 /// (`intent_names`, by intent id; it ends with the writeback reason where the intent has
 /// one, `[wb:sync]`), then the role's comm as the leaf. Intents without a stack show as
@@ -80,7 +81,16 @@ pub fn folded_stacks(
                     .get(a.intent.index())
                     .map_or("?", String::as_str),
             };
-            stack_prefix(intent.stack.iter().map(|&f| frame_name(sym, f)), name)
+            // The application's frames (innermost first after the kernel's) end up below
+            // the kernel's, the outermost at the root.
+            let user = intent
+                .user
+                .iter()
+                .map(ioblame_attrib::names::user_frame_label);
+            stack_prefix(
+                intent.stack.iter().map(|&f| frame_name(sym, f)).chain(user),
+                name,
+            )
         });
         let comm = t.role(a.role).map_or("?", |r| r.comm.as_str());
         let comm = clean(comm);

@@ -449,6 +449,14 @@ pub(crate) fn intents_frame(
     let mut frames = ListStringChunkedBuilder::new("frames".into(), n, n * 8);
     let mut addrs =
         ListPrimitiveChunkedBuilder::<UInt64Type>::new("addrs".into(), n, n * 8, DataType::UInt64);
+    let mut user_frames = ListStringChunkedBuilder::new("user_frames".into(), n, n * 8);
+    let mut user_modules = ListStringChunkedBuilder::new("user_modules".into(), n, n * 8);
+    let mut user_offsets = ListPrimitiveChunkedBuilder::<UInt64Type>::new(
+        "user_offsets".into(),
+        n,
+        n * 8,
+        DataType::UInt64,
+    );
     let (mut id, mut modifier, mut reason, mut depth, mut rows) =
         (vec![], vec![], vec![], vec![], vec![]);
     for (i, it) in t.intents_with_ids() {
@@ -459,6 +467,19 @@ pub(crate) fn intents_frame(
         let names: Vec<String> = it.stack.iter().map(|&a| frame_name(sym, a)).collect();
         frames.append_values_iter(names.iter().map(|s| s.as_str()));
         addrs.append_slice(&it.stack);
+        let labels: Vec<String> = it
+            .user
+            .iter()
+            .map(ioblame_attrib::names::user_frame_label)
+            .collect();
+        user_frames.append_values_iter(labels.iter().map(|s| s.as_str()));
+        user_modules.append_values_iter(
+            it.user
+                .iter()
+                .map(|f| f.module.as_ref().map_or("", |m| m.path.as_str())),
+        );
+        let offsets: Vec<u64> = it.user.iter().map(|f| f.offset).collect();
+        user_offsets.append_slice(&offsets);
         rows.push(totals.get(&i).copied().unwrap_or_default());
     }
     let intent_name: Vec<String> = (0..id.len())
@@ -474,6 +495,13 @@ pub(crate) fn intents_frame(
         addrs.finish().into_series().into_column(),
     ];
     cols.extend(dir_columns(&rows));
+    // Added last (docs/report.md): the application's frames, innermost first, each named
+    // as in the intent names, with its module and file offset; empty lists without.
+    cols.extend([
+        user_frames.finish().into_series().into_column(),
+        user_modules.finish().into_series().into_column(),
+        user_offsets.finish().into_series().into_column(),
+    ]);
     frame(cols)
 }
 

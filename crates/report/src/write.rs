@@ -537,7 +537,12 @@ pub(crate) fn write_page(
     let top: Vec<ActId> = by_bytes.iter().copied().take(s.input.top_table).collect();
     let frames = |i: IntentId| -> Vec<String> {
         s.t.intent(i).map_or_else(Vec::new, |it| {
-            it.stack.iter().map(|&a| frame_name(s.sym, a)).collect()
+            let user = it.user.iter().map(ioblame_attrib::names::user_frame_label);
+            it.stack
+                .iter()
+                .map(|&a| frame_name(s.sym, a))
+                .chain(user)
+                .collect()
         })
     };
     let data = html::page_data(&PageData {
