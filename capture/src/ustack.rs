@@ -288,11 +288,9 @@ impl UserStacks {
         };
         match kind {
             RECORD_SAMPLE => self.see_sample(rec),
-            RECORD_MMAP2 => {
-                if self.pending.len() < MAX_PENDING_EVENTS {
-                    if let Some(m) = parse_mmap2(rec) {
-                        self.pending.push((m.time, Pending::Mmap(m)));
-                    }
+            RECORD_MMAP2 if self.pending.len() < MAX_PENDING_EVENTS => {
+                if let Some(m) = parse_mmap2(rec) {
+                    self.pending.push((m.time, Pending::Mmap(m)));
                 }
             }
             RECORD_COMM => {
