@@ -44,6 +44,9 @@ const MAX_PENDING_EVENTS: usize = 1 << 18;
 const MAX_MAPS_READS: u8 = 3;
 /// The time a flush may spend copying symbol tables; the rest waits for the next flush.
 const SYMBOLS_TIME_PER_FLUSH: Duration = Duration::from_millis(200);
+/// Most bytes of sections copied of one file: a USER_SYMBOLS block holds at most 256 MiB
+/// compressed and 1 GiB uncompressed (`ioblame_format::MAX_USER_SYMBOLS`).
+const MAX_FILE_SYMBOLS: u64 = 512 << 20;
 /// The sections copied into the trace, when the file has them.
 const SECTIONS: &[&str] = &[".symtab", ".strtab", ".dynsym", ".dynstr", ".gnu_debugdata"];
 
@@ -580,6 +583,11 @@ impl UserStacks {
             };
             s.path = path.clone();
             let bytes: u64 = s.sections.iter().map(|x| x.data.len() as u64).sum();
+            if bytes > MAX_FILE_SYMBOLS {
+                self.left_out
+                    .push((path, format!("{bytes} bytes, more than one block holds")));
+                continue;
+            }
             if self.symbols_bytes + bytes > self.max_symbols_bytes {
                 self.left_out
                     .push((path, format!("{bytes} bytes over --user-symbols-max")));
