@@ -965,6 +965,41 @@ mod tests {
         assert_eq!(f.left_out, 1);
     }
 
+    /// An MMAP2 record without a build id (a kernel before 5.12, or one that could not read
+    /// it): the recorder reads it from the file, and keeps the mapping for USER_MAPS.
+    #[test]
+    fn mmap2_without_build_id_is_read_from_the_file() {
+        let pid = std::process::id();
+        let here = mmap2_without_build_id_is_read_from_the_file as *const () as u64;
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let l = maps
+            .lines()
+            .filter_map(parse_maps_line)
+            .find(|l| l.start <= here && here < l.end)
+            .unwrap();
+        let mut rec = mmap2(pid, l.start, l.end - l.start, None, &l.path);
+        rec[48..56].copy_from_slice(&l.ino.to_ne_bytes());
+        rec[40..44].copy_from_slice(&l.major.to_ne_bytes());
+        rec[44..48].copy_from_slice(&l.minor.to_ne_bytes());
+        let mut u = UserStacks::new([1], 10, 1 << 30);
+        u.see(&rec);
+        u.see(&sample(1, pid, &[CONTEXT_USER, here]));
+        let got = u.flush(9).expect("the mapping kept");
+        assert_eq!(
+            got.len(),
+            1,
+            "no /proc read: the frame is in the MMAP2 mapping"
+        );
+        let want = build_id_of(Path::new(&l.path)).expect("a build id");
+        assert_eq!(got[0].build_id, want);
+        assert_eq!(
+            (got[0].ino, got[0].seen_ns),
+            (l.ino, 1234),
+            "the record's time"
+        );
+        assert!(u.files[0].hit);
+    }
+
     #[test]
     fn reads_its_own_maps_build_ids_and_symbols() {
         // This test binary: its frames resolved through /proc/self/maps.
