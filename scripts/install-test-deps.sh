@@ -8,6 +8,8 @@ command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
 command -v mkfs.xfs >/dev/null || need+=(xfsprogs)
 command -v losetup >/dev/null || need+=(util-linux)
 command -v python3 >/dev/null || need+=(python3)
+# The user-stack test builds a C program with frame pointers (capture/tests/user_stacks.rs).
+command -v gcc >/dev/null || need+=(gcc)
 python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 command -v fio >/dev/null || need+=(fio)
 command -v perf >/dev/null || need+=(linux-perf)

@@ -11,6 +11,7 @@ mod perf;
 mod record;
 mod snapshot;
 mod touched;
+mod ustack;
 
 use std::process::ExitCode;
 

@@ -26,6 +26,15 @@ pub const RECORD_SAMPLE: u32 = 9;
 pub const RECORD_LOST_SAMPLES: u32 = 13;
 /// PERF_RECORD_CGROUP (Linux 5.7): a cgroup was created: its id and path.
 pub const RECORD_CGROUP: u32 = 19;
+/// PERF_RECORD_MMAP2: an executable mapping made (`--user-stacks`).
+pub const RECORD_MMAP2: u32 = 10;
+/// PERF_RECORD_MISC_MMAP_BUILD_ID (Linux 5.12): the MMAP2 record holds the file's build id
+/// in place of its device and inode.
+pub const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
+/// PERF_CONTEXT_USER: the callchain's user frames follow.
+pub const CONTEXT_USER: u64 = 0xffff_ffff_ffff_fe00;
+/// PERF_CONTEXT_MAX: callchain entries at or above it (as u64) are context markers.
+pub const CONTEXT_MAX: u64 = (-4095i64) as u64;
 
 /// How to open one event.
 #[derive(Debug, Clone, Copy)]
@@ -34,6 +43,9 @@ pub struct EventSpec {
     pub config: u64,
     /// Kernel callchain on samples.
     pub callchain: bool,
+    /// The callchain goes on into user space (frame pointers; `--user-stacks`): no
+    /// `exclude_callchain_user`.
+    pub user_callchain: bool,
     /// One sample every this many hits (1: every hit).
     pub sample_period: u64,
     /// The task's cgroup id on samples (`PERF_SAMPLE_CGROUP`).
@@ -42,6 +54,10 @@ pub struct EventSpec {
     pub max_stack: u16,
     /// COMM/FORK/EXIT records.
     pub task: bool,
+    /// MMAP2 records (executable mappings), with the task records (`--user-stacks`).
+    pub mmap: bool,
+    /// The build id in the MMAP2 records (`build_id`, Linux 5.12), with `mmap`.
+    pub mmap_build_id: bool,
     /// CGROUP records (a cgroup created while recording: its id and path), with the task
     /// records.
     pub cgroup_records: bool,
@@ -74,7 +90,9 @@ impl EventSpec {
         a.set_watermark(1);
         a.__bindgen_anon_2.wakeup_watermark = self.watermark;
         if self.callchain {
-            a.set_exclude_callchain_user(1);
+            if !self.user_callchain {
+                a.set_exclude_callchain_user(1);
+            }
             a.sample_max_stack = self.max_stack;
         }
         if self.task {
@@ -83,6 +101,13 @@ impl EventSpec {
             a.set_task(1);
             if self.cgroup_records {
                 a.set_cgroup(1);
+            }
+            if self.mmap {
+                a.set_mmap(1);
+                a.set_mmap2(1);
+                if self.mmap_build_id {
+                    a.set_build_id(1);
+                }
             }
         }
         a
@@ -622,10 +647,13 @@ mod tests {
         let spec = EventSpec {
             config: 42,
             callchain: true,
+            user_callchain: false,
             sample_period: 1,
             cgroup: false,
             max_stack: 32,
             task: true,
+            mmap: false,
+            mmap_build_id: false,
             cgroup_records: true,
             watermark: 4096,
         };
@@ -667,5 +695,19 @@ mod tests {
             (plain.comm(), plain.task(), plain.sample_max_stack),
             (0, 0, 0)
         );
+        assert_eq!((a.mmap(), a.mmap2(), a.build_id()), (0, 0, 0));
+        let user = EventSpec {
+            user_callchain: true,
+            mmap: true,
+            mmap_build_id: true,
+            ..spec
+        }
+        .attr();
+        assert_eq!(user.exclude_callchain_user(), 0);
+        assert_eq!(user.exclude_callchain_kernel(), 0);
+        assert_eq!((user.mmap(), user.mmap2(), user.build_id()), (1, 1, 1));
+        assert_eq!(user.mmap_data(), 0);
+        let no_build_id = EventSpec { mmap: true, ..spec }.attr();
+        assert_eq!((no_build_id.mmap2(), no_build_id.build_id()), (1, 0));
     }
 }

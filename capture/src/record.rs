@@ -22,6 +22,7 @@ use ioblame_format::{
 use crate::names::{self, Found, Name, Namer};
 use crate::perf::{self, Event, EventSpec, Ring};
 use crate::touched::{IdHasher, Touched};
+use crate::ustack::UserStacks;
 use crate::{cgroups, host, layers, paths, snapshot};
 use ioblame_tracepoints::{self as events, FilterDev, Tracepoint};
 
@@ -107,6 +108,19 @@ pub struct RecordArgs {
     /// plus a second of records.
     #[arg(long, default_value = "1s", value_parser = crate::parse_duration, value_name = "DUR")]
     pub flush_interval: Duration,
+    /// Record user-space stacks too: the stack events' callchains go on into user space
+    /// (walked by frame pointers in the kernel: code built without them gives short
+    /// stacks), with the executable mappings of the processes they name and their files'
+    /// build ids (MMAP2 records, `/proc/PID/maps`), and, when the recording stops, the
+    /// symbol tables of the files the stacks went through, so that another machine can name
+    /// the functions. Each stack event keeps up to --stack-depth kernel frames and 64 user
+    /// frames more (within kernel.perf_event_max_stack).
+    #[arg(long)]
+    pub user_stacks: bool,
+    /// With --user-stacks: most bytes of symbol tables copied into the trace (the files
+    /// beyond are named in the capture info, `user_symbols_left_out`).
+    #[arg(long, default_value = "256M", value_parser = crate::parse_size, value_name = "SIZE")]
+    pub user_symbols_max: u64,
     /// Command to run while recording (system-wide); the capture exits with its status.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -130,6 +144,12 @@ fn install_signals() {
         }
     }
 }
+
+/// User frames a stack event may carry beyond `--stack-depth` kernel frames
+/// (`--user-stacks`).
+const USER_STACK_FRAMES: u16 = 64;
+/// Most user mappings kept (`--user-stacks`); the capture info says when more were seen.
+const USER_MAPS_MAX: usize = 200_000;
 
 /// Chunks flush at this many bytes per CPU, or at least every `--flush-interval`.
 const CHUNK_BYTES: usize = 1 << 20;
@@ -189,6 +209,10 @@ enum ToWriter {
     Loops(Vec<ioblame_format::LoopDevice>),
     /// Every dm target seen so far, after a new one was found: a DM_TARGETS block.
     DmTargets(Vec<ioblame_format::DmTarget>),
+    /// Every user mapping read so far, after new ones were read: a USER_MAPS block.
+    UserMaps(Vec<ioblame_format::UserMap>),
+    /// The symbol tables of one ELF file, at stop: a USER_SYMBOLS block.
+    UserSymbols(Box<ioblame_format::UserSymbols>),
 }
 
 fn writer_thread(
@@ -242,6 +266,8 @@ fn writer_thread(
             Ok(ToWriter::Flushed(t)) => w.write_flushed(t),
             Ok(ToWriter::Loops(l)) => w.write_loops(&l),
             Ok(ToWriter::DmTargets(t)) => w.write_dm_targets(&t),
+            Ok(ToWriter::UserMaps(m)) => w.write_user_maps(&m),
+            Ok(ToWriter::UserSymbols(s)) => w.write_user_symbols(&s),
             Err(RecvTimeoutError::Timeout) => Ok(()),
             Err(RecvTimeoutError::Disconnected) => break,
         };
@@ -303,6 +329,8 @@ struct Counts {
     cgroups: Vec<ioblame_format::Cgroup>,
     /// The inodes the records refer to (`--paths touched`).
     touched: Touched,
+    /// The user stacks' processes, mappings and files (`--user-stacks`).
+    ustack: Option<UserStacks>,
 }
 
 fn send(tx: &SyncSender<ToWriter>, b: &mut ChunkBuilder, shared: &Shared) {
@@ -342,6 +370,9 @@ fn drain(c: &mut Cpu, counts: &mut Counts, tx: &SyncSender<ToWriter>, shared: &S
             return;
         }
         counts.touched.see(rec);
+        if let Some(u) = &mut counts.ustack {
+            u.see(rec);
+        }
         let info = perf::record_info(rec);
         builder.push(rec, info.ts);
         counts.records += 1;
@@ -410,6 +441,15 @@ pub fn run(a: RecordArgs) -> Result<u8> {
             bdi_to_fs(ms, &plan.block_devices),
         )
     });
+    let ustack = a.user_stacks.then(|| {
+        let ids = opened
+            .specs
+            .iter()
+            .zip(&opened.ids)
+            .filter(|(s, _)| s.user_callchain)
+            .flat_map(|(_, ids)| ids.iter().copied());
+        UserStacks::new(ids, USER_MAPS_MAX, a.user_symbols_max)
+    });
     let started = enable(&opened.per_cpu, &mut writer)?;
     // From here on every event is recorded: a workload started separately (not as the
     // command) should wait for this line.
@@ -433,11 +473,11 @@ pub fn run(a: RecordArgs) -> Result<u8> {
         Ok(c) => (c, None),
         Err(e) => (None, Some(e)),
     };
+    let mut info = facts.info.clone();
     if let Some(c) = &child {
         // The workload scope of the analyzer is this process and its descendants.
-        let mut info = facts.info.clone();
         info.push(("command_pid".into(), c.id().to_string()));
-        let _ = tx.send(ToWriter::Info(info));
+        let _ = tx.send(ToWriter::Info(info.clone()));
     }
     let naming = match naming_mounts {
         Some(ms) => Some(start_naming(ms, &tx)?),
@@ -448,8 +488,10 @@ pub fn run(a: RecordArgs) -> Result<u8> {
         per_cpu: opened.per_cpu,
         counts: Counts {
             touched: touched.unwrap_or_default(),
+            ustack,
             ..Counts::default()
         },
+        info,
         names_tx: naming.as_ref().map(|n| n.tx.clone()),
         tx,
         shared,
@@ -508,10 +550,7 @@ pub fn run(a: RecordArgs) -> Result<u8> {
 fn check_args(a: &RecordArgs) -> Result<usize> {
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
-    let max_stack_sys: u16 = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_stack")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(127);
+    let max_stack_sys = max_stack_sys();
     if a.stack_depth == 0 || a.stack_depth > max_stack_sys {
         bail!(
             "--stack-depth {} must be within 1..={max_stack_sys} (kernel.perf_event_max_stack)",
@@ -623,22 +662,42 @@ fn open_events(a: &RecordArgs, plan: &Plan, page: usize) -> Result<Opened> {
         .iter()
         .map(|t| events::plan_filter(t, &plan.fdevs, tps))
         .collect();
+    // With user stacks, the user frames come after the kernel's, within the same limit.
+    let max_stack = if a.user_stacks {
+        (a.stack_depth.saturating_add(USER_STACK_FRAMES)).min(max_stack_sys())
+    } else {
+        a.stack_depth
+    };
     let specs: Vec<EventSpec> = tps
         .iter()
         .enumerate()
-        .map(|(i, t)| EventSpec {
-            config: t.id,
-            callchain: plan.stack_samples[i].is_some()
-                || (t.callchain && a.stacks.callchain(&t.name)),
-            sample_period: plan.stack_samples[i].unwrap_or(1).into(),
-            cgroup: t.callchain && !a.no_cgroups,
-            max_stack: a.stack_depth,
-            task: i == 0,
-            cgroup_records: i == 0 && !a.no_cgroups,
-            watermark,
+        .map(|(i, t)| {
+            let callchain =
+                plan.stack_samples[i].is_some() || (t.callchain && a.stacks.callchain(&t.name));
+            EventSpec {
+                config: t.id,
+                callchain,
+                user_callchain: callchain && a.user_stacks,
+                sample_period: plan.stack_samples[i].unwrap_or(1).into(),
+                cgroup: t.callchain && !a.no_cgroups,
+                max_stack,
+                task: i == 0,
+                mmap: i == 0 && a.user_stacks,
+                mmap_build_id: i == 0 && a.user_stacks,
+                cgroup_records: i == 0 && !a.no_cgroups,
+                watermark,
+            }
         })
         .collect();
     let specs = with_cgroups_if_supported(specs, &cpus, tps);
+    let specs = with_mmap_build_id_if_supported(specs, &cpus, tps);
+    if a.user_stacks && !specs.iter().any(|s| s.user_callchain) {
+        eprintln!(
+            "ioblame-capture: warning: --user-stacks: no recorded event carries a stack \
+             (--stacks {}): no user stack will be recorded",
+            a.stacks.name()
+        );
+    }
 
     let mut per_cpu: Vec<Cpu> = Vec::new();
     let mut ids: Vec<Vec<u64>> = vec![Vec::new(); tps.len()];
@@ -699,6 +758,44 @@ fn with_cgroups_if_supported(
         }
     }
     specs
+}
+
+/// `specs`, without the build id in the MMAP2 records when this kernel refuses it (before
+/// 5.12): a probe opens the event of the task records on the first CPU. The recorder then
+/// reads the build ids of the files itself.
+fn with_mmap_build_id_if_supported(
+    mut specs: Vec<EventSpec>,
+    cpus: &[u32],
+    tps: &[Tracepoint],
+) -> Vec<EventSpec> {
+    let Some(i) = specs.iter().position(|s| s.mmap_build_id) else {
+        return specs;
+    };
+    let cpu = cpus.first().copied().unwrap_or(0);
+    if let Err(e) = Event::open(&specs[i], cpu, &tps[i].name) {
+        let without = EventSpec {
+            mmap_build_id: false,
+            ..specs[i]
+        };
+        if Event::open(&without, cpu, &tps[i].name).is_ok() {
+            eprintln!(
+                "ioblame-capture: note: this kernel does not put build ids in MMAP2 records \
+                 (Linux 5.12): the recorder reads them from the files ({e:#})"
+            );
+            for s in &mut specs {
+                s.mmap_build_id = false;
+            }
+        }
+    }
+    specs
+}
+
+/// `kernel.perf_event_max_stack` (127 when it cannot be read).
+fn max_stack_sys() -> u16 {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_max_stack")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(127)
 }
 
 /// The walk of the recorded filesystems that makes a FILES table.
@@ -1035,6 +1132,17 @@ fn create_trace<'a>(
             ("buffer_size".into(), opened.data_bytes.to_string()),
         ],
     };
+    let mut meta = meta;
+    if a.user_stacks {
+        let build_id = opened.specs.iter().any(|s| s.mmap_build_id);
+        meta.capture_info.extend([
+            ("user_stacks".into(), "fp".into()),
+            (
+                "mmap_build_id".into(),
+                if build_id { "yes" } else { "no" }.into(),
+            ),
+        ]);
+    }
     let header = Header {
         byte_order: ioblame_format::ByteOrder::native(),
         word_size,
@@ -1111,6 +1219,8 @@ struct Recorder {
     shared: Arc<Shared>,
     /// The stacked devices seen so far.
     layers: layers::LayerWatch,
+    /// The CAPTURE_INFO pairs written so far (added to at stop with `--user-stacks`).
+    info: Vec<(String, String)>,
 }
 
 impl Recorder {
@@ -1248,6 +1358,13 @@ fn record_loop(
             if let Some(t) = rec.layers.rescan_dm(clock) {
                 let _ = rec.tx.send(ToWriter::DmTargets(t));
             }
+            // The mappings of the processes whose user stacks were seen since, and the
+            // symbols of the files they went through, read while the processes live.
+            if let Some(m) = rec.counts.ustack.as_mut().and_then(|u| u.flush(clock)) {
+                if !rec.failed() {
+                    let _ = rec.tx.send(ToWriter::UserMaps(m));
+                }
+            }
             last_flush = at;
         }
         if rec.failed() {
@@ -1297,6 +1414,7 @@ fn stop(
         tx,
         shared,
         layers: _,
+        mut info,
     } = rec;
     for c in &per_cpu {
         for ev in &c.events {
@@ -1314,6 +1432,38 @@ fn stop(
         mark_flushed(&tx, &shared, clock);
     }
     let elapsed = started.elapsed();
+    // The last records' mappings and every symbol table the stacks need, read before the
+    // workload is stopped: after the last chunk.
+    if let Some(u) = counts.ustack.take() {
+        let done = u.finish(clock);
+        eprintln!(
+            "ioblame-capture: user stacks: {} mappings, symbols of {} files ({}){}",
+            done.info
+                .iter()
+                .find(|(k, _)| k == "user_maps")
+                .map_or("0", |(_, v)| v.as_str()),
+            done.symbols.len(),
+            human(done.symbols.iter().map(symbols_bytes).sum()),
+            if done.left_out > 0 {
+                format!(
+                    ", {} files left out (capture info user_symbols_left_out)",
+                    done.left_out
+                )
+            } else {
+                String::new()
+            }
+        );
+        if !shared.failed.load(Ordering::SeqCst) {
+            if let Some(m) = done.maps {
+                let _ = tx.send(ToWriter::UserMaps(m));
+            }
+            for s in done.symbols {
+                let _ = tx.send(ToWriter::UserSymbols(Box::new(s)));
+            }
+            info.extend(done.info);
+            let _ = tx.send(ToWriter::Info(info));
+        }
+    }
     hand_off_events(&mut per_cpu);
     // The inodes of the last records, then the names: those found while recording, looked up
     // again (renamed files get their new name), and a walk for what no handle named.
@@ -1545,6 +1695,11 @@ fn event_desc(t: &Tracepoint, s: &EventSpec, filter: &str, ids: Vec<u64>) -> Eve
         format: t.format.clone(),
         ids,
     }
+}
+
+/// The bytes of the sections of a symbol table.
+fn symbols_bytes(s: &ioblame_format::UserSymbols) -> u64 {
+    s.sections.iter().map(|x| x.data.len() as u64).sum()
 }
 
 fn shell_join(v: &[String]) -> String {
