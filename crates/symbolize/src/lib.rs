@@ -28,6 +28,10 @@
 //! |---|---|---|---|
 //! | `object` + `addr2line` + `gimli` + `rustc-demangle` + `cpp_demangle` + `lzma-rs` (zlib and zstd DWARF too) | 23.8 s | 1.27 MB | 20 |
 //! | `blazesym` 0.2.7, default features (no xz, no zstd) | 36.4 s | 1.43 MB | 22 |
+//! | `blazesym` 0.2.7 with `xz` and `zstd` (C liblzma and libzstd built by `cc`) | 57.0 s* | 1.60 MB | 27 |
+//!
+//! (*: built while another build ran; the other two rows were measured alone.) Crates:
+//! `cargo tree -e normal`, the program itself included.
 //!
 //! `object` + `addr2line` is chosen: faster to build and smaller even with the xz decoder
 //! that blazesym lacks by default (its `xz` feature builds the C liblzma), and, above all,
@@ -156,6 +160,14 @@ pub enum Error {
         path: PathBuf,
         /// What gimli said.
         message: String,
+    },
+    /// The symbols found are in a debug file, whose segments do not map file offsets, and
+    /// no binary of the same build id was found to map them (the trace's, a `--symbols`
+    /// directory's, the local file).
+    #[error("{path}: a debug file without the segments of its binary")]
+    NoSegments {
+        /// The debug file.
+        path: PathBuf,
     },
     /// Symbol table entries that could not be read (a name out of its string table, a
     /// table cut short): skipped.
@@ -398,17 +410,29 @@ impl Symbolizer {
             if self.opts.local_files && !path.is_empty() {
                 candidates.push((Source::Local, PathBuf::from(path)));
             }
-            for (source, p) in candidates {
+            candidates.retain(|(_, p)| p.is_file());
+            for (source, p) in &candidates {
                 if done(&best) {
                     break;
                 }
-                if !p.is_file() {
-                    continue;
-                }
                 if let Some(l) =
-                    source::from_file(&p, build_id, trace_loads.as_deref(), &mut problems)
+                    source::from_file(p, build_id, trace_loads.as_deref(), &mut problems)
                 {
-                    consider(&mut best, source, Some(p), l);
+                    consider(&mut best, *source, Some(p.clone()), l);
+                }
+            }
+            // A debug file's segments do not map offsets: a binary of the build id does.
+            if let Some((_, file, l)) = &mut best {
+                if !source::maps_offsets(&l.loads) {
+                    match candidates
+                        .iter()
+                        .find_map(|(_, p)| source::file_loads(p, build_id))
+                    {
+                        Some(loads) => l.loads = loads,
+                        None => problems.push(Error::NoSegments {
+                            path: file.clone().unwrap_or_default(),
+                        }),
+                    }
                 }
             }
         }

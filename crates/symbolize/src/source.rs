@@ -11,7 +11,7 @@ use std::sync::Arc;
 use ioblame_format::{build_id_hex, ElfLoad, UserSymbols};
 use object::{Object, ObjectSection, ObjectSegment, ReadCache, SegmentFlags};
 
-use crate::table::{Layout, Origin, Symbols};
+use crate::table::{exec_ranges, Layout, Origin, Symbols};
 use crate::{Coverage, Error, MAX_DEBUGDATA};
 
 /// The DWARF reader of a file.
@@ -51,14 +51,15 @@ struct Tables<'a> {
     debugdata: Option<&'a [u8]>,
 }
 
-/// Symbols of `t` (and of its `.gnu_debugdata`) over `loads`; the coverage they give.
+/// Symbols of `t` (and of its `.gnu_debugdata`), code spanning `exec`; the coverage they
+/// give.
 fn symbols_of(
     t: &Tables<'_>,
-    loads: &[ElfLoad],
+    exec: Vec<(u64, u64)>,
     what: &str,
     problems: &mut Vec<Error>,
 ) -> (Symbols, Coverage) {
-    let mut s = Symbols::new(loads);
+    let mut s = Symbols::new(exec);
     if let Some((sym, str)) = t.symtab {
         s.add_table(t.layout, sym, str, Origin::Symtab);
     }
@@ -142,7 +143,7 @@ pub(crate) fn from_trace(t: &UserSymbols, problems: &mut Vec<Error>) -> Loaded {
         debugdata: section(".gnu_debugdata"),
     };
     let what = format!("the trace's tables of {}", t.path);
-    let (symbols, coverage) = symbols_of(&tables, &t.loads, &what, problems);
+    let (symbols, coverage) = symbols_of(&tables, exec_ranges(&t.loads), &what, problems);
     Loaded {
         loads: t.loads.clone(),
         symbols,
@@ -199,6 +200,23 @@ fn io_error(path: &Path, e: impl ToString) -> Error {
     }
 }
 
+/// Whether `loads` can map file offsets: a debug file (`objcopy --only-keep-debug`) has
+/// its binary's segments with no bytes in the file.
+pub(crate) fn maps_offsets(loads: &[ElfLoad]) -> bool {
+    loads.iter().any(|l| l.flags & 1 != 0 && l.filesz > 0)
+}
+
+/// The segments of the ELF file at `path` if its build id is `build_id` and they map file
+/// offsets (a binary, not a debug file).
+pub(crate) fn file_loads(path: &Path, build_id: &[u8]) -> Option<Vec<ElfLoad>> {
+    let cache = ReadCache::new(File::open(path).ok()?);
+    let f = object::File::parse(&cache).ok()?;
+    if f.build_id().ok()?? != build_id {
+        return None;
+    }
+    Some(loads_of(&f)).filter(|l| maps_offsets(l))
+}
+
 /// The build id of the ELF file at `path`, if it is one (only its headers and notes read).
 pub(crate) fn build_id_of(path: &Path) -> Result<Option<Vec<u8>>, Error> {
     let mut file = File::open(path).map_err(|e| io_error(path, e))?;
@@ -250,11 +268,18 @@ pub(crate) fn from_file(
         return None;
     }
     let loads = match trace_loads {
-        Some(l) if !l.is_empty() => l.to_vec(),
+        Some(l) if maps_offsets(l) => l.to_vec(),
         _ => loads_of(&f),
     };
+    // From the segments' memory sizes: a debug file's segments keep those, not their
+    // file sizes.
+    let exec = f
+        .segments()
+        .filter(|s| matches!(s.flags(), SegmentFlags::Elf { p_type, p_flags } if p_type.0 == 1 && p_flags.0 & 1 != 0))
+        .map(|s| (s.address(), s.address().saturating_add(s.size())))
+        .collect();
     let (symbols, mut coverage) =
-        symbols_of(&tables(&f), &loads, &path.display().to_string(), problems);
+        symbols_of(&tables(&f), exec, &path.display().to_string(), problems);
     let dwarf = match dwarf_of(&f) {
         Ok(d) => d,
         Err(message) => {

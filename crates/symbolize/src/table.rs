@@ -119,14 +119,18 @@ fn name_at(strtab: &[u8], at: usize) -> Option<&[u8]> {
     Some(&rest[..end])
 }
 
+/// The address ranges of the executable segments among `loads`.
+pub(crate) fn exec_ranges(loads: &[ElfLoad]) -> Vec<(u64, u64)> {
+    loads
+        .iter()
+        .filter(|l| l.flags & PF_X != 0)
+        .map(|l| (l.vaddr, l.vaddr.saturating_add(l.filesz)))
+        .collect()
+}
+
 impl Symbols {
-    /// An empty table for a module whose segments are `loads`.
-    pub(crate) fn new(loads: &[ElfLoad]) -> Symbols {
-        let exec = loads
-            .iter()
-            .filter(|l| l.flags & PF_X != 0)
-            .map(|l| (l.vaddr, l.vaddr.saturating_add(l.filesz)))
-            .collect();
+    /// An empty table for a module whose executable segments span `exec` (start, end).
+    pub(crate) fn new(exec: Vec<(u64, u64)>) -> Symbols {
         Symbols {
             exec,
             ..Symbols::default()
@@ -294,7 +298,7 @@ mod tests {
             t.extend(sym64(1, 0x12, 1, 0x1100, 0x10, be)); // alpha FUNC GLOBAL
             t.extend(sym64(7, 0x02, 1, 0x1200, 0, be)); // beta FUNC LOCAL, no size
             t.extend(sym64(12, 0x11, 2, 0x1300, 8, be)); // gamma OBJECT: not code
-            let mut s = Symbols::new(&LOADS);
+            let mut s = Symbols::new(exec_ranges(&LOADS));
             let layout = Layout {
                 class64: true,
                 big_endian: be,
@@ -313,7 +317,7 @@ mod tests {
         }
         let mut t = vec![0u8; 16];
         t.extend(sym32(1, 0x12, 1, 0x1100, 0x10));
-        let mut s = Symbols::new(&LOADS);
+        let mut s = Symbols::new(exec_ranges(&LOADS));
         let layout = Layout {
             class64: false,
             big_endian: true,
@@ -338,7 +342,7 @@ mod tests {
             big_endian: false,
             thumb_bit: false,
         };
-        let mut s = Symbols::new(&LOADS);
+        let mut s = Symbols::new(exec_ranges(&LOADS));
         s.add_table(layout, &dynsym, strtab, Origin::Dynsym);
         s.add_table(layout, &symtab, strtab, Origin::Symtab);
         s.finish();
