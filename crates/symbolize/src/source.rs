@@ -350,7 +350,8 @@ pub(crate) fn dwarf_frames(ctx: &Dwarf, vaddr: u64) -> Vec<String> {
 }
 
 /// The system's debug files of a build id under each root: `ROOT/.build-id/xx/rest.debug`
-/// (`/usr/lib/debug`) and perf's `ROOT/.build-id/xx/rest/{elf,debug}` (`~/.debug`).
+/// and `ROOT/.build-id/xx/rest` (`/usr/lib/debug`: the debug file, and a link to the binary
+/// whose segments map offsets), perf's `ROOT/.build-id/xx/rest/{elf,debug}` (`~/.debug`).
 pub(crate) fn system_paths(roots: &[PathBuf], build_id: &[u8]) -> Vec<PathBuf> {
     let Some((head, rest)) = split(build_id) else {
         return Vec::new();
@@ -359,6 +360,7 @@ pub(crate) fn system_paths(roots: &[PathBuf], build_id: &[u8]) -> Vec<PathBuf> {
     for r in roots {
         let d = r.join(".build-id").join(&head);
         v.push(d.join(format!("{rest}.debug")));
+        v.push(d.join(&rest));
         v.push(d.join(&rest).join("elf"));
         v.push(d.join(&rest).join("debug"));
     }

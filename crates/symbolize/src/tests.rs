@@ -571,3 +571,9 @@ fn offsets_become_addresses_through_segments() {
     }];
     assert_eq!(to_vaddr(&wrap, 4), None);
 }
+
+#[test]
+fn symbolizer_is_send() {
+    fn send<T: Send>() {}
+    send::<Symbolizer>();
+}
