@@ -37,9 +37,11 @@
 //! that blazesym lacks by default (its `xz` feature builds the C liblzma), and, above all,
 //! blazesym names addresses of files and processes but cannot read the trace's tables,
 //! which are raw section bytes without a file around them: this crate parses those itself
-//! (module `table`), so blazesym would have been a second ELF reader beside it. `lzma-rs`
-//! decodes `.gnu_debugdata`: pure Rust (no C library in the analyzer's build), enough for
-//! the LZMA2 streams `xz` writes; its output is bounded by [`MAX_DEBUGDATA`].
+//! (module `table`), so blazesym would have been a second ELF reader beside it.
+//! `lzma-rust2` decodes `.gnu_debugdata`: pure Rust (no C library in the analyzer's build),
+//! released often, with a memory limit for the dictionary; its output is bounded by
+//! [`MAX_DEBUGDATA`]. (`lzma-rs` 0.3, measured in the table, was dropped: its xz footer
+//! check overflows on fuzzed bytes, a panic where overflow checks are on.)
 #![deny(missing_docs)]
 
 mod source;

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -97,30 +97,20 @@ fn symbols_of(
     (s, coverage)
 }
 
-/// A `Write` that refuses to grow past a bound.
-struct Bounded(Vec<u8>);
-
-impl Write for Bounded {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if self.0.len() + buf.len() > MAX_DEBUGDATA {
-            return Err(std::io::Error::other(format!(
-                "more than {MAX_DEBUGDATA} bytes"
-            )));
-        }
-        self.0.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
+/// Most memory the xz decoder may take for its dictionary, in KiB (xz -9 uses 64 MiB).
+const XZ_MEM_LIMIT_KB: u32 = 128 << 10;
 
 /// `.gnu_debugdata` decompressed (xz), at most [`MAX_DEBUGDATA`] bytes.
 pub(crate) fn debugdata(xz: &[u8]) -> Result<Vec<u8>, String> {
-    let mut out = Bounded(Vec::new());
-    lzma_rs::xz_decompress(&mut std::io::BufReader::new(xz), &mut out)
+    let r = lzma_rust2::XzReader::new_mem_limit(xz, false, XZ_MEM_LIMIT_KB);
+    let mut out = Vec::new();
+    r.take(MAX_DEBUGDATA as u64 + 1)
+        .read_to_end(&mut out)
         .map_err(|e| e.to_string())?;
-    Ok(out.0)
+    if out.len() > MAX_DEBUGDATA {
+        return Err(format!("more than {MAX_DEBUGDATA} bytes"));
+    }
+    Ok(out)
 }
 
 /// The module's symbols from the trace's copy of its tables.
