@@ -4,7 +4,8 @@ from the fixtures and the repository's own files, and from perf recordings made 
 
 Usage: fuzz/make-seeds.py [PERF_DIR]. PERF_DIR holds perf.data recordings (file and pipe mode)
 to shrink into perfdata seeds; without it the perfdata seeds are left as they are. The seeds
-are committed: run this again only to change them. Needs the `zstd` command.
+are committed: run this again only to change them. Needs the `zstd` command, and gcc, binutils
+(strip, objcopy) and `xz` for the user_symbols seeds.
 """
 import glob
 import os
@@ -230,6 +231,93 @@ def blktrace():
         out("blkparse_text", f"{fixture}-{os.path.basename(f)}.end", tail)
 
 
+USER_PROGRAM = b"""
+static int n;
+__attribute__((noinline)) void wal_flush(void) { n += 1; }
+__attribute__((noinline)) static void checkpoint(void) { n += 2; }
+__attribute__((noinline)) int commit_txn(int x) { return x + n; }
+void _start(void) { wal_flush(); checkpoint(); for (;;) commit_txn(n); }
+"""
+
+
+def elf_parts(b):
+    """(flags byte, PT_LOADs, {section name: bytes}) of an ELF file, either class and order."""
+    c64 = b[4] == 2
+    e = ">" if b[5] == 2 else "<"
+    if c64:
+        phoff, shoff = struct.unpack_from(e + "QQ", b, 32)
+        phentsize, phnum, shentsize, shnum, shstrndx = struct.unpack_from(e + "HHHHH", b, 54)
+    else:
+        phoff, shoff = struct.unpack_from(e + "II", b, 28)
+        phentsize, phnum, shentsize, shnum, shstrndx = struct.unpack_from(e + "HHHHH", b, 42)
+    machine = struct.unpack_from(e + "H", b, 18)[0]
+    loads = []
+    for i in range(phnum):
+        o = phoff + i * phentsize
+        if c64:
+            typ, flags, off, vaddr, _paddr, filesz = struct.unpack_from(e + "IIQQQQ", b, o)
+        else:
+            typ, off, vaddr, _paddr, filesz, _memsz, flags = struct.unpack_from(e + "IIIIIII", b, o)
+        if typ == 1:
+            loads.append((off, vaddr, filesz, flags))
+    shdrs = []
+    for i in range(shnum):
+        o = shoff + i * shentsize
+        if c64:
+            name, typ, _f, _a, off, size = struct.unpack_from(e + "IIQQQQ", b, o)
+        else:
+            name, typ, _f, _a, off, size = struct.unpack_from(e + "IIIIII", b, o)
+        shdrs.append((name, typ, off, size))
+    stroff = shdrs[shstrndx][2]
+    sections = {}
+    for name, typ, off, size in shdrs:
+        n = b[stroff + name:b.index(b"\0", stroff + name)].decode()
+        sections[n] = b"" if typ == 8 else b[off:off + size]  # SHT_NOBITS
+    flags = int(c64) | (2 if e == ">" else 0) | (4 if machine == 40 else 0)
+    return flags, loads, sections
+
+
+def user_symbols_input(b, offsets):
+    """A user_symbols fuzz input (see fuzz_targets/user_symbols.rs) of an ELF file."""
+    flags, loads, sections = elf_parts(b)
+    loads = loads[:4]
+    x = bytes([flags, len(loads)])
+    for off, vaddr, filesz, f in loads:
+        x += struct.pack("<QQQI", off, vaddr, filesz, f)
+    names = [".symtab", ".strtab", ".dynsym", ".dynstr", ".gnu_debugdata"]
+    data = [sections.get(n, b"")[:0xffff] for n in names]
+    x += b"".join(struct.pack("<H", len(d)) for d in data) + b"".join(data)
+    return x + b"".join(struct.pack("<Q", o) for o in offsets)
+
+
+def user_symbols():
+    """Seeds of the user_symbols target: a small program built here with gcc (no C library,
+    so its tables are small), whole, stripped to .dynsym, and with a .gnu_debugdata."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "p.c")
+        open(src, "wb").write(USER_PROGRAM)
+        binp = os.path.join(d, "p")
+        subprocess.run(["gcc", "-O1", "-nostdlib", "-static-pie", "-rdynamic", "-Wl,--build-id",
+                        "-o", binp, src], check=True)
+        b = open(binp, "rb").read()
+        _flags, loads, sections = elf_parts(b)
+        text = [l for l in loads if l[3] & 1][0]
+        offsets = [text[0] + i for i in range(0, min(text[2], 64), 8)]
+        out("user_symbols", "gcc-symtab", user_symbols_input(b, offsets))
+        stripped = os.path.join(d, "p.stripped")
+        subprocess.run(["strip", "-o", stripped, binp], check=True)
+        out("user_symbols", "gcc-stripped", user_symbols_input(open(stripped, "rb").read(), offsets))
+        mini = os.path.join(d, "mini")
+        subprocess.run(["objcopy", "--only-keep-debug", binp, mini], check=True)
+        subprocess.run(["objcopy", "--strip-debug", "--remove-section=.comment", mini], check=True)
+        subprocess.run(["xz", "-k", mini], check=True)
+        subprocess.run(["objcopy", "--add-section", ".gnu_debugdata=" + mini + ".xz", stripped],
+                       check=True)
+        out("user_symbols", "gcc-debugdata",
+            user_symbols_input(open(stripped, "rb").read(), offsets))
+
+
 if __name__ == "__main__":
     blktrace()
     events_and_reader()
@@ -237,5 +325,6 @@ if __name__ == "__main__":
     formats()
     counters()
     baselines()
+    user_symbols()
     if len(sys.argv) > 1:
         perfdata(sys.argv[1])
