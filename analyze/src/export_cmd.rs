@@ -116,7 +116,7 @@ fn export_one(path: &Path, opts: &ExportOptions, kallsyms: Option<&Path>) -> Res
     let mut failed = None;
     // btt's latency breakdown of the same pass (per device, process and act).
     let engine = RefCell::new(crate::latency_cmd::engine(&trace, &devs));
-    let a = ioblame_pipeline::analyze_observed(
+    let mut a = ioblame_pipeline::analyze_observed(
         &trace,
         &aopts,
         |ev| engine.borrow_mut().push(ev),
@@ -138,6 +138,7 @@ fn export_one(path: &Path, opts: &ExportOptions, kallsyms: Option<&Path>) -> Res
         return Err(e).context("writing ios");
     }
     a.diagnostics.iter().for_each(say);
+    crate::pipeline::name_user_frames(trace.trace(), &mut a.tables);
     // Paths of the acts' files only (as `report` names them).
     let files = ioblame_pipeline::charged_file_paths(&trace, &a.tables);
     let latency = engine.into_inner().finish();

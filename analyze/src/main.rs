@@ -43,6 +43,15 @@ struct Cli {
     /// check, the baseline's scope, else workload when the trace names its command.
     #[arg(long, global = true, value_name = "SCOPE")]
     scope: Option<ioblame_pipeline::Scope>,
+    /// Where to look for the symbols of user frames (traces recorded with `--user-stacks`)
+    /// after the trace's own: a `.build-id` tree (`xx/REST.debug`) or a directory of
+    /// binaries and debug files, matched by build id. Repeatable.
+    #[arg(long = "symbols", global = true, value_name = "DIR")]
+    symbols: Vec<PathBuf>,
+    /// Name user frames from the trace and `--symbols` only: not from this machine's debug
+    /// files (`/usr/lib/debug/.build-id`, perf's `~/.debug`) or its files of the same build id.
+    #[arg(long, global = true)]
+    no_local_symbols: bool,
 }
 
 /// The input: an ioblame trace (directory, or ring files of one capture) or a perf.data file.
@@ -398,6 +407,11 @@ fn resolve_filter_devices(set: &mut CounterSet, trace: &ioblame_format::Trace) -
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
+    pipeline::set_user_symbols(ioblame_pipeline::UserSymbolOptions {
+        dirs: cli.symbols.clone(),
+        system: !cli.no_local_symbols,
+        local_files: !cli.no_local_symbols,
+    });
     let ks = cli.kallsyms.as_deref();
     let sc = cli.scope.as_ref();
     let stdout = std::io::stdout();

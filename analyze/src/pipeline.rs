@@ -12,6 +12,32 @@ use ioblame_decode::{Event, Symbolizer};
 use ioblame_format::{PathTable, Trace};
 use ioblame_pipeline::{Analysis, Diagnostic, Input, Options, Progress, ResolvedScope, Scope};
 
+/// Where user frames' symbols are looked for besides the trace (`--symbols`,
+/// `--no-local-symbols`), set once by `main`.
+static USER_SYMBOLS: std::sync::OnceLock<ioblame_pipeline::UserSymbolOptions> =
+    std::sync::OnceLock::new();
+
+/// Sets where user frames' symbols are looked for ([`name_user_frames`]).
+pub fn set_user_symbols(opts: ioblame_pipeline::UserSymbolOptions) {
+    let _ = USER_SYMBOLS.set(opts);
+}
+
+/// Names the user frames of `tables` ([`ioblame_pipeline::symbolize_user_frames`]),
+/// printing what could not be named.
+pub fn name_user_frames(trace: &Trace, tables: &mut Tables) {
+    let opts = USER_SYMBOLS
+        .get()
+        .cloned()
+        .unwrap_or(ioblame_pipeline::UserSymbolOptions {
+            dirs: Vec::new(),
+            system: true,
+            local_files: true,
+        });
+    for d in ioblame_pipeline::symbolize_user_frames(trace, tables, &opts) {
+        say(&d);
+    }
+}
+
 /// Prints one diagnostic on stderr.
 pub fn say(d: &Diagnostic) {
     eprintln!("ioblame: {d}");
@@ -94,9 +120,10 @@ pub fn analyze_observed(
         scope,
     };
     let bar = Bar::new(trace);
-    let a = ioblame_pipeline::analyze_observed(trace, &opts, on_event, on_io, |p| bar.show(p));
+    let mut a = ioblame_pipeline::analyze_observed(trace, &opts, on_event, on_io, |p| bar.show(p));
     bar.done();
     a.diagnostics.iter().for_each(say);
+    name_user_frames(trace.trace(), &mut a.tables);
     a
 }
 

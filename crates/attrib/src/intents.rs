@@ -149,13 +149,23 @@ impl Intents {
         let mut frames: Vec<u64> = Vec::with_capacity(a.len());
         frames.extend_from_slice(&a[..=mark]);
         for &ip in &a[mark + 1..] {
-            let f = self.spaces.frame(pid, ip);
+            let mut f = self.spaces.frame(pid, ip);
+            let astray = f.module.is_none();
+            if astray {
+                // Outside every recorded mapping: the walk went astray (a frame pointer
+                // used as a register) or the mappings are unknown; what follows is not
+                // trusted, and the address, a value of the stack, is not kept.
+                f.offset = 0;
+            }
             let next = self.user_frames.len() as u64;
             let id = *self.user_frame_index.entry(f.clone()).or_insert(next);
             if id == next {
                 self.user_frames.push(f);
             }
             frames.push(id);
+            if astray {
+                break;
+            }
         }
         let id = self.intern_frames(&frames);
         if self.user_by_ptr.len() >= STACK_BY_PTR_MAX {

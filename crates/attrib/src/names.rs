@@ -55,7 +55,8 @@ const NO_STACK: &str = "[no stack]";
 
 /// How a user frame is shown: its function (the innermost of those inlined there), or,
 /// unsymbolized, its module's file name and offset (`libfoo.so+0x1a2b`), or, outside any
-/// recorded mapping, its address.
+/// recorded mapping, `[unknown]` (the attribution keeps no address there, as the walk went
+/// astray; frames of other sources keep theirs: `[unknown] 0x...`).
 pub fn user_frame_label(f: &UserFrame) -> String {
     if let Some(n) = f.names.first() {
         return n.clone();
@@ -65,6 +66,7 @@ pub fn user_frame_label(f: &UserFrame) -> String {
             let base = m.path.rsplit('/').next().unwrap_or(&m.path);
             format!("{base}+{:#x}", f.offset)
         }
+        None if f.offset == 0 => "[unknown]".to_string(),
         None => format!("[unknown] {:#x}", f.offset),
     }
 }
@@ -90,17 +92,17 @@ pub fn is_library_frame(f: &UserFrame) -> bool {
 /// deepest frame (from the first that is not a library's, [`is_library_frame`]) that tells
 /// it apart from the other intents of the same kernel name — the first frame at which its
 /// path up from there differs from all of theirs — or that first application frame when
-/// none does or it has no namesake.
+/// none does or it has no namesake. Frames from the first outside every recorded mapping on
+/// are left out (the walk went astray there).
 fn user_leads(intents: &[Intent], kernel: &[String]) -> Vec<Option<String>> {
     let seqs: Vec<Vec<String>> = intents
         .iter()
         .map(|it| {
-            let from = it
-                .user
-                .iter()
-                .position(|f| !is_library_frame(f))
-                .unwrap_or(0);
-            it.user[from..].iter().map(user_frame_label).collect()
+            // Frames from the first outside every mapping on are not trusted.
+            let known = it.user.iter().position(|f| f.module.is_none());
+            let user = &it.user[..known.unwrap_or(it.user.len())];
+            let from = user.iter().position(|f| !is_library_frame(f)).unwrap_or(0);
+            user[from..].iter().map(user_frame_label).collect()
         })
         .collect();
     (0..intents.len())
@@ -952,6 +954,7 @@ mod tests {
         assert!(n[2].starts_with("wal_flush › write(2)"), "{}", n[2]);
         assert!(n[3].starts_with("checkpoint › write(2)"), "{}", n[3]);
         assert!(n[4].starts_with("db+0x4a0 › write(2)"), "{}", n[4]);
-        assert!(n[5].starts_with("[unknown] 0x7f00 › write(2)"), "{}", n[5]);
+        // Nothing but a frame outside every mapping: no user part to lead with.
+        assert!(!n[5].contains("unknown"), "{}", n[5]);
     }
 }

@@ -164,6 +164,28 @@ pub enum Diagnostic {
         /// Those bytes.
         bytes: u64,
     },
+    /// Modules that user frames went through but nothing could name (no symbols in the
+    /// trace, no matching file in `--symbols`, the system's debug files or this machine):
+    /// their frames show as `MODULE+0xOFFSET`. Said once, with the bytes of the intents
+    /// concerned.
+    UserSymbolsMissing {
+        /// `PATH (BUILD-ID)` of each module.
+        modules: Vec<String>,
+        /// Bytes charged to intents with a frame in them.
+        bytes: u64,
+    },
+    /// User stacks that end inside a function that is not a thread's entry (`MODULE
+    /// (FUNCTION)` each), and frames outside every recorded mapping: the frame-pointer walk
+    /// stopped early or went astray, usually in code built without frame pointers. The
+    /// intents name what the stacks hold. Said once, with the bytes concerned.
+    UserStacksShort {
+        /// Where the stacks end.
+        ends: Vec<String>,
+        /// Bytes charged to the intents of those stacks.
+        bytes: u64,
+        /// Bytes charged to intents with a frame outside every recorded mapping.
+        outside_bytes: u64,
+    },
     /// The dirtying events' stacks were sampled (`--stacks sampled:N`): bytes per task and
     /// file are exact, intents a sample. Said once for every such trace.
     StacksSampled {
@@ -228,6 +250,8 @@ impl Diagnostic {
             | UnmappedWriteback { .. }
             | LowerCopies { .. }
             | LowerUnlinked { .. }
+            | UserSymbolsMissing { .. }
+            | UserStacksShort { .. }
             | StacksSampled { .. }
             | DirtiersWithoutSample(_)
             | RecorderLeftOut { .. }
@@ -420,6 +444,43 @@ impl fmt::Display for Diagnostic {
                  (dirtied before the recording, or read ahead beyond what the loop device asked): \
                  charged as without the loop device, usually to its worker"
             ),
+            UserSymbolsMissing { modules, bytes } => write!(
+                f,
+                "{bytes} bytes were charged to intents whose user frames pass through modules \
+                 nothing could name (no symbols in the trace, in --symbols directories, in the \
+                 system's debug files, or a local file of the same build id): {}; their frames \
+                 show as MODULE+0xOFFSET",
+                modules.join(", ")
+            ),
+            UserStacksShort {
+                ends,
+                bytes,
+                outside_bytes,
+            } => {
+                write!(f, "user stacks were cut short: ")?;
+                if !ends.is_empty() {
+                    write!(
+                        f,
+                        "{bytes} bytes' stacks end inside {}, not at a thread's entry",
+                        ends.join(", ")
+                    )?;
+                }
+                if *outside_bytes > 0 {
+                    if !ends.is_empty() {
+                        f.write_str("; ")?;
+                    }
+                    write!(
+                        f,
+                        "{outside_bytes} bytes' stacks have frames outside every recorded \
+                         mapping ([unknown])"
+                    )?;
+                }
+                f.write_str(
+                    ": the frame-pointer walk stopped or went astray in code built without frame \
+                     pointers (build with -fno-omit-frame-pointer, or -C force-frame-pointers=yes); \
+                     the intents name the frames the stacks hold",
+                )
+            }
             StacksSampled { mode } => {
                 let one_in = mode
                     .as_deref()

@@ -24,6 +24,7 @@ mod open;
 mod scope;
 #[cfg(test)]
 mod tests;
+mod ustack;
 
 pub use analyze::{
     analyze, analyze_observed, charged_file_paths, charged_paths, events, file_paths,
@@ -37,3 +38,4 @@ pub use ioblame_attrib::{Progress, PROGRESS_EVERY};
 pub use live::{Follow, Live, ReadStep, UNMARKED_LAG};
 pub use open::{open_trace, symbols_of, Input, OpenError};
 pub use scope::{ResolvedScope, Scope, ScopeError, ScopeSummary};
+pub use ustack::{symbolize_user_frames, UserSymbolOptions};

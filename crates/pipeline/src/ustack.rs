@@ -1,0 +1,140 @@
+//! User frames named after the attribution (docs/attribution.md, "User frames"): each
+//! intent's user frames symbolized by build id (the trace's tables, `--symbols`
+//! directories, the system's debug files, the local file if its build id matches), and what
+//! could not be: modules without symbols, and stacks that end inside a function that is not a
+//! thread's entry (code built without frame pointers).
+
+use std::collections::BTreeMap;
+
+use ioblame_attrib::{Tables, UserFrame};
+use ioblame_format::Trace;
+pub use ioblame_symbolize::Options as UserSymbolOptions;
+use ioblame_symbolize::{Source, Symbolizer};
+
+use crate::diag::Diagnostic;
+
+/// Functions a thread's stack starts in (C runtimes' and glibc's, musl's, Rust's and Go's
+/// thread entries): a user stack whose outermost frame is one of these is whole.
+const ENTRIES: &[&str] = &[
+    "_start",
+    "__libc_start_main",
+    "__libc_start_call_main",
+    "__libc_start_main_impl",
+    "libc_start_main_stage2",
+    "start_thread",
+    "clone",
+    "clone3",
+    "__clone",
+    "__clone3",
+    "__clone_internal",
+    "thread_start",
+    "_dl_start",
+    "_dl_start_user",
+    "__start",
+    "start",
+    "runtime.goexit",
+    "runtime.rt0_go",
+];
+
+/// Names the user frames of `tables`' intents (their [`UserFrame::names`]), and says once
+/// what could not be named and which stacks were cut short. Traces without user frames
+/// cost nothing.
+pub fn symbolize_user_frames(
+    trace: &Trace,
+    tables: &mut Tables,
+    opts: &UserSymbolOptions,
+) -> Vec<Diagnostic> {
+    if tables.intents.iter().all(|it| it.user.is_empty()) {
+        return Vec::new();
+    }
+    let mut diags = Vec::new();
+    let (symbols, problems) = trace.user_symbols();
+    diags.extend(problems.into_iter().map(Diagnostic::Trace));
+    let mut sym = Symbolizer::new(symbols, opts.clone());
+    for it in &mut tables.intents {
+        for (i, f) in it.user.iter_mut().enumerate() {
+            let Some(m) = &f.module else { continue };
+            // A caller's frame is a return address: the call is the byte before it.
+            let at = if i == 0 {
+                f.offset
+            } else {
+                f.offset.saturating_sub(1)
+            };
+            f.names = sym.symbolize(&m.build_id, &m.path, at).functions;
+        }
+    }
+    let bytes = intent_bytes(tables);
+    // Modules without symbols, with the bytes of the intents that went through them.
+    let statuses = sym.modules();
+    let unnamed: BTreeMap<&str, (String, u64)> = statuses
+        .iter()
+        .filter(|s| s.source == Source::None)
+        .map(|s| {
+            let b = affected(tables, &bytes, |f| {
+                f.module
+                    .as_ref()
+                    .is_some_and(|m| m.build_id == s.build_id && m.path == s.path)
+            });
+            let id = ioblame_format::build_id_hex(&s.build_id);
+            (s.path.as_str(), (id, b))
+        })
+        .filter(|(_, (_, b))| *b > 0)
+        .collect();
+    if !unnamed.is_empty() {
+        diags.push(Diagnostic::UserSymbolsMissing {
+            modules: unnamed
+                .iter()
+                .map(|(p, (id, _))| {
+                    format!("{p} ({})", if id.is_empty() { "no build id" } else { id })
+                })
+                .collect(),
+            bytes: unnamed.values().map(|(_, b)| b).sum(),
+        });
+    }
+    let outside = affected(tables, &bytes, |f| f.module.is_none());
+    // Stacks cut short: the outermost frame named, and not a thread's entry.
+    let mut short: BTreeMap<String, u64> = BTreeMap::new();
+    for (i, it) in tables.intents.iter().enumerate() {
+        let Some(last) = it.user.last() else { continue };
+        let Some(name) = last.names.last() else {
+            continue;
+        };
+        if ENTRIES.contains(&name.as_str()) {
+            continue;
+        }
+        let module = last.module.as_ref().map_or("?", |m| m.path.as_str());
+        let base = module.rsplit('/').next().unwrap_or(module);
+        *short.entry(format!("{base} ({name})")).or_default() += bytes[i];
+    }
+    short.retain(|_, b| *b > 0);
+    if !short.is_empty() || outside > 0 {
+        diags.push(Diagnostic::UserStacksShort {
+            ends: short.keys().cloned().collect(),
+            bytes: short.values().sum(),
+            outside_bytes: outside,
+        });
+    }
+    diags
+}
+
+/// Bytes charged per intent (lower copies aside).
+fn intent_bytes(tables: &Tables) -> Vec<u64> {
+    let mut v = vec![0u64; tables.intents.len()];
+    for (_, a, t) in tables.acts_with_totals() {
+        if let Some(b) = v.get_mut(a.intent.index()) {
+            *b += t.bytes.iter().sum::<u64>();
+        }
+    }
+    v
+}
+
+/// The bytes of the intents with a user frame that `hit` holds.
+fn affected(tables: &Tables, bytes: &[u64], hit: impl Fn(&UserFrame) -> bool) -> u64 {
+    tables
+        .intents
+        .iter()
+        .zip(bytes)
+        .filter(|(it, _)| it.user.iter().any(&hit))
+        .map(|(_, b)| b)
+        .sum()
+}
