@@ -164,10 +164,9 @@ pub enum Diagnostic {
         /// Those bytes.
         bytes: u64,
     },
-    /// Modules that user frames went through but nothing could name (no symbols in the
-    /// trace, no matching file in `--symbols`, the system's debug files or this machine):
-    /// their frames show as `MODULE+0xOFFSET`. Said once, with the bytes of the intents
-    /// concerned.
+    /// Modules with user frames nothing could name (no symbol there in the trace, in a
+    /// matching file of `--symbols`, the system's debug files or this machine): those frames
+    /// show as `MODULE+0xOFFSET`. Said once, with the bytes of the intents concerned.
     UserSymbolsMissing {
         /// `PATH (BUILD-ID)` of each module.
         modules: Vec<String>,
@@ -446,10 +445,10 @@ impl fmt::Display for Diagnostic {
             ),
             UserSymbolsMissing { modules, bytes } => write!(
                 f,
-                "{bytes} bytes were charged to intents whose user frames pass through modules \
-                 nothing could name (no symbols in the trace, in --symbols directories, in the \
-                 system's debug files, or a local file of the same build id): {}; their frames \
-                 show as MODULE+0xOFFSET",
+                "{bytes} bytes were charged to intents with user frames nothing could name (no \
+                 symbol there in the trace, in --symbols directories, in the system's debug \
+                 files, or in a local file of the same build id), in {}; those frames show as \
+                 MODULE+0xOFFSET (--symbols DIR with debug files names them)",
                 modules.join(", ")
             ),
             UserStacksShort {

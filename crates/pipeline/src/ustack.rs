@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use ioblame_attrib::{Tables, UserFrame};
 use ioblame_format::Trace;
 pub use ioblame_symbolize::Options as UserSymbolOptions;
-use ioblame_symbolize::{Source, Symbolizer};
+use ioblame_symbolize::Symbolizer;
 
 use crate::diag::Diagnostic;
 
@@ -64,31 +64,30 @@ pub fn symbolize_user_frames(
         }
     }
     let bytes = intent_bytes(tables);
-    // Modules without symbols, with the bytes of the intents that went through them.
-    let statuses = sym.modules();
-    let unnamed: BTreeMap<&str, (String, u64)> = statuses
-        .iter()
-        .filter(|s| s.source == Source::None)
-        .map(|s| {
-            let b = affected(tables, &bytes, |f| {
-                f.module
-                    .as_ref()
-                    .is_some_and(|m| m.build_id == s.build_id && m.path == s.path)
-            });
-            let id = ioblame_format::build_id_hex(&s.build_id);
-            (s.path.as_str(), (id, b))
-        })
-        .filter(|(_, (_, b))| *b > 0)
-        .collect();
+    // Modules with frames nothing could name, with the bytes of the intents concerned.
+    let mut unnamed: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for (it, b) in tables.intents.iter().zip(&bytes) {
+        let mut seen: Vec<(String, String)> = Vec::new();
+        for f in it.user.iter().filter(|f| f.names.is_empty()) {
+            let Some(m) = &f.module else { continue };
+            let key = (m.path.clone(), ioblame_format::build_id_hex(&m.build_id));
+            if !seen.contains(&key) {
+                *unnamed.entry(key.clone()).or_default() += b;
+                seen.push(key);
+            }
+        }
+    }
+    unnamed.retain(|_, b| *b > 0);
     if !unnamed.is_empty() {
         diags.push(Diagnostic::UserSymbolsMissing {
             modules: unnamed
-                .iter()
-                .map(|(p, (id, _))| {
-                    format!("{p} ({})", if id.is_empty() { "no build id" } else { id })
+                .keys()
+                .map(|(p, id)| {
+                    let id = if id.is_empty() { "no build id" } else { id.as_str() };
+                    format!("{p} ({id})")
                 })
                 .collect(),
-            bytes: unnamed.values().map(|(_, b)| b).sum(),
+            bytes: affected(tables, &bytes, |f| f.module.is_some() && f.names.is_empty()),
         });
     }
     let outside = affected(tables, &bytes, |f| f.module.is_none());
