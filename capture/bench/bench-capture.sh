@@ -4,7 +4,8 @@
 #   untraced
 #   | under `ioblame-capture record` (release, default set, --devices loopN) once per mode of
 #     MODES (default "exact sampled:64 none all": --stacks exact (the default), sampled:64,
-#     none (no callchain at all: the floor), all (a callchain on every stack event))
+#     none (no callchain at all: the floor), all (a callchain on every stack event), and
+#     `user`: --stacks exact with --user-stacks (user frames, mappings, symbol tables))
 #   | under stock `perf record` with the line `ioblame perf-command --devices loopN` prints
 #     (the default --stacks exact)
 #   | with mode `top` in MODES: under `ioblame top --batch` (release analyzer), which starts
@@ -88,7 +89,8 @@ for r in $(seq "$REPS"); do
         sleep 1
         V0=$(cpu_ticks $VP)
       else
-        "$CAP" record -o "$W/trace" --devices "$LN" --stacks "$m" 2> "$W/cap.log" & CP=$!
+        if [ "$m" = user ]; then set -- --stacks exact --user-stacks; else set -- --stacks "$m"; fi
+        "$CAP" record -o "$W/trace" --devices "$LN" "$@" 2> "$W/cap.log" & CP=$!
         sleep 1
       fi
       T0=$(cpu_ticks $CP)
