@@ -213,6 +213,8 @@ enum ToWriter {
     UserMaps(Vec<ioblame_format::UserMap>),
     /// The symbol tables of one ELF file, at stop: a USER_SYMBOLS block.
     UserSymbols(Box<ioblame_format::UserSymbols>),
+    /// A JIT's symbol map, at stop.
+    PerfMap(ioblame_format::PerfMap),
 }
 
 fn writer_thread(
@@ -268,6 +270,7 @@ fn writer_thread(
             Ok(ToWriter::DmTargets(t)) => w.write_dm_targets(&t),
             Ok(ToWriter::UserMaps(m)) => w.write_user_maps(&m),
             Ok(ToWriter::UserSymbols(s)) => w.write_user_symbols(&s),
+            Ok(ToWriter::PerfMap(m)) => w.write_perf_map(&m),
             Err(RecvTimeoutError::Timeout) => Ok(()),
             Err(RecvTimeoutError::Disconnected) => break,
         };
@@ -1459,6 +1462,9 @@ fn stop(
             }
             for s in done.symbols {
                 let _ = tx.send(ToWriter::UserSymbols(Box::new(s)));
+            }
+            for m in done.perf_maps {
+                let _ = tx.send(ToWriter::PerfMap(m));
             }
             info.extend(done.info);
             let _ = tx.send(ToWriter::Info(info));

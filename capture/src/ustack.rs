@@ -15,7 +15,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use ioblame_format::{ElfLoad, ElfSection, UserMap, UserSymbols};
+use ioblame_format::{ElfLoad, ElfSection, PerfMap, UserMap, UserSymbols};
 use object::read::elf::{FileHeader, ProgramHeader};
 use object::read::ReadCache;
 use object::{Object, ObjectSection};
@@ -248,7 +248,16 @@ pub struct UserStacks {
     left_out: Vec<(String, String)>,
     /// Files hit that could not be read any more (the processes gone).
     unreadable: usize,
+    /// Processes with user frames in no file mapping (JIT code, or a walk gone astray):
+    /// their `perf-PID.map`, if they write one, is copied.
+    jit_pids: HashSet<u32, Fast>,
+    /// The perf maps read, by process.
+    perf_maps: HashMap<u32, String>,
+    perf_maps_bytes: u64,
 }
+
+/// Most bytes of perf maps kept (all processes).
+const MAX_PERF_MAPS_BYTES: u64 = 64 << 20;
 
 impl UserStacks {
     /// Looks at the samples of `ids` (the events with a callchain); keeps at most `max_maps`
@@ -279,6 +288,9 @@ impl UserStacks {
             max_symbols_bytes,
             left_out: Vec::new(),
             unreadable: 0,
+            jit_pids: HashSet::default(),
+            perf_maps: HashMap::new(),
+            perf_maps_bytes: 0,
         }
     }
 
@@ -379,8 +391,14 @@ impl UserStacks {
             *self.reads.entry(pid).or_default() += 1;
             self.read_maps(pid, clock_ns);
         }
+        let mut fresh_jit = Vec::new();
         for (pid, ip) in outside {
-            self.hit(pid, ip);
+            if !self.hit(pid, ip) && self.jit_pids.insert(pid) {
+                fresh_jit.push(pid);
+            }
+        }
+        for pid in fresh_jit {
+            self.read_perf_map(pid);
         }
         self.copy_symbols(Some(Instant::now() + SYMBOLS_TIME_PER_FLUSH));
         if self.maps_changed {
@@ -518,6 +536,19 @@ impl UserStacks {
             return;
         };
         for l in text.lines().filter_map(parse_maps_line) {
+            if l.exec && l.ino == 0 && (l.path.is_empty() || l.path.starts_with("[anon")) {
+                // Anonymous executable memory (a JIT's code): kept, so that its frames are
+                // told from a walk gone astray, and named by the process's perf map.
+                self.keep(UserMap {
+                    pid,
+                    start: l.start,
+                    end: l.end,
+                    seen_ns: clock_ns,
+                    path: ANON.into(),
+                    ..UserMap::default()
+                });
+                continue;
+            }
             if !l.exec || l.ino == 0 || l.path.starts_with('[') || l.path.is_empty() {
                 continue;
             }
@@ -548,6 +579,31 @@ impl UserStacks {
                 },
             );
         }
+    }
+
+    /// Reads the perf map of `pid` (`/tmp/perf-PID.map` in its root, PID as its namespace
+    /// numbers it), replacing an older copy; bounded by [`MAX_PERF_MAPS_BYTES`].
+    fn read_perf_map(&mut self, pid: u32) {
+        let Some(text) = perf_map_paths(pid)
+            .iter()
+            .find_map(|p| std::fs::read_to_string(p).ok())
+        else {
+            return;
+        };
+        let old = self.perf_maps.get(&pid).map_or(0, |t| t.len() as u64);
+        let total = self.perf_maps_bytes - old + text.len() as u64;
+        if total > MAX_PERF_MAPS_BYTES {
+            self.left_out.push((
+                format!("perf-{pid}.map"),
+                format!(
+                    "{} bytes over the perf maps' {MAX_PERF_MAPS_BYTES}",
+                    text.len()
+                ),
+            ));
+            return;
+        }
+        self.perf_maps_bytes = total;
+        self.perf_maps.insert(pid, text);
     }
 
     /// Copies the symbol tables of the files hit not yet copied, until `deadline`.
@@ -604,6 +660,11 @@ impl UserStacks {
     pub fn finish(mut self, clock_ns: u64) -> Finished {
         let maps = self.flush(clock_ns);
         self.copy_symbols(None);
+        // The JIT has compiled more since: the maps of the processes still here again.
+        let pids: Vec<u32> = self.jit_pids.iter().copied().collect();
+        for pid in pids {
+            self.read_perf_map(pid);
+        }
         let mut info = vec![
             ("user_maps".to_string(), self.user_maps.len().to_string()),
             ("user_symbols".to_string(), self.symbols.len().to_string()),
@@ -626,9 +687,19 @@ impl UserStacks {
         if self.skipped > 0 {
             info.push(("user_frames_skipped".into(), self.skipped.to_string()));
         }
+        if !self.perf_maps.is_empty() {
+            info.push(("perf_maps".into(), self.perf_maps.len().to_string()));
+        }
+        let mut perf_maps: Vec<PerfMap> = self
+            .perf_maps
+            .into_iter()
+            .map(|(pid, text)| PerfMap { pid, text })
+            .collect();
+        perf_maps.sort_by_key(|m| m.pid);
         Finished {
             maps,
             symbols: self.symbols,
+            perf_maps,
             info,
             left_out: self.left_out.len(),
         }
@@ -641,10 +712,32 @@ pub struct Finished {
     pub maps: Option<Vec<UserMap>>,
     /// The symbol tables to write.
     pub symbols: Vec<UserSymbols>,
+    /// The JIT symbol maps to write.
+    pub perf_maps: Vec<PerfMap>,
     /// CAPTURE_INFO pairs.
     pub info: Vec<(String, String)>,
     /// Files whose symbols were left out (unreadable or over the cap).
     pub left_out: usize,
+}
+
+/// The path USER_MAPS gives anonymous executable memory (as MMAP2 records name it).
+pub const ANON: &str = "//anon";
+
+/// Where the perf map of `pid` may be: `/tmp/perf-NSPID.map` in its root (NSPID its pid in
+/// its own namespace, the last of `NSpid` in its status), then `/tmp/perf-PID.map` here.
+fn perf_map_paths(pid: u32) -> Vec<PathBuf> {
+    let nspid = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("NSpid:"))
+                .and_then(|v| v.split_whitespace().last()?.parse::<u32>().ok())
+        })
+        .unwrap_or(pid);
+    vec![
+        PathBuf::from(format!("/proc/{pid}/root/tmp/perf-{nspid}.map")),
+        PathBuf::from(format!("/tmp/perf-{pid}.map")),
+    ]
 }
 
 /// Where the file mapped at `[start, end)` of `pid` may be read: `/proc/PID/map_files`

@@ -27,6 +27,7 @@ fuzz_target!(|data: &[u8]| {
     // Format 1.8: the user-space mappings and the symbol tables (read on demand).
     let _ = t.user_maps().len();
     let _ = t.user_symbols();
+    let _ = t.perf_maps();
     let _ = t.path_problems();
     for c in t.chunks() {
         if let Ok(chunk) = t.decompress(c) {

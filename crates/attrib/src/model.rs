@@ -227,6 +227,14 @@ pub struct Module {
     pub path: String,
 }
 
+impl Module {
+    /// The process whose anonymous executable memory (a JIT's code) the module is: its
+    /// path is `//anon:PID`, and its offsets are addresses (named by the process's perf map).
+    pub fn jit_pid(&self) -> Option<u32> {
+        self.path.strip_prefix("//anon:")?.parse().ok()
+    }
+}
+
 /// One user-space frame of an intent.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct UserFrame {

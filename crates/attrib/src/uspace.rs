@@ -12,6 +12,15 @@ use rustc_hash::FxHashMap;
 
 use crate::model::{Module, UserFrame};
 
+/// How the records name anonymous executable memory; its modules are `//anon:PID`.
+const ANON: &str = "//anon";
+
+/// Whether a mapping's path is anonymous memory (`//anon`, or `[anon:NAME]` as
+/// `/proc/PID/maps` shows a named one).
+fn is_anon(path: &str) -> bool {
+    path.starts_with(ANON) || path.starts_with("[anon")
+}
+
 /// One executable mapping of a process.
 #[derive(Debug, Clone)]
 struct Map {
@@ -75,9 +84,31 @@ impl AddressSpaces {
             .collect();
         for m in read {
             let dev = kernel_dev(m.dev_major, m.dev_minor);
-            let module = self.module(&m.build_id, &m.path, dev, m.ino);
-            self.insert(pid, m.start, m.end, m.pgoff, module);
+            let (module, pgoff) =
+                self.mapped(pid, m.start, m.pgoff, &m.build_id, &m.path, dev, m.ino);
+            self.insert(pid, m.start, m.end, pgoff, module);
         }
+    }
+
+    /// The module of a mapping of `pid` at `start`, and the offset of `start` in it: for
+    /// anonymous executable memory (a JIT's code, `//anon`), a module of the process whose
+    /// offsets are the addresses themselves (what its perf map names).
+    #[allow(clippy::too_many_arguments)]
+    fn mapped(
+        &mut self,
+        pid: u32,
+        start: u64,
+        pgoff: u64,
+        build_id: &[u8],
+        path: &str,
+        dev: u32,
+        ino: u64,
+    ) -> (Arc<Module>, u64) {
+        if is_anon(path) {
+            let path = format!("{ANON}:{pid}");
+            return (self.module(&[], &path, 0, 0), start);
+        }
+        (self.module(build_id, path, dev, ino), pgoff)
     }
 
     fn module(&mut self, build_id: &[u8], path: &str, dev: u32, ino: u64) -> Arc<Module> {
@@ -151,8 +182,8 @@ impl AddressSpaces {
                 build_id,
                 path,
             } => {
-                let module = self.module(build_id, path, *dev, *ino);
-                self.insert(*pid, *start, start.saturating_add(*len), *pgoff, module);
+                let (module, pgoff) = self.mapped(*pid, *start, *pgoff, build_id, path, *dev, *ino);
+                self.insert(*pid, *start, start.saturating_add(*len), pgoff, module);
             }
             EventKind::Fork { pid, ppid, .. } if pid != ppid => {
                 if let Some(parent) = self.maps.get(ppid).cloned() {
@@ -317,5 +348,12 @@ mod tests {
             },
         ));
         assert_eq!(at(&s, 9, 0x4008), (None, 0x4008));
+        // A JIT's code: a module of its process, offsets are addresses.
+        s.on_event(&mmap(7, 0x7f00_0000_0000, 0x1000, 0, 0, "//anon"));
+        let f = s.frame(7, 0x7f00_0000_0040);
+        assert_eq!(f.offset, 0x7f00_0000_0040);
+        let m = f.module.unwrap();
+        assert_eq!(m.path, "//anon:7");
+        assert_eq!(m.jit_pid(), Some(7));
     }
 }

@@ -78,6 +78,10 @@ pub mod kind {
     /// per file, appended when the recording stops. Read on demand
     /// ([`crate::Trace::user_symbols`]), not with the metadata.
     pub const USER_SYMBOLS: u16 = 0x1E;
+    /// A JIT's symbol map of one process, `/tmp/perf-PID.map` (format 1.8), one block per
+    /// process, appended when the recording stops. Read on demand
+    /// ([`crate::Trace::perf_maps`]).
+    pub const PERF_MAPS: u16 = 0x1F;
     /// A chunk of perf records of one CPU.
     pub const CHUNK: u16 = 0x100;
     /// The chunk index written when a file is closed.

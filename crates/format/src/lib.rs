@@ -48,9 +48,9 @@ pub use error::{DecodeError, Error, Result};
 pub use meta::{
     build_id_hex, kernel_dev, user_dev, BlockDevice, ByteOrder, Cgroup, DmTarget, ElfLoad,
     ElfSection, EventDesc, FileEntry, FileTable, Header, Kallsyms, LoopDevice, Metadata, Mount,
-    Task, Unnamed, UnnamedFile, UserMap, UserSymbols, EVENT_CALLCHAIN, EVENT_STACK_SAMPLE,
+    PerfMap, Task, Unnamed, UnnamedFile, UserMap, UserSymbols, EVENT_CALLCHAIN, EVENT_STACK_SAMPLE,
     EVENT_TASK_RECORDS, FILES_AT_END, FILES_CAPPED, FILES_TIMED_OUT, FILES_TOUCHED, MAX_BUILD_ID,
-    MAX_FILES_TABLE, MAX_KALLSYMS, MAX_USER_MAPS,
+    MAX_FILES_TABLE, MAX_KALLSYMS, MAX_PERF_MAP, MAX_USER_MAPS,
 };
 #[cfg(feature = "reader")]
 pub use reader::{Chunk, ChunkRef, FileName, PathTable, PathsSummary, Problem, Trace, TraceFile};

@@ -1741,3 +1741,39 @@ pub(crate) fn decode_user_symbols(b: &[u8]) -> Result<UserSymbols, DecodeError> 
 pub fn build_id_hex(id: &[u8]) -> String {
     id.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// A JIT's symbol map of one process (`/tmp/perf-PID.map`, the perf convention: one
+/// `START SIZE NAME` line per function, addresses in hex), copied by the recorder for a
+/// process whose user frames fell in anonymous executable memory (PERF_MAPS block, format
+/// 1.8).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Hash)]
+pub struct PerfMap {
+    /// The process (its pid as the recording host's root namespace sees it).
+    pub pid: u32,
+    /// The map's text.
+    pub text: String,
+}
+
+/// Longest perf map text a PERF_MAPS block may hold.
+pub const MAX_PERF_MAP: usize = 256 << 20;
+
+/// A PERF_MAPS payload (format 1.8): the pid, the text's length, then the text as one zstd
+/// frame.
+pub(crate) fn encode_perf_map(m: &PerfMap) -> Vec<u8> {
+    let z = zstd::bulk::compress(m.text.as_bytes(), 3).unwrap_or_default();
+    let mut e = Enc::default();
+    e.u32(m.pid).u32(m.text.len() as u32).bytes(&z);
+    e.buf
+}
+
+/// Decodes a PERF_MAPS payload.
+pub(crate) fn decode_perf_map(b: &[u8]) -> Result<PerfMap, DecodeError> {
+    let mut d = Dec::new(b);
+    let pid = d.u32("perf map pid")?;
+    let len = d.u32("perf map length")? as usize;
+    let z = d.take(d.remaining(), "perf map")?;
+    let raw = zstd_frame(z, len, MAX_PERF_MAP, Some(MAX_METADATA_RATIO))
+        .map_err(|e| DecodeError::new(8, format!("perf map: {e}")))?;
+    let text = String::from_utf8(raw).map_err(|_| DecodeError::new(8, "perf map: not UTF-8"))?;
+    Ok(PerfMap { pid, text })
+}

@@ -496,8 +496,8 @@ impl TraceFile {
                 kind::LOOPS => meta::decode_loops(p).map(|v| m.loops = v),
                 kind::DM_TARGETS => meta::decode_dm_targets(p).map(|v| m.dm_targets = v),
                 kind::USER_MAPS => meta::decode_user_maps(p).map(|v| m.user_maps = v),
-                // Read on demand by `TraceFile::user_symbols`.
-                kind::USER_SYMBOLS => Ok(()),
+                // Read on demand by `TraceFile::user_symbols` and `TraceFile::perf_maps`.
+                kind::USER_SYMBOLS | kind::PERF_MAPS => Ok(()),
                 // Read by `TraceFile::flushed` alone; checked here so that a malformed one is
                 // reported with the other faults.
                 kind::FLUSHED => meta::decode_flushed(p).map(|_| ()),
@@ -542,6 +542,30 @@ impl TraceFile {
                     path: self.path.clone(),
                     offset: at + BLOCK_HEADER_LEN as u64 + e.at as u64,
                     what: format!("user symbols block: {}; skipped", e.what),
+                }),
+            }
+        }
+        (v, problems)
+    }
+    /// The JIT symbol maps the file holds (PERF_MAPS blocks, format 1.8), decoded now, with
+    /// the faults of the blocks that could not be (each skipped).
+    pub fn perf_maps(&self) -> (Vec<meta::PerfMap>, Vec<Problem>) {
+        let b: &[u8] = &self.data;
+        let mut v = Vec::new();
+        let mut problems = Vec::new();
+        for &(at, h) in &self.meta_blocks {
+            if h.kind != kind::PERF_MAPS {
+                continue;
+            }
+            let Some(p) = payload_of(b, at, h) else {
+                continue;
+            };
+            match meta::decode_perf_map(p) {
+                Ok(m) => v.push(m),
+                Err(e) => problems.push(Problem {
+                    path: self.path.clone(),
+                    offset: at + BLOCK_HEADER_LEN as u64 + e.at as u64,
+                    what: format!("perf map block: {}; skipped", e.what),
                 }),
             }
         }
@@ -1260,6 +1284,24 @@ impl Trace {
             for one in s {
                 if !v.iter().any(|x| x.build_id == one.build_id) {
                     v.push(one);
+                }
+            }
+        }
+        (v, problems)
+    }
+    /// The JIT symbol maps copied into the trace (format 1.8), one per process (the last
+    /// file's copy: the map grows as the JIT compiles), with the faults of blocks that could
+    /// not be read.
+    pub fn perf_maps(&self) -> (Vec<meta::PerfMap>, Vec<Problem>) {
+        let mut v: Vec<meta::PerfMap> = Vec::new();
+        let mut problems = Vec::new();
+        for f in &self.files {
+            let (s, p) = f.perf_maps();
+            problems.extend(p);
+            for one in s {
+                match v.iter_mut().find(|x| x.pid == one.pid) {
+                    Some(x) => *x = one,
+                    None => v.push(one),
                 }
             }
         }

@@ -488,6 +488,14 @@ impl RingWriter {
         self.enforce_cap()
     }
 
+    /// Appends a PERF_MAPS block (format 1.8) to the current file: one process's JIT symbol
+    /// map. Written once, when the recording stops.
+    pub fn write_perf_map(&mut self, map: &crate::PerfMap) -> Result<()> {
+        let block = encode_block(kind::PERF_MAPS, 0, &meta::encode_perf_map(map));
+        self.append_block(&block)?;
+        self.enforce_cap()
+    }
+
     /// Appends a DM_TARGETS block (format 1.7) to the current file, and repeats it in the
     /// metadata of every file opened from now on: `targets` is every target seen so far.
     pub fn write_dm_targets(&mut self, targets: &[crate::DmTarget]) -> Result<()> {

@@ -154,6 +154,14 @@ fn user_map(pid: u32, start: u64) -> UserMap {
     }
 }
 
+/// A PERF_MAPS block's content (format 1.8).
+fn perf_map() -> PerfMap {
+    PerfMap {
+        pid: 4001,
+        text: "7f0000001000 40 jit_wal_append\n".into(),
+    }
+}
+
 /// A USER_SYMBOLS block's content (format 1.8).
 fn user_symbols() -> UserSymbols {
     UserSymbols {
@@ -1118,6 +1126,7 @@ fn current_sample() -> Vec<u8> {
     ])
     .unwrap();
     w.write_user_symbols(&user_symbols()).unwrap();
+    w.write_perf_map(&perf_map()).unwrap();
     w.write_files(&FileTable {
         unnamed: vec![UnnamedFile {
             dev: 7 << 20,
@@ -1208,6 +1217,7 @@ fn sample_reads(path: &Path, bytes: &[u8], minor: u16) {
             want.user_maps.push(user_map(4001, 0x7000_0000));
             assert_eq!(t.user_maps(), want.user_maps, "{name}");
             assert_eq!(t.user_symbols(), (vec![user_symbols()], vec![]), "{name}");
+            assert_eq!(t.perf_maps(), (vec![perf_map()], vec![]), "{name}");
         }
         assert_eq!(t.metadata(), &want, "{name}");
         assert_eq!(t.metadata().mounts[0].block_size, 4096);

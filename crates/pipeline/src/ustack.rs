@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use ioblame_attrib::{Tables, UserFrame};
 use ioblame_format::Trace;
 pub use ioblame_symbolize::Options as UserSymbolOptions;
-use ioblame_symbolize::Symbolizer;
+use ioblame_symbolize::{PerfMap, Symbolizer};
 
 use crate::diag::Diagnostic;
 
@@ -51,6 +51,7 @@ pub fn symbolize_user_frames(
     let (symbols, problems) = trace.user_symbols();
     diags.extend(problems.into_iter().map(Diagnostic::Trace));
     let mut sym = Symbolizer::new(symbols, opts.clone());
+    let mut jit = JitMaps::new(trace, opts, &mut diags);
     for it in &mut tables.intents {
         for (i, f) in it.user.iter_mut().enumerate() {
             let Some(m) = &f.module else { continue };
@@ -60,7 +61,10 @@ pub fn symbolize_user_frames(
             } else {
                 f.offset.saturating_sub(1)
             };
-            f.names = sym.symbolize(&m.build_id, &m.path, at).functions;
+            f.names = match m.jit_pid() {
+                Some(pid) => jit.name(pid, at).into_iter().collect(),
+                None => sym.symbolize(&m.build_id, &m.path, at).functions,
+            };
         }
     }
     let bytes = intent_bytes(tables);
@@ -83,7 +87,11 @@ pub fn symbolize_user_frames(
             modules: unnamed
                 .keys()
                 .map(|(p, id)| {
-                    let id = if id.is_empty() { "no build id" } else { id.as_str() };
+                    let id = if id.is_empty() {
+                        "no build id"
+                    } else {
+                        id.as_str()
+                    };
                     format!("{p} ({id})")
                 })
                 .collect(),
@@ -114,6 +122,39 @@ pub fn symbolize_user_frames(
         });
     }
     diags
+}
+
+/// The JIT symbol maps of the processes: the trace's copies (PERF_MAPS), else, when local
+/// files may be read, `/tmp/perf-PID.map` here (the trace analysed where it was recorded).
+struct JitMaps {
+    maps: std::collections::HashMap<u32, Option<PerfMap>>,
+    local: bool,
+}
+
+impl JitMaps {
+    fn new(trace: &Trace, opts: &UserSymbolOptions, diags: &mut Vec<Diagnostic>) -> JitMaps {
+        let (maps, problems) = trace.perf_maps();
+        diags.extend(problems.into_iter().map(Diagnostic::Trace));
+        JitMaps {
+            maps: maps
+                .into_iter()
+                .map(|m| (m.pid, Some(PerfMap::parse(&m.text))))
+                .collect(),
+            local: opts.local_files,
+        }
+    }
+
+    /// The name of JIT code at `addr` of process `pid`, marked as JIT code.
+    fn name(&mut self, pid: u32, addr: u64) -> Option<String> {
+        let local = self.local;
+        let map = self.maps.entry(pid).or_insert_with(|| {
+            local
+                .then(|| std::fs::read_to_string(format!("/tmp/perf-{pid}.map")).ok())
+                .flatten()
+                .map(|t| PerfMap::parse(&t))
+        });
+        map.as_ref()?.lookup(addr).map(|n| format!("{n} [jit]"))
+    }
 }
 
 /// Bytes charged per intent (lower copies aside).

@@ -44,8 +44,11 @@
 //! check overflows on fuzzed bytes, a panic where overflow checks are on.)
 #![deny(missing_docs)]
 
+mod perfmap;
 mod source;
 mod table;
+
+pub use perfmap::{PerfMap, MAX_PERF_MAP_ENTRIES};
 #[cfg(test)]
 mod tests;
 
