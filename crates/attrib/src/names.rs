@@ -88,6 +88,39 @@ pub fn is_library_frame(f: &UserFrame) -> bool {
     lib_module || lib_name
 }
 
+/// The main loops of the common interpreters, and what they interpret: a stack through one
+/// runs code whose own functions the native frames do not show (a perf map, where the
+/// interpreter writes one, names them as JIT code).
+const INTERPRETERS: &[(&str, &str)] = &[
+    ("_PyEval_EvalFrameDefault", "python"),
+    ("_PyEval_EvalFrame", "python"),
+    ("PyEval_EvalCode", "python"),
+    ("vm_exec_core", "ruby"),
+    ("rb_vm_exec", "ruby"),
+    ("Perl_runops_standard", "perl"),
+    ("Perl_runops_debug", "perl"),
+    ("luaV_execute", "lua"),
+    ("execute_ex", "php"),
+    ("php_execute_script", "php"),
+    ("Builtins_InterpreterEntryTrampoline", "javascript"),
+    ("Interpreter", "java"),
+];
+
+/// The language an intent's user frames interpret, if they run through an interpreter's
+/// main loop (and no frame was named from a JIT's map).
+fn interpreted(user: &[UserFrame]) -> Option<&'static str> {
+    if user.iter().any(|f| f.names.iter().any(|n| n.ends_with(" [jit]"))) {
+        return None;
+    }
+    user.iter().find_map(|f| {
+        let n = f.names.last()?;
+        INTERPRETERS
+            .iter()
+            .find(|(name, _)| n == name)
+            .map(|(_, lang)| *lang)
+    })
+}
+
 /// The user frame that leads each intent's name, if it has user frames: the application's
 /// deepest frame (from the first that is not a library's, [`is_library_frame`]) that tells
 /// it apart from the other intents of the same kernel name — the first frame at which its
@@ -119,7 +152,10 @@ fn user_leads(intents: &[Intent], kernel: &[String]) -> Vec<Option<String>> {
             let at = (0..seq.len())
                 .find(|&j| others.iter().all(|o| o.get(..=j) != Some(&seq[..=j])))
                 .unwrap_or(0);
-            Some(seq[at].clone())
+            Some(match interpreted(&intents[i].user) {
+                Some(lang) => format!("{} [{lang} interpreter]", seq[at]),
+                None => seq[at].clone(),
+            })
         })
         .collect()
 }
@@ -952,6 +988,11 @@ mod tests {
         };
         let n = intent_names(&tables, &sym);
         assert!(n[2].starts_with("wal_flush › write(2)"), "{}", n[2]);
+        // Through an interpreter's loop: said.
+        let mut py = tables.clone();
+        py.intents[4].user.push(f(&app, 0x900, Some("_PyEval_EvalFrameDefault")));
+        let p = intent_names(&py, &sym);
+        assert!(p[4].starts_with("db+0x4a0 [python interpreter] › write(2)"), "{}", p[4]);
         assert!(n[3].starts_with("checkpoint › write(2)"), "{}", n[3]);
         assert!(n[4].starts_with("db+0x4a0 › write(2)"), "{}", n[4]);
         // Nothing but a frame outside every mapping: no user part to lead with.
