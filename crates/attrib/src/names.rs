@@ -103,7 +103,6 @@ const INTERPRETERS: &[(&str, &str)] = &[
     ("execute_ex", "php"),
     ("php_execute_script", "php"),
     ("Builtins_InterpreterEntryTrampoline", "javascript"),
-    ("Interpreter", "java"),
 ];
 
 /// The language an intent's user frames interpret, if they run through an interpreter's
