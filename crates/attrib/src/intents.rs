@@ -47,6 +47,10 @@ impl std::hash::Hash for ActKey {
     }
 }
 
+/// What `stack_by_ptr` holds for a decoded stack with user frames: its id depends on the
+/// process ([`Intents::user_stack`]).
+const WITH_USER: StackId = StackId::MAX;
+
 /// A decoded stack held while its address keys a cache, and its id.
 type Held = (Arc<[u64]>, StackId);
 
@@ -192,9 +196,6 @@ impl Intents {
         let Some(a) = stack else {
             return self.intern_frames(&[]);
         };
-        if a.contains(&USER_MARK) {
-            return self.user_stack(a, pid);
-        }
         let key = Arc::as_ptr(a) as *const u64 as usize;
         // Consecutive events often carry the same stack (one writer's page after page).
         if key == self.last_stack.0 {
@@ -203,7 +204,13 @@ impl Intents {
         let id = match self.stack_by_ptr.get(&key) {
             Some(&(_, id)) => id,
             None => {
-                let id = self.intern_frames(a);
+                // Looked for once per decoded stack: one with user frames is marked, and
+                // interned per process.
+                let id = if a.contains(&USER_MARK) {
+                    WITH_USER
+                } else {
+                    self.intern_frames(a)
+                };
                 if self.stack_by_ptr.len() >= STACK_BY_PTR_MAX {
                     self.stack_by_ptr.clear();
                 }
@@ -211,6 +218,9 @@ impl Intents {
                 id
             }
         };
+        if id == WITH_USER {
+            return self.user_stack(a, pid);
+        }
         self.last_stack = (key, id);
         id
     }

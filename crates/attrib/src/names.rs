@@ -108,7 +108,10 @@ const INTERPRETERS: &[(&str, &str)] = &[
 /// The language an intent's user frames interpret, if they run through an interpreter's
 /// main loop (and no frame was named from a JIT's map).
 fn interpreted(user: &[UserFrame]) -> Option<&'static str> {
-    if user.iter().any(|f| f.names.iter().any(|n| n.ends_with(" [jit]"))) {
+    if user
+        .iter()
+        .any(|f| f.names.iter().any(|n| n.ends_with(" [jit]")))
+    {
         return None;
     }
     user.iter().find_map(|f| {
@@ -989,9 +992,15 @@ mod tests {
         assert!(n[2].starts_with("wal_flush › write(2)"), "{}", n[2]);
         // Through an interpreter's loop: said.
         let mut py = tables.clone();
-        py.intents[4].user.push(f(&app, 0x900, Some("_PyEval_EvalFrameDefault")));
+        py.intents[4]
+            .user
+            .push(f(&app, 0x900, Some("_PyEval_EvalFrameDefault")));
         let p = intent_names(&py, &sym);
-        assert!(p[4].starts_with("db+0x4a0 [python interpreter] › write(2)"), "{}", p[4]);
+        assert!(
+            p[4].starts_with("db+0x4a0 [python interpreter] › write(2)"),
+            "{}",
+            p[4]
+        );
         assert!(n[3].starts_with("checkpoint › write(2)"), "{}", n[3]);
         assert!(n[4].starts_with("db+0x4a0 › write(2)"), "{}", n[4]);
         // Nothing but a frame outside every mapping: no user part to lead with.
