@@ -837,3 +837,63 @@ fn counter_filters_take_device_names_in_every_command() {
         "{err}"
     );
 }
+
+/// The user-stack fixture (recorded with `--user-stacks`; its program is not kept): from the
+/// trace alone, each phase's bytes are charged to intents named after the function that did
+/// them, the intents dump lists the user frames, and the flame graph stacks them below the
+/// kernel's.
+#[test]
+fn user_stacks_name_the_functions_from_the_trace_alone() {
+    let t = fixture("ext4-user-stacks");
+    let mut by_lead: BTreeMap<(u64, String, &str), u64> = BTreeMap::new();
+    for line in ok(&["--no-local-symbols", "acts", "--json", &t]).lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        // The files' data (not the metadata the fsync reads ahead, on inode 0).
+        let data = ["page", "readahead"].contains(&v["via"].as_str().unwrap());
+        if v["comm"] != "iowork" || !data || v["ino"] == 0 {
+            continue;
+        }
+        let lead = v["intent_name"].as_str().unwrap();
+        let lead = lead.split(" › ").next().unwrap().to_string();
+        let ino = v["ino"].as_u64().unwrap();
+        for (key, dir) in [("write_bytes", "W"), ("read_bytes", "R")] {
+            let b = v[key].as_u64().unwrap();
+            if b > 0 {
+                *by_lead.entry((ino, lead.clone(), dir)).or_default() += b;
+            }
+        }
+        // The function is in the frames too, with its module and build id.
+        let frames = v["user_frames"].as_array().expect("user_frames");
+        let f = frames.iter().find(|f| f["function"] == lead).expect(&lead);
+        assert!(f["module"].as_str().unwrap().ends_with("/iowork"), "{f}");
+        assert_eq!(f["build_id"].as_str().unwrap().len(), 40, "{f}");
+    }
+    let want: BTreeMap<(u64, String, &str), u64> = [
+        ((12, "wal_append".to_string(), "W"), 4 * MIB),
+        ((13, "checkpoint".to_string(), "W"), 2 * MIB),
+        ((13, "scan_table".to_string(), "R"), 2 * MIB),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(by_lead, want);
+    golden(
+        "ext4-user-stacks.intents.txt",
+        &ok(&["--no-local-symbols", "intents", &t]),
+    );
+    // Flame graphs: the application's frames at the root, below the kernel's.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    ok(&[
+        "--no-local-symbols",
+        "report",
+        &t,
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let folded = std::fs::read_to_string(out.join("flame-bytes.folded")).unwrap();
+    let wal = folded
+        .lines()
+        .find(|l| l.contains(";wal_append;write;entry_SYSCALL"))
+        .unwrap_or_else(|| panic!("no wal_append stack in\n{folded}"));
+    assert!(wal.ends_with(";iowork 4194304"), "{wal}");
+}

@@ -1,0 +1,31 @@
+#!/bin/bash
+# ustack-lab.sh [SERIES...]: runs scenarios/ustack.sh (user stacks, live) in a kernel-lab
+# guest of each kernel series (default: 5.10 6.1 6.12), with the project's ioblame and
+# ioblame-capture and the workloads (analyze/tests/data/ustack: C and Rust programs, a JIT's
+# code; gcc and rustc here, with frame pointers) in a staging directory. Prints each guest's
+# PASS/FAIL lines; exits non-zero if any kernel failed. Env: IOBLAME_BIN (default
+# target/debug), USTACK_OUT (keep traces there), MEM (2G), CPUS (2).
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../../.." && pwd)
+LAB=$ROOT/scripts/kernel-lab
+BIN=${IOBLAME_BIN:-$ROOT/target/debug}
+SRC=$ROOT/analyze/tests/data/ustack
+STAGE=$(mktemp -d "${TMPDIR:-/tmp}/iob-ustack-bin.XXXXXX")
+trap 'rm -rf "$STAGE"' EXIT
+cp "$BIN/ioblame" "$BIN/ioblame-capture" "$STAGE/"
+mkdir "$STAGE/progs"
+gcc -O1 -g -fno-omit-frame-pointer -o "$STAGE/progs/iowork" "$SRC/iowork.c"
+gcc -O1 -fno-omit-frame-pointer -o "$STAGE/progs/jit" "$SRC/jit.c"
+rustc -C force-frame-pointers=yes -C opt-level=1 -g --edition 2021 -o "$STAGE/progs/iowork-rs" "$SRC/iowork.rs"
+status=0
+[ $# -gt 0 ] || set -- 5.10 6.1 6.12
+for series in "$@"; do
+  img=$("$LAB/fetch-kernel.sh" "$series" | tail -n1)
+  echo "== $series: $img"
+  if ! MEM=${MEM:-2G} CPUS=${CPUS:-2} "$LAB/run-in-kernel.sh" "$img" \
+    "cd '$ROOT' && IOBLAME_BIN='$STAGE' USTACK_PROGS='$STAGE/progs' USTACK_OUT='${USTACK_OUT:-}' bash scripts/kernel-lab/scenarios/ustack.sh"; then
+    status=1
+  fi
+done
+exit $status

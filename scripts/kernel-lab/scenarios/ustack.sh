@@ -1,0 +1,53 @@
+#!/bin/bash
+# ustack.sh: user stacks on the running kernel (docs/attribution.md, "User frames"), meant
+# for a kernel-lab guest (ustack-lab.sh). A C program, a Rust program and a JIT's code (all
+# built with frame pointers, in $USTACK_PROGS) write, fsync and read files of an ext4 on a
+# loop device under `ioblame-capture record --user-stacks`; the programs are then removed
+# from where they ran, and `ioblame --no-local-symbols acts --json` (the trace alone) must
+# charge each phase's bytes to intents named after its function. Prints `PASS name` or
+# `FAIL name: got/want` per check and exits with the number of failures.
+# Env: IOBLAME_BIN (the binaries), USTACK_PROGS (iowork, iowork-rs, jit), USTACK_OUT (keep
+# the trace there).
+set -uo pipefail
+BIN=${IOBLAME_BIN:?}; PROGS=${USTACK_PROGS:?}
+KVER=$(uname -r)
+modprobe loop 2>/dev/null; modprobe ext4 2>/dev/null
+W=$(mktemp -d /tmp/ustack.XXXXXX)
+FAILS=0
+check() {
+  if [ "$2" = "$3" ]; then echo "PASS $1 = $3"; else echo "FAIL $1: got $2, want $3"; FAILS=$((FAILS + 1)); fi
+}
+truncate -s 256M "$W/img"; mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$W/img"
+L=$(losetup -f --show "$W/img"); mkdir "$W/m"; mount "$L" "$W/m"
+# The programs run from a copy that is gone when the trace is analysed.
+mkdir "$W/bin"; cp "$PROGS"/iowork "$PROGS"/iowork-rs "$PROGS"/jit "$W/bin/"
+M=$W/m; B=$W/bin
+"$BIN/ioblame-capture" record -o "$W/trace" --devices "${L#/dev/}" --user-stacks -- sh -c "
+  $B/iowork wal $M/wal.dat 4096; $B/iowork ckpt $M/ckpt.dat 2048; sync -f $M
+  $B/iowork scan $M/ckpt.dat
+  $B/iowork-rs wal $M/rwal.dat 2048; sync -f $M
+  $B/jit $M/jit.dat 1024; sync -f $M" > "$W/capture.log" 2>&1 \
+  || { echo "FAIL record: $(tail -3 "$W/capture.log")"; FAILS=$((FAILS + 1)); }
+rm -rf "$B" /tmp/perf-*.map
+echo "mmap build ids from the kernel: $("$BIN/ioblame" info "$W/trace" | awk '$1 == "mmap_build_id" {print $2}')"
+# The bytes of the file's data acts whose intent name starts with the function.
+bytes() { # file kind(write|read) function
+  "$BIN/ioblame" --no-local-symbols acts --json "$W/trace" 2>/dev/null | python3 -c '
+import json, sys
+f, kind, fn = sys.argv[1:]
+n = 0
+for a in map(json.loads, sys.stdin):
+    if (a["path"] or "").endswith("/" + f) and a["via"] in ("page", "buffer", "read", "readahead"):
+        if (a["intent_name"] or "").startswith(fn + " › "):
+            n += a["read_bytes"] if kind == "read" else a["write_bytes"]
+print(n)' "$1" "$2" "$3"
+}
+check "wal.dat written by wal_append" "$(bytes wal.dat write wal_append)" $((4 << 20))
+check "ckpt.dat written by checkpoint" "$(bytes ckpt.dat write checkpoint)" $((2 << 20))
+check "ckpt.dat read by scan_table" "$(bytes ckpt.dat read scan_table)" $((2 << 20))
+check "rwal.dat written by iowork::wal_append" "$(bytes rwal.dat write iowork::wal_append)" $((2 << 20))
+check "jit.dat written by the JIT's jit_wal_append" "$(bytes jit.dat write 'jit_wal_append [jit]')" $((1 << 20))
+[ -n "${USTACK_OUT:-}" ] && cp -r "$W/trace" "$USTACK_OUT/ustack-$KVER"
+umount "$W/m"; losetup -d "$L"; rm -rf "$W"
+echo "ustack: $KVER: $FAILS failed"
+exit "$FAILS"
