@@ -276,6 +276,13 @@ struct PerfCommandArgs {
     /// period on tracepoints): record it with `ioblame-capture`.
     #[arg(long, default_value = "exact", value_name = "MODE")]
     stacks: ioblame_perfdata::Stacks,
+    /// User-space stacks too, as `ioblame-capture record --user-stacks`: the stack events'
+    /// callchains go on into user space (frame pointers: code built without them gives
+    /// short stacks), and perf's MMAP2 records carry the files' build ids (`--buildid-mmap`,
+    /// Linux and perf 5.12 or later), so that the analysis names the functions from files
+    /// of the same build id (`--symbols`, debug directories, the local file).
+    #[arg(long)]
+    user_stacks: bool,
 }
 
 #[derive(Args, Debug)]
@@ -690,7 +697,11 @@ fn check(
 
 /// `ioblame perf-command`.
 fn perf_command(out: &mut impl Write, a: PerfCommandArgs) -> Result<()> {
-    let (cmd, notes) = ioblame_perfdata::perf_command_with_notes(&a.devices, a.stacks)?;
+    let opts = ioblame_perfdata::CommandOptions {
+        stacks: a.stacks,
+        user_stacks: a.user_stacks,
+    };
+    let (cmd, notes) = ioblame_perfdata::perf_command_for(&a.devices, opts)?;
     for n in notes {
         eprintln!("ioblame: note: {n}");
     }

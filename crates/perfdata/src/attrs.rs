@@ -196,6 +196,11 @@ pub(crate) struct Events {
     pub infos: Vec<AttrInfo>,
     /// The clock of the first attr that sets `use_clockid`, or -1 (perf's default clock).
     pub clock_id: i32,
+    /// Whether a tracepoint's callchains go on into user space (`PERF_SAMPLE_CALLCHAIN`
+    /// without `exclude_callchain_user`: `perf-command --user-stacks`).
+    pub user_stacks: bool,
+    /// Whether an attr asks for build ids in its MMAP2 records (`perf record --buildid-mmap`).
+    pub mmap_build_id: bool,
 }
 
 impl Events {
@@ -226,6 +231,7 @@ pub(crate) fn events(
     let mut events = Vec::new();
     let mut infos = Vec::new();
     let mut clock_id = -1;
+    let (mut user_stacks, mut mmap_build_id) = (false, false);
     let n_attrs = attrs.len();
     for (i, a) in attrs.iter().enumerate() {
         let attr = &a.attr;
@@ -267,6 +273,10 @@ pub(crate) fn events(
         if aflags.intersects(AttrFlags::COMM | AttrFlags::TASK) {
             flags |= EVENT_TASK_RECORDS;
         }
+        user_stacks |= tracefs_id != 0
+            && sf.contains(SampleFormat::CALLCHAIN)
+            && !aflags.contains(AttrFlags::EXCLUDE_CALLCHAIN_USER);
+        mmap_build_id |= aflags.contains(AttrFlags::MMAP2 | AttrFlags::BUILD_ID);
         if aflags.contains(AttrFlags::USE_CLOCKID) && clock_id == -1 {
             clock_id = match own.and_then(|r| r.clockid) {
                 Some(c) => c,
@@ -301,6 +311,8 @@ pub(crate) fn events(
         events,
         infos,
         clock_id,
+        user_stacks,
+        mmap_build_id,
     }
 }
 

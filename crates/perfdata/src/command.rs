@@ -22,31 +22,50 @@ pub(crate) fn shell_quote(s: &str) -> String {
 /// The per-event term that gives an event a callchain without `-g` (which would give every
 /// event one). perf 6.1 accepts it on tracepoints: `-e 'block:block_bio_queue/call-graph=fp/'`
 /// records `PERF_SAMPLE_CALLCHAIN` for that event only, and `--kernel-callchains` then sets
-/// `exclude_callchain_user` on it.
+/// `exclude_callchain_user` on it; without that option (`--user-stacks`) the kernel walks on
+/// into user space by frame pointers, after `PERF_CONTEXT_USER`.
 pub(crate) const CALLCHAIN_TERM: &str = "/call-graph=fp/";
+
+/// What the `perf record` line records besides the default events.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommandOptions {
+    /// Which stack events get a callchain, as the recorder's `--stacks`.
+    pub stacks: Stacks,
+    /// User-space stacks too, as `ioblame-capture record --user-stacks`: the stack events'
+    /// callchains go on into user space (no `--kernel-callchains`), and the MMAP2 records
+    /// perf makes of every executable mapping (those of the processes alive at start
+    /// synthesized from `/proc`) carry the files' build ids (`--buildid-mmap`, Linux and
+    /// perf 5.12 or later; perf then writes no build-id table at the end).
+    pub user_stacks: bool,
+}
 
 /// Builds the command line from the events that exist here and the devices to filter on.
 /// Only the events whose stack is an intent ([`Tracepoint::callchain`]) get a kernel-only
 /// callchain, and of those only the ones `stacks` records with one (with
 /// [`Stacks::Exact`], not `block_dirty_buffer`). `--all-cgroups` records each sample's cgroup2 id (`PERF_SAMPLE_CGROUP`) and a
 /// CGROUP record (id and path) per cgroup, alive at start or created while recording
-/// (Linux and perf 5.7 or later; older ones refuse the option).
-pub(crate) fn build_command(events: &[Tracepoint], devs: &[FilterDev], stacks: Stacks) -> String {
-    let mut args: Vec<String> = [
-        "perf",
-        "record",
-        "-a",
-        "--all-cgroups",
-        "--kernel-callchains",
-        "-m",
-        "16M",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+/// (Linux and perf 5.7 or later; older ones refuse the option). With `opts.user_stacks`
+/// the callchains are kernel and user (no `--kernel-callchains`) and `--buildid-mmap` puts
+/// build ids in the MMAP2 records (perf records MMAP2 records of executable mappings on
+/// its tracking event by default).
+pub(crate) fn build_command(
+    events: &[Tracepoint],
+    devs: &[FilterDev],
+    opts: CommandOptions,
+) -> String {
+    let mut args: Vec<String> = ["perf", "record", "-a", "--all-cgroups"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    if opts.user_stacks {
+        args.push("--buildid-mmap".into());
+    } else {
+        args.push("--kernel-callchains".into());
+    }
+    args.extend(["-m".into(), "16M".into()]);
     for t in events {
         args.push("-e".into());
-        if t.callchain && stacks.callchain(&t.name) {
+        if t.callchain && opts.stacks.callchain(&t.name) {
             args.push(format!("{}{CALLCHAIN_TERM}", t.name));
         } else {
             args.push(t.name.clone());
@@ -81,6 +100,28 @@ pub fn perf_command_with_notes(
     devices: &[String],
     stacks: Stacks,
 ) -> Result<(String, Vec<String>), PerfDataError> {
+    let opts = CommandOptions {
+        stacks,
+        user_stacks: false,
+    };
+    perf_command_for(devices, opts)
+}
+
+/// [`perf_command_with_notes`] with `opts`: `--user-stacks` as well. User stacks with
+/// `--stacks none` (no event with a callchain) are an error: nothing would record them.
+pub fn perf_command_for(
+    devices: &[String],
+    opts: CommandOptions,
+) -> Result<(String, Vec<String>), PerfDataError> {
+    let stacks = opts.stacks;
+    if opts.user_stacks && stacks == Stacks::None {
+        return Err(tp::Error::System(
+            "--user-stacks with --stacks none: no event would carry a stack; use --stacks \
+             exact (the default) or all"
+                .into(),
+        )
+        .into());
+    }
     if let Stacks::Sampled(_) = stacks {
         return Err(tp::Error::System(
             "--stacks sampled:N has no perf line: perf takes no per-event sample period on \
@@ -105,7 +146,7 @@ pub fn perf_command_with_notes(
     })?;
     let names = tp::set_names("default")?;
     let (events, notes) = tp::resolve(&tfs, &names, false)?;
-    Ok((build_command(&events, &devs, stacks), notes))
+    Ok((build_command(&events, &devs, opts), notes))
 }
 
 /// [`perf_command_with_notes`] without the notes.
@@ -137,6 +178,13 @@ mod tests {
         }
     }
 
+    fn opts(stacks: Stacks, user_stacks: bool) -> CommandOptions {
+        CommandOptions {
+            stacks,
+            user_stacks,
+        }
+    }
+
     #[test]
     fn command_line() {
         let evs = [
@@ -154,21 +202,62 @@ mod tests {
         };
         // Callchains on the stack events only, kernel-only.
         assert_eq!(
-            build_command(&evs, &[loop0], Stacks::All),
+            build_command(&evs, &[loop0], opts(Stacks::All, false)),
             "perf record -a --all-cgroups --kernel-callchains -m 16M \
              -e block:block_dirty_buffer/call-graph=fp/ --filter '(dev == 7340032) && (sector < 4611686018427387904)' \
              -e sched:sched_process_exec -o perf.data -- COMMAND"
         );
         assert_eq!(
-            build_command(&evs[..1], &[], Stacks::All),
+            build_command(&evs[..1], &[], opts(Stacks::All, false)),
             "perf record -a --all-cgroups --kernel-callchains -m 16M \
              -e block:block_dirty_buffer/call-graph=fp/ --filter 'sector < 4611686018427387904' -o perf.data -- COMMAND"
         );
         // The default: the dirty buffers take their thread's dirtying stack in the analyzer.
         assert_eq!(
-            build_command(&evs[..1], &[], Stacks::Exact),
+            build_command(&evs[..1], &[], opts(Stacks::Exact, false)),
             "perf record -a --all-cgroups --kernel-callchains -m 16M \
              -e block:block_dirty_buffer --filter 'sector < 4611686018427387904' -o perf.data -- COMMAND"
+        );
+    }
+
+    #[test]
+    fn command_line_with_user_stacks() {
+        let evs = [
+            tracepoint(
+                "writeback:writeback_dirty_folio",
+                "\tfield:dev_t dev;\toffset:8;\tsize:4;\tsigned:0;\n",
+            ),
+            tracepoint(
+                "block:block_dirty_buffer",
+                "\tfield:dev_t dev;\toffset:8;\tsize:4;\tsigned:0;\n",
+            ),
+            tracepoint("sched:sched_process_exec", ""),
+        ];
+        // Kernel and user callchains on the stack events only (no `--kernel-callchains`,
+        // no global `--call-graph`), and build ids in the MMAP2 records.
+        assert_eq!(
+            build_command(&evs, &[], opts(Stacks::Exact, true)),
+            "perf record -a --all-cgroups --buildid-mmap -m 16M \
+             -e writeback:writeback_dirty_folio/call-graph=fp/ \
+             -e block:block_dirty_buffer --filter 'sector < 4611686018427387904' \
+             -e sched:sched_process_exec -o perf.data -- COMMAND"
+        );
+        assert_eq!(
+            build_command(&evs[1..2], &[], opts(Stacks::All, true)),
+            "perf record -a --all-cgroups --buildid-mmap -m 16M \
+             -e block:block_dirty_buffer/call-graph=fp/ --filter 'sector < 4611686018427387904' \
+             -o perf.data -- COMMAND"
+        );
+        // Without --user-stacks, the line is as before.
+        assert_eq!(CommandOptions::default(), opts(Stacks::Exact, false));
+    }
+
+    #[test]
+    fn user_stacks_need_a_stack_event() {
+        let e = perf_command_for(&[], opts(Stacks::None, true)).unwrap_err();
+        assert!(
+            e.to_string().contains("--user-stacks with --stacks none"),
+            "{e}"
         );
     }
 }

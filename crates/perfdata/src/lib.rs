@@ -43,6 +43,7 @@
 //! error types.
 
 mod attrs;
+mod buildids;
 mod command;
 mod errors;
 mod inflate;
@@ -61,7 +62,7 @@ use ioblame_format::{
     ByteOrder, Cgroup, EventDesc, FileWriter, Header, Metadata, Trace, TraceFile,
 };
 
-pub use command::{perf_command, perf_command_with_notes};
+pub use command::{perf_command, perf_command_for, perf_command_with_notes, CommandOptions};
 pub use errors::{Corruption, EventDescError, PerfDataError, TracingDataError};
 /// Which stack events get a callchain ([`perf_command`]'s choice, as the recorder's).
 pub use ioblame_tracepoints::Stacks;
@@ -199,8 +200,16 @@ fn convert(
         &host.cmdline,
         &mut notes,
     );
-    let records = records::convert(&mut parser, layout.order, &events.infos)?;
+    let user = records::UserMaps {
+        keep: events.user_stacks,
+        build_ids: match parser.build_id_table()? {
+            Some(s) if events.user_stacks => buildids::user_build_ids(layout.order, s),
+            _ => Default::default(),
+        },
+    };
+    let records = records::convert(&mut parser, layout.order, &events.infos, &user)?;
     notes.extend(records.dropped_note());
+    notes.extend(user_maps_note(&events, &records.maps, user.build_ids.len()));
     notes.extend(attrs::event_notes(&events.recorded()));
     notes.extend(cgroups_note(&events.events, &records.cgroups));
     let kallsyms = symbols::kernel_symbols(
@@ -223,6 +232,12 @@ fn convert(
     if !host.cmdline.is_empty() {
         capture_info.push(("command".into(), host.cmdline.join(" ")));
     }
+    if events.user_stacks {
+        // As `ioblame-capture record --user-stacks` says it.
+        capture_info.push(("user_stacks".into(), "fp".into()));
+        let yes = if events.mmap_build_id { "yes" } else { "no" };
+        capture_info.push(("mmap_build_id".into(), yes.into()));
+    }
     let meta = Metadata {
         events: events.events,
         kallsyms,
@@ -236,6 +251,38 @@ fn convert(
     };
     let trace = write_trace(path, &header, &meta, records.chunks)?;
     Ok(Converted { trace, notes })
+}
+
+/// The note on the user mappings of a recording with user stacks: none recorded (user frames
+/// cannot be placed), or recorded without `--buildid-mmap` and some of files the build-id
+/// table (`table` files) does not list (their frames cannot be named). With
+/// `--buildid-mmap`, the few files the kernel could not read a build id of are named by
+/// the analysis only if frames hit them.
+fn user_maps_note(
+    events: &attrs::Events,
+    maps: &records::MapCounts,
+    table: usize,
+) -> Option<String> {
+    if !events.user_stacks {
+        return None;
+    }
+    if maps.kept == 0 {
+        return Some(
+            "user stacks were recorded without mappings (no MMAP2 records): user frames \
+             cannot be placed in their files"
+                .into(),
+        );
+    }
+    (!events.mmap_build_id && maps.without > 0).then(|| {
+        format!(
+            "user stacks recorded without `--buildid-mmap`: {} mappings have no build id \
+             ({} took theirs from the file's build-id table of {table} files, which perf writes \
+             for the files samples hit, for all with `--buildid-all`), and user frames in them \
+             cannot be named; `perf record --buildid-mmap` (Linux and perf 5.12 or later) \
+             records them, as `ioblame perf-command --user-stacks` prints it",
+            maps.without, maps.from_table
+        )
+    })
 }
 
 /// `PERF_SAMPLE_CGROUP`: the sample carries the task's cgroup2 cgroup id.

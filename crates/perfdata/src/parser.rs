@@ -147,6 +147,12 @@ impl Parser {
         })
     }
 
+    /// The `HEADER_BUILD_ID` section (perf's build-id table), if the file has one.
+    pub fn build_id_table(&self) -> Result<Option<&[u8]>, PerfDataError> {
+        let file = &self.file;
+        guarded(&self.path, || file.feature_section_data(Feature::BUILD_ID))
+    }
+
     /// What the feature sections say about the recording. A damaged clock data or command
     /// line section is taken as missing, and the command line is not read at all unless
     /// `cmdline_ok` (the layout check found its count plausible); the other sections must

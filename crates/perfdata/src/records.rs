@@ -21,6 +21,7 @@ use linux_perf_data::linux_perf_event_reader::constants::{
 use linux_perf_data::linux_perf_event_reader::SampleFormat;
 
 use crate::attrs::AttrInfo;
+use crate::buildids;
 use crate::errors::{Corruption, PerfDataError};
 use crate::layout::{put16, put32, put64, u32_at, u64_at};
 use crate::parser::{record_name, Parser, Record};
@@ -44,6 +45,27 @@ pub(crate) struct KernelRef {
 /// dropped (counted in [`Records::dropped`]).
 pub(crate) const MAX_CPU: u32 = (1 << 16) - 1;
 
+/// What is done with the mappings of a recording with user stacks.
+#[derive(Debug, Default)]
+pub(crate) struct UserMaps {
+    /// Whether the records keep the executable user mappings (MMAP, MMAP2), which the
+    /// attribution follows to place user frames; without user stacks they are dropped.
+    pub keep: bool,
+    /// Build ids by path (perf's `HEADER_BUILD_ID`), for MMAP2 records without one.
+    pub build_ids: std::collections::HashMap<Vec<u8>, Vec<u8>>,
+}
+
+/// What became of the user mappings.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MapCounts {
+    /// Executable user mappings kept.
+    pub kept: u64,
+    /// Of those, the MMAP2 records given their build id from the build-id table.
+    pub from_table: u64,
+    /// Of those, the mappings of files (not `[vdso]` and the like) left without a build id.
+    pub without: u64,
+}
+
 /// The converted records.
 #[derive(Debug)]
 pub(crate) struct Records {
@@ -58,6 +80,8 @@ pub(crate) struct Records {
     /// The cgroups named by CGROUP records: id -> path under the cgroup2 mount (the last
     /// record of an id wins).
     pub cgroups: BTreeMap<u64, String>,
+    /// What became of the user mappings.
+    pub maps: MapCounts,
 }
 
 impl Records {
@@ -78,11 +102,12 @@ impl Records {
 }
 
 /// Converts the records `parser` yields, of a file in byte order `order` whose attrs are
-/// `infos`.
+/// `infos`; `user` says what to do with the mappings.
 pub(crate) fn convert(
     parser: &mut Parser,
     order: ByteOrder,
     infos: &[AttrInfo],
+    user: &UserMaps,
 ) -> Result<Records, PerfDataError> {
     let path = parser.path().to_path_buf();
     let corrupt = |what| PerfDataError::corrupt(&path, what);
@@ -96,7 +121,9 @@ pub(crate) fn convert(
     let mut max_cpu = 0u32;
     let mut kernel_ref: Option<KernelRef> = None;
     let mut cgroups: BTreeMap<u64, String> = BTreeMap::new();
+    let mut maps = MapCounts::default();
     let mut buf = Vec::with_capacity(256);
+    let mut body_buf: Vec<u8> = Vec::new();
     while let Some(rec) = parser.next_record()? {
         let rec = match rec {
             Record::Event(r) => r,
@@ -119,20 +146,42 @@ pub(crate) fn convert(
             }
             continue;
         }
-        if !matches!(
-            t,
-            PERF_RECORD_SAMPLE
-                | PERF_RECORD_COMM
-                | PERF_RECORD_FORK
-                | PERF_RECORD_EXIT
-                | PERF_RECORD_LOST
-                | PERF_RECORD_LOST_SAMPLES
-        ) {
+        let mut misc = rec.misc;
+        let user_map = user.keep && is_user_map(order, t, misc, &rec.body);
+        if !user_map
+            && !matches!(
+                t,
+                PERF_RECORD_SAMPLE
+                    | PERF_RECORD_COMM
+                    | PERF_RECORD_FORK
+                    | PERF_RECORD_EXIT
+                    | PERF_RECORD_LOST
+                    | PERF_RECORD_LOST_SAMPLES
+            )
+        {
             *dropped.entry(record_name(t)).or_default() += 1;
             continue;
         }
         let (time, cpu) = rec.time_and_cpu()?;
-        let body = &rec.body;
+        let mut body: &[u8] = &rec.body;
+        if user_map {
+            maps.kept += 1;
+            if t == PERF_RECORD_MMAP2 && misc & buildids::MISC_MMAP_BUILD_ID == 0 {
+                // Without the kernel's build id: the one perf's table lists for the path.
+                let id = buildids::mmap2_name(body).and_then(|n| user.build_ids.get(n));
+                body_buf.clear();
+                body_buf.extend_from_slice(body);
+                if id.is_some_and(|id| buildids::put_build_id(&mut body_buf, id)) {
+                    misc |= buildids::MISC_MMAP_BUILD_ID;
+                    body = &body_buf;
+                    maps.from_table += 1;
+                } else if !special_map(t, body) {
+                    maps.without += 1;
+                }
+            } else if t == PERF_RECORD_MMAP && !special_map(t, body) {
+                maps.without += 1;
+            }
+        }
         let info = infos
             .get(rec.attr_index)
             .ok_or_else(|| corrupt(Corruption::UnknownAttr(rec.attr_index)))?;
@@ -161,7 +210,7 @@ pub(crate) fn convert(
             Some(id) if info.sample_id_all => (None, Some(id)),
             _ => (None, None),
         };
-        reemit(&mut buf, order, t, rec.misc, pre, body, post).map_err(corrupt)?;
+        reemit(&mut buf, order, t, misc, pre, body, post).map_err(corrupt)?;
         max_cpu = max_cpu.max(cpu);
         chunks.push(cpu, &buf, time, lost_count(order, t, body));
     }
@@ -171,7 +220,25 @@ pub(crate) fn convert(
         kernel_ref,
         dropped,
         cgroups,
+        maps,
     })
+}
+
+/// Whether a record of type `t` is a mapping of user code: an MMAP or MMAP2 of a process
+/// (not perf's kernel and module maps, pid -1), executable (no `PERF_RECORD_MISC_MMAP_DATA`).
+fn is_user_map(order: ByteOrder, t: u32, misc: u16, body: &[u8]) -> bool {
+    matches!(t, PERF_RECORD_MMAP | PERF_RECORD_MMAP2)
+        && misc & buildids::MISC_MMAP_DATA == 0
+        && u32_at(order, body, 0).is_some_and(|pid| pid != u32::MAX)
+}
+
+/// Whether a user mapping is of no file that has a build id: `[vdso]`, `[vsyscall]`,
+/// `//anon` and the like (perf's names of special mappings), or one without a name.
+fn special_map(t: u32, body: &[u8]) -> bool {
+    let at = if t == PERF_RECORD_MMAP { 32 } else { 64 };
+    let name = body.get(at..).unwrap_or_default();
+    let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+    name.is_empty() || name.starts_with(b"[") || name.starts_with(b"//")
 }
 
 /// The (id, path) of a CGROUP record's body: `{ u64 id; char path[]; }`, the path
@@ -500,6 +567,7 @@ mod tests {
             kernel_ref: None,
             dropped: BTreeMap::new(),
             cgroups: BTreeMap::new(),
+            maps: MapCounts::default(),
         };
         assert_eq!(r.dropped_note(), None);
         r.dropped.insert(record_name(PERF_RECORD_MMAP2), 3);
