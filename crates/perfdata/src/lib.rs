@@ -23,8 +23,12 @@
 //!   `linux-perf-data` yields them: file order sorted by time within each `FINISHED_ROUND`,
 //!   which per CPU is the ring-buffer order (for big-endian files each CPU's records are put
 //!   back in time order by the converter, see `RawAttr`). The time and CPU of non-sample
-//!   records are read from their trailer as the attr's own flags describe it. Other record
-//!   types are dropped and counted in the notes.
+//!   records are read from their trailer as the attr's own flags describe it. When a
+//!   tracepoint's callchains go into user space (no `exclude_callchain_user`:
+//!   `perf-command --user-stacks`), the executable user mappings (MMAP, MMAP2 of a
+//!   process) are kept too, MMAP2 records without a build id given the one perf's
+//!   `HEADER_BUILD_ID` table lists for their path. Other record types are dropped and
+//!   counted in the notes.
 //! * **Callchains**: per event, from the attr's sample type (`perf-command` gives only the
 //!   stack events a callchain); the notes name the stack events recorded without one.
 //! * **IDENTIFIER**: ioblame identifies samples by `PERF_SAMPLE_IDENTIFIER`. For an attr whose
@@ -39,8 +43,9 @@
 //! parser sees them; `parser` alone calls the `linux-perf-data` parser (a panic in it becomes
 //! [`PerfDataError::ParserPanicked`], a panic in ioblame's own code stays a panic); `attrs`
 //! turns the attrs and the tracing data into the trace's events; `records` re-emits the
-//! records into chunks; `symbols` finds and checks the kernel symbols; `errors` holds the
-//! error types.
+//! records into chunks; `buildids` reads perf's build-id table and writes build ids into
+//! MMAP2 records; `symbols` finds and checks the kernel symbols; `errors` holds the error
+//! types.
 
 mod attrs;
 mod buildids;

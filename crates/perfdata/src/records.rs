@@ -6,7 +6,9 @@
 //! own flags describe it. An attr without IDENTIFIER gets its id prepended to samples and
 //! appended to `sample_id` trailers. CGROUP records (`perf record --all-cgroups`: one per
 //! cgroup alive at start, synthesized by perf, then one per cgroup created while recording)
-//! become the trace's cgroup table. Big-endian files have each CPU's records put back in
+//! become the trace's cgroup table. With user stacks, the executable user mappings (MMAP,
+//! MMAP2) are kept, MMAP2 records without a build id given the build-id table's
+//! ([`UserMaps`]). Big-endian files have each CPU's records put back in
 //! time order (see [`crate::attrs::RawAttr`] for why). Other record types are dropped and
 //! counted; perf's kernel map record gives the reference symbol the kernel symbols are
 //! checked against.
