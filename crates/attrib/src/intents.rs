@@ -54,6 +54,10 @@ const WITH_USER: StackId = StackId::MAX;
 /// A decoded stack held while its address keys a cache, and its id.
 type Held = (Arc<[u64]>, StackId);
 
+/// A decoded stack with user frames held while its address and process key a cache, its id,
+/// and the generation of the process's mappings it was resolved in.
+type HeldUser = (Arc<[u64]>, StackId, u64);
+
 /// Most decoded stacks remembered by address (then the map starts over).
 const STACK_BY_PTR_MAX: usize = 1 << 14;
 
@@ -82,10 +86,9 @@ pub(crate) struct Intents {
     /// User frames by id: an interned stack holds [`USER_MARK`] then their ids.
     user_frames: Vec<UserFrame>,
     user_frame_index: FxHashMap<UserFrame, u64>,
-    /// Stacks with user frames by address and process, valid for one generation of the
-    /// address spaces.
-    user_by_ptr: FxHashMap<(usize, u32), Held>,
-    user_generation: u64,
+    /// Stacks with user frames by address and process, with the generation of the
+    /// process's mappings they were resolved in.
+    user_by_ptr: FxHashMap<(usize, u32), HeldUser>,
 }
 
 impl std::fmt::Debug for Intents {
@@ -122,7 +125,6 @@ impl Intents {
             user_frames: Vec::new(),
             user_frame_index: FxHashMap::default(),
             user_by_ptr: FxHashMap::default(),
-            user_generation: 0,
         }
     }
 
@@ -141,13 +143,13 @@ impl Intents {
     /// The id of a stack with user frames, taken in process `pid`: its user addresses
     /// made module offsets.
     fn user_stack(&mut self, a: &Arc<[u64]>, pid: u32) -> StackId {
-        if self.user_generation != self.spaces.generation() {
-            self.user_by_ptr.clear();
-            self.user_generation = self.spaces.generation();
-        }
         let key = (Arc::as_ptr(a) as *const u64 as usize, pid);
-        if let Some(&(_, id)) = self.user_by_ptr.get(&key) {
-            return id;
+        // Valid while the process's mappings are as they were.
+        let generation = self.spaces.generation(pid);
+        if let Some(&(_, id, g)) = self.user_by_ptr.get(&key) {
+            if g == generation {
+                return id;
+            }
         }
         let mark = a.iter().position(|&f| f == USER_MARK).unwrap_or(a.len());
         let mut frames: Vec<u64> = Vec::with_capacity(a.len());
@@ -175,7 +177,7 @@ impl Intents {
         if self.user_by_ptr.len() >= STACK_BY_PTR_MAX {
             self.user_by_ptr.clear();
         }
-        self.user_by_ptr.insert(key, (a.clone(), id));
+        self.user_by_ptr.insert(key, (a.clone(), id, generation));
         id
     }
 
@@ -213,6 +215,8 @@ impl Intents {
                 };
                 if self.stack_by_ptr.len() >= STACK_BY_PTR_MAX {
                     self.stack_by_ptr.clear();
+                    // Its stack may be gone with the map, and its address reused.
+                    self.last_stack = (0, 0);
                 }
                 self.stack_by_ptr.insert(key, (a.clone(), id));
                 id
@@ -410,5 +414,27 @@ mod tests {
         assert!(!t.acts[0].recorder);
         assert!(t.acts[3].recorder);
         assert_eq!(t.acts[3].issuer, Some(RoleId(1)));
+    }
+
+    /// The by-address caches are emptied when full: the last stack looked up must not
+    /// outlive its entry, or a new stack at its address would take its id.
+    #[test]
+    fn a_cache_emptied_forgets_the_last_stack_too() {
+        let mut i = Intents::new(None, None);
+        let mut keep = Vec::new();
+        for n in 0..STACK_BY_PTR_MAX - 1 {
+            let a: Arc<[u64]> = Arc::from(&[n as u64 + 1000, 7, 7, 7, 7][..]);
+            i.stack(Some(&a), 1);
+            keep.push(a);
+        }
+        let k: Arc<[u64]> = Arc::from(&[1u64, 2][..]);
+        let idk = i.stack(Some(&k), 1);
+        // A user stack fills the cache: it is emptied.
+        let u: Arc<[u64]> = Arc::from(&[3u64, USER_MARK, 0x1000, 0x2000][..]);
+        i.stack(Some(&u), 1);
+        drop(k);
+        // The allocator may give `[1, 2]`'s address to the next stack.
+        let k2: Arc<[u64]> = Arc::from(&[5u64, 6][..]);
+        assert_ne!(i.stack(Some(&k2), 1), idk);
     }
 }

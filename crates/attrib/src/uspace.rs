@@ -41,9 +41,12 @@ pub(crate) struct AddressSpaces {
     build_ids: FxHashMap<(u32, u64), Vec<u8>>,
     /// Modules interned by build id (or path, without one).
     modules: FxHashMap<(Vec<u8>, String), Arc<Module>>,
-    /// Bumped whenever a mapping changes: resolutions cached under an older generation
-    /// are stale.
-    generation: u64,
+    /// Per process, bumped whenever one of its mappings changes: resolutions cached under
+    /// an older generation are stale.
+    generations: FxHashMap<u32, u64>,
+    /// The next generation number (generations are never reused, so a process gone and
+    /// back does not meet an old one).
+    next_generation: u64,
 }
 
 impl AddressSpaces {
@@ -67,9 +70,15 @@ impl AddressSpaces {
         s
     }
 
-    /// The generation of the mappings: it changes whenever one does.
-    pub fn generation(&self) -> u64 {
-        self.generation
+    /// The generation of `pid`'s mappings: it changes whenever one of them does.
+    pub fn generation(&self, pid: u32) -> u64 {
+        self.generations.get(&pid).copied().unwrap_or(0)
+    }
+
+    /// Marks `pid`'s mappings changed.
+    fn changed(&mut self, pid: u32) {
+        self.next_generation += 1;
+        self.generations.insert(pid, self.next_generation);
     }
 
     /// Applies the recorder's readings of `pid` (those read after `after`, if given).
@@ -77,11 +86,13 @@ impl AddressSpaces {
         let Some(read) = self.read.get(&pid) else {
             return;
         };
-        let read: Vec<UserMap> = read
+        let mut read: Vec<UserMap> = read
             .iter()
             .filter(|m| after.is_none_or(|t| m.seen_ns >= t))
             .cloned()
             .collect();
+        // A later reading of a range replaces an earlier one.
+        read.sort_by_key(|m| m.seen_ns);
         for m in read {
             let dev = kernel_dev(m.dev_major, m.dev_minor);
             let (module, pgoff) =
@@ -135,7 +146,7 @@ impl AddressSpaces {
         if end <= start {
             return;
         }
-        self.generation += 1;
+        self.changed(pid);
         let maps = self.maps.entry(pid).or_default();
         let mut kept: Vec<Map> = Vec::with_capacity(maps.len() + 2);
         for m in maps.drain(..) {
@@ -185,9 +196,11 @@ impl AddressSpaces {
                 let (module, pgoff) = self.mapped(*pid, *start, *pgoff, build_id, path, *dev, *ino);
                 self.insert(*pid, *start, start.saturating_add(*len), pgoff, module);
             }
-            EventKind::Fork { pid, ppid, .. } if pid != ppid => {
+            // perf.data's records of the processes alive at start come as forks at time 0,
+            // each followed by its own mappings: not the parent's copy.
+            EventKind::Fork { pid, ppid, .. } if pid != ppid && ev.time != 0 => {
                 if let Some(parent) = self.maps.get(ppid).cloned() {
-                    self.generation += 1;
+                    self.changed(*pid);
                     self.maps.insert(*pid, parent);
                 }
             }
@@ -195,13 +208,13 @@ impl AddressSpaces {
                 pid, exec: true, ..
             } => {
                 if self.maps.remove(pid).is_some() {
-                    self.generation += 1;
+                    self.changed(*pid);
                 }
                 // Readings taken after the exec are of the new image.
                 self.apply_read(*pid, Some(ev.time));
             }
             EventKind::Exit { pid, tid, .. } if pid == tid && self.maps.remove(pid).is_some() => {
-                self.generation += 1;
+                self.changed(*pid);
             }
             _ => {}
         }
@@ -355,5 +368,33 @@ mod tests {
         let m = f.module.unwrap();
         assert_eq!(m.path, "//anon:7");
         assert_eq!(m.jit_pid(), Some(7));
+    }
+
+    /// perf.data's records of the processes alive at start: a fork at time 0 from the
+    /// parent, then the process's own mappings. It does not inherit the parent's.
+    #[test]
+    fn perf_s_forks_at_time_zero_copy_nothing() {
+        let mut s = AddressSpaces::new(&[]);
+        s.on_event(&mmap(100, 0x55cd_0000_0000, 0xc1000, 0, 1, "/usr/bin/bash"));
+        let fork = |time| {
+            ev(
+                time,
+                EventKind::Fork {
+                    pid: 200,
+                    ppid: 100,
+                    tid: 200,
+                    ptid: 100,
+                },
+            )
+        };
+        s.on_event(&fork(0));
+        s.on_event(&mmap(200, 0x562c_0000_0000, 0xb000, 0, 2, "/usr/bin/tail"));
+        assert_eq!(at(&s, 200, 0x55cd_0000_1234), (None, 0x55cd_0000_1234));
+        // A fork while recording does.
+        s.on_event(&fork(5));
+        assert_eq!(
+            at(&s, 200, 0x55cd_0000_1234),
+            (Some("/usr/bin/bash".into()), 0x1234)
+        );
     }
 }
