@@ -1145,6 +1145,12 @@ fn create_trace<'a>(
                 if build_id { "yes" } else { "no" }.into(),
             ),
         ]);
+        // Which boot recorded: an analysis on this same boot may read what the trace lacks
+        // from here (a JIT's perf map), and no other may.
+        if let Ok(id) = std::fs::read_to_string("/proc/sys/kernel/random/boot_id") {
+            meta.capture_info
+                .push(("boot_id".into(), id.trim().to_string()));
+        }
     }
     let header = Header {
         byte_order: ioblame_format::ByteOrder::native(),

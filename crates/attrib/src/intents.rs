@@ -75,7 +75,7 @@ pub(crate) struct Intents {
     /// Decoded stacks by address: the decoder shares one allocation among the events with
     /// the same stack, so most lookups are by address. Each entry holds its stack, so an
     /// address cannot be reused by another stack while it is here. Bounded.
-    stack_by_ptr: FxHashMap<usize, (Arc<[u64]>, StackId)>,
+    stack_by_ptr: FxHashMap<usize, Held>,
     /// The address of the last stack looked up (in `stack_by_ptr`, or 0) and its id.
     last_stack: (usize, StackId),
     intent_index: FxHashMap<(u32, StackId), IntentId>,

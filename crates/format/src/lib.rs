@@ -50,7 +50,8 @@ pub use meta::{
     ElfSection, EventDesc, FileEntry, FileTable, Header, Kallsyms, LoopDevice, Metadata, Mount,
     PerfMap, Task, Unnamed, UnnamedFile, UserMap, UserSymbols, EVENT_CALLCHAIN, EVENT_STACK_SAMPLE,
     EVENT_TASK_RECORDS, FILES_AT_END, FILES_CAPPED, FILES_TIMED_OUT, FILES_TOUCHED, MAX_BUILD_ID,
-    MAX_FILES_TABLE, MAX_KALLSYMS, MAX_PERF_MAP, MAX_USER_MAPS,
+    MAX_FILES_TABLE, MAX_KALLSYMS, MAX_PERF_MAP, MAX_PERF_MAPS_TOTAL, MAX_USER_MAPS,
+    MAX_USER_SYMBOLS_TOTAL,
 };
 #[cfg(feature = "reader")]
 pub use reader::{Chunk, ChunkRef, FileName, PathTable, PathsSummary, Problem, Trace, TraceFile};

@@ -1652,6 +1652,14 @@ pub struct UserSymbols {
     pub sections: Vec<ElfSection>,
 }
 
+/// Most uncompressed bytes the USER_SYMBOLS blocks of a trace may hold together (the
+/// reader skips the blocks beyond, as damage): what an untrusted trace can make an analysis
+/// hold. The recorder writes 256 MiB by default (`--user-symbols-max`).
+pub const MAX_USER_SYMBOLS_TOTAL: u64 = 2 << 30;
+
+/// Most uncompressed bytes the PERF_MAPS blocks of a trace may hold together.
+pub const MAX_PERF_MAPS_TOTAL: u64 = 512 << 20;
+
 /// Most uncompressed bytes one USER_SYMBOLS block may hold.
 pub const MAX_USER_SYMBOLS: usize = 1 << 30;
 

@@ -14,7 +14,7 @@ use crate::block::{
 use crate::chunk::{ChunkHeader, RecordIter, CHUNK_HEADER_LEN, MAX_CHUNK_UNCOMPRESSED};
 use crate::codec::{zstd_frame_into, Dec};
 use crate::error::{DecodeError, Error, Result};
-use crate::meta::{self, Header, Metadata};
+use crate::meta::{self, Header, Metadata, MAX_PERF_MAPS_TOTAL, MAX_USER_SYMBOLS_TOTAL};
 use crate::writer::INDEX_ENTRY_LEN;
 
 /// Damage found while reading: where, and what the reader did about it.
@@ -526,47 +526,64 @@ impl TraceFile {
     /// The symbol tables of user-space ELF files the file holds (USER_SYMBOLS blocks, format
     /// 1.8), decoded now, with the faults of the blocks that could not be (each skipped).
     pub fn user_symbols(&self) -> (Vec<meta::UserSymbols>, Vec<Problem>) {
-        let b: &[u8] = &self.data;
-        let mut v = Vec::new();
-        let mut problems = Vec::new();
-        for &(at, h) in &self.meta_blocks {
-            if h.kind != kind::USER_SYMBOLS {
-                continue;
-            }
-            let Some(p) = payload_of(b, at, h) else {
-                continue;
-            };
-            match meta::decode_user_symbols(p) {
-                Ok(s) => v.push(s),
-                Err(e) => problems.push(Problem {
-                    path: self.path.clone(),
-                    offset: at + BLOCK_HEADER_LEN as u64 + e.at as u64,
-                    what: format!("user symbols block: {}; skipped", e.what),
-                }),
-            }
-        }
-        (v, problems)
+        let mut budget = MAX_USER_SYMBOLS_TOTAL;
+        self.on_demand(
+            kind::USER_SYMBOLS,
+            "user symbols",
+            &mut budget,
+            meta::decode_user_symbols,
+        )
     }
     /// The JIT symbol maps the file holds (PERF_MAPS blocks, format 1.8), decoded now, with
     /// the faults of the blocks that could not be (each skipped).
     pub fn perf_maps(&self) -> (Vec<meta::PerfMap>, Vec<Problem>) {
+        let mut budget = MAX_PERF_MAPS_TOTAL;
+        self.on_demand(
+            kind::PERF_MAPS,
+            "perf map",
+            &mut budget,
+            meta::decode_perf_map,
+        )
+    }
+    /// Decodes the blocks of `k`, metadata read on demand whose payload declares its
+    /// uncompressed length in bytes 4..8: while their declared lengths fit in `budget` (what
+    /// an untrusted trace may make the reader hold), the others skipped as a fault.
+    fn on_demand<T>(
+        &self,
+        k: u16,
+        what: &str,
+        budget: &mut u64,
+        decode: impl Fn(&[u8]) -> std::result::Result<T, DecodeError>,
+    ) -> (Vec<T>, Vec<Problem>) {
         let b: &[u8] = &self.data;
         let mut v = Vec::new();
         let mut problems = Vec::new();
         for &(at, h) in &self.meta_blocks {
-            if h.kind != kind::PERF_MAPS {
+            if h.kind != k {
                 continue;
             }
             let Some(p) = payload_of(b, at, h) else {
                 continue;
             };
-            match meta::decode_perf_map(p) {
-                Ok(m) => v.push(m),
-                Err(e) => problems.push(Problem {
-                    path: self.path.clone(),
-                    offset: at + BLOCK_HEADER_LEN as u64 + e.at as u64,
-                    what: format!("perf map block: {}; skipped", e.what),
-                }),
+            let declared = p
+                .get(4..8)
+                .map_or(0, |x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]) as u64);
+            let problem = |at_: u64, why: String| Problem {
+                path: self.path.clone(),
+                offset: at + BLOCK_HEADER_LEN as u64 + at_,
+                what: format!("{what} block: {why}; skipped"),
+            };
+            if declared > *budget {
+                problems.push(problem(
+                    4,
+                    format!("{declared} bytes over what is left of the readers' bound for them"),
+                ));
+                continue;
+            }
+            *budget -= declared;
+            match decode(p) {
+                Ok(x) => v.push(x),
+                Err(e) => problems.push(problem(e.at as u64, e.what)),
             }
         }
         (v, problems)
@@ -1278,8 +1295,14 @@ impl Trace {
     pub fn user_symbols(&self) -> (Vec<meta::UserSymbols>, Vec<Problem>) {
         let mut v: Vec<meta::UserSymbols> = Vec::new();
         let mut problems = Vec::new();
+        let mut budget = MAX_USER_SYMBOLS_TOTAL;
         for f in &self.files {
-            let (s, p) = f.user_symbols();
+            let (s, p) = f.on_demand(
+                kind::USER_SYMBOLS,
+                "user symbols",
+                &mut budget,
+                meta::decode_user_symbols,
+            );
             problems.extend(p);
             for one in s {
                 if !v.iter().any(|x| x.build_id == one.build_id) {
@@ -1295,8 +1318,14 @@ impl Trace {
     pub fn perf_maps(&self) -> (Vec<meta::PerfMap>, Vec<Problem>) {
         let mut v: Vec<meta::PerfMap> = Vec::new();
         let mut problems = Vec::new();
+        let mut budget = MAX_PERF_MAPS_TOTAL;
         for f in &self.files {
-            let (s, p) = f.perf_maps();
+            let (s, p) = f.on_demand(
+                kind::PERF_MAPS,
+                "perf map",
+                &mut budget,
+                meta::decode_perf_map,
+            );
             problems.extend(p);
             for one in s {
                 match v.iter_mut().find(|x| x.pid == one.pid) {

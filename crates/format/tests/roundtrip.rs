@@ -582,6 +582,55 @@ fn unknown_block_kinds_are_skipped() {
     assert_eq!(f.chunk_count(), 2);
 }
 
+/// The symbol tables and perf maps a trace holds are bounded together: blocks whose
+/// declared sizes would pass the reader's bound are skipped as damage, before any is
+/// decompressed, and those within it still read.
+#[test]
+fn user_symbol_blocks_beyond_the_readers_bound_are_skipped() {
+    let mut b = ChunkBuilder::new(1);
+    b.push(&record(ByteOrder::native(), 9, 24, 5), Some(5));
+    let ch = b.finish(3).unwrap();
+    // A real block, then blocks declaring 1.5 GiB each (their frames are junk).
+    let real = block::encode_block(kind::USER_SYMBOLS, 0, &{
+        let mut w = Vec::new();
+        let dir = tempfile::tempdir().unwrap();
+        let mut rw = RingWriter::create(
+            dir.path(),
+            header(ByteOrder::native()),
+            metadata(),
+            RingOptions::default(),
+        )
+        .unwrap();
+        rw.write_user_symbols(&user_symbols()).unwrap();
+        rw.finish().unwrap();
+        let f = std::fs::read(dir.path().join(ring_file_name(0))).unwrap();
+        let at = f
+            .windows(6)
+            .position(|x| {
+                x[..4] == block::BLOCK_MAGIC && x[4..] == kind::USER_SYMBOLS.to_le_bytes()
+            })
+            .unwrap();
+        let len = u32::from_le_bytes(f[at + 8..at + 12].try_into().unwrap()) as usize;
+        w.extend_from_slice(&f[at + block::BLOCK_HEADER_LEN..at + block::BLOCK_HEADER_LEN + len]);
+        w
+    });
+    let mut huge = 1u32.to_le_bytes().to_vec();
+    huge.extend((3u32 << 29).to_le_bytes());
+    huge.extend([0u8; 16]);
+    let huge = block::encode_block(kind::USER_SYMBOLS, 0, &huge);
+    let bytes = hand_made(
+        ByteOrder::native(),
+        &[real, huge.clone(), huge],
+        std::slice::from_ref(&ch),
+    );
+    let f = TraceFile::from_bytes(Path::new("x.iob"), bytes).unwrap();
+    let (symbols, problems) = f.user_symbols();
+    assert_eq!(symbols, vec![user_symbols()]);
+    // The first huge block fits the bound (and is junk); the second passes it.
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(problems[1].what.contains("over"), "{problems:?}");
+}
+
 #[test]
 fn other_byte_order_is_honoured() {
     let other = match ByteOrder::native() {

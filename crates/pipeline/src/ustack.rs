@@ -125,9 +125,12 @@ pub fn symbolize_user_frames(
 }
 
 /// The JIT symbol maps of the processes: the trace's copies (PERF_MAPS), else, when local
-/// files may be read, `/tmp/perf-PID.map` here (the trace analysed where it was recorded).
+/// files may be read and this is the boot that recorded the trace (its `boot_id`; a pid
+/// means nothing elsewhere), `/tmp/perf-PID.map` here. Parsed when first needed.
 struct JitMaps {
     maps: std::collections::HashMap<u32, Option<PerfMap>>,
+    /// The trace's map texts not parsed yet.
+    texts: std::collections::HashMap<u32, String>,
     local: bool,
 }
 
@@ -135,23 +138,27 @@ impl JitMaps {
     fn new(trace: &Trace, opts: &UserSymbolOptions, diags: &mut Vec<Diagnostic>) -> JitMaps {
         let (maps, problems) = trace.perf_maps();
         diags.extend(problems.into_iter().map(Diagnostic::Trace));
+        let this_boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .ok()
+            .is_some_and(|id| trace.metadata().info("boot_id") == Some(id.trim()));
         JitMaps {
-            maps: maps
-                .into_iter()
-                .map(|m| (m.pid, Some(PerfMap::parse(&m.text))))
-                .collect(),
-            local: opts.local_files,
+            maps: Default::default(),
+            texts: maps.into_iter().map(|m| (m.pid, m.text)).collect(),
+            local: opts.local_files && this_boot,
         }
     }
 
     /// The name of JIT code at `addr` of process `pid`, marked as JIT code.
     fn name(&mut self, pid: u32, addr: u64) -> Option<String> {
         let local = self.local;
+        let text = self.texts.remove(&pid);
         let map = self.maps.entry(pid).or_insert_with(|| {
-            local
-                .then(|| std::fs::read_to_string(format!("/tmp/perf-{pid}.map")).ok())
-                .flatten()
-                .map(|t| PerfMap::parse(&t))
+            text.or_else(|| {
+                local
+                    .then(|| std::fs::read_to_string(format!("/tmp/perf-{pid}.map")).ok())
+                    .flatten()
+            })
+            .map(|t| PerfMap::parse(&t))
         });
         map.as_ref()?.lookup(addr).map(|n| format!("{n} [jit]"))
     }
