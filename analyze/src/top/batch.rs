@@ -66,7 +66,8 @@ fn sums_json(out: &mut impl Write, ctx: &mut Ctx<'_>, span: Span, total: bool) -
     let names = &mut *ctx.names;
     let sums = if total { &model.total } else { &model.interval };
     let frames = crate::SymFrames(symbols);
-    let intent_names = ioblame_attrib::intent_names(tables, symbols);
+    // Named by kernel stack, as the view groups (user frames stay unnamed in top).
+    let intent_names = ioblame_attrib::names::kernel_intent_names(tables, symbols);
     let mut lines = Vec::new();
     let ids = acts_in_order(sums);
     let mut paths = MapPaths(Default::default());

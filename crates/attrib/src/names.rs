@@ -13,6 +13,16 @@ pub const SEP: &str = " › ";
 /// The short name of every intent of `tables`, indexed by [`IntentId::index`]; frames are
 /// named by `sym` (unknown addresses as `0x...`).
 pub fn intent_names(tables: &Tables, sym: &dyn Symbolizer) -> Vec<String> {
+    names_of(tables, sym, true)
+}
+
+/// [`intent_names`] from the kernel stacks alone, user frames left out (`ioblame top`, which
+/// groups by kernel stack and does not name user frames).
+pub fn kernel_intent_names(tables: &Tables, sym: &dyn Symbolizer) -> Vec<String> {
+    names_of(tables, sym, false)
+}
+
+fn names_of(tables: &Tables, sym: &dyn Symbolizer, user: bool) -> Vec<String> {
     let stacks: Vec<(u32, Vec<String>)> = tables
         .intents
         .iter()
@@ -36,7 +46,11 @@ pub fn intent_names(tables: &Tables, sym: &dyn Symbolizer) -> Vec<String> {
         }
     }
     // The application's frame leads (docs/attribution.md, "Intent names").
-    let leads = user_leads(&tables.intents, &names);
+    let leads = if user {
+        user_leads(&tables.intents, &names)
+    } else {
+        vec![None; names.len()]
+    };
     for (name, lead) in names.iter_mut().zip(leads) {
         if let Some(lead) = lead {
             *name = if name.as_str() == NO_STACK {

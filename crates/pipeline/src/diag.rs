@@ -185,6 +185,15 @@ pub enum Diagnostic {
         /// Bytes charged to intents with a frame outside every recorded mapping.
         outside_bytes: u64,
     },
+    /// User stacks as deep as the recording's limit (`sample_max_stack`: `--stack-depth` and
+    /// 64 more with `--user-stacks`): their outermost frames were not recorded. Said once,
+    /// with the bytes of their intents.
+    UserStacksAtLimit {
+        /// Bytes charged to those intents.
+        bytes: u64,
+        /// The limit, in frames (kernel and user, with perf's context markers).
+        limit: u32,
+    },
     /// The dirtying events' stacks were sampled (`--stacks sampled:N`): bytes per task and
     /// file are exact, intents a sample. Said once for every such trace.
     StacksSampled {
@@ -251,6 +260,7 @@ impl Diagnostic {
             | LowerUnlinked { .. }
             | UserSymbolsMissing { .. }
             | UserStacksShort { .. }
+            | UserStacksAtLimit { .. }
             | StacksSampled { .. }
             | DirtiersWithoutSample(_)
             | RecorderLeftOut { .. }
@@ -480,6 +490,12 @@ impl fmt::Display for Diagnostic {
                      the intents name the frames the stacks hold",
                 )
             }
+            UserStacksAtLimit { bytes, limit } => write!(
+                f,
+                "{bytes} bytes' user stacks reach the recording's limit of {limit} frames: their \
+                 outermost frames are missing (record with a larger --stack-depth; perf's \
+                 kernel.perf_event_max_stack bounds it)"
+            ),
             StacksSampled { mode } => {
                 let one_in = mode
                     .as_deref()

@@ -74,7 +74,10 @@ pub fn symbolize_user_frames(
         let mut seen: Vec<(String, String)> = Vec::new();
         for f in it.user.iter().filter(|f| f.names.is_empty()) {
             let Some(m) = &f.module else { continue };
-            let key = (m.path.clone(), ioblame_format::build_id_hex(&m.build_id));
+            let key = match m.jit_pid() {
+                Some(pid) => (format!("JIT code of process {pid}"), "no perf map".into()),
+                None => (m.path.clone(), ioblame_format::build_id_hex(&m.build_id)),
+            };
             if !seen.contains(&key) {
                 *unnamed.entry(key.clone()).or_default() += b;
                 seen.push(key);
@@ -99,10 +102,26 @@ pub fn symbolize_user_frames(
         });
     }
     let outside = affected(tables, &bytes, |f| f.module.is_none());
-    // Stacks cut short: the outermost frame named, and not a thread's entry.
+    // Stacks cut short: the outermost frame named, and not a thread's entry. A stack as
+    // deep as the recording's limit was cut by the limit, not by missing frame pointers.
+    let limit = trace
+        .metadata()
+        .events
+        .iter()
+        .map(|e| e.max_stack as usize)
+        .max()
+        .filter(|&m| m > 0)
+        // perf's default: kernel.perf_event_max_stack, 127 unless raised.
+        .unwrap_or(127);
     let mut short: BTreeMap<String, u64> = BTreeMap::new();
+    let mut deep = 0u64;
     for (i, it) in tables.intents.iter().enumerate() {
         let Some(last) = it.user.last() else { continue };
+        // The kernel's frames, its context markers and the user frames count to the limit.
+        if it.stack.len() + it.user.len() + 2 >= limit {
+            deep += bytes[i];
+            continue;
+        }
         let Some(name) = last.names.last() else {
             continue;
         };
@@ -119,6 +138,12 @@ pub fn symbolize_user_frames(
             ends: short.keys().cloned().collect(),
             bytes: short.values().sum(),
             outside_bytes: outside,
+        });
+    }
+    if deep > 0 {
+        diags.push(Diagnostic::UserStacksAtLimit {
+            bytes: deep,
+            limit: limit as u32,
         });
     }
     diags
