@@ -46,7 +46,11 @@ const MAX_MAPS_READS: u8 = 3;
 const SYMBOLS_TIME_PER_FLUSH: Duration = Duration::from_millis(200);
 /// Most bytes of sections copied of one file: a USER_SYMBOLS block holds at most 256 MiB
 /// compressed and 1 GiB uncompressed (`ioblame_format::MAX_USER_SYMBOLS`).
-const MAX_FILE_SYMBOLS: u64 = 512 << 20;
+const MAX_FILE_SYMBOLS: u64 = 240 << 20;
+
+/// The section a `read_symbols` result holds alone when the file's symbol sections are over
+/// [`MAX_FILE_SYMBOLS`] (their size, u64 LE): nothing else was read.
+const TOO_BIG: &str = "(too big)";
 /// The sections copied into the trace, when the file has them.
 const SECTIONS: &[&str] = &[".symtab", ".strtab", ".dynsym", ".dynstr", ".gnu_debugdata"];
 
@@ -638,7 +642,12 @@ impl UserStacks {
                 continue;
             };
             s.path = path.clone();
-            let bytes: u64 = s.sections.iter().map(|x| x.data.len() as u64).sum();
+            let bytes: u64 = match s.sections.as_slice() {
+                [x] if x.name == TOO_BIG => {
+                    u64::from_le_bytes(x.data.as_slice().try_into().unwrap_or_default())
+                }
+                v => v.iter().map(|x| x.data.len() as u64).sum(),
+            };
             if bytes > MAX_FILE_SYMBOLS {
                 self.left_out
                     .push((path, format!("{bytes} bytes, more than one block holds")));
@@ -810,6 +819,23 @@ where
         })
         .collect();
     let mut sections = Vec::new();
+    // Sizes from the headers first: a file too big for one block is not read.
+    let total: u64 = SECTIONS
+        .iter()
+        .filter_map(|n| file.section_by_name(n))
+        .map(|s| object::ObjectSection::size(&s))
+        .sum();
+    if total > MAX_FILE_SYMBOLS {
+        return Ok(Some(UserSymbols {
+            build_id: build_id.to_vec(),
+            loads: Vec::new(),
+            sections: vec![ElfSection {
+                name: TOO_BIG.into(),
+                data: total.to_le_bytes().to_vec(),
+            }],
+            ..UserSymbols::default()
+        }));
+    }
     for name in SECTIONS {
         if let Some(s) = file.section_by_name(name) {
             let d = s.data()?;
