@@ -25,6 +25,7 @@ use std::process::Command;
 
 use serde_json::Value;
 use support::checks::Checks;
+use support::common::readelf_build_id;
 use support::{sh, LoopFs, Recorder};
 
 const MIB: u64 = 1 << 20;
@@ -162,20 +163,6 @@ impl Builds {
     fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
-}
-
-/// The build id `readelf -n` prints for `file`.
-fn readelf_build_id(file: &Path) -> String {
-    let o = Command::new("readelf")
-        .arg("-n")
-        .arg(file)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&o.stdout);
-    text.lines()
-        .find_map(|l| l.trim().strip_prefix("Build ID: "))
-        .unwrap_or_else(|| panic!("no build id in {}: {text}", file.display()))
-        .to_string()
 }
 
 /// One recording: a program's three phases in `$M/DIR`.

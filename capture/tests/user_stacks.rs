@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -42,20 +41,6 @@ int main(int argc, char **argv) {
     return 0;
 }
 "#;
-
-/// The build id `readelf -n` prints for `file`.
-fn readelf_build_id(file: &Path) -> String {
-    let o = Command::new("readelf")
-        .arg("-n")
-        .arg(file)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&o.stdout);
-    text.lines()
-        .find_map(|l| l.trim().strip_prefix("Build ID: "))
-        .unwrap_or_else(|| panic!("no build id in {text}"))
-        .to_string()
-}
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()

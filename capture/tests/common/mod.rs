@@ -389,3 +389,17 @@ pub fn ready(tools: &[&str]) -> bool {
     eprintln!("SKIPPED: needs {what}");
     false
 }
+
+/// The build id `readelf -n` prints for `file` (lowercase hex).
+pub fn readelf_build_id(file: &Path) -> String {
+    let o = Command::new("readelf")
+        .arg("-n")
+        .arg(file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("Build ID: "))
+        .unwrap_or_else(|| panic!("no build id in {}: {text}", file.display()))
+        .to_string()
+}
