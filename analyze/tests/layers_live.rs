@@ -152,14 +152,7 @@ fn loop_scenario(direct: bool) {
         .arg(&trace)
         .args(["--devices", &format!("{},{}", outer.name, inner.majmin())])
         .args(["--", "sh", "-c", &script])
-        .env(
-            "PATH",
-            format!(
-                "{}:{}",
-                bin.display(),
-                std::env::var("PATH").unwrap_or_default()
-            ),
-        )
+        .env("PATH", support::path_with(&bin))
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);

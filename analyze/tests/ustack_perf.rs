@@ -50,38 +50,8 @@ fn check(edit: fn(&str) -> String) {
     let script = "iowork wal $M/wal.dat 4096; iowork ckpt $M/ckpt.dat 2048; sync; \
                   iowork scan $M/ckpt.dat";
     let t0 = std::time::Instant::now();
-    let o = support::ioblame(&[
-        "perf-command".as_ref(),
-        "--user-stacks".as_ref(),
-        "--devices".as_ref(),
-        fs.name.as_ref(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let line = edit(String::from_utf8_lossy(&o.stdout).trim());
-    let head = line
-        .strip_suffix(" -o perf.data -- COMMAND")
-        .unwrap_or_else(|| panic!("perf-command's line ends otherwise: {line}"));
-    let data = fs.dir.path().join("perf.data");
-    let o = Command::new("sh")
-        .arg("-c")
-        .arg(format!("{head} -o \"$1\" -- sh -c \"$2\""))
-        .arg("sh")
-        .arg(&data)
-        .arg(script)
-        .env(
-            "PATH",
-            format!(
-                "{}:{}",
-                bin.display(),
-                std::env::var("PATH").unwrap_or_default()
-            ),
-        )
-        .env("M", &fs.mnt)
-        .output()
-        .unwrap();
-    let perr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "perf record failed: {perr}\n{line}");
-    assert!(!perr.contains(" lost "), "perf lost events: {perr}");
+    let data =
+        support::perf_record_edited(&fs, &bin, "perf.data", script, &["--user-stacks"], edit);
     eprintln!("recorded in {:?}", t0.elapsed());
     let ino = |f: &str| std::fs::metadata(fs.mnt.join(f)).unwrap().ino();
     let (wal, ckpt) = (ino("wal.dat"), ino("ckpt.dat"));

@@ -83,7 +83,7 @@ pub fn record_with(
 }
 
 /// PATH with `bindir` first.
-fn path_with(bindir: &Path) -> String {
+pub fn path_with(bindir: &Path) -> String {
     format!(
         "{}:{}",
         bindir.display(),
@@ -102,6 +102,18 @@ pub fn perf_record(
     script: &str,
     options: &[&str],
 ) -> PathBuf {
+    perf_record_edited(fs, bindir, name, script, options, str::to_string)
+}
+
+/// [`perf_record`] with the line `ioblame perf-command` prints changed by `edit` first.
+pub fn perf_record_edited(
+    fs: &LoopFs,
+    bindir: &Path,
+    name: &str,
+    script: &str,
+    options: &[&str],
+    edit: impl Fn(&str) -> String,
+) -> PathBuf {
     let mut args: Vec<&std::ffi::OsStr> = vec![
         "perf-command".as_ref(),
         "--devices".as_ref(),
@@ -114,7 +126,7 @@ pub fn perf_record(
         "ioblame perf-command: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let line = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let line = edit(String::from_utf8_lossy(&o.stdout).trim());
     let head = line
         .strip_suffix(" -o perf.data -- COMMAND")
         .unwrap_or_else(|| panic!("perf-command's line ends otherwise: {line}"));
