@@ -181,6 +181,13 @@ impl Bench {
         };
         self.push(pid, pid, dirty, Some(DIRTY_STACK));
     }
+    /// The flusher writes back the 64 KiB folio at the head of `(LOOP0, ino)`, mapped to
+    /// block 3000 (4 KiB blocks): one 128-sector request.
+    fn write_back_large_folio(&mut self, ino: u64) {
+        self.map(FLUSHER, LOOP0, ino, 0, 3000, 16);
+        self.q(FLUSHER, LOOP0, 24000, 128, "W");
+        self.requests(LOOP0, 24000, 128, 128, "W");
+    }
     /// `mib` MiB of 1 MiB folios from file offset `at_mib`.
     fn dirty_mib(&mut self, pid: u32, bdi: Dev, ino: u64, at_mib: u64, mib: u64) {
         for i in at_mib..at_mib + mib {
@@ -676,9 +683,7 @@ fn large_folio_halves_written_by_two_tasks_are_charged_apart() {
     b.large_folio_head(201, 70, 32768);
     b.buffered_write(202, 70, 32768, 32768);
     b.buffered_write(203, 70, 0, 4096);
-    b.map(FLUSHER, LOOP0, 70, 0, 3000, 16);
-    b.q(FLUSHER, LOOP0, 24000, 128, "W");
-    b.requests(LOOP0, 24000, 128, 128, "W");
+    b.write_back_large_folio(70);
     let (ios, out) = b.finish();
     let t = &out.tables;
     assert_eq!(charged(&ios, t, "writerA", Via::Page), 32768);
@@ -731,9 +736,7 @@ fn large_folio_pages_written_by_their_first_dirtier_stay_its_own() {
     // writerA writes the second half too, then writerB overwrites it.
     b.buffered_write(201, 71, 32768, 32768);
     b.buffered_write(202, 71, 32768, 32768);
-    b.map(FLUSHER, LOOP0, 71, 0, 3000, 16);
-    b.q(FLUSHER, LOOP0, 24000, 128, "W");
-    b.requests(LOOP0, 24000, 128, 128, "W");
+    b.write_back_large_folio(71);
     let (ios, out) = b.finish();
     assert_eq!(charged(&ios, &out.tables, "writerA", Via::Page), 65536);
     assert_eq!(comm_bytes(&ios, &out.tables, "writerB"), 0);
