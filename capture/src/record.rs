@@ -53,10 +53,13 @@ pub struct RecordArgs {
     /// Event set: default, minimal, full, or a comma-separated list of sys:name.
     #[arg(long, default_value = "default")]
     pub events: String,
-    /// Roll to a new ring file at this size.
+    /// Roll to a new ring file at this size (0: never). Every file begins with the trace's
+    /// metadata, about 1 MiB (mostly the kernel's symbols), so that it reads alone: a size
+    /// under twice that is raised to it.
     #[arg(long, default_value = "64M", value_parser = crate::parse_size)]
     pub file_size: u64,
-    /// Delete the oldest ring files beyond this total size.
+    /// Delete the oldest ring files beyond this total size (0: never). It must hold two ring
+    /// files; the file being written is never deleted.
     #[arg(long, default_value = "1G", value_parser = crate::parse_size)]
     pub max_size: u64,
     /// perf ring buffer size per CPU (rounded up to a power of two pages).
@@ -1070,6 +1073,7 @@ fn create_trace<'a>(
     opened: &Opened,
     page: usize,
 ) -> Result<(RingWriter, Option<FilesWalk<'a>>, Facts)> {
+    let created = !a.output.exists();
     std::fs::create_dir_all(&a.output)
         .with_context(|| format!("creating output directory {}", a.output.display()))?;
     let out_abs = std::fs::canonicalize(&a.output).unwrap_or_else(|_| a.output.clone());
@@ -1177,8 +1181,46 @@ fn create_trace<'a>(
         cgroups: start_cgroups,
         layers: layer_watch,
     };
-    let mut writer = RingWriter::create(&a.output, header, meta, opts)
-        .map_err(|e| anyhow::anyhow!(io_message(&e)))?;
+    let writer = RingWriter::create_fitted(&a.output, header, meta, opts);
+    if writer.is_err() && created {
+        // Refused before any file was made: leave no empty directory behind.
+        let _ = std::fs::remove_dir(&a.output);
+    }
+    let mut writer = writer.map_err(|e| match e {
+        ioblame_format::Error::RingTooSmall {
+            file_size: 0,
+            max_size,
+            ..
+        } => anyhow::anyhow!(
+            "--max-size {} needs ring files that roll: with --file-size 0 there is one \
+                 file, which the cap never deletes; give a --file-size, or --max-size 0",
+            human(max_size)
+        ),
+        ioblame_format::Error::RingTooSmall {
+            file_start,
+            file_size,
+            max_size,
+        } => anyhow::anyhow!(
+            "--max-size {} cannot hold two ring files of {} (each begins with {} of \
+                 metadata, mostly the kernel's symbols, so that it reads alone): the ring would \
+                 keep only the file being written; use --max-size {} or more, or 0 for no cap",
+            human(max_size),
+            human(file_size),
+            human(file_start),
+            human(file_size * 2)
+        ),
+        e => anyhow::anyhow!(io_message(&e)),
+    })?;
+    let fitted = writer.options();
+    if fitted.file_size != opts.file_size {
+        eprintln!(
+            "ioblame-capture: --file-size {} is less than twice the {} of metadata every ring \
+             file begins with; files roll at {}",
+            human(opts.file_size),
+            human(fitted.file_size / 2),
+            human(fitted.file_size)
+        );
+    }
     if let Some(t) = &start_files {
         writer
             .write_files(t)

@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use ioblame_format::{block, RawRecord, Trace, TraceFile, EVENT_TASK_RECORDS};
+use ioblame_format::{block, ring_file_name, RawRecord, Trace, TraceFile, EVENT_TASK_RECORDS};
 
 /// A heavy workload on `lfs`: writers that fsync 8 MiB files in a loop, and a reader, until
 /// dropped.
@@ -230,54 +230,67 @@ fn max_size_keeps_disk_use_bounded_under_sustained_load() {
     let Some((_g, lfs, _work, out)) = under_load("ring") else {
         return;
     };
-    let (file_size, max_size) = (512u64 << 10, 2u64 << 20);
+    // A file size of 1 KiB is raised to twice the metadata every file begins with (about
+    // 1 MiB: the kernel's symbols), so files roll at about 2 MiB; the cap holds three.
+    let max_size = 6u64 << 20;
     let mut rec = start_recorder(
         &lfs,
         &out,
         &[
             "--events",
             "full",
+            "--stacks",
+            "all",
             "--file-size",
-            "512k",
+            "1k",
             "--max-size",
-            "2M",
+            "6M",
         ],
     );
     wait_for_start(&out, &mut rec);
-    // Disk use sampled while recording never passes the cap by more than the file being
-    // written.
+    // Disk use sampled while recording: the files before the newest (the one being written)
+    // never pass the cap. Sampled until the first files have gone and a second more (a few
+    // seconds of this load), at most a minute.
     let t0 = Instant::now();
-    let mut most = 0u64;
-    while t0.elapsed() < Duration::from_secs(5) {
-        let used: u64 = std::fs::read_dir(&out)
-            .map(|d| {
-                d.flatten()
-                    .filter_map(|e| e.metadata().ok())
-                    .map(|m| m.len())
-                    .sum()
-            })
-            .unwrap_or(0);
-        most = most.max(used);
+    let (mut most, mut samples) = (0u64, 0u32);
+    let mut deleted_at = None;
+    while deleted_at.is_none_or(|t: Instant| t.elapsed() < Duration::from_secs(1)) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no ring file was deleted in a minute"
+        );
+        let mut files: Vec<(std::path::PathBuf, u64)> = std::fs::read_dir(&out)
+            .unwrap()
+            .flatten()
+            .filter_map(|e| Some((e.path(), e.metadata().ok()?.len())))
+            .filter(|(p, _)| p.extension().is_some_and(|x| x == "iob"))
+            .collect();
+        files.sort();
+        if files.len() > 1 {
+            let closed: u64 = files[..files.len() - 1].iter().map(|f| f.1).sum();
+            most = most.max(closed);
+            samples += 1;
+        }
+        if deleted_at.is_none() && !files.iter().any(|f| f.0.ends_with(ring_file_name(0))) {
+            deleted_at = Some(Instant::now());
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
     // SAFETY: signalling our own child.
     unsafe { libc::kill(rec.id() as i32, libc::SIGINT) };
-    let st = rec.wait().unwrap();
-    assert!(st.success());
-    assert!(most <= max_size + file_size, "{most} bytes on disk");
-    // The oldest files went; what remains reads and decodes.
-    let t = Trace::open(&out).unwrap();
-    let first = t
-        .files()
-        .iter()
-        .map(|f| f.header().file_index)
-        .min()
-        .unwrap();
+    let o = rec.wait_with_output().unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{e}");
+    assert!(e.contains("files roll at"), "{e}");
     assert!(
-        first > 0,
-        "no ring file was deleted: {} files",
-        t.files().len()
+        samples > 0 && most <= max_size,
+        "{most} bytes in closed files"
     );
+    // The oldest files went; what remains reads and decodes, and holds at least a closed
+    // file of events (about a second of this load) besides the last.
+    let t = Trace::open(&out).unwrap();
+    assert!(t.files().len() >= 2, "{} files", t.files().len());
+    assert!(t.files().iter().all(|f| f.header().file_index > 0));
     // The only problems: the chunks of the deleted files are missing.
     assert!(
         t.problems()
@@ -288,6 +301,39 @@ fn max_size_keeps_disk_use_bounded_under_sustained_load() {
     );
     let p = parse(&out);
     assert!(p.of("block:block_rq_complete").count() > 0);
+}
+
+#[test]
+fn the_recorder_refuses_a_cap_that_cannot_hold_two_ring_files() {
+    if !ready(&[]) {
+        return;
+    }
+    let _g = lock();
+    let lfs = LoopFs::new("ext4", 64);
+    let out = lfs.dir.path().join("refused");
+    for (args, says) in [
+        (
+            &["--file-size", "1k", "--max-size", "2M"][..],
+            "cannot hold two ring files",
+        ),
+        (&["--file-size", "0"][..], "needs ring files that roll"),
+    ] {
+        let o = Command::new(bin())
+            .args([
+                "record",
+                "-o",
+                out.to_str().unwrap(),
+                "--devices",
+                &lfs.name,
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?}: {e}");
+        assert!(e.contains(says), "{args:?}: {e}");
+        assert!(!out.exists(), "{args:?}: the trace directory was created");
+    }
 }
 
 #[test]
@@ -375,19 +421,24 @@ fn a_live_reader_finds_every_record_below_the_flushed_mark() {
     let Some((_g, lfs, _work, out)) = under_load("flushed") else {
         return;
     };
-    // Small files: the ring rolls while it is read.
+    // Small files (raised to twice the metadata each begins with, about 2 MiB): the ring
+    // rolls while it is read.
     let mut rec = start_recorder(
         &lfs,
         &out,
-        &["--flush-interval", "100ms", "--file-size", "1M"],
+        &["--flush-interval", "100ms", "--file-size", "1k"],
     );
     wait_for_start(&out, &mut rec);
-    // Read the newest file as a follower does, for 3 s: its mark, and the chunks it holds
-    // (the files before it are closed: they hold all they will).
+    // Read the newest file as a follower does, for 3 s and until the ring has rolled (at most
+    // 30 s): its mark, and the chunks it holds (the files before it are closed: they hold all
+    // they will).
     let mut readings: Vec<Reading> = Vec::new();
     let mut opened = 0;
+    let mut rolled = false;
     let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(3) {
+    while t0.elapsed() < Duration::from_secs(3)
+        || (!rolled && t0.elapsed() < Duration::from_secs(30))
+    {
         std::thread::sleep(Duration::from_millis(30));
         let newest = std::fs::read_dir(&out)
             .unwrap()
@@ -402,6 +453,7 @@ fn a_live_reader_finds_every_record_below_the_flushed_mark() {
         };
         let at = monotonic_ns();
         opened += 1;
+        rolled |= f.header().file_index > 0;
         // Just rolled: no mark in this file yet (the previous file's holds).
         let Some(mark) = f.flushed() else {
             continue;

@@ -49,6 +49,20 @@ pub enum Error {
         /// The directory.
         path: PathBuf,
     },
+    /// A ring's size cap cannot hold two of its files ([`crate::RingOptions::fit`]).
+    #[error(
+        "a size cap of {max_size} bytes holds fewer than two ring files of {file_size} bytes \
+         (each begins with {file_start} bytes of metadata): the ring would keep only the file \
+         being written"
+    )]
+    RingTooSmall {
+        /// Bytes every ring file begins with: its header and metadata.
+        file_start: u64,
+        /// The file size the ring would roll at (0: never).
+        file_size: u64,
+        /// The size cap asked for.
+        max_size: u64,
+    },
 }
 
 /// A fault inside an in-memory structure, before the file and offset are known.

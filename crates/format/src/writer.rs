@@ -5,7 +5,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::block::{encode_block, kind, preamble, FOOTER_MAGIC};
+use crate::block::{encode_block, kind, preamble, FOOTER_MAGIC, PREAMBLE_LEN};
 use crate::chunk::EncodedChunk;
 use crate::codec::Enc;
 use crate::error::{Error, Result};
@@ -102,17 +102,19 @@ impl EncodedMeta {
         }
     }
 
+    fn len(&self) -> usize {
+        self.head.len()
+            + self.tasks.len()
+            + self.info.len()
+            + self.cgroups.len()
+            + self.loops.len()
+            + self.dm_targets.len()
+            + self.user_maps.len()
+            + self.files.len()
+    }
+
     fn bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(
-            self.head.len()
-                + self.tasks.len()
-                + self.info.len()
-                + self.cgroups.len()
-                + self.loops.len()
-                + self.dm_targets.len()
-                + self.user_maps.len()
-                + self.files.len(),
-        );
+        let mut out = Vec::with_capacity(self.len());
         out.extend_from_slice(&self.head);
         out.extend_from_slice(&self.tasks);
         out.extend_from_slice(&self.info);
@@ -299,6 +301,33 @@ pub struct RingOptions {
     pub max_size: u64,
 }
 
+impl RingOptions {
+    /// The options a ring can keep when each of its files begins with `file_start` bytes
+    /// (preamble, header and metadata, repeated in every file so that each reads alone).
+    /// A file size under twice that is raised to it, so that at least half of every file
+    /// holds events; a size cap (not 0) must then hold two files, or the ring would keep only
+    /// the file being written: [`Error::RingTooSmall`]. A cap with a file size of 0 (one file
+    /// that never rolls) is refused the same way.
+    pub fn fit(self, file_start: u64) -> Result<RingOptions> {
+        let least = file_start.saturating_mul(2);
+        let file_size = match self.file_size {
+            0 => 0,
+            n => n.max(least),
+        };
+        if self.max_size > 0 && (file_size == 0 || self.max_size < file_size.saturating_mul(2)) {
+            return Err(Error::RingTooSmall {
+                file_start,
+                file_size,
+                max_size: self.max_size,
+            });
+        }
+        Ok(RingOptions {
+            file_size,
+            max_size: self.max_size,
+        })
+    }
+}
+
 impl Default for RingOptions {
     fn default() -> Self {
         RingOptions {
@@ -348,6 +377,15 @@ pub struct RingWriter {
 impl RingWriter {
     /// Creates `dir` if needed (it must not already hold trace files) and the first file.
     pub fn create(dir: &Path, header: Header, meta: Metadata, opts: RingOptions) -> Result<Self> {
+        Self::create_encoded(dir, header, EncodedMeta::new(&meta), opts)
+    }
+
+    fn create_encoded(
+        dir: &Path,
+        header: Header,
+        meta: EncodedMeta,
+        opts: RingOptions,
+    ) -> Result<Self> {
         std::fs::create_dir_all(dir).map_err(io_err(dir))?;
         let existing = std::fs::read_dir(dir)
             .map_err(io_err(dir))?
@@ -366,13 +404,35 @@ impl RingWriter {
             dir: dir.to_path_buf(),
             opts,
             header,
-            meta: EncodedMeta::new(&meta),
+            meta,
             current: None,
             closed: VecDeque::new(),
             stats: RingStats::default(),
         };
         w.open_next()?;
         Ok(w)
+    }
+
+    /// Like [`RingWriter::create`], with `opts` fitted first to the bytes each file begins
+    /// with ([`RingOptions::fit`]): a ring whose cap cannot hold two files is refused before
+    /// anything is created. [`RingWriter::options`] says what was kept.
+    pub fn create_fitted(
+        dir: &Path,
+        header: Header,
+        meta: Metadata,
+        opts: RingOptions,
+    ) -> Result<Self> {
+        let encoded = EncodedMeta::new(&meta);
+        let file_start = (PREAMBLE_LEN
+            + encode_block(kind::HEADER, 0, &header.encode()).len()
+            + encoded.len()) as u64;
+        let opts = opts.fit(file_start)?;
+        Self::create_encoded(dir, header, encoded, opts)
+    }
+
+    /// The limits the ring keeps (after [`RingWriter::create_fitted`], the fitted ones).
+    pub fn options(&self) -> RingOptions {
+        self.opts
     }
 
     fn open_next(&mut self) -> Result<()> {

@@ -375,6 +375,60 @@ fn parallel_decompression_matches_with_1_and_n_threads() {
 }
 
 #[test]
+fn ring_options_fit_the_metadata_every_file_repeats() {
+    let o = |file_size, max_size| RingOptions {
+        file_size,
+        max_size,
+    };
+    // A file size under twice the start is raised to it; a larger one stays.
+    assert_eq!(o(512, 0).fit(1000).unwrap(), o(2000, 0));
+    assert_eq!(o(4096, 10_000).fit(1000).unwrap(), o(4096, 10_000));
+    assert_eq!(o(0, 0).fit(1000).unwrap(), o(0, 0));
+    // A cap that cannot hold two (fitted) files is refused, as is a cap on one file that
+    // never rolls.
+    for (opts, file_size) in [
+        (o(512, 3999), 2000),
+        (o(4096, 8191), 4096),
+        (o(0, 1 << 30), 0),
+    ] {
+        match opts.fit(1000) {
+            Err(Error::RingTooSmall {
+                file_start: 1000,
+                file_size: f,
+                max_size,
+            }) => assert_eq!((f, max_size), (file_size, opts.max_size)),
+            other => panic!("{opts:?}: {other:?}"),
+        }
+    }
+    assert_eq!(o(512, 4000).fit(1000).unwrap(), o(2000, 4000));
+}
+
+#[test]
+fn a_fitted_ring_measures_its_files_start_and_refuses_before_creating_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    let ring = dir.path().join("ring");
+    let opts = RingOptions {
+        file_size: 1,
+        max_size: 0,
+    };
+    let w =
+        RingWriter::create_fitted(&ring, header(ByteOrder::native()), metadata(), opts).unwrap();
+    // The first file holds just its start: the fitted size is twice its length.
+    let start = std::fs::metadata(w.current_path().unwrap()).unwrap().len();
+    assert_eq!(w.options().file_size, 2 * start);
+    w.finish().unwrap();
+    // Too small a cap: an error, and no directory or file.
+    let refused = dir.path().join("refused");
+    let opts = RingOptions {
+        file_size: 1,
+        max_size: 3 * start,
+    };
+    let r = RingWriter::create_fitted(&refused, header(ByteOrder::native()), metadata(), opts);
+    assert!(matches!(r, Err(Error::RingTooSmall { file_start, .. }) if file_start == start));
+    assert!(!refused.exists());
+}
+
+#[test]
 fn ring_rolls_and_deletes_oldest_and_each_file_stands_alone() {
     let dir = tempfile::tempdir().unwrap();
     let opts = RingOptions {
