@@ -6,6 +6,11 @@
 //! disk, and `ioblame --no-local-symbols acts --json` must name each act's intent after the
 //! function that did it (`wal_append`, `checkpoint`, `scan_table`), from the trace alone.
 //!
+//! The same programs are also recorded by stock `perf record`, with the line `ioblame
+//! perf-command --user-stacks` prints, on both filesystems: perf.data carries the build ids
+//! but no symbol tables, so, the binaries deleted, `--symbols DIR` holding copies of them (as
+//! a symbol store would, matched by build id) must give the same names and bytes.
+//!
 //! Two builds of the C program show the honest edges: one without frame pointers (its stacks
 //! are cut short, and a note says so) and a stripped one (its frames show as
 //! `iowork-stripped+0x...`, a note names it as without symbols, and `--symbols DIR` with the
@@ -14,11 +19,12 @@
 //!
 //! All programs are built once, every recording is made, the binaries are deleted, and then
 //! the traces are analysed; each scenario's expectations are [`Checks`], all reported at the
-//! end. Needs root, loop devices, tracefs, mkfs.ext4, mkfs.xfs, gcc, strip, readelf and rustc;
-//! skips otherwise, except in CI.
+//! end. Needs root, loop devices, tracefs, mkfs.ext4, mkfs.xfs, gcc, strip, readelf, rustc and
+//! perf; skips otherwise, except in CI.
 
 mod support;
 
+use std::os::unix::fs::MetadataExt;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -167,47 +173,74 @@ impl Builds {
 
 /// One recording: a program's three phases in `$M/DIR`.
 struct Recording {
+    recorder: Recorder,
     fs: &'static str,
     /// The program's name (its comm, and its module's file name).
     prog: &'static str,
     trace: PathBuf,
-    /// The directory of the workload's files, under the mount point.
-    dir: String,
+    /// The inodes of the workload's files, wal.dat and ckpt.dat (perf.data names no paths).
+    wal: u64,
+    ckpt: u64,
     /// The program's build id, read before it was deleted.
     build_id: String,
 }
 
-/// Records `prog` (copied from `builds` into the filesystem's own bin directory, so the
-/// module the trace names is that copy) running its three phases, then the phases' files
-/// are in `$M/{prog}/`.
-fn record(fs: &LoopFs, fstype: &'static str, builds: &Builds, prog: &'static str) -> Recording {
+/// Records, with `recorder`, `prog` (copied from `builds` into the filesystem's own bin
+/// directory, so the module the trace names is that copy) running its three phases, whose
+/// files are in `$M/{prog}/` (`$M/{prog}-perf/` with perf).
+fn record(
+    recorder: Recorder,
+    fs: &LoopFs,
+    fstype: &'static str,
+    builds: &Builds,
+    prog: &'static str,
+) -> Recording {
     let bin = fs.dir.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
-    std::fs::copy(builds.path(prog), bin.join(prog)).unwrap();
+    if !bin.join(prog).exists() {
+        std::fs::copy(builds.path(prog), bin.join(prog)).unwrap();
+    }
     let build_id = readelf_build_id(&bin.join(prog));
-    sh(&format!("mkdir {}/{prog}", fs.mnt.display()));
+    let dir = match recorder {
+        Recorder::Capture => prog.to_string(),
+        Recorder::Perf => format!("{prog}-perf"),
+    };
+    sh(&format!("mkdir {}/{dir}", fs.mnt.display()));
     // New files (no truncation of an existing one, so neither ext4's auto_da_alloc nor xfs
     // flushes wal.dat at close): wal.dat stays dirty until `sync` writes it back. `sync -f`
     // (syncfs) writes this filesystem only, with the same writeback reason as sync(2).
     let script = format!(
         "set -e
-         {prog} wal $M/{prog}/wal.dat 4096
-         {prog} ckpt $M/{prog}/ckpt.dat 2048
+         {prog} wal $M/{dir}/wal.dat 4096
+         {prog} ckpt $M/{dir}/ckpt.dat 2048
          sync -f $M
-         {prog} scan $M/{prog}/ckpt.dat"
+         {prog} scan $M/{dir}/ckpt.dat"
     );
-    let trace = support::capture_with(
-        fs,
-        &bin,
-        &format!("trace-{prog}"),
-        &script,
-        &["--user-stacks"],
-    );
+    let trace = match recorder {
+        Recorder::Capture => support::capture_with(
+            fs,
+            &bin,
+            &format!("trace-{dir}"),
+            &script,
+            &["--user-stacks"],
+        ),
+        Recorder::Perf => support::perf_record_edited(
+            fs,
+            &bin,
+            &format!("{dir}.data"),
+            &script,
+            &["--user-stacks"],
+            str::to_string,
+        ),
+    };
+    let ino = |f: &str| std::fs::metadata(fs.mnt.join(&dir).join(f)).unwrap().ino();
     Recording {
+        recorder,
         fs: fstype,
         prog,
         trace,
-        dir: prog.to_string(),
+        wal: ino("wal.dat"),
+        ckpt: ino("ckpt.dat"),
         build_id,
     }
 }
@@ -254,17 +287,13 @@ fn frame_functions(f: &Value) -> Vec<&str> {
 /// The acts of one phase: the data acts (via page or buffer) writing wal.dat, the data acts
 /// writing ckpt.dat, or the reads (readahead or read) of ckpt.dat.
 fn phase_acts<'a>(acts: &'a [Value], r: &Recording, p: Phase) -> Vec<&'a Value> {
-    let (file, vias): (&str, &[&str]) = match p {
-        Phase::Wal => ("wal.dat", &["page", "buffer"]),
-        Phase::Ckpt => ("ckpt.dat", &["page", "buffer"]),
-        Phase::Scan => ("ckpt.dat", &["readahead", "read"]),
+    let (ino, vias): (u64, &[&str]) = match p {
+        Phase::Wal => (r.wal, &["page", "buffer"]),
+        Phase::Ckpt => (r.ckpt, &["page", "buffer"]),
+        Phase::Scan => (r.ckpt, &["readahead", "read"]),
     };
-    let suffix = format!("/{}/{file}", r.dir);
     acts.iter()
-        .filter(|v| {
-            v["path"].as_str().is_some_and(|p| p.ends_with(&suffix))
-                && vias.contains(&v["via"].as_str().unwrap_or(""))
-        })
+        .filter(|v| v["ino"] == ino && vias.contains(&v["via"].as_str().unwrap_or("")))
         .collect()
 }
 
@@ -470,10 +499,17 @@ fn check_whole(check: &mut Checks, err: &str, r: &Recording) {
     );
 }
 
-/// A build with frame pointers (C or Rust), from the trace alone.
-fn check_fp(r: &Recording, fns: &Functions, lang: &str) -> Checks {
-    let mut check = Checks::new(Recorder::Capture, r.fs, &format!("user-stacks {lang}"));
-    let (acts, err) = analyze(&r.trace, &["--no-local-symbols".as_ref()]);
+/// A build with frame pointers (C or Rust): from the trace alone, or from perf.data and
+/// `symbols`, a directory holding copies of the deleted binaries.
+fn check_fp(r: &Recording, fns: &Functions, lang: &str, symbols: &Path) -> Checks {
+    let mut check = Checks::new(r.recorder, r.fs, &format!("user-stacks {lang}"));
+    let store: Vec<&std::ffi::OsStr> = match r.recorder {
+        Recorder::Capture => vec![],
+        Recorder::Perf => vec!["--symbols".as_ref(), symbols.as_os_str()],
+    };
+    let mut only = store.clone();
+    only.push("--no-local-symbols".as_ref());
+    let (acts, err) = analyze(&r.trace, &only);
     check.context(context(&acts, &err));
     check_bytes(&mut check, &acts, r);
     check_named(&mut check, &acts, r, fns);
@@ -481,7 +517,7 @@ fn check_fp(r: &Recording, fns: &Functions, lang: &str) -> Checks {
     check_whole(&mut check, &err, r);
     // The default lookup (the system's debug files, the recorded path, deleted) gives the
     // same names.
-    let (local, _) = analyze(&r.trace, &[]);
+    let (local, _) = analyze(&r.trace, &store);
     let names = |acts: &[Value]| -> Vec<String> {
         PHASES
             .iter()
@@ -633,6 +669,7 @@ fn user_frames_name_the_functions_from_the_trace_alone() {
         "strip",
         "readelf",
         "rustc",
+        "perf",
     ]) {
         return;
     }
@@ -643,13 +680,20 @@ fn user_frames_name_the_functions_from_the_trace_alone() {
     let ext4 = LoopFs::new("ext4", 320);
     let xfs = LoopFs::new("xfs", 320);
     let mut recs = Vec::new();
-    for (fs, name) in [(&ext4, "ext4"), (&xfs, "xfs")] {
-        for prog in ["iowork-c", "iowork-rs"] {
-            recs.push(record(fs, name, &builds, prog));
+    for recorder in [Recorder::Capture, Recorder::Perf] {
+        for (fs, name) in [(&ext4, "ext4"), (&xfs, "xfs")] {
+            for prog in ["iowork-c", "iowork-rs"] {
+                recs.push(record(recorder, fs, name, &builds, prog));
+            }
         }
     }
-    let nofp = record(&ext4, "ext4", &builds, "iowork-nofp");
-    let stripped = record(&ext4, "ext4", &builds, "iowork-stripped");
+    let nofp = record(Recorder::Capture, &ext4, "ext4", &builds, "iowork-nofp");
+    let stripped = record(Recorder::Capture, &ext4, "ext4", &builds, "iowork-stripped");
+    // What a symbol store would hold for perf.data: copies of the builds, kept aside.
+    let store = tempfile::tempdir().unwrap();
+    for prog in ["iowork-c", "iowork-rs"] {
+        std::fs::copy(builds.path(prog), store.path().join(prog)).unwrap();
+    }
 
     // The trace alone: every copy of every build deleted (the unstripped file's bytes are
     // kept in memory for the --symbols check only).
@@ -671,7 +715,7 @@ fn user_frames_name_the_functions_from_the_trace_alone() {
         } else {
             (&C, "C")
         };
-        checks.push(check_fp(r, fns, lang));
+        checks.push(check_fp(r, fns, lang, store.path()));
     }
     checks.push(check_nofp(&nofp));
     checks.push(check_stripped(&stripped, &unstripped));
