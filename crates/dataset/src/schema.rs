@@ -13,6 +13,17 @@ use crate::error::DatasetError;
 /// that removes or retypes a column, or changes its meaning, takes a new version.
 pub const SCHEMA_VERSION: i64 = 1;
 
+/// Revision of the schema within its version: what has been added (columns at the end of a
+/// table, tables), which every reader of the version reads as before. It says which columns
+/// a dataset's (and, in `traces.schema_revision`, a trace's) files have:
+///
+/// * 0: the first schema of version 1;
+/// * 1: the `latency` table; `acts.cgroup`, `roles.cgroup`;
+/// * 2: `ios.journal_share`, `ios.lower`;
+/// * 3: `intents.user_frames`, `intents.user_modules`, `intents.user_offsets`;
+///   `traces.schema_revision`.
+pub const SCHEMA_REVISION: i64 = 3;
+
 /// The version file at the dataset's root (ignored by Hive readers: its name starts with `_`).
 pub const VERSION_FILE: &str = "_ioblame_dataset.json";
 
@@ -209,8 +220,19 @@ fn signed(s: &Series) -> PolarsResult<Series> {
     })
 }
 
-/// Reads the dataset's version file; `Ok(None)` when there is none.
-pub fn read_version(dataset: &Path) -> Result<Option<i64>, DatasetError> {
+/// A dataset's schema version and revision, from its version file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DatasetVersion {
+    /// `schema_version`: [`SCHEMA_VERSION`] or older.
+    pub version: i64,
+    /// `schema_revision`: the highest revision any export into it wrote (0 for a file
+    /// without one, written before revisions were).
+    pub revision: i64,
+}
+
+/// Reads the dataset's version file; `Ok(None)` when there is none. A file of a newer
+/// version is refused; a newer revision of this version is read (it only adds).
+pub fn read_version(dataset: &Path) -> Result<Option<DatasetVersion>, DatasetError> {
     let path = dataset.join(VERSION_FILE);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
@@ -236,7 +258,19 @@ pub fn read_version(dataset: &Path) -> Result<Option<i64>, DatasetError> {
             supported: SCHEMA_VERSION,
         });
     }
-    Ok(Some(version))
+    let revision = v
+        .get("schema_revision")
+        .and_then(|x| x.as_i64())
+        .unwrap_or(0);
+    Ok(Some(DatasetVersion { version, revision }))
+}
+
+/// The text of a version file of this schema's version and revision.
+fn version_text(revision: i64) -> String {
+    format!(
+        "{{\"format\": \"ioblame-dataset\", \"schema_version\": {SCHEMA_VERSION}, \
+         \"schema_revision\": {revision}}}\n"
+    )
 }
 
 /// Checks a dataset to read: its version file exists and is not newer than this ioblame.
@@ -250,12 +284,18 @@ pub fn check_readable(dataset: &Path) -> Result<(), DatasetError> {
     }
 }
 
-/// Creates the dataset's root and version file if needed; refuses a newer dataset.
+/// Creates the dataset's root and version file if needed; refuses a newer dataset. The
+/// version file of an older revision of this version (files exported before some columns
+/// were added) is raised to [`SCHEMA_REVISION`]: the files now written have those columns.
+/// A dataset of an older version is exported into as it is (a version has yet to change).
 pub fn prepare(dataset: &Path) -> Result<(), DatasetError> {
     std::fs::create_dir_all(dataset).map_err(|e| DatasetError::io(dataset, e))?;
-    if read_version(dataset)?.is_none() {
-        let text =
-            format!("{{\"format\": \"ioblame-dataset\", \"schema_version\": {SCHEMA_VERSION}}}\n");
+    let raise = match read_version(dataset)? {
+        None => true,
+        Some(v) => v.version == SCHEMA_VERSION && v.revision < SCHEMA_REVISION,
+    };
+    if raise {
+        let text = version_text(SCHEMA_REVISION);
         crate::atomic::write_file(&dataset.join(VERSION_FILE), text.as_bytes())?;
     }
     Ok(())
@@ -264,6 +304,56 @@ pub fn prepare(dataset: &Path) -> Result<(), DatasetError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn version_files_of_older_revisions_are_read_and_raised() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join(VERSION_FILE);
+        // A file written before revisions were: revision 0, readable, raised by an export.
+        std::fs::write(
+            &path,
+            "{\"format\": \"ioblame-dataset\", \"schema_version\": 1}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            read_version(d.path()).unwrap(),
+            Some(DatasetVersion {
+                version: 1,
+                revision: 0
+            })
+        );
+        prepare(d.path()).unwrap();
+        assert_eq!(
+            read_version(d.path()).unwrap(),
+            Some(DatasetVersion {
+                version: SCHEMA_VERSION,
+                revision: SCHEMA_REVISION
+            })
+        );
+        // A newer revision of this version (a later ioblame's export) is read and kept.
+        std::fs::write(&path, version_text(SCHEMA_REVISION + 1)).unwrap();
+        prepare(d.path()).unwrap();
+        check_readable(d.path()).unwrap();
+        assert_eq!(
+            read_version(d.path()).unwrap().unwrap().revision,
+            SCHEMA_REVISION + 1
+        );
+        // A newer version is refused.
+        std::fs::write(
+            &path,
+            "{\"format\": \"ioblame-dataset\", \"schema_version\": 2, \"schema_revision\": 0}",
+        )
+        .unwrap();
+        assert!(matches!(
+            read_version(d.path()),
+            Err(DatasetError::NewerSchema { found: 2, .. })
+        ));
+        // A new dataset's file says both.
+        let n = tempfile::tempdir().unwrap();
+        prepare(n.path()).unwrap();
+        let text = std::fs::read_to_string(n.path().join(VERSION_FILE)).unwrap();
+        assert_eq!(text, version_text(SCHEMA_REVISION));
+    }
 
     #[test]
     fn intent_key_is_xxh3_of_the_names() {
