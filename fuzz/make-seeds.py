@@ -327,10 +327,54 @@ def perf_map():
             b"7f0000001000 10 recompiled\n")
     out("perf_map", "v8-and-python", text + b"\0" + struct.pack("<Q", 0x7f0000001004))
 
+def mmap2_events():
+    """MMAP2 records in the events target's chunk (the fixture records none: it has no user
+    stacks): a program's executable mapping with the kernel's build id
+    (PERF_RECORD_MISC_MMAP_BUILD_ID), a library's with device and inode, an anonymous JIT
+    mapping, and a data mapping (skipped), each with the sample_id_all trailer of a COMM
+    record of the fixture, then the fixture's own records of the same CPU."""
+    b = open(FIXTURE, "rb").read()
+    for kind, _block, payload in blocks(b):
+        if kind != 0x100:
+            continue
+        cpu, recs = chunk_records(payload)
+        comms = [r for r in recs if struct.unpack_from("<I", r, 0)[0] == 3]
+        if not comms:
+            continue
+        c = comms[0]
+        pid, tid = struct.unpack_from("<II", c, 8)
+        name_end = c.index(b"\0", 16)
+        trailer = c[16 + ((name_end - 16) // 8 + 1) * 8:]
+
+        def mmap2(misc, addr, ln, pgoff, ident, prot, flags, name):
+            fname = name + b"\0" * (8 - len(name) % 8)
+            body = struct.pack("<IIQQQ", pid, tid, addr, ln, pgoff) + ident
+            body += struct.pack("<II", prot, flags) + fname + trailer
+            return struct.pack("<IHH", 10, misc, 8 + len(body)) + body
+
+        build_id = bytes(range(1, 21))
+        recs2 = [
+            mmap2(2 | 1 << 14, 0x555555554000, 0x2000, 0x1000,
+                  bytes([20, 0, 0, 0]) + build_id, 5, 2, b"/usr/bin/iowork"),
+            mmap2(2, 0x7ffff7dd0000, 0x150000, 0x28000,
+                  struct.pack("<IIQQ", 254, 1, 1234567, 0), 5, 2,
+                  b"/usr/lib/x86_64-linux-gnu/libc.so.6"),
+            mmap2(2, 0x7ffff7f00000, 0x10000, 0, bytes(24), 7, 0x22, b"//anon"),
+            mmap2(2 | 1 << 13, 0x7ffff7e00000, 0x1000, 0, bytes(24), 3, 2, b"/tmp/data"),
+        ]
+        run = b"".join(recs2)
+        for r in recs:
+            if len(run) + len(r) > MAX_SEED - 1:
+                break
+            run += r
+        out("events", "mmap2-then-two-writers", bytes([cpu]) + run)
+        return
+
 
 if __name__ == "__main__":
     blktrace()
     events_and_reader()
+    mmap2_events()
     kallsyms()
     formats()
     counters()
