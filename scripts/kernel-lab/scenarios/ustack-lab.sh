@@ -8,24 +8,14 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
-LAB=$ROOT/scripts/kernel-lab
-BIN=${IOBLAME_BIN:-$ROOT/target/debug}
+. "$ROOT/scripts/kernel-lab/lib.sh"
 SRC=$ROOT/analyze/tests/data/ustack
-STAGE=$(mktemp -d "${TMPDIR:-/tmp}/iob-ustack-bin.XXXXXX")
-trap 'rm -rf "$STAGE"' EXIT
-cp "$BIN/ioblame" "$BIN/ioblame-capture" "$STAGE/"
+lab_stage ustack
 mkdir "$STAGE/progs"
 gcc -O1 -g -fno-omit-frame-pointer -o "$STAGE/progs/iowork" "$SRC/iowork.c"
 gcc -O1 -fno-omit-frame-pointer -o "$STAGE/progs/jit" "$SRC/jit.c"
 rustc -C force-frame-pointers=yes -C opt-level=1 -g --edition 2021 -o "$STAGE/progs/iowork-rs" "$SRC/iowork.rs"
-status=0
 [ $# -gt 0 ] || set -- 5.10 6.1 6.12
-for series in "$@"; do
-  img=$("$LAB/fetch-kernel.sh" "$series" | tail -n1)
-  echo "== $series: $img"
-  if ! MEM=${MEM:-2G} CPUS=${CPUS:-2} "$LAB/run-in-kernel.sh" "$img" \
-    "cd '$ROOT' && IOBLAME_BIN='$STAGE' USTACK_PROGS='$STAGE/progs' USTACK_OUT='${USTACK_OUT:-}' bash scripts/kernel-lab/scenarios/ustack.sh"; then
-    status=1
-  fi
-done
-exit $status
+lab_each "${MEM:-2G}" \
+  "IOBLAME_BIN='$STAGE' USTACK_PROGS='$STAGE/progs' USTACK_OUT='${USTACK_OUT:-}' bash scripts/kernel-lab/scenarios/ustack.sh" \
+  "$@"
