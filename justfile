@@ -93,6 +93,13 @@ fuzz-blktrace SECS="60":
 kernels *VERSIONS:
     scripts/kernel-lab/kernels.sh {{VERSIONS}}
 
+# The lab's stacked-device and user-stack scenarios (root; default 5.10 6.1 6.12; the user
+# stacks with stock perf too; docs/kernel-lab.md).
+lab-scenarios *VERSIONS:
+    cargo build -p ioblame -p ioblame-capture
+    scripts/kernel-lab/scenarios/layers-lab.sh {{VERSIONS}}
+    USTACK_PERF=1 scripts/kernel-lab/scenarios/ustack-lab.sh {{VERSIONS}}
+
 # Regenerate the fixture traces (root; real loop devices).
 fixtures:
     cargo build --release -p ioblame-capture

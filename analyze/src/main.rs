@@ -279,8 +279,9 @@ struct PerfCommandArgs {
     /// User-space stacks too, as `ioblame-capture record --user-stacks`: the stack events'
     /// callchains go on into user space (frame pointers: code built without them gives
     /// short stacks), and perf's MMAP2 records carry the files' build ids (`--buildid-mmap`,
-    /// Linux and perf 5.12 or later), so that the analysis names the functions from files
-    /// of the same build id (`--symbols`, debug directories, the local file).
+    /// Linux and perf 5.12 or later; before 5.12, `--buildid-all`: perf's build-id table),
+    /// so that the analysis names the functions from files of the same build id
+    /// (`--symbols`, debug directories, the local file).
     #[arg(long)]
     user_stacks: bool,
 }

@@ -47,18 +47,24 @@ pub struct CommandOptions {
 /// (Linux and perf 5.7 or later; older ones refuse the option). With `opts.user_stacks`
 /// the callchains are kernel and user (no `--kernel-callchains`) and `--buildid-mmap` puts
 /// build ids in the MMAP2 records (perf records MMAP2 records of executable mappings on
-/// its tracking event by default).
+/// its tracking event by default). On a kernel whose MMAP2 records carry no build ids
+/// (`mmap_build_id` false: before Linux 5.12) perf refuses `--buildid-mmap`; the line has
+/// `--buildid-all` instead, which lists every mapped file's build id in perf's table at the
+/// end of the recording (the reader takes them from there).
 pub(crate) fn build_command(
     events: &[Tracepoint],
     devs: &[FilterDev],
     opts: CommandOptions,
+    mmap_build_id: bool,
 ) -> String {
     let mut args: Vec<String> = ["perf", "record", "-a", "--all-cgroups"]
         .iter()
         .map(|s| s.to_string())
         .collect();
-    if opts.user_stacks {
+    if opts.user_stacks && mmap_build_id {
         args.push("--buildid-mmap".into());
+    } else if opts.user_stacks {
+        args.push("--buildid-all".into());
     } else {
         args.push("--kernel-callchains".into());
     }
@@ -145,8 +151,32 @@ pub fn perf_command_for(
         ))
     })?;
     let names = tp::set_names("default")?;
-    let (events, notes) = tp::resolve(&tfs, &names, false)?;
-    Ok((build_command(&events, &devs, opts), notes))
+    let (events, mut notes) = tp::resolve(&tfs, &names, false)?;
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mmap_build_id = mmap_build_ids(release.trim());
+    if opts.user_stacks && !mmap_build_id {
+        notes.push(format!(
+            "this kernel ({}) puts no build ids in MMAP2 records (Linux 5.12 and later do): \
+             the line has --buildid-all, so perf lists every mapped file's build id in its \
+             table at the end of the recording; record into a file, not a pipe (-o -), which \
+             gets no table",
+            release.trim()
+        ));
+    }
+    Ok((build_command(&events, &devs, opts, mmap_build_id), notes))
+}
+
+/// Whether a kernel of this release (`uname -r`) puts build ids in MMAP2 records (Linux
+/// 5.12, `PERF_RECORD_MISC_MMAP_BUILD_ID`). A release that does not parse is taken as a
+/// recent one.
+pub(crate) fn mmap_build_ids(release: &str) -> bool {
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u32>().ok());
+    match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(major), Some(minor)) => (major, minor) >= (5, 12),
+        _ => true,
+    }
 }
 
 /// [`perf_command_with_notes`] without the notes.
@@ -202,19 +232,19 @@ mod tests {
         };
         // Callchains on the stack events only, kernel-only.
         assert_eq!(
-            build_command(&evs, &[loop0], opts(Stacks::All, false)),
+            build_command(&evs, &[loop0], opts(Stacks::All, false), true),
             "perf record -a --all-cgroups --kernel-callchains -m 16M \
              -e block:block_dirty_buffer/call-graph=fp/ --filter '(dev == 7340032) && (sector < 4611686018427387904)' \
              -e sched:sched_process_exec -o perf.data -- COMMAND"
         );
         assert_eq!(
-            build_command(&evs[..1], &[], opts(Stacks::All, false)),
+            build_command(&evs[..1], &[], opts(Stacks::All, false), true),
             "perf record -a --all-cgroups --kernel-callchains -m 16M \
              -e block:block_dirty_buffer/call-graph=fp/ --filter 'sector < 4611686018427387904' -o perf.data -- COMMAND"
         );
         // The default: the dirty buffers take their thread's dirtying stack in the analyzer.
         assert_eq!(
-            build_command(&evs[..1], &[], opts(Stacks::Exact, false)),
+            build_command(&evs[..1], &[], opts(Stacks::Exact, false), true),
             "perf record -a --all-cgroups --kernel-callchains -m 16M \
              -e block:block_dirty_buffer --filter 'sector < 4611686018427387904' -o perf.data -- COMMAND"
         );
@@ -236,18 +266,36 @@ mod tests {
         // Kernel and user callchains on the stack events only (no `--kernel-callchains`,
         // no global `--call-graph`), and build ids in the MMAP2 records.
         assert_eq!(
-            build_command(&evs, &[], opts(Stacks::Exact, true)),
+            build_command(&evs, &[], opts(Stacks::Exact, true), true),
             "perf record -a --all-cgroups --buildid-mmap -m 16M \
              -e writeback:writeback_dirty_folio/call-graph=fp/ \
              -e block:block_dirty_buffer --filter 'sector < 4611686018427387904' \
              -e sched:sched_process_exec -o perf.data -- COMMAND"
         );
         assert_eq!(
-            build_command(&evs[1..2], &[], opts(Stacks::All, true)),
+            build_command(&evs[1..2], &[], opts(Stacks::All, true), true),
             "perf record -a --all-cgroups --buildid-mmap -m 16M \
              -e block:block_dirty_buffer/call-graph=fp/ --filter 'sector < 4611686018427387904' \
              -o perf.data -- COMMAND"
         );
+        // Before Linux 5.12 (no build ids in MMAP2 records): the build-id table instead.
+        assert_eq!(
+            build_command(&evs[1..2], &[], opts(Stacks::All, true), false),
+            "perf record -a --all-cgroups --buildid-all -m 16M \
+             -e block:block_dirty_buffer/call-graph=fp/ --filter 'sector < 4611686018427387904' \
+             -o perf.data -- COMMAND"
+        );
+        for (release, yes) in [
+            ("5.10.0-46-amd64", false),
+            ("5.11.22", false),
+            ("5.12.0", true),
+            ("6.1.0-40-amd64", true),
+            ("6.18.44-fc-v657", true),
+            ("4.18.0-553.el8_10.x86_64", false),
+            ("", true),
+        ] {
+            assert_eq!(mmap_build_ids(release), yes, "{release}");
+        }
         // Without --user-stacks, the line is as before.
         assert_eq!(CommandOptions::default(), opts(Stacks::Exact, false));
     }

@@ -4,7 +4,8 @@
 # ioblame-capture and the workloads (analyze/tests/data/ustack: C and Rust programs, a JIT's
 # code; gcc and rustc here, with frame pointers) in a staging directory. Prints each guest's
 # PASS/FAIL lines; exits non-zero if any kernel failed. Env: IOBLAME_BIN (default
-# target/debug), USTACK_OUT (keep traces there), MEM (2G), CPUS (2).
+# target/debug), USTACK_OUT (keep traces there), USTACK_PERF (non-empty: a stock perf
+# recording too, minutes more under TCG; TIMEOUT then 900 s), MEM (2G), CPUS (2).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
@@ -16,6 +17,7 @@ gcc -O1 -g -fno-omit-frame-pointer -o "$STAGE/progs/iowork" "$SRC/iowork.c"
 gcc -O1 -fno-omit-frame-pointer -o "$STAGE/progs/jit" "$SRC/jit.c"
 rustc -C force-frame-pointers=yes -C opt-level=1 -g --edition 2021 -o "$STAGE/progs/iowork-rs" "$SRC/iowork.rs"
 [ $# -gt 0 ] || set -- 5.10 6.1 6.12
+[ -z "${USTACK_PERF:-}" ] || export TIMEOUT=${TIMEOUT:-900}
 lab_each "${MEM:-2G}" \
-  "IOBLAME_BIN='$STAGE' USTACK_PROGS='$STAGE/progs' USTACK_OUT='${USTACK_OUT:-}' bash scripts/kernel-lab/scenarios/ustack.sh" \
+  "IOBLAME_BIN='$STAGE' USTACK_PROGS='$STAGE/progs' USTACK_OUT='${USTACK_OUT:-}' USTACK_PERF='${USTACK_PERF:-}' bash scripts/kernel-lab/scenarios/ustack.sh" \
   "$@"
