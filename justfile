@@ -93,7 +93,7 @@ fuzz-blktrace SECS="60":
 kernels *VERSIONS:
     scripts/kernel-lab/kernels.sh {{VERSIONS}}
 
-# The lab's stacked-device and user-stack scenarios (root; default 5.10 6.1 6.12; the user
+# The lab's stacked-device and user-stack scenarios (root; each script's kernels by default; the user
 # stacks with stock perf too; docs/kernel-lab.md).
 lab-scenarios *VERSIONS:
     cargo build -p ioblame -p ioblame-capture
