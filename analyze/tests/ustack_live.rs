@@ -730,3 +730,89 @@ fn user_frames_name_the_functions_from_the_trace_alone() {
         "{failed} scenarios failed: see their messages above"
     );
 }
+
+/// A container's service: the C program and the JIT's code run in their own mount and pid
+/// namespaces from a tmpfs mounted there only (the host's directory stays empty), with a
+/// private `/tmp` for the JIT's perf map (named by its namespace pid), and live past a flush
+/// of the recorder. The recorder reads their build ids and symbol tables through
+/// `/proc/PID/map_files` and the perf map through `/proc/PID/root`; once the namespaces are
+/// gone, the trace alone names `wal_append` and `jit_wal_append [jit]`.
+#[test]
+fn user_frames_of_a_service_in_its_own_mount_and_pid_namespaces() {
+    if !support::ready(&["mkfs.ext4", "sync", "gcc", "unshare"]) {
+        return;
+    }
+    let _g = support::lock();
+    let fs = LoopFs::new("ext4", 64);
+    let src = fs.dir.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    for (prog, args) in [
+        ("iowork", &["-O1", "-g", "-fno-omit-frame-pointer"][..]),
+        ("jit", &["-O1", "-fno-omit-frame-pointer"][..]),
+    ] {
+        let o = Command::new("gcc")
+            .args(args)
+            .arg("-o")
+            .arg(src.join(prog))
+            .arg(format!("{SOURCES}/{prog}.c"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let m = fs.mnt.display();
+    sh(&format!("mkdir {m}/ns {m}/nsbin"));
+    let script = format!(
+        "unshare --mount --pid --fork --propagation private sh -c '
+           set -e
+           mount -t tmpfs ns-bin {m}/nsbin
+           mount -t tmpfs ns-tmp /tmp
+           cp {src}/iowork {src}/jit {m}/nsbin/
+           export USTACK_LINGER_MS=1500
+           {m}/nsbin/iowork wal {m}/ns/wal.dat 2048
+           {m}/nsbin/jit {m}/ns/jit.dat 1024
+           sync -f {m}'",
+        src = src.display()
+    );
+    let trace = support::capture_with(&fs, &src, "trace-ns", &script, &["--user-stacks"]);
+    // The namespaces are gone: their tmpfs (the binaries) and /tmp (the perf map) with them.
+    assert!(std::fs::read_dir(fs.mnt.join("nsbin"))
+        .unwrap()
+        .next()
+        .is_none());
+    std::fs::remove_dir_all(&src).unwrap();
+    let (acts, err) = analyze(&trace, &["--no-local-symbols".as_ref()]);
+    let mut check = Checks::new(Recorder::Capture, "ext4", "user-stacks in namespaces");
+    check.context(context(&acts, &err));
+    let ino = |f: &str| std::fs::metadata(fs.mnt.join("ns").join(f)).unwrap().ino();
+    for (file, lead, want) in [
+        ("wal.dat", "wal_append", 2 * MIB),
+        ("jit.dat", "jit_wal_append [jit]", MIB),
+    ] {
+        let ino = ino(file);
+        let data: Vec<&Value> = acts
+            .iter()
+            .filter(|v| {
+                v["ino"] == ino && ["page", "buffer"].contains(&v["via"].as_str().unwrap_or(""))
+            })
+            .collect();
+        let named: u64 = data
+            .iter()
+            .filter(|v| {
+                v["intent_name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with(&format!("{lead}{SEP}")))
+            })
+            .map(|v| bytes(v, "write_bytes"))
+            .sum();
+        check.eq(&format!("{file}: written by {lead}"), named, want, "");
+    }
+    let unnamed = note(&err, UNNAMED_NOTE);
+    check.truth(
+        "the programs' frames are all named",
+        !unnamed.contains("/iowork (") && !unnamed.contains("//anon"),
+        unnamed,
+        "no note naming iowork or the JIT's code",
+        "",
+    );
+    check.finish();
+}

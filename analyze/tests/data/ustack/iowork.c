@@ -18,5 +18,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "wal")) wal_append(argv[2], atol(argv[3]));
     else if (!strcmp(argv[1], "ckpt")) checkpoint(argv[2], atol(argv[3]));
     else if (!strcmp(argv[1], "scan")) scan_table(argv[2]);
+    /* A service's lifetime: alive until the recorder has read its mappings (a flush). */
+    if (getenv("USTACK_LINGER_MS")) usleep(atol(getenv("USTACK_LINGER_MS")) * 1000);
     return 0;
 }

@@ -41,5 +41,7 @@ int main(int argc, char **argv) {
     int fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
     run((write_fn)m, fd, atol(argv[2]) * 1024);
     close(fd);
+    /* A service's lifetime: alive until the recorder has read its perf map (a flush). */
+    if (getenv("USTACK_LINGER_MS")) usleep(atol(getenv("USTACK_LINGER_MS")) * 1000);
     return 0;
 }
