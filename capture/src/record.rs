@@ -1397,6 +1397,13 @@ fn record_loop(
         let flush = (last_flush.elapsed() >= flush_every)
             .then(|| (Instant::now(), snapshot::clock_ns(libc::CLOCK_MONOTONIC)));
         rec.drain_all();
+        // User stacks: the mappings and symbols of what was drained, read now, while short
+        // lived processes (a container's job) most likely still live; written at the flush.
+        if flush.is_none() {
+            if let Some(u) = rec.counts.ustack.as_mut().filter(|u| u.has_work()) {
+                u.work(snapshot::clock_ns(libc::CLOCK_MONOTONIC));
+            }
+        }
         if let Some((at, clock)) = flush {
             rec.flush_all();
             rec.mark_flushed(clock);

@@ -42,8 +42,14 @@ const MAX_PENDING_EVENTS: usize = 1 << 18;
 /// How many times a process's `/proc/PID/maps` is read at most (again when frames fall
 /// outside every mapping known, say after a `dlopen`).
 const MAX_MAPS_READS: u8 = 3;
-/// The time a flush may spend copying symbol tables; the rest waits for the next flush.
-const SYMBOLS_TIME_PER_FLUSH: Duration = Duration::from_millis(200);
+/// The share of the recorder's time that copying symbol tables may take (checked between
+/// files): a call of [`UserStacks::work`] copies for at most this share of the time since the
+/// previous call (and [`SYMBOLS_TIME_MIN`]), the rest waits for the next.
+const SYMBOLS_SHARE: f64 = 0.2;
+/// The least time a call copies for.
+const SYMBOLS_TIME_MIN: Duration = Duration::from_millis(10);
+/// The most time a call copies for.
+const SYMBOLS_TIME_MAX: Duration = Duration::from_millis(200);
 /// Most bytes of sections copied of one file: a USER_SYMBOLS block holds at most 256 MiB
 /// compressed and 1 GiB uncompressed (`ioblame_format::MAX_USER_SYMBOLS`).
 const MAX_FILE_SYMBOLS: u64 = 240 << 20;
@@ -258,6 +264,8 @@ pub struct UserStacks {
     /// The perf maps read, by process.
     perf_maps: HashMap<u32, String>,
     perf_maps_bytes: u64,
+    /// When [`UserStacks::work`] last ran.
+    last_work: Option<Instant>,
 }
 
 /// Most bytes of perf maps kept (all processes).
@@ -295,6 +303,7 @@ impl UserStacks {
             jit_pids: HashSet::default(),
             perf_maps: HashMap::new(),
             perf_maps_bytes: 0,
+            last_work: None,
         }
     }
 
@@ -358,11 +367,38 @@ impl UserStacks {
         }
     }
 
-    /// The work of a flush whose clock reading is `clock_ns`: the mappings of the MMAP2
-    /// records, the maps of the processes with frames outside every known mapping, the build
-    /// ids, the symbols of the files hit for the first time. Returns every mapping read so
-    /// far when some are new (for a USER_MAPS block).
+    /// Whether records seen since the last [`UserStacks::work`] wait for it.
+    pub fn has_work(&self) -> bool {
+        !self.pending.is_empty()
+            || !self.pending_ips.is_empty()
+            || self.files.iter().any(|f| f.hit && !f.done)
+    }
+
+    /// [`UserStacks::work`], then every mapping read so far when some are new (for a
+    /// USER_MAPS block, written at each flush).
     pub fn flush(&mut self, clock_ns: u64) -> Option<Vec<UserMap>> {
+        self.work(clock_ns);
+        if self.maps_changed {
+            self.maps_changed = false;
+            return Some(self.user_maps.clone());
+        }
+        None
+    }
+
+    /// The work on the records seen since the last call, at a clock reading of `clock_ns`,
+    /// done at every drain of the rings (at most 100 ms apart) while the processes most
+    /// likely live: the mappings of the MMAP2 records, the maps of the processes with frames
+    /// outside every known mapping, the build ids, the symbols of the files hit for the
+    /// first time (for a share of the time, [`SYMBOLS_SHARE`]).
+    pub fn work(&mut self, clock_ns: u64) {
+        let now = Instant::now();
+        let budget = self
+            .last_work
+            .map_or(SYMBOLS_TIME_MAX, |t| {
+                (now - t).mul_f64(SYMBOLS_SHARE).max(SYMBOLS_TIME_MIN)
+            })
+            .min(SYMBOLS_TIME_MAX);
+        self.last_work = Some(now);
         let mut pending = std::mem::take(&mut self.pending);
         pending.sort_by_key(|(t, _)| *t);
         for (_, p) in pending {
@@ -404,12 +440,7 @@ impl UserStacks {
         for pid in fresh_jit {
             self.read_perf_map(pid);
         }
-        self.copy_symbols(Some(Instant::now() + SYMBOLS_TIME_PER_FLUSH));
-        if self.maps_changed {
-            self.maps_changed = false;
-            return Some(self.user_maps.clone());
-        }
-        None
+        self.copy_symbols(Some(Instant::now() + budget));
     }
 
     /// Whether `ip` of `pid` falls in a known mapping; marks its file hit.
