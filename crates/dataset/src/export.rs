@@ -14,7 +14,7 @@ use polars::prelude::*;
 
 use crate::atomic;
 use crate::error::DatasetError;
-use crate::schema::{self, TraceKeys, SCHEMA_REVISION, SCHEMA_VERSION, TABLES};
+use crate::schema::{self, TraceKeys, SCHEMA_VERSION, TABLES};
 
 /// What the `traces` table says about a trace besides its keys.
 #[derive(Debug, Clone, Default)]
@@ -243,7 +243,6 @@ fn keyed_frames(
         "write_bytes" => [sum("write_bytes")?],
         "acts" => [acts.height() as u64],
         "intents" => [intents.height() as u64],
-        "schema_revision" => [SCHEMA_REVISION],
     )?;
     let _ = keys;
     Ok(vec![

@@ -237,7 +237,25 @@ fn scan_files(dir: &Path, files: Vec<PlRefPath>) -> Result<Option<LazyFrame>, Da
     if files.is_empty() {
         return Ok(None);
     }
+    // polars takes a scan's schema from its first file and refuses a later one with a column
+    // that file lacks; columns are added at the end of tables within a schema version, so an
+    // export from before one may come first. The files' schemas merged (in the order their
+    // columns first appear), a column a file lacks reads as null.
+    let mut merged = Schema::default();
+    for f in &files {
+        let file = std::fs::File::open(f.as_str()).map_err(|e| DatasetError::io(dir, e))?;
+        let a = ParquetReader::new(file)
+            .schema()
+            .map_err(DatasetError::pq(dir))?;
+        for (name, field) in Schema::from_arrow_schema(&a).iter() {
+            if merged.get(name).is_none() {
+                merged.with_column(name.clone(), field.clone());
+            }
+        }
+    }
     let args = ScanArgsParquet {
+        schema: Some(Arc::new(merged)),
+        allow_missing_columns: true,
         hive_options: HiveOptions {
             enabled: Some(true),
             hive_start_idx: 0,

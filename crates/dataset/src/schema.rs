@@ -14,14 +14,14 @@ use crate::error::DatasetError;
 pub const SCHEMA_VERSION: i64 = 1;
 
 /// Revision of the schema within its version: what has been added (columns at the end of a
-/// table, tables), which every reader of the version reads as before. It says which columns
-/// a dataset's (and, in `traces.schema_revision`, a trace's) files have:
+/// table, tables), which a reader of the version reads as before. The version file holds the
+/// highest revision an export into the dataset wrote (its files have at most those columns;
+/// an older file lacks the later ones, which the fleet reads as null):
 ///
 /// * 0: the first schema of version 1;
 /// * 1: the `latency` table; `acts.cgroup`, `roles.cgroup`;
 /// * 2: `ios.journal_share`, `ios.lower`;
-/// * 3: `intents.user_frames`, `intents.user_modules`, `intents.user_offsets`;
-///   `traces.schema_revision`.
+/// * 3: `intents.user_frames`, `intents.user_modules`, `intents.user_offsets`.
 pub const SCHEMA_REVISION: i64 = 3;
 
 /// The version file at the dataset's root (ignored by Hive readers: its name starts with `_`).
