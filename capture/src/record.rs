@@ -53,15 +53,17 @@ pub struct RecordArgs {
     /// Event set: default, minimal, full, or a comma-separated list of sys:name.
     #[arg(long, default_value = "default")]
     pub events: String,
-    /// Roll to a new ring file at this size (0: never). Every file begins with the trace's
-    /// metadata, about 1 MiB (mostly the kernel's symbols), so that it reads alone: a size
+    /// Roll to a new ring file at this size (0: never) [default: 64M, or a quarter of
+    /// --max-size when that is less]. Every file begins with the trace's metadata, about
+    /// 1 MiB (the kernel's symbols; more with --paths walk), so that it reads alone: a size
     /// under twice that is raised to it.
-    #[arg(long, default_value = "64M", value_parser = crate::parse_size)]
-    pub file_size: u64,
-    /// Delete the oldest ring files beyond this total size (0: never). It must hold two ring
-    /// files; the file being written is never deleted.
-    #[arg(long, default_value = "1G", value_parser = crate::parse_size)]
-    pub max_size: u64,
+    #[arg(long, value_parser = crate::parse_size)]
+    pub file_size: Option<u64>,
+    /// Delete the oldest ring files beyond this total size (0: never) [default: 1G; none with
+    /// --file-size 0]. It must hold two ring files and one file's metadata more; the file
+    /// being written is never deleted.
+    #[arg(long, value_parser = crate::parse_size)]
+    pub max_size: Option<u64>,
     /// perf ring buffer size per CPU (rounded up to a power of two pages).
     #[arg(long, default_value = "16M", value_parser = crate::parse_size)]
     pub buffer_size: u64,
@@ -575,7 +577,36 @@ fn check_args(a: &RecordArgs) -> Result<usize> {
             a.flush_interval
         );
     }
+    if a.file_size == Some(0) && a.max_size.is_some_and(|m| m > 0) {
+        bail!(
+            "--max-size {} needs ring files that roll: with --file-size 0 there is one file, \
+             which the cap never deletes; give a --file-size, or --max-size 0",
+            human(a.max_size.unwrap_or(0))
+        );
+    }
     Ok(page)
+}
+
+/// The ring's limits asked for, defaults filled in (before they are fitted to the metadata):
+/// `--max-size` 1G, none with `--file-size 0`; `--file-size` 64M, or a quarter of the cap
+/// when that is less.
+fn ring_options(a: &RecordArgs) -> RingOptions {
+    let max_size = a
+        .max_size
+        .unwrap_or(if a.file_size == Some(0) { 0 } else { 1 << 30 });
+    let file_size = a.file_size.unwrap_or(match max_size {
+        0 => 64 << 20,
+        m => (m / 4).min(64 << 20),
+    });
+    RingOptions {
+        file_size,
+        max_size,
+    }
+}
+
+/// `n` bytes as a size argument, rounded up to whole MiB (`--max-size` takes integers).
+fn size_arg_up(n: u64) -> String {
+    format!("{}M", n.div_ceil(1 << 20))
 }
 
 /// What to record: the events of `--events` found on this kernel and the devices of
@@ -1172,28 +1203,25 @@ fn create_trace<'a>(
         machine,
         recorder_version: format!("ioblame-capture {}", env!("CARGO_PKG_VERSION")),
     };
-    let opts = RingOptions {
-        file_size: a.file_size,
-        max_size: a.max_size,
-    };
+    let opts = ring_options(a);
     let facts = Facts {
         info: meta.capture_info.clone(),
         cgroups: start_cgroups,
         layers: layer_watch,
     };
-    let writer = RingWriter::create_fitted(&a.output, header, meta, opts);
+    let writer = RingWriter::create_fitted(&a.output, header, meta, start_files.as_ref(), opts);
     if writer.is_err() && created {
         // Refused before any file was made: leave no empty directory behind.
         let _ = std::fs::remove_dir(&a.output);
     }
-    let mut writer = writer.map_err(|e| match e {
+    let writer = writer.map_err(|e| match e {
         ioblame_format::Error::RingTooSmall {
             file_size: 0,
             max_size,
             ..
         } => anyhow::anyhow!(
             "--max-size {} needs ring files that roll: with --file-size 0 there is one \
-                 file, which the cap never deletes; give a --file-size, or --max-size 0",
+             file, which the cap never deletes; give a --file-size, or --max-size 0",
             human(max_size)
         ),
         ioblame_format::Error::RingTooSmall {
@@ -1201,30 +1229,27 @@ fn create_trace<'a>(
             file_size,
             max_size,
         } => anyhow::anyhow!(
-            "--max-size {} cannot hold two ring files of {} (each begins with {} of \
-                 metadata, mostly the kernel's symbols, so that it reads alone): the ring would \
-                 keep only the file being written; use --max-size {} or more, or 0 for no cap",
+            "--max-size {} cannot hold two ring files of {} and their last blocks (each \
+             begins with {} of metadata, the kernel's symbols and any walk's file names, so \
+             that it reads alone): the ring would keep only the file being written; use \
+             --max-size {} or more, or 0 for no cap",
             human(max_size),
             human(file_size),
             human(file_start),
-            human(file_size * 2)
+            size_arg_up(RingOptions::least_max_size(file_size, file_start))
         ),
         e => anyhow::anyhow!(io_message(&e)),
     })?;
     let fitted = writer.options();
-    if fitted.file_size != opts.file_size {
+    if a.file_size.is_some_and(|f| f != fitted.file_size) {
         eprintln!(
             "ioblame-capture: --file-size {} is less than twice the {} of metadata every ring \
-             file begins with; files roll at {}",
+             file begins with; files roll at {} ({} bytes)",
             human(opts.file_size),
             human(fitted.file_size / 2),
-            human(fitted.file_size)
+            human(fitted.file_size),
+            fitted.file_size
         );
-    }
-    if let Some(t) = &start_files {
-        writer
-            .write_files(t)
-            .map_err(|e| anyhow::anyhow!(io_message(&e)))?;
     }
     Ok((writer, walk.then_some(files), facts))
 }
@@ -1913,6 +1938,39 @@ mod tests {
         mark_flushed(&tx, &shared, 50);
         assert!(rx.try_recv().is_err());
         assert_eq!(flushed_mark(1), 0, "saturates");
+    }
+
+    #[test]
+    fn ring_limits_default_from_each_other() {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            a: RecordArgs,
+        }
+        let args = |extra: &[&str]| {
+            let mut v = vec!["record", "-o", "/nonexistent/never-created"];
+            v.extend_from_slice(extra);
+            <Cli as clap::Parser>::try_parse_from(v).unwrap().a
+        };
+        let o = |file_size: u64, max_size: u64| RingOptions {
+            file_size,
+            max_size,
+        };
+        let limits = |extra: &[&str]| ring_options(&args(extra));
+        assert_eq!(limits(&[]), o(64 << 20, 1 << 30));
+        // A cap alone (`ioblame top --max-size`): files of a quarter of it, 64M at most.
+        assert_eq!(limits(&["--max-size", "100M"]), o(25 << 20, 100 << 20));
+        assert_eq!(limits(&["--max-size", "10G"]), o(64 << 20, 10 << 30));
+        assert_eq!(limits(&["--max-size", "0"]), o(64 << 20, 0));
+        // One file that never rolls: no cap unless asked, and then an error.
+        assert_eq!(limits(&["--file-size", "0"]), o(0, 0));
+        check_args(&args(&["--file-size", "0"])).unwrap();
+        let e = check_args(&args(&["--file-size", "0", "--max-size", "1G"])).unwrap_err();
+        assert!(e.to_string().contains("needs ring files that roll"), "{e}");
+        assert_eq!(limits(&["--file-size", "8M"]), o(8 << 20, 1 << 30));
+        // The least cap as an argument: whole MiB, rounded up.
+        assert_eq!(size_arg_up(5 << 20), "5M");
+        assert_eq!(size_arg_up((5 << 20) + 1), "6M");
     }
 
     #[test]

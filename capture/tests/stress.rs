@@ -231,8 +231,24 @@ fn max_size_keeps_disk_use_bounded_under_sustained_load() {
         return;
     };
     // A file size of 1 KiB is raised to twice the metadata every file begins with (about
-    // 1 MiB: the kernel's symbols), so files roll at about 2 MiB; the cap holds three.
-    let max_size = 6u64 << 20;
+    // 1 MiB here: the kernel's symbols), F, learnt from a first short run; the cap, 3F, holds
+    // two files, their last blocks and some more.
+    let probe = Command::new(bin())
+        .args(["record", "-o"])
+        .arg(out.with_file_name("probe"))
+        .args(["--devices", &lfs.name, "--no-paths", "--file-size", "1k"])
+        .args(["--max-size", "0", "--duration", "200ms"])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&probe.stderr);
+    assert!(probe.status.success(), "{e}");
+    let fitted: u64 = e
+        .split("files roll at ")
+        .nth(1)
+        .and_then(|r| r.split(['(', ' ']).find_map(|w| w.parse().ok()))
+        .unwrap_or_else(|| panic!("no fitted file size: {e}"));
+    let max_size = 3 * fitted;
+    let cap = max_size.to_string();
     let mut rec = start_recorder(
         &lfs,
         &out,
@@ -244,7 +260,7 @@ fn max_size_keeps_disk_use_bounded_under_sustained_load() {
             "--file-size",
             "1k",
             "--max-size",
-            "6M",
+            &cap,
         ],
     );
     wait_for_start(&out, &mut rec);
@@ -313,10 +329,13 @@ fn the_recorder_refuses_a_cap_that_cannot_hold_two_ring_files() {
     let out = lfs.dir.path().join("refused");
     for (args, says) in [
         (
-            &["--file-size", "1k", "--max-size", "2M"][..],
+            &["--file-size", "1k", "--max-size", "1k"][..],
             "cannot hold two ring files",
         ),
-        (&["--file-size", "0"][..], "needs ring files that roll"),
+        (
+            &["--file-size", "0", "--max-size", "1G"][..],
+            "needs ring files that roll",
+        ),
     ] {
         let o = Command::new(bin())
             .args([
@@ -325,6 +344,8 @@ fn the_recorder_refuses_a_cap_that_cannot_hold_two_ring_files() {
                 out.to_str().unwrap(),
                 "--devices",
                 &lfs.name,
+                "--duration",
+                "1s",
             ])
             .args(args)
             .output()

@@ -52,8 +52,8 @@ pub enum Error {
     /// A ring's size cap cannot hold two of its files ([`crate::RingOptions::fit`]).
     #[error(
         "a size cap of {max_size} bytes holds fewer than two ring files of {file_size} bytes \
-         (each begins with {file_start} bytes of metadata): the ring would keep only the file \
-         being written"
+         (each begins with {file_start} bytes of metadata) and their last blocks: the ring \
+         would keep only the file being written"
     )]
     RingTooSmall {
         /// Bytes every ring file begins with: its header and metadata.

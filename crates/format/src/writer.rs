@@ -305,16 +305,21 @@ impl RingOptions {
     /// The options a ring can keep when each of its files begins with `file_start` bytes
     /// (preamble, header and metadata, repeated in every file so that each reads alone).
     /// A file size under twice that is raised to it, so that at least half of every file
-    /// holds events; a size cap (not 0) must then hold two files, or the ring would keep only
-    /// the file being written: [`Error::RingTooSmall`]. A cap with a file size of 0 (one file
-    /// that never rolls) is refused the same way.
+    /// holds events; a size cap (not 0) must then hold two files and what a file gets after
+    /// its last chunk (FLUSHED marks, metadata blocks, the index: at most `file_start` is
+    /// allowed for them, [`RingOptions::least_max_size`]), or the ring would keep only the
+    /// file being written: [`Error::RingTooSmall`]. A cap with a file size of 0 (one file
+    /// that never rolls) is refused the same way. Metadata that grows while recording (a
+    /// longer task list, names of files) is not foreseen.
     pub fn fit(self, file_start: u64) -> Result<RingOptions> {
         let least = file_start.saturating_mul(2);
         let file_size = match self.file_size {
             0 => 0,
             n => n.max(least),
         };
-        if self.max_size > 0 && (file_size == 0 || self.max_size < file_size.saturating_mul(2)) {
+        if self.max_size > 0
+            && (file_size == 0 || self.max_size < Self::least_max_size(file_size, file_start))
+        {
             return Err(Error::RingTooSmall {
                 file_start,
                 file_size,
@@ -325,6 +330,12 @@ impl RingOptions {
             file_size,
             max_size: self.max_size,
         })
+    }
+
+    /// The least size cap [`RingOptions::fit`] accepts for files of `file_size` bytes that
+    /// begin with `file_start`: two files, and `file_start` more.
+    pub fn least_max_size(file_size: u64, file_start: u64) -> u64 {
+        file_size.saturating_mul(2).saturating_add(file_start)
     }
 }
 
@@ -413,21 +424,30 @@ impl RingWriter {
         Ok(w)
     }
 
-    /// Like [`RingWriter::create`], with `opts` fitted first to the bytes each file begins
-    /// with ([`RingOptions::fit`]): a ring whose cap cannot hold two files is refused before
+    /// Like [`RingWriter::create`] followed by [`RingWriter::write_files`] of `files`, with
+    /// `opts` fitted first to the bytes each file begins with, that table included
+    /// ([`RingOptions::fit`]): a ring whose cap cannot hold two files is refused before
     /// anything is created. [`RingWriter::options`] says what was kept.
     pub fn create_fitted(
         dir: &Path,
         header: Header,
         meta: Metadata,
+        files: Option<&FileTable>,
         opts: RingOptions,
     ) -> Result<Self> {
         let encoded = EncodedMeta::new(&meta);
+        let files_block = files.map(encode_files_block);
         let file_start = (PREAMBLE_LEN
             + encode_block(kind::HEADER, 0, &header.encode()).len()
-            + encoded.len()) as u64;
+            + encoded.len()
+            + files_block.as_ref().map_or(0, Vec::len)) as u64;
         let opts = opts.fit(file_start)?;
-        Self::create_encoded(dir, header, encoded, opts)
+        let mut w = Self::create_encoded(dir, header, encoded, opts)?;
+        if let Some(block) = files_block {
+            w.append_block(&block)?;
+            w.meta.files = block;
+        }
+        Ok(w)
     }
 
     /// The limits the ring keeps (after [`RingWriter::create_fitted`], the fitted ones).

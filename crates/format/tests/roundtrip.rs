@@ -386,9 +386,11 @@ fn ring_options_fit_the_metadata_every_file_repeats() {
     assert_eq!(o(0, 0).fit(1000).unwrap(), o(0, 0));
     // A cap that cannot hold two (fitted) files is refused, as is a cap on one file that
     // never rolls.
+    // The least cap: two files and one more start (what a file gets after its last chunk).
+    assert_eq!(RingOptions::least_max_size(4096, 1000), 9192);
     for (opts, file_size) in [
-        (o(512, 3999), 2000),
-        (o(4096, 8191), 4096),
+        (o(512, 4999), 2000),
+        (o(4096, 9191), 4096),
         (o(0, 1 << 30), 0),
     ] {
         match opts.fit(1000) {
@@ -400,7 +402,7 @@ fn ring_options_fit_the_metadata_every_file_repeats() {
             other => panic!("{opts:?}: {other:?}"),
         }
     }
-    assert_eq!(o(512, 4000).fit(1000).unwrap(), o(2000, 4000));
+    assert_eq!(o(512, 5000).fit(1000).unwrap(), o(2000, 5000));
 }
 
 #[test]
@@ -411,8 +413,8 @@ fn a_fitted_ring_measures_its_files_start_and_refuses_before_creating_anything()
         file_size: 1,
         max_size: 0,
     };
-    let w =
-        RingWriter::create_fitted(&ring, header(ByteOrder::native()), metadata(), opts).unwrap();
+    let w = RingWriter::create_fitted(&ring, header(ByteOrder::native()), metadata(), None, opts)
+        .unwrap();
     // The first file holds just its start: the fitted size is twice its length.
     let start = std::fs::metadata(w.current_path().unwrap()).unwrap().len();
     assert_eq!(w.options().file_size, 2 * start);
@@ -423,9 +425,68 @@ fn a_fitted_ring_measures_its_files_start_and_refuses_before_creating_anything()
         file_size: 1,
         max_size: 3 * start,
     };
-    let r = RingWriter::create_fitted(&refused, header(ByteOrder::native()), metadata(), opts);
+    let r = RingWriter::create_fitted(
+        &refused,
+        header(ByteOrder::native()),
+        metadata(),
+        None,
+        opts,
+    );
     assert!(matches!(r, Err(Error::RingTooSmall { file_start, .. }) if file_start == start));
     assert!(!refused.exists());
+}
+
+#[test]
+fn a_ring_at_the_least_cap_always_keeps_a_closed_file() {
+    // Files fitted to their start, the cap at its least, each chunk (one record) followed by
+    // a FLUSHED mark, as a busy recorder writes them: once the ring has rolled, a closed file
+    // is always there besides the one being written.
+    let dir = tempfile::tempdir().unwrap();
+    let fit = |d: &str, opts| {
+        RingWriter::create_fitted(
+            &dir.path().join(d),
+            header(ByteOrder::native()),
+            metadata(),
+            None,
+            opts,
+        )
+        .unwrap()
+    };
+    let probe = fit(
+        "probe",
+        RingOptions {
+            file_size: 1,
+            max_size: 0,
+        },
+    );
+    let f = probe.options().file_size;
+    probe.finish().unwrap();
+    let mut w = fit(
+        "ring",
+        RingOptions {
+            file_size: f,
+            max_size: RingOptions::least_max_size(f, f / 2),
+        },
+    );
+    let mut b = ChunkBuilder::new(0);
+    let mut ts = 1000u64;
+    for i in 0..4000u32 {
+        ts += 1;
+        b.push(
+            &record(ByteOrder::native(), 9, 16 + 8 * (i % 5) as u16, ts),
+            Some(ts),
+        );
+        w.write_chunk(&b.finish(3).unwrap()).unwrap();
+        w.write_flushed(ts).unwrap();
+        let files = std::fs::read_dir(dir.path().join("ring")).unwrap().count();
+        assert!(
+            w.stats().files_created < 2 || files >= 2,
+            "write {i}: only the current file is left ({:?})",
+            w.stats()
+        );
+    }
+    assert!(w.stats().files_deleted > 0, "{:?}", w.stats());
+    w.finish().unwrap();
 }
 
 #[test]
