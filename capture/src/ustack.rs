@@ -1,11 +1,13 @@
 //! User-space stacks (`record --user-stacks`): which processes had user frames in the
 //! recorded callchains, their executable mappings (MMAP2 records, else `/proc/PID/maps`)
-//! with each file's build id, and the symbol tables of the files the frames hit, copied at
+//! with each file's build id, and the symbol tables of the files the frames hit, written at
 //! stop so that the trace stays self-contained.
 //!
 //! The drain loop hands every record to [`UserStacks::see`], which only copies what it needs
-//! (a new user stack's frames, an MMAP2 record, an exec); the work with files happens at each
-//! flush ([`UserStacks::flush`]) and at stop ([`UserStacks::finish`]). ELF files are read with
+//! (a new user stack's frames, an MMAP2 record, an exec); the work with files happens after
+//! each drain of the rings ([`UserStacks::work`], while short-lived processes most likely
+//! live), at each flush ([`UserStacks::flush`]: the mappings for USER_MAPS, grown perf maps)
+//! and at stop ([`UserStacks::finish`]). ELF files are read with
 //! `object` through a read cache: the headers, the notes and the sections copied, never the
 //! whole file.
 
@@ -42,14 +44,17 @@ const MAX_PENDING_EVENTS: usize = 1 << 18;
 /// How many times a process's `/proc/PID/maps` is read at most (again when frames fall
 /// outside every mapping known, say after a `dlopen`).
 const MAX_MAPS_READS: u8 = 3;
-/// The share of the recorder's time that copying symbol tables may take (checked between
-/// files): a call of [`UserStacks::work`] copies for at most this share of the time since the
-/// previous call (and [`SYMBOLS_TIME_MIN`]), the rest waits for the next.
+/// The share of the recorder's time that copying symbol tables may take: a token bucket
+/// ([`UserStacks::work`]) gains this share of the time that passes, up to
+/// [`SYMBOLS_CREDIT_MAX`], and pays for the time copying took (a file is copied whole, so the
+/// credit may go below zero, and is paid back before the next copy).
 const SYMBOLS_SHARE: f64 = 0.2;
-/// The least time a call copies for.
-const SYMBOLS_TIME_MIN: Duration = Duration::from_millis(10);
-/// The most time a call copies for.
-const SYMBOLS_TIME_MAX: Duration = Duration::from_millis(200);
+/// The most credit the bucket holds (seconds): also what the first call may spend.
+const SYMBOLS_CREDIT_MAX: f64 = 0.2;
+/// The least credit a copy starts with (seconds).
+const SYMBOLS_CREDIT_MIN: f64 = 0.005;
+/// The least time between two readings of a process's maps (after the first).
+const MAPS_READ_EVERY: Duration = Duration::from_secs(1);
 /// Most bytes of sections copied of one file: a USER_SYMBOLS block holds at most 256 MiB
 /// compressed and 1 GiB uncompressed (`ioblame_format::MAX_USER_SYMBOLS`).
 const MAX_FILE_SYMBOLS: u64 = 240 << 20;
@@ -266,6 +271,10 @@ pub struct UserStacks {
     perf_maps_bytes: u64,
     /// When [`UserStacks::work`] last ran.
     last_work: Option<Instant>,
+    /// The symbol copying's credit, in seconds ([`SYMBOLS_SHARE`]).
+    symbols_credit: f64,
+    /// When each process's maps were last read.
+    read_at: HashMap<u32, Instant>,
 }
 
 /// Most bytes of perf maps kept (all processes).
@@ -304,6 +313,8 @@ impl UserStacks {
             perf_maps: HashMap::new(),
             perf_maps_bytes: 0,
             last_work: None,
+            symbols_credit: SYMBOLS_CREDIT_MAX,
+            read_at: HashMap::new(),
         }
     }
 
@@ -374,10 +385,25 @@ impl UserStacks {
             || self.files.iter().any(|f| f.hit && !f.done)
     }
 
-    /// [`UserStacks::work`], then every mapping read so far when some are new (for a
-    /// USER_MAPS block, written at each flush).
+    /// [`UserStacks::work`], the perf maps of JIT processes that grew since read, then every
+    /// mapping read so far when some are new (for a USER_MAPS block, written at each flush).
     pub fn flush(&mut self, clock_ns: u64) -> Option<Vec<UserMap>> {
         self.work(clock_ns);
+        let grown: Vec<u32> = self
+            .jit_pids
+            .iter()
+            .copied()
+            .filter(|pid| {
+                let had = self.perf_maps.get(pid).map_or(0, |t| t.len() as u64);
+                perf_map_paths(*pid)
+                    .iter()
+                    .find_map(|p| std::fs::metadata(p).ok())
+                    .is_some_and(|m| m.len() != had)
+            })
+            .collect();
+        for pid in grown {
+            self.read_perf_map(pid);
+        }
         if self.maps_changed {
             self.maps_changed = false;
             return Some(self.user_maps.clone());
@@ -392,12 +418,10 @@ impl UserStacks {
     /// first time (for a share of the time, [`SYMBOLS_SHARE`]).
     pub fn work(&mut self, clock_ns: u64) {
         let now = Instant::now();
-        let budget = self
-            .last_work
-            .map_or(SYMBOLS_TIME_MAX, |t| {
-                (now - t).mul_f64(SYMBOLS_SHARE).max(SYMBOLS_TIME_MIN)
-            })
-            .min(SYMBOLS_TIME_MAX);
+        if let Some(t) = self.last_work {
+            self.symbols_credit = (self.symbols_credit + (now - t).as_secs_f64() * SYMBOLS_SHARE)
+                .min(SYMBOLS_CREDIT_MAX);
+        }
         self.last_work = Some(now);
         let mut pending = std::mem::take(&mut self.pending);
         pending.sort_by_key(|(t, _)| *t);
@@ -406,6 +430,7 @@ impl UserStacks {
                 Pending::Exec(pid) => {
                     self.maps.remove(&pid);
                     self.reads.remove(&pid);
+                    self.read_at.remove(&pid);
                 }
                 Pending::Mmap(m) => self.add_mmap2(m),
             }
@@ -414,21 +439,34 @@ impl UserStacks {
         ips.sort_unstable();
         ips.dedup();
         // Frames outside every mapping known: their processes' maps are read (a few times at
-        // most: after a dlopen, say), and the frames looked up again.
+        // most: after a dlopen, say; at once the first time, then at most once a second, the
+        // frames waiting for it), and the frames looked up again.
         let mut outside = Vec::new();
         let mut to_read: Vec<u32> = Vec::new();
+        let mut later = Vec::new();
         for (pid, ip) in ips {
-            if !self.hit(pid, ip) {
-                if to_read.last() != Some(&pid)
-                    && self.reads.get(&pid).copied().unwrap_or(0) < MAX_MAPS_READS
+            if self.hit(pid, ip) {
+                continue;
+            }
+            if self.reads.get(&pid).copied().unwrap_or(0) < MAX_MAPS_READS {
+                if self
+                    .read_at
+                    .get(&pid)
+                    .is_some_and(|t| now.duration_since(*t) < MAPS_READ_EVERY)
                 {
+                    later.push((pid, ip));
+                    continue;
+                }
+                if to_read.last() != Some(&pid) {
                     to_read.push(pid);
                 }
-                outside.push((pid, ip));
             }
+            outside.push((pid, ip));
         }
+        self.pending_ips = later;
         for &pid in &to_read {
             *self.reads.entry(pid).or_default() += 1;
+            self.read_at.insert(pid, now);
             self.read_maps(pid, clock_ns);
         }
         let mut fresh_jit = Vec::new();
@@ -440,7 +478,12 @@ impl UserStacks {
         for pid in fresh_jit {
             self.read_perf_map(pid);
         }
-        self.copy_symbols(Some(Instant::now() + budget));
+        if self.symbols_credit >= SYMBOLS_CREDIT_MIN && self.files.iter().any(|f| f.hit && !f.done)
+        {
+            let start = Instant::now();
+            self.copy_symbols(Some(start + Duration::from_secs_f64(self.symbols_credit)));
+            self.symbols_credit -= start.elapsed().as_secs_f64();
+        }
     }
 
     /// Whether `ip` of `pid` falls in a known mapping; marks its file hit.
