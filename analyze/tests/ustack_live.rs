@@ -19,8 +19,8 @@
 //!
 //! All programs are built once, every recording is made, the binaries are deleted, and then
 //! the traces are analysed; each scenario's expectations are [`Checks`], all reported at the
-//! end. Needs root, loop devices, tracefs, mkfs.ext4, mkfs.xfs, gcc, strip, readelf, rustc and
-//! perf; skips otherwise, except in CI.
+//! end. Needs root, loop devices, tracefs, mkfs.ext4, mkfs.xfs, gcc, strip, readelf and rustc
+//! (and perf for its recordings); skips otherwise, except in CI.
 
 mod support;
 
@@ -669,7 +669,6 @@ fn user_frames_name_the_functions_from_the_trace_alone() {
         "strip",
         "readelf",
         "rustc",
-        "perf",
     ]) {
         return;
     }
@@ -680,7 +679,13 @@ fn user_frames_name_the_functions_from_the_trace_alone() {
     let ext4 = LoopFs::new("ext4", 320);
     let xfs = LoopFs::new("xfs", 320);
     let mut recs = Vec::new();
-    for recorder in [Recorder::Capture, Recorder::Perf] {
+    // Stock perf's recordings when perf is here (always in CI).
+    let recorders: &[Recorder] = if support::ready(&["perf"]) {
+        &[Recorder::Capture, Recorder::Perf]
+    } else {
+        &[Recorder::Capture]
+    };
+    for &recorder in recorders {
         for (fs, name) in [(&ext4, "ext4"), (&xfs, "xfs")] {
             for prog in ["iowork-c", "iowork-rs"] {
                 recs.push(record(recorder, fs, name, &builds, prog));

@@ -8,8 +8,8 @@
 //! from the local binary of that build id. (The printed line itself, C and Rust, ext4 and
 //! xfs, is `ustack_live.rs`'s.)
 //!
-//! Needs root, loop devices, tracefs, mkfs.ext4, gcc and `perf` (5.12 or later for
-//! `--buildid-mmap`); skips otherwise, except in CI.
+//! Needs root, loop devices, tracefs, mkfs.ext4, gcc and `perf`; skips otherwise, except in
+//! CI. (Before Linux 5.12 the printed line has `--buildid-all` already.)
 
 mod support;
 
@@ -112,7 +112,7 @@ fn check(edit: fn(&str) -> String) {
     for a in &r {
         assert!(name(a).starts_with("scan_table"), "{}\n{err}", dump());
         assert!(functions(a).iter().any(|f| f == "scan_table"));
-        // Named from the local binary, whose build id the MMAP2 record carries.
+        // Named from the local binary, whose build id perf's build-id table gives.
         let frames = a["user_frames"].as_array().unwrap();
         assert!(frames.iter().any(|f| f["module"]
             .as_str()
