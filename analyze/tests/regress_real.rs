@@ -605,6 +605,8 @@ fn inputs_with<'a>(
                     .iter()
                     .map(|&a| sym.format_frame(map(a)))
                     .collect(),
+                // Fixtures recorded without user stacks.
+                user: Vec::new(),
                 file_path: None,
                 via: act.via,
                 reason: act.reason,

@@ -54,6 +54,12 @@ pub enum FileProblem {
         /// The most frames an intent key may hold.
         max: usize,
     },
+    /// `[keys] user_frames` out of range.
+    #[error("user_frames must be 0..={max}")]
+    UserFramesRange {
+        /// The most frames a user key may hold.
+        max: usize,
+    },
     /// `min_bytes` or `min_ios` is not a whole number.
     #[error("{key} must be a whole number >= 0")]
     NotWholeNumber {
@@ -102,6 +108,15 @@ pub enum FileProblem {
         /// Frames of the group.
         got: usize,
         /// `[keys] frames`.
+        max: usize,
+    },
+    /// A group's `user` holds more frames than `[keys] user_frames` (0 when the file does
+    /// not set it).
+    #[error("{got} user frames, more than [keys] user_frames = {max}: they could never match")]
+    TooManyUserFrames {
+        /// User frames of the group.
+        got: usize,
+        /// `[keys] user_frames`.
         max: usize,
     },
     /// A group's `sync_write_share` is not in 0..=1.
