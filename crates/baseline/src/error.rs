@@ -31,6 +31,20 @@ pub enum BaselineError {
     /// not, so their intent keys (function names vs `?`) never match.
     #[error("{0}")]
     Symbols(SymbolsMismatch),
+    /// The baseline keys its groups by the application's frames and the trace has no user
+    /// frames at all (recorded without `--user-stacks`): every group would look new or
+    /// vanished.
+    #[error(
+        "the trace has no user frames but the baseline keys its groups by the \
+         application's functions ([keys] user_frames = {user_frames}): the groups cannot be \
+         compared. Record the trace with --user-stacks (ioblame-capture record \
+         --user-stacks, or ioblame perf-command --user-stacks), or make the baseline again \
+         from a trace without them"
+    )]
+    NoUserFrames {
+        /// `[keys] user_frames` of the baseline.
+        user_frames: usize,
+    },
 }
 
 /// What is wrong at a place of a baseline file ([`BaselineError::Parse`]).

@@ -685,7 +685,7 @@ pub(crate) fn proportions(h: &[u64; SLOTS]) -> [f64; SLOTS] {
 }
 
 /// Whether any input (the recorder's aside) has user frames.
-fn inputs_have_user_frames(inputs: &[ActInput<'_>]) -> bool {
+pub(crate) fn inputs_have_user_frames(inputs: &[ActInput<'_>]) -> bool {
     inputs.iter().any(|a| !a.recorder && !a.user.is_empty())
 }
 

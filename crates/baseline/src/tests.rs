@@ -1782,3 +1782,27 @@ fn unsymbolized_user_frames_key_by_module_whatever_the_build() {
     assert!(!r.regressed(), "{}", crate::tests::text(&r));
     assert_eq!(r.groups_compared, 2);
 }
+
+#[test]
+fn a_trace_without_user_frames_is_not_compared_with_user_keys() {
+    let none: [&str; 0] = [];
+    let base = build_no_counters(&wal_and_checkpoint(0, 2));
+    let bare = without_user(wal_and_checkpoint(1, 2));
+    let e = check(&base, &inputs(&bare), &none).unwrap_err();
+    assert!(
+        matches!(e, BaselineError::NoUserFrames { user_frames: 2 }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("--user-stacks"), "{e}");
+    // One act with user frames is enough: the others are groups without them (kernel
+    // threads, the lost intent).
+    let mut some = bare.clone();
+    some[1].user = vec!["checkpoint".into(), "main".into()];
+    assert!(check(&base, &inputs(&some), &none).is_ok());
+    // A baseline whose groups have no user keys left compares with anything.
+    let mut plain = base.clone();
+    for g in &mut plain.groups {
+        g.key.user.clear();
+    }
+    assert!(check(&plain, &inputs(&bare), &none).is_ok());
+}
