@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use anyhow::{Context as _, Result};
-use ioblame_attrib::{Dir, Tables, WbReason};
+use ioblame_attrib::{names, Dir, Tables, WbReason};
 use ioblame_baseline::{ActInput, Baseline, BuildOptions, CheckOptions, CheckReport, Defaults};
 use ioblame_counters::{CounterSet, DevSelection, IoContext};
 use ioblame_decode::stream::{DamagedChunk, StreamStats};
@@ -193,7 +193,9 @@ fn scope_note(s: &ScopeSummary) -> Option<ioblame_baseline::ScopeNote> {
     })
 }
 
-/// One [`ActInput`] per act that did IO (the recorder's own acts left out unless asked).
+/// One [`ActInput`] per act that did IO (the recorder's own acts left out unless asked):
+/// its intent's kernel frames symbolized, and its user frames (named by the analysis,
+/// [`pipeline::analyze`]) that name the application, labelled as `acts --json` labels them.
 fn act_inputs<'a>(c: &'a Collected, paths: &PathTable, show_recorder: bool) -> Vec<ActInput<'a>> {
     let t = &c.tables;
     t.acts_with_totals()
@@ -209,6 +211,10 @@ fn act_inputs<'a>(c: &'a Collected, paths: &PathTable, show_recorder: bool) -> V
                     .stack
                     .iter()
                     .map(|&a| c.sym.format_frame(a))
+                    .collect(),
+                user: names::application_frames(&intent.user)
+                    .iter()
+                    .map(names::user_frame_label)
                     .collect(),
                 file_path: (act.file.ino != 0)
                     .then(|| paths.get(act.file.dev, act.file.ino))
@@ -279,8 +285,19 @@ pub fn baseline(
     std::fs::write(output, base.to_toml())
         .with_context(|| format!("cannot write {}", output.display()))?;
     let named = base.groups.iter().filter(|g| g.key.file != "-").count();
+    // With user stacks: how many groups name the application's functions.
+    let by_user = match base.user_frames {
+        0 => String::new(),
+        n => format!(
+            ", {} keyed by the application's functions (user_frames = {n})",
+            base.groups
+                .iter()
+                .filter(|g| !g.key.user.is_empty())
+                .count()
+        ),
+    };
     eprintln!(
-        "ioblame: wrote {} ({} groups, {named} of them on a named file; {} counters)",
+        "ioblame: wrote {} ({} groups, {named} of them on a named file{by_user}; {} counters)",
         output.display(),
         base.groups.len(),
         base.counters.len()

@@ -465,6 +465,124 @@ fn a_closed_pipe_keeps_the_verdict() {
     assert!(text(&o).contains("write bytes 8.0 MiB vs 16.0 MiB baseline"));
 }
 
+/// The `[[group]]` blocks of `text` whose lines include every one of `lines`.
+fn group_blocks<'t>(text: &'t str, lines: &[&str]) -> Vec<&'t str> {
+    text.split("\n[[group]]\n")
+        .skip(1)
+        .filter(|b| lines.iter().all(|l| b.lines().any(|x| x == *l)))
+        .collect()
+}
+
+/// The user-stack fixture (wal_append, checkpoint and scan_table of one program): its
+/// baseline keys each function's IO apart, passes the trace it was made from, and a
+/// checkpoint group edited to half its bytes fails naming that group.
+#[test]
+fn user_stack_baselines_key_groups_by_the_applications_functions() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = fixture("ext4-user-stacks").join("trace");
+    let b = dir.path().join("baseline.toml");
+    let o = run(&["--no-local-symbols", "baseline", s(&trace), "-o", s(&b)]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("keyed by the application's functions (user_frames = 2)"),
+        "{}",
+        text(&o)
+    );
+    let t = std::fs::read_to_string(&b).unwrap();
+    assert!(t.contains("\nuser_frames = 2  #"), "{t}");
+    let ckpt = "file = \"/mnt/ioblame-fixture/ckpt.dat\"";
+    for (function, via, file) in [
+        (
+            "wal_append",
+            "page",
+            "file = \"/mnt/ioblame-fixture/wal.dat\"",
+        ),
+        ("checkpoint", "page", ckpt),
+        ("scan_table", "readahead", ckpt),
+    ] {
+        let user = format!("user = [\"{function}\", \"main\"]");
+        let via = format!("via = \"{via}\"");
+        let groups = group_blocks(&t, &[&user, &via, file, "role = \"iowork\""]);
+        assert!(!groups.is_empty(), "{function} in\n{t}");
+        for g in groups {
+            assert!(
+                g.starts_with(&format!("name = \"iowork in {function} via ")),
+                "{g}"
+            );
+        }
+    }
+    let check = |b: &Path, extra: &[&str]| {
+        let mut args = vec!["--no-local-symbols", "check", s(&trace), "--baseline", s(b)];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let o = check(&b, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // checkpoint's 2 MiB edited down to 1 MiB: its group fails, by name and frames.
+    let g = group_blocks(
+        &t,
+        &["user = [\"checkpoint\", \"main\"]", "via = \"page\"", ckpt],
+    );
+    assert_eq!(g.len(), 1, "{t}");
+    let g = g[0];
+    let edited_group = g.replace(
+        "write_bytes = 2097152  # 2.0 MiB",
+        "write_bytes = 1048576  # 1.0 MiB",
+    );
+    assert_ne!(edited_group, g);
+    let edited = dir.path().join("edited.toml");
+    std::fs::write(&edited, t.replace(g, &edited_group)).unwrap();
+    let o = check(&edited, &[]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(
+        out.contains(
+            "  - iowork in checkpoint via page on /mnt/ioblame-fixture/ckpt.dat: write bytes 2.0 MiB vs 1.0 MiB baseline (+100%, tolerance 15%)\n"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("\n      user: checkpoint <- main\n"), "{out}");
+    assert!(!out.contains("wal_append"), "{out}");
+    let o = check(&edited, &["--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = &v["regressions"];
+    assert_eq!(r.as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(
+        r[0]["user"],
+        serde_json::json!(["checkpoint", "main"]),
+        "{v}"
+    );
+    assert_eq!(r[0]["metric"], "write_bytes", "{v}");
+}
+
+/// The fixture's baseline as `ioblame baseline --exact` wrote it before groups were keyed
+/// by user frames (a copy of the committed file of that time): it still loads, and the
+/// trace, whose intents now carry named user frames, still passes it strictly with every
+/// group compared, none new.
+#[test]
+fn baselines_written_before_user_keys_still_pass_user_stack_traces() {
+    let old = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/baseline/ext4-user-stacks.before-user-keys.toml");
+    let t = std::fs::read_to_string(&old).unwrap();
+    assert!(!t.contains("user"), "{t}");
+    let trace = fixture("ext4-user-stacks").join("trace");
+    let o = run(&[
+        "--no-local-symbols",
+        "check",
+        "--strict",
+        s(&trace),
+        "--baseline",
+        s(&old),
+    ]);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains("compared 10 of 10 baseline groups with 10 groups of the trace"),
+        "{out}"
+    );
+}
+
 #[test]
 fn check_fixtures_script_keeps_the_highest_status() {
     let dir = tempfile::tempdir().unwrap();
@@ -605,6 +723,8 @@ fn inputs_with<'a>(
                     .iter()
                     .map(|&a| sym.format_frame(map(a)))
                     .collect(),
+                // Fixtures recorded without user stacks.
+                user: Vec::new(),
                 file_path: None,
                 via: act.via,
                 reason: act.reason,

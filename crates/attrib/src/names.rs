@@ -102,6 +102,22 @@ pub fn is_library_frame(f: &UserFrame) -> bool {
     lib_module || lib_name
 }
 
+/// The user frames of an intent (innermost first) that name the application, as intent
+/// names read them: from the first frame that is not a library's ([`is_library_frame`]: the
+/// C library's system call wrapper and what it called through) on, or from the first frame
+/// when every frame is a library's; and only up to the first frame outside every recorded
+/// mapping (the walk went astray there: that frame and those after it are not trusted).
+/// Empty for an intent without user frames, or whose first frame is already astray.
+///
+/// The lead of an intent's name is one of these ([`intent_names`]); `ioblame baseline`
+/// keys its groups by the first few (`crates/baseline`, `[keys] user_frames`).
+pub fn application_frames(user: &[UserFrame]) -> &[UserFrame] {
+    let known = user.iter().position(|f| f.module.is_none());
+    let user = &user[..known.unwrap_or(user.len())];
+    let from = user.iter().position(|f| !is_library_frame(f)).unwrap_or(0);
+    &user[from..]
+}
+
 /// The main loops of the common interpreters, and what they interpret: a stack through one
 /// runs code whose own functions the native frames do not show (a perf map, where the
 /// interpreter writes one, names them as JIT code).
@@ -147,11 +163,10 @@ fn user_leads(intents: &[Intent], kernel: &[String]) -> Vec<Option<String>> {
     let seqs: Vec<Vec<String>> = intents
         .iter()
         .map(|it| {
-            // Frames from the first outside every mapping on are not trusted.
-            let known = it.user.iter().position(|f| f.module.is_none());
-            let user = &it.user[..known.unwrap_or(it.user.len())];
-            let from = user.iter().position(|f| !is_library_frame(f)).unwrap_or(0);
-            user[from..].iter().map(user_frame_label).collect()
+            application_frames(&it.user)
+                .iter()
+                .map(user_frame_label)
+                .collect()
         })
         .collect();
     (0..intents.len())
@@ -1019,5 +1034,54 @@ mod tests {
         assert!(n[4].starts_with("db+0x4a0 › write(2)"), "{}", n[4]);
         // Nothing but a frame outside every mapping: no user part to lead with.
         assert!(!n[5].contains("unknown"), "{}", n[5]);
+    }
+
+    #[test]
+    fn application_frames_skip_the_leading_library_frames_and_stop_astray() {
+        use crate::model::{Module, UserFrame};
+        use std::sync::Arc;
+        let m = |path: &str| {
+            Arc::new(Module {
+                build_id: vec![1; 20],
+                path: path.into(),
+            })
+        };
+        let (app, libc, vdso) = (m("/usr/bin/db"), m("/lib/libc.so.6"), m("[vdso]"));
+        let f = |m: Option<&Arc<Module>>, name: &str| UserFrame {
+            module: m.cloned(),
+            offset: 0x10,
+            names: vec![name.to_string()],
+        };
+        let label = |u: &[UserFrame]| -> Vec<String> {
+            application_frames(u).iter().map(user_frame_label).collect()
+        };
+        let stack = [
+            f(Some(&vdso), "__vdso_clock_gettime"),
+            f(Some(&libc), "write"),
+            f(Some(&app), "wal_append"),
+            f(Some(&libc), "__libc_start_call_main"),
+            f(Some(&app), "_start"),
+        ];
+        // Leading library frames skipped, later ones kept (as the name's lead reads them).
+        assert_eq!(
+            label(&stack),
+            ["wal_append", "__libc_start_call_main", "_start"]
+        );
+        // A frame of the application's own copy of the C or Rust library is a library's.
+        let linked = [f(Some(&app), "__libc_write"), f(Some(&app), "main")];
+        assert_eq!(label(&linked), ["main"]);
+        // From the first frame outside every mapping on, nothing is trusted.
+        let astray = [
+            f(Some(&libc), "write"),
+            f(Some(&app), "wal_append"),
+            f(None, "x"),
+            f(Some(&app), "main"),
+        ];
+        assert_eq!(label(&astray), ["wal_append"]);
+        // Only library frames: kept, from the first.
+        let lib = [f(Some(&libc), "open"), f(None, "x")];
+        assert_eq!(label(&lib), ["open"]);
+        assert!(application_frames(&[f(None, "x")]).is_empty());
+        assert!(application_frames(&[]).is_empty());
     }
 }

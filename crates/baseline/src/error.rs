@@ -31,6 +31,20 @@ pub enum BaselineError {
     /// not, so their intent keys (function names vs `?`) never match.
     #[error("{0}")]
     Symbols(SymbolsMismatch),
+    /// The baseline keys its groups by the application's frames and the trace has no user
+    /// frames at all (recorded without `--user-stacks`): every group would look new or
+    /// vanished.
+    #[error(
+        "the trace has no user frames but the baseline keys its groups by the \
+         application's functions ([keys] user_frames = {user_frames}): the groups cannot be \
+         compared. Record the trace with --user-stacks (ioblame-capture record \
+         --user-stacks, or ioblame perf-command --user-stacks), or make the baseline again \
+         from a trace without them"
+    )]
+    NoUserFrames {
+        /// `[keys] user_frames` of the baseline.
+        user_frames: usize,
+    },
 }
 
 /// What is wrong at a place of a baseline file ([`BaselineError::Parse`]).
@@ -52,6 +66,12 @@ pub enum FileProblem {
     #[error("frames must be 1..={max}")]
     FramesRange {
         /// The most frames an intent key may hold.
+        max: usize,
+    },
+    /// `[keys] user_frames` out of range.
+    #[error("user_frames must be 0..={max}")]
+    UserFramesRange {
+        /// The most frames a user key may hold.
         max: usize,
     },
     /// `min_bytes` or `min_ios` is not a whole number.
@@ -102,6 +122,15 @@ pub enum FileProblem {
         /// Frames of the group.
         got: usize,
         /// `[keys] frames`.
+        max: usize,
+    },
+    /// A group's `user` holds more frames than `[keys] user_frames` (0 when the file does
+    /// not set it).
+    #[error("{got} user frames, more than [keys] user_frames = {max}: they could never match")]
+    TooManyUserFrames {
+        /// User frames of the group.
+        got: usize,
+        /// `[keys] user_frames`.
         max: usize,
     },
     /// A group's `sync_write_share` is not in 0..=1.

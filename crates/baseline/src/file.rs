@@ -11,11 +11,8 @@ use crate::error::{line_col, BaselineError, FileProblem};
 use crate::keys::ReasonClass;
 use crate::model::{
     add_bytes, Baseline, Counter, Defaults, Group, GroupHist, GroupKey, Tol, Tolerances,
-    Unattributed, ViaKey, FORMAT_VERSION, TOLERANCE_KEYS,
+    Unattributed, ViaKey, FORMAT_VERSION, MAX_FRAMES, TOLERANCE_KEYS,
 };
-
-/// Most frames an intent key may hold.
-const MAX_FRAMES: usize = 64;
 
 /// What each tolerance means, as written next to it in `[defaults]`.
 fn tolerance_comment(key: &str) -> &'static str {
@@ -136,6 +133,13 @@ impl Baseline {
             "frames = {}  # distinctive innermost frames kept in intent keys",
             self.frames
         );
+        if self.user_frames > 0 {
+            let _ = writeln!(
+                o,
+                "user_frames = {}  # the application's innermost frames kept in group keys (user = [...])",
+                self.user_frames
+            );
+        }
         if !self.symbolized {
             let _ = writeln!(
                 o,
@@ -241,6 +245,19 @@ impl Baseline {
                 FileProblem::FramesRange { max: MAX_FRAMES },
             ));
         }
+        // Files written before user frames were keyed have none: their groups stay whole.
+        let user_frames = doc.keys.user_frames.as_ref().map_or(0, |u| *u.get_ref());
+        if let Some(u) = doc
+            .keys
+            .user_frames
+            .as_ref()
+            .filter(|_| user_frames > MAX_FRAMES)
+        {
+            return Err(at(
+                u.span(),
+                FileProblem::UserFramesRange { max: MAX_FRAMES },
+            ));
+        }
         let mut defaults = Defaults::default();
         let mut tolerances = Tolerances::default();
         for (k, v) in &doc.defaults {
@@ -298,7 +315,12 @@ impl Baseline {
         }
         let mut groups = Vec::with_capacity(doc.group.len());
         for g in doc.group {
-            groups.push(group_from_doc(g, counters.len(), frames, &at)?);
+            groups.push(group_from_doc(
+                g,
+                counters.len(),
+                (frames, user_frames),
+                &at,
+            )?);
         }
         let mut total_bytes = [
             doc.totals.read_bytes,
@@ -317,6 +339,7 @@ impl Baseline {
         });
         Ok(Baseline {
             frames,
+            user_frames,
             defaults,
             counters,
             total_bytes,
@@ -338,6 +361,10 @@ fn write_group(o: &mut String, g: &Group) {
     let _ = writeln!(o, "file = {}", toml_str(&k.file));
     let frames: Vec<String> = k.frames.iter().map(|f| toml_str(f)).collect();
     let _ = writeln!(o, "frames = [{}]", frames.join(", "));
+    if !k.user.is_empty() {
+        let user: Vec<String> = k.user.iter().map(|f| toml_str(f)).collect();
+        let _ = writeln!(o, "user = [{}]", user.join(", "));
+    }
     for (i, w) in ["read", "readahead", "write"].iter().enumerate() {
         if g.bytes[i] > 0 || g.ios[i] > 0 {
             let _ = writeln!(
@@ -400,11 +427,12 @@ fn tol_value(key: &str, v: &Spanned<toml::Value>) -> Result<Tol, FileProblem> {
     }
 }
 
-/// Converts a parsed `[[group]]`, checking what serde cannot.
+/// Converts a parsed `[[group]]`, checking what serde cannot (`frames`: `[keys] frames` and
+/// `user_frames`).
 fn group_from_doc(
     g: GroupDoc,
     n_counters: usize,
-    frames: usize,
+    (frames, user_frames): (usize, usize),
     at: &dyn Fn(std::ops::Range<usize>, FileProblem) -> BaselineError,
 ) -> Result<Group, BaselineError> {
     let via = ViaKey::from_name(g.via.get_ref()).ok_or_else(|| {
@@ -421,6 +449,15 @@ fn group_from_doc(
             FileProblem::TooManyFrames {
                 got: g.frames.get_ref().len(),
                 max: frames,
+            },
+        ));
+    }
+    if g.user.get_ref().len() > user_frames {
+        return Err(at(
+            g.user.span(),
+            FileProblem::TooManyUserFrames {
+                got: g.user.get_ref().len(),
+                max: user_frames,
             },
         ));
     }
@@ -471,6 +508,7 @@ fn group_from_doc(
         reason: g.reason,
         file: g.file,
         frames: g.frames.into_inner(),
+        user: g.user.into_inner(),
     };
     Ok(Group {
         name: g.name.unwrap_or_else(|| crate::model::key_label(&key)),
@@ -506,6 +544,8 @@ struct KeysDoc {
     #[serde(default = "default_frames")]
     frames: Spanned<usize>,
     #[serde(default)]
+    user_frames: Option<Spanned<usize>>,
+    #[serde(default)]
     symbols: Option<bool>,
     #[serde(default)]
     scope: Option<String>,
@@ -515,6 +555,7 @@ impl Default for KeysDoc {
     fn default() -> Self {
         KeysDoc {
             frames: default_frames(),
+            user_frames: None,
             symbols: None,
             scope: None,
         }
@@ -571,6 +612,8 @@ struct GroupDoc {
     file: String,
     #[serde(default = "default_frames_list")]
     frames: Spanned<Vec<String>>,
+    #[serde(default = "default_frames_list")]
+    user: Spanned<Vec<String>>,
     #[serde(default)]
     read_bytes: u64,
     #[serde(default)]

@@ -274,6 +274,91 @@ pub fn intent_frames<S: AsRef<str>>(frames: &[S], depth: usize) -> Vec<String> {
     names.into_iter().skip(start).take(depth).collect()
 }
 
+/// Compiler suffixes of a function's clones and split parts (GCC's `.cold`, `.isra.0`,
+/// `.constprop.0`, `.part.0`, `.lto_priv.0`, `.localalias`, `.clone.0`; LLVM's
+/// `.llvm.NNNN`): they name how one build compiled the function, not which function it is.
+const CLONE_SUFFIXES: &[&str] = &[
+    "cold",
+    "isra",
+    "constprop",
+    "part",
+    "lto_priv",
+    "localalias",
+    "clone",
+    "llvm",
+];
+
+/// `name` without the compiler's clone suffixes at its end ([`CLONE_SUFFIXES`], each with
+/// the numbers that follow it, and C++'s demangled ` [clone .cold]` forms). Dots that are
+/// part of the name stay (`main.(*DB).Write` in Go, `main.main.func1.1`).
+fn without_clone_suffixes(name: &str) -> &str {
+    let mut name = name.trim();
+    while let Some(head) = name
+        .strip_suffix(']')
+        .and_then(|n| n.rsplit_once(" [clone ."))
+        .map(|(head, _)| head.trim_end())
+    {
+        name = head;
+    }
+    let mut cut = name.len();
+    let mut rest = name;
+    while let Some((head, tail)) = rest.rsplit_once('.') {
+        if CLONE_SUFFIXES.contains(&tail) {
+            cut = head.len();
+        } else if tail.is_empty() || !tail.bytes().all(|b| b.is_ascii_digit()) {
+            break;
+        }
+        rest = head;
+    }
+    if cut == 0 {
+        name
+    } else {
+        &name[..cut]
+    }
+}
+
+/// The key of one user frame, given by its label (`ioblame_attrib::names::user_frame_label`:
+/// the function's name, or `MODULE+0xOFFSET` when nothing named it, or `[unknown]`).
+///
+/// A function is its name without the compiler's clone suffixes (`checkpoint.isra.0` ->
+/// `checkpoint`; C++ and Rust names as demangled, Go's with their dots). A frame nothing
+/// named is its module's file name and `+?` (`iowork+0x12d5` -> `iowork+?`): the offset
+/// changes with every build of the module, so it is dropped, and the frames of one
+/// unsymbolized module all share the key (as unresolved kernel frames are all `?`). A JIT's
+/// anonymous code is `anon:*+?` (its module names the process: `anon:4242+0x7f...`); a frame
+/// outside every mapping, `?`.
+pub fn user_frame_key(label: &str) -> String {
+    let label = label.trim();
+    if label.is_empty() || label.starts_with("[unknown]") {
+        return "?".to_string();
+    }
+    if let Some((module, hex)) = label.rsplit_once("+0x") {
+        let offset = !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit());
+        if offset && !module.is_empty() && !module.contains(char::is_whitespace) {
+            let module = if module.starts_with("anon:") {
+                "anon:*"
+            } else {
+                module
+            };
+            return format!("{module}+?");
+        }
+    }
+    without_clone_suffixes(label).to_string()
+}
+
+/// The user key of an intent: the keys ([`user_frame_key`]) of its first `depth` frames
+/// that name the application, innermost first. `labels` are those frames' labels, as
+/// `ioblame_attrib::names::application_frames` selects them (the C library's system call
+/// wrapper and other leading library frames skipped, nothing past a frame outside every
+/// mapping) and `ioblame_attrib::names::user_frame_label` writes them.
+pub fn user_key<S: AsRef<str>>(labels: &[S], depth: usize) -> Vec<String> {
+    labels
+        .iter()
+        .take(depth)
+        .map(|l| user_frame_key(l.as_ref()))
+        .collect()
+}
+
 /// Whether `text` matches the glob `pattern`: `*` matches any run of characters (`/`
 /// included), `?` any one character, everything else itself.
 pub fn glob_match(pattern: &str, text: &str) -> bool {
@@ -372,6 +457,86 @@ mod tests {
             ["submit_bio", "submit_bh"]
         );
         assert!(intent_frames::<&str>(&[], 4).is_empty());
+    }
+
+    #[test]
+    fn user_frames() {
+        assert_eq!(user_frame_key("wal_append"), "wal_append");
+        assert_eq!(user_frame_key("checkpoint.isra.0"), "checkpoint");
+        assert_eq!(
+            user_frame_key("checkpoint.constprop.0.isra.0"),
+            "checkpoint"
+        );
+        assert_eq!(user_frame_key("scan_table.cold"), "scan_table");
+        assert_eq!(user_frame_key("flush.llvm.1234567890"), "flush");
+        assert_eq!(
+            user_frame_key("db::Wal::append(unsigned long) [clone .cold]"),
+            "db::Wal::append(unsigned long)"
+        );
+        // Dots that belong to the name stay.
+        assert_eq!(user_frame_key("main.(*DB).Write"), "main.(*DB).Write");
+        assert_eq!(user_frame_key("main.main.func1.1"), "main.main.func1.1");
+        assert_eq!(user_frame_key(".cold"), ".cold");
+        assert_eq!(
+            user_frame_key("<db::Wal as std::io::Write>::write"),
+            "<db::Wal as std::io::Write>::write"
+        );
+        // Unsymbolized: the module, not the offset that moves with every build.
+        assert_eq!(user_frame_key("iowork+0x12d5"), "iowork+?");
+        assert_eq!(user_frame_key("libc.so.6+0x2724a"), "libc.so.6+?");
+        assert_eq!(user_frame_key("anon:4242+0x7f00dead0000"), "anon:*+?");
+        assert_eq!(user_frame_key("[unknown]"), "?");
+        assert_eq!(user_frame_key("[unknown] 0x7f00"), "?");
+        assert_eq!(user_frame_key("jitted_fn [jit]"), "jitted_fn [jit]");
+        assert_eq!(
+            user_key(&["wal_append", "main", "libc.so.6+0x2724a"], 2),
+            ["wal_append", "main"]
+        );
+        assert_eq!(
+            user_key(&["iowork+0x1293", "main"], 4),
+            ["iowork+?", "main"]
+        );
+        assert!(user_key(&["wal_append"], 0).is_empty());
+        assert!(user_key::<&str>(&[], 2).is_empty());
+    }
+
+    /// The labels the key reads are the attribution's own (`user_frame_label`): an
+    /// unsymbolized frame keyed by its module whatever its offset.
+    #[test]
+    fn user_frame_keys_read_the_attributions_labels() {
+        use ioblame_attrib::names::{application_frames, user_frame_label};
+        use ioblame_attrib::{Module, UserFrame};
+        use std::sync::Arc;
+        let m = |path: &str| {
+            Some(Arc::new(Module {
+                build_id: vec![7; 20],
+                path: path.into(),
+            }))
+        };
+        let f = |module, offset, name: Option<&str>| UserFrame {
+            module,
+            offset,
+            names: name.map(|n| vec![n.to_string()]).unwrap_or_default(),
+        };
+        let key = |user: &[UserFrame]| -> Vec<String> {
+            let labels: Vec<String> = application_frames(user)
+                .iter()
+                .map(user_frame_label)
+                .collect();
+            user_key(&labels, 3)
+        };
+        let build = |off: u64| {
+            vec![
+                f(m("/lib/x86_64-linux-gnu/libc.so.6"), 0xf8350, Some("write")),
+                f(m("/usr/local/bin/iowork"), off, None),
+                f(m("/usr/local/bin/iowork"), off + 0x100, Some("main")),
+                f(m("//anon:4242"), 0x7f00_0000_0000 + off, None),
+                f(None, 0x10, None),
+                f(m("/usr/local/bin/iowork"), 0x10, Some("never_reached")),
+            ]
+        };
+        assert_eq!(key(&build(0x1293)), ["iowork+?", "main", "anon:*+?"]);
+        assert_eq!(key(&build(0x1293)), key(&build(0x2000)));
     }
 
     #[test]

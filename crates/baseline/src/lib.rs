@@ -19,7 +19,14 @@
 //!   `sync`, `vmscan`, `none`);
 //! * the file's path pattern (`-` when unknown; never the inode number);
 //! * the intent: the bare function names of the stack, innermost first, generic innermost
-//!   frames (`submit_bio*`, `*mark*dirty`, ...) dropped, at most `frames` kept.
+//!   frames (`submit_bio*`, `*mark*dirty`, ...) dropped, at most `frames` kept;
+//! * the application's frames, when the trace has user stacks: the function names of the
+//!   intent's user frames that name the application, innermost first (the C library's
+//!   system call wrapper skipped; an unsymbolized frame as its module, `iowork+?`), at most
+//!   `user_frames` kept ([`keys::user_key`]). Two functions of one program writing through
+//!   the same kernel path are two groups. Baselines without `user_frames` (those of traces
+//!   without user stacks, and files written before user frames were keyed) keep none, and
+//!   group as they did.
 //!
 //! Per group the baseline holds bytes and IO counts per direction, the share of write bytes
 //! whose requests had `S`, and each counter's histogram as proportions.
@@ -62,6 +69,7 @@
 //!     role: &role,
 //!     intent: &intent,
 //!     frames: vec!["ext4_da_write_end+0x50/0x300".into(), "vfs_write+0x1/0x2".into()],
+//!     user: Vec::new(),
 //!     file_path: Some("/data/out.bin".into()),
 //!     via: Via::Page,
 //!     reason: None,

@@ -6,10 +6,14 @@ use ioblame_attrib::{ActTotals, Dir, Intent, Role, Via, WbReason};
 use ioblame_counters::{CounterSpec, Field, Location, SLOTS};
 
 use crate::error::{BaselineError, InputError};
-use crate::keys::{file_pattern, frame_name, intent_frames, role_pattern, ReasonClass};
+use crate::keys::{file_pattern, frame_name, intent_frames, role_pattern, user_key, ReasonClass};
 
 /// Version of the baseline file format written by this crate.
 pub const FORMAT_VERSION: u32 = 1;
+
+/// Most frames an intent key (`[keys] frames`) or a user key (`[keys] user_frames`) may
+/// hold.
+pub(crate) const MAX_FRAMES: usize = 64;
 
 /// One act of the attribution, as the driver hands it over (see the crate docs).
 #[derive(Debug, Clone)]
@@ -21,6 +25,11 @@ pub struct ActInput<'a> {
     /// The intent's stack, symbolized, innermost first (`name+0xoff/0xsize`, bare names or
     /// raw addresses are all accepted).
     pub frames: Vec<String>,
+    /// The intent's user frames that name the application, innermost first: those
+    /// `ioblame_attrib::names::application_frames` selects, each labelled by
+    /// `ioblame_attrib::names::user_frame_label` (the function's name, or `MODULE+0xOFFSET`
+    /// unsymbolized). Empty without user frames (a recording without `--user-stacks`).
+    pub user: Vec<String>,
     /// The file's path where the trace names it.
     pub file_path: Option<String>,
     /// How the act's IOs were linked.
@@ -380,6 +389,10 @@ pub struct GroupKey {
     pub file: String,
     /// Intent frames ([`crate::keys::intent_frames`]), innermost first.
     pub frames: Vec<String>,
+    /// The application's frames ([`crate::keys::user_key`]), innermost first: empty without
+    /// user frames, and in baselines that keep none (`[keys] user_frames = 0`, every file
+    /// written before user frames were keyed).
+    pub user: Vec<String>,
 }
 
 /// [`Via`] with an order and the names of the file format.
@@ -476,6 +489,11 @@ impl Group {
 pub struct BuildOptions {
     /// Frames kept in intent keys.
     pub frames: usize,
+    /// The application's frames kept in user keys when the inputs have user frames (2: the
+    /// function that did the IO and its caller, or a helper and the function that called
+    /// it); a baseline of inputs without user frames keeps none
+    /// ([`Baseline::user_frames`]).
+    pub user_frames: usize,
     /// Global settings and tolerances written into the baseline.
     pub defaults: Defaults,
     /// Groups smaller than this fraction of the significance floor are left out of the file
@@ -487,6 +505,7 @@ impl Default for BuildOptions {
     fn default() -> Self {
         BuildOptions {
             frames: 4,
+            user_frames: 2,
             defaults: Defaults::default(),
             keep_fraction: 0.125,
         }
@@ -498,6 +517,11 @@ impl Default for BuildOptions {
 pub struct Baseline {
     /// Frames kept in intent keys (the check normalises its trace the same way).
     pub frames: usize,
+    /// The application's frames kept in user keys ([`GroupKey::user`]); the check
+    /// normalises its trace the same way. 0 (no user keys) when the baseline's trace had no
+    /// user frames, and in files written before user frames were keyed: their groups stay
+    /// as they were, whatever the traces checked against them hold.
+    pub user_frames: usize,
     /// Global settings and tolerances.
     pub defaults: Defaults,
     /// The counters the histograms belong to.
@@ -589,11 +613,13 @@ pub(crate) fn parse_counters<S: AsRef<str>>(specs: &[S]) -> Result<Vec<Counter>,
         .collect()
 }
 
-/// Sums the inputs by key (recorder acts skipped).
+/// Sums the inputs by key (recorder acts skipped), with `frames` kernel frames and
+/// `user_frames` user frames kept in the keys.
 pub(crate) fn sum_inputs(
     inputs: &[ActInput<'_>],
     n_counters: usize,
     frames: usize,
+    user_frames: usize,
 ) -> Result<BTreeMap<GroupKey, Sum>, BaselineError> {
     let mut out: BTreeMap<GroupKey, Sum> = BTreeMap::new();
     for (i, a) in inputs.iter().enumerate() {
@@ -617,6 +643,7 @@ pub(crate) fn sum_inputs(
             reason,
             file: file_pattern(a.file_path.as_deref()),
             frames: intent_frames(&a.frames, frames),
+            user: user_key(&a.user, user_frames),
         };
         let s = out.entry(key).or_default();
         s.add(&Sum {
@@ -657,9 +684,23 @@ pub(crate) fn proportions(h: &[u64; SLOTS]) -> [f64; SLOTS] {
     p
 }
 
+/// Whether any input (the recorder's aside) has user frames.
+pub(crate) fn inputs_have_user_frames(inputs: &[ActInput<'_>]) -> bool {
+    inputs.iter().any(|a| !a.recorder && !a.user.is_empty())
+}
+
+/// The role of a key as labels say it: with the application's function that did the IO
+/// when the key has user frames (`iowork in wal_append`), else the role alone.
+pub(crate) fn role_label(k: &GroupKey) -> String {
+    match k.user.first() {
+        Some(f) => format!("{} in {f}", k.role),
+        None => k.role.clone(),
+    }
+}
+
 /// The readable label of a key.
 pub(crate) fn key_label(k: &GroupKey) -> String {
-    let mut s = format!("{} via {}", k.role, k.via.name());
+    let mut s = format!("{} via {}", role_label(k), k.via.name());
     if k.reason != ReasonClass::None {
         s.push_str(&format!(" ({} writeback)", k.reason));
     }
@@ -680,7 +721,12 @@ impl Baseline {
     ) -> Result<Baseline, BaselineError> {
         let counters = parse_counters(counter_specs)?;
         let frames = opts.frames.max(1);
-        let sums = sum_inputs(inputs, counters.len(), frames)?;
+        let user_frames = if inputs_have_user_frames(inputs) {
+            opts.user_frames.min(MAX_FRAMES)
+        } else {
+            0
+        };
+        let sums = sum_inputs(inputs, counters.len(), frames, user_frames)?;
         let mut total_bytes = [0u64; 3];
         for s in sums.values() {
             add_bytes(&mut total_bytes, &s.bytes);
@@ -715,7 +761,8 @@ impl Baseline {
                 .cmp(&a.total_bytes())
                 .then_with(|| a.key.cmp(&b.key))
         });
-        // Distinct names: same role, via, reason and file with other frames get `#2`, ...
+        // Distinct names: same role, via, reason, file and leading user function with other
+        // frames get `#2`, ...
         let mut seen: BTreeMap<String, usize> = BTreeMap::new();
         for g in &mut groups {
             let n = seen.entry(g.name.clone()).or_insert(0);
@@ -728,6 +775,7 @@ impl Baseline {
         defaults.tolerances = defaults.tolerances.or(&Tolerances::recommended());
         Ok(Baseline {
             frames,
+            user_frames,
             defaults,
             counters,
             total_bytes,

@@ -14,6 +14,8 @@ struct Act {
     role: Role,
     intent: Intent,
     frames: Vec<String>,
+    /// The application's frames, as the analyzer labels them.
+    user: Vec<String>,
     path: Option<String>,
     via: Via,
     reason: Option<WbReason>,
@@ -29,6 +31,7 @@ impl Act {
             role: &self.role,
             intent: &self.intent,
             frames: self.frames.clone(),
+            user: self.user.clone(),
             file_path: self.path.clone(),
             via: self.via,
             reason: self.reason,
@@ -176,6 +179,7 @@ impl World {
                 user: Vec::new(),
             },
             frames: frames(names, self.build),
+            user: Vec::new(),
             path: path.map(str::to_string),
             via,
             reason: reason.map(WbReason),
@@ -1480,4 +1484,325 @@ fn deeply_nested_baseline_is_an_error_not_a_stack_overflow() {
         let e = Baseline::from_toml(&text).unwrap_err().to_string();
         assert!(!e.is_empty());
     }
+}
+
+// ---- User frames (recorded with --user-stacks) ----
+
+/// A baseline file as `ioblame baseline` wrote it before user frames were keyed (by the
+/// commit before they were, from the acts of [`wal_and_checkpoint`] without user frames):
+/// one group for the program's two functions. Kept verbatim: it must load, write back and
+/// judge exactly as it did.
+const OLD_BASELINE: &str = r#"# ioblame baseline: the IO behaviour a trace showed, grouped by stable keys.
+# Made by `ioblame baseline`; checked by `ioblame check TRACE --baseline FILE`.
+# Edit freely: tolerances here or per group (`tolerance.write_bytes = 0.10`, or "off"),
+# globs in role/file (`*` any text, `?` one character). See docs/ci-regression.md.
+version = 1
+
+[keys]
+frames = 4  # distinctive innermost frames kept in intent keys
+
+[defaults]
+min_bytes = 262144  # groups and changes below max(min_bytes, min_share * total bytes) are ignored
+min_share = 0.01
+min_ios = 32  # IO sizes and histograms are compared with at least this many IOs on both sides
+unattributed = "pool"  # "pool": unattributed bytes explain changes of writeback groups; "strict": compared like any group
+read_bytes = 0.25  # factor: bytes may grow x(1+t) or shrink /(1+t); reads depend on the page cache
+readahead_bytes = 0.5  # readahead windows adapt to timing: loose
+write_bytes = 0.15  # what the application writes is the most stable metric
+read_io_size = 1.5  # average bytes per IO, same factor; catches reads that turned small/random
+readahead_io_size = 1.5
+write_io_size = 1.5  # IO counts jitter with merging: fails only past 2.5x
+sync_write_share = 0.15  # absolute change of the share of write bytes with S (0.15 = 15 points)
+hist_size = 1.5  # histogram shapes: earth mover's distance in slots, or "off"
+hist_offset = "off"  # where on the device: host and filesystem state, not the application
+hist_seek_dist = 2.0
+hist_wait_time = "off"  # timing: the CI host's load, not the application
+hist_io_time = "off"
+
+[totals]  # the whole trace, small groups included
+read_bytes = 0
+readahead_bytes = 0
+write_bytes = 8388608
+
+[[group]]
+name = "db via page on /srv/db/wal.log"
+role = "db"
+via = "page"
+reason = "none"
+file = "/srv/db/wal.log"
+frames = ["ext4_da_write_end", "generic_perform_write", "ext4_buffered_write_iter", "vfs_write"]
+write_bytes = 8388608  # 8.0 MiB
+write_ios = 64
+sync_write_share = 1.0
+"#;
+
+/// One program (`db`) writing one file through one kernel path from two functions:
+/// `wal_append` 6 MiB, `checkpoint` `ckpt_mib` MiB, each through the C library's `write`
+/// (its wrapper, skipped in the key) and called by `main`. `build` moves kernel addresses
+/// (and pids) as another boot would; user frames are labelled as the analyzer labels them.
+fn wal_and_checkpoint(build: u64, ckpt_mib: u64) -> Vec<Act> {
+    let w = World { build };
+    let act = |mib: u64, function: &str| {
+        let mut a = w.act(
+            "db",
+            DIRTY_EXT4,
+            Some("/srv/db/wal.log"),
+            Via::Page,
+            None,
+            2,
+            mib * MIB,
+            128 * KIB,
+            true,
+        );
+        a.hist.clear();
+        a.user = vec![function.to_string(), "main".to_string()];
+        a
+    };
+    vec![act(6, "wal_append"), act(ckpt_mib, "checkpoint")]
+}
+
+/// The acts without their user frames (a recording without `--user-stacks`).
+fn without_user(mut acts: Vec<Act>) -> Vec<Act> {
+    for a in &mut acts {
+        a.user.clear();
+    }
+    acts
+}
+
+fn check_no_counters(base: &Baseline, acts: &[Act]) -> CheckReport {
+    let none: [&str; 0] = [];
+    check(base, &inputs(acts), &none).unwrap()
+}
+
+fn build_no_counters(acts: &[Act]) -> Baseline {
+    let none: [&str; 0] = [];
+    let b = Baseline::build(&inputs(acts), &none, &BuildOptions::default()).unwrap();
+    Baseline::from_toml(&b.to_toml()).unwrap()
+}
+
+#[test]
+fn user_frames_split_a_programs_functions_into_groups() {
+    let acts = wal_and_checkpoint(0, 2);
+    let base = build_no_counters(&acts);
+    assert_eq!(base.user_frames, 2);
+    let text = base.to_toml();
+    assert!(
+        text.contains("\nuser_frames = 2  # the application's innermost frames kept"),
+        "{text}"
+    );
+    let keys: Vec<(&str, Vec<&str>)> = base
+        .groups
+        .iter()
+        .map(|g| {
+            (
+                g.name.as_str(),
+                g.key.user.iter().map(String::as_str).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            (
+                "db in wal_append via page on /srv/db/wal.log",
+                vec!["wal_append", "main"]
+            ),
+            (
+                "db in checkpoint via page on /srv/db/wal.log",
+                vec!["checkpoint", "main"]
+            ),
+        ]
+    );
+    assert!(
+        text.contains("\nuser = [\"checkpoint\", \"main\"]\n"),
+        "{text}"
+    );
+    // Both keep the kernel's intent frames.
+    assert!(base.groups.iter().all(|g| g.key.frames.len() == 4));
+    // The same run on another boot passes.
+    let r = check_no_counters(&base, &wal_and_checkpoint(1, 2));
+    assert!(!r.regressed(), "{}", crate::tests::text(&r));
+    assert_eq!(r.groups_compared, 2);
+    // checkpoint writing half as much again (+50%) is within 15% of the program's 8 MiB,
+    // but not of checkpoint's own 2 MiB: the group names it.
+    let r = check_no_counters(&base, &wal_and_checkpoint(1, 3));
+    assert_eq!(r.regressions.len(), 1, "{}", crate::tests::text(&r));
+    let f = &r.regressions[0];
+    assert_eq!(
+        f.message,
+        "db in checkpoint via page on /srv/db/wal.log: write bytes 3.0 MiB vs 2.0 MiB baseline (+50%, tolerance 15%)"
+    );
+    assert_eq!(f.user, ["checkpoint", "main"]);
+    let out = crate::tests::text(&r);
+    assert!(out.contains("\n      user: checkpoint <- main\n"), "{out}");
+    let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+    assert_eq!(v["regressions"][0]["user"][0], "checkpoint");
+    // Without user keys (the old file of the same run) the change hides in the program's
+    // total.
+    let old = Baseline::from_toml(OLD_BASELINE).unwrap();
+    let r = check_no_counters(&old, &wal_and_checkpoint(1, 3));
+    assert!(!r.regressed(), "{}", crate::tests::text(&r));
+    // A new function writing is a new group, named.
+    let mut acts = wal_and_checkpoint(1, 2);
+    let mut compact = acts[1].clone();
+    compact.user[0] = "compact".into();
+    acts.push(compact);
+    let r = check_no_counters(&base, &acts);
+    assert!(
+        r.regressions.iter().any(|f| f.kind == FindingKind::NewGroup
+            && f.message
+                .starts_with("new group db in compact via page on /srv/db/wal.log: write 2.0 MiB")),
+        "{}",
+        crate::tests::text(&r)
+    );
+}
+
+#[test]
+fn old_baselines_load_write_back_and_judge_as_before() {
+    let old = Baseline::from_toml(OLD_BASELINE).unwrap();
+    assert_eq!(old.user_frames, 0);
+    assert_eq!(old.groups.len(), 1);
+    assert!(old.groups[0].key.user.is_empty());
+    // Written back byte for byte: no `user_frames`, no `user`.
+    assert_eq!(old.to_toml(), OLD_BASELINE);
+    // A trace with user frames is judged exactly as the same trace without them.
+    for ckpt in [2, 3, 6] {
+        let with = check_no_counters(&old, &wal_and_checkpoint(1, ckpt));
+        let without = check_no_counters(&old, &without_user(wal_and_checkpoint(1, ckpt)));
+        assert_eq!(with.to_json(), without.to_json(), "checkpoint {ckpt} MiB");
+        assert_eq!(with.regressed(), ckpt == 6, "{}", crate::tests::text(&with));
+    }
+    let r = check_no_counters(&old, &wal_and_checkpoint(1, 6));
+    assert_eq!(
+        r.regressions[0].message,
+        "db via page on /srv/db/wal.log: write bytes 12.0 MiB vs 8.0 MiB baseline (+50%, tolerance 15%)"
+    );
+    assert!(r.regressions[0].user.is_empty());
+    assert!(!r.to_json().contains("\"user\""));
+    // The baseline of a trace without user frames is the old one: no user keys, and
+    // nothing in the file says otherwise.
+    let plain = build_no_counters(&without_user(wal_and_checkpoint(0, 2)));
+    assert_eq!(plain.user_frames, 0);
+    assert_eq!(plain.to_toml(), OLD_BASELINE);
+}
+
+#[test]
+fn user_keys_take_globs_and_are_checked_when_read() {
+    let base = build_no_counters(&wal_and_checkpoint(0, 2));
+    let text = base.to_toml();
+    // Renamed functions, globbed by hand.
+    let globbed = text
+        .replace(
+            "user = [\"wal_append\", \"main\"]",
+            "user = [\"wal_*\", \"*\"]",
+        )
+        .replace(
+            "user = [\"checkpoint\", \"main\"]",
+            "user = [\"checkpoint*\", \"main\"]",
+        );
+    let globbed = Baseline::from_toml(&globbed).unwrap();
+    let mut acts = wal_and_checkpoint(1, 2);
+    acts[0].user = vec!["wal_write".into(), "run".into()];
+    acts[1].user = vec!["checkpoint_v2".into(), "main".into()];
+    let r = check_no_counters(&globbed, &acts);
+    assert!(!r.regressed(), "{}", crate::tests::text(&r));
+    assert_eq!(r.groups_compared, 2);
+    // Without the globs both are new and both vanished.
+    let r = check_no_counters(&base, &acts);
+    assert_eq!(
+        r.regressions
+            .iter()
+            .filter(|f| f.kind == FindingKind::NewGroup)
+            .count(),
+        2,
+        "{}",
+        crate::tests::text(&r)
+    );
+    // A glob matches one frame, not a list of them: `["*"]` does not match two frames.
+    let short = text.replace("user = [\"wal_append\", \"main\"]", "user = [\"*\"]");
+    let short = Baseline::from_toml(&short).unwrap();
+    let r = check_no_counters(&short, &wal_and_checkpoint(1, 2));
+    assert!(r.regressed(), "{}", crate::tests::text(&r));
+    // More user frames than the file keeps, or any in a file that keeps none, could never
+    // match: an error naming the line.
+    let three = text.replace(
+        "user = [\"checkpoint\", \"main\"]",
+        "user = [\"checkpoint\", \"main\", \"_start\"]",
+    );
+    let e = Baseline::from_toml(&three).unwrap_err().to_string();
+    let line = line_of(&three, "\"_start\"");
+    assert_eq!(
+        e,
+        format!("baseline line {line}, column 8: 3 user frames, more than [keys] user_frames = 2: they could never match")
+    );
+    let none = text.replace("user_frames = 2", "user_frames = 0");
+    let e = Baseline::from_toml(&none).unwrap_err().to_string();
+    assert!(e.contains("more than [keys] user_frames = 0"), "{e}");
+    let unset = OLD_BASELINE.replace(
+        "frames = [\"ext4_da_write_end\"",
+        "user = [\"wal_append\"]\nframes = [\"ext4_da_write_end\"",
+    );
+    let e = Baseline::from_toml(&unset).unwrap_err().to_string();
+    assert!(
+        e.contains("1 user frames, more than [keys] user_frames = 0"),
+        "{e}"
+    );
+    let big = text.replace("user_frames = 2", "user_frames = 65");
+    let e = Baseline::from_toml(&big).unwrap_err().to_string();
+    let line = line_of(&big, "user_frames = 65");
+    assert_eq!(
+        e,
+        format!("baseline line {line}, column 15: user_frames must be 0..=64")
+    );
+    // A file that keeps fewer user frames than it was made with groups by fewer.
+    let one = text
+        .replace("user_frames = 2", "user_frames = 1")
+        .replace(", \"main\"]", "]");
+    let one = Baseline::from_toml(&one).unwrap();
+    let mut acts = wal_and_checkpoint(1, 2);
+    acts[0].user[1] = "run".into();
+    let r = check_no_counters(&one, &acts);
+    assert!(!r.regressed(), "{}", crate::tests::text(&r));
+}
+
+#[test]
+fn unsymbolized_user_frames_key_by_module_whatever_the_build() {
+    let mut acts = wal_and_checkpoint(0, 2);
+    acts[0].user = vec!["db+0x1293".into(), "main".into()];
+    let base = build_no_counters(&acts);
+    assert!(base.groups.iter().any(|g| g.key.user == ["db+?", "main"]));
+    assert!(base
+        .groups
+        .iter()
+        .any(|g| g.name == "db in db+? via page on /srv/db/wal.log"));
+    // Another build of the program: its offsets moved.
+    let mut acts = wal_and_checkpoint(1, 2);
+    acts[0].user = vec!["db+0x12c4".into(), "main".into()];
+    let r = check_no_counters(&base, &acts);
+    assert!(!r.regressed(), "{}", crate::tests::text(&r));
+    assert_eq!(r.groups_compared, 2);
+}
+
+#[test]
+fn a_trace_without_user_frames_is_not_compared_with_user_keys() {
+    let none: [&str; 0] = [];
+    let base = build_no_counters(&wal_and_checkpoint(0, 2));
+    let bare = without_user(wal_and_checkpoint(1, 2));
+    let e = check(&base, &inputs(&bare), &none).unwrap_err();
+    assert!(
+        matches!(e, BaselineError::NoUserFrames { user_frames: 2 }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("--user-stacks"), "{e}");
+    // One act with user frames is enough: the others are groups without them (kernel
+    // threads, the lost intent).
+    let mut some = bare.clone();
+    some[1].user = vec!["checkpoint".into(), "main".into()];
+    assert!(check(&base, &inputs(&some), &none).is_ok());
+    // A baseline whose groups have no user keys left compares with anything.
+    let mut plain = base.clone();
+    for g in &mut plain.groups {
+        g.key.user.clear();
+    }
+    assert!(check(&plain, &inputs(&bare), &none).is_ok());
 }

@@ -9,26 +9,33 @@ use std::collections::BTreeSet;
 use super::compared_as_group;
 use super::groups::TraceGroup;
 use crate::keys::{glob_match, ReasonClass};
-use crate::model::{key_label, Baseline, GroupKey, Sum, Tolerances};
+use crate::model::{key_label, role_label, Baseline, GroupKey, Sum, Tolerances};
 
 /// Whether a trace key matches a baseline key but for the writeback reason: the two are
-/// siblings (the same role, via, file and code path), whose bytes move between reasons with
-/// timing (sync(2) or the flusher's own schedule, or the task's fsync).
+/// siblings (the same role, via, file and code path, kernel and user frames), whose bytes
+/// move between reasons with timing (sync(2) or the flusher's own schedule, or the task's
+/// fsync).
 pub(super) fn family_matches(base: &GroupKey, k: &GroupKey) -> bool {
     base.via == k.via
-        && base.frames.len() == k.frames.len()
         && glob_match(&base.role, &k.role)
         && glob_match(&base.file, &k.file)
-        && base
-            .frames
-            .iter()
-            .zip(&k.frames)
-            .all(|(p, f)| glob_match(p, f))
+        && frames_match(&base.frames, &k.frames)
+        && frames_match(&base.user, &k.user)
+}
+
+/// Whether a trace key's frames match a baseline key's, one by one (globs in the
+/// baseline's): as many, each matching.
+fn frames_match(base: &[String], frames: &[String]) -> bool {
+    base.len() == frames.len() && base.iter().zip(frames).all(|(p, f)| glob_match(p, f))
 }
 
 /// Whether two keys are the same but for the reason (exact strings).
 fn same_family(a: &GroupKey, b: &GroupKey) -> bool {
-    a.role == b.role && a.via == b.via && a.file == b.file && a.frames == b.frames
+    a.role == b.role
+        && a.via == b.via
+        && a.file == b.file
+        && a.frames == b.frames
+        && a.user == b.user
 }
 
 /// The label of a family of sibling groups spanning `reasons`.
@@ -40,7 +47,7 @@ pub(super) fn family_label(k: &GroupKey, reasons: &BTreeSet<ReasonClass>) -> Str
         }
         return key_label(&k);
     }
-    let mut s = format!("{} via {}", k.role, k.via.name());
+    let mut s = format!("{} via {}", role_label(k), k.via.name());
     let wb: Vec<&str> = reasons
         .iter()
         .filter(|r| **r != ReasonClass::None)

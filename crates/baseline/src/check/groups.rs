@@ -52,7 +52,7 @@ pub(super) fn trace_groups(
     n_trace: usize,
     cmap: &[Option<usize>],
 ) -> Result<Vec<(GroupKey, Sum)>, BaselineError> {
-    let sums = sum_inputs(inputs, n_trace, baseline.frames)?;
+    let sums = sum_inputs(inputs, n_trace, baseline.frames, baseline.user_frames)?;
     let n_base = baseline.counters.len();
     Ok(sums
         .into_iter()

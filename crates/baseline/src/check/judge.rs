@@ -71,6 +71,7 @@ pub(super) struct Subject {
     reason: Option<String>,
     file: String,
     frames: Vec<String>,
+    user: Vec<String>,
 }
 
 impl Subject {
@@ -93,6 +94,7 @@ impl Subject {
             reason: Some(reason),
             file: key.file.clone(),
             frames: key.frames.clone(),
+            user: key.user.clone(),
         }
     }
 
@@ -111,6 +113,7 @@ impl Subject {
             reason: None,
             file: file.to_string(),
             frames: Vec::new(),
+            user: Vec::new(),
         }
     }
 
@@ -135,6 +138,7 @@ impl Subject {
             reason: self.reason.clone(),
             file: self.file.clone(),
             frames: self.frames.clone(),
+            user: self.user.clone(),
             metric: metric.to_string(),
             baseline,
             current,

@@ -30,8 +30,8 @@ use ioblame_attrib::{Dir, Via};
 use crate::error::{BaselineError, SymbolsMismatch};
 use crate::file::human_bytes;
 use crate::model::{
-    bytes_key, inputs_symbolized, parse_counters, sat_sum, si, ActInput, Baseline, Sum,
-    Unattributed, ViaKey,
+    bytes_key, inputs_have_user_frames, inputs_symbolized, parse_counters, sat_sum, si, ActInput,
+    Baseline, Sum, Unattributed, ViaKey,
 };
 use aggregates::{aggregate_of, role_aggregates, Aggregate};
 use families::{family_label, Families, Family, Item, NewFamily};
@@ -64,7 +64,9 @@ pub fn check<S: AsRef<str>>(
 /// the baseline.
 ///
 /// Fails with [`BaselineError::Symbols`] when one side has kernel symbols and the other has
-/// none: their intent keys could never match, and every group would look new or vanished.
+/// none: their intent keys could never match, and every group would look new or vanished;
+/// and with [`BaselineError::NoUserFrames`] when the baseline keys its groups by the
+/// application's frames and the trace has none, for the same reason.
 pub fn check_with<S: AsRef<str>>(
     baseline: &Baseline,
     inputs: &[ActInput<'_>],
@@ -81,6 +83,23 @@ pub fn check_with<S: AsRef<str>>(
 /// judged strictly, else all but unattributed IO (which then only explains changes).
 fn compared_as_group(strict: bool, via: ViaKey) -> bool {
     strict || via.via() != Via::Unknown
+}
+
+/// Fails when the baseline keys groups by the application's frames and no input has user
+/// frames (a trace recorded without `--user-stacks`). The other way round is the baseline
+/// of a trace without user frames, or a file written before they were keyed: it keeps no
+/// user frames, and the trace's are left out of its keys.
+fn user_frames_comparable(
+    baseline: &Baseline,
+    inputs: &[ActInput<'_>],
+) -> Result<(), BaselineError> {
+    let keyed = baseline.user_frames > 0 && baseline.groups.iter().any(|g| !g.key.user.is_empty());
+    if keyed && !inputs_have_user_frames(inputs) {
+        return Err(BaselineError::NoUserFrames {
+            user_frames: baseline.user_frames,
+        });
+    }
+    Ok(())
 }
 
 /// Fails when one side has kernel symbols and the other has none (`trace`: what
@@ -138,6 +157,7 @@ impl<'b> Comparison<'b> {
     ) -> Result<Comparison<'b>, BaselineError> {
         let counters = parse_counters(counter_specs)?;
         symbols_comparable(baseline.symbolized, inputs_symbolized(inputs))?;
+        user_frames_comparable(baseline, inputs)?;
         let strict = opts.strict || baseline.defaults.unattributed == Unattributed::Strict;
         let mut notes = Vec::new();
         let cmap = counter_map(&baseline.counters, &counters);

@@ -54,6 +54,10 @@ pub struct Finding {
     pub file: String,
     /// Intent frames, innermost first (empty for a role aggregate).
     pub frames: Vec<String>,
+    /// The application's frames of the group's key, innermost first (empty for a role
+    /// aggregate, and without user frames: then left out of the JSON).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub user: Vec<String>,
     /// The metric (`write_bytes`, `write_io_size`, `sync_write_share`, a histogram's
     /// counter spec, `bytes` for new and vanished groups).
     pub metric: String,
@@ -145,6 +149,9 @@ impl CheckReport {
                 writeln!(out, "  - {}", f.message)?;
                 if !f.frames.is_empty() {
                     writeln!(out, "      intent: {}", f.frames.join(" <- "))?;
+                }
+                if !f.user.is_empty() {
+                    writeln!(out, "      user: {}", f.user.join(" <- "))?;
                 }
             }
         } else {

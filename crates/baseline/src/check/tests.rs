@@ -23,6 +23,7 @@ fn key(role: &str, via: Via, reason: ReasonClass, file: &str) -> GroupKey {
         reason,
         file: file.into(),
         frames: vec!["ext4_da_write_end".into(), "vfs_write".into()],
+        user: Vec::new(),
     }
 }
 
@@ -47,6 +48,7 @@ fn baseline(groups: Vec<Group>) -> Baseline {
     }
     Baseline {
         frames: 4,
+        user_frames: 0,
         defaults: Defaults {
             min_bytes: 0,
             min_share: 0.0,
@@ -154,6 +156,7 @@ fn trace_groups_take_the_baselines_keys_and_counters() {
         role: &role,
         intent: &intent,
         frames: vec!["submit_bio+0x1/0x2".into(), "my_write+0x10/0x20".into()],
+        user: Vec::new(),
         file_path: Some("/db/000123.sst".into()),
         via: Via::Direct,
         reason: None,
