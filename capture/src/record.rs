@@ -1940,18 +1940,21 @@ mod tests {
         assert_eq!(flushed_mark(1), 0, "saturates");
     }
 
-    #[test]
-    fn ring_limits_default_from_each_other() {
+    /// `record -o /nonexistent/never-created EXTRA...` parsed.
+    fn parse_record(extra: &[&str]) -> Result<RecordArgs, clap::Error> {
         #[derive(clap::Parser)]
         struct Cli {
             #[command(flatten)]
             a: RecordArgs,
         }
-        let args = |extra: &[&str]| {
-            let mut v = vec!["record", "-o", "/nonexistent/never-created"];
-            v.extend_from_slice(extra);
-            <Cli as clap::Parser>::try_parse_from(v).unwrap().a
-        };
+        let mut v = vec!["record", "-o", "/nonexistent/never-created"];
+        v.extend_from_slice(extra);
+        <Cli as clap::Parser>::try_parse_from(v).map(|c| c.a)
+    }
+
+    #[test]
+    fn ring_limits_default_from_each_other() {
+        let args = |extra: &[&str]| parse_record(extra).unwrap();
         let o = |file_size: u64, max_size: u64| RingOptions {
             file_size,
             max_size,
@@ -1975,16 +1978,7 @@ mod tests {
 
     #[test]
     fn flush_interval_is_checked() {
-        #[derive(clap::Parser)]
-        struct Cli {
-            #[command(flatten)]
-            a: RecordArgs,
-        }
-        let args = |extra: &[&str]| {
-            let mut v = vec!["record", "-o", "/nonexistent/never-created"];
-            v.extend_from_slice(extra);
-            <Cli as clap::Parser>::try_parse_from(v).map(|c| c.a)
-        };
+        let args = parse_record;
         assert_eq!(args(&[]).unwrap().flush_interval, Duration::from_secs(1));
         for ok in ["10ms", "250ms", "1s", "10s"] {
             let a = args(&["--flush-interval", ok]).unwrap();

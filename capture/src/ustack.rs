@@ -741,6 +741,8 @@ impl UserStacks {
     /// the mappings when some are new, the symbol tables, and what to say in the capture
     /// info.
     pub fn finish(mut self, clock_ns: u64) -> Finished {
+        // Every process's maps may be read once more now: no frame waits for a later reading.
+        self.read_at.clear();
         let maps = self.flush(clock_ns);
         self.copy_symbols(None);
         // The JIT has compiled more since: the maps of the processes still here again.
@@ -1233,5 +1235,29 @@ mod tests {
         assert_eq!(s.big_endian, cfg!(target_endian = "big"));
         // Another build id at that path: not taken.
         assert_eq!(read_symbols(&exe, &[1, 2, 3]).unwrap(), None);
+    }
+
+    #[test]
+    fn maps_are_read_again_a_second_later_or_at_stop() {
+        let pid = std::process::id();
+        let here = maps_are_read_again_a_second_later_or_at_stop as *const () as u64;
+        let mut u = UserStacks::new([1], 1000, 1 << 30);
+        u.see(&sample(1, pid, &[CONTEXT_USER, here]));
+        u.work(5);
+        assert_eq!(u.reads.get(&pid), Some(&1));
+        // A frame in no mapping known (as after a dlopen) just after: it waits for the next
+        // reading, a second on, and is not taken for JIT code meanwhile.
+        u.see(&sample(1, pid, &[CONTEXT_USER, 0x1000]));
+        u.work(6);
+        assert!(u.has_work());
+        assert_eq!(u.pending_ips, [(pid, 0x1000)]);
+        assert_eq!(u.reads.get(&pid), Some(&1));
+        assert!(!u.jit_pids.contains(&pid));
+        // A second on the maps are read again; still in none, it is the process's JIT code.
+        std::thread::sleep(MAPS_READ_EVERY);
+        u.work(7);
+        assert_eq!(u.reads.get(&pid), Some(&2));
+        assert!(u.pending_ips.is_empty());
+        assert!(u.jit_pids.contains(&pid));
     }
 }

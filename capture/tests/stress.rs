@@ -81,18 +81,19 @@ fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The recorder's command on `lfs`'s device, writing to `out`, with `extra` arguments.
+fn recorder(lfs: &LoopFs, out: &Path, extra: &[&str]) -> Command {
+    let mut c = Command::new(bin());
+    c.args(["record", "-o"])
+        .arg(out)
+        .args(["--devices", &lfs.name, "--no-paths"])
+        .args(extra);
+    c
+}
+
 /// Starts the recorder on `lfs`'s device, writing to `out`, with `extra` arguments.
 fn start_recorder(lfs: &LoopFs, out: &Path, extra: &[&str]) -> Child {
-    Command::new(bin())
-        .args([
-            "record",
-            "-o",
-            out.to_str().unwrap(),
-            "--devices",
-            &lfs.name,
-        ])
-        .args(["--no-paths"])
-        .args(extra)
+    recorder(lfs, out, extra)
         .stderr(Stdio::piped())
         .spawn()
         .expect("start the recorder")
@@ -233,13 +234,20 @@ fn max_size_keeps_disk_use_bounded_under_sustained_load() {
     // A file size of 1 KiB is raised to twice the metadata every file begins with (about
     // 1 MiB here: the kernel's symbols), F, learnt from a first short run; the cap, 3F, holds
     // two files, their last blocks and some more.
-    let probe = Command::new(bin())
-        .args(["record", "-o"])
-        .arg(out.with_file_name("probe"))
-        .args(["--devices", &lfs.name, "--no-paths", "--file-size", "1k"])
-        .args(["--max-size", "0", "--duration", "200ms"])
-        .output()
-        .unwrap();
+    let probe = recorder(
+        &lfs,
+        &out.with_file_name("probe"),
+        &[
+            "--file-size",
+            "1k",
+            "--max-size",
+            "0",
+            "--duration",
+            "200ms",
+        ],
+    )
+    .output()
+    .unwrap();
     let e = String::from_utf8_lossy(&probe.stderr);
     assert!(probe.status.success(), "{e}");
     let fitted: u64 = e
@@ -337,17 +345,8 @@ fn the_recorder_refuses_a_cap_that_cannot_hold_two_ring_files() {
             "needs ring files that roll",
         ),
     ] {
-        let o = Command::new(bin())
-            .args([
-                "record",
-                "-o",
-                out.to_str().unwrap(),
-                "--devices",
-                &lfs.name,
-                "--duration",
-                "1s",
-            ])
-            .args(args)
+        let o = recorder(&lfs, &out, args)
+            .args(["--duration", "1s"])
             .output()
             .unwrap();
         let e = String::from_utf8_lossy(&o.stderr);
