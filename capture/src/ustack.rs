@@ -59,9 +59,6 @@ const MAPS_READ_EVERY: Duration = Duration::from_secs(1);
 /// compressed and 1 GiB uncompressed (`ioblame_format::MAX_USER_SYMBOLS`).
 const MAX_FILE_SYMBOLS: u64 = 240 << 20;
 
-/// The section a `read_symbols` result holds alone when the file's symbol sections are over
-/// [`MAX_FILE_SYMBOLS`] (their size, u64 LE): nothing else was read.
-const TOO_BIG: &str = "(too big)";
 /// The sections copied into the trace, when the file has them.
 const SECTIONS: &[&str] = &[".symtab", ".strtab", ".dynsym", ".dynstr", ".gnu_debugdata"];
 
@@ -380,9 +377,12 @@ impl UserStacks {
 
     /// Whether records seen since the last [`UserStacks::work`] wait for it.
     pub fn has_work(&self) -> bool {
-        !self.pending.is_empty()
-            || !self.pending_ips.is_empty()
-            || self.files.iter().any(|f| f.hit && !f.done)
+        !self.pending.is_empty() || !self.pending_ips.is_empty() || self.symbols_pending()
+    }
+
+    /// Whether a file hit has symbols not copied yet.
+    fn symbols_pending(&self) -> bool {
+        self.files.iter().any(|f| f.hit && !f.done)
     }
 
     /// [`UserStacks::work`], the perf maps of JIT processes that grew since read, then every
@@ -478,8 +478,7 @@ impl UserStacks {
         for pid in fresh_jit {
             self.read_perf_map(pid);
         }
-        if self.symbols_credit >= SYMBOLS_CREDIT_MIN && self.files.iter().any(|f| f.hit && !f.done)
-        {
+        if self.symbols_credit >= SYMBOLS_CREDIT_MIN && self.symbols_pending() {
             let start = Instant::now();
             self.copy_symbols(Some(start + Duration::from_secs_f64(self.symbols_credit)));
             self.symbols_credit -= start.elapsed().as_secs_f64();
@@ -710,23 +709,21 @@ impl UserStacks {
             let f = &mut self.files[i];
             f.done = true;
             f.seen_in = Vec::new();
-            let Some(mut s) = got else {
-                self.unreadable += 1;
-                self.left_out.push((path, "unreadable".into()));
-                continue;
+            let mut s = match got {
+                None => {
+                    self.unreadable += 1;
+                    self.left_out.push((path, "unreadable".into()));
+                    continue;
+                }
+                Some(Symbols::TooBig(bytes)) => {
+                    self.left_out
+                        .push((path, format!("{bytes} bytes, more than one block holds")));
+                    continue;
+                }
+                Some(Symbols::Read(s)) => s,
             };
             s.path = path.clone();
-            let bytes: u64 = match s.sections.as_slice() {
-                [x] if x.name == TOO_BIG => {
-                    u64::from_le_bytes(x.data.as_slice().try_into().unwrap_or_default())
-                }
-                v => v.iter().map(|x| x.data.len() as u64).sum(),
-            };
-            if bytes > MAX_FILE_SYMBOLS {
-                self.left_out
-                    .push((path, format!("{bytes} bytes, more than one block holds")));
-                continue;
-            }
+            let bytes: u64 = s.sections.iter().map(|x| x.data.len() as u64).sum();
             if self.symbols_bytes + bytes > self.max_symbols_bytes {
                 self.left_out
                     .push((path, format!("{bytes} bytes over --user-symbols-max")));
@@ -850,10 +847,20 @@ pub fn build_id_of(path: &Path) -> Option<Vec<u8>> {
     (!b.is_empty()).then(|| b.to_vec())
 }
 
+/// What [`read_symbols`] found in a file of the build id asked for.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Symbols {
+    /// The symbol tables.
+    Read(UserSymbols),
+    /// Nothing read: the symbol sections' size, from the section headers, is over
+    /// [`MAX_FILE_SYMBOLS`] (more than one USER_SYMBOLS block holds).
+    TooBig(u64),
+}
+
 /// What `UserSymbols` needs of an ELF file: class, byte order, machine, `PT_LOAD` segments,
 /// the symbol sections. `Ok(None)` when the file's build id is not `build_id` (another file
 /// now at that path).
-pub fn read_symbols(path: &Path, build_id: &[u8]) -> Result<Option<UserSymbols>, String> {
+pub fn read_symbols(path: &Path, build_id: &[u8]) -> Result<Option<Symbols>, String> {
     let f = File::open(path).map_err(|e| e.to_string())?;
     let cache = ReadCache::new(f);
     let data = &cache;
@@ -869,11 +876,7 @@ pub fn read_symbols(path: &Path, build_id: &[u8]) -> Result<Option<UserSymbols>,
     r.map_err(|e| e.to_string())
 }
 
-fn read_elf<'a, Elf, R>(
-    data: R,
-    build_id: &[u8],
-    class64: bool,
-) -> object::Result<Option<UserSymbols>>
+fn read_elf<'a, Elf, R>(data: R, build_id: &[u8], class64: bool) -> object::Result<Option<Symbols>>
 where
     Elf: FileHeader<Endian = object::Endianness>,
     R: object::ReadRef<'a>,
@@ -902,15 +905,7 @@ where
         .map(|s| object::ObjectSection::size(&s))
         .sum();
     if total > MAX_FILE_SYMBOLS {
-        return Ok(Some(UserSymbols {
-            build_id: build_id.to_vec(),
-            loads: Vec::new(),
-            sections: vec![ElfSection {
-                name: TOO_BIG.into(),
-                data: total.to_le_bytes().to_vec(),
-            }],
-            ..UserSymbols::default()
-        }));
+        return Ok(Some(Symbols::TooBig(total)));
     }
     for name in SECTIONS {
         if let Some(s) = file.section_by_name(name) {
@@ -923,7 +918,7 @@ where
             }
         }
     }
-    Ok(Some(UserSymbols {
+    Ok(Some(Symbols::Read(UserSymbols {
         build_id: build_id.to_vec(),
         path: String::new(),
         class64,
@@ -931,7 +926,7 @@ where
         machine: file.elf_header().e_machine(e),
         loads,
         sections,
-    }))
+    })))
 }
 
 #[cfg(test)]
