@@ -596,7 +596,8 @@ fn ring_options(a: &RecordArgs) -> RingOptions {
         .unwrap_or(if a.file_size == Some(0) { 0 } else { 1 << 30 });
     let file_size = a.file_size.unwrap_or(match max_size {
         0 => 64 << 20,
-        m => (m / 4).min(64 << 20),
+        // Never 0 (one file that never rolls): a tiny cap is then refused as too small.
+        m => (m / 4).clamp(1, 64 << 20),
     });
     RingOptions {
         file_size,
@@ -1214,16 +1215,8 @@ fn create_trace<'a>(
         // Refused before any file was made: leave no empty directory behind.
         let _ = std::fs::remove_dir(&a.output);
     }
+    // (`--file-size 0` with a cap, the other refusal, is `check_args`'.)
     let writer = writer.map_err(|e| match e {
-        ioblame_format::Error::RingTooSmall {
-            file_size: 0,
-            max_size,
-            ..
-        } => anyhow::anyhow!(
-            "--max-size {} needs ring files that roll: with --file-size 0 there is one \
-             file, which the cap never deletes; give a --file-size, or --max-size 0",
-            human(max_size)
-        ),
         ioblame_format::Error::RingTooSmall {
             file_start,
             file_size,
@@ -1965,6 +1958,7 @@ mod tests {
         assert_eq!(limits(&["--max-size", "100M"]), o(25 << 20, 100 << 20));
         assert_eq!(limits(&["--max-size", "10G"]), o(64 << 20, 10 << 30));
         assert_eq!(limits(&["--max-size", "0"]), o(64 << 20, 0));
+        assert_eq!(limits(&["--max-size", "3"]), o(1, 3));
         // One file that never rolls: no cap unless asked, and then an error.
         assert_eq!(limits(&["--file-size", "0"]), o(0, 0));
         check_args(&args(&["--file-size", "0"])).unwrap();

@@ -444,8 +444,7 @@ impl RingWriter {
         let opts = opts.fit(file_start)?;
         let mut w = Self::create_encoded(dir, header, encoded, opts)?;
         if let Some(block) = files_block {
-            w.append_block(&block)?;
-            w.meta.files = block;
+            w.write_files_block(block)?;
         }
         Ok(w)
     }
@@ -529,7 +528,11 @@ impl RingWriter {
     /// Appends a FILES block to the current file, and repeats it in the metadata of every file
     /// opened from now on.
     pub fn write_files(&mut self, table: &FileTable) -> Result<()> {
-        let block = encode_files_block(table);
+        self.write_files_block(encode_files_block(table))
+    }
+
+    /// [`RingWriter::write_files`] of an encoded FILES block.
+    fn write_files_block(&mut self, block: Vec<u8>) -> Result<()> {
         self.append_block(&block)?;
         self.meta.files = block;
         self.enforce_cap()
