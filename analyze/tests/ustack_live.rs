@@ -139,15 +139,16 @@ impl Builds {
                 String::from_utf8_lossy(&o.stderr)
             );
         };
-        let c = format!("{SOURCES}/iowork.c");
-        run(Command::new("gcc")
-            .args(["-O1", "-g", "-fno-omit-frame-pointer", "-o"])
-            .arg(d.join("iowork-c"))
-            .arg(&c));
-        run(Command::new("gcc")
-            .args(["-O2", "-fomit-frame-pointer", "-o"])
-            .arg(d.join("iowork-nofp"))
-            .arg(&c));
+        support::build_workload(
+            "iowork",
+            &["-O1", "-g", "-fno-omit-frame-pointer"],
+            &d.join("iowork-c"),
+        );
+        support::build_workload(
+            "iowork",
+            &["-O2", "-fomit-frame-pointer"],
+            &d.join("iowork-nofp"),
+        );
         std::fs::copy(d.join("iowork-c"), d.join("iowork-stripped")).unwrap();
         run(Command::new("strip").arg(d.join("iowork-stripped")));
         run(Command::new("rustc")
@@ -751,19 +752,12 @@ fn user_frames_of_a_service_in_its_own_mount_and_pid_namespaces() {
     let fs = LoopFs::new("ext4", 64);
     let src = fs.dir.path().join("src");
     std::fs::create_dir_all(&src).unwrap();
-    for (prog, args) in [
-        ("iowork", &["-O1", "-g", "-fno-omit-frame-pointer"][..]),
-        ("jit", &["-O1", "-fno-omit-frame-pointer"][..]),
-    ] {
-        let o = Command::new("gcc")
-            .args(args)
-            .arg("-o")
-            .arg(src.join(prog))
-            .arg(format!("{SOURCES}/{prog}.c"))
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    }
+    support::build_workload(
+        "iowork",
+        &["-O1", "-g", "-fno-omit-frame-pointer"],
+        &src.join("iowork"),
+    );
+    support::build_workload("jit", &["-O1", "-fno-omit-frame-pointer"], &src.join("jit"));
     let m = fs.mnt.display();
     sh(&format!("mkdir {m}/ns {m}/nsbin"));
     let script = format!(

@@ -14,7 +14,6 @@
 mod support;
 
 use std::os::unix::fs::MetadataExt;
-use std::process::Command;
 
 use serde_json::Value;
 use support::LoopFs;
@@ -42,14 +41,11 @@ fn check(edit: fn(&str) -> String) {
     let fs = LoopFs::new("ext4", 64);
     let bin = fs.dir.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
-    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/ustack/iowork.c");
-    let st = Command::new("gcc")
-        .args(["-O1", "-g", "-fno-omit-frame-pointer", "-o"])
-        .arg(bin.join("iowork"))
-        .arg(src)
-        .status()
-        .unwrap();
-    assert!(st.success(), "gcc failed");
+    support::build_workload(
+        "iowork",
+        &["-O1", "-g", "-fno-omit-frame-pointer"],
+        &bin.join("iowork"),
+    );
     let script = "iowork wal $M/wal.dat 4096; iowork ckpt $M/ckpt.dat 2048; sync; \
                   iowork scan $M/ckpt.dat";
     let t0 = std::time::Instant::now();

@@ -82,6 +82,26 @@ pub fn record_with(
     }
 }
 
+/// Builds `tests/data/ustack/NAME.c` (the user-stack workloads) into `out` with gcc and
+/// `flags`, expecting success.
+pub fn build_workload(name: &str, flags: &[&str], out: &Path) {
+    let o = Command::new("gcc")
+        .args(flags)
+        .arg("-o")
+        .arg(out)
+        .arg(format!(
+            "{}/tests/data/ustack/{name}.c",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "gcc {name}.c: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// PATH with `bindir` first.
 pub fn path_with(bindir: &Path) -> String {
     format!(
