@@ -164,7 +164,9 @@ impl AddressSpaces {
             if m.end > end {
                 kept.push(Map {
                     start: end,
-                    pgoff: m.pgoff + (end - m.start),
+                    // Offsets wrap as addresses do: a damaged record's page offset near
+                    // 2^64 must not overflow (fuzzing found it).
+                    pgoff: m.pgoff.wrapping_add(end - m.start),
                     ..m
                 });
             }
@@ -229,7 +231,7 @@ impl AddressSpaces {
         match hit {
             Some(m) => UserFrame {
                 module: Some(m.module.clone()),
-                offset: ip - m.start + m.pgoff,
+                offset: (ip - m.start).wrapping_add(m.pgoff),
                 names: Vec::new(),
             },
             None => UserFrame {
@@ -368,6 +370,22 @@ mod tests {
         let m = f.module.unwrap();
         assert_eq!(m.path, "//anon:7");
         assert_eq!(m.jit_pid(), Some(7));
+    }
+
+    /// Damaged records (a page offset near 2^64, a mapping to the end of the address space)
+    /// give wrapped offsets, never an overflow: the events fuzzer found the split of such a
+    /// mapping by a later one.
+    #[test]
+    fn offsets_near_the_top_of_u64_wrap_instead_of_overflowing() {
+        let mut s = AddressSpaces::new(&[]);
+        s.on_event(&mmap(7, 0x1000, 0x3000, u64::MAX - 0x10, 1, "/bin/app"));
+        assert_eq!(at(&s, 7, 0x1020), (Some("/bin/app".into()), 0x0f));
+        // A mapping inside it splits it: the upper part's offset wraps too.
+        s.on_event(&mmap(7, 0x2000, 0x1000, 0, 2, "/lib/libc.so"));
+        assert_eq!(at(&s, 7, 0x3000), (Some("/bin/app".into()), 0x1fef));
+        // A mapping whose length runs past the top ends there.
+        s.on_event(&mmap(7, u64::MAX - 0xff, u64::MAX, u64::MAX, 3, "/x"));
+        assert_eq!(at(&s, 7, u64::MAX - 1), (Some("/x".into()), 0xfd));
     }
 
     /// perf.data's records of the processes alive at start: a fork at time 0 from the
