@@ -557,7 +557,9 @@ fn user_stack_baselines_key_groups_by_the_applications_functions() {
 }
 
 /// The fixture's baseline as `ioblame baseline --exact` wrote it before groups were keyed
-/// by user frames (a copy of the committed file of that time): it still loads, and the
+/// by user frames (a copy of the committed file of that time, its writeback handles' group
+/// moved as the attribution moved them since: 20 KiB of a flusher's delayed allocation are
+/// the dirtier's, docs/attribution.md "Journal IO"): it still loads, and the
 /// trace, whose intents now carry named user frames, still passes it strictly with every
 /// group compared, none new.
 #[test]

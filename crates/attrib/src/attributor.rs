@@ -553,10 +553,16 @@ impl Attributor {
                 }
             }
             EventKind::Jbd2HandleStart { dev, .. } => {
-                let role = self
-                    .roles
-                    .role_in(&mut self.tables.roles, ev.pid, ev.tid, ev.cgroup);
                 let stack = self.intents.stack_of(ev);
+                // A handle started by ext4's writepages (delayed allocation at writeback, by
+                // a flusher, a sync or another task's fsync) is the pages' dirtier's, when
+                // the file has one ("Journal IO", apportioning).
+                let role = match self.writeback_dirtier(tid) {
+                    Some(role) => role,
+                    None => self
+                        .roles
+                        .role_in(&mut self.tables.roles, ev.pid, ev.tid, ev.cgroup),
+                };
                 self.journals
                     .handle_start(tid, *dev, Dirtier { role, stack }, now);
             }
@@ -968,6 +974,14 @@ impl Attributor {
             self.dirty
                 .put_inode(bdi, ino, Dirtier { role, stack }, ev.time);
         }
+    }
+
+    /// The role of the only dirtier of the file thread `tid`'s ext4 writepages bracket is
+    /// writing, if it is in one and the file has exactly one dirtier (rule 5's test).
+    fn writeback_dirtier(&self, tid: u32) -> Option<RoleId> {
+        let (dev, ino) = self.contexts.ext4_writepages_inode(tid)?;
+        let disk = self.devices.info(dev).disk;
+        self.dirty.only_dirtier(disk, ino).map(|(d, _)| d.role)
     }
 
     /// `writeback_single_inode`: the bracket ends; what the inode's state says is clean

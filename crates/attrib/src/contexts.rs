@@ -450,6 +450,15 @@ impl Contexts {
         self.tids.get(&tid).and_then(|c| c.ctx.wi_ino)
     }
 
+    /// The inode whose `ext4_writepages` bracket `tid` is in.
+    #[inline]
+    pub fn ext4_writepages_inode(&self, tid: u32) -> Option<(Dev, u64)> {
+        self.tids
+            .get(&tid)
+            .filter(|c| c.ctx.ext4_wp)
+            .and_then(|c| c.ctx.wp_ino)
+    }
+
     /// `ext4_writepages`: `tid` writes the pages of `inode`.
     pub fn ext4_writepages(&mut self, tid: u32, now: u64, inode: (Dev, u64)) {
         let c = self.tid(tid, now);

@@ -1659,6 +1659,55 @@ fn journal_io_is_divided_among_the_handles_of_its_transaction() {
     assert_eq!(often.journal_share(), Some(0.75));
 }
 
+/// Delayed allocation at writeback: the flusher's handle, started inside ext4's writepages
+/// of a file with one dirtier, is that dirtier's (with the handle's stack); a handle the
+/// flusher starts for a file of two dirtiers, or outside writepages, stays the flusher's.
+#[test]
+fn a_handle_started_at_writeback_is_the_only_dirtiers() {
+    let mut b = Bench::new();
+    b.comm(100, "writer");
+    b.comm(101, "other");
+    b.comm(FLUSHER, "kworker/u8:1");
+    b.dirty_mib(100, LOOP0, 12, 0, 1);
+    b.dirty_mib(100, LOOP0, 13, 0, 1);
+    b.dirty_mib(101, LOOP0, 13, 1, 1);
+    let writepages = |b: &mut Bench, ino: u64, start: bool| {
+        let kind = if start {
+            EventKind::Ext4Writepages {
+                dev: LOOP0,
+                ino,
+                sync_mode: 0,
+            }
+        } else {
+            EventKind::Ext4WritepagesResult {
+                dev: LOOP0,
+                ino,
+                pages_written: 256,
+            }
+        };
+        b.push(FLUSHER, FLUSHER, kind, None);
+    };
+    // File 12 (writer's alone): the flusher's handle dirties 3 blocks.
+    writepages(&mut b, 12, true);
+    b.handle_start(FLUSHER, LOOP0, 40);
+    b.handle_stats(FLUSHER, LOOP0, 40, 3);
+    writepages(&mut b, 12, false);
+    // File 13 (two dirtiers): 1 block, the flusher's.
+    writepages(&mut b, 13, true);
+    b.handle_start(FLUSHER, LOOP0, 40);
+    b.handle_stats(FLUSHER, LOOP0, 40, 1);
+    writepages(&mut b, 13, false);
+    b.commit(CommitPhase::Start, 40);
+    b.q(JBD2, LOOP0, 4_000_000, 32, "WSM");
+    b.requests(LOOP0, 4_000_000, 32, 2560, "WSM");
+    b.commit(CommitPhase::End, 40);
+    let (ios, out) = b.finish();
+    let t = &out.tables;
+    assert_eq!(journal_bytes(&ios, t, "writer"), 12 << 10);
+    assert_eq!(journal_bytes(&ios, t, "kworker/u8:1"), 4 << 10);
+    assert_eq!(journal_bytes(&ios, t, "other"), 0);
+}
+
 /// A commit with no handle recorded for its transaction (its handles began before the
 /// recording; its own revoke or superblock records), and a transaction whose commit IO
 /// comes before any handle of it is seen: the journal thread keeps the bytes.
