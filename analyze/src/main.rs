@@ -15,6 +15,7 @@ use ioblame_pipeline::Scope;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod blame_cmd;
 mod cgroups;
 mod export_cmd;
 mod fleet_cmd;
@@ -110,6 +111,10 @@ enum Command {
     /// btt's latency breakdown (Q2Q, Q2G, G2I, Q2M, I2D, M2D, D2C, Q2C) per device, overall,
     /// per issuing process and per act, with p50/p95/p99.
     Latency(LatencyArgs),
+    /// Who made the IO slow: each IO's queue-to-completion time split into its own service,
+    /// the time it waited behind each other act's IO on its device, and idle time; per
+    /// victim process, culprits ranked (docs/latency.md, "Blame").
+    Blame(BlameArgs),
     /// Print the `perf record` command line that records what the attribution needs on this
     /// kernel, for hosts with stock perf and no ioblame-capture.
     PerfCommand(PerfCommandArgs),
@@ -262,6 +267,51 @@ struct LatencyArgs {
     json: bool,
     #[command(flatten)]
     devs: DevArgs,
+}
+
+#[derive(Args, Debug)]
+struct BlameArgs {
+    #[command(flatten)]
+    trace: TraceArgs,
+    #[command(flatten)]
+    devs: DevArgs,
+    /// What the culprits are summed by: `act` (role + intent + file), `task`, `process`, or
+    /// `cgroup` (then the victims are summed by cgroup too).
+    #[arg(long, value_enum, default_value = "act", value_name = "KEY")]
+    by: blame_cmd::By,
+    /// One victim group instead of one per process: `pid:N`, `comm:NAME`, `cgroup:/PATH`
+    /// (and below) or `act:N`.
+    #[arg(long, value_name = "WHO")]
+    victim: Option<blame_cmd::VictimSel>,
+    /// Only each victim group's slowest IOs: those above its P-th percentile of Q2C (the
+    /// tail people are paged for), 0 <= P < 100.
+    #[arg(long, value_name = "P", value_parser = tail_percentile)]
+    tail: Option<f64>,
+    /// Only victims queued at or after this many seconds into the trace.
+    #[arg(long, value_name = "SECONDS")]
+    from: Option<f64>,
+    /// Only victims queued before this many seconds into the trace.
+    #[arg(long, value_name = "SECONDS")]
+    to: Option<f64>,
+    /// Culprits listed per victim group (at least 1; the rest are summed).
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = at_least_one())]
+    top: usize,
+    /// JSON lines: one `"kind": "victim"` object per victim group and one `"kind":
+    /// "culprit"` per culprit of it (keys in docs/latency.md).
+    #[arg(long)]
+    json: bool,
+    /// One JSON line per victim IO, with its own, idle and culprits' times (they add up to
+    /// its Q2C).
+    #[arg(long)]
+    ios: bool,
+}
+
+/// `--tail P`: a percentile in [0, 100).
+fn tail_percentile(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(p) if (0.0..100.0).contains(&p) => Ok(p),
+        _ => Err(format!("{s:?}: a percentile from 0 to below 100")),
+    }
 }
 
 #[derive(Args, Debug)]
@@ -449,6 +499,22 @@ fn run(cli: Cli) -> Result<ExitCode> {
             // are btt's, over all the IO of the selected devices.
             let scope = pipeline::scope(&t, sc, false)?;
             latency_cmd::run(out, &t, &sel, a.devs.show_recorder, &scope, a.json)?
+        }
+        Command::Blame(a) => {
+            let t = pipeline::open_trace(&a.trace.trace, ks)?;
+            let sel = dev_selection(&a.devs, &t)?;
+            let scope = pipeline::scope(&t, sc, false)?;
+            let opts = blame_cmd::Options {
+                by: a.by,
+                victim: a.victim,
+                tail: a.tail,
+                from: a.from,
+                to: a.to,
+                top: a.top,
+                json: a.json,
+                ios: a.ios,
+            };
+            blame_cmd::run(out, &t, &sel, a.devs.show_recorder, &scope, &opts)?
         }
         Command::Export(a) => return export(out, a, ks),
         Command::Fleet(a) => fleet(out, a)?,

@@ -19,6 +19,7 @@ use std::process::{Child, Command, Output};
 use std::sync::OnceLock;
 
 use ioblame_testkit::cgroups::{cgroup2_mount, TestCgroup};
+use support::capture_on as capture;
 use support::{tools, LoopFs};
 
 const MIB: u64 = 1 << 20;
@@ -37,38 +38,6 @@ fn ready(tools: &[&str]) -> Option<PathBuf> {
         eprintln!("SKIPPED: no cgroup2 hierarchy mounted");
     }
     m
-}
-
-/// Records `script` (sh, `bindir` first on PATH, `$M` the mount point, `env` added) on the
-/// devices named into `dir/NAME`, expecting a clean capture with no lost records.
-fn capture(
-    dir: &Path,
-    bindir: &Path,
-    mnt: &Path,
-    devices: &str,
-    name: &str,
-    script: &str,
-    env: &[(&str, &str)],
-) -> PathBuf {
-    let trace = dir.join(name);
-    let path = format!(
-        "{}:{}",
-        bindir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let o = Command::new(support::common::bin())
-        .args(["record", "-o"])
-        .arg(&trace)
-        .args(["--devices", devices, "--", "sh", "-c", script])
-        .env("PATH", path)
-        .env("M", mnt)
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "capture failed: {err}");
-    assert!(err.contains(" 0 lost"), "records were lost: {err}");
-    trace
 }
 
 fn run(args: &[&str]) -> Output {

@@ -85,19 +85,25 @@ pub fn record_with(
 /// Builds `tests/data/ustack/NAME.c` (the user-stack workloads) into `out` with gcc and
 /// `flags`, expecting success.
 pub fn build_workload(name: &str, flags: &[&str], out: &Path) {
+    build_c(&format!("ustack/{name}.c"), flags, out);
+}
+
+/// Builds the C program `tests/data/SOURCE` into `out` with gcc and `flags`, expecting
+/// success.
+pub fn build_c(source: &str, flags: &[&str], out: &Path) {
     let o = Command::new("gcc")
         .args(flags)
         .arg("-o")
         .arg(out)
         .arg(format!(
-            "{}/tests/data/ustack/{name}.c",
+            "{}/tests/data/{source}",
             env!("CARGO_MANIFEST_DIR")
         ))
         .output()
         .unwrap();
     assert!(
         o.status.success(),
-        "gcc {name}.c: {}",
+        "gcc {source}: {}",
         String::from_utf8_lossy(&o.stderr)
     );
 }
@@ -191,6 +197,38 @@ pub fn capture_with(
         .args(["--", "sh", "-c", script])
         .env("PATH", path_with(bindir))
         .env("M", &fs.mnt)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "capture failed: {err}");
+    assert!(err.contains(" 0 lost"), "records were lost: {err}");
+    trace
+}
+
+/// Records `script` (sh, `bindir` first on PATH, `$M` the mount point, `env` added) on the
+/// devices named into `dir/NAME`, expecting a clean capture with no lost records.
+pub fn capture_on(
+    dir: &Path,
+    bindir: &Path,
+    mnt: &Path,
+    devices: &str,
+    name: &str,
+    script: &str,
+    env: &[(&str, &str)],
+) -> PathBuf {
+    let trace = dir.join(name);
+    let path = format!(
+        "{}:{}",
+        bindir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let o = Command::new(common::bin())
+        .args(["record", "-o"])
+        .arg(&trace)
+        .args(["--devices", devices, "--", "sh", "-c", script])
+        .env("PATH", path)
+        .env("M", mnt)
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);

@@ -16,6 +16,7 @@
 //! does not grow with the trace. [`output`] renders the text table and JSON lines.
 #![deny(missing_docs)]
 
+pub mod blame;
 pub mod breakdown;
 pub mod engine;
 pub mod hist;
@@ -23,6 +24,7 @@ pub mod output;
 #[cfg(test)]
 mod tests;
 
+pub use blame::{Blame, BlameEngine, BlameStats, IoPart, Victim};
 pub use breakdown::{Breakdown, Interval};
 pub use engine::{is_remapper, Engine, EngineStats};
 pub use hist::{Stat, MAX_RELATIVE_ERROR};

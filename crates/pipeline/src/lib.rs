@@ -17,6 +17,7 @@
 #![deny(missing_docs)]
 
 mod analyze;
+pub mod blame;
 mod blktrace;
 mod diag;
 mod live;

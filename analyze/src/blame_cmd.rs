@@ -1,0 +1,793 @@
+//! `ioblame blame`: who made each IO slow. Every victim IO's Q2C is split into its own
+//! service time, the time it waited behind each other request on its device (charged to
+//! that request's act, as the attribution charges it) and idle time
+//! ([`ioblame_latency::blame`]; `docs/latency.md`, "Blame"); victims are summed per process
+//! (or cgroup, or the `--victim` selection) and their culprits ranked.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+
+use anyhow::{bail, Result};
+use ioblame_attrib::{Act, CgroupNames, Tables};
+use ioblame_counters::output::printable;
+use ioblame_counters::DevSelection;
+use ioblame_format::PathTable;
+use ioblame_latency::blame::Culprit;
+use ioblame_latency::{Blame, BlameEngine, Victim};
+use ioblame_pipeline::{Input, ResolvedScope, Scope};
+use serde_json::{json, Value};
+
+use crate::pipeline;
+use crate::text::dev_str;
+
+/// What culprits (and, for `cgroup`, victims) are summed by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum By {
+    /// Each act (role + intent + file): the finest, what `ioblame acts` lists.
+    Act,
+    /// Each task (thread).
+    Task,
+    /// Each process.
+    Process,
+    /// Each cgroup (victims by cgroup too).
+    Cgroup,
+}
+
+/// The victims spoken of, as one group (`--victim`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VictimSel {
+    /// `pid:N`: the IO of process N.
+    Pid(u32),
+    /// `comm:NAME`: the IO of tasks of that command name.
+    Comm(String),
+    /// `cgroup:/PATH`: the IO of tasks in that cgroup or below.
+    Cgroup(String),
+    /// `act:N`: the IO of act N (`ioblame acts` numbers them).
+    Act(u32),
+}
+
+impl std::str::FromStr for VictimSel {
+    type Err = String;
+    fn from_str(s: &str) -> Result<VictimSel, String> {
+        let (k, v) = s
+            .split_once(':')
+            .ok_or_else(|| format!("{s:?}: expected pid:N, comm:NAME, cgroup:/PATH or act:N"))?;
+        let num = |v: &str| {
+            v.parse::<u32>()
+                .map_err(|_| format!("{s:?}: {v:?} is no number"))
+        };
+        match k {
+            "pid" => Ok(VictimSel::Pid(num(v)?)),
+            "act" => Ok(VictimSel::Act(num(v)?)),
+            "comm" if !v.is_empty() => Ok(VictimSel::Comm(v.to_owned())),
+            "cgroup" if v.starts_with('/') => Ok(VictimSel::Cgroup(v.to_owned())),
+            _ => Err(format!(
+                "{s:?}: expected pid:N, comm:NAME, cgroup:/PATH or act:N"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for VictimSel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VictimSel::Pid(n) => write!(f, "pid:{n}"),
+            VictimSel::Comm(c) => write!(f, "comm:{c}"),
+            VictimSel::Cgroup(c) => write!(f, "cgroup:{c}"),
+            VictimSel::Act(n) => write!(f, "act:{n}"),
+        }
+    }
+}
+
+/// What `ioblame blame` is asked.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Culprits summed by.
+    pub by: By,
+    /// One victim group instead of one per process.
+    pub victim: Option<VictimSel>,
+    /// Only each group's slowest IOs: those above its P-th percentile of Q2C.
+    pub tail: Option<f64>,
+    /// Victims queued at or after this many seconds into the trace.
+    pub from: Option<f64>,
+    /// Victims queued before this many seconds into the trace.
+    pub to: Option<f64>,
+    /// Culprits listed per victim group in the text.
+    pub top: usize,
+    /// JSON lines.
+    pub json: bool,
+    /// One JSON line per victim IO instead of per group.
+    pub ios: bool,
+}
+
+/// A culprit group's key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum CKey {
+    Act(u32),
+    Task(u32),
+    Process(u32),
+    Cgroup(Option<String>),
+    /// Flushes asked for by a task (thread id) with no data request charged.
+    FlushBy(u32),
+    /// Discards and other ops queued by a task (thread id).
+    OtherBy(u32),
+    Flush,
+    OtherOp,
+}
+
+/// A victim group's key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum VKey {
+    Process(u32),
+    Cgroup(Option<String>),
+    Selected,
+}
+
+#[derive(Debug, Default)]
+struct Group {
+    /// Every IO's Q2C (ns), for the percentiles.
+    q2c: Vec<u64>,
+    ios: u64,
+    latency: u64,
+    own: u64,
+    idle: u64,
+    bytes: u64,
+    culprits: HashMap<CKey, u64>,
+    /// A role of the group, for its name (the first seen).
+    role: Option<u32>,
+}
+
+impl Group {
+    fn waited(&self) -> u64 {
+        self.culprits.values().sum()
+    }
+}
+
+/// What naming needs.
+struct Names<'a> {
+    tables: &'a Tables,
+    /// Each thread's latest role, and the trace's task table for threads without one:
+    /// `tid -> (role, pid, comm)`.
+    tasks: HashMap<u32, (Option<u32>, u32, String)>,
+    intents: &'a [String],
+    paths: &'a PathTable,
+    cgroups: Option<&'a CgroupNames>,
+}
+
+impl Names<'_> {
+    fn act(&self, k: u32) -> &Act {
+        &self.tables.acts[k as usize]
+    }
+
+    fn cgroup_of_act(&self, act: &Act) -> Option<String> {
+        self.cgroups
+            .and_then(|c| c.of_act(act, self.tables))
+            .map(str::to_owned)
+    }
+
+    fn ckey(&self, key: u32, by: By) -> CKey {
+        let tid = match Culprit::of(key) {
+            Culprit::Flush => return CKey::Flush,
+            Culprit::Other => return CKey::OtherOp,
+            Culprit::Key(a) => {
+                let act = self.act(a);
+                return match by {
+                    By::Act => CKey::Act(a),
+                    By::Task => CKey::Task(act.role.0),
+                    By::Process => CKey::Process(self.tables.roles[act.role.index()].pid),
+                    By::Cgroup => CKey::Cgroup(self.cgroup_of_act(act)),
+                };
+            }
+            Culprit::FlushBy(t) | Culprit::OtherBy(t) => t,
+        };
+        let task = self.tasks.get(&tid);
+        let role = task.and_then(|t| t.0);
+        match (by, role) {
+            (By::Task, Some(r)) => CKey::Task(r),
+            (By::Process, _) if task.is_some() => CKey::Process(task.map_or(0, |t| t.1)),
+            (By::Cgroup, _) => CKey::Cgroup(role.and_then(|r| {
+                let role = &self.tables.roles[r as usize];
+                self.cgroups?.of_role(role).map(str::to_owned)
+            })),
+            _ if matches!(Culprit::of(key), Culprit::FlushBy(_)) => CKey::FlushBy(tid),
+            _ => CKey::OtherBy(tid),
+        }
+    }
+
+    /// `comm (pid P tid T)` of a thread.
+    fn task_label(&self, tid: u32) -> String {
+        match self.tasks.get(&tid) {
+            Some((_, pid, comm)) => format!("{} (pid {pid} tid {tid})", printable(comm)),
+            None => format!("task {tid}"),
+        }
+    }
+
+    fn file(&self, act: &Act) -> String {
+        if act.file.ino == 0 {
+            return "-".to_owned();
+        }
+        match self.paths.get(act.file.dev, act.file.ino) {
+            Some(p) => printable(p).into_owned(),
+            None => format!("{}/{}", dev_str(act.file.dev), act.file.ino),
+        }
+    }
+
+    /// A culprit as a person reads it.
+    fn clabel(&self, k: &CKey, roles: &HashMap<u32, u32>) -> String {
+        match k {
+            CKey::Act(a) => {
+                let act = self.act(*a);
+                let role = &self.tables.roles[act.role.index()];
+                let intent = self
+                    .intents
+                    .get(act.intent.index())
+                    .map_or_else(|| "?".to_owned(), |n| printable(n).into_owned());
+                format!(
+                    "{} (pid {}, {intent} via {}, {})",
+                    printable(&role.comm),
+                    role.pid,
+                    act.via.name(),
+                    self.file(act)
+                )
+            }
+            CKey::Task(r) => {
+                let role = &self.tables.roles[*r as usize];
+                format!(
+                    "{} (pid {} tid {})",
+                    printable(&role.comm),
+                    role.pid,
+                    role.tid
+                )
+            }
+            CKey::Process(pid) => {
+                let comm = roles
+                    .get(pid)
+                    .map(|&r| printable(&self.tables.roles[r as usize].comm).into_owned())
+                    .unwrap_or_default();
+                format!("{comm} (pid {pid})")
+            }
+            CKey::Cgroup(c) => format!("cgroup {}", c.as_deref().unwrap_or("(not recorded)")),
+            CKey::FlushBy(t) => format!("cache flushes asked for by {}", self.task_label(*t)),
+            CKey::OtherBy(t) => format!("discards and other ops of {}", self.task_label(*t)),
+            CKey::Flush => "cache flushes (who asked for them is not in the trace)".to_owned(),
+            CKey::OtherOp => {
+                "discards and other ops (who queued them is not in the trace)".to_owned()
+            }
+        }
+    }
+
+    /// A culprit's keys as `ioblame acts --json` names them.
+    fn cjson(&self, k: &CKey, roles: &HashMap<u32, u32>, v: &mut Value) {
+        match k {
+            CKey::Act(a) => {
+                let act = self.act(*a);
+                let role = &self.tables.roles[act.role.index()];
+                v["act"] = (*a).into();
+                v["comm"] = role.comm.clone().into();
+                v["pid"] = role.pid.into();
+                v["tid"] = role.tid.into();
+                v["intent"] = act.intent.0.into();
+                v["intent_name"] = self.intents.get(act.intent.index()).cloned().into();
+                v["via"] = act.via.name().into();
+                v["reason"] = act.reason.map(|r| r.name()).into();
+                v["dev"] = dev_str(act.file.dev).into();
+                v["ino"] = act.file.ino.into();
+                v["path"] = (act.file.ino != 0)
+                    .then(|| self.paths.get(act.file.dev, act.file.ino))
+                    .flatten()
+                    .into();
+                if self.cgroups.is_some() {
+                    v["cgroup"] = self.cgroup_of_act(act).into();
+                }
+            }
+            CKey::Task(r) => {
+                let role = &self.tables.roles[*r as usize];
+                v["comm"] = role.comm.clone().into();
+                v["pid"] = role.pid.into();
+                v["tid"] = role.tid.into();
+            }
+            CKey::Process(pid) => {
+                v["comm"] = roles
+                    .get(pid)
+                    .map(|&r| self.tables.roles[r as usize].comm.clone())
+                    .into();
+                v["pid"] = (*pid).into();
+            }
+            CKey::Cgroup(c) => v["cgroup"] = c.clone().into(),
+            CKey::FlushBy(t) | CKey::OtherBy(t) => {
+                v["via"] = if matches!(k, CKey::FlushBy(_)) {
+                    "flush"
+                } else {
+                    "other_op"
+                }
+                .into();
+                let task = self.tasks.get(t);
+                v["comm"] = task.map(|t| t.2.clone()).into();
+                v["pid"] = task.map(|t| t.1).into();
+                v["tid"] = (*t).into();
+            }
+            CKey::Flush => v["via"] = "flush".into(),
+            CKey::OtherOp => v["via"] = "other_op".into(),
+        }
+    }
+}
+
+/// Whether a victim's act is selected by `sel`.
+fn selected(sel: &VictimSel, act_id: u32, names: &Names<'_>) -> bool {
+    let act = names.act(act_id);
+    let role = &names.tables.roles[act.role.index()];
+    match sel {
+        VictimSel::Pid(n) => role.pid == *n,
+        VictimSel::Comm(c) => role.comm == *c,
+        VictimSel::Act(n) => act_id == *n,
+        VictimSel::Cgroup(path) => names.cgroup_of_act(act).is_some_and(|c| {
+            let p = path.trim_end_matches('/');
+            p.is_empty() || c == p || c.starts_with(&format!("{p}/"))
+        }),
+    }
+}
+
+/// The slowest IOs of a group: the Q2C from which an IO is in the tail above percentile `p`
+/// (the `n - floor(p/100 * n)` slowest, at least one; ties with the last kept are kept).
+fn tail_threshold(q2c: &mut [u64], p: f64) -> u64 {
+    q2c.sort_unstable();
+    let n = q2c.len();
+    let below = ((p / 100.0) * n as f64).floor() as usize;
+    q2c[below.min(n.saturating_sub(1))]
+}
+
+/// The nearest-rank percentile of sorted values.
+fn percentile(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ioblame_latency::hist::nearest_rank(p, sorted.len() as u64) as usize;
+    sorted[rank - 1]
+}
+
+/// A duration as a person reads it: `812 ns`, `61.2 µs`, `42.1 ms`, `1.84 s`.
+pub fn human_ns(ns: u64) -> String {
+    let x = ns as f64;
+    let (v, unit) = if ns < 1_000 {
+        return format!("{ns} ns");
+    } else if ns < 1_000_000 {
+        (x / 1e3, "µs")
+    } else if ns < 1_000_000_000 {
+        (x / 1e6, "ms")
+    } else {
+        (x / 1e9, "s")
+    };
+    if v >= 100.0 {
+        format!("{v:.0} {unit}")
+    } else if v >= 10.0 {
+        format!("{v:.1} {unit}")
+    } else {
+        format!("{v:.2} {unit}")
+    }
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}
+
+/// Thousands separated by commas.
+fn count(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Runs the attribution and the blame pass over `trace` on the devices `sel` selects: the
+/// splits and the tables. Every IO stands ahead of others (the recorder's own too: it held
+/// the device); victims are the IOs of acts in `scope` (the recorder's only when shown)
+/// queued inside `window` (ns, the trace's clock).
+pub fn analyze(
+    trace: &Input,
+    sel: &DevSelection,
+    show_recorder: bool,
+    scope: &ResolvedScope,
+    window: (u64, u64),
+) -> (
+    Blame,
+    ioblame_pipeline::Analysis,
+    ioblame_decode::Symbolizer,
+) {
+    let sym = pipeline::symbols_of(trace);
+    let mut engine = BlameEngine::new();
+    // Every IO is handed out (the scope marks the lineage, and selects victims below).
+    let mut all = scope.clone();
+    all.scope = Scope::All;
+    let engine_cell = std::cell::RefCell::new(&mut engine);
+    let a = pipeline::analyze_observed(
+        trace,
+        &sym,
+        sel,
+        true,
+        &all,
+        |ev| engine_cell.borrow_mut().push_event(ev),
+        |io, tables| {
+            let mut e = engine_cell.borrow_mut();
+            ioblame_pipeline::blame::push_io(&mut e, io, tables, |io, tables| {
+                let act = &tables.acts[io.act.index()];
+                (show_recorder || !act.recorder)
+                    && (window.0..window.1).contains(&io.queue_time)
+                    && scope.act_in(act, tables)
+            })
+        },
+    );
+    (engine.finish(), a, sym)
+}
+
+/// `ioblame blame`.
+pub fn run(
+    out: &mut impl Write,
+    trace: &Input,
+    sel: &DevSelection,
+    show_recorder: bool,
+    scope: &ResolvedScope,
+    opts: &Options,
+) -> Result<()> {
+    let start = trace.header().start_clock_ns;
+    let at = |s: Option<f64>, dflt: u64| {
+        s.map_or(dflt, |s| start.saturating_add((s.max(0.0) * 1e9) as u64))
+    };
+    let window = (at(opts.from, 0), at(opts.to, u64::MAX));
+    if window.0 >= window.1 {
+        bail!("--from must come before --to");
+    }
+    let (blame, a, sym) = analyze(trace, sel, show_recorder, scope, window);
+    let tables = &a.tables;
+    let intents = ioblame_attrib::intent_names(tables, &sym);
+    let cgroups = CgroupNames::of(trace);
+    if opts.by == By::Cgroup && cgroups.is_none() {
+        bail!("the trace has no cgroup table (recorded without cgroups): --by cgroup needs one");
+    }
+    let paths = pipeline::charged_paths(trace, tables, true);
+    let mut tasks: HashMap<u32, (Option<u32>, u32, String)> = trace
+        .metadata()
+        .tasks
+        .iter()
+        .map(|t| (t.tid, (None, t.pid, t.comm.clone())))
+        .collect();
+    for (i, r) in tables.roles.iter().enumerate() {
+        tasks.insert(r.tid, (Some(i as u32), r.pid, r.comm.clone()));
+    }
+    let names = Names {
+        tasks,
+        tables,
+        intents: &intents,
+        paths: &paths,
+        cgroups: cgroups.as_ref(),
+    };
+    if let Some(VictimSel::Act(n)) = &opts.victim {
+        if *n as usize >= tables.acts.len() {
+            bail!("--victim act:{n}: the trace has {} acts", tables.acts.len());
+        }
+    }
+    // The first role of each process, to name it.
+    let mut proc_role: HashMap<u32, u32> = HashMap::new();
+    for (i, r) in tables.roles.iter().enumerate() {
+        proc_role.entry(r.pid).or_insert(i as u32);
+    }
+    let vkey = |v: &Victim| -> Option<VKey> {
+        match &opts.victim {
+            Some(s) => selected(s, v.key, &names).then_some(VKey::Selected),
+            None if opts.by == By::Cgroup => {
+                Some(VKey::Cgroup(names.cgroup_of_act(names.act(v.key))))
+            }
+            None => Some(VKey::Process(
+                tables.roles[names.act(v.key).role.index()].pid,
+            )),
+        }
+    };
+    if blktrace_note(trace) && !opts.json && !opts.ios {
+        writeln!(
+            out,
+            "note: a blktrace recording knows no dirtier: culprits are the tasks that queued the IO"
+        )?;
+    }
+    if opts.ios {
+        return per_io(out, &blame, &names, &proc_role, opts, &vkey);
+    }
+    // The tail's thresholds, per group.
+    let mut thresholds: HashMap<VKey, u64> = HashMap::new();
+    if let Some(p) = opts.tail {
+        let mut all: HashMap<VKey, Vec<u64>> = HashMap::new();
+        for v in &blame.victims {
+            if let Some(k) = vkey(v) {
+                all.entry(k).or_default().push(v.q2c);
+            }
+        }
+        for (k, mut q) in all {
+            thresholds.insert(k, tail_threshold(&mut q, p));
+        }
+    }
+    let mut groups: BTreeMap<VKey, Group> = BTreeMap::new();
+    for v in &blame.victims {
+        let Some(k) = vkey(v) else { continue };
+        let g = groups.entry(k.clone()).or_default();
+        g.q2c.push(v.q2c);
+        if thresholds.get(&k).is_some_and(|&t| v.q2c < t) {
+            continue;
+        }
+        g.role.get_or_insert(names.act(v.key).role.0);
+        g.ios += 1;
+        g.latency += v.q2c;
+        g.own += v.own;
+        g.idle += v.idle;
+        g.bytes += v.bytes;
+        for &(c, ns) in blame.culprits_of(v) {
+            *g.culprits.entry(names.ckey(c, opts.by)).or_default() += ns;
+        }
+    }
+    for g in groups.values_mut() {
+        g.q2c.sort_unstable();
+    }
+    // The most delayed by others first.
+    let mut order: Vec<(&VKey, &Group)> = groups.iter().filter(|(_, g)| g.ios > 0).collect();
+    order.sort_by(|a, b| b.1.waited().cmp(&a.1.waited()).then(a.0.cmp(b.0)));
+    let vname = |k: &VKey, g: &Group| -> String {
+        match k {
+            VKey::Process(pid) => {
+                let comm = g
+                    .role
+                    .map(|r| printable(&tables.roles[r as usize].comm).into_owned())
+                    .unwrap_or_default();
+                format!("{comm} (pid {pid})")
+            }
+            VKey::Cgroup(c) => format!("cgroup {}", c.as_deref().unwrap_or("(not recorded)")),
+            VKey::Selected => opts
+                .victim
+                .as_ref()
+                .map(|s| s.to_string())
+                .unwrap_or_default(),
+        }
+    };
+    if opts.json {
+        for (k, g) in order {
+            let mut v = json!({"kind": "victim"});
+            victim_json(&mut v, k, g, &names, opts);
+            v["ios"] = g.ios.into();
+            v["bytes"] = g.bytes.into();
+            v["latency_ns"] = g.latency.into();
+            v["own_ns"] = g.own.into();
+            v["idle_ns"] = g.idle.into();
+            v["wait_ns"] = g.waited().into();
+            v["p50_ns"] = percentile(&g.q2c, 50.0).into();
+            v["p99_ns"] = percentile(&g.q2c, 99.0).into();
+            if let Some(p) = opts.tail {
+                v["tail"] = p.into();
+            }
+            writeln!(out, "{v}")?;
+            for (c, ns) in ranked(g) {
+                let mut v = json!({"kind": "culprit"});
+                victim_json(&mut v, k, g, &names, opts);
+                names.cjson(c, &proc_role, &mut v);
+                v["wait_ns"] = ns.into();
+                v["share"] = (ns as f64 / g.latency.max(1) as f64).into();
+                writeln!(out, "{v}")?;
+            }
+        }
+        return Ok(());
+    }
+    let devs: std::collections::BTreeSet<u32> = blame.victims.iter().map(|v| v.dev).collect();
+    let total: u64 = order.iter().map(|(_, g)| g.latency).sum();
+    let waited: u64 = order.iter().map(|(_, g)| g.waited()).sum();
+    writeln!(
+        out,
+        "ioblame blame: {} IOs waited {} in all on {} device{}; {} ({:.0}%) of it behind other IO",
+        count(order.iter().map(|(_, g)| g.ios).sum()),
+        human_ns(total),
+        devs.len(),
+        if devs.len() == 1 { "" } else { "s" },
+        human_ns(waited),
+        pct(waited, total),
+    )?;
+    if let Some(p) = opts.tail {
+        writeln!(
+            out,
+            "  (the tail: each group's IOs above its p{p} of Q2C; p50 and p99 are of all its IOs)"
+        )?;
+    }
+    for (k, g) in order {
+        writeln!(out)?;
+        let ranked = ranked(g);
+        let mut head = format!(
+            "{} waited {} in {} IO{} (p50 {}, p99 {})",
+            vname(k, g),
+            human_ns(g.latency),
+            count(g.ios),
+            if g.ios == 1 { "" } else { "s" },
+            human_ns(percentile(&g.q2c, 50.0)),
+            human_ns(percentile(&g.q2c, 99.0)),
+        );
+        let mut parts = Vec::new();
+        if let Some((c, ns)) = ranked.first() {
+            let whose = if is_self(k, c, &names) {
+                "its own other IO: "
+            } else {
+                ""
+            };
+            parts.push(format!(
+                "{:.0}% behind {whose}{}",
+                pct(*ns, g.latency),
+                names.clabel(c, &proc_role)
+            ));
+        }
+        parts.push(format!("{:.0}% own", pct(g.own, g.latency)));
+        parts.push(format!("{:.0}% idle", pct(g.idle, g.latency)));
+        if ranked.len() > 1 {
+            let rest: u64 = ranked[1..].iter().map(|c| c.1).sum();
+            parts.push(format!(
+                "{:.0}% behind {} other{}",
+                pct(rest, g.latency),
+                ranked.len() - 1,
+                if ranked.len() == 2 { "" } else { "s" }
+            ));
+        }
+        head.push_str(": ");
+        head.push_str(&parts.join(", "));
+        writeln!(out, "{head}")?;
+        writeln!(out, "  {:>10} {:>6}  BEHIND", "WAIT", "SHARE")?;
+        for (c, ns) in ranked.iter().take(opts.top) {
+            writeln!(
+                out,
+                "  {:>10} {:>5.1}%  {}{}",
+                human_ns(*ns),
+                pct(*ns, g.latency),
+                if is_self(k, c, &names) {
+                    "(itself) "
+                } else {
+                    ""
+                },
+                names.clabel(c, &proc_role)
+            )?;
+        }
+        if ranked.len() > opts.top {
+            let rest: u64 = ranked[opts.top..].iter().map(|c| c.1).sum();
+            writeln!(
+                out,
+                "  {:>10} {:>5.1}%  {} more",
+                human_ns(rest),
+                pct(rest, g.latency),
+                ranked.len() - opts.top
+            )?;
+        }
+        writeln!(
+            out,
+            "  {:>10} {:>5.1}%  (own service: its share of the device while in flight)",
+            human_ns(g.own),
+            pct(g.own, g.latency)
+        )?;
+        writeln!(
+            out,
+            "  {:>10} {:>5.1}%  (idle: nothing in flight on the device: the block layer's path, plugging, the scheduler or throttling)",
+            human_ns(g.idle),
+            pct(g.idle, g.latency)
+        )?;
+    }
+    if order_is_empty(&groups) {
+        writeln!(
+            out,
+            "\nno IO of the victims selected completed on the selected devices"
+        )?;
+    }
+    let s = &blame.stats;
+    if s.unmatched > 0 {
+        writeln!(
+            out,
+            "\nnote: {} flush or discard completion{} matched no issue (issued before the recording): their time in flight is not known",
+            count(s.unmatched),
+            if s.unmatched == 1 { "" } else { "s" },
+        )?;
+    }
+    Ok(())
+}
+
+/// Whether culprit `c` is the victim group `v` itself (its own other IO stood ahead).
+fn is_self(v: &VKey, c: &CKey, names: &Names<'_>) -> bool {
+    let pid_of_tid = |t: &u32| names.tasks.get(t).map(|x| x.1);
+    match (v, c) {
+        (VKey::Process(p), CKey::Act(a)) => {
+            names.tables.roles[names.act(*a).role.index()].pid == *p
+        }
+        (VKey::Process(p), CKey::Task(r)) => names.tables.roles[*r as usize].pid == *p,
+        (VKey::Process(p), CKey::Process(q)) => p == q,
+        (VKey::Process(p), CKey::FlushBy(t) | CKey::OtherBy(t)) => pid_of_tid(t) == Some(*p),
+        (VKey::Cgroup(a), CKey::Cgroup(b)) => a == b,
+        _ => false,
+    }
+}
+
+fn order_is_empty(groups: &BTreeMap<VKey, Group>) -> bool {
+    groups.values().all(|g| g.ios == 0)
+}
+
+/// A group's culprits, largest wait first (ties by key).
+fn ranked(g: &Group) -> Vec<(&CKey, u64)> {
+    let mut v: Vec<(&CKey, u64)> = g.culprits.iter().map(|(k, &ns)| (k, ns)).collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    v
+}
+
+/// The victim group's keys (`victim_comm`, `victim_pid`, `victim_cgroup`, `victim`).
+fn victim_json(v: &mut Value, k: &VKey, g: &Group, names: &Names<'_>, opts: &Options) {
+    let role = g.role.map(|r| &names.tables.roles[r as usize]);
+    match k {
+        VKey::Process(pid) => {
+            v["victim_comm"] = role.map(|r| r.comm.clone()).into();
+            v["victim_pid"] = (*pid).into();
+            if let (Some(c), Some(r)) = (names.cgroups, role) {
+                v["victim_cgroup"] = c.of_role(r).into();
+            }
+        }
+        VKey::Cgroup(c) => v["victim_cgroup"] = c.clone().into(),
+        VKey::Selected => {
+            v["victim"] = opts.victim.as_ref().map(|s| s.to_string()).into();
+        }
+    }
+}
+
+/// `--ios`: one JSON line per victim IO, with its split.
+fn per_io(
+    out: &mut impl Write,
+    blame: &Blame,
+    names: &Names<'_>,
+    proc_role: &HashMap<u32, u32>,
+    opts: &Options,
+    vkey: &dyn Fn(&Victim) -> Option<VKey>,
+) -> Result<()> {
+    for v in &blame.victims {
+        if vkey(v).is_none() {
+            continue;
+        }
+        let act = names.act(v.key);
+        let role = &names.tables.roles[act.role.index()];
+        let mut j = json!({
+            "kind": "io",
+            "dev": dev_str(v.dev),
+            "queue_ns": v.queue,
+            "complete_ns": v.complete,
+            "bytes": v.bytes,
+            "act": v.key,
+            "victim_comm": role.comm,
+            "victim_pid": role.pid,
+            "latency_ns": v.q2c,
+            "own_ns": v.own,
+            "idle_ns": v.idle,
+        });
+        let mut cs: BTreeMap<CKey, u64> = BTreeMap::new();
+        for &(c, ns) in blame.culprits_of(v) {
+            *cs.entry(names.ckey(c, opts.by)).or_default() += ns;
+        }
+        let mut list: Vec<(CKey, u64)> = cs.into_iter().collect();
+        list.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        j["culprits"] = list
+            .iter()
+            .map(|(c, ns)| {
+                let mut x = json!({});
+                names.cjson(c, proc_role, &mut x);
+                x["wait_ns"] = (*ns).into();
+                x
+            })
+            .collect::<Vec<_>>()
+            .into();
+        writeln!(out, "{j}")?;
+    }
+    Ok(())
+}
+
+/// Whether the input is a blktrace recording (culprits are issuers there).
+fn blktrace_note(trace: &Input) -> bool {
+    trace.blktrace().is_some()
+}
