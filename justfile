@@ -26,6 +26,7 @@ bench EVENTS="5000000":
     ${CARGO_TARGET_DIR:-target}/release/ioblame-bench gen -o /var/tmp/ioblame-bench-trace --events {{EVENTS}}
     ${CARGO_TARGET_DIR:-target}/release/ioblame-bench stats /var/tmp/ioblame-bench-trace
     ${CARGO_TARGET_DIR:-target}/release/ioblame-bench run /var/tmp/ioblame-bench-trace
+    ${CARGO_TARGET_DIR:-target}/release/ioblame-bench blame-vs /var/tmp/ioblame-bench-trace
     rm -rf /var/tmp/ioblame-bench-trace
     ${CARGO_TARGET_DIR:-target}/release/ioblame-bench vs-perf
     {{just_executable()}} bench-blktrace
@@ -92,6 +93,8 @@ fuzz-blktrace SECS="60":
 # docs/kernels.md (root; default 5.10 6.1 6.12 newest; docs/kernel-lab.md).
 kernels *VERSIONS:
     scripts/kernel-lab/kernels.sh {{VERSIONS}}
+    cargo build -p ioblame -p ioblame-capture
+    scripts/kernel-lab/scenarios/blame-lab.sh {{VERSIONS}}
 
 # The lab's stacked-device and user-stack scenarios (root; each script's kernels by default; the user
 # stacks with stock perf too; docs/kernel-lab.md).

@@ -144,8 +144,10 @@ impl Group {
 }
 
 /// What naming needs.
-struct Names<'a> {
+pub struct Names<'a> {
     tables: &'a Tables,
+    /// The first role of each process, to name it.
+    proc_role: HashMap<u32, u32>,
     /// Each thread's latest role, and the trace's task table for threads without one:
     /// `tid -> (role, pid, comm)`.
     tasks: HashMap<u32, (Option<u32>, u32, String)>,
@@ -154,7 +156,37 @@ struct Names<'a> {
     cgroups: Option<&'a CgroupNames>,
 }
 
-impl Names<'_> {
+impl<'a> Names<'a> {
+    /// Names for `trace`'s analysis `tables`: the intents' short names, the charged files'
+    /// paths, the trace's cgroups.
+    pub fn new(
+        trace: &ioblame_format::Trace,
+        tables: &'a Tables,
+        intents: &'a [String],
+        paths: &'a PathTable,
+        cgroups: Option<&'a CgroupNames>,
+    ) -> Names<'a> {
+        let mut tasks: HashMap<u32, (Option<u32>, u32, String)> = trace
+            .metadata()
+            .tasks
+            .iter()
+            .map(|t| (t.tid, (None, t.pid, t.comm.clone())))
+            .collect();
+        let mut proc_role: HashMap<u32, u32> = HashMap::new();
+        for (i, r) in tables.roles.iter().enumerate() {
+            tasks.insert(r.tid, (Some(i as u32), r.pid, r.comm.clone()));
+            proc_role.entry(r.pid).or_insert(i as u32);
+        }
+        Names {
+            tables,
+            proc_role,
+            tasks,
+            intents,
+            paths,
+            cgroups,
+        }
+    }
+
     fn act(&self, k: u32) -> &Act {
         &self.tables.acts[k as usize]
     }
@@ -387,10 +419,51 @@ fn count(n: u64) -> String {
     out
 }
 
+/// Feeds the blame engine from an analysis: every IO stands ahead of others (the
+/// recorder's own too: it held the device); victims are the IOs of acts in `scope` (the
+/// recorder's only when shown) queued inside `window` (ns, the trace's clock).
+pub struct Blamer<'s> {
+    engine: BlameEngine,
+    show_recorder: bool,
+    scope: &'s ResolvedScope,
+    window: (u64, u64),
+}
+
+impl<'s> Blamer<'s> {
+    /// A feeder selecting victims as said.
+    pub fn new(show_recorder: bool, scope: &'s ResolvedScope, window: (u64, u64)) -> Self {
+        Blamer {
+            engine: BlameEngine::new(),
+            show_recorder,
+            scope,
+            window,
+        }
+    }
+
+    /// One decoded event.
+    pub fn event(&mut self, ev: &ioblame_decode::Event) {
+        self.engine.push_event(ev);
+    }
+
+    /// One charged IO.
+    pub fn io(&mut self, io: &ioblame_attrib::Io, tables: &Tables) {
+        let (show, scope, window) = (self.show_recorder, self.scope, self.window);
+        ioblame_pipeline::blame::push_io(&mut self.engine, io, tables, |io, tables| {
+            let act = &tables.acts[io.act.index()];
+            (show || !act.recorder)
+                && (window.0..window.1).contains(&io.queue_time)
+                && scope.act_in(act, tables)
+        });
+    }
+
+    /// Every victim's split.
+    pub fn finish(self) -> Blame {
+        self.engine.finish()
+    }
+}
+
 /// Runs the attribution and the blame pass over `trace` on the devices `sel` selects: the
-/// splits and the tables. Every IO stands ahead of others (the recorder's own too: it held
-/// the device); victims are the IOs of acts in `scope` (the recorder's only when shown)
-/// queued inside `window` (ns, the trace's clock).
+/// splits, the analysis and the symbols ([`Blamer`] selects the victims).
 pub fn analyze(
     trace: &Input,
     sel: &DevSelection,
@@ -403,29 +476,20 @@ pub fn analyze(
     ioblame_decode::Symbolizer,
 ) {
     let sym = pipeline::symbols_of(trace);
-    let mut engine = BlameEngine::new();
-    // Every IO is handed out (the scope marks the lineage, and selects victims below).
+    // Every IO is handed out (the scope marks the lineage, and selects victims).
     let mut all = scope.clone();
     all.scope = Scope::All;
-    let engine_cell = std::cell::RefCell::new(&mut engine);
+    let blamer = std::cell::RefCell::new(Blamer::new(show_recorder, scope, window));
     let a = pipeline::analyze_observed(
         trace,
         &sym,
         sel,
         true,
         &all,
-        |ev| engine_cell.borrow_mut().push_event(ev),
-        |io, tables| {
-            let mut e = engine_cell.borrow_mut();
-            ioblame_pipeline::blame::push_io(&mut e, io, tables, |io, tables| {
-                let act = &tables.acts[io.act.index()];
-                (show_recorder || !act.recorder)
-                    && (window.0..window.1).contains(&io.queue_time)
-                    && scope.act_in(act, tables)
-            })
-        },
+        |ev| blamer.borrow_mut().event(ev),
+        |io, tables| blamer.borrow_mut().io(io, tables),
     );
-    (engine.finish(), a, sym)
+    (blamer.into_inner().finish(), a, sym)
 }
 
 /// `ioblame blame`.
@@ -453,35 +517,29 @@ pub fn run(
         bail!("the trace has no cgroup table (recorded without cgroups): --by cgroup needs one");
     }
     let paths = pipeline::charged_paths(trace, tables, true);
-    let mut tasks: HashMap<u32, (Option<u32>, u32, String)> = trace
-        .metadata()
-        .tasks
-        .iter()
-        .map(|t| (t.tid, (None, t.pid, t.comm.clone())))
-        .collect();
-    for (i, r) in tables.roles.iter().enumerate() {
-        tasks.insert(r.tid, (Some(i as u32), r.pid, r.comm.clone()));
-    }
-    let names = Names {
-        tasks,
-        tables,
-        intents: &intents,
-        paths: &paths,
-        cgroups: cgroups.as_ref(),
-    };
+    let names = Names::new(trace, tables, &intents, &paths, cgroups.as_ref());
     if let Some(VictimSel::Act(n)) = &opts.victim {
         if *n as usize >= tables.acts.len() {
             bail!("--victim act:{n}: the trace has {} acts", tables.acts.len());
         }
     }
-    // The first role of each process, to name it.
-    let mut proc_role: HashMap<u32, u32> = HashMap::new();
-    for (i, r) in tables.roles.iter().enumerate() {
-        proc_role.entry(r.pid).or_insert(i as u32);
-    }
+    render(out, &blame, &names, opts, trace.blktrace().is_some())
+}
+
+/// `ioblame blame`'s text, JSON lines or per-IO lines of `blame`, named by `names`; the
+/// note on culprits being issuers with `blktrace`.
+pub fn render(
+    out: &mut impl Write,
+    blame: &Blame,
+    names: &Names<'_>,
+    opts: &Options,
+    blktrace: bool,
+) -> Result<()> {
+    let tables = names.tables;
+    let proc_role = &names.proc_role;
     let vkey = |v: &Victim| -> Option<VKey> {
         match &opts.victim {
-            Some(s) => selected(s, v.key, &names).then_some(VKey::Selected),
+            Some(s) => selected(s, v.key, names).then_some(VKey::Selected),
             None if opts.by == By::Cgroup => {
                 Some(VKey::Cgroup(names.cgroup_of_act(names.act(v.key))))
             }
@@ -490,14 +548,14 @@ pub fn run(
             )),
         }
     };
-    if blktrace_note(trace) && !opts.json && !opts.ios {
+    if blktrace && !opts.json && !opts.ios {
         writeln!(
             out,
             "note: a blktrace recording knows no dirtier: culprits are the tasks that queued the IO"
         )?;
     }
     if opts.ios {
-        return per_io(out, &blame, &names, &proc_role, opts, &vkey);
+        return per_io(out, blame, names, proc_role, opts, &vkey);
     }
     // The tail's thresholds, per group.
     let mut thresholds: HashMap<VKey, u64> = HashMap::new();
@@ -556,7 +614,7 @@ pub fn run(
     if opts.json {
         for (k, g) in order {
             let mut v = json!({"kind": "victim"});
-            victim_json(&mut v, k, g, &names, opts);
+            victim_json(&mut v, k, g, names, opts);
             v["ios"] = g.ios.into();
             v["bytes"] = g.bytes.into();
             v["latency_ns"] = g.latency.into();
@@ -571,8 +629,8 @@ pub fn run(
             writeln!(out, "{v}")?;
             for (c, ns) in ranked(g) {
                 let mut v = json!({"kind": "culprit"});
-                victim_json(&mut v, k, g, &names, opts);
-                names.cjson(c, &proc_role, &mut v);
+                victim_json(&mut v, k, g, names, opts);
+                names.cjson(c, proc_role, &mut v);
                 v["wait_ns"] = ns.into();
                 v["share"] = (ns as f64 / g.latency.max(1) as f64).into();
                 writeln!(out, "{v}")?;
@@ -613,7 +671,7 @@ pub fn run(
         );
         let mut parts = Vec::new();
         if let Some((c, ns)) = ranked.first() {
-            let whose = if is_self(k, c, &names) {
+            let whose = if is_self(k, c, names) {
                 "its own other IO: "
             } else {
                 ""
@@ -621,7 +679,7 @@ pub fn run(
             parts.push(format!(
                 "{:.0}% behind {whose}{}",
                 pct(*ns, g.latency),
-                names.clabel(c, &proc_role)
+                names.clabel(c, proc_role)
             ));
         }
         parts.push(format!("{:.0}% own", pct(g.own, g.latency)));
@@ -645,12 +703,12 @@ pub fn run(
                 "  {:>10} {:>5.1}%  {}{}",
                 human_ns(*ns),
                 pct(*ns, g.latency),
-                if is_self(k, c, &names) {
+                if is_self(k, c, names) {
                     "(itself) "
                 } else {
                     ""
                 },
-                names.clabel(c, &proc_role)
+                names.clabel(c, proc_role)
             )?;
         }
         if ranked.len() > opts.top {
@@ -787,7 +845,115 @@ fn per_io(
     Ok(())
 }
 
-/// Whether the input is a blktrace recording (culprits are issuers there).
-fn blktrace_note(trace: &Input) -> bool {
-    trace.blktrace().is_some()
+/// The report's blame section ([`ioblame_report::BlameSection`]): one row per victim act and
+/// culprit act (flushes and other ops by the task that asked, own and idle as rows of their
+/// own), with the time of the victim's tail (its process's IOs above the process's p99),
+/// and `text`, `ioblame blame`'s text.
+pub fn section(
+    blame: &Blame,
+    names: &Names<'_>,
+    text: String,
+    notes: Vec<String>,
+) -> ioblame_report::BlameSection {
+    use ioblame_report::{BlameKind, BlameRow};
+    let pid_of = |act: u32| names.tables.roles[names.act(act).role.index()].pid;
+    // Each victim process's p99 of Q2C.
+    let mut q2c: HashMap<u32, Vec<u64>> = HashMap::new();
+    for v in &blame.victims {
+        q2c.entry(pid_of(v.key)).or_default().push(v.q2c);
+    }
+    let thresholds: HashMap<u32, u64> = q2c
+        .into_iter()
+        .map(|(pid, mut q)| (pid, tail_threshold(&mut q, 99.0)))
+        .collect();
+    // (victim act, culprit) -> (ns, tail ns); culprit None: own, Some(None): idle.
+    #[derive(PartialEq, Eq, Hash, PartialOrd, Ord, Clone)]
+    enum Part {
+        Own,
+        Idle,
+        Culprit(CKey),
+    }
+    let mut sums: BTreeMap<(u32, Part), (u64, u64)> = BTreeMap::new();
+    for v in &blame.victims {
+        let tail = v.q2c >= thresholds[&pid_of(v.key)];
+        let mut add = |p: Part, ns: u64| {
+            let e = sums.entry((v.key, p)).or_default();
+            e.0 += ns;
+            if tail {
+                e.1 += ns;
+            }
+        };
+        add(Part::Own, v.own);
+        add(Part::Idle, v.idle);
+        for &(c, ns) in blame.culprits_of(v) {
+            add(Part::Culprit(names.ckey(c, By::Act)), ns);
+        }
+    }
+    let cgroup_of_role = |r: u32| {
+        let role = &names.tables.roles[r as usize];
+        names
+            .cgroups
+            .and_then(|c| c.of_role(role))
+            .map(str::to_owned)
+    };
+    let rows = sums
+        .into_iter()
+        .map(|((victim, part), (ns, tail_ns))| {
+            let act = names.act(victim);
+            let role = &names.tables.roles[act.role.index()];
+            let mut row = BlameRow {
+                victim_act: victim,
+                victim_pid: role.pid,
+                victim_comm: role.comm.clone(),
+                victim_cgroup: cgroup_of_role(act.role.0),
+                kind: BlameKind::Own,
+                culprit_act: None,
+                culprit_pid: None,
+                culprit_comm: None,
+                culprit_cgroup: None,
+                culprit_via: None,
+                culprit_label: String::new(),
+                wait_ns: ns,
+                tail_wait_ns: tail_ns,
+            };
+            match part {
+                Part::Own => row.culprit_label = "own".into(),
+                Part::Idle => {
+                    row.kind = BlameKind::Idle;
+                    row.culprit_label = "idle".into();
+                }
+                Part::Culprit(k) => {
+                    row.culprit_label = names.clabel(&k, &names.proc_role);
+                    match k {
+                        CKey::Act(a) => {
+                            let ca = names.act(a);
+                            let cr = &names.tables.roles[ca.role.index()];
+                            row.kind = BlameKind::Act;
+                            row.culprit_act = Some(a);
+                            row.culprit_pid = Some(cr.pid);
+                            row.culprit_comm = Some(cr.comm.clone());
+                            row.culprit_cgroup = cgroup_of_role(ca.role.0);
+                            row.culprit_via = Some(ca.via.name().to_owned());
+                        }
+                        CKey::FlushBy(t) | CKey::OtherBy(t) => {
+                            row.kind = if matches!(k, CKey::FlushBy(_)) {
+                                BlameKind::Flush
+                            } else {
+                                BlameKind::OtherOp
+                            };
+                            if let Some((r, pid, comm)) = names.tasks.get(&t) {
+                                row.culprit_pid = Some(*pid);
+                                row.culprit_comm = Some(comm.clone());
+                                row.culprit_cgroup = r.and_then(cgroup_of_role);
+                            }
+                        }
+                        CKey::Flush => row.kind = BlameKind::Flush,
+                        _ => row.kind = BlameKind::OtherOp,
+                    }
+                }
+            }
+            row
+        })
+        .collect();
+    ioblame_report::BlameSection { text, rows, notes }
 }

@@ -43,7 +43,16 @@ pub fn run(
     let mut devs_with_io = std::collections::BTreeSet::new();
     // btt's latency breakdown of the same events, for the page's latency section.
     let latency = std::cell::RefCell::new(crate::latency_cmd::engine(&trace, devs));
-    let on_event = |ev: &ioblame_decode::Event| latency.borrow_mut().push(ev);
+    // Who made the IO slow, from the same events and IOs, for the page's blame section.
+    let blamer = std::cell::RefCell::new(crate::blame_cmd::Blamer::new(
+        show_recorder,
+        &scope,
+        (0, u64::MAX),
+    ));
+    let on_event = |ev: &ioblame_decode::Event| {
+        latency.borrow_mut().push(ev);
+        blamer.borrow_mut().event(ev);
+    };
     let a = pipeline::analyze_observed(
         &trace,
         &sym,
@@ -53,6 +62,8 @@ pub fn run(
         on_event,
         |io, tables| {
             devs_with_io.insert(io.dev);
+            // Every IO held the device, the recorder's too.
+            blamer.borrow_mut().io(io, tables);
             // The pipeline's totals leave the recorder out the same way (and say so on stderr);
             // the report keeps its own per-act totals of the IOs pushed either way.
             if tables.acts[io.act.index()].recorder && !show_recorder {
@@ -81,12 +92,21 @@ pub fn run(
     }
     writer.set_notes(notes);
     let files = ioblame_pipeline::file_paths(&a.tables, &charged);
+    let intents = ioblame_attrib::intent_names(&a.tables, &sym);
     writer.set_latency(crate::latency_cmd::section(
         &trace,
         latency.into_inner(),
         &a.tables,
-        &ioblame_attrib::intent_names(&a.tables, &sym),
+        &intents,
         &|f| files.get(f).cloned(),
+    )?);
+    writer.set_blame(blame_section(
+        &trace,
+        blamer.into_inner().finish(),
+        &a.tables,
+        &intents,
+        &charged,
+        &scope,
     )?);
     writer.set_paths(files);
     // Tables, charts and flame graphs take a while on a large trace: a spinner on stderr
@@ -112,4 +132,43 @@ pub fn run(
         report.files.html.display()
     )?;
     Ok(())
+}
+
+/// The page's blame section: `ioblame blame`'s text and rows of the report's analysis.
+fn blame_section(
+    trace: &Input,
+    blame: ioblame_latency::Blame,
+    tables: &ioblame_attrib::Tables,
+    intents: &[String],
+    paths: &ioblame_format::PathTable,
+    scope: &ioblame_pipeline::ResolvedScope,
+) -> Result<ioblame_report::BlameSection> {
+    let cgroups = ioblame_attrib::CgroupNames::of(trace);
+    let names = crate::blame_cmd::Names::new(trace, tables, intents, paths, cgroups.as_ref());
+    let opts = crate::blame_cmd::Options {
+        by: crate::blame_cmd::By::Act,
+        victim: None,
+        tail: None,
+        from: None,
+        to: None,
+        top: 5,
+        json: false,
+        ios: false,
+    };
+    let mut text = Vec::new();
+    crate::blame_cmd::render(&mut text, &blame, &names, &opts, trace.blktrace().is_some())?;
+    let mut notes = Vec::new();
+    if !scope.is_all() {
+        notes.push(format!(
+            "The report's scope ({}) leaves the IO outside it out of its analysis: such IO may \
+have stood ahead of these victims too (`ioblame blame --scope {}` counts it).",
+            scope.scope, scope.scope
+        ));
+    }
+    Ok(crate::blame_cmd::section(
+        &blame,
+        &names,
+        String::from_utf8_lossy(&text).into_owned(),
+        notes,
+    ))
 }

@@ -255,3 +255,44 @@ fn blktrace_culprits_are_issuers() {
     let text = ok(&["blame", &fixture("blktrace-buffered")]);
     assert_eq!(text.matches("knows no dirtier").count(), 1, "{text}");
 }
+
+/// `ioblame report` writes the blame table, text and chart: `blame.parquet`'s rows of each
+/// victim act add up to the Q2C of its IOs (`--ios`), own and idle included; its text is
+/// `ioblame blame`'s; the page has the section.
+#[test]
+fn report_writes_the_blame_section() {
+    use polars::prelude::*;
+    let t = fixture("ext4-two-writers");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    ok(&["report", &t, "-o", out.to_str().unwrap()]);
+    let f = std::fs::File::open(out.join("blame.parquet")).unwrap();
+    let df = ParquetReader::new(f).finish().unwrap();
+    let acts = df.column("victim_act").unwrap().u32().unwrap();
+    let waits = df.column("wait_ns").unwrap().u64().unwrap();
+    let tails = df.column("tail_wait_ns").unwrap().u64().unwrap();
+    let kinds = df.column("culprit").unwrap().str().unwrap();
+    let mut per_act: BTreeMap<u64, u64> = BTreeMap::new();
+    for i in 0..df.height() {
+        let (w, t) = (waits.get(i).unwrap(), tails.get(i).unwrap());
+        assert!(t <= w, "row {i}");
+        *per_act.entry(acts.get(i).unwrap() as u64).or_default() += w;
+    }
+    let mut want: BTreeMap<u64, u64> = BTreeMap::new();
+    for io in json_lines(&["blame", "--ios", &t]) {
+        *want.entry(u(&io, "act")).or_default() += u(&io, "latency_ns");
+    }
+    assert_eq!(per_act, want);
+    let kinds: Vec<&str> = (0..df.height()).filter_map(|i| kinds.get(i)).collect();
+    for k in ["own", "idle", "act"] {
+        assert!(kinds.contains(&k), "{k} in {kinds:?}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(out.join("blame.txt")).unwrap(),
+        ok(&["blame", &t])
+    );
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(page.contains("<section id=\"blame\">"));
+    assert!(page.contains("Who made the IO slow"));
+    assert!(out.join("charts/blame-tail.svg").is_file());
+}

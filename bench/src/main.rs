@@ -8,6 +8,8 @@
 //! * `ioblame-bench run TRACE [--threads 1,2] [--repeat 3]` measures each stage (decompress,
 //!   decode, decode+merge, end to end with the attribution) in a fresh child process per
 //!   measurement, printing events/s and peak RSS, and the 2-thread/1-thread ratios.
+//! * `ioblame-bench blame-vs TRACE [--threads 2] [--repeat 3]`: the attribution alone
+//!   against the attribution with `ioblame blame`'s pass, interleaved, and the ratio.
 //! * `ioblame-bench blktrace-gen -o DIR [--records N]` and `blktrace-vs DIR`: a generated
 //!   blktrace recording, and `ioblame acts` timed against `blkparse` on it (`blktrace.rs`).
 //! * `ioblame-bench paths TRACE` and `fleet-vs OUT --fixtures DIR`: the FILES path table
@@ -65,6 +67,18 @@ enum Cmd {
         #[arg(long, value_delimiter = ',', default_value = "1,2")]
         threads: Vec<usize>,
         /// Runs of each measurement; the fastest is shown (peaks are the highest).
+        #[arg(long, default_value_t = 3)]
+        repeat: usize,
+    },
+    /// The blame pass's cost: `attribute` against `blame` (the same with `ioblame blame`'s
+    /// pass), interleaved rounds of fresh processes, and the ratio.
+    BlameVs {
+        /// The trace.
+        trace: PathBuf,
+        /// Threads.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+        /// Rounds, interleaved; the best time of each is reported.
         #[arg(long, default_value_t = 3)]
         repeat: usize,
     },
@@ -197,6 +211,11 @@ fn main() -> Result<()> {
             threads,
             repeat,
         } => measure::run_all(&trace, &threads, repeat)?,
+        Cmd::BlameVs {
+            trace,
+            threads,
+            repeat,
+        } => measure::blame_vs(&trace, threads, repeat)?,
         Cmd::Measure {
             stage,
             threads,

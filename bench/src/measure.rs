@@ -9,7 +9,11 @@
 //!   one time-ordered stream) with a consumer that only counts;
 //! * `attribute`: what `ioblame` does end to end (`ioblame_pipeline::analyze`): the stream
 //!   fed to the attribution with the trace's kernel symbols, every charged IO counted per act
-//!   and handed to a consumer with the tables at hand, then `finish()` and its leftover IOs.
+//!   and handed to a consumer with the tables at hand, then `finish()` and its leftover IOs;
+//! * `blame`: `attribute` with the blame pass of `ioblame blame` (`docs/latency.md`,
+//!   "Blame"): every event shown to the engine, every charged IO pushed to it (a victim too),
+//!   and every victim's Q2C split at the end. Not in [`STAGES`]: `blame-vs` times it against
+//!   `attribute` in interleaved rounds.
 
 use std::path::Path;
 use std::process::Command;
@@ -99,7 +103,7 @@ impl AnonPeak {
 /// (`events secs peak_kib peak_anon_kib`, then the note). Without `sample`, no thread
 /// samples the anonymous memory, and its peak prints as 0.
 pub fn measure_here(stage: &str, threads: usize, trace: &Path, sample: bool) -> Result<()> {
-    if !STAGES.contains(&stage) {
+    if !STAGES.contains(&stage) && stage != "blame" {
         bail!("unknown stage {stage} (expected {})", STAGES.join(", "));
     }
     let so = StreamOptions::default();
@@ -142,18 +146,42 @@ pub fn measure_here(stage: &str, threads: usize, trace: &Path, sample: bool) -> 
                     show_recorder: true,
                     scope: &all,
                 };
-                let a = ioblame_pipeline::analyze(
+                let blame = stage == "blame";
+                let engine = std::cell::RefCell::new(ioblame_latency::BlameEngine::new());
+                let a = ioblame_pipeline::analyze_observed(
                     &t,
                     &opts,
-                    |_, tables| {
+                    |ev| {
+                        if blame {
+                            engine.borrow_mut().push_event(ev);
+                        }
+                    },
+                    |io, tables| {
                         std::hint::black_box(tables.acts.len());
+                        if blame {
+                            let mut e = engine.borrow_mut();
+                            ioblame_pipeline::blame::push_io(&mut e, io, tables, |_, _| true);
+                        }
                     },
                     |_| {},
                 );
+                if blame {
+                    let b = engine.into_inner().finish();
+                    let culprits: usize =
+                        b.victims.iter().map(|v| b.culprits_of(v).len()).sum();
+                    note = format!(
+                        "blame: {} victims, {culprits} (victim, culprit) pairs, {} requests",
+                        b.victims.len(),
+                        b.stats.requests
+                    );
+                }
                 let (ios, bytes) = a.tables.totals.iter().fold((0, 0), |(n, b), t| {
                     (n + t.total_ios(), b + t.total_bytes())
                 });
-                note = format!(
+                if !note.is_empty() {
+                    note.push('\n');
+                }
+                note += &format!(
                     "attribution: {ios} IOs, {:.1} GiB, {} acts, {} roles, {} intents, {:.2}% of the bytes unknown",
                     bytes as f64 / (1u64 << 30) as f64,
                     a.tables.acts.len(),
@@ -302,4 +330,48 @@ pub fn group(x: f64) -> String {
         out.push(c);
     }
     out
+}
+
+/// `attribute` against `blame` on `trace` with `threads`, in `repeat` interleaved rounds of
+/// fresh processes: the best time of each, the ratio, and peak memory.
+pub fn blame_vs(trace: &Path, threads: usize, repeat: usize) -> Result<()> {
+    println!(
+        "trace {}; `attribute` (what `ioblame acts` runs) and `blame` (the same with the blame \
+         pass of `ioblame blame`), {threads} thread(s), best of {repeat} interleaved rounds; \
+         load average before: {}",
+        trace.display(),
+        loadavg()
+    );
+    let (mut att, mut bl): (Option<Figures>, Option<Figures>) = (None, None);
+    let keep = |best: &mut Option<Figures>, f: Figures| match best {
+        Some(b) => {
+            b.peak_kib = b.peak_kib.max(f.peak_kib);
+            if f.secs < b.secs {
+                b.secs = f.secs;
+            }
+        }
+        None => *best = Some(f),
+    };
+    for _ in 0..repeat.max(1) {
+        keep(&mut att, measure_child("attribute", threads, trace, false)?);
+        keep(&mut bl, measure_child("blame", threads, trace, false)?);
+    }
+    let (a, b) = (att.unwrap(), bl.unwrap());
+    for (name, f) in [("attribute", &a), ("blame", &b)] {
+        println!(
+            "{name:<10} {:>11} events {:>8.3} s {:>14} events/s peak RSS {:>5.0} MiB",
+            f.events,
+            f.secs,
+            group(f.rate()),
+            f.peak_kib as f64 / 1024.0
+        );
+    }
+    println!("{}", b.note);
+    println!(
+        "blame / attribute: {:.3} in time ({:+.1}%), {:.3} in peak memory",
+        b.secs / a.secs,
+        100.0 * (b.secs / a.secs - 1.0),
+        b.peak_kib as f64 / a.peak_kib.max(1) as f64
+    );
+    Ok(())
 }

@@ -20,7 +20,7 @@
 //!
 //! So for every victim `own + Σ culprits + idle = Q2C` exactly: idle is an integer count of
 //! nanoseconds with no request in flight, and the rest, which is the busy time, is cut by
-//! largest remainder so the integers add up.
+//! largest remainder so the integers add up (ties to own first).
 //!
 //! The computation does not depend on how many requests a victim overlapped: per device,
 //! `F(t) = ∫ 1/n` over busy time and, per culprit key `X`, `H_X(t) = ∫ k_X / n` (`k_X` the
@@ -30,6 +30,8 @@
 //! visited (those in flight, and those whose last change falls inside the span).
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
+
+use rustc_hash::FxHashMap;
 
 use ioblame_events::event::{Dev, Event, EventKind, Rwbs};
 
@@ -173,8 +175,8 @@ pub struct Blame {
 }
 
 impl Blame {
-    /// The time (ns) `v` waited behind each culprit key, largest first (ties by key); keys
-    /// that cost it nothing are left out.
+    /// The time (ns) `v` waited behind each culprit key, in no particular order; keys that
+    /// cost it nothing are left out.
     pub fn culprits_of(&self, v: &Victim) -> &[(u32, u64)] {
         let a = v.first_culprit as usize;
         &self.culprits[a..a + v.culprits as usize]
@@ -523,21 +525,9 @@ impl BlameEngine {
             log.settle();
             sweep(dev, &log, &mut out);
         }
-        let culprits = std::mem::take(&mut out.culprits);
-        let mut order: Vec<usize> = (0..out.victims.len()).collect();
-        order.sort_by_key(|&i| {
-            let v = &out.victims[i];
-            (v.complete, v.dev, v.queue, i)
-        });
-        let mut victims = Vec::with_capacity(order.len());
-        for i in order {
-            let mut v = out.victims[i].clone();
-            let range = v.first_culprit as usize..(v.first_culprit + v.culprits) as usize;
-            v.first_culprit = out.culprits.len() as u32;
-            out.culprits.extend_from_slice(&culprits[range]);
-            victims.push(v);
-        }
-        out.victims = victims;
+        // By completion (then device and queue time); the culprits stay where they are.
+        out.victims
+            .sort_by_key(|v| (v.complete, v.dev, v.queue, v.first_culprit));
         out
     }
 }
@@ -598,15 +588,22 @@ impl KeyState {
 
 struct Sweep {
     clocks: Vec<Clock>,
-    keys: HashMap<u32, KeyState>,
-    active: BTreeSet<u32>,
+    /// Per dense key id.
+    keys: Vec<KeyState>,
+    /// Per dense key id: its last change, or `u64::MAX`.
+    last_change: Vec<u64>,
+    /// Per dense key id: its place in `active`, or `u32::MAX`.
+    active_at: Vec<u32>,
+    /// The dense ids with requests in flight.
+    active: Vec<u32>,
     /// `(last change, key)` of every key, for the keys that changed inside a span.
     recent: BTreeSet<(u64, u32)>,
-    last_change: HashMap<u32, u64>,
+    /// Per dense key id: the victim (plus one) that last visited it.
+    seen: Vec<u32>,
 }
 
 impl Sweep {
-    fn new() -> Sweep {
+    fn new(keys: usize) -> Sweep {
         Sweep {
             clocks: vec![Clock {
                 t: 0,
@@ -614,17 +611,24 @@ impl Sweep {
                 g: 0,
                 n: 0,
             }],
-            keys: HashMap::new(),
-            active: BTreeSet::new(),
+            keys: (0..keys).map(|_| KeyState::default()).collect(),
+            last_change: vec![u64::MAX; keys],
+            active_at: vec![u32::MAX; keys],
+            active: Vec::new(),
             recent: BTreeSet::new(),
-            last_change: HashMap::new(),
+            seen: vec![0; keys],
         }
     }
 
     /// `(F(t), G(t))` for any `t` up to now.
     fn clocks_at(&self, t: u64) -> (f64, u64) {
-        let i = self.clocks.partition_point(|c| c.t <= t).max(1);
-        let c = self.clocks[i - 1];
+        let last = self.clocks[self.clocks.len() - 1];
+        let c = if t >= last.t {
+            last
+        } else {
+            let i = self.clocks.partition_point(|c| c.t <= t).max(1);
+            self.clocks[i - 1]
+        };
         if c.n == 0 || t <= c.t {
             (c.f, c.g)
         } else {
@@ -646,9 +650,10 @@ impl Sweep {
         f
     }
 
-    /// Key `key`'s weight in flight changes by `dw` at `t`, when the device's `F` is `f`.
+    /// Key `key`'s (dense id) weight in flight changes by `dw` at `t`, when the device's `F`
+    /// is `f`.
     fn key_step(&mut self, key: u32, t: u64, f: f64, dw: f64, starts: bool) {
-        let s = self.keys.entry(key).or_default();
+        let s = &mut self.keys[key as usize];
         let p = s.now();
         let h = p.h + p.k * (f - p.f);
         if starts {
@@ -667,20 +672,45 @@ impl Sweep {
             }
             _ => s.points.push(KeyPoint { t, h, f, k }),
         }
+        let at = self.active_at[key as usize];
         if s.count == 0 {
-            self.active.remove(&key);
-        } else {
-            self.active.insert(key);
+            if at != u32::MAX {
+                self.active.swap_remove(at as usize);
+                if let Some(&moved) = self.active.get(at as usize) {
+                    self.active_at[moved as usize] = at;
+                }
+                self.active_at[key as usize] = u32::MAX;
+            }
+        } else if at == u32::MAX {
+            self.active_at[key as usize] = self.active.len() as u32;
+            self.active.push(key);
         }
-        if let Some(old) = self.last_change.insert(key, t) {
-            self.recent.remove(&(old, key));
+        let old = std::mem::replace(&mut self.last_change[key as usize], t);
+        if old != t {
+            if old != u64::MAX {
+                self.recent.remove(&(old, key));
+            }
+            self.recent.insert((t, key));
         }
-        self.recent.insert((t, key));
     }
 }
 
 /// Sweeps one device's requests and victims in time order.
 fn sweep(dev: Dev, log: &DevLog, out: &mut Blame) {
+    // The device's culprit keys as dense ids, and its parts with them.
+    let mut dense: FxHashMap<u32, u32> = FxHashMap::default();
+    let mut original: Vec<u32> = Vec::new();
+    let parts: Vec<(u32, f64)> = log
+        .parts
+        .iter()
+        .map(|&(key, w)| {
+            let id = *dense.entry(key).or_insert_with(|| {
+                original.push(key);
+                (original.len() - 1) as u32
+            });
+            (id, w)
+        })
+        .collect();
     // (time, what): 0 a request starts, 1 a request ends, 2 a victim ends.
     let mut points: Vec<(u64, u8, u32)> =
         Vec::with_capacity(log.reqs.len() * 2 + log.victims.len());
@@ -693,17 +723,18 @@ fn sweep(dev: Dev, log: &DevLog, out: &mut Blame) {
     }
     // At one instant the order does not change any integral; starts first, then ends.
     points.sort_unstable();
-    let mut s = Sweep::new();
+    let mut s = Sweep::new(original.len());
     let mut vals: Vec<(u32, f64)> = Vec::new();
+    let mut keys: Vec<u32> = Vec::new();
+    let mut cut = Cut::default();
+    let mut stamp = 0u32;
     for (t, what, i) in points {
         match what {
             0 | 1 => {
                 let r = log.reqs[i as usize];
                 let starts = what == 0;
                 let f = s.step(t, if starts { 1 } else { -1 });
-                for &(key, w) in
-                    &log.parts[r.first_part as usize..(r.first_part + r.parts) as usize]
-                {
+                for &(key, w) in &parts[r.first_part as usize..(r.first_part + r.parts) as usize] {
                     s.key_step(key, t, f, if starts { w } else { -w }, starts);
                 }
             }
@@ -716,17 +747,22 @@ fn sweep(dev: Dev, log: &DevLog, out: &mut Blame) {
                 let q2c = b - a;
                 let idle = q2c - busy;
                 let r = log.reqs[v.req as usize];
-                let own_parts =
-                    &log.parts[r.first_part as usize..(r.first_part + r.parts) as usize];
+                let own_parts = &parts[r.first_part as usize..(r.first_part + r.parts) as usize];
                 let (fs, _) = s.clocks_at(r.issue.max(a));
                 let own = (fb - fs).max(0.0);
-                vals.clear();
+                // The keys in flight now, and those that changed inside the span, once each.
+                stamp = stamp.wrapping_add(1).max(1);
+                keys.clear();
                 let later = s.recent.range((a.saturating_add(1), 0)..).map(|&(_, k)| k);
-                let mut keys: Vec<u32> = s.active.iter().copied().chain(later).collect();
-                keys.sort_unstable();
-                keys.dedup();
-                for key in keys {
-                    let st = &s.keys[&key];
+                for k in s.active.iter().copied().chain(later) {
+                    if s.seen[k as usize] != stamp {
+                        s.seen[k as usize] = stamp;
+                        keys.push(k);
+                    }
+                }
+                vals.clear();
+                for &key in &keys {
+                    let st = &s.keys[key as usize];
                     let mut x = st.h_at(b, fb) - st.h_at(a, fa);
                     for &(k, w) in own_parts {
                         if k == key {
@@ -734,17 +770,14 @@ fn sweep(dev: Dev, log: &DevLog, out: &mut Blame) {
                         }
                     }
                     if x > 0.0 {
-                        vals.push((key, x));
+                        vals.push((original[key as usize], x));
                     }
                 }
-                let (own_ns, shares, unshared) = apportion(busy, own, &vals);
+                let first = out.culprits.len() as u32;
+                let (own_ns, unshared) = cut.apportion(busy, own, &vals, &mut out.culprits);
                 if unshared {
                     out.stats.unshared += 1;
                 }
-                let first = out.culprits.len() as u32;
-                let mut shares: Vec<(u32, u64)> = shares.into_iter().filter(|s| s.1 > 0).collect();
-                shares.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
-                out.culprits.extend_from_slice(&shares);
                 out.victims.push(Victim {
                     key: v.key,
                     dev,
@@ -755,65 +788,93 @@ fn sweep(dev: Dev, log: &DevLog, out: &mut Blame) {
                     own: own_ns,
                     idle,
                     first_culprit: first,
-                    culprits: shares.len() as u32,
+                    culprits: out.culprits.len() as u32 - first,
                 });
             }
         }
     }
 }
 
-/// Cuts `total` integer nanoseconds in proportion to `own` and the culprits' real-valued
-/// shares by largest remainder (ties to own, then by key): the integers add up to `total`.
-/// When the shares are all zero but `total` is not (no part accounted for the busy time),
-/// `total` goes to own and the flag says so.
-fn apportion(total: u64, own: f64, vals: &[(u32, f64)]) -> (u64, Vec<(u32, u64)>, bool) {
-    let sum: f64 = own + vals.iter().map(|v| v.1).sum::<f64>();
-    if total == 0 {
-        return (0, vals.iter().map(|&(k, _)| (k, 0)).collect(), false);
-    }
-    if sum <= 0.0 {
-        return (total, Vec::new(), true);
-    }
-    let scale = total as f64 / sum;
-    // (index: 0 own, i + 1 culprit i; floor; remainder)
-    let mut cut: Vec<(usize, u64, f64)> = std::iter::once(own)
-        .chain(vals.iter().map(|v| v.1))
-        .enumerate()
-        .map(|(i, x)| {
-            let y = x * scale;
-            let fl = (y.floor() as u64).min(total);
-            (i, fl, y - fl as f64)
-        })
-        .collect();
-    let floors: u64 = cut.iter().map(|c| c.1).sum();
-    if floors > total {
-        // Rounding pushed the floors over (only possible by a nanosecond or so): take the
-        // excess from the largest.
-        let mut excess = floors - total;
-        cut.sort_by_key(|c| std::cmp::Reverse(c.1));
-        for c in &mut cut {
-            let t = excess.min(c.1);
-            c.1 -= t;
-            excess -= t;
-        }
-    } else {
-        let mut left = total - floors;
-        let mut by_rem: Vec<usize> = (0..cut.len()).collect();
-        by_rem.sort_by(|&x, &y| cut[y].2.total_cmp(&cut[x].2).then(x.cmp(&y)));
-        let n = by_rem.len();
-        let mut j = 0;
-        while left > 0 {
-            cut[by_rem[j % n]].1 += 1;
-            left -= 1;
-            j += 1;
-        }
-    }
-    cut.sort_by_key(|c| c.0);
-    let own_ns = cut[0].1;
-    let shares = cut[1..].iter().map(|c| (vals[c.0 - 1].0, c.1)).collect();
-    (own_ns, shares, false)
+/// The scratch of [`Cut::apportion`], reused from victim to victim.
+#[derive(Debug, Default)]
+struct Cut {
+    /// (index: 0 own, i + 1 culprit i; floor; remainder)
+    parts: Vec<(usize, u64, f64)>,
+    order: Vec<usize>,
 }
 
+impl Cut {
+    /// Cuts `total` integer nanoseconds in proportion to `own` and the culprits' real-valued
+    /// shares `vals` by largest remainder (ties to own, then in `vals`' order, the order the
+    /// sweep met the keys): the integers
+    /// add up to `total`. Appends the culprits' non-zero shares to `out`; returns own's.
+    /// When the shares are all zero but `total` is not (no part accounted for the busy time),
+    /// `total` goes to own and the flag says so.
+    fn apportion(
+        &mut self,
+        total: u64,
+        own: f64,
+        vals: &[(u32, f64)],
+        out: &mut Vec<(u32, u64)>,
+    ) -> (u64, bool) {
+        if total == 0 {
+            return (0, false);
+        }
+        let sum: f64 = own + vals.iter().map(|v| v.1).sum::<f64>();
+        if sum <= 0.0 {
+            return (total, true);
+        }
+        let scale = total as f64 / sum;
+        self.parts.clear();
+        self.parts.extend(
+            std::iter::once(own)
+                .chain(vals.iter().map(|v| v.1))
+                .enumerate()
+                .map(|(i, x)| {
+                    let y = x * scale;
+                    let fl = (y.floor() as u64).min(total);
+                    (i, fl, y - fl as f64)
+                }),
+        );
+        let floors: u64 = self.parts.iter().map(|c| c.1).sum();
+        if floors > total {
+            // Rounding pushed the floors over (only possible by a nanosecond or so): take
+            // the excess from the largest.
+            let mut excess = floors - total;
+            self.order.clear();
+            self.order.extend(0..self.parts.len());
+            let parts = &self.parts;
+            self.order
+                .sort_by_key(|&i| (std::cmp::Reverse(parts[i].1), i));
+            for &i in &self.order {
+                let c = &mut self.parts[i];
+                let t = excess.min(c.1);
+                c.1 -= t;
+                excess -= t;
+            }
+        } else if floors < total {
+            let mut left = total - floors;
+            self.order.clear();
+            self.order.extend(0..self.parts.len());
+            let parts = &self.parts;
+            self.order
+                .sort_by(|&x, &y| parts[y].2.total_cmp(&parts[x].2).then(x.cmp(&y)));
+            let n = self.order.len();
+            let mut j = 0;
+            while left > 0 {
+                self.parts[self.order[j % n]].1 += 1;
+                left -= 1;
+                j += 1;
+            }
+        }
+        for c in &self.parts[1..] {
+            if c.1 > 0 {
+                out.push((vals[c.0 - 1].0, c.1));
+            }
+        }
+        (self.parts[0].1, false)
+    }
+}
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -837,12 +898,17 @@ mod tests {
     /// A victim's own and idle time and its culprits' waits.
     type Split = (u64, u64, Vec<(u32, u64)>);
 
-    /// `(own, idle, culprits)` of the victims of key `key`, in completion order.
+    /// `(own, idle, culprits largest first)` of the victims of key `key`, in completion
+    /// order.
     fn split(b: &Blame, key: u32) -> Vec<Split> {
         b.victims
             .iter()
             .filter(|v| v.key == key)
-            .map(|v| (v.own, v.idle, b.culprits_of(v).to_vec()))
+            .map(|v| {
+                let mut c = b.culprits_of(v).to_vec();
+                c.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
+                (v.own, v.idle, c)
+            })
             .collect()
     }
 

@@ -29,6 +29,7 @@
 //! | `charts/cgroups.svg` | bytes per cgroup, for a trace that recorded cgroups ([`ReportInput::cgroups`]) |
 //! | `charts/offset-N.svg`, `charts/offset-N.png` | IO position over time on the `N`th busiest device (at most 4), by direction |
 //! | `charts/latency-wait.svg`, `charts/latency-io.svg` | wait and device time per via class |
+//! | `blame.parquet`, `blame.txt`, `charts/blame-tail.svg` | who made the IO slow, when the caller gave it ([`ReportWriter::set_blame`]) |
 //! | `flame-bytes.svg`, `flame-iotime.svg` | interactive IO flame graphs (inferno) |
 //! | `report.html` | one self-contained page with all of the above |
 //!
@@ -37,6 +38,7 @@
 #![deny(missing_docs)]
 
 mod agg;
+mod blame;
 mod cgroups;
 mod charts;
 mod error;
@@ -56,6 +58,7 @@ use ioblame_attrib::{CgroupNames, FileKey, Io, Summary, Symbolizer, Tables};
 use ioblame_counters::CounterSet;
 use ioblame_format::{BlockDevice, Header};
 
+pub use blame::{BlameKind, BlameRow, BlameSection};
 pub use error::{ChartError, ReportError};
 pub use flame::{flame_svg, folded_stack, folded_stacks, Weight};
 pub use latency::LatencySection;
@@ -180,6 +183,7 @@ pub struct ReportWriter {
     ios: tables::IosWriter,
     agg: agg::Aggregates,
     latency: Option<LatencySection>,
+    blame: Option<BlameSection>,
 }
 
 impl std::fmt::Debug for ReportWriter {
@@ -205,6 +209,7 @@ impl ReportWriter {
             ios,
             agg,
             latency: None,
+            blame: None,
         })
     }
 
@@ -212,6 +217,12 @@ impl ReportWriter {
     /// `charts/latency-percentiles.svg` and a section of the page.
     pub fn set_latency(&mut self, section: LatencySection) {
         self.latency = Some(section);
+    }
+
+    /// Adds who made the IO slow (`ioblame blame`'s rows and text): `blame.parquet`,
+    /// `blame.txt`, `charts/blame-tail.svg` and a section of the page.
+    pub fn set_blame(&mut self, section: BlameSection) {
+        self.blame = Some(section);
     }
 
     /// Names files by (dev, ino), for the tables, summary and page: paths known only once the
@@ -248,6 +259,7 @@ impl ReportWriter {
             ios,
             agg,
             latency,
+            blame,
         } = self;
         let ios_rows = ios.finish()?;
         // Every output counts the IOs given to `push_io`, exactly those of `ios.parquet`: the
@@ -276,6 +288,9 @@ impl ReportWriter {
         let mut charts = write::write_charts(&s, &by_bytes, &mut files)?;
         if let Some(l) = &latency {
             charts.overview.push(latency::write(l, &mut files)?);
+        }
+        if let Some(b) = &blame {
+            charts.blame = Some(blame::write(b, &mut files)?);
         }
         let summary_text = write::terminal_summary(&s, summary, lost_window_bytes, &files);
         let glance = write::glance_numbers(&shown, summary, lost_window_bytes);

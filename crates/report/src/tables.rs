@@ -29,7 +29,7 @@ fn writer(path: &Path) -> Result<ParquetWriter<BufWriter<File>>, ReportError> {
 }
 
 /// A frame of equally long columns.
-fn frame(columns: Vec<Column>) -> PolarsResult<DataFrame> {
+pub(crate) fn frame(columns: Vec<Column>) -> PolarsResult<DataFrame> {
     let height = columns.first().map_or(0, |c| c.len());
     DataFrame::new(height, columns)
 }
@@ -45,7 +45,7 @@ pub(crate) fn write_df(path: &Path, df: PolarsResult<DataFrame>) -> Result<(), R
 /// file gets): another writer's columns and types over the same rows.
 pub type FrameMap = Box<dyn Fn(DataFrame) -> PolarsResult<DataFrame> + Send>;
 
-fn col<T, S>(name: &str, v: T) -> Column
+pub(crate) fn col<T, S>(name: &str, v: T) -> Column
 where
     Series: NamedFrom<T, S>,
     S: ?Sized,

@@ -46,6 +46,8 @@ pub(crate) struct ChartMarkup {
     counters: Vec<Markup>,
     /// Bytes per cgroup, for a trace that recorded cgroups.
     cgroups: Option<Markup>,
+    /// The blame section's body, when the caller gave one (`crate::blame`).
+    pub(crate) blame: Option<String>,
 }
 
 /// A flame graph for the page: its title, its inline SVG (without script) and the file name
@@ -198,6 +200,7 @@ pub(crate) fn write_charts(
         overview,
         counters,
         cgroups,
+        blame: None,
     })
 }
 
@@ -472,6 +475,9 @@ class=chart>{markup}</div></div>\n",
                 crate::cgroups::table(&rows)
             ),
         ));
+    }
+    if let Some(body) = charts.blame {
+        v.push(section("blame", "Who made the IO slow", body));
     }
     v.push(section(
         "explore",

@@ -783,7 +783,83 @@ fn write_report_with_latency(f: &common::Fixture, dir: &Path) {
         ),
         dev_names: vec![],
     });
+    w.set_blame(blame_section());
     w.finish(&f.tables, &f.counters, &f.summary, &sym).unwrap();
+}
+
+/// A blame section as `ioblame report` gives one: a victim (pid 200, a long comm) behind two
+/// acts, a flush and its own IO, in two cgroups.
+fn blame_section() -> ioblame_report::BlameSection {
+    use ioblame_report::{BlameKind, BlameRow};
+    let row = |kind: BlameKind, pid: Option<u32>, comm: &str, ns: u64, tail: u64| BlameRow {
+        victim_act: 5,
+        victim_pid: 200,
+        victim_comm: "<script>alert(1)</script>".into(),
+        victim_cgroup: Some("/db.slice".into()),
+        kind: kind.clone(),
+        culprit_act: (kind == BlameKind::Act).then_some(3),
+        culprit_pid: pid,
+        culprit_comm: pid.map(|_| comm.to_string()),
+        culprit_cgroup: pid.map(|_| "/backup.slice".to_string()),
+        culprit_via: (kind == BlameKind::Act).then(|| "page".to_string()),
+        culprit_label: format!("{comm} (pid {})", pid.unwrap_or(0)),
+        wait_ns: ns,
+        tail_wait_ns: tail,
+    };
+    ioblame_report::BlameSection {
+        text: "<script>x</script> waited 1.00 s in 10 IOs\n".into(),
+        rows: vec![
+            row(BlameKind::Own, None, "own", 100_000_000, 1_000_000),
+            row(BlameKind::Idle, None, "idle", 50_000_000, 0),
+            row(BlameKind::Act, Some(100), "dd", 800_000_000, 30_000_000),
+            row(
+                BlameKind::Flush,
+                Some(101),
+                "jbd2/sda1-8",
+                50_000_000,
+                2_000_000,
+            ),
+        ],
+        notes: vec!["a note".into()],
+    }
+}
+
+/// `blame.parquet` reads back with every row; the page has the section, its matrices (by
+/// process, by cgroup) with the shares, and the chart; trace text is escaped.
+#[test]
+fn blame_section_round_trip() {
+    let f = fixture(0);
+    let dir = out_dir("blame");
+    write_report_with_latency(&f, &dir);
+    let df = read_parquet(&dir.join("blame.parquet"));
+    assert_eq!(df.height(), 4);
+    assert_eq!(sum_u64(&df, "wait_ns"), 1_000_000_000);
+    assert_eq!(sum_u64(&df, "tail_wait_ns"), 33_000_000);
+    let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    let section = page
+        .split("<section id=\"blame\">")
+        .nth(1)
+        .expect("blame section")
+        .split("</section>")
+        .next()
+        .unwrap();
+    for want in [
+        "By process",
+        "By cgroup",
+        "/backup.slice",
+        "80.0%",
+        "flushes of jbd2/sda1-8 (pid 101)",
+        "a note",
+        "blame.txt",
+    ] {
+        assert!(section.contains(want), "{want} in {section}");
+    }
+    assert!(!section.contains("<script>"), "escaped");
+    svg_doc(&dir.join("charts/blame-tail.svg"));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("blame.txt")).unwrap(),
+        "<script>x</script> waited 1.00 s in 10 IOs\n"
+    );
 }
 
 /// The URL of a page showing `page` (a file of `dir`) in a frame `w` x `h` px, at its top
