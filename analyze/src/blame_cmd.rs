@@ -14,7 +14,7 @@ use ioblame_counters::DevSelection;
 use ioblame_format::PathTable;
 use ioblame_latency::blame::Culprit;
 use ioblame_latency::{Blame, BlameEngine, Victim};
-use ioblame_pipeline::{Input, ResolvedScope, Scope};
+use ioblame_pipeline::{Input, ResolvedScope};
 use serde_json::{json, Value};
 
 use crate::pipeline;
@@ -445,6 +445,11 @@ impl<'s> Blamer<'s> {
         self.engine.push_event(ev);
     }
 
+    /// One charged IO the scope leaves out: it stands ahead of others, never a victim.
+    pub fn culprit(&mut self, io: &ioblame_attrib::Io, tables: &Tables) {
+        ioblame_pipeline::blame::push_io(&mut self.engine, io, tables, |_, _| false);
+    }
+
     /// One charged IO.
     pub fn io(&mut self, io: &ioblame_attrib::Io, tables: &Tables) {
         let (show, scope, window) = (self.show_recorder, self.scope, self.window);
@@ -476,18 +481,17 @@ pub fn analyze(
     ioblame_decode::Symbolizer,
 ) {
     let sym = pipeline::symbols_of(trace);
-    // Every IO is handed out (the scope marks the lineage, and selects victims).
-    let mut all = scope.clone();
-    all.scope = Scope::All;
+    // The IO outside the scope stands ahead of the scope's too.
     let blamer = std::cell::RefCell::new(Blamer::new(show_recorder, scope, window));
-    let a = pipeline::analyze_observed(
+    let a = pipeline::analyze_observed_all(
         trace,
         &sym,
         sel,
-        true,
-        &all,
+        show_recorder,
+        scope,
         |ev| blamer.borrow_mut().event(ev),
         |io, tables| blamer.borrow_mut().io(io, tables),
+        |io, tables| blamer.borrow_mut().culprit(io, tables),
     );
     (blamer.into_inner().finish(), a, sym)
 }

@@ -113,6 +113,31 @@ pub fn analyze_observed(
     on_event: impl FnMut(&Event),
     on_io: impl FnMut(&Io, &Tables),
 ) -> Analysis {
+    analyze_observed_all(
+        trace,
+        symbols,
+        devs,
+        show_recorder,
+        scope,
+        on_event,
+        on_io,
+        |_, _| {},
+    )
+}
+
+/// [`analyze_observed`], also showing `outside` each IO of the selected devices that the
+/// scope leaves out ([`ioblame_pipeline::analyze_observed_all`]).
+#[allow(clippy::too_many_arguments)]
+pub fn analyze_observed_all(
+    trace: &Input,
+    symbols: &Symbolizer,
+    devs: &DevSelection,
+    show_recorder: bool,
+    scope: &ResolvedScope,
+    on_event: impl FnMut(&Event),
+    on_io: impl FnMut(&Io, &Tables),
+    outside: impl FnMut(&Io, &Tables),
+) -> Analysis {
     let opts = Options {
         symbols,
         devs,
@@ -120,7 +145,10 @@ pub fn analyze_observed(
         scope,
     };
     let bar = Bar::new(trace);
-    let mut a = ioblame_pipeline::analyze_observed(trace, &opts, on_event, on_io, |p| bar.show(p));
+    let mut a =
+        ioblame_pipeline::analyze_observed_all(trace, &opts, on_event, on_io, outside, |p| {
+            bar.show(p)
+        });
     bar.done();
     a.diagnostics.iter().for_each(say);
     name_user_frames(trace.trace(), &mut a.tables);

@@ -21,6 +21,8 @@ struct Collected {
     set: CounterSet,
     /// Bytes of synchronous (`S`) write requests per act.
     sync_write: Vec<u64>,
+    /// Per act: the Q2C of its IOs and the part behind other requests (ns).
+    blame: Vec<(u64, u64)>,
     sym: Symbolizer,
     /// The scope compared and what fell outside it.
     scope: ScopeSummary,
@@ -148,26 +150,53 @@ fn collect(
     require_intact(trace, &StreamStats::default())?;
     let sym = pipeline::symbols_of(trace);
     let mut sync_write: Vec<u64> = Vec::new();
-    let a = pipeline::analyze(trace, &sym, devs, show_recorder, scope, |io, tables| {
-        if tables.acts[io.act.index()].recorder && !show_recorder {
-            return;
-        }
-        set.record(io, &IoContext::for_io(tables, io));
-        // A lower copy (a loop device's backing file) is the act's IO again: counted once.
-        if io.dir == Dir::W && io.rwbs.0 & Rwbs::SYNC != 0 && !io.lower {
-            let i = io.act.index();
-            if sync_write.len() <= i {
-                sync_write.resize(i + 1, 0);
+    // The wait behind others of each act's IOs (`ioblame blame`): the IO outside the scope
+    // stands ahead of the scope's too.
+    let blamer = std::cell::RefCell::new(crate::blame_cmd::Blamer::new(
+        show_recorder,
+        scope,
+        (0, u64::MAX),
+    ));
+    let a = pipeline::analyze_observed_all(
+        trace,
+        &sym,
+        devs,
+        show_recorder,
+        scope,
+        |ev| blamer.borrow_mut().event(ev),
+        |io, tables| {
+            blamer.borrow_mut().io(io, tables);
+            if tables.acts[io.act.index()].recorder && !show_recorder {
+                return;
             }
-            sync_write[i] += io.size;
-        }
-    });
+            set.record(io, &IoContext::for_io(tables, io));
+            // A lower copy (a loop device's backing file) is the act's IO again: counted
+            // once.
+            if io.dir == Dir::W && io.rwbs.0 & Rwbs::SYNC != 0 && !io.lower {
+                let i = io.act.index();
+                if sync_write.len() <= i {
+                    sync_write.resize(i + 1, 0);
+                }
+                sync_write[i] += io.size;
+            }
+        },
+        |io, tables| blamer.borrow_mut().culprit(io, tables),
+    );
     require_intact(trace, &a.stream)?;
     sync_write.resize(a.tables.acts.len(), 0);
+    let mut blame = vec![(0u64, 0u64); a.tables.acts.len()];
+    let b = blamer.into_inner().finish();
+    for v in &b.victims {
+        if let Some(x) = blame.get_mut(v.key as usize) {
+            x.0 += v.q2c;
+            x.1 += v.q2c - v.own - v.idle;
+        }
+    }
     Ok(Collected {
         tables: a.tables,
         set,
         sync_write,
+        blame,
         sym,
         scope: a.scope,
     })
@@ -226,6 +255,8 @@ fn act_inputs<'a>(c: &'a Collected, paths: &PathTable, show_recorder: bool) -> V
                 totals: *tot,
                 sync_write_bytes: c.sync_write[id.index()],
                 histograms: c.set.act_histograms(id).to_vec(),
+                q2c_ns: c.blame[id.index()].0,
+                behind_ns: c.blame[id.index()].1,
             }
         })
         .collect()

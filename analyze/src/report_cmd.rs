@@ -53,7 +53,10 @@ pub fn run(
         latency.borrow_mut().push(ev);
         blamer.borrow_mut().event(ev);
     };
-    let a = pipeline::analyze_observed(
+    let outside = |io: &ioblame_attrib::Io, tables: &ioblame_attrib::Tables| {
+        blamer.borrow_mut().culprit(io, tables)
+    };
+    let a = pipeline::analyze_observed_all(
         &trace,
         &sym,
         devs,
@@ -77,6 +80,7 @@ pub fn run(
                 }
             }
         },
+        outside,
     );
     if let Some(e) = failed {
         return Err(e).context("writing ios.parquet");
@@ -106,7 +110,6 @@ pub fn run(
         &a.tables,
         &intents,
         &charged,
-        &scope,
     )?);
     writer.set_paths(files);
     // Tables, charts and flame graphs take a while on a large trace: a spinner on stderr
@@ -141,7 +144,6 @@ fn blame_section(
     tables: &ioblame_attrib::Tables,
     intents: &[String],
     paths: &ioblame_format::PathTable,
-    scope: &ioblame_pipeline::ResolvedScope,
 ) -> Result<ioblame_report::BlameSection> {
     let cgroups = ioblame_attrib::CgroupNames::of(trace);
     let names = crate::blame_cmd::Names::new(trace, tables, intents, paths, cgroups.as_ref());
@@ -157,18 +159,10 @@ fn blame_section(
     };
     let mut text = Vec::new();
     crate::blame_cmd::render(&mut text, &blame, &names, &opts, trace.blktrace().is_some())?;
-    let mut notes = Vec::new();
-    if !scope.is_all() {
-        notes.push(format!(
-            "The report's scope ({}) leaves the IO outside it out of its analysis: such IO may \
-have stood ahead of these victims too (`ioblame blame --scope {}` counts it).",
-            scope.scope, scope.scope
-        ));
-    }
     Ok(crate::blame_cmd::section(
         &blame,
         &names,
         String::from_utf8_lossy(&text).into_owned(),
-        notes,
+        Vec::new(),
     ))
 }

@@ -356,3 +356,72 @@ fn cgroups_blame_the_aggressors_cgroup() {
     eprintln!("victim cgroup: {victim}\ntop culprit: {top}");
     assert_eq!(top["cgroup"], ca.path.as_str(), "{lines:?}");
 }
+
+/// CI: a baseline of the victim reading alone, checked against the victim reading while
+/// the aggressor's pages are fsynced: `ioblame check` fails (exit 1) with the victim's
+/// group's wait behind others grown (`behind_share`), and passes the alone recording again.
+#[test]
+fn check_fails_when_the_wait_behind_others_grows() {
+    if !support::ready(TOOLS) {
+        return;
+    }
+    let _g = support::lock();
+    let (fs, bin) = setup();
+    let stop = fs.dir.path().join("stop");
+    let alone = format!("victimR $M/v.dat {} 1", stop.display());
+    let busy = format!(
+        "victimR $M/v.dat {stop} 30 &
+         aggrW if=/dev/zero of=$M/a.dat bs=1M count=64 conv=fsync 2>/dev/null
+         touch {stop}
+         wait",
+        stop = stop.display()
+    );
+    let t1 = capture_on(fs.dir.path(), &bin, &fs.mnt, &fs.name, "t1", &alone, &[]);
+    let t2 = capture_on(fs.dir.path(), &bin, &fs.mnt, &fs.name, "t2", &busy, &[]);
+    let again = capture_on(fs.dir.path(), &bin, &fs.mnt, &fs.name, "t3", &alone, &[]);
+    let base = fs.dir.path().join("base.toml");
+    let run = |args: &[&std::ffi::OsStr]| support::ioblame(args);
+    let o = run(&[
+        "baseline".as_ref(),
+        t1.as_os_str(),
+        "-o".as_ref(),
+        base.as_os_str(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&base).unwrap();
+    assert!(text.contains("behind_share = "), "{text}");
+    let check = |t: &Path| {
+        run(&[
+            "check".as_ref(),
+            t.as_os_str(),
+            "--baseline".as_ref(),
+            base.as_os_str(),
+            "--json".as_ref(),
+        ])
+    };
+    let o = check(&t2);
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    eprintln!("{report:#}");
+    assert_eq!(o.status.code(), Some(1), "{report}");
+    let found = report["regressions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["metric"] == "behind_share")
+        .unwrap_or_else(|| panic!("no behind_share finding: {report}"));
+    assert!(
+        found["message"].as_str().unwrap().starts_with("victimR"),
+        "{found}"
+    );
+    // The victim alone again: its wait behind others as before.
+    let o = check(&again);
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        report["regressions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["metric"] != "behind_share"),
+        "{report}"
+    );
+}

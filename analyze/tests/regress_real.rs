@@ -733,6 +733,8 @@ fn inputs_with<'a>(
                 recorder: act.recorder,
                 totals: *tot,
                 sync_write_bytes: 0,
+                q2c_ns: 0,
+                behind_ns: 0,
                 histograms: Vec::new(),
             }
         })

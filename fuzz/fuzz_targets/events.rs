@@ -1,7 +1,8 @@
 //! Fuzzes chunk decoding and the attribution: any bytes, taken as the raw perf records of a
 //! chunk of a real trace (the `ext4-two-writers` fixture's events, formats, devices and
 //! tasks), must decode into events or skipped-and-counted records, and the events must go
-//! through the attribution, without a panic.
+//! through the attribution, and the events and charged IOs through the blame engine
+//! (`ioblame blame`'s split), without a panic; every victim's split adds up to its Q2C.
 //!
 //! The first byte picks the chunk's CPU; the rest are the records, in the fixture's byte
 //! order. Seeds (`fuzz/seeds/events`) are runs of that fixture's own records.
@@ -9,7 +10,8 @@
 
 use std::sync::OnceLock;
 
-use ioblame_attrib::{Attributor, Context};
+use ioblame_attrib::{Attributor, Context, Io};
+use ioblame_latency::{BlameEngine, IoPart};
 use ioblame_decode::Decoder;
 use ioblame_format::{Chunk, ChunkHeader, Header, Metadata, Trace, TraceFile};
 use libfuzzer_sys::fuzz_target;
@@ -56,9 +58,33 @@ fuzz_target!(|data: &[u8]| {
     };
     let decoded = s.decoder.decode_chunk(&chunk);
     let mut a = Attributor::new(Context::from_trace(&s.header, &s.meta));
+    let mut blame = BlameEngine::new();
+    let mut ios: Vec<Io> = Vec::new();
+    let part = |io: &Io| IoPart {
+        dev: io.dev,
+        sector: io.sector,
+        queue: io.queue_time,
+        issue: io.issue_time,
+        complete: io.complete_time,
+        bytes: io.size,
+        culprit: io.act.0,
+        victim: (!io.lower).then_some(io.act.0),
+    };
     for ev in &decoded.events {
         a.prefetch(ev);
+        blame.push_event(ev);
         a.push(ev);
+        a.drain_ios_into(&mut ios);
+        for io in ios.drain(..) {
+            blame.push_io(part(&io));
+        }
     }
-    let _ = a.finish();
+    for io in &a.finish().ios {
+        blame.push_io(part(io));
+    }
+    let b = blame.finish();
+    for v in &b.victims {
+        let waited: u64 = b.culprits_of(v).iter().map(|c| c.1).sum();
+        assert_eq!(v.own + v.idle + waited, v.q2c, "{v:?}");
+    }
 });

@@ -136,6 +136,9 @@ pub enum FileProblem {
     /// A group's `sync_write_share` is not in 0..=1.
     #[error("sync_write_share must be in 0..=1")]
     SyncShare,
+    /// A group's `behind_share` is not in 0..=1.
+    #[error("behind_share must be in 0..=1")]
+    BehindShare,
     /// A histogram names a counter the file does not have.
     #[error("counter {counter} does not exist (the baseline has {counters} [[counter]] entries, numbered from 0)")]
     NoSuchCounter {

@@ -30,6 +30,9 @@ fn tolerance_comment(key: &str) -> &'static str {
         "sync_write_share" => {
             "absolute change of the share of write bytes with S (0.15 = 15 points)"
         }
+        "behind_share" => {
+            "growth of the share of Q2C spent behind other IO (ioblame blame; 0.1 = 10 points)"
+        }
         "hist_size" => "histogram shapes: earth mover's distance in slots, or \"off\"",
         "hist_offset" => "where on the device: host and filesystem state, not the application",
         "hist_seek_dist" => "",
@@ -178,7 +181,14 @@ impl Baseline {
             d.unattributed.name()
         );
         let recommended = Tolerances::recommended();
+        // A baseline without the wait behind others (written from a trace analysed without
+        // it, or before it existed) writes no recommended tolerance for it: old files
+        // round-trip.
+        let blamed = self.groups.iter().any(|g| g.behind_share.is_some());
         for k in TOLERANCE_KEYS {
+            if k == "behind_share" && !blamed && d.tolerances.get(k) == recommended.get(k) {
+                continue;
+            }
             if let Some(t) = d.tolerances.get(k) {
                 // The reasoning is that of the recommended value: not written next to others.
                 let c = if Some(t) == recommended.get(k) {
@@ -383,6 +393,13 @@ fn write_group(o: &mut String, g: &Group) {
             toml_float(g.sync_write_share, 4)
         );
     }
+    if let Some(b) = g.behind_share {
+        let _ = writeln!(
+            o,
+            "behind_share = {}  # of its IOs' Q2C, behind other IO",
+            toml_float(b, 4)
+        );
+    }
     if !g.hist.is_empty() {
         let _ = writeln!(o, "hist = [  # per counter: IOs counted, share per slot");
         for h in &g.hist {
@@ -465,6 +482,13 @@ fn group_from_doc(
     if !(0.0..=1.0).contains(&share) {
         return Err(at(g.sync_write_share.span(), FileProblem::SyncShare));
     }
+    let behind = match &g.behind_share {
+        Some(b) if !(0.0..=1.0).contains(b.get_ref()) => {
+            return Err(at(b.span(), FileProblem::BehindShare));
+        }
+        Some(b) => Some(*b.get_ref()),
+        None => None,
+    };
     let mut hist = Vec::with_capacity(g.hist.len());
     for h in g.hist {
         let c = *h.counter.get_ref();
@@ -516,6 +540,7 @@ fn group_from_doc(
         bytes: [g.read_bytes, g.readahead_bytes, g.write_bytes],
         ios: [g.read_ios, g.readahead_ios, g.write_ios],
         sync_write_share: share,
+        behind_share: behind,
         hist,
         tolerance,
     })
@@ -628,6 +653,8 @@ struct GroupDoc {
     write_ios: u64,
     #[serde(default = "default_share")]
     sync_write_share: Spanned<f64>,
+    #[serde(default)]
+    behind_share: Option<Spanned<f64>>,
     #[serde(default)]
     hist: Vec<HistDoc>,
     #[serde(default)]

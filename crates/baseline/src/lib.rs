@@ -77,6 +77,8 @@
 //!     totals: ActTotals { bytes: [0, 0, mib << 20], ios: [0, 0, mib * 8], ..ActTotals::default() },
 //!     sync_write_bytes: 0,
 //!     histograms: vec![],
+//!     q2c_ns: 0,
+//!     behind_ns: 0,
 //! };
 //! let specs: [&str; 0] = [];
 //! let base = Baseline::build(&[act(8)], &specs, &BuildOptions::default()).unwrap();

@@ -44,6 +44,12 @@ pub struct ActInput<'a> {
     pub sync_write_bytes: u64,
     /// One histogram per counter, in the order of the counter specs.
     pub histograms: Vec<[u64; SLOTS]>,
+    /// The Q2C of the act's IOs, summed (ns), as `ioblame blame` splits them; 0 when not
+    /// measured (no `behind_share` for its group then).
+    pub q2c_ns: u64,
+    /// The part of `q2c_ns` its IOs spent waiting behind other requests on their devices
+    /// (neither their own service nor idle).
+    pub behind_ns: u64,
 }
 
 /// A tolerance: a number, or `off` (the check is not made).
@@ -73,6 +79,9 @@ impl Tol {
 ///   what changes when IOs turn small or random, or stop merging.
 /// * `sync_write_share`: the largest allowed absolute change of the share of write bytes
 ///   whose requests had `S` (`0.15`: 15 points).
+/// * `behind_share`: the largest allowed growth of the share of a group's IOs' Q2C spent
+///   waiting behind other requests (`ioblame blame`), absolute (`0.1`: 10 points); a
+///   shrinking share never fails.
 /// * `hist_*` (per counter field): the largest allowed earth mover's distance between the
 ///   baseline's and the trace's histogram shapes, in slots (`1.5`: all of the distribution
 ///   may move by one slot and half of it by one more, or a quarter of it by six).
@@ -92,6 +101,8 @@ pub struct Tolerances {
     pub write_io_size: Option<Tol>,
     /// Absolute change of the sync-write share.
     pub sync_write_share: Option<Tol>,
+    /// Absolute growth of the share of Q2C spent behind other requests.
+    pub behind_share: Option<Tol>,
     /// Shape distance of `size` counters.
     pub hist_size: Option<Tol>,
     /// Shape distance of `offset` counters.
@@ -105,7 +116,7 @@ pub struct Tolerances {
 }
 
 /// The names of the tolerance keys, in file order.
-pub const TOLERANCE_KEYS: [&str; 12] = [
+pub const TOLERANCE_KEYS: [&str; 13] = [
     "read_bytes",
     "readahead_bytes",
     "write_bytes",
@@ -113,6 +124,7 @@ pub const TOLERANCE_KEYS: [&str; 12] = [
     "readahead_io_size",
     "write_io_size",
     "sync_write_share",
+    "behind_share",
     "hist_size",
     "hist_offset",
     "hist_seek_dist",
@@ -132,6 +144,7 @@ impl Tolerances {
             readahead_io_size: Some(Tol::Value(1.5)),
             write_io_size: Some(Tol::Value(1.5)),
             sync_write_share: Some(Tol::Value(0.15)),
+            behind_share: Some(Tol::Value(0.1)),
             hist_size: Some(Tol::Value(1.5)),
             hist_offset: Some(Tol::Off),
             hist_seek_dist: Some(Tol::Value(2.0)),
@@ -148,7 +161,7 @@ impl Tolerances {
     pub fn exact() -> Tolerances {
         let mut t = Tolerances::default();
         for k in TOLERANCE_KEYS {
-            let v = if k == "sync_write_share" { 0.001 } else { 0.0 };
+            let v = if k.ends_with("_share") { 0.001 } else { 0.0 };
             t.set(k, Tol::Value(v));
         }
         t
@@ -169,6 +182,7 @@ impl Tolerances {
             "readahead_io_size" => &self.readahead_io_size,
             "write_io_size" => &self.write_io_size,
             "sync_write_share" => &self.sync_write_share,
+            "behind_share" => &self.behind_share,
             "hist_size" => &self.hist_size,
             "hist_offset" => &self.hist_offset,
             "hist_seek_dist" => &self.hist_seek_dist,
@@ -188,6 +202,7 @@ impl Tolerances {
             "readahead_io_size" => &mut self.readahead_io_size,
             "write_io_size" => &mut self.write_io_size,
             "sync_write_share" => &mut self.sync_write_share,
+            "behind_share" => &mut self.behind_share,
             "hist_size" => &mut self.hist_size,
             "hist_offset" => &mut self.hist_offset,
             "hist_seek_dist" => &mut self.hist_seek_dist,
@@ -456,6 +471,9 @@ pub struct Group {
     pub ios: [u64; 3],
     /// Share of write bytes whose requests had `S`.
     pub sync_write_share: f64,
+    /// Share of its IOs' Q2C spent waiting behind other requests (`ioblame blame`); `None`
+    /// when not measured (a file written before, or IOs of no device time).
+    pub behind_share: Option<f64>,
     /// Histogram shapes, for counters that counted at least one IO.
     pub hist: Vec<GroupHist>,
     /// Per-group tolerance overrides.
@@ -480,6 +498,7 @@ impl Group {
             sync_write_bytes: (self.sync_write_share * self.bytes[Dir::W.index()] as f64).round()
                 as u64,
             hist: Vec::new(),
+            ..Sum::default()
         }
     }
 }
@@ -548,6 +567,9 @@ pub(crate) struct Sum {
     pub sync_write_bytes: u64,
     /// Per counter (of the trace's own counter list).
     pub hist: Vec<[u64; SLOTS]>,
+    /// The Q2C of the IOs (ns) and its part behind other requests.
+    pub q2c_ns: u64,
+    pub behind_ns: u64,
 }
 
 impl Sum {
@@ -575,6 +597,13 @@ impl Sum {
             self.ios[i] = self.ios[i].saturating_add(other.ios[i]);
         }
         self.sync_write_bytes = self.sync_write_bytes.saturating_add(other.sync_write_bytes);
+        self.q2c_ns = self.q2c_ns.saturating_add(other.q2c_ns);
+        self.behind_ns = self.behind_ns.saturating_add(other.behind_ns);
+    }
+
+    /// The share of the IOs' Q2C spent behind other requests, when measured.
+    pub fn behind_share(&self) -> Option<f64> {
+        (self.q2c_ns > 0).then(|| self.behind_ns.min(self.q2c_ns) as f64 / self.q2c_ns as f64)
     }
 
     pub fn sync_share(&self) -> f64 {
@@ -651,6 +680,8 @@ pub(crate) fn sum_inputs(
             ios: a.totals.ios,
             sync_write_bytes: a.sync_write_bytes,
             hist: a.histograms.clone(),
+            q2c_ns: a.q2c_ns,
+            behind_ns: a.behind_ns,
         });
     }
     Ok(out)
@@ -741,6 +772,7 @@ impl Baseline {
                 bytes: s.bytes,
                 ios: s.ios,
                 sync_write_share: s.sync_share(),
+                behind_share: s.behind_share(),
                 hist: s
                     .hist
                     .iter()

@@ -23,6 +23,8 @@ struct Act {
     ios: [u64; 3],
     sync: u64,
     hist: Vec<[u64; SLOTS]>,
+    /// Q2C of its IOs and the part behind other requests (ns).
+    blame: (u64, u64),
 }
 
 impl Act {
@@ -43,6 +45,8 @@ impl Act {
             },
             sync_write_bytes: self.sync,
             histograms: self.hist.clone(),
+            q2c_ns: self.blame.0,
+            behind_ns: self.blame.1,
         }
     }
 }
@@ -187,6 +191,7 @@ impl World {
             ios: n,
             sync: if sync && dir == 2 { bytes } else { 0 },
             hist: hists(dir, ios, size_slot),
+            blame: (0, 0),
         }
     }
 
@@ -681,6 +686,73 @@ fn new_sync_path_fails() {
         "writerA via page (own IO or flusher writeback) on /data/a.bin: sync writes 100% of write bytes vs 0% baseline (tolerance 15 points)"
     );
     assert_eq!(f.reason.as_deref(), Some("none+flusher"));
+}
+
+/// The wait behind others (`ioblame blame`): a group whose IOs spent 10% of their Q2C
+/// behind other IO fails when that grows past the tolerance (10 points), not when it grows
+/// less or shrinks; it round-trips through the file; a baseline without it (written before)
+/// judges nothing of it.
+#[test]
+fn wait_behind_others_grown_fails() {
+    let w = World { build: 0 };
+    let mut acts = w.workload();
+    acts[0].blame = (1_000_000_000, 100_000_000);
+    let base = Baseline::build(&inputs(&acts), &specs(), &BuildOptions::default()).unwrap();
+    let g = base
+        .groups
+        .iter()
+        .find(|g| g.behind_share.is_some())
+        .expect("a group with its wait behind others");
+    assert_eq!(g.behind_share, Some(0.1));
+    assert_eq!(
+        base.groups
+            .iter()
+            .filter(|g| g.behind_share.is_some())
+            .count(),
+        1
+    );
+    let text_of = |b: &Baseline| b.to_toml();
+    let back = Baseline::from_toml(&text_of(&base)).unwrap();
+    let shares = |b: &Baseline| b.groups.iter().map(|g| g.behind_share).collect::<Vec<_>>();
+    assert_eq!(shares(&back), shares(&base));
+    assert!(text_of(&base).contains("behind_share = 0.1"));
+    for (behind, fails) in [(400_000_000, true), (150_000_000, false), (0, false)] {
+        let mut now = w.workload();
+        now[0].blame = (1_000_000_000, behind);
+        let r = run_check(&back, &now);
+        let found: Vec<_> = r
+            .regressions
+            .iter()
+            .filter(|f| f.kind == FindingKind::BehindShare)
+            .collect();
+        assert_eq!(found.len(), usize::from(fails), "{behind}: {}", text(&r));
+        if fails {
+            assert!(
+                found[0]
+                    .message
+                    .contains("waited behind other IO 40% of their time vs 10% baseline"),
+                "{}",
+                found[0].message
+            );
+            assert!(r.regressed());
+        }
+    }
+    // Written before the metric: nothing judged.
+    let old = text_of(&base).replace(
+        "behind_share = 0.1  # of its IOs' Q2C, behind other IO\n",
+        "",
+    );
+    let old = Baseline::from_toml(&old).unwrap();
+    assert!(old.groups.iter().all(|g| g.behind_share.is_none()));
+    let mut now = w.workload();
+    now[0].blame = (1_000_000_000, 900_000_000);
+    assert!(run_check(&old, &now)
+        .regressions
+        .iter()
+        .all(|f| f.kind != FindingKind::BehindShare));
+    // A share outside 0..=1 is refused.
+    let bad = text_of(&base).replace("behind_share = 0.1", "behind_share = 1.5");
+    assert!(Baseline::from_toml(&bad).is_err());
 }
 
 #[test]

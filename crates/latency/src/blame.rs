@@ -397,7 +397,7 @@ impl BlameEngine {
                             if nr > nr_sector {
                                 // A partial completion: the rest stays in flight.
                                 self.others.insert(
-                                    (dev, sector + nr_sector as u64),
+                                    (dev, sector.saturating_add(nr_sector as u64)),
                                     (u.clone(), nr - nr_sector),
                                 );
                             }

@@ -212,7 +212,21 @@ pub fn analyze_observed(
     input: &Input,
     opts: &Options<'_>,
     on_event: impl FnMut(&Event),
+    on_io: impl FnMut(&Io, &Tables),
+    progress: impl FnMut(Progress),
+) -> Analysis {
+    analyze_observed_all(input, opts, on_event, on_io, |_, _| {}, progress)
+}
+
+/// [`analyze_observed`], also showing `outside` each charged IO on a selected device that
+/// the scope leaves out (neither counted nor handed to `on_io`): what stood ahead of the
+/// scope's IO on its devices, for the blame pass (`docs/latency.md`, "Blame").
+pub fn analyze_observed_all(
+    input: &Input,
+    opts: &Options<'_>,
+    on_event: impl FnMut(&Event),
     mut on_io: impl FnMut(&Io, &Tables),
+    mut outside: impl FnMut(&Io, &Tables),
     progress: impl FnMut(Progress),
 ) -> Analysis {
     let trace = input.trace();
@@ -220,9 +234,12 @@ pub fn analyze_observed(
     let mut ctx = context_of(trace, &decoder, opts, &mut diagnostics);
     ctx.issuer_only = input.blktrace().is_some();
     let mut totals = Totals::new(opts);
+    let devs = opts.devs;
     let on_io = |io: &Io, tables: &Tables| {
         if totals.count(io, tables) {
             on_io(io, tables);
+        } else if devs.enabled(io.dev) {
+            outside(io, tables);
         }
     };
     let (done, stream) = match input.blktrace() {

@@ -232,6 +232,38 @@ impl Subject {
         ))
     }
 
+    /// The wait-behind-others check of a group: the share of its IOs' Q2C spent behind
+    /// other requests (`b` the baseline's, `c` the trace's IO matched to it) may not grow by
+    /// more than the tolerance; groups of fewer than `min_ios` IOs are not judged.
+    pub(super) fn behind_finding(
+        &self,
+        b: f64,
+        c: &Sum,
+        tol: &Tolerances,
+        min_ios: u64,
+    ) -> Option<Finding> {
+        let t = tol.behind_share.and_then(|t| t.value())?;
+        let sc = c.behind_share()?;
+        if sat_ios(c) < min_ios || sc - b <= t + 1e-9 {
+            return None;
+        }
+        Some(self.finding(
+            FindingKind::BehindShare,
+            "behind_share",
+            b,
+            sc,
+            None,
+            Some(t),
+            format!(
+                "{}: its IOs waited behind other IO {} of their time vs {} baseline (tolerance +{:.0} points; `ioblame blame` names who)",
+                self.name,
+                pct(sc),
+                pct(b),
+                t * 100.0
+            ),
+        ))
+    }
+
     /// A group of the trace that the baseline does not have (`s`: its IO; the subject's
     /// name is its label).
     pub(super) fn new_group_finding(&self, s: &Sum, trace_total: u64) -> Finding {
@@ -385,4 +417,9 @@ pub(super) fn dominant_dir(bytes: &[u64; 3]) -> Dir {
         .into_iter()
         .max_by_key(|d| bytes[d.index()])
         .unwrap_or(Dir::W)
+}
+
+/// The IOs of a sum, all directions.
+fn sat_ios(s: &Sum) -> u64 {
+    s.ios.iter().copied().fold(0, u64::saturating_add)
 }

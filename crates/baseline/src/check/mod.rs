@@ -351,6 +351,11 @@ impl<'b> Comparison<'b> {
                 self.regressions.push(f);
             }
         }
+        if let Some(sb) = g.behind_share {
+            if let Some(f) = subj.behind_finding(sb, c, &tol, min_ios) {
+                self.regressions.push(f);
+            }
+        }
         for h in &g.hist {
             let Some(counter) = self.baseline.counters.get(h.counter) else {
                 continue;

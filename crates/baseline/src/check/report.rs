@@ -17,6 +17,8 @@ pub enum FindingKind {
     IoSize,
     /// The share of sync write bytes changed beyond the tolerance.
     SyncWriteShare,
+    /// The share of Q2C spent behind other requests grew beyond the tolerance.
+    BehindShare,
     /// A histogram's shape moved beyond the tolerance.
     Histogram,
     /// A significant group that the baseline does not have.

@@ -35,6 +35,7 @@ fn group(key: GroupKey, kib: u64) -> Group {
         bytes: [0, 0, kib * KIB],
         ios: [0, 0, kib / 4],
         sync_write_share: 0.0,
+        behind_share: None,
         hist: Vec::new(),
         tolerance: Tolerances::default(),
     }
@@ -69,6 +70,7 @@ fn writes(kib: u64) -> Sum {
         ios: [0, 0, kib / 4],
         sync_write_bytes: 0,
         hist: Vec::new(),
+        ..Sum::default()
     }
 }
 
@@ -169,6 +171,8 @@ fn trace_groups_take_the_baselines_keys_and_counters() {
         sync_write_bytes: 0,
         // Trace counter 0 is not in the baseline; trace counter 1 is its counter 1.
         histograms: vec![[1; SLOTS], [0, 0, 0, 0, 0, 1, 0, 0]],
+        q2c_ns: 0,
+        behind_ns: 0,
     };
     let inputs = [act(4, false), act(8, false), act(64, true)];
     let groups = trace_groups(&base, &inputs, 2, &[None, Some(1)]).unwrap();
