@@ -116,11 +116,17 @@ fn export_one(path: &Path, opts: &ExportOptions, kallsyms: Option<&Path>) -> Res
     let mut failed = None;
     // btt's latency breakdown of the same pass (per device, process and act).
     let engine = RefCell::new(crate::latency_cmd::engine(&trace, &devs));
+    // Who made the IO slow, of the same pass (the report's `blame` table).
+    let blamer = RefCell::new(crate::blame_cmd::Blamer::new(false, &all, (0, u64::MAX)));
     let mut a = ioblame_pipeline::analyze_observed(
         &trace,
         &aopts,
-        |ev| engine.borrow_mut().push(ev),
+        |ev| {
+            engine.borrow_mut().push(ev);
+            blamer.borrow_mut().event(ev);
+        },
         |io, tables| {
+            blamer.borrow_mut().io(io, tables);
             if tables.acts[io.act.index()].recorder {
                 return;
             }
@@ -151,6 +157,14 @@ fn export_one(path: &Path, opts: &ExportOptions, kallsyms: Option<&Path>) -> Res
     )
     .context("building the latency table")?;
     writer.add_table("latency", frame)?;
+    let cgroup_names = ioblame_attrib::CgroupNames::of(&trace);
+    let charged = ioblame_pipeline::charged_paths(&trace, &a.tables);
+    let blame = blamer.into_inner().finish();
+    let blame_names =
+        crate::blame_cmd::Names::new(&trace, &a.tables, &names, &charged, cgroup_names.as_ref());
+    let rows = crate::blame_cmd::section(&blame, &blame_names, String::new(), Vec::new()).rows;
+    let frame = ioblame_report::blame_frame(&rows).context("building the blame table")?;
+    writer.add_table("blame", frame)?;
     let info = TraceInfo {
         source: name.clone(),
         recorded_host: h.hostname.clone(),

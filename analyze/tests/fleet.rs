@@ -168,7 +168,15 @@ fn export_reads_back_equal_to_the_report_tables() {
         .join("{t}/host=db-1/date=2026-11-23")
         .display()
         .to_string();
-    for t in ["ios", "acts", "intents", "roles", "files", "histograms"] {
+    for t in [
+        "ios",
+        "acts",
+        "intents",
+        "roles",
+        "files",
+        "histograms",
+        "blame",
+    ] {
         let file = PathBuf::from(part.replace("{t}", t)).join(format!("{id}.parquet"));
         let d = read(&file);
         let r = read(&rep.join(format!("{t}.parquet")));
@@ -470,8 +478,8 @@ fn export_is_idempotent() {
     assert_eq!(parquet_files(ds), files);
     assert_eq!(ok(&["fleet", ds.to_str().unwrap(), "--json"]), before);
     assert!(temp_files(ds).is_empty());
-    // 8 tables (the latency breakdown included) per export.
-    assert_eq!(files.len(), 8 * EXPORTS.len(), "{files:#?}");
+    // 9 tables (the latency breakdown and blame included) per export.
+    assert_eq!(files.len(), 9 * EXPORTS.len(), "{files:#?}");
 }
 
 /// A killed export (SIGKILL while it writes a trace) leaves a temporary file that no reader
@@ -654,7 +662,7 @@ fn partition_pruning_reads_only_the_dates_asked() {
             broken += 1;
         }
     }
-    assert_eq!(broken, 8);
+    assert_eq!(broken, ioblame_dataset::TABLES.len());
     assert_eq!(
         good(&["--since", "2026-11-23", "--until", "2026-11-23"]),
         before

@@ -21,15 +21,17 @@ pub const SCHEMA_VERSION: i64 = 1;
 /// * 0: the first schema of version 1;
 /// * 1: the `latency` table; `acts.cgroup`, `roles.cgroup`;
 /// * 2: `ios.journal_share`, `ios.lower`;
-/// * 3: `intents.user_frames`, `intents.user_modules`, `intents.user_offsets`.
-pub const SCHEMA_REVISION: i64 = 3;
+/// * 3: `intents.user_frames`, `intents.user_modules`, `intents.user_offsets`;
+/// * 4: the `blame` table (who made the IO slow, `ioblame_report::blame_frame`).
+pub const SCHEMA_REVISION: i64 = 4;
 
 /// The version file at the dataset's root (ignored by Hive readers: its name starts with `_`).
 pub const VERSION_FILE: &str = "_ioblame_dataset.json";
 
 /// The tables of a trace, each a directory of the dataset (`latency`: btt's latency
-/// breakdown, [`crate::latency::latency_frame`]).
-pub const TABLES: [&str; 8] = [
+/// breakdown, [`crate::latency::latency_frame`]; `blame`: who made the IO slow, the report's
+/// `blame.parquet`).
+pub const TABLES: [&str; 9] = [
     "traces",
     "ios",
     "acts",
@@ -38,6 +40,7 @@ pub const TABLES: [&str; 8] = [
     "files",
     "histograms",
     "latency",
+    "blame",
 ];
 
 /// What identifies a trace in the dataset: the partition it goes to and the columns every

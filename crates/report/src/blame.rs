@@ -96,7 +96,8 @@ const CHART_VICTIMS: usize = 8;
 /// Culprits named in the chart (the rest as "others").
 const CHART_CULPRITS: usize = 5;
 
-fn frame_of(rows: &[BlameRow]) -> PolarsResult<DataFrame> {
+/// `blame.parquet`'s frame of `rows` (the fleet dataset stores it too, `docs/dataset.md`).
+pub fn blame_frame(rows: &[BlameRow]) -> PolarsResult<DataFrame> {
     let opt_s = |f: &dyn Fn(&BlameRow) -> Option<String>| rows.iter().map(f).collect::<Vec<_>>();
     frame(vec![
         col(
@@ -404,7 +405,7 @@ fn chart<DB: DrawingBackend<ErrorType: 'static>>(
 /// section body.
 pub(crate) fn write(s: &BlameSection, files: &mut ReportFiles) -> Result<String, ReportError> {
     let pq = files.dir.join("blame.parquet");
-    write_df(&pq, frame_of(&s.rows))?;
+    write_df(&pq, blame_frame(&s.rows))?;
     files.tables.push(pq);
     let txt = files.dir.join("blame.txt");
     std::fs::write(&txt, &s.text).map_err(|e| ReportError::io(&txt, e))?;

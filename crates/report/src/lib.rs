@@ -58,7 +58,7 @@ use ioblame_attrib::{CgroupNames, FileKey, Io, Summary, Symbolizer, Tables};
 use ioblame_counters::CounterSet;
 use ioblame_format::{BlockDevice, Header};
 
-pub use blame::{BlameKind, BlameRow, BlameSection};
+pub use blame::{blame_frame, BlameKind, BlameRow, BlameSection};
 pub use error::{ChartError, ReportError};
 pub use flame::{flame_svg, folded_stack, folded_stacks, Weight};
 pub use latency::LatencySection;
