@@ -11,7 +11,7 @@
 use std::sync::OnceLock;
 
 use ioblame_attrib::{Attributor, Context, Io};
-use ioblame_latency::{BlameEngine, IoPart};
+use ioblame_latency::BlameEngine;
 use ioblame_decode::Decoder;
 use ioblame_format::{Chunk, ChunkHeader, Header, Metadata, Trace, TraceFile};
 use libfuzzer_sys::fuzz_target;
@@ -60,16 +60,7 @@ fuzz_target!(|data: &[u8]| {
     let mut a = Attributor::new(Context::from_trace(&s.header, &s.meta));
     let mut blame = BlameEngine::new();
     let mut ios: Vec<Io> = Vec::new();
-    let part = |io: &Io| IoPart {
-        dev: io.dev,
-        sector: io.sector,
-        queue: io.queue_time,
-        issue: io.issue_time,
-        complete: io.complete_time,
-        bytes: io.size,
-        culprit: io.act.0,
-        victim: (!io.lower).then_some(io.act.0),
-    };
+    let part = |io: &Io| ioblame_pipeline::blame::io_part(io, !io.lower);
     for ev in &decoded.events {
         a.prefetch(ev);
         blame.push_event(ev);

@@ -188,21 +188,9 @@ pub fn capture_with(
     script: &str,
     options: &[&str],
 ) -> PathBuf {
-    let trace = fs.dir.path().join(name);
-    let o = Command::new(common::bin())
-        .args(["record", "-o"])
-        .arg(&trace)
-        .args(["--devices", &fs.name])
-        .args(options)
-        .args(["--", "sh", "-c", script])
-        .env("PATH", path_with(bindir))
-        .env("M", &fs.mnt)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "capture failed: {err}");
-    assert!(err.contains(" 0 lost"), "records were lost: {err}");
-    trace
+    let mut args = vec!["--devices", fs.name.as_str()];
+    args.extend_from_slice(options);
+    record_script(fs.dir.path(), bindir, &fs.mnt, name, script, &args, &[])
 }
 
 /// Records `script` (sh, `bindir` first on PATH, `$M` the mount point, `env` added) on the
@@ -216,17 +204,27 @@ pub fn capture_on(
     script: &str,
     env: &[(&str, &str)],
 ) -> PathBuf {
+    record_script(dir, bindir, mnt, name, script, &["--devices", devices], env)
+}
+
+/// `ioblame-capture record -o dir/NAME OPTIONS -- sh -c SCRIPT`, with `bindir` first on PATH,
+/// `$M` the mount point and `env` added, expecting a clean capture with no lost records.
+fn record_script(
+    dir: &Path,
+    bindir: &Path,
+    mnt: &Path,
+    name: &str,
+    script: &str,
+    options: &[&str],
+    env: &[(&str, &str)],
+) -> PathBuf {
     let trace = dir.join(name);
-    let path = format!(
-        "{}:{}",
-        bindir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
     let o = Command::new(common::bin())
         .args(["record", "-o"])
         .arg(&trace)
-        .args(["--devices", devices, "--", "sh", "-c", script])
-        .env("PATH", path)
+        .args(options)
+        .args(["--", "sh", "-c", script])
+        .env("PATH", path_with(bindir))
         .env("M", mnt)
         .envs(env.iter().copied())
         .output()

@@ -637,6 +637,23 @@ pub struct Event {
     pub cgroup: u64,
 }
 
+impl Event {
+    /// An event of task `tid` (its own process, on CPU 0) at `time`, with no stack and no
+    /// cgroup: what synthetic event sequences (the tests of the engines that read events)
+    /// are made of.
+    pub fn of_task(time: u64, tid: u32, kind: EventKind) -> Event {
+        Event {
+            time,
+            cpu: 0,
+            pid: tid,
+            tid,
+            kind,
+            stack: None,
+            cgroup: 0,
+        }
+    }
+}
+
 /// Separates the kernel frames of [`Event::stack`] from the user frames after them: perf's
 /// `PERF_CONTEXT_USER`, never a return address.
 pub const USER_MARK: u64 = -512i64 as u64;

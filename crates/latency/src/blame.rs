@@ -895,6 +895,26 @@ mod tests {
         }
     }
 
+    fn issue(dev: Dev, sector: u64, nr: u32, rwbs: &str) -> EventKind {
+        EventKind::RqIssue {
+            dev,
+            sector,
+            nr_sector: nr,
+            bytes: nr * 512,
+            rwbs: Rwbs::parse(rwbs),
+        }
+    }
+
+    fn complete(dev: Dev, sector: u64, nr: u32, rwbs: &str) -> EventKind {
+        EventKind::RqComplete {
+            dev,
+            sector,
+            nr_sector: nr,
+            error: 0,
+            rwbs: Rwbs::parse(rwbs),
+        }
+    }
+
     /// A victim's own and idle time and its culprits' waits.
     type Split = (u64, u64, Vec<(u32, u64)>);
 
@@ -988,33 +1008,11 @@ mod tests {
 
     #[test]
     fn flushes_and_discards_are_charged_to_who_asked_for_them() {
-        let ev = |time, tid, kind| Event {
-            time,
-            cpu: 0,
-            pid: tid,
-            tid,
-            kind,
-            stack: None,
-            cgroup: 0,
-        };
+        let ev = Event::of_task;
         let queue = |dev, sector, nr, rwbs: &str| EventKind::BioQueue {
             dev,
             sector,
             nr_sector: nr,
-            rwbs: Rwbs::parse(rwbs),
-        };
-        let issue = |dev, sector, nr, rwbs: &str| EventKind::RqIssue {
-            dev,
-            sector,
-            nr_sector: nr,
-            bytes: nr * 512,
-            rwbs: Rwbs::parse(rwbs),
-        };
-        let complete = |dev, sector, nr, rwbs: &str| EventKind::RqComplete {
-            dev,
-            sector,
-            nr_sector: nr,
-            error: 0,
             rwbs: Rwbs::parse(rwbs),
         };
         let mut e = BlameEngine::new();
@@ -1061,36 +1059,9 @@ mod tests {
 
     #[test]
     fn a_flush_nobody_is_seen_asking_for_is_said_so() {
-        let ev = |time, kind| Event {
-            time,
-            cpu: 0,
-            pid: 1,
-            tid: 1,
-            kind,
-            stack: None,
-            cgroup: 0,
-        };
         let mut e = BlameEngine::new();
-        e.push_event(&ev(
-            0,
-            EventKind::RqIssue {
-                dev: D,
-                sector: 0,
-                nr_sector: 0,
-                bytes: 0,
-                rwbs: Rwbs::parse("FF"),
-            },
-        ));
-        e.push_event(&ev(
-            30,
-            EventKind::RqComplete {
-                dev: D,
-                sector: u64::MAX,
-                nr_sector: 0,
-                error: 0,
-                rwbs: Rwbs::parse("FF"),
-            },
-        ));
+        e.push_event(&Event::of_task(0, 1, issue(D, 0, 0, "FF")));
+        e.push_event(&Event::of_task(30, 1, complete(D, u64::MAX, 0, "FF")));
         e.push_io(part(D, 10, 30, 40, 1, Some(1)));
         let b = e.finish();
         check_sums(&b);

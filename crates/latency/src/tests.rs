@@ -9,15 +9,7 @@ const DISK2: Dev = (8 << 20) | 16; // 8:16
 const DM: Dev = 253 << 20; // 253:0
 
 fn ev(time: u64, tid: u32, kind: EventKind) -> Event {
-    Event {
-        time,
-        cpu: 0,
-        pid: tid,
-        tid,
-        kind,
-        stack: None,
-        cgroup: 0,
-    }
+    Event::of_task(time, tid, kind)
 }
 
 fn w() -> Rwbs {

@@ -55,15 +55,7 @@ mod tests {
     }
 
     fn ev(time: u64, tid: u32, kind: EventKind) -> Event {
-        Event {
-            time,
-            cpu: 0,
-            pid: tid,
-            tid,
-            kind,
-            stack: None,
-            cgroup: 0,
-        }
+        Event::of_task(time, tid, kind)
     }
     fn r() -> Rwbs {
         Rwbs::parse("R")
