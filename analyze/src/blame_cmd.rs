@@ -364,7 +364,7 @@ fn selected(sel: &VictimSel, act_id: u32, names: &Names<'_>) -> bool {
 fn tail_threshold(q2c: &mut [u64], p: f64) -> u64 {
     q2c.sort_unstable();
     let n = q2c.len();
-    let below = ((p / 100.0) * n as f64).floor() as usize;
+    let below = (p * n as f64 / 100.0).floor() as usize;
     q2c[below.min(n.saturating_sub(1))]
 }
 
@@ -430,10 +430,16 @@ pub struct Blamer<'s> {
 }
 
 impl<'s> Blamer<'s> {
-    /// A feeder selecting victims as said.
-    pub fn new(show_recorder: bool, scope: &'s ResolvedScope, window: (u64, u64)) -> Self {
+    /// A feeder of the devices `devs` selects, selecting victims as said.
+    pub fn new(
+        devs: &DevSelection,
+        show_recorder: bool,
+        scope: &'s ResolvedScope,
+        window: (u64, u64),
+    ) -> Self {
+        let sel = devs.clone();
         Blamer {
-            engine: BlameEngine::new(),
+            engine: BlameEngine::with_devices(move |d| sel.enabled(d)),
             show_recorder,
             scope,
             window,
@@ -482,7 +488,7 @@ pub fn analyze(
 ) {
     let sym = pipeline::symbols_of(trace);
     // The IO outside the scope stands ahead of the scope's too.
-    let blamer = std::cell::RefCell::new(Blamer::new(show_recorder, scope, window));
+    let blamer = std::cell::RefCell::new(Blamer::new(sel, show_recorder, scope, window));
     let a = pipeline::analyze_observed_all(
         trace,
         &sym,
@@ -510,16 +516,26 @@ pub fn run(
         s.map_or(dflt, |s| start.saturating_add((s.max(0.0) * 1e9) as u64))
     };
     let window = (at(opts.from, 0), at(opts.to, u64::MAX));
-    if window.0 >= window.1 {
-        bail!("--from must come before --to");
+    if let (Some(f), Some(t)) = (opts.from, opts.to) {
+        if f >= t {
+            bail!("--from must come before --to");
+        }
+    }
+    // What needs the trace's tables only is refused before the analysis.
+    let cgroups = CgroupNames::of(trace);
+    if cgroups.is_none() {
+        if opts.by == By::Cgroup {
+            bail!(
+                "the trace has no cgroup table (recorded without cgroups): --by cgroup needs one"
+            );
+        }
+        if let Some(VictimSel::Cgroup(c)) = &opts.victim {
+            bail!("--victim cgroup:{c}: the trace has no cgroup table (recorded without cgroups)");
+        }
     }
     let (blame, a, sym) = analyze(trace, sel, show_recorder, scope, window);
     let tables = &a.tables;
     let intents = ioblame_attrib::intent_names(tables, &sym);
-    let cgroups = CgroupNames::of(trace);
-    if opts.by == By::Cgroup && cgroups.is_none() {
-        bail!("the trace has no cgroup table (recorded without cgroups): --by cgroup needs one");
-    }
     let paths = pipeline::charged_paths(trace, tables, true);
     let names = Names::new(trace, tables, &intents, &paths, cgroups.as_ref());
     if let Some(VictimSel::Act(n)) = &opts.victim {
@@ -558,9 +574,6 @@ pub fn render(
             "note: a blktrace recording knows no dirtier: culprits are the tasks that queued the IO"
         )?;
     }
-    if opts.ios {
-        return per_io(out, blame, names, proc_role, opts, &vkey);
-    }
     // The tail's thresholds, per group.
     let mut thresholds: HashMap<VKey, u64> = HashMap::new();
     if let Some(p) = opts.tail {
@@ -573,6 +586,11 @@ pub fn render(
         for (k, mut q) in all {
             thresholds.insert(k, tail_threshold(&mut q, p));
         }
+    }
+    if opts.ios {
+        // Each group's tail only, with --tail.
+        let shown = |v: &Victim| vkey(v).filter(|k| thresholds.get(k).is_none_or(|&t| v.q2c >= t));
+        return per_io(out, blame, names, proc_role, opts, &shown);
     }
     let mut groups: BTreeMap<VKey, Group> = BTreeMap::new();
     for v in &blame.victims {

@@ -117,7 +117,12 @@ fn export_one(path: &Path, opts: &ExportOptions, kallsyms: Option<&Path>) -> Res
     // btt's latency breakdown of the same pass (per device, process and act).
     let engine = RefCell::new(crate::latency_cmd::engine(&trace, &devs));
     // Who made the IO slow, of the same pass (the report's `blame` table).
-    let blamer = RefCell::new(crate::blame_cmd::Blamer::new(false, &all, (0, u64::MAX)));
+    let blamer = RefCell::new(crate::blame_cmd::Blamer::new(
+        &devs,
+        false,
+        &all,
+        (0, u64::MAX),
+    ));
     let mut a = ioblame_pipeline::analyze_observed(
         &trace,
         &aopts,

@@ -153,6 +153,7 @@ fn collect(
     // The wait behind others of each act's IOs (`ioblame blame`): the IO outside the scope
     // stands ahead of the scope's too.
     let blamer = std::cell::RefCell::new(crate::blame_cmd::Blamer::new(
+        devs,
         show_recorder,
         scope,
         (0, u64::MAX),

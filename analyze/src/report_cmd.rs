@@ -45,6 +45,7 @@ pub fn run(
     let latency = std::cell::RefCell::new(crate::latency_cmd::engine(&trace, devs));
     // Who made the IO slow, from the same events and IOs, for the page's blame section.
     let blamer = std::cell::RefCell::new(crate::blame_cmd::Blamer::new(
+        devs,
         show_recorder,
         &scope,
         (0, u64::MAX),

@@ -750,6 +750,23 @@ fn wait_behind_others_grown_fails() {
         .regressions
         .iter()
         .all(|f| f.kind != FindingKind::BehindShare));
+    // A baseline group of too few IOs is not judged; exact tolerances judge both ways.
+    let mut exact = base.clone();
+    exact.defaults.tolerances.behind_share = Some(crate::model::Tol::Value(0.001));
+    let mut now = w.workload();
+    now[0].blame = (1_000_000_000, 50_000_000);
+    assert!(run_check(&exact, &now)
+        .regressions
+        .iter()
+        .any(|f| f.kind == FindingKind::BehindShare));
+    let mut few = exact.clone();
+    for g in &mut few.groups {
+        g.ios = [0, 0, 1];
+    }
+    assert!(run_check(&few, &now)
+        .regressions
+        .iter()
+        .all(|f| f.kind != FindingKind::BehindShare));
     // A share outside 0..=1 is refused.
     let bad = text_of(&base).replace("behind_share = 0.1", "behind_share = 1.5");
     assert!(Baseline::from_toml(&bad).is_err());

@@ -47,6 +47,15 @@ pub const MAX_CALLER_KEY: u32 = 1 << 30;
 const FLUSH_BY: u32 = 1 << 31;
 const OTHER_BY: u32 = 1 << 30;
 
+/// Preflush bios waiting per device beyond this many are forgotten, oldest first (a
+/// bio-based device, dm or md, never issues the flush that would take them).
+const MAX_PREFLUSH: usize = 1024;
+/// Flush requests in flight per device beyond this many are forgotten, oldest first.
+const MAX_FLUSHES: usize = 1024;
+/// No-data bios, other ops and flush links remembered at most (then forgotten at once: they
+/// only name requesters).
+const MAX_PENDING: usize = 65_536;
+
 /// What a culprit key stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Culprit {
@@ -149,15 +158,19 @@ pub struct BlameStats {
     pub flushes: u64,
     /// Discards and other ops among them.
     pub other_ops: u64,
-    /// Charged IOs with no time on the device (completions that matched nothing issued,
-    /// parts forgotten without a completion): neither victims nor culprits.
+    /// Charged IOs, flushes and other ops with no time on the device (completions that
+    /// matched nothing issued, parts forgotten without a completion): neither victims nor
+    /// culprits.
     pub no_device_time: u64,
     /// Flush or other-op completions that matched no issue (issued before the recording).
     pub unmatched: u64,
     /// Flushes charged to the acts of the data request that asked for them (a journal
     /// commit's preflush: its handles' acts).
     pub flushes_linked: u64,
-    /// Parts whose culprit key was not below [`MAX_CALLER_KEY`] (ignored as culprits).
+    /// Flush requests requeued (their requesters wait for the next flush issued).
+    pub flush_requeues: u64,
+    /// Parts whose culprit key was not below [`MAX_CALLER_KEY`] (left out: neither victims
+    /// nor culprits).
     pub bad_keys: u64,
     /// Victims whose busy time the shares did not account for (rounding aside): their
     /// busy time went to their own share. Zero unless a request was left without a part.
@@ -292,7 +305,7 @@ impl DevLog {
 /// ([`BlameEngine::push_event`], for the requests the attribution does not charge: flushes,
 /// discards) and the attribution's charged IOs in the order it emits them
 /// ([`BlameEngine::push_io`]; the parts of one request come one after the other).
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct BlameEngine {
     devs: HashMap<Dev, DevLog>,
     /// The request the last part joined: `(dev, issue, complete, index)`.
@@ -311,13 +324,37 @@ pub struct BlameEngine {
     /// The placeholders of the flushes the request being emitted asked for, and whether
     /// each has taken its first part.
     paying: Vec<(u32, bool)>,
+    /// The devices whose events are followed (all when `None`).
+    select: Option<Box<dyn Fn(Dev) -> bool + Send>>,
     stats: BlameStats,
 }
 
+impl std::fmt::Debug for BlameEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlameEngine")
+            .field("devices", &self.devs.len())
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
 impl BlameEngine {
-    /// An engine with nothing seen.
+    /// An engine with nothing seen, following every device's events.
     pub fn new() -> BlameEngine {
         BlameEngine::default()
+    }
+
+    /// An engine following the events of the devices `select` accepts (kernel encoding):
+    /// the IO of other devices can stand ahead of no victim it splits.
+    pub fn with_devices(select: impl Fn(Dev) -> bool + Send + 'static) -> BlameEngine {
+        BlameEngine {
+            select: Some(Box::new(select)),
+            ..BlameEngine::default()
+        }
+    }
+
+    fn selected(&self, dev: Dev) -> bool {
+        self.select.as_ref().is_none_or(|s| s(dev))
     }
 
     /// Feeds one decoded event (time order): flush and other-op requests are followed from
@@ -330,7 +367,7 @@ impl BlameEngine {
                 sector,
                 nr_sector,
                 rwbs,
-            } => {
+            } if self.selected(dev) => {
                 if rwbs.has(Rwbs::PREFLUSH) {
                     let r = if nr_sector > 0 {
                         Requester::Data {
@@ -340,9 +377,31 @@ impl BlameEngine {
                     } else {
                         Requester::Task(ev.tid)
                     };
-                    self.preflush.entry(dev).or_default().push(r);
+                    let waiting = self.preflush.entry(dev).or_default();
+                    if waiting.len() >= MAX_PREFLUSH {
+                        waiting.remove(0);
+                    }
+                    waiting.push(r);
                 } else if nr_sector > 0 && moves_no_data(rwbs) {
+                    if self.other_bios.len() >= MAX_PENDING {
+                        self.other_bios.clear();
+                    }
                     self.other_bios.insert((dev, sector), ev.tid);
+                }
+            }
+            EventKind::RqRequeue {
+                dev,
+                nr_sector,
+                rwbs,
+                ..
+            } if nr_sector == 0 && rwbs.has(Rwbs::FLUSH) && self.selected(dev) => {
+                // The flush issued last goes back: its requesters wait for the next issue.
+                if let Some(u) = self.flushes.get_mut(&dev).and_then(VecDeque::pop_back) {
+                    let waiting = self.preflush.entry(dev).or_default();
+                    let mut back = u.requesters;
+                    back.append(waiting);
+                    *waiting = back;
+                    self.stats.flush_requeues += 1;
                 }
             }
             EventKind::RqIssue {
@@ -351,11 +410,16 @@ impl BlameEngine {
                 nr_sector,
                 rwbs,
                 ..
-            } => {
+            } if self.selected(dev) => {
                 if nr_sector == 0 && rwbs.has(Rwbs::FLUSH) {
                     // One flush serves every preflush waiting when it is issued.
                     let requesters = self.preflush.remove(&dev).unwrap_or_default();
-                    self.flushes.entry(dev).or_default().push_back(Uncharged {
+                    let fifo = self.flushes.entry(dev).or_default();
+                    if fifo.len() >= MAX_FLUSHES {
+                        fifo.pop_front();
+                        self.stats.unmatched += 1;
+                    }
+                    fifo.push_back(Uncharged {
                         issue: ev.time,
                         requesters,
                     });
@@ -373,6 +437,9 @@ impl BlameEngine {
                         issue: ev.time,
                         requesters,
                     };
+                    if self.others.len() >= MAX_PENDING {
+                        self.others.clear();
+                    }
                     self.others.insert((dev, sector), (u, nr_sector));
                 }
             }
@@ -382,7 +449,7 @@ impl BlameEngine {
                 nr_sector,
                 rwbs,
                 ..
-            } => {
+            } if self.selected(dev) => {
                 if nr_sector == 0 && rwbs.has(Rwbs::FLUSH) {
                     match self.flushes.get_mut(&dev).and_then(VecDeque::pop_front) {
                         Some(u) => {
@@ -418,7 +485,13 @@ impl BlameEngine {
     fn uncharged(&mut self, dev: Dev, u: Uncharged, complete: u64, unknown: u32, bytes: u64) {
         self.last = None;
         if u.issue >= complete {
+            self.stats.no_device_time += 1;
             return;
+        }
+        if self.links.len() >= MAX_PENDING {
+            // Data requests that never came (another level's, lost): their flushes keep the
+            // task that queued them.
+            self.links.clear();
         }
         self.stats.requests += 1;
         let log = self.devs.entry(dev).or_default();
@@ -1066,6 +1139,54 @@ mod tests {
         let b = e.finish();
         check_sums(&b);
         assert_eq!(split(&b, 1), vec![(10, 0, vec![(FLUSH, 20)])]);
+    }
+
+    /// A flush requeued (the driver was busy) and issued again is one flush, in flight from
+    /// the issue that completed it; the next flush is its own.
+    #[test]
+    fn a_requeued_flush_is_in_flight_from_its_last_issue() {
+        let requeue = EventKind::RqRequeue {
+            dev: D,
+            sector: 0,
+            nr_sector: 0,
+            rwbs: Rwbs::parse("FF"),
+        };
+        let mut e = BlameEngine::new();
+        e.push_event(&Event::of_task(
+            0,
+            7,
+            EventKind::BioQueue {
+                dev: D,
+                sector: 0,
+                nr_sector: 0,
+                rwbs: Rwbs::parse("FWS"),
+            },
+        ));
+        e.push_event(&Event::of_task(0, 1, issue(D, 0, 0, "FF")));
+        e.push_event(&Event::of_task(1, 1, requeue));
+        e.push_event(&Event::of_task(100, 1, issue(D, 0, 0, "FF")));
+        e.push_event(&Event::of_task(110, 1, complete(D, u64::MAX, 0, "FF")));
+        e.push_event(&Event::of_task(1000, 1, issue(D, 0, 0, "FF")));
+        e.push_event(&Event::of_task(1010, 1, complete(D, u64::MAX, 0, "FF")));
+        // A read alone on the device in between, and one waiting behind the first flush.
+        e.push_io(part(D, 500, 500, 520, 1, Some(1)));
+        e.push_io(part(D, 90, 120, 130, 2, Some(2)));
+        let b = e.finish();
+        check_sums(&b);
+        assert_eq!(split(&b, 1), vec![(20, 0, vec![])]);
+        // [90, 100) idle; [100, 110) behind the flush task 7 asked for; [110, 120) idle.
+        assert_eq!(split(&b, 2), vec![(10, 20, vec![(FLUSH_BY | 7, 10)])]);
+        assert_eq!(b.stats.flush_requeues, 1);
+    }
+
+    /// Events of the devices not selected are not followed.
+    #[test]
+    fn other_devices_events_are_not_followed() {
+        let mut e = BlameEngine::with_devices(|d| d == D);
+        e.push_event(&Event::of_task(0, 1, issue(DM, 0, 0, "FF")));
+        e.push_event(&Event::of_task(10, 1, complete(DM, u64::MAX, 0, "FF")));
+        let b = e.finish();
+        assert_eq!(b.stats.flushes, 0);
     }
 
     #[test]

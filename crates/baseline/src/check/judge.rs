@@ -233,18 +233,22 @@ impl Subject {
     }
 
     /// The wait-behind-others check of a group: the share of its IOs' Q2C spent behind
-    /// other requests (`b` the baseline's, `c` the trace's IO matched to it) may not grow by
-    /// more than the tolerance; groups of fewer than `min_ios` IOs are not judged.
+    /// other requests (`b` the baseline's, of `b_ios` IOs; `c` the trace's IO matched to it)
+    /// may not grow by more than the tolerance; with an exact tolerance (0.001 or less, the
+    /// exact baselines: nothing may move) it may not shrink either. Groups of fewer than
+    /// `min_ios` IOs on either side are not judged.
     pub(super) fn behind_finding(
         &self,
         b: f64,
+        b_ios: u64,
         c: &Sum,
         tol: &Tolerances,
         min_ios: u64,
     ) -> Option<Finding> {
         let t = tol.behind_share.and_then(|t| t.value())?;
         let sc = c.behind_share()?;
-        if sat_ios(c) < min_ios || sc - b <= t + 1e-9 {
+        let moved = if t <= 0.001 { (sc - b).abs() } else { sc - b };
+        if sat_ios(c) < min_ios || b_ios < min_ios || moved <= t + 1e-9 {
             return None;
         }
         Some(self.finding(

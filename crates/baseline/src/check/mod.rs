@@ -352,7 +352,8 @@ impl<'b> Comparison<'b> {
             }
         }
         if let Some(sb) = g.behind_share {
-            if let Some(f) = subj.behind_finding(sb, c, &tol, min_ios) {
+            let b_ios = sat_sum(g.ios.iter().copied());
+            if let Some(f) = subj.behind_finding(sb, b_ios, c, &tol, min_ios) {
                 self.regressions.push(f);
             }
         }
