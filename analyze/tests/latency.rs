@@ -609,17 +609,7 @@ fn every_figure_equals_btts_on_a_remapped_dm_volume() {
     const DISK: u32 = (8 << 20) | 16;
     let rwbs = ioblame_decode::Rwbs::parse("W");
     let mut evs = Vec::new();
-    let mut push = |time: u64, tid: u32, kind: EventKind| {
-        evs.push(Event {
-            time,
-            cpu: 0,
-            pid: tid,
-            tid,
-            kind,
-            stack: None,
-            cgroup: 0,
-        })
-    };
+    let mut push = |time: u64, tid: u32, kind: EventKind| evs.push(Event::of_task(time, tid, kind));
     let mut t = 1_000_000u64;
     let mut seed = 42u64;
     let mut next = |m: u64| {

@@ -104,13 +104,8 @@ mod tests {
 
     fn ev(tid: u32, time: u64, kind: EventKind, stack: Option<&[u64]>) -> Event {
         Event {
-            time,
-            cpu: 0,
-            pid: tid,
-            tid,
-            kind,
             stack: stack.map(Arc::from),
-            cgroup: 0,
+            ..Event::of_task(time, tid, kind)
         }
     }
 
