@@ -660,7 +660,12 @@ pub fn render(
         }
         return Ok(());
     }
-    let devs: std::collections::BTreeSet<u32> = blame.victims.iter().map(|v| v.dev).collect();
+    let devs: std::collections::BTreeSet<u32> = blame
+        .victims
+        .iter()
+        .filter(|v| vkey(v).is_some())
+        .map(|v| v.dev)
+        .collect();
     let total: u64 = order.iter().map(|(_, g)| g.latency).sum();
     let waited: u64 = order.iter().map(|(_, g)| g.waited()).sum();
     writeln!(
