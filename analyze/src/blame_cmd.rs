@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
 use anyhow::{bail, Result};
-use ioblame_attrib::{Act, CgroupNames, Tables};
+use ioblame_attrib::{Act, CgroupNames, Role, Tables};
 use ioblame_counters::output::printable;
 use ioblame_counters::DevSelection;
 use ioblame_format::PathTable;
@@ -191,10 +191,19 @@ impl<'a> Names<'a> {
         &self.tables.acts[k as usize]
     }
 
+    /// The role of act `k`.
+    fn role_of(&self, k: u32) -> &Role {
+        &self.tables.roles[self.act(k).role.index()]
+    }
+
+    /// The cgroup of role `r`, when the trace names it.
+    fn cgroup_of_role(&self, r: u32) -> Option<String> {
+        let role = &self.tables.roles[r as usize];
+        self.cgroups?.of_role(role).map(str::to_owned)
+    }
+
     fn cgroup_of_act(&self, act: &Act) -> Option<String> {
-        self.cgroups
-            .and_then(|c| c.of_act(act, self.tables))
-            .map(str::to_owned)
+        self.cgroup_of_role(act.role.0)
     }
 
     fn ckey(&self, key: u32, by: By) -> CKey {
@@ -206,7 +215,7 @@ impl<'a> Names<'a> {
                 return match by {
                     By::Act => CKey::Act(a),
                     By::Task => CKey::Task(act.role.0),
-                    By::Process => CKey::Process(self.tables.roles[act.role.index()].pid),
+                    By::Process => CKey::Process(self.role_of(a).pid),
                     By::Cgroup => CKey::Cgroup(self.cgroup_of_act(act)),
                 };
             }
@@ -217,10 +226,7 @@ impl<'a> Names<'a> {
         match (by, role) {
             (By::Task, Some(r)) => CKey::Task(r),
             (By::Process, _) if task.is_some() => CKey::Process(task.map_or(0, |t| t.1)),
-            (By::Cgroup, _) => CKey::Cgroup(role.and_then(|r| {
-                let role = &self.tables.roles[r as usize];
-                self.cgroups?.of_role(role).map(str::to_owned)
-            })),
+            (By::Cgroup, _) => CKey::Cgroup(role.and_then(|r| self.cgroup_of_role(r))),
             _ if matches!(Culprit::of(key), Culprit::FlushBy(_)) => CKey::FlushBy(tid),
             _ => CKey::OtherBy(tid),
         }
@@ -245,11 +251,10 @@ impl<'a> Names<'a> {
     }
 
     /// A culprit as a person reads it.
-    fn clabel(&self, k: &CKey, roles: &HashMap<u32, u32>) -> String {
+    fn clabel(&self, k: &CKey) -> String {
         match k {
             CKey::Act(a) => {
-                let act = self.act(*a);
-                let role = &self.tables.roles[act.role.index()];
+                let (act, role) = (self.act(*a), self.role_of(*a));
                 let intent = self
                     .intents
                     .get(act.intent.index())
@@ -272,7 +277,8 @@ impl<'a> Names<'a> {
                 )
             }
             CKey::Process(pid) => {
-                let comm = roles
+                let comm = self
+                    .proc_role
                     .get(pid)
                     .map(|&r| printable(&self.tables.roles[r as usize].comm).into_owned())
                     .unwrap_or_default();
@@ -289,11 +295,10 @@ impl<'a> Names<'a> {
     }
 
     /// A culprit's keys as `ioblame acts --json` names them.
-    fn cjson(&self, k: &CKey, roles: &HashMap<u32, u32>, v: &mut Value) {
+    fn cjson(&self, k: &CKey, v: &mut Value) {
         match k {
             CKey::Act(a) => {
-                let act = self.act(*a);
-                let role = &self.tables.roles[act.role.index()];
+                let (act, role) = (self.act(*a), self.role_of(*a));
                 v["act"] = (*a).into();
                 v["comm"] = role.comm.clone().into();
                 v["pid"] = role.pid.into();
@@ -319,7 +324,8 @@ impl<'a> Names<'a> {
                 v["tid"] = role.tid.into();
             }
             CKey::Process(pid) => {
-                v["comm"] = roles
+                v["comm"] = self
+                    .proc_role
                     .get(pid)
                     .map(|&r| self.tables.roles[r as usize].comm.clone())
                     .into();
@@ -346,8 +352,7 @@ impl<'a> Names<'a> {
 
 /// Whether a victim's act is selected by `sel`.
 fn selected(sel: &VictimSel, act_id: u32, names: &Names<'_>) -> bool {
-    let act = names.act(act_id);
-    let role = &names.tables.roles[act.role.index()];
+    let (act, role) = (names.act(act_id), names.role_of(act_id));
     match sel {
         VictimSel::Pid(n) => role.pid == *n,
         VictimSel::Comm(c) => role.comm == *c,
@@ -556,16 +561,13 @@ pub fn render(
     blktrace: bool,
 ) -> Result<()> {
     let tables = names.tables;
-    let proc_role = &names.proc_role;
     let vkey = |v: &Victim| -> Option<VKey> {
         match &opts.victim {
             Some(s) => selected(s, v.key, names).then_some(VKey::Selected),
             None if opts.by == By::Cgroup => {
                 Some(VKey::Cgroup(names.cgroup_of_act(names.act(v.key))))
             }
-            None => Some(VKey::Process(
-                tables.roles[names.act(v.key).role.index()].pid,
-            )),
+            None => Some(VKey::Process(names.role_of(v.key).pid)),
         }
     };
     if blktrace && !opts.json && !opts.ios {
@@ -590,7 +592,7 @@ pub fn render(
     if opts.ios {
         // Each group's tail only, with --tail.
         let shown = |v: &Victim| vkey(v).filter(|k| thresholds.get(k).is_none_or(|&t| v.q2c >= t));
-        return per_io(out, blame, names, proc_role, opts, &shown);
+        return per_io(out, blame, names, opts, &shown);
     }
     let mut groups: BTreeMap<VKey, Group> = BTreeMap::new();
     for v in &blame.victims {
@@ -652,7 +654,7 @@ pub fn render(
             for (c, ns) in ranked(g) {
                 let mut v = json!({"kind": "culprit"});
                 victim_json(&mut v, k, g, names, opts);
-                names.cjson(c, proc_role, &mut v);
+                names.cjson(c, &mut v);
                 v["wait_ns"] = ns.into();
                 v["share"] = (ns as f64 / g.latency.max(1) as f64).into();
                 writeln!(out, "{v}")?;
@@ -684,6 +686,7 @@ pub fn render(
             "  (the tail: each group's IOs above its p{p} of Q2C; p50 and p99 are of all its IOs)"
         )?;
     }
+    let none = order.is_empty();
     for (k, g) in order {
         writeln!(out)?;
         let ranked = ranked(g);
@@ -706,7 +709,7 @@ pub fn render(
             parts.push(format!(
                 "{:.0}% behind {whose}{}",
                 pct(*ns, g.latency),
-                names.clabel(c, proc_role)
+                names.clabel(c)
             ));
         }
         parts.push(format!("{:.0}% own", pct(g.own, g.latency)));
@@ -735,7 +738,7 @@ pub fn render(
                 } else {
                     ""
                 },
-                names.clabel(c, proc_role)
+                names.clabel(c)
             )?;
         }
         if ranked.len() > opts.top {
@@ -761,7 +764,7 @@ pub fn render(
             pct(g.idle, g.latency)
         )?;
     }
-    if order_is_empty(&groups) {
+    if none {
         writeln!(
             out,
             "\nno IO of the victims selected completed on the selected devices"
@@ -783,19 +786,13 @@ pub fn render(
 fn is_self(v: &VKey, c: &CKey, names: &Names<'_>) -> bool {
     let pid_of_tid = |t: &u32| names.tasks.get(t).map(|x| x.1);
     match (v, c) {
-        (VKey::Process(p), CKey::Act(a)) => {
-            names.tables.roles[names.act(*a).role.index()].pid == *p
-        }
+        (VKey::Process(p), CKey::Act(a)) => names.role_of(*a).pid == *p,
         (VKey::Process(p), CKey::Task(r)) => names.tables.roles[*r as usize].pid == *p,
         (VKey::Process(p), CKey::Process(q)) => p == q,
         (VKey::Process(p), CKey::FlushBy(t) | CKey::OtherBy(t)) => pid_of_tid(t) == Some(*p),
         (VKey::Cgroup(a), CKey::Cgroup(b)) => a == b,
         _ => false,
     }
-}
-
-fn order_is_empty(groups: &BTreeMap<VKey, Group>) -> bool {
-    groups.values().all(|g| g.ios == 0)
 }
 
 /// A group's culprits, largest wait first (ties by key).
@@ -812,8 +809,8 @@ fn victim_json(v: &mut Value, k: &VKey, g: &Group, names: &Names<'_>, opts: &Opt
         VKey::Process(pid) => {
             v["victim_comm"] = role.map(|r| r.comm.clone()).into();
             v["victim_pid"] = (*pid).into();
-            if let (Some(c), Some(r)) = (names.cgroups, role) {
-                v["victim_cgroup"] = c.of_role(r).into();
+            if let (Some(_), Some(r)) = (names.cgroups, g.role) {
+                v["victim_cgroup"] = names.cgroup_of_role(r).into();
             }
         }
         VKey::Cgroup(c) => v["victim_cgroup"] = c.clone().into(),
@@ -828,7 +825,6 @@ fn per_io(
     out: &mut impl Write,
     blame: &Blame,
     names: &Names<'_>,
-    proc_role: &HashMap<u32, u32>,
     opts: &Options,
     vkey: &dyn Fn(&Victim) -> Option<VKey>,
 ) -> Result<()> {
@@ -836,8 +832,7 @@ fn per_io(
         if vkey(v).is_none() {
             continue;
         }
-        let act = names.act(v.key);
-        let role = &names.tables.roles[act.role.index()];
+        let role = names.role_of(v.key);
         let mut j = json!({
             "kind": "io",
             "dev": dev_str(v.dev),
@@ -861,7 +856,7 @@ fn per_io(
             .iter()
             .map(|(c, ns)| {
                 let mut x = json!({});
-                names.cjson(c, proc_role, &mut x);
+                names.cjson(c, &mut x);
                 x["wait_ns"] = (*ns).into();
                 x
             })
@@ -883,7 +878,7 @@ pub fn section(
     notes: Vec<String>,
 ) -> ioblame_report::BlameSection {
     use ioblame_report::{BlameKind, BlameRow};
-    let pid_of = |act: u32| names.tables.roles[names.act(act).role.index()].pid;
+    let pid_of = |act: u32| names.role_of(act).pid;
     // Each victim process's p99 of Q2C.
     let mut q2c: HashMap<u32, Vec<u64>> = HashMap::new();
     for v in &blame.victims {
@@ -893,7 +888,7 @@ pub fn section(
         .into_iter()
         .map(|(pid, mut q)| (pid, tail_threshold(&mut q, 99.0)))
         .collect();
-    // (victim act, culprit) -> (ns, tail ns); culprit None: own, Some(None): idle.
+    // (victim act, what its time went to) -> (ns, tail ns).
     #[derive(PartialEq, Eq, Hash, PartialOrd, Ord, Clone)]
     enum Part {
         Own,
@@ -916,23 +911,15 @@ pub fn section(
             add(Part::Culprit(names.ckey(c, By::Act)), ns);
         }
     }
-    let cgroup_of_role = |r: u32| {
-        let role = &names.tables.roles[r as usize];
-        names
-            .cgroups
-            .and_then(|c| c.of_role(role))
-            .map(str::to_owned)
-    };
     let rows = sums
         .into_iter()
         .map(|((victim, part), (ns, tail_ns))| {
-            let act = names.act(victim);
-            let role = &names.tables.roles[act.role.index()];
+            let role = names.role_of(victim);
             let mut row = BlameRow {
                 victim_act: victim,
                 victim_pid: role.pid,
                 victim_comm: role.comm.clone(),
-                victim_cgroup: cgroup_of_role(act.role.0),
+                victim_cgroup: names.cgroup_of_act(names.act(victim)),
                 kind: BlameKind::Own,
                 culprit_act: None,
                 culprit_pid: None,
@@ -950,16 +937,15 @@ pub fn section(
                     row.culprit_label = "idle".into();
                 }
                 Part::Culprit(k) => {
-                    row.culprit_label = names.clabel(&k, &names.proc_role);
+                    row.culprit_label = names.clabel(&k);
                     match k {
                         CKey::Act(a) => {
-                            let ca = names.act(a);
-                            let cr = &names.tables.roles[ca.role.index()];
+                            let (ca, cr) = (names.act(a), names.role_of(a));
                             row.kind = BlameKind::Act;
                             row.culprit_act = Some(a);
                             row.culprit_pid = Some(cr.pid);
                             row.culprit_comm = Some(cr.comm.clone());
-                            row.culprit_cgroup = cgroup_of_role(ca.role.0);
+                            row.culprit_cgroup = names.cgroup_of_act(ca);
                             row.culprit_via = Some(ca.via.name().to_owned());
                         }
                         CKey::FlushBy(t) | CKey::OtherBy(t) => {
@@ -971,7 +957,7 @@ pub fn section(
                             if let Some((r, pid, comm)) = names.tasks.get(&t) {
                                 row.culprit_pid = Some(*pid);
                                 row.culprit_comm = Some(comm.clone());
-                                row.culprit_cgroup = r.and_then(cgroup_of_role);
+                                row.culprit_cgroup = r.and_then(|r| names.cgroup_of_role(r));
                             }
                         }
                         CKey::Flush => row.kind = BlameKind::Flush,

@@ -150,8 +150,9 @@ fn export_one(path: &Path, opts: &ExportOptions, kallsyms: Option<&Path>) -> Res
     }
     a.diagnostics.iter().for_each(say);
     crate::pipeline::name_user_frames(trace.trace(), &mut a.tables);
-    // Paths of the acts' files only (as `report` names them).
-    let files = ioblame_pipeline::charged_file_paths(&trace, &a.tables);
+    // Paths of the acts' files only (as `report` names them), looked up once.
+    let charged = ioblame_pipeline::charged_paths(&trace, &a.tables);
+    let files = ioblame_pipeline::file_paths(&a.tables, &charged);
     let latency = engine.into_inner().finish();
     let names = ioblame_attrib::intent_names(&a.tables, &sym);
     let frame = crate::latency_cmd::with_labels(
@@ -162,11 +163,10 @@ fn export_one(path: &Path, opts: &ExportOptions, kallsyms: Option<&Path>) -> Res
     )
     .context("building the latency table")?;
     writer.add_table("latency", frame)?;
-    let cgroup_names = ioblame_attrib::CgroupNames::of(&trace);
-    let charged = ioblame_pipeline::charged_paths(&trace, &a.tables);
+    let cgroups = ioblame_attrib::CgroupNames::of(&trace);
     let blame = blamer.into_inner().finish();
     let blame_names =
-        crate::blame_cmd::Names::new(&trace, &a.tables, &names, &charged, cgroup_names.as_ref());
+        crate::blame_cmd::Names::new(&trace, &a.tables, &names, &charged, cgroups.as_ref());
     let rows = crate::blame_cmd::section(&blame, &blame_names, String::new(), Vec::new()).rows;
     let frame = ioblame_report::blame_frame(&rows).context("building the blame table")?;
     writer.add_table("blame", frame)?;
@@ -176,7 +176,6 @@ fn export_one(path: &Path, opts: &ExportOptions, kallsyms: Option<&Path>) -> Res
         machine: h.machine.clone(),
         recorder_version: h.recorder_version.clone(),
     };
-    let cgroups = ioblame_attrib::CgroupNames::of(&trace);
     let done = writer.finish(&a.tables, &set, &sym, &files, cgroups.as_ref(), &info)?;
     Ok(format!(
         "{name}: host={} date={} trace {}: {} IO rows",

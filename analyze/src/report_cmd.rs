@@ -25,11 +25,12 @@ pub fn run(
     let (devs, show_recorder) = (sel.devs, sel.show_recorder);
     crate::resolve_filter_devices(&mut set, &trace)?;
     let scope = pipeline::scope(&trace, sel.scope, false)?;
+    let cgroups = ioblame_attrib::CgroupNames::of(&trace);
     let input = ReportInput {
         header: Some(trace.header().clone()),
         block_devices: trace.metadata().block_devices.clone(),
         traces: paths.iter().map(|p| p.display().to_string()).collect(),
-        cgroups: ioblame_attrib::CgroupNames::of(&trace),
+        cgroups: cgroups.clone(),
         top_summary: top,
         // Styled always: the output stream strips the styles where colour is off.
         color: true,
@@ -105,13 +106,9 @@ pub fn run(
         &intents,
         &|f| files.get(f).cloned(),
     )?);
-    writer.set_blame(blame_section(
-        &trace,
-        blamer.into_inner().finish(),
-        &a.tables,
-        &intents,
-        &charged,
-    )?);
+    let names =
+        crate::blame_cmd::Names::new(&trace, &a.tables, &intents, &charged, cgroups.as_ref());
+    writer.set_blame(blame_section(&trace, blamer.into_inner().finish(), &names)?);
     writer.set_paths(files);
     // Tables, charts and flame graphs take a while on a large trace: a spinner on stderr
     // (hidden when stderr is not a terminal).
@@ -142,12 +139,8 @@ pub fn run(
 fn blame_section(
     trace: &Input,
     blame: ioblame_latency::Blame,
-    tables: &ioblame_attrib::Tables,
-    intents: &[String],
-    paths: &ioblame_format::PathTable,
+    names: &crate::blame_cmd::Names<'_>,
 ) -> Result<ioblame_report::BlameSection> {
-    let cgroups = ioblame_attrib::CgroupNames::of(trace);
-    let names = crate::blame_cmd::Names::new(trace, tables, intents, paths, cgroups.as_ref());
     let opts = crate::blame_cmd::Options {
         by: crate::blame_cmd::By::Act,
         victim: None,
@@ -159,10 +152,10 @@ fn blame_section(
         ios: false,
     };
     let mut text = Vec::new();
-    crate::blame_cmd::render(&mut text, &blame, &names, &opts, trace.blktrace().is_some())?;
+    crate::blame_cmd::render(&mut text, &blame, names, &opts, trace.blktrace().is_some())?;
     Ok(crate::blame_cmd::section(
         &blame,
-        &names,
+        names,
         String::from_utf8_lossy(&text).into_owned(),
         Vec::new(),
     ))
