@@ -50,10 +50,7 @@ cleanup() {
   rm -rf "$W"
 }
 trap cleanup EXIT
-FAILS=0
-check() {
-  if [ "$2" = "$3" ]; then echo "PASS $1 = $3"; else echo "FAIL $1: got $2, want $3"; FAILS=$((FAILS + 1)); fi
-}
+. "$(dirname "$0")/checks.sh"
 
 modprobe ext4 2>/dev/null
 rmmod null_blk 2>/dev/null

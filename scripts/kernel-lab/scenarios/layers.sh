@@ -85,11 +85,7 @@ dd if=/dev/urandom of="$W/p1/r.dat" bs=1M count=1 2>/dev/null
 dd if=/dev/urandom of="$W/x/r.dat" bs=1M count=1 2>/dev/null
 sync
 
-FAILS=0
-# check NAME GOT WANT
-check() {
-  if [ "$2" = "$3" ]; then echo "PASS $1 = $3"; else echo "FAIL $1: got $2, want $3"; FAILS=$((FAILS + 1)); fi
-}
+. "$(dirname "$0")/checks.sh"
 # bytes TRACE DEVS COMM FILE KIND VIAS: bytes of KIND (write|read) charged to COMM on FILE's
 # inode, over VIAS (comma-separated), with --devs DEVS.
 bytes() {

@@ -18,10 +18,7 @@ BIN=${IOBLAME_BIN:?}; PROGS=${USTACK_PROGS:?}
 KVER=$(uname -r)
 modprobe loop 2>/dev/null; modprobe ext4 2>/dev/null
 W=$(mktemp -d /tmp/ustack.XXXXXX)
-FAILS=0
-check() {
-  if [ "$2" = "$3" ]; then echo "PASS $1 = $3"; else echo "FAIL $1: got $2, want $3"; FAILS=$((FAILS + 1)); fi
-}
+. "$(dirname "$0")/checks.sh"
 truncate -s 256M "$W/img"; mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$W/img"
 L=$(losetup -f --show "$W/img"); mkdir "$W/m"; mount "$L" "$W/m"
 # The programs run from a copy that is gone when the trace is analysed.
