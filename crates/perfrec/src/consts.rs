@@ -1,0 +1,93 @@
+//! The constants of the perf record format (`include/uapi/linux/perf_event.h`): record
+//! types, `misc` bits, sample type bits and callchain context markers.
+
+/// `PERF_RECORD_MMAP`.
+pub const RECORD_MMAP: u32 = 1;
+/// `PERF_RECORD_LOST`.
+pub const RECORD_LOST: u32 = 2;
+/// `PERF_RECORD_COMM`.
+pub const RECORD_COMM: u32 = 3;
+/// `PERF_RECORD_EXIT`.
+pub const RECORD_EXIT: u32 = 4;
+/// `PERF_RECORD_FORK`.
+pub const RECORD_FORK: u32 = 7;
+/// `PERF_RECORD_SAMPLE`.
+pub const RECORD_SAMPLE: u32 = 9;
+/// `PERF_RECORD_MMAP2`.
+pub const RECORD_MMAP2: u32 = 10;
+/// `PERF_RECORD_LOST_SAMPLES`.
+pub const RECORD_LOST_SAMPLES: u32 = 13;
+/// `PERF_RECORD_CGROUP` (Linux 5.7): a cgroup was created: its id and path.
+pub const RECORD_CGROUP: u32 = 19;
+
+/// `PERF_RECORD_MISC_CPUMODE_MASK`.
+pub const MISC_CPUMODE_MASK: u16 = 0b111;
+/// `PERF_RECORD_MISC_KERNEL`.
+pub const MISC_KERNEL: u16 = 1;
+/// `PERF_RECORD_MISC_USER`.
+pub const MISC_USER: u16 = 2;
+/// `PERF_RECORD_MISC_MMAP_DATA`: a mapping that is not executable.
+pub const MISC_MMAP_DATA: u16 = 1 << 13;
+/// `PERF_RECORD_MISC_COMM_EXEC`: a COMM record caused by exec (same bit as `MMAP_DATA`).
+pub const MISC_COMM_EXEC: u16 = 1 << 13;
+/// `PERF_RECORD_MISC_MMAP_BUILD_ID` (Linux 5.12): an MMAP2 record carrying the build id in
+/// place of the device and inode.
+pub const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
+/// `PERF_RECORD_MISC_BUILD_ID_SIZE`: in perf's `build_id_event`, `build_id[20]` holds the
+/// id's length.
+pub const MISC_BUILD_ID_SIZE: u16 = 1 << 15;
+
+/// `PERF_SAMPLE_IP`.
+pub const SAMPLE_IP: u64 = 1 << 0;
+/// `PERF_SAMPLE_TID`.
+pub const SAMPLE_TID: u64 = 1 << 1;
+/// `PERF_SAMPLE_TIME`.
+pub const SAMPLE_TIME: u64 = 1 << 2;
+/// `PERF_SAMPLE_ADDR`.
+pub const SAMPLE_ADDR: u64 = 1 << 3;
+/// `PERF_SAMPLE_READ` (not supported).
+pub const SAMPLE_READ: u64 = 1 << 4;
+/// `PERF_SAMPLE_CALLCHAIN`.
+pub const SAMPLE_CALLCHAIN: u64 = 1 << 5;
+/// `PERF_SAMPLE_ID`.
+pub const SAMPLE_ID: u64 = 1 << 6;
+/// `PERF_SAMPLE_CPU`.
+pub const SAMPLE_CPU: u64 = 1 << 7;
+/// `PERF_SAMPLE_PERIOD`.
+pub const SAMPLE_PERIOD: u64 = 1 << 8;
+/// `PERF_SAMPLE_STREAM_ID`.
+pub const SAMPLE_STREAM_ID: u64 = 1 << 9;
+/// `PERF_SAMPLE_RAW`.
+pub const SAMPLE_RAW: u64 = 1 << 10;
+/// `PERF_SAMPLE_IDENTIFIER`.
+pub const SAMPLE_IDENTIFIER: u64 = 1 << 16;
+/// `PERF_SAMPLE_CGROUP` (Linux 5.7): the id of the task's cgroup in the cgroup2 hierarchy,
+/// a u64 after `RAW`.
+pub const SAMPLE_CGROUP: u64 = 1 << 21;
+
+/// The `sample_type` bits this crate can parse.
+pub const SUPPORTED_SAMPLE_TYPE: u64 = SAMPLE_IDENTIFIER
+    | SAMPLE_IP
+    | SAMPLE_TID
+    | SAMPLE_TIME
+    | SAMPLE_ADDR
+    | SAMPLE_ID
+    | SAMPLE_STREAM_ID
+    | SAMPLE_CPU
+    | SAMPLE_PERIOD
+    | SAMPLE_CALLCHAIN
+    | SAMPLE_RAW
+    | SAMPLE_CGROUP;
+
+/// Callchain entries at or above this value are context markers (`PERF_CONTEXT_MAX`).
+pub const CONTEXT_MAX: u64 = -4095i64 as u64;
+/// `PERF_CONTEXT_USER`: the user frames follow.
+pub const CONTEXT_USER: u64 = -512i64 as u64;
+/// `PERF_CONTEXT_KERNEL`: the kernel frames follow.
+pub const CONTEXT_KERNEL: u64 = -128i64 as u64;
+/// Cap on callchain depth accepted (perf's own maximum is 127 + markers by default, and
+/// `kernel.perf_event_max_stack` is at most 65535 on any kernel).
+pub const MAX_CALLCHAIN: u64 = 65535;
+
+/// Bytes of a `perf_event_header` (type u32, misc u16, size u16).
+pub const HEADER_LEN: usize = 8;

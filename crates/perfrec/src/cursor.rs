@@ -1,0 +1,49 @@
+//! A bounds-checked reader over a record body.
+
+use crate::error::RecordError;
+use crate::order::ByteOrder;
+
+/// Bounds-checked reader over a record body.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Cur<'a> {
+    b: &'a [u8],
+    pub(crate) pos: usize,
+    order: ByteOrder,
+}
+
+impl<'a> Cur<'a> {
+    pub(crate) fn new(b: &'a [u8], order: ByteOrder) -> Self {
+        Cur { b, pos: 0, order }
+    }
+    #[inline]
+    pub(crate) fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], RecordError> {
+        let s = self
+            .pos
+            .checked_add(n)
+            .and_then(|e| self.b.get(self.pos..e))
+            .ok_or(RecordError::Truncated {
+                what,
+                at: self.pos,
+                need: n,
+                len: self.b.len(),
+            })?;
+        self.pos += n;
+        Ok(s)
+    }
+    #[inline]
+    pub(crate) fn u64(&mut self, what: &'static str) -> Result<u64, RecordError> {
+        let s = self.take(8, what)?;
+        Ok(self
+            .order
+            .u64([s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]]))
+    }
+    /// Two u32 in one u64 slot (`{ u32 pid, tid; }`, `{ u32 cpu, res; }`).
+    #[inline]
+    pub(crate) fn u32x2(&mut self, what: &'static str) -> Result<(u32, u32), RecordError> {
+        let s = self.take(8, what)?;
+        Ok((
+            self.order.u32([s[0], s[1], s[2], s[3]]),
+            self.order.u32([s[4], s[5], s[6], s[7]]),
+        ))
+    }
+}

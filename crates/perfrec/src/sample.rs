@@ -1,0 +1,360 @@
+//! `PERF_RECORD_SAMPLE`: the sample layout computed from the sample type, the full walk
+//! over every field, and the callchain.
+
+use crate::consts::{
+    CONTEXT_KERNEL, CONTEXT_MAX, CONTEXT_USER, MAX_CALLCHAIN, SAMPLE_ADDR, SAMPLE_CALLCHAIN,
+    SAMPLE_CGROUP, SAMPLE_CPU, SAMPLE_ID, SAMPLE_IDENTIFIER, SAMPLE_IP, SAMPLE_PERIOD, SAMPLE_RAW,
+    SAMPLE_STREAM_ID, SAMPLE_TID, SAMPLE_TIME,
+};
+use crate::cursor::Cur;
+use crate::error::{check_sample_type, RecordError};
+use crate::order::ByteOrder;
+
+/// The callchain of a sample, as it sits in the record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Callchain<'a> {
+    bytes: &'a [u8],
+    order: ByteOrder,
+}
+
+impl<'a> Callchain<'a> {
+    /// The entries as recorded (in the trace's byte order), context markers included.
+    pub fn recorded(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// The byte order of the entries.
+    pub fn order(&self) -> ByteOrder {
+        self.order
+    }
+
+    /// Number of entries, context markers included.
+    pub fn len(&self) -> usize {
+        self.bytes.len() / 8
+    }
+    /// Whether the chain is empty.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+    /// All entries as recorded, markers included.
+    pub fn raw(&self) -> impl Iterator<Item = u64> + 'a {
+        let order = self.order;
+        self.bytes
+            .chunks_exact(8)
+            .map(move |s| order.u64([s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]]))
+    }
+    /// The kernel addresses, innermost first: context markers dropped, and entries after a
+    /// non-kernel context marker (user, guest) dropped.
+    pub fn kernel(&self) -> Box<[u64]> {
+        let mut v = Vec::new();
+        self.kernel_into(&mut v);
+        v.into_boxed_slice()
+    }
+
+    /// The kernel addresses as [`Callchain::kernel`] gives them, then, if the chain has user
+    /// frames, [`ioblame_events::USER_MARK`] and the user addresses, innermost first (the
+    /// form of `Event::stack`).
+    pub fn frames(&self) -> Box<[u64]> {
+        let mut v = Vec::new();
+        let mut ctx = CONTEXT_KERNEL;
+        let mut marked = false;
+        for ip in self.raw() {
+            if ip >= CONTEXT_MAX {
+                ctx = ip;
+                continue;
+            }
+            if ctx == CONTEXT_KERNEL {
+                if marked {
+                    // Kernel frames after user ones: not a chain perf writes; kept apart.
+                    continue;
+                }
+                v.push(ip);
+            } else if ctx == CONTEXT_USER {
+                if !marked {
+                    v.push(CONTEXT_USER);
+                    marked = true;
+                }
+                v.push(ip);
+            }
+        }
+        v.into_boxed_slice()
+    }
+
+    /// The user frames as recorded: the entries after the first `PERF_CONTEXT_USER` up to
+    /// the next context marker (empty when the chain has none).
+    pub fn user(&self) -> &'a [u8] {
+        let mut from = None;
+        for (i, ip) in self.raw().enumerate() {
+            match from {
+                None if ip == CONTEXT_USER => from = Some(i + 1),
+                Some(f) if ip >= CONTEXT_MAX => return &self.bytes[f * 8..i * 8],
+                _ => {}
+            }
+        }
+        from.map_or(&[], |f| &self.bytes[f * 8..])
+    }
+
+    /// [`Callchain::kernel`] into `out` (cleared first), to reuse one buffer.
+    pub fn kernel_into(&self, out: &mut Vec<u64>) {
+        out.clear();
+        let mut kernel = true;
+        for ip in self.raw() {
+            if ip >= CONTEXT_MAX {
+                kernel = ip == CONTEXT_KERNEL;
+                continue;
+            }
+            if kernel {
+                out.push(ip);
+            }
+        }
+    }
+}
+
+/// A parsed `PERF_RECORD_SAMPLE`; fields absent from the `sample_type` are `None`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Sample<'a> {
+    /// `IDENTIFIER` (first u64).
+    pub identifier: Option<u64>,
+    /// `IP`.
+    pub ip: Option<u64>,
+    /// `TID`: (pid, tid).
+    pub pid_tid: Option<(u32, u32)>,
+    /// `TIME`.
+    pub time: Option<u64>,
+    /// `ADDR`.
+    pub addr: Option<u64>,
+    /// `ID`.
+    pub id: Option<u64>,
+    /// `STREAM_ID`.
+    pub stream_id: Option<u64>,
+    /// `CPU`.
+    pub cpu: Option<u32>,
+    /// `PERIOD`.
+    pub period: Option<u64>,
+    /// `CALLCHAIN`.
+    pub callchain: Option<Callchain<'a>>,
+    /// `RAW`: the tracepoint payload.
+    pub raw: Option<&'a [u8]>,
+    /// `CGROUP`: the task's cgroup id in the cgroup2 hierarchy.
+    pub cgroup: Option<u64>,
+}
+
+/// Parses a sample body (after the perf header) laid out for `sample_type`, which must have
+/// passed [`check_sample_type`].
+pub fn parse_sample(
+    body: &[u8],
+    sample_type: u64,
+    order: ByteOrder,
+) -> Result<Sample<'_>, RecordError> {
+    check_sample_type(sample_type)?;
+    let mut c = Cur::new(body, order);
+    let mut s = Sample::default();
+    let has = |bit: u64| sample_type & bit != 0;
+    if has(SAMPLE_IDENTIFIER) {
+        s.identifier = Some(c.u64("identifier")?);
+    }
+    if has(SAMPLE_IP) {
+        s.ip = Some(c.u64("ip")?);
+    }
+    if has(SAMPLE_TID) {
+        s.pid_tid = Some(c.u32x2("pid/tid")?);
+    }
+    if has(SAMPLE_TIME) {
+        s.time = Some(c.u64("time")?);
+    }
+    if has(SAMPLE_ADDR) {
+        s.addr = Some(c.u64("addr")?);
+    }
+    if has(SAMPLE_ID) {
+        s.id = Some(c.u64("id")?);
+    }
+    if has(SAMPLE_STREAM_ID) {
+        s.stream_id = Some(c.u64("stream id")?);
+    }
+    if has(SAMPLE_CPU) {
+        s.cpu = Some(c.u32x2("cpu")?.0);
+    }
+    if has(SAMPLE_PERIOD) {
+        s.period = Some(c.u64("period")?);
+    }
+    if has(SAMPLE_CALLCHAIN) {
+        let nr = c.u64("callchain length")?;
+        if nr > MAX_CALLCHAIN {
+            return Err(RecordError::CallchainTooLong(nr));
+        }
+        s.callchain = Some(Callchain {
+            bytes: c.take(nr as usize * 8, "callchain")?,
+            order,
+        });
+    }
+    if has(SAMPLE_RAW) {
+        let h = c.take(4, "raw size")?;
+        let n = order.u32([h[0], h[1], h[2], h[3]]) as usize;
+        s.raw = Some(c.take(n, "raw data")?);
+    }
+    if has(SAMPLE_CGROUP) {
+        s.cgroup = Some(c.u64("cgroup")?);
+    }
+    Ok(s)
+}
+
+/// Where the fields of a sample of one `sample_type` lie: the fixed-size ones at known
+/// offsets, then the callchain and the raw data. Reading the few fields a decoder needs
+/// through it skips [`parse_sample`]'s walk over every field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SampleLayout {
+    /// Bytes of the fixed-size fields before the callchain.
+    fixed: usize,
+    tid: Option<usize>,
+    time: Option<usize>,
+    callchain: bool,
+    raw: bool,
+    cgroup: bool,
+}
+
+/// The fields of a sample a decoder reads (see [`SampleLayout::parse`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SampleParts<'a> {
+    /// `TID`: (pid, tid).
+    pub pid_tid: Option<(u32, u32)>,
+    /// `TIME`.
+    pub time: Option<u64>,
+    /// `CALLCHAIN`.
+    pub callchain: Option<Callchain<'a>>,
+    /// `RAW`.
+    pub raw: Option<&'a [u8]>,
+    /// `CGROUP`.
+    pub cgroup: Option<u64>,
+}
+
+impl<'a> From<Sample<'a>> for SampleParts<'a> {
+    fn from(s: Sample<'a>) -> Self {
+        SampleParts {
+            pid_tid: s.pid_tid,
+            time: s.time,
+            callchain: s.callchain,
+            raw: s.raw,
+            cgroup: s.cgroup,
+        }
+    }
+}
+
+/// The fixed-size fields of a sample, in the order they are recorded (and [`parse_sample`]
+/// reads them); the callchain and the raw data follow.
+pub(crate) const FIXED_SAMPLE_FIELDS: [u64; 9] = [
+    SAMPLE_IDENTIFIER,
+    SAMPLE_IP,
+    SAMPLE_TID,
+    SAMPLE_TIME,
+    SAMPLE_ADDR,
+    SAMPLE_ID,
+    SAMPLE_STREAM_ID,
+    SAMPLE_CPU,
+    SAMPLE_PERIOD,
+];
+
+impl SampleLayout {
+    /// The layout of `sample_type`; `None` when [`parse_sample`] does not support it.
+    pub fn new(sample_type: u64) -> Option<SampleLayout> {
+        check_sample_type(sample_type).ok()?;
+        let mut l = SampleLayout {
+            fixed: 0,
+            tid: None,
+            time: None,
+            callchain: sample_type & SAMPLE_CALLCHAIN != 0,
+            raw: sample_type & SAMPLE_RAW != 0,
+            cgroup: sample_type & SAMPLE_CGROUP != 0,
+        };
+        for bit in FIXED_SAMPLE_FIELDS {
+            if sample_type & bit != 0 {
+                if bit == SAMPLE_TID {
+                    l.tid = Some(l.fixed);
+                } else if bit == SAMPLE_TIME {
+                    l.time = Some(l.fixed);
+                }
+                l.fixed += 8;
+            }
+        }
+        Some(l)
+    }
+
+    /// Bytes of the fixed-size fields (`IDENTIFIER` to `PERIOD`): where the callchain, or
+    /// without one the raw data's size, starts in the body.
+    pub fn fixed_len(&self) -> usize {
+        self.fixed
+    }
+
+    /// Where the `TID` field lies in the body, if the sample type has it.
+    pub fn tid_at(&self) -> Option<usize> {
+        self.tid
+    }
+
+    /// Where the `TIME` field lies in the body, if the sample type has it.
+    pub fn time_at(&self) -> Option<usize> {
+        self.time
+    }
+
+    /// Where the callchain (its length, then its entries) starts in the body, if the sample
+    /// type has one.
+    pub fn callchain_at(&self) -> Option<usize> {
+        self.callchain.then_some(self.fixed)
+    }
+
+    /// The pid/tid, time, callchain and raw data of a sample body; `None` where
+    /// [`parse_sample`] fails (it says why).
+    #[inline]
+    pub fn parse<'a>(&self, body: &'a [u8], order: ByteOrder) -> Option<SampleParts<'a>> {
+        if body.len() < self.fixed {
+            return None;
+        }
+        let word = |at: usize| -> Option<[u8; 8]> { body.get(at..at + 8)?.try_into().ok() };
+        let pid_tid = match self.tid {
+            Some(at) => {
+                let w = word(at)?;
+                Some((
+                    order.u32([w[0], w[1], w[2], w[3]]),
+                    order.u32([w[4], w[5], w[6], w[7]]),
+                ))
+            }
+            None => None,
+        };
+        let time = match self.time {
+            Some(at) => Some(order.u64(word(at)?)),
+            None => None,
+        };
+        let mut pos = self.fixed;
+        let callchain = if self.callchain {
+            let nr = order.u64(word(pos)?);
+            if nr > MAX_CALLCHAIN {
+                return None;
+            }
+            let end = pos + 8 + nr as usize * 8;
+            let bytes = body.get(pos + 8..end)?;
+            pos = end;
+            Some(Callchain { bytes, order })
+        } else {
+            None
+        };
+        let raw = if self.raw {
+            let n = order.u32(body.get(pos..pos + 4)?.try_into().ok()?) as usize;
+            let end = (pos + 4).checked_add(n)?;
+            let r = body.get(pos + 4..end)?;
+            pos = end;
+            Some(r)
+        } else {
+            None
+        };
+        let cgroup = if self.cgroup {
+            Some(order.u64(word(pos)?))
+        } else {
+            None
+        };
+        Some(SampleParts {
+            pid_tid,
+            time,
+            callchain,
+            raw,
+            cgroup,
+        })
+    }
+}
