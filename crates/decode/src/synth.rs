@@ -100,25 +100,13 @@ impl W {
         w
     }
     fn u16(&mut self, v: u16) {
-        let b = match self.o {
-            ByteOrder::Little => v.to_le_bytes(),
-            ByteOrder::Big => v.to_be_bytes(),
-        };
-        self.b.extend_from_slice(&b);
+        self.b.extend_from_slice(&self.o.put16(v));
     }
     fn u32(&mut self, v: u32) {
-        let b = match self.o {
-            ByteOrder::Little => v.to_le_bytes(),
-            ByteOrder::Big => v.to_be_bytes(),
-        };
-        self.b.extend_from_slice(&b);
+        self.b.extend_from_slice(&self.o.put32(v));
     }
     fn u64(&mut self, v: u64) {
-        let b = match self.o {
-            ByteOrder::Little => v.to_le_bytes(),
-            ByteOrder::Big => v.to_be_bytes(),
-        };
-        self.b.extend_from_slice(&b);
+        self.b.extend_from_slice(&self.o.put64(v));
     }
     fn pad8(&mut self) {
         while self.b.len() % 8 != 0 {
@@ -150,11 +138,7 @@ impl W {
     fn finish(mut self) -> Vec<u8> {
         self.pad8();
         let n = self.b.len().min(u16::MAX as usize) as u16;
-        let b = match self.o {
-            ByteOrder::Little => n.to_le_bytes(),
-            ByteOrder::Big => n.to_be_bytes(),
-        };
-        self.b[6..8].copy_from_slice(&b);
+        self.b[6..8].copy_from_slice(&self.o.put16(n));
         self.b
     }
 }
@@ -373,10 +357,7 @@ pub fn payload(
         .unwrap_or(0);
     let mut b = vec![0u8; fixed];
     let put = |b: &mut Vec<u8>, off: usize, size: usize, v: u64| {
-        let bytes = match order {
-            ByteOrder::Little => v.to_le_bytes(),
-            ByteOrder::Big => v.to_be_bytes(),
-        };
+        let bytes = order.put64(v);
         let src = match order {
             ByteOrder::Little => &bytes[..size],
             ByteOrder::Big => &bytes[8 - size..],

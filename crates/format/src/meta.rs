@@ -11,57 +11,24 @@ use crate::codec::{
 };
 use crate::error::DecodeError;
 
-/// Byte order of the recording host, which is the byte order of every raw perf record.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ByteOrder {
-    /// Least significant byte first (x86, most ARM and RISC-V hosts).
-    Little,
-    /// Most significant byte first (s390x, some POWER and MIPS hosts).
-    Big,
+/// Byte order of the recording host, which is the byte order of every raw perf record
+/// (defined with the perf record format, in `ioblame-perfrec`).
+pub use ioblame_perfrec::ByteOrder;
+
+/// The header's code of a byte order.
+fn byte_order_code(o: ByteOrder) -> u8 {
+    match o {
+        ByteOrder::Little => 1,
+        ByteOrder::Big => 2,
+    }
 }
 
-impl ByteOrder {
-    /// The byte order of the machine running this code.
-    pub const fn native() -> Self {
-        if cfg!(target_endian = "big") {
-            ByteOrder::Big
-        } else {
-            ByteOrder::Little
-        }
-    }
-    fn code(self) -> u8 {
-        match self {
-            ByteOrder::Little => 1,
-            ByteOrder::Big => 2,
-        }
-    }
-    fn from_code(c: u8) -> Option<Self> {
-        match c {
-            1 => Some(ByteOrder::Little),
-            2 => Some(ByteOrder::Big),
-            _ => None,
-        }
-    }
-    /// Reads a u16 in this byte order.
-    pub fn u16(self, b: [u8; 2]) -> u16 {
-        match self {
-            ByteOrder::Little => u16::from_le_bytes(b),
-            ByteOrder::Big => u16::from_be_bytes(b),
-        }
-    }
-    /// Reads a u32 in this byte order.
-    pub fn u32(self, b: [u8; 4]) -> u32 {
-        match self {
-            ByteOrder::Little => u32::from_le_bytes(b),
-            ByteOrder::Big => u32::from_be_bytes(b),
-        }
-    }
-    /// Reads a u64 in this byte order.
-    pub fn u64(self, b: [u8; 8]) -> u64 {
-        match self {
-            ByteOrder::Little => u64::from_le_bytes(b),
-            ByteOrder::Big => u64::from_be_bytes(b),
-        }
+/// The byte order of a header's code.
+fn byte_order_from_code(c: u8) -> Option<ByteOrder> {
+    match c {
+        1 => Some(ByteOrder::Little),
+        2 => Some(ByteOrder::Big),
+        _ => None,
     }
 }
 
@@ -102,7 +69,7 @@ pub struct Header {
 impl Header {
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut e = Enc::default();
-        e.u8(self.byte_order.code())
+        e.u8(byte_order_code(self.byte_order))
             .u8(self.word_size)
             .u16(0)
             .u32(self.page_size)
@@ -123,7 +90,7 @@ impl Header {
     pub(crate) fn decode(b: &[u8]) -> Result<Self, DecodeError> {
         let mut d = Dec::new(b);
         let bo = d.u8("byte order")?;
-        let byte_order = ByteOrder::from_code(bo)
+        let byte_order = byte_order_from_code(bo)
             .ok_or_else(|| DecodeError::new(0, format!("unknown byte order code {bo}")))?;
         let word_size = d.u8("word size")?;
         if word_size != 4 && word_size != 8 {

@@ -6,7 +6,6 @@ use crate::consts::SUPPORTED_SAMPLE_TYPE;
 
 /// Why a record could not be parsed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum RecordError {
     /// The record ends before a part its type says it has.
     Truncated {
