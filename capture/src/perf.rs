@@ -7,34 +7,31 @@ use anyhow::{bail, Context, Result};
 use perf_event_open_sys as sys;
 use sys::bindings as b;
 
-/// sample_type of every event (CALLCHAIN is added on the stack events).
-pub const SAMPLE_TYPE: u64 = (b::PERF_SAMPLE_IDENTIFIER
-    | b::PERF_SAMPLE_TID
-    | b::PERF_SAMPLE_TIME
-    | b::PERF_SAMPLE_CPU
-    | b::PERF_SAMPLE_RAW) as u64;
-/// The callchain bit.
-pub const SAMPLE_CALLCHAIN: u64 = b::PERF_SAMPLE_CALLCHAIN as u64;
-/// The cgroup bit (Linux 5.7): the id of the task's cgroup2 cgroup, on the stack events.
-pub const SAMPLE_CGROUP: u64 = 1 << 21;
+use ioblame_perfrec::{
+    lost_count, parse_cgroup, parse_sample_id, ByteOrder, SampleLayout, HEADER_LEN, SAMPLE_CPU,
+    SAMPLE_IDENTIFIER, SAMPLE_RAW, SAMPLE_TID, SAMPLE_TIME,
+};
+/// The perf record format's constants used by the recorder (`ioblame-perfrec`; the names
+/// kept here for the modules that take them from `perf`).
+pub use ioblame_perfrec::{RECORD_CGROUP, RECORD_SAMPLE, SAMPLE_CALLCHAIN, SAMPLE_CGROUP};
 
-/// perf record types used here.
-pub const RECORD_LOST: u32 = 2;
-/// PERF_RECORD_SAMPLE.
-pub const RECORD_SAMPLE: u32 = 9;
-/// PERF_RECORD_LOST_SAMPLES.
-pub const RECORD_LOST_SAMPLES: u32 = 13;
-/// PERF_RECORD_CGROUP (Linux 5.7): a cgroup was created: its id and path.
-pub const RECORD_CGROUP: u32 = 19;
-/// PERF_RECORD_MMAP2: an executable mapping made (`--user-stacks`).
-pub const RECORD_MMAP2: u32 = 10;
-/// PERF_RECORD_MISC_MMAP_BUILD_ID (Linux 5.12): the MMAP2 record holds the file's build id
-/// in place of its device and inode.
-pub const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
-/// PERF_CONTEXT_USER: the callchain's user frames follow.
-pub const CONTEXT_USER: u64 = 0xffff_ffff_ffff_fe00;
-/// PERF_CONTEXT_MAX: callchain entries at or above it (as u64) are context markers.
-pub const CONTEXT_MAX: u64 = (-4095i64) as u64;
+/// sample_type of every event (CALLCHAIN is added on the stack events, CGROUP on them with
+/// `--cgroups`).
+pub const SAMPLE_TYPE: u64 = SAMPLE_IDENTIFIER | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | SAMPLE_RAW;
+
+/// The records are read where they were written.
+const NATIVE: ByteOrder = ByteOrder::native();
+
+/// Where a sample's time lies in the record: the same for every event (the fields that
+/// [`EventSpec::sample_type`] adds come after it).
+const SAMPLE_TIME_AT: usize = HEADER_LEN
+    + match SampleLayout::new(SAMPLE_TYPE) {
+        Some(l) => match l.time_at() {
+            Some(at) => at,
+            None => panic!("SAMPLE_TYPE has TIME"),
+        },
+        None => panic!("SAMPLE_TYPE is one ioblame-perfrec parses"),
+    };
 
 /// How to open one event.
 #[derive(Debug, Clone, Copy)]
@@ -413,52 +410,36 @@ pub struct RecordInfo {
 /// The cgroup a PERF_RECORD_CGROUP names: its id and path (`id` u64 at 8, then the path,
 /// NUL-terminated); `None` for other records or a damaged one.
 pub fn cgroup_record(rec: &[u8]) -> Option<ioblame_format::Cgroup> {
-    if rec.len() < 17 || u32::from_ne_bytes([rec[0], rec[1], rec[2], rec[3]]) != RECORD_CGROUP {
+    if NATIVE.u32_at(rec, 0)? != RECORD_CGROUP {
         return None;
     }
-    let mut id = [0u8; 8];
-    id.copy_from_slice(&rec[8..16]);
-    let path = &rec[16..];
-    let end = path.iter().position(|&b| b == 0)?;
+    let (id, path) = parse_cgroup(rec.get(HEADER_LEN..)?, NATIVE)?;
     Some(ioblame_format::Cgroup {
-        id: u64::from_ne_bytes(id),
-        path: String::from_utf8_lossy(&path[..end]).into_owned(),
+        id,
+        path: String::from_utf8_lossy(path).into_owned(),
     })
 }
 
 /// Extracts the timestamp and loss count of one record, given that every event uses
-/// `SAMPLE_TYPE` (optionally with CALLCHAIN) and sample_id_all.
+/// `SAMPLE_TYPE` (with CALLCHAIN or CGROUP, which come after the time) and sample_id_all.
 pub fn record_info(rec: &[u8]) -> RecordInfo {
-    let u32_at = |o: usize| {
-        rec.get(o..o + 4)
-            .map(|s| u32::from_ne_bytes([s[0], s[1], s[2], s[3]]))
-    };
-    let u64_at = |o: usize| {
-        rec.get(o..o + 8).map(|s| {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(s);
-            u64::from_ne_bytes(a)
-        })
-    };
-    let Some(kind) = u32_at(0) else {
+    let Some(kind) = NATIVE.u32_at(rec, 0) else {
         return RecordInfo::default();
     };
-    let n = rec.len();
     if kind == RECORD_SAMPLE {
-        // id u64 @8, pid/tid @16, time @24.
         return RecordInfo {
-            ts: u64_at(24),
+            ts: NATIVE.u64_at(rec, SAMPLE_TIME_AT),
             lost: 0,
         };
     }
-    // sample_id trailer: pid u32, tid u32, time u64, cpu u32, res u32, identifier u64.
-    let ts = if n >= 8 + 32 { u64_at(n - 24) } else { None };
-    let lost = match kind {
-        RECORD_LOST => u64_at(16).unwrap_or(0),
-        RECORD_LOST_SAMPLES => u64_at(8).unwrap_or(0),
-        _ => 0,
-    };
-    RecordInfo { ts, lost }
+    let body = rec.get(HEADER_LEN..).unwrap_or_default();
+    let ts = parse_sample_id(body, SAMPLE_TYPE, NATIVE)
+        .ok()
+        .and_then(|(s, _)| s.time);
+    RecordInfo {
+        ts,
+        lost: lost_count(kind, body, NATIVE).unwrap_or(0),
+    }
 }
 
 #[cfg(test)]
@@ -628,6 +609,39 @@ mod tests {
             })
         );
         assert_eq!(tail_of(&r), head3);
+    }
+
+    /// The record format's constants (`ioblame-perfrec`) are the kernel headers' ones.
+    #[test]
+    fn the_record_format_is_the_kernel_headers() {
+        use ioblame_perfrec as p;
+        let sample_type = b::PERF_SAMPLE_IDENTIFIER
+            | b::PERF_SAMPLE_TID
+            | b::PERF_SAMPLE_TIME
+            | b::PERF_SAMPLE_CPU
+            | b::PERF_SAMPLE_RAW;
+        assert_eq!(SAMPLE_TYPE, sample_type as u64);
+        assert_eq!(SAMPLE_CALLCHAIN, b::PERF_SAMPLE_CALLCHAIN as u64);
+        assert_eq!(SAMPLE_CGROUP, b::PERF_SAMPLE_CGROUP as u64);
+        for (ours, kernel) in [
+            (p::RECORD_COMM, b::PERF_RECORD_COMM),
+            (p::RECORD_LOST, b::PERF_RECORD_LOST),
+            (p::RECORD_SAMPLE, b::PERF_RECORD_SAMPLE),
+            (p::RECORD_MMAP2, b::PERF_RECORD_MMAP2),
+            (p::RECORD_LOST_SAMPLES, b::PERF_RECORD_LOST_SAMPLES),
+            (p::RECORD_CGROUP, b::PERF_RECORD_CGROUP),
+        ] {
+            assert_eq!(ours, kernel);
+        }
+        assert_eq!(p::MISC_COMM_EXEC as u32, b::PERF_RECORD_MISC_COMM_EXEC);
+        assert_eq!(
+            p::MISC_MMAP_BUILD_ID as u32,
+            b::PERF_RECORD_MISC_MMAP_BUILD_ID
+        );
+        assert_eq!(p::CONTEXT_USER, b::PERF_CONTEXT_USER);
+        assert_eq!(p::CONTEXT_MAX, b::PERF_CONTEXT_MAX);
+        // The time of a sample, read at a fixed place by `record_info`.
+        assert_eq!(SAMPLE_TIME_AT, 24);
     }
 
     #[test]

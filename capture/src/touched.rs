@@ -5,9 +5,10 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
+use ioblame_perfrec::{ByteOrder, SampleLayout, HEADER_LEN, SAMPLE_CALLCHAIN};
 use ioblame_tracepoints::InodeAt;
 
-use crate::perf::RECORD_SAMPLE;
+use crate::perf::{RECORD_SAMPLE, SAMPLE_TYPE};
 
 /// The recorder's hasher for the kernel's event ids (small sequential numbers) and (dev,
 /// inode) pairs: one multiplication per word. The count of each id is bumped for every
@@ -35,12 +36,15 @@ impl Hasher for IdHasher {
 
 type Fast = BuildHasherDefault<IdHasher>;
 
+/// The records are read where they were written.
+const NATIVE: ByteOrder = ByteOrder::native();
+
 /// Where one event id's samples name an inode.
 #[derive(Debug, Clone, Copy)]
 struct IdInode {
     at: InodeAt,
-    /// Whether its samples carry a callchain (which lies before the raw payload).
-    callchain: bool,
+    /// Where its samples keep the raw payload (after the callchain, when they carry one).
+    layout: SampleLayout,
 }
 
 /// The (dev, inode) pairs seen in the samples, each reported once.
@@ -62,9 +66,17 @@ pub struct Touched {
     bdi_to_fs: HashMap<u32, u32>,
 }
 
-/// Offset of the callchain (or, without one, of the raw size) in a sample of `SAMPLE_TYPE`:
-/// header 8, identifier 8, pid/tid 8, time 8, cpu/res 8.
-const AFTER_FIXED: usize = 40;
+/// The layout of the samples without a callchain; with one, [`STACK_LAYOUT`] (the cgroup id
+/// some carry comes after the raw payload, the last field read here).
+const LAYOUT: SampleLayout = match SampleLayout::new(SAMPLE_TYPE) {
+    Some(l) => l,
+    None => panic!("SAMPLE_TYPE is one ioblame-perfrec parses"),
+};
+/// The layout of the samples with a callchain.
+const STACK_LAYOUT: SampleLayout = match SampleLayout::new(SAMPLE_TYPE | SAMPLE_CALLCHAIN) {
+    Some(l) => l,
+    None => panic!("SAMPLE_TYPE is one ioblame-perfrec parses"),
+};
 
 impl Touched {
     /// Reads the inodes of the events of `ids` (each event's sample ids, in the order of
@@ -91,7 +103,7 @@ impl Touched {
                         id,
                         IdInode {
                             at: *at,
-                            callchain: *callchain,
+                            layout: if *callchain { STACK_LAYOUT } else { LAYOUT },
                         },
                     );
                 }
@@ -109,13 +121,12 @@ impl Touched {
     /// Looks at one drained record; remembers its inode if it names one not seen before.
     #[inline]
     pub fn see(&mut self, rec: &[u8]) {
-        if self.by_id.is_empty() || rec.len() < AFTER_FIXED + 4 {
+        if self.by_id.is_empty() || NATIVE.u32_at(rec, 0) != Some(RECORD_SAMPLE) {
             return;
         }
-        if u32::from_ne_bytes([rec[0], rec[1], rec[2], rec[3]]) != RECORD_SAMPLE {
+        let Some(id) = NATIVE.u64_at(rec, HEADER_LEN) else {
             return;
-        }
-        let id = u64::from_ne_bytes(rec[8..16].try_into().unwrap_or_default());
+        };
         let Some(e) = self.by_id.get(&id) else {
             return;
         };
@@ -167,19 +178,7 @@ impl Touched {
 
 /// The (dev, inode) a sample names, `None` if it is too short or names inode 0.
 fn inode_of(rec: &[u8], e: &IdInode) -> Option<(u32, u64)> {
-    let u64_at = |o: usize| {
-        rec.get(o..o + 8)
-            .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or_default()))
-    };
-    let mut at = AFTER_FIXED;
-    if e.callchain {
-        let nr = u64_at(at)?;
-        at = at
-            .checked_add(8)?
-            .checked_add(usize::try_from(nr).ok()?.checked_mul(8)?)?;
-    }
-    let size = u32::from_ne_bytes(rec.get(at..at + 4)?.try_into().ok()?) as usize;
-    let raw = rec.get(at + 4..(at + 4).checked_add(size)?)?;
+    let raw = e.layout.parse(rec.get(HEADER_LEN..)?, NATIVE)?.raw?;
     let field = |f: ioblame_tracepoints::FieldAt| raw.get(f.offset..f.offset + f.size);
     let ino = match field(e.at.ino)? {
         b if b.len() == 8 => u64::from_ne_bytes(b.try_into().ok()?),

@@ -22,17 +22,18 @@ use object::read::elf::{FileHeader, ProgramHeader};
 use object::read::ReadCache;
 use object::{Object, ObjectSection};
 
-use crate::perf::{CONTEXT_MAX, CONTEXT_USER, MISC_MMAP_BUILD_ID, RECORD_MMAP2, RECORD_SAMPLE};
+use ioblame_perfrec::{
+    parse_sample_id, parse_task_record, ByteOrder, SampleLayout, TaskRecord, HEADER_LEN,
+    MISC_COMM_EXEC, MISC_MMAP_BUILD_ID, RECORD_COMM, RECORD_MMAP2, RECORD_SAMPLE, SAMPLE_CALLCHAIN,
+};
+
+use crate::perf::SAMPLE_TYPE;
 use crate::touched::IdHasher;
 
 type Fast = BuildHasherDefault<IdHasher>;
 
-/// PERF_RECORD_COMM.
-const RECORD_COMM: u32 = 3;
-/// PERF_RECORD_MISC_COMM_EXEC: the COMM record of an exec.
-const MISC_COMM_EXEC: u16 = 1 << 13;
-/// Offset of the callchain in a sample (see `touched::AFTER_FIXED`).
-const CALLCHAIN_AT: usize = 40;
+/// The records are read where they were written.
+const NATIVE: ByteOrder = ByteOrder::native();
 /// Most (pid, address) pairs waiting for the next flush; beyond it new stacks are skipped
 /// (counted) until then.
 const MAX_PENDING_IPS: usize = 1 << 20;
@@ -126,74 +127,78 @@ pub struct Mmap2 {
 }
 
 fn u32_at(b: &[u8], o: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(o..o + 4)?.try_into().ok()?))
+    NATIVE.u32_at(b, o)
 }
 
 fn u64_at(b: &[u8], o: usize) -> Option<u64> {
-    Some(u64::from_ne_bytes(b.get(o..o + 8)?.try_into().ok()?))
+    NATIVE.u64_at(b, o)
 }
 
-/// The time of a non-sample record from its `sample_id_all` trailer (pid/tid, time, cpu,
-/// identifier: the time 24 bytes before the end).
+/// The time of a non-sample record from its `sample_id_all` trailer (laid out for
+/// [`SAMPLE_TYPE`]), 0 when the record is too short.
 fn trailer_time(rec: &[u8]) -> u64 {
-    rec.len()
-        .checked_sub(24)
-        .and_then(|o| u64_at(rec, o))
+    let body = rec.get(HEADER_LEN..).unwrap_or_default();
+    parse_sample_id(body, SAMPLE_TYPE, NATIVE)
+        .ok()
+        .and_then(|(s, _)| s.time)
         .unwrap_or(0)
 }
 
-/// Parses a PERF_RECORD_MMAP2 (header, pid, tid, addr, len, pgoff, then either maj, min,
-/// ino, ino_generation or build_id_size, 3 reserved bytes, build_id[20]; prot, flags, the
-/// NUL-terminated file name, the trailer). `None` for another record or a damaged one.
+/// Parses a PERF_RECORD_MMAP2 of the recording, with its device and inode or its build id
+/// ([`ioblame_perfrec::parse_task_record`]). `None` for another record or a damaged one.
 pub fn parse_mmap2(rec: &[u8]) -> Option<Mmap2> {
     if u32_at(rec, 0)? != RECORD_MMAP2 {
         return None;
     }
-    let misc = u16::from_ne_bytes(rec.get(4..6)?.try_into().ok()?);
-    let name = rec.get(72..)?;
-    let end = name.iter().position(|&c| c == 0)?;
+    let misc = NATIVE.u16_at(rec, 4)?;
+    let body = rec.get(HEADER_LEN..)?;
+    let (m, sid) = parse_task_record(RECORD_MMAP2, misc, body, SAMPLE_TYPE, NATIVE).ok()??;
+    let TaskRecord::Mmap {
+        pid,
+        addr,
+        len,
+        pgoff,
+        dev,
+        ino,
+        build_id,
+        filename,
+        ..
+    } = m
+    else {
+        return None;
+    };
     let (dev_ino, build_id) = if misc & MISC_MMAP_BUILD_ID != 0 {
-        let n = (*rec.get(40)? as usize).min(20);
-        (None, Some(rec.get(44..44 + n)?.to_vec()))
+        (None, Some(build_id.to_vec()))
     } else {
-        (
-            Some((u32_at(rec, 40)?, u32_at(rec, 44)?, u64_at(rec, 48)?)),
-            None,
-        )
+        (Some((dev.0, dev.1, ino)), None)
     };
     Some(Mmap2 {
-        pid: u32_at(rec, 8)?,
-        addr: u64_at(rec, 16)?,
-        len: u64_at(rec, 24)?,
-        pgoff: u64_at(rec, 32)?,
+        pid,
+        addr,
+        len,
+        pgoff,
         dev_ino,
         build_id,
-        filename: String::from_utf8_lossy(&name[..end]).into_owned(),
-        time: trailer_time(rec),
+        filename: String::from_utf8_lossy(filename).into_owned(),
+        time: sid.time.unwrap_or(0),
     })
 }
 
+/// Where the samples with a callchain keep their fields (the stack events' sample type; the
+/// cgroup id, when they carry one, comes after everything read here).
+const STACK_LAYOUT: SampleLayout = match SampleLayout::new(SAMPLE_TYPE | SAMPLE_CALLCHAIN) {
+    Some(l) => l,
+    None => panic!("the recorder's sample type is one ioblame-perfrec parses"),
+};
+
 /// The user frames of a sample's callchain (after `PERF_CONTEXT_USER`, up to the next
-/// context marker), with the sample's pid. `None` when the record is no sample, or has no
-/// user frame.
+/// context marker), with the sample's pid. `None` when the record is no sample with a
+/// callchain, or has no user frame.
 pub fn user_frames(rec: &[u8]) -> Option<(u32, &[u8])> {
-    let pid = u32_at(rec, 16)?;
-    let nr = usize::try_from(u64_at(rec, CALLCHAIN_AT)?).ok()?;
-    let ips = rec.get(CALLCHAIN_AT + 8..CALLCHAIN_AT + 8 + nr.checked_mul(8)?)?;
-    let mut user = None;
-    for (i, ip) in ips.chunks_exact(8).enumerate() {
-        let ip = u64::from_ne_bytes(ip.try_into().ok()?);
-        match user {
-            None if ip == CONTEXT_USER => user = Some((i + 1, nr)),
-            Some((from, _)) if ip >= CONTEXT_MAX => {
-                user = Some((from, i));
-                break;
-            }
-            _ => {}
-        }
-    }
-    let (from, to) = user?;
-    (to > from).then(|| (pid, &ips[from * 8..to * 8]))
+    let body = rec.get(HEADER_LEN..)?;
+    let s = STACK_LAYOUT.parse(body, NATIVE)?;
+    let user = s.callchain?.user();
+    (!user.is_empty()).then_some((s.pid_tid?.0, user))
 }
 
 /// A file a mapping maps: its identity and what was read of it.
@@ -330,9 +335,7 @@ impl UserStacks {
                 }
             }
             RECORD_COMM => {
-                let misc = rec
-                    .get(4..6)
-                    .map_or(0, |m| u16::from_ne_bytes([m[0], m[1]]));
+                let misc = NATIVE.u16_at(rec, 4).unwrap_or(0);
                 if misc & MISC_COMM_EXEC != 0 && self.pending.len() < MAX_PENDING_EVENTS {
                     if let Some(pid) = u32_at(rec, 8) {
                         self.pending.push((trailer_time(rec), Pending::Exec(pid)));
@@ -932,6 +935,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ioblame_perfrec::CONTEXT_USER;
 
     #[test]
     fn maps_lines() {

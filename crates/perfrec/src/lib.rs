@@ -29,8 +29,9 @@ pub use error::{check_sample_type, RecordError};
 pub use order::ByteOrder;
 pub use sample::{parse_sample, Callchain, Sample, SampleLayout, SampleParts};
 pub use task::{
-    mmap2_name, parse_sample_id, parse_task_record, put_mmap2_build_id, sample_id_len, SampleId,
-    TaskRecord, MMAP2_ID_AT, MMAP2_NAME_AT,
+    lost_count, mapping_name, mmap2_name, parse_cgroup, parse_sample_id, parse_task_record,
+    put_mmap2_build_id, sample_id_len, SampleId, TaskRecord, MMAP2_ID_AT, MMAP2_NAME_AT,
+    MMAP_NAME_AT,
 };
 
 #[cfg(test)]

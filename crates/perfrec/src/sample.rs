@@ -4,7 +4,7 @@
 use crate::consts::{
     CONTEXT_KERNEL, CONTEXT_MAX, CONTEXT_USER, MAX_CALLCHAIN, SAMPLE_ADDR, SAMPLE_CALLCHAIN,
     SAMPLE_CGROUP, SAMPLE_CPU, SAMPLE_ID, SAMPLE_IDENTIFIER, SAMPLE_IP, SAMPLE_PERIOD, SAMPLE_RAW,
-    SAMPLE_STREAM_ID, SAMPLE_TID, SAMPLE_TIME,
+    SAMPLE_STREAM_ID, SAMPLE_TID, SAMPLE_TIME, SUPPORTED_SAMPLE_TYPE,
 };
 use crate::cursor::Cur;
 use crate::error::{check_sample_type, RecordError};
@@ -255,8 +255,11 @@ pub(crate) const FIXED_SAMPLE_FIELDS: [u64; 9] = [
 
 impl SampleLayout {
     /// The layout of `sample_type`; `None` when [`parse_sample`] does not support it.
-    pub fn new(sample_type: u64) -> Option<SampleLayout> {
-        check_sample_type(sample_type).ok()?;
+    /// A `const fn`, so that a recorder's fixed sample type gives constant offsets.
+    pub const fn new(sample_type: u64) -> Option<SampleLayout> {
+        if sample_type & !SUPPORTED_SAMPLE_TYPE != 0 {
+            return None;
+        }
         let mut l = SampleLayout {
             fixed: 0,
             tid: None,
@@ -265,7 +268,9 @@ impl SampleLayout {
             raw: sample_type & SAMPLE_RAW != 0,
             cgroup: sample_type & SAMPLE_CGROUP != 0,
         };
-        for bit in FIXED_SAMPLE_FIELDS {
+        let mut i = 0;
+        while i < FIXED_SAMPLE_FIELDS.len() {
+            let bit = FIXED_SAMPLE_FIELDS[i];
             if sample_type & bit != 0 {
                 if bit == SAMPLE_TID {
                     l.tid = Some(l.fixed);
@@ -274,30 +279,35 @@ impl SampleLayout {
                 }
                 l.fixed += 8;
             }
+            i += 1;
         }
         Some(l)
     }
 
     /// Bytes of the fixed-size fields (`IDENTIFIER` to `PERIOD`): where the callchain, or
     /// without one the raw data's size, starts in the body.
-    pub fn fixed_len(&self) -> usize {
+    pub const fn fixed_len(&self) -> usize {
         self.fixed
     }
 
     /// Where the `TID` field lies in the body, if the sample type has it.
-    pub fn tid_at(&self) -> Option<usize> {
+    pub const fn tid_at(&self) -> Option<usize> {
         self.tid
     }
 
     /// Where the `TIME` field lies in the body, if the sample type has it.
-    pub fn time_at(&self) -> Option<usize> {
+    pub const fn time_at(&self) -> Option<usize> {
         self.time
     }
 
     /// Where the callchain (its length, then its entries) starts in the body, if the sample
     /// type has one.
-    pub fn callchain_at(&self) -> Option<usize> {
-        self.callchain.then_some(self.fixed)
+    pub const fn callchain_at(&self) -> Option<usize> {
+        if self.callchain {
+            Some(self.fixed)
+        } else {
+            None
+        }
     }
 
     /// The pid/tid, time, callchain and raw data of a sample body; `None` where

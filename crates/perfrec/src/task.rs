@@ -283,3 +283,37 @@ pub fn put_mmap2_build_id(body: &mut [u8], build_id: &[u8]) -> bool {
     slot[4..4 + n].copy_from_slice(&build_id[..n]);
     true
 }
+
+/// Where an MMAP body's file name starts: after pid, tid, addr, len and pgoff.
+pub const MMAP_NAME_AT: usize = 32;
+
+/// The file name of an MMAP (`kind` [`RECORD_MMAP`]) or MMAP2 body: the bytes up to its NUL,
+/// or to the end of the body without one; empty when the body is too short.
+pub fn mapping_name(kind: u32, body: &[u8]) -> &[u8] {
+    let at = if kind == RECORD_MMAP {
+        MMAP_NAME_AT
+    } else {
+        MMAP2_NAME_AT
+    };
+    let name = body.get(at..).unwrap_or_default();
+    &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())]
+}
+
+/// The records a LOST (`{ u64 id; u64 lost; }`) or LOST_SAMPLES (`{ u64 lost; }`) body
+/// reports lost; `None` for other records or a short body.
+#[inline]
+pub fn lost_count(kind: u32, body: &[u8], order: ByteOrder) -> Option<u64> {
+    match kind {
+        RECORD_LOST => order.u64_at(body, 8),
+        RECORD_LOST_SAMPLES => order.u64_at(body, 0),
+        _ => None,
+    }
+}
+
+/// The id and path of a CGROUP body (`{ u64 id; char path[]; }`, the path NUL-terminated
+/// and padded, then the trailer); `None` when the body is too short or the path has no NUL.
+pub fn parse_cgroup(body: &[u8], order: ByteOrder) -> Option<(u64, &[u8])> {
+    let id = order.u64_at(body, 0)?;
+    let rest = body.get(8..)?;
+    Some((id, &rest[..rest.iter().position(|&b| b == 0)?]))
+}

@@ -300,3 +300,41 @@ fn errors_say_what() {
         Err(RecordError::CallchainTooLong(u64::MAX))
     );
 }
+
+#[test]
+fn cgroup_lost_and_mapping_names() {
+    for order in [ByteOrder::Little, ByteOrder::Big] {
+        let mut e = Enc::new(order, RECORD_CGROUP, 0);
+        e.u64(4242).bytes(b"/ioblame/t1\0");
+        let rec = trailer(&mut Enc { b: e.done(), order });
+        assert_eq!(
+            parse_cgroup(&rec[8..], order),
+            Some((4242, &b"/ioblame/t1"[..]))
+        );
+        // No NUL: damaged.
+        assert_eq!(parse_cgroup(&order.put64(4242), order), None);
+        assert_eq!(parse_cgroup(&[0; 7], order), None);
+
+        let body = [order.put64(42), order.put64(1000)].concat();
+        assert_eq!(lost_count(RECORD_LOST, &body, order), Some(1000));
+        assert_eq!(lost_count(RECORD_LOST_SAMPLES, &body, order), Some(42));
+        assert_eq!(lost_count(RECORD_LOST, &body[..12], order), None);
+        assert_eq!(lost_count(RECORD_COMM, &body, order), None);
+
+        let rec = mmap2(order, None, "[vdso]");
+        assert_eq!(mapping_name(RECORD_MMAP2, &rec[8..]), b"[vdso]");
+        assert_eq!(mapping_name(RECORD_MMAP, &rec[8..40]), b"");
+        assert_eq!(mapping_name(RECORD_MMAP2, &rec[8..8 + 66]), b"[v");
+    }
+}
+
+/// The layout is a `const fn`: a fixed sample type gives constant offsets.
+const RECORDER_TIME_AT: Option<usize> = match SampleLayout::new(RECORDER) {
+    Some(l) => l.time_at(),
+    None => None,
+};
+
+#[test]
+fn the_layout_is_computed_at_compile_time() {
+    assert_eq!(RECORDER_TIME_AT, Some(16));
+}
