@@ -9,7 +9,6 @@ use ioblame_format::{ByteOrder, EventDesc, EVENT_CALLCHAIN, EVENT_TASK_RECORDS};
 use linux_perf_data::linux_perf_event_reader::{AttrFlags, PerfClock, PerfEventType, SampleFormat};
 
 use crate::errors::Corruption;
-use crate::layout::{u32_at, u64_at};
 use crate::parser::Attr;
 use crate::tracing::{self, TracingData};
 
@@ -164,14 +163,14 @@ pub(crate) struct RawAttr {
 impl RawAttr {
     /// Reads the flags and `clockid` of one attr of a file in byte order `order`.
     pub fn parse(a: &[u8], order: ByteOrder) -> RawAttr {
-        let word = u64_at(order, a, 40).unwrap_or(0);
+        let word = order.u64_at(a, 40).unwrap_or(0);
         RawAttr {
             flags: if order == ByteOrder::Big {
                 word.reverse_bits()
             } else {
                 word
             },
-            clockid: u32_at(order, a, 92).map(|c| c as i32),
+            clockid: order.u32_at(a, 92).map(|c| c as i32),
         }
     }
 }
@@ -395,7 +394,6 @@ mod tests {
     };
 
     use super::*;
-    use crate::layout::{put32, put64};
 
     fn attr(tracefs_id: u64, sample_type: SampleFormat, flags: AttrFlags) -> PerfEventAttr {
         PerfEventAttr {
@@ -552,8 +550,8 @@ mod tests {
             (ByteOrder::Little, flags),
             (ByteOrder::Big, flags.reverse_bits()),
         ] {
-            a[40..48].copy_from_slice(&put64(order, word));
-            a[92..96].copy_from_slice(&put32(order, 7));
+            a[40..48].copy_from_slice(&order.put64(word));
+            a[92..96].copy_from_slice(&order.put32(7));
             let want = RawAttr {
                 flags,
                 clockid: Some(7),

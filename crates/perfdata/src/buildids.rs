@@ -14,29 +14,10 @@
 use std::collections::HashMap;
 
 use ioblame_format::ByteOrder;
+use ioblame_perfrec::{MISC_BUILD_ID_SIZE, MISC_CPUMODE_MASK, MISC_USER};
 
-use crate::layout::u32_at;
-
-/// `PERF_RECORD_MISC_CPUMODE_MASK`.
-const CPUMODE_MASK: u16 = 0b111;
-/// `PERF_RECORD_MISC_USER`.
-const MISC_USER: u16 = 2;
-/// `PERF_RECORD_MISC_BUILD_ID_SIZE`: `build_id[20]` holds the id's length.
-const MISC_BUILD_ID_SIZE: u16 = 1 << 15;
-/// `PERF_RECORD_MISC_MMAP_BUILD_ID`: an MMAP2 record with a build id in place of the device
-/// and inode.
-pub(crate) const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
-/// `PERF_RECORD_MISC_MMAP_DATA`: a mapping that is not executable.
-pub(crate) const MISC_MMAP_DATA: u16 = 1 << 13;
 /// The bytes of a `build_id_event` before its file name.
 const BEFORE_NAME: usize = 8 + 4 + 24;
-/// Where an MMAP2 body's device, inode and generation (or build id) start: after pid, tid,
-/// addr, len and pgoff.
-const MMAP2_ID_AT: usize = 32;
-/// Where an MMAP2 body's file name starts: after the 24 bytes of device or build id and
-/// prot and flags.
-const MMAP2_NAME_AT: usize = MMAP2_ID_AT + 24 + 8;
-
 /// The build ids of the host's user-space files, by path, from a `HEADER_BUILD_ID` section
 /// in byte order `order`. Entries of the kernel, its modules and guests are left out; the
 /// walk stops at the first entry that does not fit (a damaged section gives what precedes).
@@ -50,8 +31,8 @@ pub(crate) fn user_build_ids(order: ByteOrder, s: &[u8]) -> HashMap<Vec<u8>, Vec
             break;
         };
         at += size;
-        let pid = u32_at(order, e, 8).unwrap_or(0);
-        if misc & CPUMODE_MASK != MISC_USER || pid != u32::MAX {
+        let pid = order.u32_at(e, 8).unwrap_or(0);
+        if misc & MISC_CPUMODE_MASK != MISC_USER || pid != u32::MAX {
             continue;
         }
         let id = &e[12..32];
@@ -74,40 +55,19 @@ pub(crate) fn user_build_ids(order: ByteOrder, s: &[u8]) -> HashMap<Vec<u8>, Vec
     out
 }
 
-/// The file name of an MMAP2 body, up to its NUL.
-pub(crate) fn mmap2_name(body: &[u8]) -> Option<&[u8]> {
-    let n = body.get(MMAP2_NAME_AT..)?;
-    Some(&n[..n.iter().position(|&b| b == 0)?])
-}
-
-/// Writes `build_id` (at most 20 bytes) over the device, inode and generation of the MMAP2
-/// body `body`, in the layout the kernel uses with `PERF_RECORD_MISC_MMAP_BUILD_ID`: a
-/// length byte, three reserved bytes, 20 bytes of id. The caller sets that `misc` bit.
-pub(crate) fn put_build_id(body: &mut [u8], build_id: &[u8]) -> bool {
-    let Some(slot) = body.get_mut(MMAP2_ID_AT..MMAP2_ID_AT + 24) else {
-        return false;
-    };
-    let n = build_id.len().min(20);
-    slot.fill(0);
-    slot[0] = n as u8;
-    slot[4..4 + n].copy_from_slice(&build_id[..n]);
-    true
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::{put16, put32, put64};
 
     fn entry(order: ByteOrder, misc: u16, pid: i32, id: &[u8], name: &str, sized: bool) -> Vec<u8> {
         let mut name = name.as_bytes().to_vec();
         name.push(0);
         name.resize(name.len().next_multiple_of(8), 0);
-        let mut b = put32(order, 67).to_vec();
+        let mut b = order.put32(67).to_vec();
         let misc = misc | if sized { MISC_BUILD_ID_SIZE } else { 0 };
-        b.extend(put16(order, misc));
-        b.extend(put16(order, (BEFORE_NAME + name.len()) as u16));
-        b.extend(put32(order, pid as u32));
+        b.extend(order.put16(misc));
+        b.extend(order.put16((BEFORE_NAME + name.len()) as u16));
+        b.extend(order.put32(pid as u32));
         let mut bid = [0u8; 24];
         bid[..id.len()].copy_from_slice(id);
         if sized {
@@ -131,7 +91,7 @@ mod tests {
             s.extend(entry(order, 2, -1, &[5; 20], "[vdso]", true));
             // A damaged last entry: the walk stops there.
             let mut bad = entry(order, 2, -1, &[6; 20], "/bin/x", true);
-            bad[6..8].copy_from_slice(&put16(order, 4000));
+            bad[6..8].copy_from_slice(&order.put16(4000));
             s.extend(bad);
             let t = user_build_ids(order, &s);
             let get = |p: &str| t.get(p.as_bytes()).cloned();
@@ -143,27 +103,5 @@ mod tests {
             assert_eq!(get("[kernel.kallsyms]"), None);
         }
         assert!(user_build_ids(ByteOrder::Little, &[1, 2, 3]).is_empty());
-    }
-
-    #[test]
-    fn build_ids_written_over_device_and_inode() {
-        let o = ByteOrder::Little;
-        let mut body = Vec::new();
-        body.extend(put32(o, 7));
-        body.extend(put32(o, 7));
-        for v in [0x1000u64, 0x2000, 0, 0x0000_0008_0000_0001, 42, 1] {
-            body.extend(put64(o, v));
-        }
-        body.extend(put32(o, 5));
-        body.extend(put32(o, 2));
-        body.extend(b"/bin/app\0\0\0\0\0\0\0\0");
-        assert_eq!(mmap2_name(&body), Some(&b"/bin/app"[..]));
-        assert!(put_build_id(&mut body, &[0xab; 20]));
-        assert_eq!(body[32], 20);
-        assert_eq!(&body[33..36], &[0, 0, 0]);
-        assert_eq!(&body[36..56], &[0xab; 20]);
-        assert_eq!(mmap2_name(&body), Some(&b"/bin/app"[..]));
-        assert!(!put_build_id(&mut body[..40], &[1; 20]));
-        assert_eq!(mmap2_name(&body[..60]), None);
     }
 }

@@ -7,7 +7,6 @@
 
 use zstd::zstd_safe::{DCtx, InBuffer, OutBuffer};
 
-use crate::layout::u64_at;
 use ioblame_format::ByteOrder;
 
 /// How many times its size a compressed record may expand (plus [`SLACK`]).
@@ -40,7 +39,7 @@ impl Inflation {
         let z = match kind {
             COMPRESSED => body,
             COMPRESSED2 => {
-                let n = u64_at(order, body, 0).unwrap_or(0);
+                let n = order.u64_at(body, 0).unwrap_or(0);
                 match usize::try_from(n).ok().and_then(|n| body.get(8..8 + n)) {
                     Some(z) => z,
                     None => return Ok(()),

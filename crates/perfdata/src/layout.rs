@@ -58,47 +58,6 @@ pub fn is_perf_data(path: &Path) -> bool {
         && order_of_magic(&magic).is_some()
 }
 
-/// The u32 at byte `at` of `b` in byte order `order`, if `b` holds it.
-#[inline]
-pub(crate) fn u32_at(order: ByteOrder, b: &[u8], at: usize) -> Option<u32> {
-    let b = b.get(at..at.checked_add(4)?)?;
-    Some(order.u32(b.try_into().ok()?))
-}
-
-/// The u64 at byte `at` of `b` in byte order `order`, if `b` holds it.
-#[inline]
-pub(crate) fn u64_at(order: ByteOrder, b: &[u8], at: usize) -> Option<u64> {
-    let b = b.get(at..at.checked_add(8)?)?;
-    Some(order.u64(b.try_into().ok()?))
-}
-
-/// `v` in byte order `o`.
-#[inline]
-pub(crate) fn put16(o: ByteOrder, v: u16) -> [u8; 2] {
-    match o {
-        ByteOrder::Little => v.to_le_bytes(),
-        ByteOrder::Big => v.to_be_bytes(),
-    }
-}
-
-/// `v` in byte order `o`.
-#[inline]
-pub(crate) fn put32(o: ByteOrder, v: u32) -> [u8; 4] {
-    match o {
-        ByteOrder::Little => v.to_le_bytes(),
-        ByteOrder::Big => v.to_be_bytes(),
-    }
-}
-
-/// `v` in byte order `o`.
-#[inline]
-pub(crate) fn put64(o: ByteOrder, v: u64) -> [u8; 8] {
-    match o {
-        ByteOrder::Little => v.to_le_bytes(),
-        ByteOrder::Big => v.to_be_bytes(),
-    }
-}
-
 /// Checks the perf file header and the feature section table of `f` (`len` bytes, named
 /// `path` in errors) against the file size, and the counts inside the event descriptions
 /// against their section; leaves `f` at its start.
@@ -125,7 +84,7 @@ pub(crate) fn check<F: Read + Seek>(
             path: path.to_path_buf(),
         });
     };
-    let u64at = |o: usize| u64_at(order, &h, o).unwrap_or(0);
+    let u64at = |o: usize| order.u64_at(&h, o).unwrap_or(0);
     let section = |name: &'static str, o: usize| -> Result<(u64, u64), PerfDataError> {
         let (offset, size) = (u64at(o), u64at(o + 8));
         match offset.checked_add(size) {
@@ -169,8 +128,8 @@ pub(crate) fn check<F: Read + Seek>(
     let bits = (0..256u32).filter(|b| feature_word(*b as usize / 64) >> (b % 64) & 1 != 0);
     for ((index, e), bit) in t.chunks_exact(SECTION_LEN as usize).enumerate().zip(bits) {
         let (offset, size) = (
-            u64_at(order, e, 0).unwrap_or(0),
-            u64_at(order, e, 8).unwrap_or(0),
+            order.u64_at(e, 0).unwrap_or(0),
+            order.u64_at(e, 8).unwrap_or(0),
         );
         if offset.checked_add(size).is_none_or(|end| end > len) {
             return Err(corrupt(Corruption::FeaturePastEnd {
@@ -243,7 +202,7 @@ fn check_compressed<F: Read + Seek>(
         if r.read_exact(&mut h).is_err() {
             break;
         }
-        let kind = u32_at(order, &h, 0).unwrap_or(0);
+        let kind = order.u32_at(&h, 0).unwrap_or(0);
         let len = u64::from(order.u16([h[6], h[7]]));
         if len < 8 || at + len > size {
             break;
@@ -271,7 +230,7 @@ fn check_compressed<F: Read + Seek>(
 /// reserves memory for the declared number of events and of ids of each before reading
 /// them, so a damaged count would make it ask for gigabytes and abort the process.
 fn check_event_desc(s: &[u8], order: ByteOrder) -> Result<(), EventDescError> {
-    let u32at = |o: usize| u32_at(order, s, o).ok_or(EventDescError::CutShort(o));
+    let u32at = |o: usize| order.u32_at(s, o).ok_or(EventDescError::CutShort(o));
     let nr = u32at(0)? as usize;
     let attr_size = u32at(4)? as usize;
     // Each event takes at least its attr, an id count and a string length.
@@ -323,35 +282,32 @@ mod tests {
             0,
             0,
         ] {
-            b.extend(put64(order, v as u64));
+            b.extend(order.put64(v as u64));
         }
         let mut bits = [0u64; 4];
         for (bit, _) in features {
             bits[*bit as usize / 64] |= 1 << (bit % 64);
         }
         for w in bits {
-            b.extend(put64(order, w));
+            b.extend(order.put64(w));
         }
         for i in 0..attrs {
             let mut a = vec![0u8; 80];
             // The bitfield word: `disabled` (bit 0) and, per attr, `sample_id_all` (bit 18).
             let flags: u64 = 1 | (i as u64) << 18;
-            a[40..48].copy_from_slice(&put64(
-                order,
-                if order == ByteOrder::Big {
-                    flags.reverse_bits()
-                } else {
-                    flags
-                },
-            ));
+            a[40..48].copy_from_slice(&order.put64(if order == ByteOrder::Big {
+                flags.reverse_bits()
+            } else {
+                flags
+            }));
             b.extend(a);
             b.extend([0u8; 16]);
         }
         b.extend([0u8; 8]);
         let mut at = b.len() + 16 * features.len();
         for (_, s) in features {
-            b.extend(put64(order, at as u64));
-            b.extend(put64(order, s.len() as u64));
+            b.extend(order.put64(at as u64));
+            b.extend(order.put64(s.len() as u64));
             at += s.len();
         }
         for (_, s) in features {
@@ -439,8 +395,8 @@ mod tests {
     fn command_line_counts() {
         let o = ByteOrder::Little;
         let list = |n: u32| {
-            let mut s = put32(o, n).to_vec();
-            s.extend(put32(o, 4));
+            let mut s = o.put32(n).to_vec();
+            s.extend(o.put32(4));
             s.extend(b"perf");
             s
         };
@@ -465,13 +421,13 @@ mod tests {
         let o = ByteOrder::Little;
         let desc = |nr: u32, attr: u32, ids: u32, name: u32| {
             let mut s = Vec::new();
-            s.extend(put32(o, nr));
-            s.extend(put32(o, attr));
+            s.extend(o.put32(nr));
+            s.extend(o.put32(attr));
             s.extend([0u8; 8]);
-            s.extend(put32(o, ids));
-            s.extend(put32(o, name));
+            s.extend(o.put32(ids));
+            s.extend(o.put32(name));
             s.extend(b"block:x\0");
-            s.extend(put64(o, 7));
+            s.extend(o.put64(7));
             s
         };
         assert_eq!(check_event_desc(&desc(1, 8, 1, 8), o), Ok(()));
@@ -505,22 +461,5 @@ mod tests {
             "the event descriptions (40 bytes at offset 224): 1000 events of 8-byte attrs do not \
              fit in 40 bytes"
         ));
-    }
-
-    #[test]
-    fn numbers_in_either_order() {
-        let b = [1, 2, 3, 4, 5, 6, 7, 8];
-        assert_eq!(u32_at(ByteOrder::Little, &b, 4), Some(0x08070605));
-        assert_eq!(u32_at(ByteOrder::Big, &b, 4), Some(0x05060708));
-        assert_eq!(u32_at(ByteOrder::Big, &b, 5), None);
-        assert_eq!(u32_at(ByteOrder::Big, &b, usize::MAX), None);
-        assert_eq!(u64_at(ByteOrder::Big, &b, 0), Some(0x0102030405060708));
-        assert_eq!(u64_at(ByteOrder::Little, &b, 1), None);
-        assert_eq!(put16(ByteOrder::Big, 0x0102), [1, 2]);
-        assert_eq!(put32(ByteOrder::Little, 0x01020304), [4, 3, 2, 1]);
-        assert_eq!(
-            u64_at(ByteOrder::Big, &put64(ByteOrder::Big, 0xdead_beef), 0),
-            Some(0xdead_beef)
-        );
     }
 }

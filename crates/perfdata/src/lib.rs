@@ -66,6 +66,7 @@ use std::path::{Path, PathBuf};
 use ioblame_format::{
     ByteOrder, Cgroup, EventDesc, FileWriter, Header, Metadata, Trace, TraceFile,
 };
+use ioblame_perfrec::SAMPLE_CGROUP;
 
 pub use command::{perf_command, perf_command_for, perf_command_with_notes, CommandOptions};
 pub use errors::{Corruption, EventDescError, PerfDataError, TracingDataError};
@@ -289,9 +290,6 @@ fn user_maps_note(
         )
     })
 }
-
-/// `PERF_SAMPLE_CGROUP`: the sample carries the task's cgroup2 cgroup id.
-const SAMPLE_CGROUP: u64 = 1 << 21;
 
 /// The one note on cgroups, when the recording cannot name the cgroup of the acts: no
 /// tracepoint recorded `PERF_SAMPLE_CGROUP` (perf without `--all-cgroups`, or a kernel or

@@ -42,7 +42,7 @@ impl<T: Read + Seek> Input for T {}
 /// One `perf_event_attr` of the file, with what `HEADER_EVENT_DESC` says of it.
 #[derive(Debug, Clone)]
 pub(crate) struct Attr {
-    /// The attr as the parser read it (see [`crate::attrs::RawAttr`] for what it misreads).
+    /// The attr as the parser read it (see `attrs::RawAttr` for what it misreads).
     pub attr: PerfEventAttr,
     /// The event's name, if the file names it.
     pub name: Option<String>,

@@ -20,7 +20,6 @@ use ioblame_format::ByteOrder;
 
 use crate::errors::{Corruption, PerfDataError};
 use crate::inflate::{self, Inflation};
-use crate::layout::{put32, put64, u32_at, u64_at};
 
 /// Size of perf's pipe header (`magic`, `size`).
 pub(crate) const PIPE_HEADER_LEN: usize = 16;
@@ -61,7 +60,7 @@ pub(crate) fn pipe_order(h: &[u8]) -> Option<ByteOrder> {
         b"2ELIFREP" => ByteOrder::Big,
         _ => return None,
     };
-    (u64_at(order, h, 8)? == PIPE_HEADER_LEN as u64).then_some(order)
+    (order.u64_at(h, 8)? == PIPE_HEADER_LEN as u64).then_some(order)
 }
 
 /// What [`unpipe`] found besides the file it wrote.
@@ -109,7 +108,7 @@ pub(crate) fn unpipe<R: Read, W: Write + Seek>(
                 break;
             }
         }
-        let kind = u32_at(order, &h, 0).unwrap_or(0);
+        let kind = order.u32_at(&h, 0).unwrap_or(0);
         let size = usize::from(order.u16([h[6], h[7]]));
         if size < 8 {
             notes.push(format!(
@@ -143,7 +142,7 @@ pub(crate) fn unpipe<R: Read, W: Write + Seek>(
                 if attrs.len() >= MAX_ATTRS {
                     return Err(corrupt(Corruption::PipeTooManyAttrs));
                 }
-                let attr_size = u32_at(order, &body, 4).unwrap_or(0) as usize;
+                let attr_size = order.u32_at(&body, 4).unwrap_or(0) as usize;
                 if attr_size < ATTR_SIZE_VER0 || attr_size > body.len() {
                     return Err(corrupt(Corruption::PipeAttrSize {
                         offset,
@@ -157,12 +156,12 @@ pub(crate) fn unpipe<R: Read, W: Write + Seek>(
                 ));
             }
             HEADER_FEATURE => {
-                if let Some(feature) = u64_at(order, &body, 0).filter(|f| *f < 256) {
+                if let Some(feature) = order.u64_at(&body, 0).filter(|f| *f < 256) {
                     features.insert(feature, body[8..].to_vec());
                 }
             }
             HEADER_TRACING_DATA => {
-                let len = u64::from(u32_at(order, &body, 0).unwrap_or(0));
+                let len = u64::from(order.u32_at(&body, 0).unwrap_or(0));
                 if len > MAX_TRACING_DATA {
                     return Err(corrupt(Corruption::PipeTracingDataTooLong { len }));
                 }
@@ -182,7 +181,7 @@ pub(crate) fn unpipe<R: Read, W: Write + Seek>(
             HEADER_EVENT_TYPE | HEADER_BUILD_ID | EVENT_UPDATE => {}
             AUXTRACE => {
                 // Its data follows the record; ioblame has no use for it.
-                let len = u64_at(order, &body, 0).unwrap_or(0);
+                let len = order.u64_at(&body, 0).unwrap_or(0);
                 let skipped = io::copy(&mut (&mut input).take(len), &mut io::sink()).map_err(io)?;
                 offset += skipped;
                 dropped += 1;
@@ -266,10 +265,10 @@ fn write_attrs<W: Write + Seek>(
     for (attr, ids) in attrs {
         let mut a = attr.clone();
         a.resize(size, 0);
-        a[4..8].copy_from_slice(&put32(order, size as u32));
+        a[4..8].copy_from_slice(&order.put32(size as u32));
         out.write_all(&a)?;
-        out.write_all(&put64(order, ids_at))?;
-        out.write_all(&put64(order, ids.len() as u64))?;
+        out.write_all(&order.put64(ids_at))?;
+        out.write_all(&order.put64(ids.len() as u64))?;
         ids_at += ids.len() as u64;
     }
     for (_, ids) in attrs {
@@ -291,8 +290,8 @@ fn finish<W: Write + Seek>(
     out.seek(SeekFrom::Start(table))?;
     let mut at = table + SECTION_LEN * features.len() as u64;
     for data in features.values() {
-        out.write_all(&put64(order, at))?;
-        out.write_all(&put64(order, data.len() as u64))?;
+        out.write_all(&order.put64(at))?;
+        out.write_all(&order.put64(data.len() as u64))?;
         at += data.len() as u64;
     }
     for data in features.values() {
@@ -317,7 +316,7 @@ fn finish<W: Write + Seek>(
     .into_iter()
     .chain(bits)
     {
-        h.extend(put64(order, v));
+        h.extend(order.put64(v));
     }
     out.seek(SeekFrom::Start(0))?;
     out.write_all(&h)?;
@@ -333,9 +332,9 @@ mod tests {
 
     /// A record of type `kind` with `body`, in `order`.
     fn record(order: ByteOrder, kind: u32, body: &[u8]) -> Vec<u8> {
-        let mut r = put32(order, kind).to_vec();
-        r.extend(crate::layout::put16(order, 0));
-        r.extend(crate::layout::put16(order, (8 + body.len()) as u16));
+        let mut r = order.put32(kind).to_vec();
+        r.extend(order.put16(0));
+        r.extend(order.put16((8 + body.len()) as u16));
         r.extend(body);
         r
     }
@@ -347,16 +346,16 @@ mod tests {
             ByteOrder::Little => b"PERFILE2".to_vec(),
             ByteOrder::Big => b"2ELIFREP".to_vec(),
         };
-        s.extend(put64(order, 16));
+        s.extend(order.put64(16));
         let mut attr = vec![0u8; 72];
-        attr[4..8].copy_from_slice(&put32(order, 72));
-        attr.extend(put64(order, 7));
-        attr.extend(put64(order, 8));
+        attr[4..8].copy_from_slice(&order.put32(72));
+        attr.extend(order.put64(7));
+        attr.extend(order.put64(8));
         s.extend(record(order, HEADER_ATTR, &attr));
-        let mut feat = put64(order, 3).to_vec();
+        let mut feat = order.put64(3).to_vec();
         feat.extend(b"host\0\0\0\0");
         s.extend(record(order, HEADER_FEATURE, &feat));
-        let mut t = put32(order, td.len() as u32).to_vec();
+        let mut t = order.put32(td.len() as u32).to_vec();
         t.extend([0u8; 4]);
         s.extend(record(order, HEADER_TRACING_DATA, &t));
         s.extend(td);
@@ -374,7 +373,7 @@ mod tests {
             assert!(u.notes.is_empty(), "{:?}", u.notes);
             let f = out.into_inner();
             assert_eq!(u.len, f.len() as u64);
-            let u64at = |o| u64_at(order, &f, o).unwrap();
+            let u64at = |o| order.u64_at(&f, o).unwrap();
             assert_eq!(&f[..8], &s[..8]);
             assert_eq!(u64at(8), 104);
             // One attr of 72 bytes + its ids section; its two ids after it.
@@ -383,7 +382,7 @@ mod tests {
             assert_eq!((u64at(192), u64at(200)), (7, 8));
             // The data: the two records, 24 + 8 bytes.
             assert_eq!((u64at(40), u64at(48)), (208, 32));
-            assert_eq!(u32_at(order, &f, 208), Some(3));
+            assert_eq!(order.u32_at(&f, 208), Some(3));
             // Features: tracing data (bit 1) and hostname (bit 3), in bit order.
             assert_eq!(u64at(72), 0b1010);
             let table = 240;
@@ -410,13 +409,13 @@ mod tests {
             let boundary = [16, 112, 136, data_end, data_end + 24].contains(&cut);
             assert_eq!(u.notes.is_empty(), boundary, "cut at {cut}: {:?}", u.notes);
             let f = out.into_inner();
-            let order_ok = u64_at(order, &f, 8) == Some(104);
+            let order_ok = order.u64_at(&f, 8) == Some(104);
             assert!(order_ok, "cut at {cut}");
             if cut >= data_end + 24 {
-                assert_eq!(u64_at(order, &f, 48), Some(24), "cut at {cut}");
+                assert_eq!(order.u64_at(&f, 48), Some(24), "cut at {cut}");
             }
         }
-        assert_eq!(u64_at(order, &full, 48), Some(32));
+        assert_eq!(order.u64_at(&full, 48), Some(32));
     }
 
     #[test]
@@ -430,12 +429,12 @@ mod tests {
         ));
         // An attr smaller than the first attr version.
         let mut s = stream(order, b"");
-        s[16 + 12..16 + 16].copy_from_slice(&put32(order, 8));
+        s[16 + 12..16 + 16].copy_from_slice(&order.put32(8));
         let e = run(&s).unwrap_err().to_string();
         assert!(e.contains("attr of 8 bytes"), "{e}");
         // Tracing data declaring 4 GiB.
         let mut s = stream(order, b"");
-        s[144..148].copy_from_slice(&put32(order, u32::MAX));
+        s[144..148].copy_from_slice(&order.put32(u32::MAX));
         let e = run(&s).unwrap_err().to_string();
         assert!(e.contains("4294967295 bytes of tracing data"), "{e}");
         // A record of size 0: read up to it.

@@ -16,16 +16,14 @@
 use std::collections::BTreeMap;
 
 use ioblame_format::{ByteOrder, ChunkBuilder, EncodedChunk};
-use linux_perf_data::linux_perf_event_reader::constants::{
-    PERF_RECORD_CGROUP, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_LOST,
-    PERF_RECORD_LOST_SAMPLES, PERF_RECORD_MMAP, PERF_RECORD_MMAP2, PERF_RECORD_SAMPLE,
+use ioblame_perfrec::{
+    lost_count, mapping_name, mmap2_name, parse_cgroup, parse_sample_id, put_mmap2_build_id,
+    MISC_MMAP_BUILD_ID, MISC_MMAP_DATA, RECORD_CGROUP, RECORD_COMM, RECORD_EXIT, RECORD_FORK,
+    RECORD_LOST, RECORD_LOST_SAMPLES, RECORD_MMAP, RECORD_MMAP2, RECORD_SAMPLE,
 };
-use linux_perf_data::linux_perf_event_reader::SampleFormat;
 
 use crate::attrs::AttrInfo;
-use crate::buildids;
 use crate::errors::{Corruption, PerfDataError};
-use crate::layout::{put16, put32, put64, u32_at, u64_at};
 use crate::parser::{record_name, Parser, Record};
 
 /// Target size of the uncompressed records of one chunk.
@@ -136,10 +134,10 @@ pub(crate) fn convert(
             }
         };
         let t = rec.kind;
-        if kernel_ref.is_none() && matches!(t, PERF_RECORD_MMAP | PERF_RECORD_MMAP2) {
+        if kernel_ref.is_none() && matches!(t, RECORD_MMAP | RECORD_MMAP2) {
             kernel_ref = kernel_ref_symbol(order, t, &rec.body);
         }
-        if t == PERF_RECORD_CGROUP {
+        if t == RECORD_CGROUP {
             match cgroup_record(order, &rec.body) {
                 Some((id, path)) => {
                     cgroups.insert(id, path);
@@ -153,12 +151,12 @@ pub(crate) fn convert(
         if !user_map
             && !matches!(
                 t,
-                PERF_RECORD_SAMPLE
-                    | PERF_RECORD_COMM
-                    | PERF_RECORD_FORK
-                    | PERF_RECORD_EXIT
-                    | PERF_RECORD_LOST
-                    | PERF_RECORD_LOST_SAMPLES
+                RECORD_SAMPLE
+                    | RECORD_COMM
+                    | RECORD_FORK
+                    | RECORD_EXIT
+                    | RECORD_LOST
+                    | RECORD_LOST_SAMPLES
             )
         {
             *dropped.entry(record_name(t)).or_default() += 1;
@@ -168,19 +166,19 @@ pub(crate) fn convert(
         let mut body: &[u8] = &rec.body;
         if user_map {
             maps.kept += 1;
-            if t == PERF_RECORD_MMAP2 && misc & buildids::MISC_MMAP_BUILD_ID == 0 {
+            if t == RECORD_MMAP2 && misc & MISC_MMAP_BUILD_ID == 0 {
                 // Without the kernel's build id: the one perf's table lists for the path.
-                let id = buildids::mmap2_name(body).and_then(|n| user.build_ids.get(n));
+                let id = mmap2_name(body).and_then(|n| user.build_ids.get(n));
                 body_buf.clear();
                 body_buf.extend_from_slice(body);
-                if id.is_some_and(|id| buildids::put_build_id(&mut body_buf, id)) {
-                    misc |= buildids::MISC_MMAP_BUILD_ID;
+                if id.is_some_and(|id| put_mmap2_build_id(&mut body_buf, id)) {
+                    misc |= MISC_MMAP_BUILD_ID;
                     body = &body_buf;
                     maps.from_table += 1;
                 } else if !special_map(t, body) {
                     maps.without += 1;
                 }
-            } else if t == PERF_RECORD_MMAP && !special_map(t, body) {
+            } else if t == RECORD_MMAP && !special_map(t, body) {
                 maps.without += 1;
             }
         }
@@ -192,7 +190,7 @@ pub(crate) fn convert(
         //
         // [`RawAttr`]: crate::attrs::RawAttr
         let (mut time, mut cpu) = (time, cpu);
-        if t != PERF_RECORD_SAMPLE && info.sample_id_all {
+        if t != RECORD_SAMPLE && info.sample_id_all {
             let (tt, cc) = sample_id_trailer(order, info.sample_type, body);
             time = tt.or(time);
             cpu = cc.or(cpu);
@@ -208,13 +206,13 @@ pub(crate) fn convert(
             continue;
         }
         let (pre, post) = match info.add_id {
-            Some(id) if t == PERF_RECORD_SAMPLE => (Some(id), None),
+            Some(id) if t == RECORD_SAMPLE => (Some(id), None),
             Some(id) if info.sample_id_all => (None, Some(id)),
             _ => (None, None),
         };
         reemit(&mut buf, order, t, misc, pre, body, post).map_err(corrupt)?;
         max_cpu = max_cpu.max(cpu);
-        chunks.push(cpu, &buf, time, lost_count(order, t, body));
+        chunks.push(cpu, &buf, time, lost_count(t, body, order));
     }
     Ok(Records {
         chunks: chunks.finish(),
@@ -227,19 +225,17 @@ pub(crate) fn convert(
 }
 
 /// Whether a record of type `t` is a mapping of user code: an MMAP or MMAP2 of a process
-/// (not perf's kernel and module maps, pid -1), executable (no `PERF_RECORD_MISC_MMAP_DATA`).
+/// (not perf's kernel and module maps, pid -1), executable (no `RECORD_MISC_MMAP_DATA`).
 fn is_user_map(order: ByteOrder, t: u32, misc: u16, body: &[u8]) -> bool {
-    matches!(t, PERF_RECORD_MMAP | PERF_RECORD_MMAP2)
-        && misc & buildids::MISC_MMAP_DATA == 0
-        && u32_at(order, body, 0).is_some_and(|pid| pid != u32::MAX)
+    matches!(t, RECORD_MMAP | RECORD_MMAP2)
+        && misc & MISC_MMAP_DATA == 0
+        && order.u32_at(body, 0).is_some_and(|pid| pid != u32::MAX)
 }
 
 /// Whether a user mapping is of no file that has a build id: `[vdso]`, `[vsyscall]`,
 /// `//anon` and the like (perf's names of special mappings), or one without a name.
 fn special_map(t: u32, body: &[u8]) -> bool {
-    let at = if t == PERF_RECORD_MMAP { 32 } else { 64 };
-    let name = body.get(at..).unwrap_or_default();
-    let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+    let name = mapping_name(t, body);
     name.is_empty() || name.starts_with(b"[") || name.starts_with(b"//")
 }
 
@@ -247,9 +243,7 @@ fn special_map(t: u32, body: &[u8]) -> bool {
 /// NUL-terminated and padded to 8 bytes, then the `sample_id` trailer. `None` when the body
 /// is too short, the path has no NUL, or it is not an absolute path in UTF-8.
 fn cgroup_record(order: ByteOrder, body: &[u8]) -> Option<(u64, String)> {
-    let id = u64_at(order, body, 0)?;
-    let rest = body.get(8..)?;
-    let path = &rest[..rest.iter().position(|&b| b == 0)?];
+    let (id, path) = parse_cgroup(body, order)?;
     let path = std::str::from_utf8(path).ok()?;
     path.starts_with('/').then(|| (id, path.to_string()))
 }
@@ -269,28 +263,17 @@ fn reemit(
     let size = 8 + body.len() + 8 * (usize::from(pre.is_some()) + usize::from(post.is_some()));
     let size = u16::try_from(size).map_err(|_| Corruption::RecordTooLong(size))?;
     out.clear();
-    out.extend_from_slice(&put32(order, t));
-    out.extend_from_slice(&put16(order, misc));
-    out.extend_from_slice(&put16(order, size));
+    out.extend_from_slice(&order.put32(t));
+    out.extend_from_slice(&order.put16(misc));
+    out.extend_from_slice(&order.put16(size));
     if let Some(id) = pre {
-        out.extend_from_slice(&put64(order, id));
+        out.extend_from_slice(&order.put64(id));
     }
     out.extend_from_slice(body);
     if let Some(id) = post {
-        out.extend_from_slice(&put64(order, id));
+        out.extend_from_slice(&order.put64(id));
     }
     Ok(())
-}
-
-/// The records a LOST (`{ u64 id; u64 lost; }`) or LOST_SAMPLES (`{ u64 lost; }`) record
-/// reports lost.
-#[inline]
-fn lost_count(order: ByteOrder, t: u32, body: &[u8]) -> Option<u64> {
-    match t {
-        PERF_RECORD_LOST => u64_at(order, body, 8),
-        PERF_RECORD_LOST_SAMPLES => u64_at(order, body, 0),
-        _ => None,
-    }
 }
 
 /// The sample_id trailer of a non-sample record of an attr with `sample_id_all`: (time,
@@ -300,47 +283,17 @@ fn sample_id_trailer(
     sample_type: u64,
     body: &[u8],
 ) -> (Option<u64>, Option<u32>) {
-    let has = |f: SampleFormat| sample_type & f.bits() != 0;
-    let fields = [
-        SampleFormat::TID,
-        SampleFormat::TIME,
-        SampleFormat::ID,
-        SampleFormat::STREAM_ID,
-        SampleFormat::CPU,
-        SampleFormat::IDENTIFIER,
-    ];
-    let len = 8 * fields.iter().filter(|f| has(**f)).count();
-    let Some(mut at) = body.len().checked_sub(len) else {
-        return (None, None);
-    };
-    let (mut time, mut cpu) = (None, None);
-    for f in fields {
-        if !has(f) {
-            continue;
-        }
-        if f == SampleFormat::TIME {
-            time = u64_at(order, body, at);
-        } else if f == SampleFormat::CPU {
-            cpu = u32_at(order, body, at);
-        }
-        at += 8;
-    }
-    (time, cpu)
+    parse_sample_id(body, sample_type, order).map_or((None, None), |(s, _)| (s.time, s.cpu))
 }
 
-/// The kernel reference symbol of a `PERF_RECORD_MMAP`/`MMAP2` body, if it is perf's kernel
+/// The kernel reference symbol of a `RECORD_MMAP`/`MMAP2` body, if it is perf's kernel
 /// map (`[kernel.kallsyms]_text`, pid -1): perf stores the symbol's address in `pgoff`.
 fn kernel_ref_symbol(order: ByteOrder, t: u32, body: &[u8]) -> Option<KernelRef> {
-    if u32_at(order, body, 0)? != u32::MAX {
+    if order.u32_at(body, 0)? != u32::MAX {
         return None;
     }
-    let pgoff = u64_at(order, body, 24)?;
-    // MMAP: pid, tid, addr, len, pgoff, filename. MMAP2 adds 24 bytes of device/inode or
-    // build id and 8 of prot/flags before the filename.
-    let name_at = if t == PERF_RECORD_MMAP { 32 } else { 64 };
-    let name = body.get(name_at..)?;
-    let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
-    let sym = std::str::from_utf8(name)
+    let pgoff = order.u64_at(body, 24)?;
+    let sym = std::str::from_utf8(mapping_name(t, body))
         .ok()?
         .strip_prefix("[kernel.kallsyms]")?;
     (!sym.is_empty() && pgoff != 0).then(|| KernelRef {
@@ -425,7 +378,7 @@ mod tests {
     #[test]
     fn cgroup_records() {
         let body = |order: ByteOrder, id: u64, path: &[u8]| {
-            let mut b = put64(order, id).to_vec();
+            let mut b = order.put64(id).to_vec();
             b.extend_from_slice(path);
             // Padding, then a sample_id trailer (time, cpu).
             b.resize(b.len().next_multiple_of(8), 0);
@@ -445,7 +398,7 @@ mod tests {
         let le = ByteOrder::Little;
         // Too short, no NUL, not a path, not UTF-8.
         assert_eq!(cgroup_record(le, &[1, 2, 3]), None);
-        assert_eq!(cgroup_record(le, &put64(le, 5)), None);
+        assert_eq!(cgroup_record(le, &le.put64(5)), None);
         assert_eq!(cgroup_record(le, &body(le, 5, b"x\0")), None);
         assert_eq!(cgroup_record(le, &body(le, 5, b"/\xff\0")), None);
     }
@@ -460,7 +413,7 @@ mod tests {
         }
         mmap.extend_from_slice(b"[kernel.kallsyms]_text\0\0");
         assert_eq!(
-            kernel_ref_symbol(ByteOrder::Little, PERF_RECORD_MMAP, &mmap),
+            kernel_ref_symbol(ByteOrder::Little, RECORD_MMAP, &mmap),
             Some(KernelRef {
                 symbol: "_text".to_string(),
                 address: 0xffffffff81000000
@@ -468,13 +421,13 @@ mod tests {
         );
         // A user mapping, or a body cut short, is not the kernel map.
         assert_eq!(
-            kernel_ref_symbol(ByteOrder::Little, PERF_RECORD_MMAP, &mmap[..30]),
+            kernel_ref_symbol(ByteOrder::Little, RECORD_MMAP, &mmap[..30]),
             None
         );
         let mut user = mmap.clone();
         user[..4].copy_from_slice(&7u32.to_le_bytes());
         assert_eq!(
-            kernel_ref_symbol(ByteOrder::Little, PERF_RECORD_MMAP, &user),
+            kernel_ref_symbol(ByteOrder::Little, RECORD_MMAP, &user),
             None
         );
         // MMAP2: the name 32 bytes further.
@@ -482,20 +435,22 @@ mod tests {
         mmap2.extend([0u8; 32]);
         mmap2.extend_from_slice(b"[kernel.kallsyms]_stext\0");
         assert_eq!(
-            kernel_ref_symbol(ByteOrder::Little, PERF_RECORD_MMAP2, &mmap2).map(|r| r.symbol),
+            kernel_ref_symbol(ByteOrder::Little, RECORD_MMAP2, &mmap2).map(|r| r.symbol),
             Some("_stext".to_string())
         );
     }
 
     #[test]
     fn trailer_time_and_cpu() {
-        let st = (SampleFormat::TID | SampleFormat::TIME | SampleFormat::CPU).bits();
+        let st = ioblame_perfrec::SAMPLE_TID
+            | ioblame_perfrec::SAMPLE_TIME
+            | ioblame_perfrec::SAMPLE_CPU;
         for order in [ByteOrder::Little, ByteOrder::Big] {
             let mut body = b"comm\0\0\0\0".to_vec();
-            body.extend(put32(order, 5));
-            body.extend(put32(order, 6));
-            body.extend(put64(order, 1234));
-            body.extend(put32(order, 3));
+            body.extend(order.put32(5));
+            body.extend(order.put32(6));
+            body.extend(order.put64(1234));
+            body.extend(order.put32(3));
             body.extend([0u8; 4]);
             assert_eq!(sample_id_trailer(order, st, &body), (Some(1234), Some(3)));
             // No trailer fields, or a body shorter than the trailer.
@@ -531,17 +486,6 @@ mod tests {
     }
 
     #[test]
-    fn lost_counts() {
-        let o = ByteOrder::Little;
-        let mut b = put64(o, 1).to_vec();
-        b.extend(put64(o, 42));
-        assert_eq!(lost_count(o, PERF_RECORD_LOST, &b), Some(42));
-        assert_eq!(lost_count(o, PERF_RECORD_LOST_SAMPLES, &b), Some(1));
-        assert_eq!(lost_count(o, PERF_RECORD_LOST, &b[..12]), None);
-        assert_eq!(lost_count(o, PERF_RECORD_COMM, &b), None);
-    }
-
-    #[test]
     fn chunks_per_cpu_in_push_or_time_order() {
         let rec = [9, 0, 0, 0, 0, 0, 8, 0];
         for reorder in [false, true] {
@@ -572,7 +516,7 @@ mod tests {
             maps: MapCounts::default(),
         };
         assert_eq!(r.dropped_note(), None);
-        r.dropped.insert(record_name(PERF_RECORD_MMAP2), 3);
+        r.dropped.insert(record_name(RECORD_MMAP2), 3);
         r.dropped.insert("PERF_FINISHED_ROUND".into(), 1);
         assert_eq!(
             r.dropped_note().unwrap(),

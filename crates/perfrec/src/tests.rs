@@ -338,3 +338,41 @@ const RECORDER_TIME_AT: Option<usize> = match SampleLayout::new(RECORDER) {
 fn the_layout_is_computed_at_compile_time() {
     assert_eq!(RECORDER_TIME_AT, Some(16));
 }
+
+#[test]
+fn numbers_in_either_order() {
+    let b = [1, 2, 3, 4, 5, 6, 7, 8];
+    assert_eq!(ByteOrder::Little.u32_at(&b, 4), Some(0x08070605));
+    assert_eq!(ByteOrder::Big.u32_at(&b, 4), Some(0x05060708));
+    assert_eq!(ByteOrder::Big.u32_at(&b, 5), None);
+    assert_eq!(ByteOrder::Big.u32_at(&b, usize::MAX), None);
+    assert_eq!(ByteOrder::Big.u16_at(&b, usize::MAX - 1), None);
+    assert_eq!(ByteOrder::Big.u64_at(&b, 0), Some(0x0102030405060708));
+    assert_eq!(ByteOrder::Little.u64_at(&b, 1), None);
+    assert_eq!(ByteOrder::Big.put16(0x0102), [1, 2]);
+    assert_eq!(ByteOrder::Little.put32(0x01020304), [4, 3, 2, 1]);
+    let big = ByteOrder::Big.put64(0xdead_beef);
+    assert_eq!(ByteOrder::Big.u64_at(&big, 0), Some(0xdead_beef));
+}
+
+#[test]
+fn build_ids_written_over_device_and_inode() {
+    let o = ByteOrder::Little;
+    let mut body = Vec::new();
+    body.extend(o.put32(7));
+    body.extend(o.put32(7));
+    for v in [0x1000u64, 0x2000, 0, 0x0000_0008_0000_0001, 42, 1] {
+        body.extend(o.put64(v));
+    }
+    body.extend(o.put32(5));
+    body.extend(o.put32(2));
+    body.extend(b"/bin/app\0\0\0\0\0\0\0\0");
+    assert_eq!(mmap2_name(&body), Some(&b"/bin/app"[..]));
+    assert!(put_mmap2_build_id(&mut body, &[0xab; 20]));
+    assert_eq!(body[32], 20);
+    assert_eq!(&body[33..36], &[0, 0, 0]);
+    assert_eq!(&body[36..56], &[0xab; 20]);
+    assert_eq!(mmap2_name(&body), Some(&b"/bin/app"[..]));
+    assert!(!put_mmap2_build_id(&mut body[..40], &[1; 20]));
+    assert_eq!(mmap2_name(&body[..60]), None);
+}
