@@ -156,14 +156,11 @@ enum Value {
     Str(String),
 }
 
-const SAMPLE_IDENTIFIER: u64 = 1 << 16;
-const SAMPLE_IP: u64 = 1;
-const SAMPLE_TID: u64 = 1 << 1;
-const SAMPLE_TIME: u64 = 1 << 2;
-const SAMPLE_CALLCHAIN: u64 = 1 << 5;
-const SAMPLE_CPU: u64 = 1 << 7;
-const SAMPLE_PERIOD: u64 = 1 << 8;
-const SAMPLE_RAW: u64 = 1 << 10;
+use ioblame_perfrec::{
+    SAMPLE_CALLCHAIN, SAMPLE_CPU, SAMPLE_IDENTIFIER, SAMPLE_IP, SAMPLE_PERIOD, SAMPLE_RAW,
+    SAMPLE_TID, SAMPLE_TIME,
+};
+// read_format bits.
 const READ_ID: u64 = 1 << 2;
 const READ_LOST: u64 = 1 << 4;
 // perf_event_attr flag bits.
@@ -281,7 +278,7 @@ fn sample(
     let mut r = raw.to_vec();
     r.resize(size, 0);
     w.u32(size as u32).bytes(&r);
-    record(o, 9, &w.b)
+    record(o, ioblame_perfrec::RECORD_SAMPLE, &w.b)
 }
 
 /// What a recording holds, whether laid out as a file or as a pipe-mode stream.
@@ -346,11 +343,11 @@ fn parts(o: Order) -> Parts {
     let mut fork = W::new(o);
     fork.u32(4242).u32(1).u32(4242).u32(1).u64(1_000_000);
     trailer(&mut fork, 4242, 1_000_000, 0, ids[0]);
-    data.extend(record(o, 7, &fork.b));
+    data.extend(record(o, ioblame_perfrec::RECORD_FORK, &fork.b));
     let mut comm = W::new(o);
     comm.u32(4242).u32(4242).bytes(b"writer\0\0");
     trailer(&mut comm, 4242, 1_000_100, 0, ids[0]);
-    data.extend(record(o, 3, &comm.b));
+    data.extend(record(o, ioblame_perfrec::RECORD_COMM, &comm.b));
     data.extend(sample(
         o,
         ids[0],
@@ -381,7 +378,7 @@ fn parts(o: Order) -> Parts {
     let mut exit = W::new(o);
     exit.u32(4242).u32(1).u32(4242).u32(1).u64(1_001_000);
     trailer(&mut exit, 4242, 1_001_000, 1, ids[0]);
-    data.extend(record(o, 4, &exit.b));
+    data.extend(record(o, ioblame_perfrec::RECORD_EXIT, &exit.b));
     data.extend(record(o, 68, &[])); // FINISHED_ROUND
 
     // Features: TRACING_DATA (1), HOSTNAME (3), OSRELEASE (4), NRCPUS (7), EVENT_DESC (12).
