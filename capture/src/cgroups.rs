@@ -23,43 +23,9 @@ pub fn cgroup2_mount() -> Option<(PathBuf, String)> {
 }
 
 /// [`cgroup2_mount`] on the text of a mountinfo file.
-fn cgroup2_mount_in(mountinfo: &str) -> Option<(PathBuf, String)> {
-    for line in mountinfo.lines() {
-        // `ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER`
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
-        if right.split(' ').next() != Some("cgroup2") {
-            continue;
-        }
-        let f: Vec<&str> = left.split(' ').collect();
-        if f.len() < 5 {
-            continue;
-        }
-        return Some((PathBuf::from(unescape(f[4])), unescape(f[3])));
-    }
-    None
-}
-
-/// Undoes mountinfo's octal escapes (`\040` for a space).
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
-            out.push(v);
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+fn cgroup2_mount_in(text: &str) -> Option<(PathBuf, String)> {
+    let m = ioblame_tracepoints::mountinfo::cgroup2(text)?;
+    Some((PathBuf::from(m.mount_point), m.root))
 }
 
 /// Every cgroup of the hierarchy mounted at `mount` (whose root is `root` in the

@@ -5,57 +5,22 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use ioblame_format::{Kallsyms, Mount, Task};
 
-use ioblame_tracepoints::parse_majmin;
+use ioblame_tracepoints::mountinfo;
 
-/// Unescapes mountinfo's octal escapes (`\040` for a space).
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            let v = (b[i + 1] - b'0') as u32 * 64
-                + (b[i + 2] - b'0') as u32 * 8
-                + (b[i + 3] - b'0') as u32;
-            out.push(v as u8);
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Parses /proc/self/mountinfo text.
+/// Parses /proc/self/mountinfo text ([`ioblame_tracepoints::mountinfo`]).
 pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let f: Vec<&str> = line.split(' ').collect();
-        let Some(sep) = f.iter().position(|x| *x == "-") else {
-            continue;
-        };
-        if f.len() < 6 || sep + 2 >= f.len() {
-            continue;
-        }
-        let Some((major, minor)) = parse_majmin(f[2]) else {
-            continue;
-        };
-        out.push(Mount {
-            mount_id: f[0].parse().unwrap_or(0),
-            major,
-            minor,
-            root: unescape(f[3]),
-            mount_point: unescape(f[4]),
-            fs_type: f[sep + 1].to_string(),
-            source: unescape(f[sep + 2]),
+    mountinfo::parse(text)
+        .map(|m| Mount {
+            mount_id: m.mount_id,
+            major: m.major,
+            minor: m.minor,
+            root: m.root,
+            mount_point: m.mount_point,
+            fs_type: m.fs_type,
+            source: m.source,
             ..Mount::default()
-        });
-    }
-    out
+        })
+        .collect()
 }
 
 /// Mounts of this mount namespace, with the block size of the filesystems on block devices.

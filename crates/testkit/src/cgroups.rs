@@ -1,19 +1,14 @@
 //! cgroups for live tests: where the cgroup2 hierarchy is mounted on this host (read from
 //! `/proc/self/mountinfo`, never assumed: `/sys/fs/cgroup` on a pure v2 host,
-//! `/sys/fs/cgroup/unified` on a v1/v2 hybrid) and test cgroups made in it.
+//! `/sys/fs/cgroup/unified` on a v1/v2 hybrid; parsed by `ioblame_tracepoints::mountinfo`, as
+//! the recorder does) and test cgroups made in it.
 
 use std::path::{Path, PathBuf};
 
 /// The cgroup2 mount point, from `/proc/self/mountinfo`; `None` without one.
 pub fn cgroup2_mount() -> Option<PathBuf> {
     let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    text.lines().find_map(|l| {
-        let (left, right) = l.split_once(" - ")?;
-        if right.split(' ').next() != Some("cgroup2") {
-            return None;
-        }
-        left.split(' ').nth(4).map(PathBuf::from)
-    })
+    ioblame_tracepoints::mountinfo::cgroup2(&text).map(|m| PathBuf::from(m.mount_point))
 }
 
 /// A cgroup made for a test directly below the cgroup2 root, removed on drop (once its

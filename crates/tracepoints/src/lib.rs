@@ -16,6 +16,7 @@ macro_rules! bail {
 }
 
 mod devices;
+pub mod mountinfo;
 mod tracefs;
 
 pub use devices::{block_devices_at, loop_devices_at, parse_majmin, resolve_devices};

@@ -14,17 +14,9 @@ pub const TRACEFS_PATHS: &[&str] = &["/sys/kernel/tracing", "/sys/kernel/debug/t
 
 /// Mount points of tracefs in `/proc/self/mountinfo` text.
 pub fn tracefs_mounts(mountinfo: &str) -> Vec<PathBuf> {
-    mountinfo
-        .lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split(' ').collect();
-            let sep = f.iter().position(|x| *x == "-")?;
-            if f.get(sep + 1) == Some(&"tracefs") {
-                f.get(4).map(PathBuf::from)
-            } else {
-                None
-            }
-        })
+    crate::mountinfo::parse(mountinfo)
+        .filter(|m| m.fs_type == "tracefs")
+        .map(|m| PathBuf::from(m.mount_point))
         .collect()
 }
 
@@ -199,6 +191,11 @@ mod tests {
         // A "tracefs" before the separator is no filesystem type.
         assert!(tracefs_mounts("41 22 0:31 / /tracefs rw - ext4 /dev/sda1 rw\n").is_empty());
         assert!(tracefs_mounts("bad line\n").is_empty());
+        // The mount point unescaped.
+        assert_eq!(
+            tracefs_mounts("42 22 0:12 / /t\\040x rw - tracefs tracefs rw\n"),
+            vec![PathBuf::from("/t x")]
+        );
         assert!(tracefs_mounts("").is_empty());
     }
 
