@@ -1044,7 +1044,7 @@ mod tests {
         header(RECORD_SAMPLE, 0, &b)
     }
 
-    const KERNEL: u64 = (-128i64) as u64;
+    const KERNEL: u64 = ioblame_perfrec::CONTEXT_KERNEL;
 
     #[test]
     fn mmap2_records() {

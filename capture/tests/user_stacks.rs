@@ -10,9 +10,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::*;
-
-/// PERF_CONTEXT_USER.
-const CONTEXT_USER: u64 = 0xffff_ffff_ffff_fe00;
+use ioblame_perfrec::CONTEXT_USER;
 
 const PROGRAM: &str = r#"
 #include <fcntl.h>

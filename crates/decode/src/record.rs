@@ -226,7 +226,7 @@ mod tests {
 
     #[test]
     fn user_part_of_a_callchain_is_kept_behind_the_mark() {
-        let user = -512i64 as u64;
+        let user = CONTEXT_USER;
         let v = SampleValues {
             callchain: vec![CONTEXT_KERNEL, 1, 2, user, 3, 4],
             ..Default::default()
