@@ -656,7 +656,7 @@ impl Event {
 
 /// Separates the kernel frames of [`Event::stack`] from the user frames after them: perf's
 /// `PERF_CONTEXT_USER`, never a return address.
-pub const USER_MARK: u64 = -512i64 as u64;
+pub const USER_MARK: u64 = ioblame_perfrec::CONTEXT_USER;
 
 /// The kernel frames of a stack: those before [`USER_MARK`].
 pub fn kernel_frames(stack: &[u64]) -> &[u64] {

@@ -52,7 +52,7 @@ impl<'a> Callchain<'a> {
     }
 
     /// The kernel addresses as [`Callchain::kernel`] gives them, then, if the chain has user
-    /// frames, [`ioblame_events::USER_MARK`] and the user addresses, innermost first (the
+    /// frames, [`CONTEXT_USER`] (which `ioblame-events` names `USER_MARK`) and the user addresses, innermost first (the
     /// form of `Event::stack`).
     pub fn frames(&self) -> Box<[u64]> {
         let mut v = Vec::new();
