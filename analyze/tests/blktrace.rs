@@ -163,14 +163,7 @@ fn has_blkparse() -> bool {
             .output()
             .is_ok_and(|o| o.status.success() || !o.stdout.is_empty() || !o.stderr.is_empty())
     });
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "blkparse and btt are required in CI (scripts/install-test-deps.sh installs them)"
-        );
-        eprintln!("SKIPPED: blkparse or btt missing");
-    }
-    ok
+    ioblame_testkit::need::met(ok, "blkparse and btt (the blktrace package)")
 }
 
 /// A `blkparse -d` dump of the per-CPU files gives the same acts, and the reference tools

@@ -122,11 +122,10 @@ fn two_fsync_rates(recorder: Recorder) {
     if !support::ready(&[&["mkfs.ext4", "python3"], recorder.tools()].concat()) {
         return;
     }
-    if !tracefs().join("events/jbd2/jbd2_handle_stats").exists() {
-        if std::env::var_os("CI").is_some() {
-            panic!("this test needs tracefs with jbd2:jbd2_handle_stats in CI");
-        }
-        eprintln!("SKIPPED: no jbd2:jbd2_handle_stats in tracefs");
+    if !ioblame_testkit::need::met(
+        tracefs().join("events/jbd2/jbd2_handle_stats").exists(),
+        "tracefs with jbd2:jbd2_handle_stats",
+    ) {
         return;
     }
     let _g = support::lock();

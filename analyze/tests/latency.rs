@@ -331,11 +331,10 @@ fn parse_btt(text: &str) -> BttTable {
 }
 
 fn btt_available() -> bool {
-    let present = Command::new("btt").arg("-V").output().is_ok();
-    if !present && std::env::var_os("CI").is_some_and(|v| v == "1") {
-        panic!("btt is missing (scripts/install-test-deps.sh installs the blktrace package)");
-    }
-    present
+    ioblame_testkit::need::met(
+        Command::new("btt").arg("-V").output().is_ok(),
+        "btt (the blktrace package)",
+    )
 }
 
 /// ioblame's figures as btt prints them: `(section, row, interval) -> (n, min, avg, max)`.
@@ -387,7 +386,6 @@ fn ours(rows: &[Value]) -> BttTable {
 #[test]
 fn every_figure_equals_btts_on_the_fixtures() {
     if !btt_available() {
-        eprintln!("skipped: no btt");
         return;
     }
     for f in FIXTURES {
@@ -496,7 +494,6 @@ fn check_blktrace_recording(f: &str, t: &Path) {
 #[test]
 fn every_figure_equals_btts_on_blktrace_recordings() {
     if !btt_available() {
-        eprintln!("skipped: no btt");
         return;
     }
     for f in [
@@ -602,7 +599,6 @@ fn compare(f: &str, text: &str, theirs: BttTable, mine: BttTable) {
 #[test]
 fn every_figure_equals_btts_on_a_remapped_dm_volume() {
     if !btt_available() {
-        eprintln!("skipped: no btt");
         return;
     }
     const DM: u32 = 253 << 20;

@@ -356,12 +356,8 @@ pub fn parse(dir: &Path) -> Parsed {
 /// on PATH. Otherwise prints `SKIPPED: why` and returns false, except in CI (`CI` set, where
 /// scripts/install-test-deps.sh installs everything): there a missing piece is a failure.
 pub fn ready(tools: &[&str]) -> bool {
-    let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
-    });
     let mut missing = Vec::new();
-    if !root {
+    if !ioblame_testkit::need::root() {
         missing.push("root".to_string());
     }
     if !Path::new("/dev/loop-control").exists() {
@@ -373,20 +369,14 @@ pub fn ready(tools: &[&str]) -> bool {
         missing.push("tracefs".to_string());
     }
     for t in tools.iter().chain(&["losetup"]) {
-        let found = std::env::var_os("PATH")
-            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(t).is_file()));
-        if !found {
+        if !ioblame_testkit::need::on_path(t) {
             missing.push(format!("`{t}`"));
         }
     }
     if missing.is_empty() {
         return true;
     }
-    let what = missing.join(", ");
-    if std::env::var_os("CI").is_some() {
-        panic!("this test needs {what} in CI (scripts/install-test-deps.sh installs it)");
-    }
-    eprintln!("SKIPPED: needs {what}");
+    ioblame_testkit::need::skip(missing.join(", "));
     false
 }
 

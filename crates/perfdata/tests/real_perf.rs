@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
+use ioblame_testkit::need;
+
 use ioblame_perfdata::{
     open_perf_data, perf_command, Converted, PerfDataError, PerfDataOptions, Stacks,
 };
@@ -16,22 +18,10 @@ use ioblame_perfdata::{
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn can_record() -> bool {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false);
-    if !root || !Path::new("/usr/bin/perf").exists() {
-        // CI installs perf and runs as root: skipping there would hide a broken setup.
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must run these tests: needs root and /usr/bin/perf (scripts/install-test-deps.sh)"
-        );
-        eprintln!("SKIPPED: needs root and /usr/bin/perf");
-        return false;
-    }
-    true
+    need::met(
+        need::root() && Path::new("/usr/bin/perf").exists(),
+        "root and /usr/bin/perf",
+    )
 }
 
 fn sh(cmd: &str) -> String {
@@ -482,9 +472,7 @@ fn all_cgroups_names_each_writers_cgroup() {
     if !can_record() {
         return;
     }
-    let Some(mount) = cgroup2_mount() else {
-        assert!(std::env::var_os("CI").is_none(), "no cgroup2 hierarchy");
-        eprintln!("SKIPPED: no cgroup2 hierarchy mounted");
+    let Some(mount) = need::some(cgroup2_mount(), "a cgroup2 hierarchy") else {
         return;
     };
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
