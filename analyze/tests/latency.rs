@@ -508,59 +508,6 @@ fn every_figure_equals_btts_on_blktrace_recordings() {
     }
 }
 
-/// Fresh recordings of real workloads on loop devices with the kernel's blk tracer
-/// (`fixtures/blktrace-make.sh`, which holds the machine's ftrace lock while recording):
-/// buffered writes and sync on ext4, O_DIRECT writes and reads, a partition of a loop device
-/// (remapped to its disk) and a device-mapper volume over one (both levels traced): every
-/// figure equals btt's.
-#[test]
-fn every_figure_equals_btts_on_fresh_recordings() {
-    if !support::ready(&["python3", "blkparse", "btt", "mkfs.ext4"]) || !btt_available() {
-        return;
-    }
-    let _g = support::lock();
-    let d = tempfile::tempdir().unwrap();
-    let o = Command::new(root().join("fixtures/blktrace-make.sh"))
-        .args(["buffered", "direct", "part", "dm"])
-        .env("BLKTRACE_FIXTURES_OUT", d.path())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let mut seen = Vec::new();
-    for name in ["buffered", "direct", "part", "dm"] {
-        let t = d.path().join(format!("blktrace-{name}/trace"));
-        if !t.is_dir() {
-            // blktrace-make.sh says why (no partitions or no device-mapper here).
-            continue;
-        }
-        check_blktrace_recording(name, &t);
-        seen.push(name);
-    }
-    // Partitions and device-mapper are skipped only where the kernel lacks them, saying so.
-    let err = String::from_utf8_lossy(&o.stderr);
-    eprintln!("checked against btt: {seen:?}");
-    for name in ["buffered", "direct", "part", "dm"] {
-        assert!(
-            seen.contains(&name)
-                || (!name.starts_with('b') && name != "direct" && err.contains("skipped")),
-            "{name} not recorded: {err}"
-        );
-    }
-    if seen.contains(&"dm") {
-        // The dm volume is a remapper: its bios' Q2C is Q2Cdm, with Q2Adm to the loop device.
-        let rows = json_lines(&[
-            "latency",
-            "--json",
-            d.path().join("blktrace-dm/trace").to_str().unwrap(),
-        ]);
-        assert!(
-            n(&rows[0], "q2c_dm") > 0 && n(&rows[0], "q2a_dm") > 0,
-            "{:?}",
-            rows[0]
-        );
-    }
-}
-
 /// Every n, min, max (exact) and avg (to btt's nanosecond) btt prints is ioblame's, and
 /// ioblame has no row btt lacks.
 fn compare(f: &str, text: &str, theirs: BttTable, mine: BttTable) {
@@ -590,6 +537,64 @@ fn compare(f: &str, text: &str, theirs: BttTable, mine: BttTable) {
             (avg2 - avg).abs() <= 1.5e-9,
             "{f} {k:?}: avg {avg2} vs btt {avg}"
         );
+    }
+}
+
+/// The live test: fresh recordings made here (root, loop devices, blktrace).
+mod live {
+    use super::*;
+
+    /// Fresh recordings of real workloads on loop devices with the kernel's blk tracer
+    /// (`fixtures/blktrace-make.sh`, which holds the machine's ftrace lock while recording):
+    /// buffered writes and sync on ext4, O_DIRECT writes and reads, a partition of a loop device
+    /// (remapped to its disk) and a device-mapper volume over one (both levels traced): every
+    /// figure equals btt's.
+    #[test]
+    fn every_figure_equals_btts_on_fresh_recordings() {
+        if !support::ready(&["python3", "blkparse", "btt", "mkfs.ext4"]) || !btt_available() {
+            return;
+        }
+        let _g = support::lock();
+        let d = tempfile::tempdir().unwrap();
+        let o = Command::new(root().join("fixtures/blktrace-make.sh"))
+            .args(["buffered", "direct", "part", "dm"])
+            .env("BLKTRACE_FIXTURES_OUT", d.path())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let mut seen = Vec::new();
+        for name in ["buffered", "direct", "part", "dm"] {
+            let t = d.path().join(format!("blktrace-{name}/trace"));
+            if !t.is_dir() {
+                // blktrace-make.sh says why (no partitions or no device-mapper here).
+                continue;
+            }
+            check_blktrace_recording(name, &t);
+            seen.push(name);
+        }
+        // Partitions and device-mapper are skipped only where the kernel lacks them, saying so.
+        let err = String::from_utf8_lossy(&o.stderr);
+        eprintln!("checked against btt: {seen:?}");
+        for name in ["buffered", "direct", "part", "dm"] {
+            assert!(
+                seen.contains(&name)
+                    || (!name.starts_with('b') && name != "direct" && err.contains("skipped")),
+                "{name} not recorded: {err}"
+            );
+        }
+        if seen.contains(&"dm") {
+            // The dm volume is a remapper: its bios' Q2C is Q2Cdm, with Q2Adm to the loop device.
+            let rows = json_lines(&[
+                "latency",
+                "--json",
+                d.path().join("blktrace-dm/trace").to_str().unwrap(),
+            ]);
+            assert!(
+                n(&rows[0], "q2c_dm") > 0 && n(&rows[0], "q2a_dm") > 0,
+                "{:?}",
+                rows[0]
+            );
+        }
     }
 }
 

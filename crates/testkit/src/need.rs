@@ -11,6 +11,20 @@
 use std::fmt::Display;
 use std::process::Command;
 
+/// The environment variable that skips the live tests (real recordings on this kernel; the
+/// `*_live` test files and the `live` modules), as `just test-quick` does: set it to `1`.
+pub const SKIP_LIVE_VAR: &str = "IOBLAME_SKIP_LIVE";
+
+/// Whether live tests run: `false`, after saying so, when [`SKIP_LIVE_VAR`] is `1` (even under
+/// CI: skipping them was asked for).
+pub fn live() -> bool {
+    if std::env::var_os(SKIP_LIVE_VAR).is_some_and(|v| v == "1") {
+        eprintln!("SKIPPED: a live test ({SKIP_LIVE_VAR}=1)");
+        return false;
+    }
+    true
+}
+
 /// Whether this run is CI's (`CI` set), where nothing a test needs may be missing.
 pub fn in_ci() -> bool {
     std::env::var_os("CI").is_some()

@@ -18,10 +18,11 @@ use ioblame_perfdata::{
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn can_record() -> bool {
-    need::met(
-        need::root() && Path::new("/usr/bin/perf").exists(),
-        "root and /usr/bin/perf",
-    )
+    need::live()
+        && need::met(
+            need::root() && Path::new("/usr/bin/perf").exists(),
+            "root and /usr/bin/perf",
+        )
 }
 
 fn sh(cmd: &str) -> String {

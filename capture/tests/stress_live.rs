@@ -2,7 +2,7 @@
 //! `CI` is set): killed at several moments of a heavy workload, its rings overflowing, its
 //! ring of files capped under sustained load, and its trace read while it is still being
 //! written (every complete chunk, and how far it is complete by its FLUSHED marks). Each test records a few seconds. (The output filesystem filling up is
-//! `record.rs`'s `full_disk_fails_cleanly`.)
+//! `record_live.rs`'s `full_disk_fails_cleanly`.)
 
 mod common;
 

@@ -118,7 +118,7 @@ const TOOLS: &[(&str, &str)] = &[
 /// The retry: one run in about fifteen of the whole suite on xfs saw 3 MiB of the 4 MiB of
 /// O_DIRECT reads reach the block layer, in both recordings alike (so not a recording
 /// fault); unexplained, and not reproduced in isolation. The same answers are asserted
-/// without retry in `analyze/tests/ground_truth.rs`.
+/// without retry in `analyze/tests/ground_truth_live.rs`.
 fn compare(fstype: &str, strict: bool) -> bool {
     if !common::ready(&["mkfs.ext4", "mkfs.xfs", "mount", "dd", "sync", "perf"]) {
         return true;
