@@ -75,9 +75,9 @@ impl Chunk {
 ///
 /// Opening a file finds its blocks and checks their checksums, but decodes no metadata: the
 /// metadata sections are decoded on the first call of [`TraceFile::metadata`], and the FILES
-/// sections only through [`Trace::paths`](crate::Trace::paths). A trace of many ring files thus holds the decoded
-/// metadata (kernel symbols included) of the files that are asked for, normally only the
-/// oldest one.
+/// sections only through [`Trace::paths`](crate::Trace::paths). A trace of many ring files
+/// thus holds the decoded metadata (kernel symbols included) of the files that are asked for,
+/// normally only the oldest one.
 pub struct TraceFile {
     pub(super) path: PathBuf,
     pub(super) data: Data,
