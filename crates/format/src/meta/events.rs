@@ -99,3 +99,39 @@ pub(crate) fn decode_events(b: &[u8]) -> Result<Vec<EventDesc>, DecodeError> {
     }
     Ok(v)
 }
+
+#[cfg(all(test, feature = "reader"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_round_trip() {
+        let v = vec![
+            EventDesc {
+                name: "block:block_rq_issue".into(),
+                tracefs_id: 1201,
+                sample_type: 0x1234,
+                read_format: 4,
+                flags: EVENT_CALLCHAIN | EVENT_TASK_RECORDS,
+                max_stack: 64,
+                filter: "dev == 8388608".into(),
+                format: "name: block_rq_issue\n".into(),
+                ids: vec![10, 11, 12],
+            },
+            EventDesc::default(),
+        ];
+        let b = encode_events(&v);
+        let d = decode_events(&b).unwrap();
+        assert_eq!(d, v);
+        assert!(d[0].callchain() && !d[1].callchain());
+    }
+
+    #[test]
+    fn truncated_events_and_impossible_counts_are_errors() {
+        let b = encode_events(&[EventDesc::default()]);
+        assert!(decode_events(&b[..b.len() - 1]).is_err());
+        let mut x = b.clone();
+        x[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(decode_events(&x).unwrap_err().what.contains("cannot fit"));
+    }
+}

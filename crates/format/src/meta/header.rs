@@ -145,3 +145,57 @@ impl Header {
         })
     }
 }
+
+#[cfg(all(test, feature = "reader"))]
+mod tests {
+    use super::*;
+
+    fn header() -> Header {
+        Header {
+            byte_order: ByteOrder::Big,
+            word_size: 4,
+            page_size: 65536,
+            cpu_count: 3,
+            clock_id: -1,
+            recorder_pid: 42,
+            file_index: 7,
+            start_time_ns: 1,
+            start_clock_ns: 2,
+            trace_id: 0xfeed,
+            hostname: "h".into(),
+            kernel_release: "6.18".into(),
+            machine: "s390x".into(),
+            recorder_version: "test".into(),
+        }
+    }
+
+    #[test]
+    fn header_round_trips_and_ignores_trailing_bytes() {
+        let h = header();
+        let mut b = h.encode();
+        assert_eq!(Header::decode(&b).unwrap(), h);
+        b.extend_from_slice(&[9; 5]);
+        assert_eq!(Header::decode(&b).unwrap(), h);
+    }
+
+    #[test]
+    fn unknown_byte_order_bad_word_size_and_truncation_are_errors() {
+        let b = header().encode();
+        let mut x = b.clone();
+        x[0] = 3;
+        assert!(Header::decode(&x).unwrap_err().what.contains("byte order"));
+        let mut x = b.clone();
+        x[1] = 2;
+        assert!(Header::decode(&x).unwrap_err().what.contains("word size"));
+        assert!(Header::decode(&b[..b.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn byte_order_reads_each_way() {
+        assert_eq!(ByteOrder::Little.u16([1, 0]), 1);
+        assert_eq!(ByteOrder::Big.u16([1, 0]), 256);
+        assert_eq!(ByteOrder::Big.u32([0, 0, 0, 1]), 1);
+        assert_eq!(ByteOrder::Little.u64(7u64.to_le_bytes()), 7);
+        assert_eq!(ByteOrder::Big.u64(7u64.to_be_bytes()), 7);
+    }
+}

@@ -259,3 +259,89 @@ pub(crate) fn decode_cgroups(b: &[u8]) -> Result<Vec<Cgroup>, DecodeError> {
     }
     Ok(v)
 }
+
+#[cfg(all(test, feature = "reader"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dev_t_encodings() {
+        assert_eq!(kernel_dev(8, 1), (8 << 20) | 1);
+        assert_eq!(user_dev(8, 1), 0x801);
+        assert_eq!(user_dev(259, 0x12345), 0x1231_0345);
+        let d = BlockDevice {
+            major: 259,
+            minor: 0x12345,
+            ..Default::default()
+        };
+        assert_eq!(
+            (d.kernel_dev(), d.user_dev()),
+            ((259 << 20) | 0x12345, 0x1231_0345)
+        );
+    }
+
+    #[test]
+    fn host_tables_round_trip() {
+        let devs = vec![
+            BlockDevice {
+                name: "nvme0n1p2".into(),
+                major: 259,
+                minor: 2,
+                size_sectors: 1 << 30,
+                part_start: 2048,
+                parent: "nvme0n1".into(),
+                loop_backing_file: String::new(),
+                logical_block_size: 512,
+            },
+            BlockDevice::default(),
+        ];
+        assert_eq!(
+            decode_block_devices(&encode_block_devices(&devs)).unwrap(),
+            devs
+        );
+        let mounts = vec![
+            Mount {
+                mount_id: 30,
+                major: 259,
+                minor: 2,
+                root: "/".into(),
+                mount_point: "/data".into(),
+                fs_type: "xfs".into(),
+                source: "/dev/nvme0n1p2".into(),
+                block_size: 4096,
+                xfs_agblocks: 1 << 20,
+                xfs_agblklog: 20,
+            },
+            Mount::default(),
+        ];
+        assert_eq!(decode_mounts(&encode_mounts(&mounts)).unwrap(), mounts);
+        let tasks = vec![Task {
+            pid: 1,
+            tid: 2,
+            comm: "kworker/0:1".into(),
+        }];
+        assert_eq!(decode_tasks(&encode_tasks(&tasks)).unwrap(), tasks);
+        let cgroups = vec![Cgroup {
+            id: 1,
+            path: "/".into(),
+        }];
+        assert_eq!(decode_cgroups(&encode_cgroups(&cgroups)).unwrap(), cgroups);
+    }
+
+    #[test]
+    fn an_impossible_xfs_geometry_is_dropped_and_a_count_mismatch_is_an_error() {
+        let m = Mount {
+            xfs_agblocks: 100,
+            xfs_agblklog: 40,
+            ..Default::default()
+        };
+        let d = decode_mounts(&encode_mounts(&[m])).unwrap();
+        assert_eq!((d[0].xfs_agblocks, d[0].xfs_agblklog), (0, 0));
+        // The block sizes of format 1.1 counting two mounts where there is one.
+        let mut b = encode_mounts(&[Mount::default()]);
+        b.truncate(b.len() - 20);
+        b.extend_from_slice(&2u32.to_le_bytes());
+        b.extend_from_slice(&[0; 8]);
+        assert!(decode_mounts(&b).unwrap_err().what.contains("block sizes"));
+    }
+}

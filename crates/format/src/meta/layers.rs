@@ -216,3 +216,88 @@ pub(crate) fn decode_dm_targets(b: &[u8]) -> Result<Vec<DmTarget>, DecodeError> 
     }
     Ok(v)
 }
+
+#[cfg(all(test, feature = "reader"))]
+mod tests {
+    use super::*;
+
+    fn a_loop() -> LoopDevice {
+        LoopDevice {
+            major: 7,
+            minor: 3,
+            backing_major: 259,
+            backing_minor: 2,
+            backing_ino: 1234,
+            offset: 1 << 20,
+            size_limit: 0,
+            direct_io: true,
+            since_ns: 55,
+            backing_file: "/data/disk.img".into(),
+        }
+    }
+
+    fn a_target() -> DmTarget {
+        DmTarget {
+            major: 253,
+            minor: 0,
+            start: 0,
+            length: 1 << 21,
+            target: "crypt".into(),
+            lower_major: 259,
+            lower_minor: 3,
+            lower_offset: 32768,
+            since_ns: 0,
+        }
+    }
+
+    #[test]
+    fn loops_and_dm_targets_round_trip() {
+        let loops = vec![a_loop(), LoopDevice::default()];
+        assert_eq!(decode_loops(&encode_loops(&loops)).unwrap(), loops);
+        let targets = vec![a_target(), DmTarget::default()];
+        assert_eq!(
+            decode_dm_targets(&encode_dm_targets(&targets)).unwrap(),
+            targets
+        );
+        assert_eq!(a_loop().kernel_dev(), (7 << 20) | 3);
+        assert_eq!(a_loop().backing_kernel_dev(), (259 << 20) | 2);
+        assert_eq!(a_target().lower_kernel_dev(), (259 << 20) | 3);
+    }
+
+    #[test]
+    fn fields_of_newer_versions_after_an_entry_are_skipped() {
+        let mut b = encode_loops(&[a_loop()]);
+        let len = u32::from_le_bytes(b[4..8].try_into().unwrap());
+        b[4..8].copy_from_slice(&(len + 4).to_le_bytes());
+        b.extend_from_slice(&[1, 2, 3, 4]);
+        assert_eq!(decode_loops(&b).unwrap(), vec![a_loop()]);
+        let mut b = encode_dm_targets(&[a_target()]);
+        b.truncate(b.len() - 1);
+        assert!(decode_dm_targets(&b).is_err());
+    }
+
+    #[test]
+    fn the_same_mapping_or_target_found_again_later() {
+        let later = LoopDevice {
+            since_ns: 99,
+            size_limit: 5,
+            ..a_loop()
+        };
+        assert!(a_loop().same_mapping(&later));
+        let elsewhere = LoopDevice {
+            offset: 0,
+            ..a_loop()
+        };
+        assert!(!a_loop().same_mapping(&elsewhere));
+        let t = DmTarget {
+            since_ns: 7,
+            ..a_target()
+        };
+        assert!(a_target().same_target(&t));
+        let t = DmTarget {
+            lower_offset: 0,
+            ..a_target()
+        };
+        assert!(!a_target().same_target(&t));
+    }
+}

@@ -130,3 +130,33 @@ pub(crate) fn encode_flushed(time_ns: u64) -> Vec<u8> {
 pub(crate) fn decode_flushed(b: &[u8]) -> Result<u64, DecodeError> {
     Dec::new(b).u64("flushed time")
 }
+
+#[cfg(all(test, feature = "reader"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capture_info_round_trips_and_is_looked_up_by_key() {
+        let info = vec![
+            ("command".to_string(), "ioblame-capture -o t".to_string()),
+            ("devices".to_string(), String::new()),
+        ];
+        assert_eq!(decode_info(&encode_info(&info)).unwrap(), info);
+        let m = Metadata {
+            capture_info: info,
+            ..Default::default()
+        };
+        assert_eq!(m.info("command"), Some("ioblame-capture -o t"));
+        assert_eq!(m.info("devices"), Some(""));
+        assert_eq!(m.info("nothing"), None);
+    }
+
+    #[test]
+    fn flushed_ignores_trailing_bytes() {
+        let mut b = encode_flushed(123_456);
+        assert_eq!(decode_flushed(&b).unwrap(), 123_456);
+        b.push(1);
+        assert_eq!(decode_flushed(&b).unwrap(), 123_456);
+        assert!(decode_flushed(&b[..7]).is_err());
+    }
+}

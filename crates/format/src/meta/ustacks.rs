@@ -287,3 +287,87 @@ pub(crate) fn decode_perf_map(b: &[u8]) -> Result<PerfMap, DecodeError> {
     let text = String::from_utf8(raw).map_err(|_| DecodeError::new(8, "perf map: not UTF-8"))?;
     Ok(PerfMap { pid, text })
 }
+
+#[cfg(all(test, feature = "reader"))]
+mod tests {
+    use super::*;
+
+    fn a_map() -> UserMap {
+        UserMap {
+            pid: 42,
+            start: 0x5555_0000,
+            end: 0x5556_0000,
+            pgoff: 0x1000,
+            dev_major: 259,
+            dev_minor: 2,
+            ino: 77,
+            build_id: vec![0xab; 20],
+            seen_ns: 1000,
+            path: "/usr/bin/postgres".into(),
+        }
+    }
+
+    fn symbols() -> UserSymbols {
+        UserSymbols {
+            build_id: vec![0xab; 20],
+            path: "/usr/bin/postgres".into(),
+            class64: true,
+            big_endian: false,
+            machine: 62,
+            loads: vec![ElfLoad {
+                offset: 0x1000,
+                vaddr: 0x401000,
+                filesz: 0x2000,
+                flags: 5,
+            }],
+            sections: vec![ElfSection {
+                name: ".symtab".into(),
+                data: vec![1, 2, 3],
+            }],
+        }
+    }
+
+    #[test]
+    fn user_stack_tables_round_trip() {
+        let maps = vec![a_map(), UserMap::default()];
+        assert_eq!(decode_user_maps(&encode_user_maps(&maps)).unwrap(), maps);
+        let s = symbols();
+        assert_eq!(decode_user_symbols(&encode_user_symbols(&s)).unwrap(), s);
+        let m = PerfMap {
+            pid: 9,
+            text: "7f00 10 jitted_fn\n".into(),
+        };
+        assert_eq!(decode_perf_map(&encode_perf_map(&m)).unwrap(), m);
+        assert_eq!(build_id_hex(&[0x01, 0xab]), "01ab");
+    }
+
+    #[test]
+    fn overlong_build_ids_are_errors() {
+        let long = vec![1; MAX_BUILD_ID + 1];
+        let maps = [UserMap {
+            build_id: long.clone(),
+            ..a_map()
+        }];
+        let e = decode_user_maps(&encode_user_maps(&maps)).unwrap_err();
+        assert!(e.what.contains("build id of 65 bytes"), "{}", e.what);
+        let s = UserSymbols {
+            build_id: long,
+            ..symbols()
+        };
+        let e = decode_user_symbols(&encode_user_symbols(&s)).unwrap_err();
+        assert!(e.what.contains("build id of 65 bytes"), "{}", e.what);
+    }
+
+    #[test]
+    fn a_declared_length_its_frame_does_not_hold_is_an_error() {
+        let mut b = encode_perf_map(&PerfMap {
+            pid: 1,
+            text: "x".repeat(100),
+        });
+        b[4..8].copy_from_slice(&101u32.to_le_bytes());
+        assert!(decode_perf_map(&b).is_err());
+        let mut b = encode_user_symbols(&symbols());
+        b[4..8].copy_from_slice(&(MAX_USER_SYMBOLS as u32 + 1).to_le_bytes());
+        assert!(decode_user_symbols(&b).is_err());
+    }
+}
