@@ -271,7 +271,7 @@ impl PathIndex {
             }
             // The whole table of a recorder that named what the trace touched, written at the
             // end: the older blocks (the parts written while recording) hold nothing more.
-            let whole = meta::FILES_TOUCHED | crate::FILES_AT_END;
+            let whole = meta::FILES_TOUCHED | meta::FILES_AT_END;
             if s.flags & whole == whole {
                 break;
             }
