@@ -17,7 +17,8 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use crate::charging::{charge_bio, Bio, Books, Charge, Charging, Done, Frag, Parts};
+use crate::charge::{Charge, Frag, Parts};
+use crate::charging::{charge_bio, Bio, Books, Charging, Done};
 use crate::context::{Context, Devices, STACK_LOOP};
 use crate::contexts::{Contexts, NO_TXN};
 use crate::dirty::{BhEnt, Dirtier, Dirty, BH_SENTINEL};

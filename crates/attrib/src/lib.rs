@@ -35,6 +35,7 @@
 mod attributor;
 mod blocks;
 mod cgroups;
+mod charge;
 mod charging;
 mod context;
 mod contexts;
