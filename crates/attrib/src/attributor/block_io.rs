@@ -86,7 +86,7 @@ impl Attributor {
 
     /// `block_bio_remap`: a partition's remap tells its start and names the partition of
     /// the bio queued next; a stacked device's hands the upper bio's charges to the lower
-    /// one ([`Requests::remap`]).
+    /// one ([`crate::requests::Requests::remap`]).
     pub(super) fn on_remap(
         &mut self,
         dev: Dev,

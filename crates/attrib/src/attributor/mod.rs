@@ -5,8 +5,8 @@
 //! * [`Dirty`]: dirty folios, buffers and inodes with their dirtiers;
 //! * [`Contexts`]: per thread, the brackets it is in and the sector->file maps it emitted;
 //! * [`Requests`]: bios queued and requests in flight, per disk;
-//! * [`Charging`]: the rules that charge a queued bio's sectors ([`charge_bio`]) and the
-//!   IOs a completed request makes;
+//! * [`Charging`]: the rules that charge a queued bio's sectors
+//!   ([`crate::charging::charge_bio`]) and the IOs a completed request makes;
 //! * [`Losses`] and the [`Summary`]: lost records, totals and anomalies.
 //!
 //! An event that changes one part goes straight to it from [`Attributor::push`]'s dispatch,
@@ -205,7 +205,7 @@ impl Attributor {
     /// Moves what was dirtied since the last call into `out` (nothing unless
     /// [`Attributor::log_dirtied`]): all of it at the end of the events (`all`), otherwise
     /// all but the last [`ioblame_decode::BUFFER_FOLIO_MAX_GAP_NS`] before the latest event
-    /// (a folio's record may yet give way to its buffers', [`DirtiedLog::buffer`]).
+    /// (a folio's record may yet give way to its buffers', dirtied right after it).
     pub fn drain_dirtied_into(&mut self, out: &mut Vec<Dirtied>, all: bool) {
         self.dirtied.drain_into(out, all, self.last_time);
     }
