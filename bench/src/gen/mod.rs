@@ -30,6 +30,13 @@ use anyhow::{Context as _, Result};
 use ioblame_decode::synth::{builtin_format, TraceBuilder, Val};
 use ioblame_format::{BlockDevice, ByteOrder, Kallsyms, RingOptions, RingWriter};
 
+mod block;
+mod kernel;
+mod rng;
+
+use kernel::{kallsyms, Stacks};
+use rng::Rng;
+
 /// What to generate.
 #[derive(Debug, Clone)]
 pub struct GenOptions {
@@ -57,25 +64,6 @@ impl Default for GenOptions {
     }
 }
 
-/// A small, fast, deterministic PRNG (SplitMix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn chance(&mut self, one_in: u64) -> bool {
-        self.below(one_in) == 0
-    }
-}
-
 /// (name, major, minor, bytes).
 const DEVS: [(&str, u32, u32, u64); 3] = [
     ("sda", 8, 0, 1 << 34),
@@ -83,76 +71,11 @@ const DEVS: [(&str, u32, u32, u64); 3] = [
     ("nvme0n1", 259, 0, 1 << 35),
 ];
 const BDI: [&str; 3] = ["8:0", "8:16", "259:0"];
-const KBASE: u64 = 0xffff_ffff_8100_0000;
-const SYMS: u64 = 60_000;
-const SYM_SIZE: u64 = 0x200;
 /// ext4's delalloc buffer_head block number sentinel, as `block_dirty_buffer` reports it.
 const DELALLOC_BLOCK: u64 = u64::MAX - 65535;
 
 fn kdev(d: usize) -> u64 {
     ((DEVS[d].1 as u64) << 20) | DEVS[d].2 as u64
-}
-
-/// Names of the first symbols; the rest are `ioblame_bench_fn_N`. Stacks of a kind start
-/// with its real frames (the attribution recognises direct IO and journal stacks by name).
-const NAMED: &[&str] = &[
-    "submit_bio_noacct_nocheck", // 0
-    "iomap_dio_bio_iter",        // 1
-    "__iomap_dio_rw",            // 2
-    "iomap_dio_rw",              // 3
-    "ext4_mpage_readpages",      // 4
-    "page_cache_ra_order",       // 5
-    "jbd2_journal_commit_transaction",
-    "kjournald2",         // 7
-    "__folio_mark_dirty", // 8
-    "generic_perform_write",
-    "ext4_writepages", // 10
-    "wb_writeback",    // 11
-    "mark_buffer_dirty",
-    "jbd2__journal_start", // 13
-    "__mark_inode_dirty",  // 14
-    "ext4_dirty_inode",    // 15
-];
-
-/// Kernel stacks: `paths` distinct code paths of 10 to 28 frames inside the symbol table,
-/// each starting with the frames of `prefix` (indexes into [`NAMED`]).
-fn stacks(rng: &mut Rng, paths: usize, prefix: &[u64]) -> Vec<Vec<u64>> {
-    (0..paths)
-        .map(|_| {
-            let depth = 10 + rng.below(19) as usize;
-            let mut s: Vec<u64> = prefix.iter().map(|&i| frame(rng, i)).collect();
-            while s.len() < depth {
-                let sym = NAMED.len() as u64 + rng.below(SYMS - NAMED.len() as u64);
-                s.push(frame(rng, sym));
-            }
-            s
-        })
-        .collect()
-}
-
-fn frame(rng: &mut Rng, sym: u64) -> u64 {
-    KBASE + sym * SYM_SIZE + 0x10 + rng.below(SYM_SIZE - 0x20)
-}
-
-/// The same code path entered through another innermost function.
-fn with_top(rng: &mut Rng, s: &[u64], tops: &[u64]) -> Vec<u64> {
-    let mut v: Vec<u64> = tops.iter().map(|&i| frame(rng, i)).collect();
-    v.extend_from_slice(&s[2.min(s.len())..]);
-    v
-}
-
-fn kallsyms() -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(SYMS as usize * 40);
-    for i in 0..SYMS {
-        let addr = KBASE + i * SYM_SIZE;
-        let t = if i % 7 == 0 { 't' } else { 'T' };
-        let _ = match NAMED.get(i as usize) {
-            Some(n) => writeln!(s, "{addr:016x} {t} {n}"),
-            None => writeln!(s, "{addr:016x} {t} ioblame_bench_fn_{i}"),
-        };
-    }
-    s
 }
 
 /// Declares the events of the trace, in trace order: [`E`], whose variants index [`EVENTS`],
@@ -339,188 +262,6 @@ impl Gen {
         self.t.fork_exit(cpu % self.cpus, time, fork, ids);
         self.counted()
     }
-
-    /// A page added to the page cache by `pid`; kswapd evicts the oldest ones in batches
-    /// when the cache is full.
-    fn cache_page(&mut self, cpu: u32, pid: u32, d: usize, ino: u64, index: u64) -> Result<()> {
-        let pfn = 0x10_0000 + self.rng.below(1 << 23);
-        self.sample(
-            cpu,
-            E::AddToPageCache,
-            pid,
-            &[],
-            &page_fields(d, ino, index, pfn),
-        )?;
-        self.cached.push_back((d, ino, index, pfn));
-        if self.cached.len() >= PAGE_CACHE_PAGES + 32 {
-            let kcpu = self.rng.below(self.cpus as u64) as u32;
-            let mut evicted = 0;
-            // Dirty pages go back to the end, once each at most per batch.
-            for _ in 0..32 + self.dirty_pages.len().min(PAGE_CACHE_PAGES) {
-                if evicted == 32 {
-                    break;
-                }
-                let Some((d, ino, index, pfn)) = self.cached.pop_front() else {
-                    break;
-                };
-                if self.dirty_pages.contains(&(d, ino, index)) {
-                    self.cached.push_back((d, ino, index, pfn));
-                    continue;
-                }
-                evicted += 1;
-                self.sample(
-                    kcpu,
-                    E::DeleteFromPageCache,
-                    KSWAPD,
-                    &[],
-                    &page_fields(d, ino, index, pfn),
-                )?;
-            }
-        }
-        Ok(())
-    }
-
-    fn alloc(&mut self, d: usize, blocks: u64) -> u64 {
-        let b = self.next_block[d];
-        let span = DEVS[d].3 / 4096 - 1_000_000;
-        self.next_block[d] = 100_000 + (b - 100_000 + blocks + self.rng.below(64)) % span;
-        b
-    }
-
-    /// A request of `nr` sectors at `sector` of disk `d`, queued by `pid` with `stack` as one
-    /// bio or (`merge`) two, the second back-merged into the first; got, inserted, issued.
-    #[allow(clippy::too_many_arguments)]
-    fn request(
-        &mut self,
-        cpu: u32,
-        pid: u32,
-        comm: &str,
-        stack: &[u64],
-        d: usize,
-        sector: u64,
-        nr: u64,
-        rwbs: &'static str,
-        merge: bool,
-        wb: Option<(u64, u64, u64)>,
-    ) -> Result<()> {
-        let dev = Val::U(kdev(d));
-        let first = if merge { (nr / 2).max(8) & !7 } else { nr };
-        let bio = |s: u64, n: u64| {
-            [
-                ("dev", dev),
-                ("sector", Val::U(s)),
-                ("nr_sector", Val::U(n)),
-                ("rwbs", Val::Str(rwbs)),
-                ("comm", Val::Str(comm)),
-            ]
-        };
-        self.sample(cpu, E::BioQueue, pid, stack, &bio(sector, first))?;
-        self.sample(cpu, E::GetRq, pid, &[], &bio(sector, first))?;
-        if first < nr {
-            self.sample(
-                cpu,
-                E::BioQueue,
-                pid,
-                stack,
-                &bio(sector + first, nr - first),
-            )?;
-            self.sample(
-                cpu,
-                E::BioBackmerge,
-                pid,
-                &[],
-                &bio(sector + first, nr - first),
-            )?;
-        }
-        let rq = [
-            ("dev", dev),
-            ("sector", Val::U(sector)),
-            ("nr_sector", Val::U(nr)),
-            ("bytes", Val::U(nr * 512)),
-            ("rwbs", Val::Str(rwbs)),
-            ("comm", Val::Str(comm)),
-        ];
-        self.sample(cpu, E::RqInsert, pid, &[], &rq)?;
-        self.sample(cpu, E::RqIssue, pid, &[], &rq)?;
-        self.sample(cpu, E::IoStart, pid, &[], &rq)?;
-        self.inflight[d].push_back(Pending {
-            d,
-            sector,
-            nr,
-            rwbs,
-            comm: comm.to_string(),
-            wb,
-        });
-        while self.inflight[d].len() > 16 {
-            self.complete_one(d)?;
-        }
-        Ok(())
-    }
-
-    fn complete_one(&mut self, d: usize) -> Result<()> {
-        // Not strictly in issue order: sometimes a younger request finishes first.
-        let len = self.inflight[d].len();
-        let i = if len > 3 && self.rng.chance(4) {
-            1 + self.rng.below(2) as usize
-        } else {
-            0
-        };
-        let Some(p) = self.inflight[d].remove(i) else {
-            return Ok(());
-        };
-        // Completions run in interrupt context on whatever CPU.
-        let cpu = self.rng.below(self.cpus as u64) as u32;
-        let dev = Val::U(kdev(p.d));
-        self.sample(
-            cpu,
-            E::RqComplete,
-            0,
-            &[],
-            &[
-                ("dev", dev),
-                ("sector", Val::U(p.sector)),
-                ("nr_sector", Val::U(p.nr)),
-                ("error", Val::I(0)),
-                ("rwbs", Val::Str(p.rwbs)),
-            ],
-        )?;
-        self.sample(
-            cpu,
-            E::IoDone,
-            0,
-            &[],
-            &[
-                ("dev", dev),
-                ("sector", Val::U(p.sector)),
-                ("nr_sector", Val::U(p.nr)),
-                ("bytes", Val::U(0)),
-                ("rwbs", Val::Str(p.rwbs)),
-                ("comm", Val::Str(&p.comm)),
-            ],
-        )?;
-        if let Some((ino, _, _)) = p.wb {
-            self.sample(
-                cpu,
-                E::SbClearWb,
-                0,
-                &[],
-                &[("dev", dev), ("ino", Val::U(ino)), ("state", Val::U(0x80))],
-            )?;
-        }
-        Ok(())
-    }
-}
-
-/// Code paths of each kind of IO.
-struct Stacks {
-    write: Vec<Vec<u64>>,
-    buffer: Vec<Vec<u64>>,
-    handle: Vec<Vec<u64>>,
-    inode: Vec<Vec<u64>>,
-    wb: Vec<Vec<u64>>,
-    dio: Vec<Vec<u64>>,
-    ra: Vec<Vec<u64>>,
-    jbd: Vec<Vec<u64>>,
 }
 
 /// Writes a trace of at least `o.events` records into directory `dir`; returns the records.
@@ -558,29 +299,7 @@ pub fn generate(dir: &Path, o: &GenOptions) -> Result<u64> {
         },
     )?;
     let mut rng = Rng(o.seed);
-    let write = stacks(&mut rng, 240, &[8, 9]);
-    let buffer: Vec<Vec<u64>> = write
-        .iter()
-        .map(|s| with_top(&mut rng, s, &[12, 9]))
-        .collect();
-    let handle: Vec<Vec<u64>> = write
-        .iter()
-        .map(|s| with_top(&mut rng, s, &[13, 9]))
-        .collect();
-    let inode: Vec<Vec<u64>> = write
-        .iter()
-        .map(|s| with_top(&mut rng, s, &[14, 15]))
-        .collect();
-    let st = Stacks {
-        write,
-        buffer,
-        handle,
-        inode,
-        wb: stacks(&mut rng, 24, &[0, 10, 11]),
-        dio: stacks(&mut rng, 80, &[0, 1, 2, 3]),
-        ra: stacks(&mut rng, 80, &[0, 4, 5]),
-        jbd: stacks(&mut rng, 4, &[0, 6, 7]),
-    };
+    let st = Stacks::new(&mut rng);
     let mut g = Gen {
         t,
         w,
