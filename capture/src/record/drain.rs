@@ -6,15 +6,12 @@ use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::io::IsTerminal;
 use std::process::{Child, ExitStatus};
-use std::sync::atomic::Ordering;
-use std::sync::mpsc::SyncSender;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::args::human;
 use super::open::Cpu;
 use super::signals;
-use super::writer::{mark_flushed, send, Shared, ToWriter};
+use super::writer::{ToWriter, WriterLink};
 use crate::perf;
 use crate::touched::{IdHasher, Touched};
 use crate::ustack::UserStacks;
@@ -46,7 +43,7 @@ pub(super) struct Counts {
     pub(super) ustack: Option<UserStacks>,
 }
 
-pub(super) fn drain(c: &mut Cpu, counts: &mut Counts, tx: &SyncSender<ToWriter>, shared: &Shared) {
+pub(super) fn drain(c: &mut Cpu, counts: &mut Counts, link: &WriterLink) {
     let Cpu {
         ring, builder, cpu, ..
     } = c;
@@ -76,7 +73,7 @@ pub(super) fn drain(c: &mut Cpu, counts: &mut Counts, tx: &SyncSender<ToWriter>,
             counts.lost += info.lost;
         }
         if builder.len() >= CHUNK_BYTES {
-            send(tx, builder, shared);
+            link.send_chunk(builder);
         }
     });
     if let Err(e) = r {
@@ -93,8 +90,8 @@ pub(super) struct Recorder {
     pub(super) counts: Counts,
     /// Where the inodes seen for the first time go to be named (`--paths touched`).
     pub(super) names_tx: Option<std::sync::mpsc::Sender<Vec<(u32, u64)>>>,
-    pub(super) tx: SyncSender<ToWriter>,
-    pub(super) shared: Arc<Shared>,
+    /// The way to the writer thread.
+    pub(super) link: WriterLink,
     /// The stacked devices seen so far.
     pub(super) layers: layers::LayerWatch,
     /// The CAPTURE_INFO pairs written so far (added to at stop with `--user-stacks`).
@@ -106,7 +103,7 @@ impl Recorder {
     /// inodes seen for the first time to the namer.
     fn drain_all(&mut self) {
         for c in self.per_cpu.iter_mut() {
-            drain(c, &mut self.counts, &self.tx, &self.shared);
+            drain(c, &mut self.counts, &self.link);
         }
         if let Some(n) = &self.names_tx {
             let fresh = self.counts.touched.take_fresh();
@@ -119,19 +116,19 @@ impl Recorder {
     /// Sends every CPU's chunk as it is.
     fn flush_all(&mut self) {
         for c in self.per_cpu.iter_mut() {
-            send(&self.tx, &mut c.builder, &self.shared);
+            self.link.send_chunk(&mut c.builder);
         }
     }
 
     /// Has the writer mark the trace complete below `clock_ns`, taken before the rings were
     /// read for the chunks just sent (see [`flushed_mark`]).
     fn mark_flushed(&self, clock_ns: u64) {
-        mark_flushed(&self.tx, &self.shared, clock_ns);
+        self.link.mark_flushed(clock_ns);
     }
 
     /// Whether the writer failed (and stopped).
     pub(super) fn failed(&self) -> bool {
-        self.shared.failed.load(Ordering::SeqCst)
+        self.link.failed()
     }
 }
 
@@ -238,17 +235,15 @@ pub(super) fn record_loop(
             // (before the IO through it is charged, the analysis needs it; a second is
             // early enough for a device that must be set up, formatted and mounted first).
             if let Some(l) = rec.layers.rescan_loops(clock) {
-                let _ = rec.tx.send(ToWriter::Loops(l));
+                rec.link.send(ToWriter::Loops(l));
             }
             if let Some(t) = rec.layers.rescan_dm(clock) {
-                let _ = rec.tx.send(ToWriter::DmTargets(t));
+                rec.link.send(ToWriter::DmTargets(t));
             }
             // The mappings of the processes whose user stacks were seen since, and the
             // symbols of the files they went through, read while the processes live.
             if let Some(m) = rec.counts.ustack.as_mut().and_then(|u| u.flush(clock)) {
-                if !rec.failed() {
-                    let _ = rec.tx.send(ToWriter::UserMaps(m));
-                }
+                rec.link.send(ToWriter::UserMaps(m));
             }
             last_flush = at;
         }
@@ -267,6 +262,6 @@ pub(super) fn record_loop(
         if duration.is_some_and(|d| started.elapsed() >= d) {
             return ("duration reached".into(), None);
         }
-        status.tick(&rec.counts, rec.shared.bytes.load(Ordering::Relaxed));
+        status.tick(&rec.counts, rec.link.bytes_written());
     }
 }

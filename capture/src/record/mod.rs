@@ -14,10 +14,7 @@ mod stop;
 mod trace;
 mod writer;
 
-use std::sync::mpsc::sync_channel;
-use std::sync::Arc;
-
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use ioblame_format::kernel_dev;
 
 use crate::touched::Touched;
@@ -30,7 +27,7 @@ use open::{enable, open_events, plan};
 use signals::install_signals;
 use stop::{names_by_id, stop, summary};
 use trace::create_trace;
-use writer::{writer_thread, Shared, ToWriter};
+use writer::ToWriter;
 
 pub use args::RecordArgs;
 
@@ -81,14 +78,7 @@ pub fn run(a: RecordArgs) -> Result<u8> {
         a.output.display()
     );
 
-    let shared = Arc::new(Shared::default());
-    let (tx, rx) = sync_channel::<ToWriter>(64);
-    let wshared = shared.clone();
-    let level = a.level;
-    let wt = std::thread::Builder::new()
-        .name("ioblame-writer".into())
-        .spawn(move || writer_thread(writer, rx, level, wshared))
-        .context("starting the writer thread")?;
+    let (link, wt) = writer::start(writer, a.level)?;
 
     let (mut child, spawn_err) = match start_command(&a.command) {
         Ok(c) => (c, None),
@@ -98,10 +88,10 @@ pub fn run(a: RecordArgs) -> Result<u8> {
     if let Some(c) = &child {
         // The workload scope of the analyzer is this process and its descendants.
         info.push(("command_pid".into(), c.id().to_string()));
-        let _ = tx.send(ToWriter::Info(info.clone()));
+        link.send(ToWriter::Info(info.clone()));
     }
     let naming = match naming_mounts {
-        Some(ms) => Some(start_naming(ms, &tx)?),
+        Some(ms) => Some(start_naming(ms, &link)?),
         None => None,
     };
     let mut status = StatusLine::new();
@@ -114,8 +104,7 @@ pub fn run(a: RecordArgs) -> Result<u8> {
         },
         info,
         names_tx: naming.as_ref().map(|n| n.tx.clone()),
-        tx,
-        shared,
+        link,
         layers: facts.layers,
     };
     let (stop_reason, child_status) = match spawn_err {
@@ -141,12 +130,7 @@ pub fn run(a: RecordArgs) -> Result<u8> {
         wt,
     );
     let child_status = wait_command(child, child_status, write_failed);
-    let error = stopped
-        .shared
-        .error
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
+    let error = stopped.shared.error();
     summary(
         &stopped.counts,
         &names_by_id(&plan.tps, &opened.ids),

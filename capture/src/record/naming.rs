@@ -3,7 +3,7 @@
 //! appear (`--paths touched`).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -15,7 +15,7 @@ use ioblame_format::{
 };
 
 use super::open::Plan;
-use super::writer::ToWriter;
+use super::writer::{ToWriter, WriterLink};
 use crate::names::{self, Found, Name, Namer};
 use crate::{paths, snapshot};
 
@@ -112,15 +112,15 @@ pub(super) fn bdi_to_fs(mounts: &[Mount], block_devices: &[BlockDevice]) -> Hash
 }
 
 /// Starts the namer thread on `mounts`.
-pub(super) fn start_naming(mounts: Vec<Mount>, tx: &SyncSender<ToWriter>) -> Result<Naming> {
+pub(super) fn start_naming(mounts: Vec<Mount>, link: &WriterLink) -> Result<Naming> {
     let namer = Namer::new(&mounts.iter().collect::<Vec<_>>());
     let (ntx, nrx) = std::sync::mpsc::channel::<Vec<(u32, u64)>>();
-    let wtx = tx.clone();
+    let wlink = link.clone();
     let deadline: Arc<std::sync::OnceLock<Instant>> = Arc::default();
     let d = deadline.clone();
     let thread = std::thread::Builder::new()
         .name("ioblame-namer".into())
-        .spawn(move || namer_thread(namer, nrx, wtx, &d))
+        .spawn(move || namer_thread(namer, nrx, wlink, &d))
         .context("starting the namer thread")?;
     Ok(Naming {
         tx: ntx,
@@ -136,7 +136,7 @@ pub(super) fn start_naming(mounts: Vec<Mount>, tx: &SyncSender<ToWriter>) -> Res
 fn namer_thread(
     mut namer: Namer,
     rx: Receiver<Vec<(u32, u64)>>,
-    tx: SyncSender<ToWriter>,
+    link: WriterLink,
     deadline: &std::sync::OnceLock<Instant>,
 ) -> NamerDone {
     use std::sync::mpsc::RecvTimeoutError;
@@ -173,7 +173,7 @@ fn namer_thread(
             Err(RecvTimeoutError::Disconnected) => break,
         }
         if last.elapsed() >= NAMES_EVERY && !part.is_empty() {
-            let _ = tx.send(ToWriter::Names(part.table(FILES_TOUCHED)));
+            link.send(ToWriter::Names(part.table(FILES_TOUCHED)));
             part = names::Table::default();
             last = Instant::now();
         }

@@ -15,7 +15,7 @@ use super::args::human;
 use super::drain::{drain, Counts, Recorder};
 use super::naming::{FilesWalk, Naming};
 use super::open::Cpu;
-use super::writer::{mark_flushed, send, Shared, ToWriter};
+use super::writer::{Shared, ToWriter};
 use crate::cgroups;
 use crate::perf::Event;
 use crate::snapshot;
@@ -45,8 +45,7 @@ pub(super) fn stop(
         mut per_cpu,
         mut counts,
         names_tx,
-        tx,
-        shared,
+        link,
         layers: _,
         mut info,
     } = rec;
@@ -58,12 +57,12 @@ pub(super) fn stop(
     // Read before the last drain, as in the recording loop: the last mark covers every
     // record the events made.
     let clock = snapshot::clock_ns(libc::CLOCK_MONOTONIC);
-    if !shared.failed.load(Ordering::SeqCst) {
+    if !link.failed() {
         for c in per_cpu.iter_mut() {
-            drain(c, &mut counts, &tx, &shared);
-            send(&tx, &mut c.builder, &shared);
+            drain(c, &mut counts, &link);
+            link.send_chunk(&mut c.builder);
         }
-        mark_flushed(&tx, &shared, clock);
+        link.mark_flushed(clock);
     }
     let elapsed = started.elapsed();
     // The last records' mappings and every symbol table the stacks need, read before the
@@ -87,19 +86,17 @@ pub(super) fn stop(
                 String::new()
             }
         );
-        if !shared.failed.load(Ordering::SeqCst) {
-            if let Some(m) = done.maps {
-                let _ = tx.send(ToWriter::UserMaps(m));
-            }
-            for s in done.symbols {
-                let _ = tx.send(ToWriter::UserSymbols(Box::new(s)));
-            }
-            for m in done.perf_maps {
-                let _ = tx.send(ToWriter::PerfMap(m));
-            }
-            info.extend(done.info);
-            let _ = tx.send(ToWriter::Info(info));
+        if let Some(m) = done.maps {
+            link.send(ToWriter::UserMaps(m));
         }
+        for s in done.symbols {
+            link.send(ToWriter::UserSymbols(Box::new(s)));
+        }
+        for m in done.perf_maps {
+            link.send(ToWriter::PerfMap(m));
+        }
+        info.extend(done.info);
+        link.send(ToWriter::Info(info));
     }
     hand_off_events(&mut per_cpu);
     // The inodes of the last records, then the names: those found while recording, looked up
@@ -112,31 +109,25 @@ pub(super) fn stop(
         drop(names_tx);
         let over_cap = counts.touched.over_cap();
         let t = n.finish(budget, over_cap);
-        if !shared.failed.load(Ordering::SeqCst) {
-            let _ = tx.send(ToWriter::Names(t));
-        }
+        link.send(ToWriter::Names(t));
     }
     // The FILES table at the end names the files created during the capture. A failed
-    // writer has stopped: nothing more is written.
+    // writer has stopped: nothing more is written (nor walked).
     if let Some(f) = files {
-        if !shared.failed.load(Ordering::SeqCst) {
-            let _ = tx.send(ToWriter::Files(f.walk(FILES_AT_END)));
-        }
+        link.send_with(|| Some(ToWriter::Files(f.walk(FILES_AT_END))));
     }
     // The cgroups created while recording, with those of the start (a reader takes the
     // first file's table and the last's).
     if let Some(start) = start_cgroups {
-        if !shared.failed.load(Ordering::SeqCst) {
+        link.send_with(|| {
             // The walk at the end wins over the CGROUP records (a path reused), which win
             // over the start's.
             let seen = cgroups::merge(start, std::mem::take(&mut counts.cgroups));
             let end = cgroups::merge(&seen, cgroups::snapshot());
-            if end.as_slice() != start {
-                let _ = tx.send(ToWriter::Cgroups(end));
-            }
-        }
+            (end.as_slice() != start).then_some(ToWriter::Cgroups(end))
+        });
     }
-    drop(tx);
+    let shared = link.close();
     let stats = wt.join().unwrap_or(None);
     drop(per_cpu);
     Stopped {

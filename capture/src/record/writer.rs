@@ -1,10 +1,14 @@
 //! The writer thread: the messages the recording hands it (`ToWriter`), and the trace's
-//! files written, rolled and forced to disk; what it shares with the recording (`Shared`).
+//! files written, rolled and forced to disk; what it shares with the recording (`Shared`);
+//! the recording's way to it (`WriterLink`), the one place that says whether writing failed.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
 
 use ioblame_format::{
     ChunkBuilder, ChunkEncoder, ChunkHeader, FileTable, RingStats, RingWriter, FILES_TOUCHED,
@@ -24,11 +28,114 @@ const SYNC_EVERY: Duration = Duration::from_secs(1);
 /// Shared state between the reader loop and the writer thread.
 #[derive(Default)]
 pub(super) struct Shared {
-    pub(super) failed: AtomicBool,
-    pub(super) error: Mutex<Option<String>>,
+    /// Set once writing failed: the writer has stopped.
+    failed: AtomicBool,
+    /// Why writing failed.
+    error: Mutex<Option<String>>,
+    /// Bytes written so far.
     pub(super) bytes: AtomicU64,
+    /// Chunks written so far.
     pub(super) chunks: AtomicU64,
+    /// Ring files created so far.
     pub(super) files: AtomicU64,
+}
+
+impl Shared {
+    /// Whether writing the trace failed (and the writer stopped).
+    fn failed(&self) -> bool {
+        self.failed.load(Ordering::SeqCst)
+    }
+
+    /// Records that writing failed, and why.
+    fn fail(&self, what: String) {
+        *self.error.lock().unwrap_or_else(|e| e.into_inner()) = Some(what);
+        self.failed.store(true, Ordering::SeqCst);
+    }
+
+    /// Why writing failed, if it did.
+    pub(super) fn error(&self) -> Option<String> {
+        self.error.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// The recording's way to the writer thread (a clone for each thread that hands it tables),
+/// and the one place that says whether writing failed: after a failure nothing more is sent,
+/// as the writer has stopped.
+#[derive(Clone)]
+pub(super) struct WriterLink {
+    tx: SyncSender<ToWriter>,
+    shared: Arc<Shared>,
+}
+
+/// Starts the writer thread on `w`, chunks compressed at zstd `level`; returns the way to it
+/// and the thread, which returns the ring's statistics (none when writing failed) once every
+/// link is dropped.
+pub(super) fn start(
+    w: RingWriter,
+    level: i32,
+) -> Result<(WriterLink, JoinHandle<Option<RingStats>>)> {
+    let shared = Arc::new(Shared::default());
+    let (tx, rx) = sync_channel::<ToWriter>(64);
+    let wshared = shared.clone();
+    let wt = std::thread::Builder::new()
+        .name("ioblame-writer".into())
+        .spawn(move || writer_thread(w, rx, level, wshared))
+        .context("starting the writer thread")?;
+    Ok((WriterLink { tx, shared }, wt))
+}
+
+impl WriterLink {
+    /// Whether writing the trace failed (and the writer stopped).
+    pub(super) fn failed(&self) -> bool {
+        self.shared.failed()
+    }
+
+    /// The bytes the writer wrote so far.
+    pub(super) fn bytes_written(&self) -> u64 {
+        self.shared.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Hands `msg` to the writer; nothing after a write failure.
+    pub(super) fn send(&self, msg: ToWriter) {
+        if !self.failed() {
+            let _ = self.tx.send(msg);
+        }
+    }
+
+    /// Makes a message and hands it to the writer, unless writing failed: then it is not
+    /// made at all (a walk of the filesystems, say). `make` may find nothing to send.
+    pub(super) fn send_with(&self, make: impl FnOnce() -> Option<ToWriter>) {
+        if !self.failed() {
+            if let Some(msg) = make() {
+                let _ = self.tx.send(msg);
+            }
+        }
+    }
+
+    /// Hands the chunk of `b`, if any, to the writer. Blocks when the writer lags: the kernel
+    /// then drops (and reports) records instead of this process growing without bound. After
+    /// a write failure chunks are dropped.
+    pub(super) fn send_chunk(&self, b: &mut ChunkBuilder) {
+        if let Some(c) = b.take_raw() {
+            if let Err(TrySendError::Full(c)) = self.tx.try_send(ToWriter::Chunk(c)) {
+                if !self.failed() {
+                    let _ = self.tx.send(c);
+                }
+            }
+        }
+    }
+
+    /// Sends the FLUSHED mark of a flush round (see [`flushed_mark`]) after its chunks.
+    /// Nothing after a write failure.
+    pub(super) fn mark_flushed(&self, clock_ns: u64) {
+        self.send(ToWriter::Flushed(flushed_mark(clock_ns)));
+    }
+
+    /// Drops this link (the writer finishes once every link is dropped); returns the state
+    /// shared with the writer.
+    pub(super) fn close(self) -> Arc<Shared> {
+        self.shared
+    }
 }
 
 type RawChunk = (ChunkHeader, Vec<u8>);
@@ -62,17 +169,14 @@ pub(super) enum ToWriter {
     PerfMap(ioblame_format::PerfMap),
 }
 
-pub(super) fn writer_thread(
+fn writer_thread(
     mut w: RingWriter,
     rx: Receiver<ToWriter>,
     level: i32,
     shared: Arc<Shared>,
 ) -> Option<RingStats> {
     use std::sync::mpsc::RecvTimeoutError;
-    let fail = |what: String| {
-        *shared.error.lock().unwrap_or_else(|e| e.into_inner()) = Some(what);
-        shared.failed.store(true, Ordering::SeqCst);
-    };
+    let fail = |what: String| shared.fail(what);
     let mut encoder = ChunkEncoder::new(level);
     // Every name of `Names` messages so far, repeated in each new file's metadata (encoded
     // again only when it changed since the last roll).
@@ -165,30 +269,10 @@ pub(super) fn io_message(e: &ioblame_format::Error) -> String {
     format!("writing the trace failed: {e}")
 }
 
-pub(super) fn send(tx: &SyncSender<ToWriter>, b: &mut ChunkBuilder, shared: &Shared) {
-    if let Some(c) = b.take_raw() {
-        // Blocks when the writer lags: the kernel then drops (and reports) records instead of
-        // this process growing without bound. After a write failure chunks are dropped.
-        if let Err(TrySendError::Full(c)) = tx.try_send(ToWriter::Chunk(c)) {
-            if !shared.failed.load(Ordering::Relaxed) {
-                let _ = tx.send(c);
-            }
-        }
-    }
-}
-
 /// The time of the FLUSHED mark of a flush round whose clock reading, taken before the rings
 /// were read, is `clock_ns`: [`FLUSHED_MARGIN_NS`] earlier.
 fn flushed_mark(clock_ns: u64) -> u64 {
     clock_ns.saturating_sub(FLUSHED_MARGIN_NS)
-}
-
-/// Sends the FLUSHED mark of a flush round (see [`flushed_mark`]) after its chunks. Nothing
-/// after a write failure.
-pub(super) fn mark_flushed(tx: &SyncSender<ToWriter>, shared: &Shared, clock_ns: u64) {
-    if !shared.failed.load(Ordering::Relaxed) {
-        let _ = tx.send(ToWriter::Flushed(flushed_mark(clock_ns)));
-    }
 }
 
 #[cfg(test)]
@@ -296,9 +380,13 @@ mod tests {
         let shared = Arc::new(Shared::default());
         let s2 = shared.clone();
         let t = std::thread::spawn(move || writer_thread(w, rx, 1, s2));
+        let link = WriterLink {
+            tx,
+            shared: shared.clone(),
+        };
         // Marks alone for longer than SYNC_EVERY: nothing forced to disk.
         for m in [10, 20, 30] {
-            mark_flushed(&tx, &shared, m + FLUSHED_MARGIN_NS);
+            link.mark_flushed(m + FLUSHED_MARGIN_NS);
             std::thread::sleep(Duration::from_millis(450));
         }
         let file = dir.path().join(ring_file_name(0));
@@ -307,9 +395,9 @@ mod tests {
         assert!(f.chunks().is_empty());
         // A chunk, then a mark: the mark lands after the chunk.
         let mut b = ChunkBuilder::new(0);
-        tx.send(ToWriter::Chunk(chunk(&mut b, 4 << 10, 1))).unwrap();
-        mark_flushed(&tx, &shared, 40 + FLUSHED_MARGIN_NS);
-        drop(tx);
+        link.send(ToWriter::Chunk(chunk(&mut b, 4 << 10, 1)));
+        link.mark_flushed(40 + FLUSHED_MARGIN_NS);
+        drop(link);
         let stats = t.join().unwrap().expect("writer succeeded");
         assert_eq!(stats.syncs, 0, "{stats:?}");
         let bytes = std::fs::read(&file).unwrap();
@@ -323,8 +411,9 @@ mod tests {
         assert!(f.chunks()[0].0 < last_mark as u64);
         // After a write failure no mark is sent.
         let (tx, rx) = sync_channel::<ToWriter>(1);
-        shared.failed.store(true, Ordering::SeqCst);
-        mark_flushed(&tx, &shared, 50);
+        shared.fail("full".into());
+        let link = WriterLink { tx, shared };
+        link.mark_flushed(50);
         assert!(rx.try_recv().is_err());
         assert_eq!(flushed_mark(1), 0, "saturates");
     }
