@@ -1,6 +1,8 @@
-//! The drain loop: every CPU's ring read into chunks handed to the writer, a FLUSHED mark
-//! after each flush round, the stacked devices and user mappings looked at again, the status
-//! line, until a write failure, a signal, the command's exit or `--duration` stops it.
+//! The drain loop: every CPU's ring read into chunks handed to the writer, what the records
+//! tell counted and gathered on the way (`Counts`: the inodes they touch, the user stacks), a
+//! FLUSHED mark after each flush round, the stacked devices and user mappings looked at
+//! again, the status line, until a write failure, a signal, the command's exit or
+//! `--duration` stops it.
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
@@ -8,8 +10,10 @@ use std::io::IsTerminal;
 use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
-use super::args::human;
-use super::open::Cpu;
+use ioblame_format::{kernel_dev, BlockDevice, Mount};
+
+use super::args::{human, RecordArgs};
+use super::open::{Cpu, Opened, Plan};
 use super::signals;
 use super::writer::{ToWriter, WriterLink};
 use crate::perf;
@@ -18,7 +22,7 @@ use crate::ustack::UserStacks;
 use crate::{layers, snapshot};
 
 /// Most user mappings kept (`--user-stacks`); the capture info says when more were seen.
-pub(super) const USER_MAPS_MAX: usize = 200_000;
+const USER_MAPS_MAX: usize = 200_000;
 
 /// Chunks flush at this many bytes per CPU, or at least every `--flush-interval`.
 const CHUNK_BYTES: usize = 1 << 20;
@@ -27,6 +31,7 @@ const CHUNK_BYTES: usize = 1 << 20;
 /// sooner): how late a signal, the command's exit or `--duration` may be seen.
 const POLL_MAX: Duration = Duration::from_millis(100);
 
+/// What the drain loop counted and gathered of the records.
 #[derive(Default)]
 pub(super) struct Counts {
     pub(super) records: u64,
@@ -41,6 +46,71 @@ pub(super) struct Counts {
     pub(super) touched: Touched,
     /// The user stacks' processes, mappings and files (`--user-stacks`).
     pub(super) ustack: Option<UserStacks>,
+}
+
+impl Counts {
+    /// Nothing counted yet; the inodes to gather on the filesystems of `naming_mounts`
+    /// (`--paths touched`), and the user stacks of the events that carry them
+    /// (`--user-stacks`).
+    pub(super) fn new(
+        a: &RecordArgs,
+        plan: &Plan,
+        opened: &Opened,
+        naming_mounts: Option<&[Mount]>,
+    ) -> Counts {
+        let touched = naming_mounts.map(|ms| {
+            let ats: Vec<_> = plan
+                .tps
+                .iter()
+                .zip(&opened.specs)
+                .map(|(t, s)| (t.inode_at(), s.callchain))
+                .collect();
+            let devs = ms.iter().map(|m| kernel_dev(m.major, m.minor)).collect();
+            Touched::for_filesystems(
+                &ats,
+                &opened.ids,
+                a.paths_max_entries,
+                Some(devs),
+                bdi_to_fs(ms, &plan.block_devices),
+            )
+        });
+        let ustack = a.user_stacks.then(|| {
+            let ids = opened
+                .specs
+                .iter()
+                .zip(&opened.ids)
+                .filter(|(s, _)| s.user_callchain)
+                .flat_map(|(_, ids)| ids.iter().copied());
+            UserStacks::new(ids, USER_MAPS_MAX, a.user_symbols_max)
+        });
+        Counts {
+            touched: touched.unwrap_or_default(),
+            ustack,
+            ..Counts::default()
+        }
+    }
+}
+
+/// For each disk with exactly one of `mounts` on a partition of it: the disk's kernel dev_t
+/// -> the partition's (writeback events name the backing device, the disk).
+fn bdi_to_fs(mounts: &[Mount], block_devices: &[BlockDevice]) -> HashMap<u32, u32> {
+    let mut on_disk: HashMap<u32, Vec<u32>> = HashMap::new();
+    for m in mounts {
+        let part = block_devices
+            .iter()
+            .find(|b| (b.major, b.minor) == (m.major, m.minor) && !b.parent.is_empty());
+        let disk = part.and_then(|p| block_devices.iter().find(|b| b.name == p.parent));
+        if let Some(d) = disk {
+            on_disk
+                .entry(kernel_dev(d.major, d.minor))
+                .or_default()
+                .push(kernel_dev(m.major, m.minor));
+        }
+    }
+    on_disk
+        .into_iter()
+        .filter_map(|(disk, fss)| (fss.len() == 1).then(|| (disk, fss[0])))
+        .collect()
 }
 
 pub(super) fn drain(c: &mut Cpu, counts: &mut Counts, link: &WriterLink) {

@@ -15,14 +15,11 @@ mod trace;
 mod writer;
 
 use anyhow::{bail, Result};
-use ioblame_format::kernel_dev;
 
-use crate::touched::Touched;
-use crate::ustack::UserStacks;
 use args::{check_args, PathsMode};
 use command::{exit_code, start_command, wait_command};
-use drain::{record_loop, Counts, Recorder, StatusLine, USER_MAPS_MAX};
-use naming::{bdi_to_fs, naming_mounts, start_naming};
+use drain::{record_loop, Counts, Recorder, StatusLine};
+use naming::{naming_mounts, start_naming};
 use open::{enable, open_events, plan};
 use signals::install_signals;
 use stop::{names_by_id, stop, summary};
@@ -43,31 +40,7 @@ pub fn run(a: RecordArgs) -> Result<u8> {
     let (mut writer, files, facts) = create_trace(&a, &plan, &opened, page)?;
     let naming_mounts =
         (a.paths_mode() == PathsMode::Touched).then(|| naming_mounts(&plan, a.devices.is_some()));
-    let touched = naming_mounts.as_ref().map(|ms| {
-        let ats: Vec<_> = plan
-            .tps
-            .iter()
-            .zip(&opened.specs)
-            .map(|(t, s)| (t.inode_at(), s.callchain))
-            .collect();
-        let devs = ms.iter().map(|m| kernel_dev(m.major, m.minor)).collect();
-        Touched::for_filesystems(
-            &ats,
-            &opened.ids,
-            a.paths_max_entries,
-            Some(devs),
-            bdi_to_fs(ms, &plan.block_devices),
-        )
-    });
-    let ustack = a.user_stacks.then(|| {
-        let ids = opened
-            .specs
-            .iter()
-            .zip(&opened.ids)
-            .filter(|(s, _)| s.user_callchain)
-            .flat_map(|(_, ids)| ids.iter().copied());
-        UserStacks::new(ids, USER_MAPS_MAX, a.user_symbols_max)
-    });
+    let counts = Counts::new(&a, &plan, &opened, naming_mounts.as_deref());
     let started = enable(&opened.per_cpu, &mut writer)?;
     // From here on every event is recorded: a workload started separately (not as the
     // command) should wait for this line.
@@ -97,11 +70,7 @@ pub fn run(a: RecordArgs) -> Result<u8> {
     let mut status = StatusLine::new();
     let mut rec = Recorder {
         per_cpu: opened.per_cpu,
-        counts: Counts {
-            touched: touched.unwrap_or_default(),
-            ustack,
-            ..Counts::default()
-        },
+        counts,
         info,
         names_tx: naming.as_ref().map(|n| n.tx.clone()),
         link,

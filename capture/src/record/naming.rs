@@ -2,7 +2,7 @@
 //! named), and the namer thread that names the inodes the records refer to as they first
 //! appear (`--paths touched`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use ioblame_format::{
-    kernel_dev, BlockDevice, FileTable, Mount, FILES_AT_END, FILES_CAPPED, FILES_TIMED_OUT,
-    FILES_TOUCHED,
+    BlockDevice, FileTable, Mount, FILES_AT_END, FILES_CAPPED, FILES_TIMED_OUT, FILES_TOUCHED,
 };
 
 use super::open::Plan;
@@ -86,28 +85,6 @@ pub(super) fn naming_mounts(plan: &Plan, devices_given: bool) -> Vec<Mount> {
     paths::mounts_to_walk(&all, devs.as_deref(), &plan.block_devices)
         .into_iter()
         .cloned()
-        .collect()
-}
-
-/// For each disk with exactly one of `mounts` on a partition of it: the disk's kernel dev_t
-/// -> the partition's (writeback events name the backing device, the disk).
-pub(super) fn bdi_to_fs(mounts: &[Mount], block_devices: &[BlockDevice]) -> HashMap<u32, u32> {
-    let mut on_disk: HashMap<u32, Vec<u32>> = HashMap::new();
-    for m in mounts {
-        let part = block_devices
-            .iter()
-            .find(|b| (b.major, b.minor) == (m.major, m.minor) && !b.parent.is_empty());
-        let disk = part.and_then(|p| block_devices.iter().find(|b| b.name == p.parent));
-        if let Some(d) = disk {
-            on_disk
-                .entry(kernel_dev(d.major, d.minor))
-                .or_default()
-                .push(kernel_dev(m.major, m.minor));
-        }
-    }
-    on_disk
-        .into_iter()
-        .filter_map(|(disk, fss)| (fss.len() == 1).then(|| (disk, fss[0])))
         .collect()
 }
 
