@@ -628,6 +628,12 @@ impl RingWriter {
     }
 
     fn roll(&mut self) -> Result<()> {
+        self.close_current()?;
+        self.open_next()
+    }
+
+    /// Finishes the current file, if any, with its index and footer, and counts it closed.
+    fn close_current(&mut self) -> Result<()> {
         if let Some(f) = self.current.take() {
             let path = f.path().to_path_buf();
             let before = f.len();
@@ -635,7 +641,7 @@ impl RingWriter {
             self.stats.bytes_written += len - before;
             self.closed.push_back((path, len));
         }
-        self.open_next()
+        Ok(())
     }
 
     fn enforce_cap(&mut self) -> Result<()> {
@@ -665,13 +671,7 @@ impl RingWriter {
 
     /// Closes the current file with its index and footer.
     pub fn finish(mut self) -> Result<RingStats> {
-        if let Some(f) = self.current.take() {
-            let path = f.path().to_path_buf();
-            let before = f.len();
-            let len = f.finish()?;
-            self.stats.bytes_written += len - before;
-            self.closed.push_back((path, len));
-        }
+        self.close_current()?;
         self.stats.bytes_on_disk = self.closed.iter().map(|(_, l)| l).sum();
         Ok(self.stats)
     }
