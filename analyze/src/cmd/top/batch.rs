@@ -65,7 +65,7 @@ fn sums_json(out: &mut impl Write, ctx: &mut Ctx<'_>, span: Span, total: bool) -
     let (model, tables, symbols) = (ctx.model, ctx.tables, ctx.symbols);
     let names = &mut *ctx.names;
     let sums = if total { &model.total } else { &model.interval };
-    let frames = crate::SymFrames(symbols);
+    let frames = text::SymFrames(symbols);
     // Named by kernel stack, as the view groups (user frames stay unnamed in top).
     let intent_names = ioblame_attrib::names::kernel_intent_names(tables, symbols);
     let mut lines = Vec::new();

@@ -823,7 +823,7 @@ impl Terminal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::top::model::tests::{io, reserved_intents, role};
+    use crate::cmd::top::model::tests::{io, reserved_intents, role};
     use ioblame_attrib::{Act, Dir, Dirtied, FileKey, Intent, IntentId, RoleId, Via, WbReason};
     use ratatui::backend::TestBackend;
 
