@@ -6,7 +6,7 @@ use std::io::Write;
 use anyhow::Result;
 
 use super::model::Stat;
-use super::view::{self, Ctx, Shape};
+use super::rows::{self, Ctx, Shape};
 use super::{acts_in_order, Span, TopArgs};
 use crate::text::{self, Frames as _, Paths};
 
@@ -184,11 +184,11 @@ fn text_block(
     } else {
         &model.interval
     };
-    let rows = view::text_rows(ctx, &shape, secs);
-    writeln!(out, "{title}  {}", view::summary(&sums.all, secs, totals))?;
-    writeln!(out, "{}", view::header(width, totals, a.sort).trim_end())?;
+    let rows = rows::text_rows(ctx, &shape, secs);
+    writeln!(out, "{title}  {}", rows::summary(&sums.all, secs, totals))?;
+    writeln!(out, "{}", rows::header(width, totals, a.sort).trim_end())?;
     for r in rows.iter().take(a.rows) {
-        for l in view::row_lines(r, width) {
+        for l in rows::row_lines(r, width) {
             writeln!(out, "{}", l.trim_end())?;
         }
     }

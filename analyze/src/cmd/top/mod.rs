@@ -7,6 +7,7 @@
 
 mod model;
 mod names;
+mod rows;
 mod source;
 mod view;
 
@@ -23,7 +24,7 @@ use crate::session::{self, DevArgs, Session};
 
 pub use model::GroupBy;
 use model::Model;
-pub use view::SortBy;
+pub use rows::SortBy;
 
 /// `ioblame top`'s arguments.
 #[derive(clap::Args, Debug)]
@@ -217,7 +218,7 @@ fn run_with(
         // Wait for the next refresh, handling keys meanwhile.
         let quit = match &mut ui {
             Some(t) => {
-                let ctx = view::Ctx {
+                let ctx = rows::Ctx {
                     model: &st.model,
                     tables: st.live.tables(),
                     names: &mut st.names,
@@ -316,7 +317,7 @@ fn run_with(
             start_ns: 0,
             len_ns: to.saturating_sub(start_ns),
         };
-        let mut ctx = view::Ctx {
+        let mut ctx = rows::Ctx {
             model: &model,
             tables: &analysis.tables,
             names: &mut names,
@@ -367,7 +368,7 @@ fn show(
     match ui {
         Some(t) => {
             t.interval_done(span);
-            let ctx = view::Ctx {
+            let ctx = rows::Ctx {
                 model: &st.model,
                 tables: st.live.tables(),
                 names: &mut st.names,
@@ -398,7 +399,7 @@ fn emit(
     symbols: &ioblame_decode::Symbolizer,
     span: Span,
 ) -> Result<()> {
-    let mut ctx = view::Ctx {
+    let mut ctx = rows::Ctx {
         model,
         tables,
         names,
