@@ -58,7 +58,7 @@ pub fn run(out: &mut impl Write, a: FleetArgs) -> Result<()> {
         json: a.json,
         report: a.report,
     };
-    query(out, &a.dataset, &opts)
+    show(out, &a.dataset, &opts)
 }
 
 /// What `ioblame fleet` was asked.
@@ -75,7 +75,7 @@ pub struct FleetOptions {
 }
 
 /// Runs the query and prints it; writes the page when asked.
-fn query(out: &mut impl Write, dataset: &Path, o: &FleetOptions) -> Result<()> {
+fn show(out: &mut impl Write, dataset: &Path, o: &FleetOptions) -> Result<()> {
     let f = fleet::query(dataset, &o.filter, o.top)
         .with_context(|| format!("dataset {}", dataset.display()))?;
     if o.json {
