@@ -189,32 +189,21 @@ pub struct GroupKey {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ViaKey(pub u8);
 
-const VIAS: [Via; 9] = [
-    Via::Page,
-    Via::Buffer,
-    Via::Inode,
-    Via::Journal,
-    Via::Direct,
-    Via::Read,
-    Via::Readahead,
-    Via::Unknown,
-    Via::Issuer,
-];
-
 impl ViaKey {
     /// The key of a via.
     pub fn of(v: Via) -> ViaKey {
-        ViaKey(VIAS.iter().position(|&x| x == v).unwrap_or(7) as u8)
+        ViaKey(v.index() as u8)
     }
     /// The via.
     pub fn via(self) -> Via {
-        VIAS.get(self.0 as usize).copied().unwrap_or(Via::Unknown)
+        Via::ALL
+            .get(self.0 as usize)
+            .copied()
+            .unwrap_or(Via::Unknown)
     }
     /// The via by name.
     pub fn from_name(s: &str) -> Option<ViaKey> {
-        VIAS.iter()
-            .position(|v| v.name() == s)
-            .map(|i| ViaKey(i as u8))
+        Via::from_name(s).map(ViaKey::of)
     }
     /// The name.
     pub fn name(self) -> &'static str {

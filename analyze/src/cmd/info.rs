@@ -1,11 +1,50 @@
-//! `ioblame info`: header, metadata and chunk statistics of a trace.
+//! `ioblame info`: header, metadata and chunk statistics of a trace (of a blktrace
+//! recording: [`blktrace`]).
+
+mod blktrace;
 
 use std::collections::BTreeMap;
 use std::io::Write;
 
+use anyhow::Result;
+use clap::Args;
+use ioblame_counters::DevSelection;
 use ioblame_format::{
     PathTable, Trace, EVENT_CALLCHAIN, FILES_CAPPED, FILES_TIMED_OUT, FILES_TOUCHED,
 };
+
+use crate::session::{self, Session, TraceArgs};
+
+#[derive(Args, Debug)]
+pub struct InfoArgs {
+    #[command(flatten)]
+    trace: TraceArgs,
+}
+
+/// `ioblame info`.
+pub fn run(out: &mut impl Write, a: InfoArgs, session: &Session) -> Result<()> {
+    let t = session.open(&a.trace.trace)?;
+    match t.blktrace() {
+        Some(rec) => blktrace::print(out, rec)?,
+        None => {
+            // The charged files: an analysis of every device, quiet (its notes are the
+            // analysis commands' to give), of all the trace's IO whatever `--scope` says.
+            let (sym, _) = ioblame_pipeline::symbols_of(&t);
+            let scope = session::resolve_scope(&t, None, false)?;
+            let all = DevSelection::all();
+            let opts = ioblame_pipeline::Options {
+                symbols: &sym,
+                devs: &all,
+                show_recorder: false,
+                scope: &scope,
+            };
+            let r = ioblame_pipeline::analyze(&t, &opts, |_, _| {}, |_| {});
+            let paths = ioblame_pipeline::charged_paths(&t, &r.tables);
+            print(out, &t, &Charged::of(&t, &r.tables, &paths))?
+        }
+    }
+    Ok(())
+}
 
 #[derive(Default)]
 struct CpuStats {

@@ -6,7 +6,7 @@ use std::io::Write;
 use anyhow::Result;
 
 use super::model::Stat;
-use super::view::{self, Ctx, Shape};
+use super::rows::{self, Ctx, Shape};
 use super::{acts_in_order, Span, TopArgs};
 use crate::text::{self, Frames as _, Paths};
 
@@ -65,7 +65,7 @@ fn sums_json(out: &mut impl Write, ctx: &mut Ctx<'_>, span: Span, total: bool) -
     let (model, tables, symbols) = (ctx.model, ctx.tables, ctx.symbols);
     let names = &mut *ctx.names;
     let sums = if total { &model.total } else { &model.interval };
-    let frames = crate::SymFrames(symbols);
+    let frames = text::SymFrames(symbols);
     // Named by kernel stack, as the view groups (user frames stay unnamed in top).
     let intent_names = ioblame_attrib::names::kernel_intent_names(tables, symbols);
     let mut lines = Vec::new();
@@ -184,11 +184,11 @@ fn text_block(
     } else {
         &model.interval
     };
-    let rows = view::text_rows(ctx, &shape, secs);
-    writeln!(out, "{title}  {}", view::summary(&sums.all, secs, totals))?;
-    writeln!(out, "{}", view::header(width, totals, a.sort).trim_end())?;
+    let rows = rows::text_rows(ctx, &shape, secs);
+    writeln!(out, "{title}  {}", rows::summary(&sums.all, secs, totals))?;
+    writeln!(out, "{}", rows::header(width, totals, a.sort).trim_end())?;
     for r in rows.iter().take(a.rows) {
-        for l in view::row_lines(r, width) {
+        for l in rows::row_lines(r, width) {
             writeln!(out, "{}", l.trim_end())?;
         }
     }

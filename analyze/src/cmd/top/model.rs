@@ -477,29 +477,11 @@ pub(crate) mod tests {
     /// times (µs).
     pub(crate) fn io(act: u32, dir: Dir, size: u64, wait: u64, time: u64) -> Io {
         Io {
-            dev: 7 << 20,
-            sector: 0,
-            size,
-            dir,
-            rwbs: Default::default(),
-            queue_time: 0,
-            issue_time: 0,
-            complete_time: 0,
             wait_time: wait,
             io_time: time,
-            offset: 0,
-            seek_dist: 0,
             issuer: RoleId(3),
-            act: ActId(act),
             via: Via::Page,
-            reason: None,
-            ino: None,
-            file_offset: None,
-            split: false,
-            journal_txn: None,
-            journal_share: None,
-            in_lost_window: false,
-            lower: false,
+            ..Io::new(7 << 20, dir, size, ActId(act))
         }
     }
 

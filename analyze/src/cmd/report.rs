@@ -1,34 +1,53 @@
 //! `ioblame report`: one analysis feeding the Parquet tables, charts, flame graphs and page.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context as _, Result};
-use ioblame_counters::{CounterSet, IoContext};
+use clap::Args;
+use ioblame_counters::IoContext;
 use ioblame_pipeline::Input;
 use ioblame_report::{ReportInput, ReportWriter};
 
-use crate::pipeline;
+use super::{at_least_one, blame, counter_set, latency, resolve_filter_devices, CounterArgs};
+use crate::diagnostics;
+use crate::session::{DevArgs, Session, TraceArgs};
 
-/// Analyses `trace` once, writes the report into `outdir` and prints the terminal summary
-/// (`top` acts in each of its lists).
-#[allow(clippy::too_many_arguments)]
-pub fn run(
-    out: &mut impl Write,
-    trace: Input,
-    paths: &[PathBuf],
-    outdir: &Path,
-    mut set: CounterSet,
-    sel: &pipeline::Selected<'_>,
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    #[command(flatten)]
+    trace: TraceArgs,
+    /// Output directory (created; files in it are replaced).
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "OUTDIR",
+        default_value = "ioblame-report",
+        value_hint = clap::ValueHint::DirPath
+    )]
+    outdir: PathBuf,
+    #[command(flatten)]
+    counters: CounterArgs,
+    #[command(flatten)]
+    devs: DevArgs,
+    /// Acts in each top list of the terminal summary (at least 1; the page's lists of
+    /// writers and readers show at least 8).
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = at_least_one())]
     top: usize,
-) -> Result<()> {
-    let (devs, show_recorder) = (sel.devs, sel.show_recorder);
-    crate::resolve_filter_devices(&mut set, &trace)?;
-    let scope = pipeline::scope(&trace, sel.scope, false)?;
-    let cgroups = ioblame_attrib::CgroupNames::of(&trace);
+}
+
+/// `ioblame report`: analyses the trace once, writes the report into its output directory
+/// and prints the terminal summary (`--top` acts in each of its lists).
+pub fn run(out: &mut impl Write, a: ReportArgs, session: &Session) -> Result<()> {
+    let mut set = counter_set(&a.counters)?;
+    let o = session.open_selected(&a.trace, &a.devs)?;
+    resolve_filter_devices(&mut set, &o.trace)?;
+    let scope = session.scope(&o.trace, false)?;
+    let (paths, outdir, top) = (&a.trace.trace, &a.outdir, a.top);
+    let cgroups = ioblame_attrib::CgroupNames::of(&o.trace);
     let input = ReportInput {
-        header: Some(trace.header().clone()),
-        block_devices: trace.metadata().block_devices.clone(),
+        header: Some(o.trace.header().clone()),
+        block_devices: o.trace.metadata().block_devices.clone(),
         traces: paths.iter().map(|p| p.display().to_string()).collect(),
         cgroups: cgroups.clone(),
         top_summary: top,
@@ -38,17 +57,18 @@ pub fn run(
     };
     let mut writer = ReportWriter::create(outdir, input)
         .with_context(|| format!("cannot write the report into {}", outdir.display()))?;
-    let block_devices = trace.metadata().block_devices.clone();
-    let sym = pipeline::symbols_of(&trace);
+    let block_devices = o.trace.metadata().block_devices.clone();
+    let r = o.ready(scope);
+    let (trace, sym, devs, show_recorder) = (&r.trace, &r.symbols, &r.devs, r.show_recorder);
     let mut failed = None;
     let mut devs_with_io = std::collections::BTreeSet::new();
     // btt's latency breakdown of the same events, for the page's latency section.
-    let latency = std::cell::RefCell::new(crate::latency_cmd::engine(&trace, devs));
+    let latency = std::cell::RefCell::new(latency::engine(trace, devs));
     // Who made the IO slow, from the same events and IOs, for the page's blame section.
-    let blamer = std::cell::RefCell::new(crate::blame_cmd::Blamer::new(
+    let blamer = std::cell::RefCell::new(blame::Blamer::new(
         devs,
         show_recorder,
-        &scope,
+        &r.scope,
         (0, u64::MAX),
     ));
     let on_event = |ev: &ioblame_decode::Event| {
@@ -58,12 +78,7 @@ pub fn run(
     let outside = |io: &ioblame_attrib::Io, tables: &ioblame_attrib::Tables| {
         blamer.borrow_mut().culprit(io, tables)
     };
-    let a = pipeline::analyze_observed_all(
-        &trace,
-        &sym,
-        devs,
-        show_recorder,
-        &scope,
+    let a = r.analyze_observed_all(
         on_event,
         |io, tables| {
             devs_with_io.insert(io.dev);
@@ -74,7 +89,7 @@ pub fn run(
             if tables.acts[io.act.index()].recorder && !show_recorder {
                 return;
             }
-            crate::latency_cmd::push_charged(&mut latency.borrow_mut(), io);
+            latency::push_charged(&mut latency.borrow_mut(), io);
             set.record(io, &IoContext::for_io(tables, io));
             if failed.is_none() {
                 if let Err(e) = writer.push_io(io, tables) {
@@ -91,24 +106,23 @@ pub fn run(
         eprintln!("ioblame: warning: {w}");
     }
     let mut notes: Vec<String> = a.diagnostics.iter().map(|d| d.to_string()).collect();
-    let charged = ioblame_pipeline::charged_paths(&trace, &a.tables);
-    if let Some(d) = ioblame_pipeline::unnamed_files(&trace, &a.tables, &charged, show_recorder) {
-        crate::pipeline::say(&d);
+    let charged = ioblame_pipeline::charged_paths(trace, &a.tables);
+    if let Some(d) = ioblame_pipeline::unnamed_files(trace, &a.tables, &charged, show_recorder) {
+        diagnostics::say(&d);
         notes.push(d.to_string());
     }
     writer.set_notes(notes);
     let files = ioblame_pipeline::file_paths(&a.tables, &charged);
-    let intents = ioblame_attrib::intent_names(&a.tables, &sym);
-    writer.set_latency(crate::latency_cmd::section(
-        &trace,
+    let intents = ioblame_attrib::intent_names(&a.tables, sym);
+    writer.set_latency(latency::section(
+        trace,
         latency.into_inner(),
         &a.tables,
         &intents,
         &|f| files.get(f).cloned(),
     )?);
-    let names =
-        crate::blame_cmd::Names::new(&trace, &a.tables, &intents, &charged, cgroups.as_ref());
-    writer.set_blame(blame_section(&trace, blamer.into_inner().finish(), &names)?);
+    let names = blame::Names::new(trace, &a.tables, &intents, &charged, cgroups.as_ref());
+    writer.set_blame(blame_section(trace, blamer.into_inner().finish(), &names)?);
     writer.set_paths(files);
     // Tables, charts and flame graphs take a while on a large trace: a spinner on stderr
     // (hidden when stderr is not a terminal).
@@ -122,7 +136,7 @@ pub fn run(
         outdir.display()
     ));
     spinner.enable_steady_tick(std::time::Duration::from_millis(120));
-    let report = writer.finish(&a.tables, &set, &a.summary, &sym);
+    let report = writer.finish(&a.tables, &set, &a.summary, sym);
     spinner.finish_and_clear();
     let report = report.with_context(|| format!("writing the report into {}", outdir.display()))?;
     out.write_all(report.summary_text.as_bytes())?;
@@ -139,10 +153,10 @@ pub fn run(
 fn blame_section(
     trace: &Input,
     blame: ioblame_latency::Blame,
-    names: &crate::blame_cmd::Names<'_>,
+    names: &blame::Names<'_>,
 ) -> Result<ioblame_report::BlameSection> {
-    let opts = crate::blame_cmd::Options {
-        by: crate::blame_cmd::By::Act,
+    let opts = blame::Options {
+        by: blame::By::Act,
         victim: None,
         tail: None,
         from: None,
@@ -152,8 +166,8 @@ fn blame_section(
         ios: false,
     };
     let mut text = Vec::new();
-    crate::blame_cmd::render(&mut text, &blame, names, &opts, trace.blktrace().is_some())?;
-    Ok(crate::blame_cmd::section(
+    blame::render(&mut text, &blame, names, &opts, trace.blktrace().is_some())?;
+    Ok(blame::section(
         &blame,
         names,
         String::from_utf8_lossy(&text).into_owned(),

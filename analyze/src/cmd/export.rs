@@ -8,9 +8,48 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use anyhow::{Context as _, Result};
+use clap::Args;
 use ioblame_counters::{CounterSet, DevSelection, IoContext};
 use ioblame_dataset::{TraceInfo, TraceKeys, TraceWriter};
 use ioblame_pipeline::Options;
+
+use super::{blame, latency};
+use crate::session::Session;
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// Traces to export, each an ioblame trace directory, a ring file or a perf.data file.
+    #[arg(value_name = "TRACE", required = true, num_args = 1..)]
+    trace: Vec<PathBuf>,
+    /// The dataset's root directory (created).
+    #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+    dataset: PathBuf,
+    /// Host name of the traces (default: the host recorded in each trace).
+    #[arg(long, value_name = "NAME")]
+    host: Option<String>,
+    /// A label KEY=VALUE carried by every row of these traces. Repeatable.
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    labels: Vec<String>,
+    /// Traces analysed at once (default: the number of CPUs).
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
+}
+
+/// `ioblame export`: exit 1 when some traces failed. It flushes its output itself.
+pub fn run(out: &mut impl std::io::Write, a: ExportArgs, session: &Session) -> Result<ExitCode> {
+    let jobs = a
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let opts = ExportOptions {
+        dataset: a.dataset,
+        host: a.host,
+        labels: a.labels,
+        jobs,
+    };
+    let code = export(out, &a.trace, &opts, session)?;
+    out.flush().context("writing the output")?;
+    Ok(code)
+}
 
 /// What `ioblame export` was asked.
 #[derive(Debug, Clone)]
@@ -27,11 +66,11 @@ pub struct ExportOptions {
 
 /// Exports each trace; a trace that fails is reported on one line and the others go on.
 /// Exit status 1 when some failed.
-pub fn run(
+fn export(
     out: &mut impl std::io::Write,
     traces: &[PathBuf],
     opts: &ExportOptions,
-    kallsyms: Option<&Path>,
+    session: &Session,
 ) -> Result<ExitCode> {
     // Usage errors fail before any trace is read.
     if let Some(h) = &opts.host {
@@ -50,7 +89,7 @@ pub fn run(
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(path) = traces.get(i) else { break };
-                let r = export_one(path, opts, kallsyms);
+                let r = export_one(path, opts, session);
                 if let Ok(mut d) = done.lock() {
                     d.push((i, r));
                 }
@@ -77,11 +116,11 @@ pub fn run(
 }
 
 /// Analyses one trace into the dataset; returns the line to print.
-fn export_one(path: &Path, opts: &ExportOptions, kallsyms: Option<&Path>) -> Result<String> {
+fn export_one(path: &Path, opts: &ExportOptions, session: &Session) -> Result<String> {
     let name = path.display().to_string();
     let say = |d: &ioblame_pipeline::Diagnostic| eprintln!("ioblame: {name}: {d}");
     let mut notes = Vec::new();
-    let trace = ioblame_pipeline::open_trace(&[path.to_path_buf()], kallsyms, &mut notes);
+    let trace = ioblame_pipeline::open_trace(&[path.to_path_buf()], session.kallsyms(), &mut notes);
     notes.iter().for_each(say);
     let trace = trace?;
     let h = trace.header().clone();
@@ -115,14 +154,9 @@ fn export_one(path: &Path, opts: &ExportOptions, kallsyms: Option<&Path>) -> Res
     };
     let mut failed = None;
     // btt's latency breakdown of the same pass (per device, process and act).
-    let engine = RefCell::new(crate::latency_cmd::engine(&trace, &devs));
+    let engine = RefCell::new(latency::engine(&trace, &devs));
     // Who made the IO slow, of the same pass (the report's `blame` table).
-    let blamer = RefCell::new(crate::blame_cmd::Blamer::new(
-        &devs,
-        false,
-        &all,
-        (0, u64::MAX),
-    ));
+    let blamer = RefCell::new(blame::Blamer::new(&devs, false, &all, (0, u64::MAX)));
     let mut a = ioblame_pipeline::analyze_observed(
         &trace,
         &aopts,
@@ -135,7 +169,7 @@ fn export_one(path: &Path, opts: &ExportOptions, kallsyms: Option<&Path>) -> Res
             if tables.acts[io.act.index()].recorder {
                 return;
             }
-            crate::latency_cmd::push_charged(&mut engine.borrow_mut(), io);
+            latency::push_charged(&mut engine.borrow_mut(), io);
             set.record(io, &IoContext::for_io(tables, io));
             if failed.is_none() {
                 if let Err(e) = writer.push_io(io, tables) {
@@ -149,13 +183,13 @@ fn export_one(path: &Path, opts: &ExportOptions, kallsyms: Option<&Path>) -> Res
         return Err(e).context("writing ios");
     }
     a.diagnostics.iter().for_each(say);
-    crate::pipeline::name_user_frames(trace.trace(), &mut a.tables);
+    session.name_user_frames(trace.trace(), &mut a.tables);
     // Paths of the acts' files only (as `report` names them), looked up once.
     let charged = ioblame_pipeline::charged_paths(&trace, &a.tables);
     let files = ioblame_pipeline::file_paths(&a.tables, &charged);
     let latency = engine.into_inner().finish();
     let names = ioblame_attrib::intent_names(&a.tables, &sym);
-    let frame = crate::latency_cmd::with_labels(
+    let frame = latency::with_labels(
         &trace,
         Some((&a.tables, &names)),
         &|f| files.get(f).cloned(),
@@ -165,9 +199,8 @@ fn export_one(path: &Path, opts: &ExportOptions, kallsyms: Option<&Path>) -> Res
     writer.add_table("latency", frame)?;
     let cgroups = ioblame_attrib::CgroupNames::of(&trace);
     let blame = blamer.into_inner().finish();
-    let blame_names =
-        crate::blame_cmd::Names::new(&trace, &a.tables, &names, &charged, cgroups.as_ref());
-    let rows = crate::blame_cmd::section(&blame, &blame_names, String::new(), Vec::new()).rows;
+    let blame_names = blame::Names::new(&trace, &a.tables, &names, &charged, cgroups.as_ref());
+    let rows = blame::section(&blame, &blame_names, String::new(), Vec::new()).rows;
     let frame = ioblame_report::blame_frame(&rows).context("building the blame table")?;
     writer.add_table("blame", frame)?;
     let info = TraceInfo {

@@ -7,6 +7,7 @@
 
 mod model;
 mod names;
+mod rows;
 mod source;
 mod view;
 
@@ -17,11 +18,13 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result};
 use ioblame_attrib::{ActId, Dirtied, Io, Tables};
 use ioblame_counters::DevSelection;
-use ioblame_pipeline::{Follow, Live, Options, ResolvedScope, Scope};
+use ioblame_pipeline::{Follow, Live, Options, Scope};
+
+use crate::session::{self, DevArgs, Session};
 
 pub use model::GroupBy;
 use model::Model;
-pub use view::SortBy;
+pub use rows::SortBy;
 
 /// `ioblame top`'s arguments.
 #[derive(clap::Args, Debug)]
@@ -84,6 +87,14 @@ pub struct TopArgs {
     pub record: Vec<String>,
 }
 
+#[derive(clap::Args, Debug)]
+pub struct TopCmdArgs {
+    #[command(flatten)]
+    top: TopArgs,
+    #[command(flatten)]
+    devs: DevArgs,
+}
+
 /// Where the events come from, and how the run ends.
 pub struct Run {
     follow: Follow,
@@ -139,11 +150,11 @@ impl Span {
 /// Runs `ioblame top`.
 pub fn run(
     out: &mut impl Write,
-    a: TopArgs,
-    devs: Option<&str>,
-    show_recorder: bool,
-    scope: Option<&Scope>,
+    a: TopCmdArgs,
+    session: &Session,
 ) -> Result<std::process::ExitCode> {
+    let (devs, show_recorder) = (a.devs.devs.as_deref(), a.devs.show_recorder);
+    let (a, scope) = (a.top, session.scope_given());
     if !a.batch && !a.json && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
         anyhow::bail!("the view needs a terminal: give --batch (text) or --json");
     }
@@ -169,10 +180,7 @@ fn run_with(
         Some(s) => DevSelection::parse(s, &trace.metadata().block_devices)?,
         None => DevSelection::all(),
     };
-    let scope = match scope {
-        Some(s) => ResolvedScope::resolve(s, trace)?,
-        None => ResolvedScope::resolve(&Scope::All, trace)?,
-    };
+    let scope = session::resolve_scope(trace, scope, false)?;
     let (symbols, sym_note) = ioblame_pipeline::symbols_of(trace);
     let opts = Options {
         symbols: &symbols,
@@ -210,7 +218,7 @@ fn run_with(
         // Wait for the next refresh, handling keys meanwhile.
         let quit = match &mut ui {
             Some(t) => {
-                let ctx = view::Ctx {
+                let ctx = rows::Ctx {
                     model: &st.model,
                     tables: st.live.tables(),
                     names: &mut st.names,
@@ -309,7 +317,7 @@ fn run_with(
             start_ns: 0,
             len_ns: to.saturating_sub(start_ns),
         };
-        let mut ctx = view::Ctx {
+        let mut ctx = rows::Ctx {
             model: &model,
             tables: &analysis.tables,
             names: &mut names,
@@ -360,7 +368,7 @@ fn show(
     match ui {
         Some(t) => {
             t.interval_done(span);
-            let ctx = view::Ctx {
+            let ctx = rows::Ctx {
                 model: &st.model,
                 tables: st.live.tables(),
                 names: &mut st.names,
@@ -391,7 +399,7 @@ fn emit(
     symbols: &ioblame_decode::Symbolizer,
     span: Span,
 ) -> Result<()> {
-    let mut ctx = view::Ctx {
+    let mut ctx = rows::Ctx {
         model,
         tables,
         names,

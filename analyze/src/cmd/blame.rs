@@ -2,35 +2,72 @@
 //! service time, the time it waited behind each other request on its device (charged to
 //! that request's act, as the attribution charges it) and idle time
 //! ([`ioblame_latency::blame`]; `docs/latency.md`, "Blame"); victims are summed per process
-//! (or cgroup, or the `--victim` selection) and their culprits ranked.
+//! (or cgroup, or the `--victim` selection) and their culprits ranked (named by [`keys`]).
+
+mod keys;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
 use anyhow::{bail, Result};
-use ioblame_attrib::{Act, CgroupNames, Role, Tables};
+use clap::Args;
+use ioblame_attrib::{CgroupNames, Tables};
 use ioblame_counters::output::printable;
 use ioblame_counters::DevSelection;
-use ioblame_format::PathTable;
-use ioblame_latency::blame::Culprit;
 use ioblame_latency::{Blame, BlameEngine, Victim};
-use ioblame_pipeline::{Input, ResolvedScope};
+use ioblame_pipeline::ResolvedScope;
 use serde_json::{json, Value};
 
-use crate::pipeline;
+use self::keys::CKey;
+pub use self::keys::{By, Names};
+use super::at_least_one;
+use crate::diagnostics;
+use crate::session::{DevArgs, Ready, Session, TraceArgs};
 use crate::text::dev_str;
 
-/// What culprits (and, for `cgroup`, victims) are summed by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum By {
-    /// Each act (role + intent + file): the finest, what `ioblame acts` lists.
-    Act,
-    /// Each task (thread).
-    Task,
-    /// Each process.
-    Process,
-    /// Each cgroup (victims by cgroup too).
-    Cgroup,
+#[derive(Args, Debug)]
+pub struct BlameArgs {
+    #[command(flatten)]
+    trace: TraceArgs,
+    #[command(flatten)]
+    devs: DevArgs,
+    /// What the culprits are summed by: `act` (role + intent + file), `task`, `process`, or
+    /// `cgroup` (then the victims are summed by cgroup too).
+    #[arg(long, value_enum, default_value = "act", value_name = "KEY")]
+    by: By,
+    /// One victim group instead of one per process: `pid:N`, `comm:NAME`, `cgroup:/PATH`
+    /// (and below) or `act:N`.
+    #[arg(long, value_name = "WHO")]
+    victim: Option<VictimSel>,
+    /// Only each victim group's slowest IOs: those above its P-th percentile of Q2C (the
+    /// tail people are paged for), 0 <= P < 100.
+    #[arg(long, value_name = "P", value_parser = tail_percentile)]
+    tail: Option<f64>,
+    /// Only victims queued at or after this many seconds into the trace.
+    #[arg(long, value_name = "SECONDS")]
+    from: Option<f64>,
+    /// Only victims queued before this many seconds into the trace.
+    #[arg(long, value_name = "SECONDS")]
+    to: Option<f64>,
+    /// Culprits listed per victim group (at least 1; the rest are summed).
+    #[arg(long, value_name = "N", default_value_t = 5, value_parser = at_least_one())]
+    top: usize,
+    /// JSON lines: one `"kind": "victim"` object per victim group and one `"kind":
+    /// "culprit"` per culprit of it (keys in docs/latency.md).
+    #[arg(long)]
+    json: bool,
+    /// One JSON line per victim IO, with its own, idle and culprits' times (they add up to
+    /// its Q2C).
+    #[arg(long)]
+    ios: bool,
+}
+
+/// `--tail P`: a percentile in [0, 100).
+fn tail_percentile(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(p) if (0.0..100.0).contains(&p) => Ok(p),
+        _ => Err(format!("{s:?}: a percentile from 0 to below 100")),
+    }
 }
 
 /// The victims spoken of, as one group (`--victim`).
@@ -100,21 +137,6 @@ pub struct Options {
     pub ios: bool,
 }
 
-/// A culprit group's key.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-enum CKey {
-    Act(u32),
-    Task(u32),
-    Process(u32),
-    Cgroup(Option<String>),
-    /// Flushes asked for by a task (thread id) with no data request charged.
-    FlushBy(u32),
-    /// Discards and other ops queued by a task (thread id).
-    OtherBy(u32),
-    Flush,
-    OtherOp,
-}
-
 /// A victim group's key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum VKey {
@@ -140,213 +162,6 @@ struct Group {
 impl Group {
     fn waited(&self) -> u64 {
         self.culprits.values().sum()
-    }
-}
-
-/// What naming needs.
-pub struct Names<'a> {
-    tables: &'a Tables,
-    /// The first role of each process, to name it.
-    proc_role: HashMap<u32, u32>,
-    /// Each thread's latest role, and the trace's task table for threads without one:
-    /// `tid -> (role, pid, comm)`.
-    tasks: HashMap<u32, (Option<u32>, u32, String)>,
-    intents: &'a [String],
-    paths: &'a PathTable,
-    cgroups: Option<&'a CgroupNames>,
-}
-
-impl<'a> Names<'a> {
-    /// Names for `trace`'s analysis `tables`: the intents' short names, the charged files'
-    /// paths, the trace's cgroups.
-    pub fn new(
-        trace: &ioblame_format::Trace,
-        tables: &'a Tables,
-        intents: &'a [String],
-        paths: &'a PathTable,
-        cgroups: Option<&'a CgroupNames>,
-    ) -> Names<'a> {
-        let mut tasks: HashMap<u32, (Option<u32>, u32, String)> = trace
-            .metadata()
-            .tasks
-            .iter()
-            .map(|t| (t.tid, (None, t.pid, t.comm.clone())))
-            .collect();
-        let mut proc_role: HashMap<u32, u32> = HashMap::new();
-        for (i, r) in tables.roles.iter().enumerate() {
-            tasks.insert(r.tid, (Some(i as u32), r.pid, r.comm.clone()));
-            proc_role.entry(r.pid).or_insert(i as u32);
-        }
-        Names {
-            tables,
-            proc_role,
-            tasks,
-            intents,
-            paths,
-            cgroups,
-        }
-    }
-
-    fn act(&self, k: u32) -> &Act {
-        &self.tables.acts[k as usize]
-    }
-
-    /// The role of act `k`.
-    fn role_of(&self, k: u32) -> &Role {
-        &self.tables.roles[self.act(k).role.index()]
-    }
-
-    /// The cgroup of role `r`, when the trace names it.
-    fn cgroup_of_role(&self, r: u32) -> Option<String> {
-        let role = &self.tables.roles[r as usize];
-        self.cgroups?.of_role(role).map(str::to_owned)
-    }
-
-    fn cgroup_of_act(&self, act: &Act) -> Option<String> {
-        self.cgroup_of_role(act.role.0)
-    }
-
-    fn ckey(&self, key: u32, by: By) -> CKey {
-        let tid = match Culprit::of(key) {
-            Culprit::Flush => return CKey::Flush,
-            Culprit::Other => return CKey::OtherOp,
-            Culprit::Key(a) => {
-                let act = self.act(a);
-                return match by {
-                    By::Act => CKey::Act(a),
-                    By::Task => CKey::Task(act.role.0),
-                    By::Process => CKey::Process(self.role_of(a).pid),
-                    By::Cgroup => CKey::Cgroup(self.cgroup_of_act(act)),
-                };
-            }
-            Culprit::FlushBy(t) | Culprit::OtherBy(t) => t,
-        };
-        let task = self.tasks.get(&tid);
-        let role = task.and_then(|t| t.0);
-        match (by, role) {
-            (By::Task, Some(r)) => CKey::Task(r),
-            (By::Process, _) if task.is_some() => CKey::Process(task.map_or(0, |t| t.1)),
-            (By::Cgroup, _) => CKey::Cgroup(role.and_then(|r| self.cgroup_of_role(r))),
-            _ if matches!(Culprit::of(key), Culprit::FlushBy(_)) => CKey::FlushBy(tid),
-            _ => CKey::OtherBy(tid),
-        }
-    }
-
-    /// `comm (pid P tid T)` of a thread.
-    fn task_label(&self, tid: u32) -> String {
-        match self.tasks.get(&tid) {
-            Some((_, pid, comm)) => format!("{} (pid {pid} tid {tid})", printable(comm)),
-            None => format!("task {tid}"),
-        }
-    }
-
-    fn file(&self, act: &Act) -> String {
-        if act.file.ino == 0 {
-            return "-".to_owned();
-        }
-        match self.paths.get(act.file.dev, act.file.ino) {
-            Some(p) => printable(p).into_owned(),
-            None => format!("{}/{}", dev_str(act.file.dev), act.file.ino),
-        }
-    }
-
-    /// A culprit as a person reads it.
-    fn clabel(&self, k: &CKey) -> String {
-        match k {
-            CKey::Act(a) => {
-                let (act, role) = (self.act(*a), self.role_of(*a));
-                let intent = self
-                    .intents
-                    .get(act.intent.index())
-                    .map_or_else(|| "?".to_owned(), |n| printable(n).into_owned());
-                format!(
-                    "{} (pid {}, {intent} via {}, {})",
-                    printable(&role.comm),
-                    role.pid,
-                    act.via.name(),
-                    self.file(act)
-                )
-            }
-            CKey::Task(r) => {
-                let role = &self.tables.roles[*r as usize];
-                format!(
-                    "{} (pid {} tid {})",
-                    printable(&role.comm),
-                    role.pid,
-                    role.tid
-                )
-            }
-            CKey::Process(pid) => {
-                let comm = self
-                    .proc_role
-                    .get(pid)
-                    .map(|&r| printable(&self.tables.roles[r as usize].comm).into_owned())
-                    .unwrap_or_default();
-                format!("{comm} (pid {pid})")
-            }
-            CKey::Cgroup(c) => format!("cgroup {}", c.as_deref().unwrap_or("(not recorded)")),
-            CKey::FlushBy(t) => format!("cache flushes asked for by {}", self.task_label(*t)),
-            CKey::OtherBy(t) => format!("discards and other ops of {}", self.task_label(*t)),
-            CKey::Flush => "cache flushes (who asked for them is not in the trace)".to_owned(),
-            CKey::OtherOp => {
-                "discards and other ops (who queued them is not in the trace)".to_owned()
-            }
-        }
-    }
-
-    /// A culprit's keys as `ioblame acts --json` names them.
-    fn cjson(&self, k: &CKey, v: &mut Value) {
-        match k {
-            CKey::Act(a) => {
-                let (act, role) = (self.act(*a), self.role_of(*a));
-                v["act"] = (*a).into();
-                v["comm"] = role.comm.clone().into();
-                v["pid"] = role.pid.into();
-                v["tid"] = role.tid.into();
-                v["intent"] = act.intent.0.into();
-                v["intent_name"] = self.intents.get(act.intent.index()).cloned().into();
-                v["via"] = act.via.name().into();
-                v["reason"] = act.reason.map(|r| r.name()).into();
-                v["dev"] = dev_str(act.file.dev).into();
-                v["ino"] = act.file.ino.into();
-                v["path"] = (act.file.ino != 0)
-                    .then(|| self.paths.get(act.file.dev, act.file.ino))
-                    .flatten()
-                    .into();
-                if self.cgroups.is_some() {
-                    v["cgroup"] = self.cgroup_of_act(act).into();
-                }
-            }
-            CKey::Task(r) => {
-                let role = &self.tables.roles[*r as usize];
-                v["comm"] = role.comm.clone().into();
-                v["pid"] = role.pid.into();
-                v["tid"] = role.tid.into();
-            }
-            CKey::Process(pid) => {
-                v["comm"] = self
-                    .proc_role
-                    .get(pid)
-                    .map(|&r| self.tables.roles[r as usize].comm.clone())
-                    .into();
-                v["pid"] = (*pid).into();
-            }
-            CKey::Cgroup(c) => v["cgroup"] = c.clone().into(),
-            CKey::FlushBy(t) | CKey::OtherBy(t) => {
-                v["via"] = if matches!(k, CKey::FlushBy(_)) {
-                    "flush"
-                } else {
-                    "other_op"
-                }
-                .into();
-                let task = self.tasks.get(t);
-                v["comm"] = task.map(|t| t.2.clone()).into();
-                v["pid"] = task.map(|t| t.1).into();
-                v["tid"] = (*t).into();
-            }
-            CKey::Flush => v["via"] = "flush".into(),
-            CKey::OtherOp => v["via"] = "other_op".into(),
-        }
     }
 }
 
@@ -478,45 +293,34 @@ impl<'s> Blamer<'s> {
     }
 }
 
-/// Runs the attribution and the blame pass over `trace` on the devices `sel` selects: the
-/// splits, the analysis and the symbols ([`Blamer`] selects the victims).
-pub fn analyze(
-    trace: &Input,
-    sel: &DevSelection,
-    show_recorder: bool,
-    scope: &ResolvedScope,
-    window: (u64, u64),
-) -> (
-    Blame,
-    ioblame_pipeline::Analysis,
-    ioblame_decode::Symbolizer,
-) {
-    let sym = pipeline::symbols_of(trace);
+/// Runs the attribution and the blame pass over the trace `r` holds, on its devices: the
+/// splits and the analysis ([`Blamer`] selects the victims queued inside `window`).
+fn analyze(r: &Ready<'_>, window: (u64, u64)) -> (Blame, ioblame_pipeline::Analysis) {
     // The IO outside the scope stands ahead of the scope's too.
-    let blamer = std::cell::RefCell::new(Blamer::new(sel, show_recorder, scope, window));
-    let a = pipeline::analyze_observed_all(
-        trace,
-        &sym,
-        sel,
-        show_recorder,
-        scope,
+    let blamer = std::cell::RefCell::new(Blamer::new(&r.devs, r.show_recorder, &r.scope, window));
+    let a = r.analyze_observed_all(
         |ev| blamer.borrow_mut().event(ev),
         |io, tables| blamer.borrow_mut().io(io, tables),
         |io, tables| blamer.borrow_mut().culprit(io, tables),
     );
-    (blamer.into_inner().finish(), a, sym)
+    (blamer.into_inner().finish(), a)
 }
 
 /// `ioblame blame`.
-pub fn run(
-    out: &mut impl Write,
-    trace: &Input,
-    sel: &DevSelection,
-    show_recorder: bool,
-    scope: &ResolvedScope,
-    opts: &Options,
-) -> Result<()> {
-    let start = trace.header().start_clock_ns;
+pub fn run(out: &mut impl Write, a: BlameArgs, session: &Session) -> Result<()> {
+    let o = session.open_selected(&a.trace, &a.devs)?;
+    let scope = session.scope(&o.trace, false)?;
+    let opts = Options {
+        by: a.by,
+        victim: a.victim,
+        tail: a.tail,
+        from: a.from,
+        to: a.to,
+        top: a.top,
+        json: a.json,
+        ios: a.ios,
+    };
+    let start = o.trace.header().start_clock_ns;
     let at = |s: Option<f64>, dflt: u64| {
         s.map_or(dflt, |s| start.saturating_add((s.max(0.0) * 1e9) as u64))
     };
@@ -527,7 +331,7 @@ pub fn run(
         }
     }
     // What needs the trace's tables only is refused before the analysis.
-    let cgroups = CgroupNames::of(trace);
+    let cgroups = CgroupNames::of(&o.trace);
     if cgroups.is_none() {
         if opts.by == By::Cgroup {
             bail!(
@@ -538,17 +342,18 @@ pub fn run(
             bail!("--victim cgroup:{c}: the trace has no cgroup table (recorded without cgroups)");
         }
     }
-    let (blame, a, sym) = analyze(trace, sel, show_recorder, scope, window);
-    let tables = &a.tables;
-    let intents = ioblame_attrib::intent_names(tables, &sym);
-    let paths = pipeline::charged_paths(trace, tables, true);
+    let r = o.ready(scope);
+    let (blame, a) = analyze(&r, window);
+    let (trace, tables) = (&r.trace, &a.tables);
+    let intents = ioblame_attrib::intent_names(tables, &r.symbols);
+    let paths = diagnostics::charged_paths(trace, tables, true);
     let names = Names::new(trace, tables, &intents, &paths, cgroups.as_ref());
     if let Some(VictimSel::Act(n)) = &opts.victim {
         if *n as usize >= tables.acts.len() {
             bail!("--victim act:{n}: the trace has {} acts", tables.acts.len());
         }
     }
-    render(out, &blame, &names, opts, trace.blktrace().is_some())
+    render(out, &blame, &names, &opts, trace.blktrace().is_some())
 }
 
 /// `ioblame blame`'s text, JSON lines or per-IO lines of `blame`, named by `names`; the

@@ -5,11 +5,61 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
+use clap::Args;
 use ioblame_counters::output::printable;
 use ioblame_dataset::fleet::{self, Filter, Fleet, Totals};
 use ioblame_report::human_bytes;
 
+use super::at_least_one;
 use crate::text::columns;
+
+#[derive(Args, Debug)]
+pub struct FleetArgs {
+    /// The dataset's root directory.
+    #[arg(value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+    dataset: PathBuf,
+    /// First capture date read (YYYY-MM-DD, UTC), inclusive.
+    #[arg(long, value_name = "DATE")]
+    since: Option<String>,
+    /// Last capture date read (YYYY-MM-DD, UTC), inclusive.
+    #[arg(long, value_name = "DATE")]
+    until: Option<String>,
+    /// Hosts read: a glob on the host name (e.g. 'db-*').
+    #[arg(long, value_name = "GLOB")]
+    host: Option<String>,
+    /// Read only traces with this label KEY=VALUE. Repeatable (all must match).
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    labels: Vec<String>,
+    /// Rows in each top list (at least 1).
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = at_least_one())]
+    top: usize,
+    /// One JSON document instead of text (keys in docs/dataset.md).
+    #[arg(long)]
+    json: bool,
+    /// Also write a page (fleet.html) with the fleet's merged flame graph into OUTDIR.
+    #[arg(long, value_name = "OUTDIR", value_hint = clap::ValueHint::DirPath)]
+    report: Option<PathBuf>,
+}
+
+/// `ioblame fleet`.
+pub fn run(out: &mut impl Write, a: FleetArgs) -> Result<()> {
+    let host = match &a.host {
+        Some(g) => Some(ioblame_dataset::Pattern::new(g).with_context(|| format!("--host {g:?}"))?),
+        None => None,
+    };
+    let opts = FleetOptions {
+        filter: Filter {
+            since: a.since,
+            until: a.until,
+            host,
+            labels: a.labels,
+        },
+        top: a.top,
+        json: a.json,
+        report: a.report,
+    };
+    show(out, &a.dataset, &opts)
+}
 
 /// What `ioblame fleet` was asked.
 #[derive(Debug, Clone)]
@@ -25,7 +75,7 @@ pub struct FleetOptions {
 }
 
 /// Runs the query and prints it; writes the page when asked.
-pub fn run(out: &mut impl Write, dataset: &Path, o: &FleetOptions) -> Result<()> {
+fn show(out: &mut impl Write, dataset: &Path, o: &FleetOptions) -> Result<()> {
     let f = fleet::query(dataset, &o.filter, o.top)
         .with_context(|| format!("dataset {}", dataset.display()))?;
     if o.json {

@@ -6,16 +6,28 @@ use std::cell::RefCell;
 use std::io::Write;
 
 use anyhow::Result;
+use clap::Args;
 use ioblame_attrib::{FileKey, Io, Tables};
 use ioblame_counters::output::printable;
 use ioblame_counters::DevSelection;
 use ioblame_format::Trace;
 use ioblame_latency::output::{self, ActLabel, Labels};
 use ioblame_latency::{Engine, Latency};
-use ioblame_pipeline::{Input, ResolvedScope};
 use ioblame_report::LatencySection;
 
-use crate::pipeline;
+use crate::diagnostics;
+use crate::session::{DevArgs, Ready, Session, TraceArgs};
+
+#[derive(Args, Debug)]
+pub struct LatencyArgs {
+    #[command(flatten)]
+    trace: TraceArgs,
+    /// One JSON object per line and group (keys documented in docs/latency.md).
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    devs: DevArgs,
+}
 
 /// Events whose presence says the trace knows who dirtied the pages it writes (the
 /// attribution then runs, for the per-act figures).
@@ -159,47 +171,51 @@ pub fn section(
     })
 }
 
-/// Computes the breakdown of `trace` on the devices `sel` selects and prints it.
-pub fn run(
-    out: &mut impl Write,
-    trace: &Input,
-    sel: &DevSelection,
-    show_recorder: bool,
-    scope: &ResolvedScope,
-    json: bool,
-) -> Result<()> {
-    let mut engine = engine(trace, sel);
-    if knows_dirtiers(trace) {
-        let sym = pipeline::symbols_of(trace);
-        let engine = RefCell::new(engine);
-        let a = pipeline::analyze_observed(
-            trace,
-            &sym,
-            sel,
-            show_recorder,
-            scope,
-            |ev| engine.borrow_mut().push(ev),
-            |io, tables| {
-                if show_recorder || !tables.acts[io.act.index()].recorder {
-                    push_charged(&mut engine.borrow_mut(), io);
-                }
-            },
-        );
-        let lat = engine.into_inner().finish();
-        let files = ioblame_pipeline::charged_file_paths(trace, &a.tables);
-        let names = ioblame_attrib::intent_names(&a.tables, &sym);
-        with_labels(
-            trace,
-            Some((&a.tables, &names)),
-            &|f| files.get(f).cloned(),
-            |labels| render(out, &lat, labels, json),
-        )?;
+/// `ioblame latency`: computes the breakdown of the trace on the devices selected and
+/// prints it.
+pub fn run(out: &mut impl Write, a: LatencyArgs, session: &Session) -> Result<()> {
+    let mut o = session.open_selected(&a.trace, &a.devs)?;
+    if !o.devs_given {
+        // Every level of stacked devices by default, as btt.
+        o.devs = DevSelection::all();
+    }
+    // The scope selects the acts of the per-act rows; the device and process rows are btt's,
+    // over all the IO of the selected devices.
+    let scope = session.scope(&o.trace, false)?;
+    let mut engine = engine(&o.trace, &o.devs);
+    if knows_dirtiers(&o.trace) {
+        let r = o.ready(scope);
+        by_act(out, &r, engine, a.json)?;
     } else {
-        pipeline::events(trace, |ev| engine.push(ev));
+        diagnostics::events(&o.trace, |ev| engine.push(ev));
         let lat = engine.finish();
-        with_labels(trace, None, &|_| None, |labels| {
-            render(out, &lat, labels, json)
+        with_labels(&o.trace, None, &|_| None, |labels| {
+            render(out, &lat, labels, a.json)
         })?;
     }
+    Ok(())
+}
+
+/// The breakdown with the per-act rows: `engine` fed the analysis' events and charged IOs.
+fn by_act(out: &mut impl Write, r: &Ready<'_>, engine: Engine, json: bool) -> Result<()> {
+    let (trace, show_recorder) = (&r.trace, r.show_recorder);
+    let engine = RefCell::new(engine);
+    let a = r.analyze_observed(
+        |ev| engine.borrow_mut().push(ev),
+        |io, tables| {
+            if show_recorder || !tables.acts[io.act.index()].recorder {
+                push_charged(&mut engine.borrow_mut(), io);
+            }
+        },
+    );
+    let lat = engine.into_inner().finish();
+    let files = ioblame_pipeline::charged_file_paths(trace, &a.tables);
+    let names = ioblame_attrib::intent_names(&a.tables, &r.symbols);
+    with_labels(
+        trace,
+        Some((&a.tables, &names)),
+        &|f| files.get(f).cloned(),
+        |labels| render(out, &lat, labels, json),
+    )?;
     Ok(())
 }

@@ -6,14 +6,16 @@ use std::path::Path;
 use anyhow::{Context as _, Result};
 use ioblame_attrib::{names, Dir, Tables, WbReason};
 use ioblame_baseline::{ActInput, Baseline, BuildOptions, CheckOptions, CheckReport, Defaults};
-use ioblame_counters::{CounterSet, DevSelection, IoContext};
+use ioblame_counters::{CounterSet, IoContext};
 use ioblame_decode::stream::{DamagedChunk, StreamStats};
 use ioblame_decode::{Rwbs, SkipReason, Symbolizer};
 use ioblame_format::PathTable;
 use ioblame_pipeline::Input;
 
-use crate::pipeline;
-use ioblame_pipeline::{Scope, ScopeSummary};
+use ioblame_pipeline::{ResolvedScope, Scope, ScopeSummary};
+
+use crate::diagnostics;
+use crate::session::{self, Opened, Ready};
 
 /// What the check needs from one analysis run.
 struct Collected {
@@ -23,7 +25,6 @@ struct Collected {
     sync_write: Vec<u64>,
     /// Per act: the Q2C of its IOs and the part behind other requests (ns).
     blame: Vec<(u64, u64)>,
-    sym: Symbolizer,
     /// The scope compared and what fell outside it.
     scope: ScopeSummary,
 }
@@ -139,31 +140,27 @@ fn require_io(c: &Collected, show_recorder: bool, devs_given: bool) -> Result<()
     }
 }
 
+/// Analyses the trace `o` opened in `scope`, after refusing a damaged one: the session's
+/// parts (the trace, its symbols) and what the check needs of the analysis.
 fn collect(
-    trace: &Input,
+    o: Opened<'_>,
     mut set: CounterSet,
-    devs: &DevSelection,
-    show_recorder: bool,
-    scope: &ioblame_pipeline::ResolvedScope,
-) -> Result<Collected> {
+    scope: ResolvedScope,
+) -> Result<(Ready<'_>, Collected)> {
     // What the reader found wrong before a single chunk is read fails at once.
-    require_intact(trace, &StreamStats::default())?;
-    let sym = pipeline::symbols_of(trace);
+    require_intact(&o.trace, &StreamStats::default())?;
+    let r = o.ready(scope);
+    let show_recorder = r.show_recorder;
     let mut sync_write: Vec<u64> = Vec::new();
     // The wait behind others of each act's IOs (`ioblame blame`): the IO outside the scope
     // stands ahead of the scope's too.
-    let blamer = std::cell::RefCell::new(crate::blame_cmd::Blamer::new(
-        devs,
+    let blamer = std::cell::RefCell::new(super::blame::Blamer::new(
+        &r.devs,
         show_recorder,
-        scope,
+        &r.scope,
         (0, u64::MAX),
     ));
-    let a = pipeline::analyze_observed_all(
-        trace,
-        &sym,
-        devs,
-        show_recorder,
-        scope,
+    let a = r.analyze_observed_all(
         |ev| blamer.borrow_mut().event(ev),
         |io, tables| {
             blamer.borrow_mut().io(io, tables);
@@ -183,7 +180,7 @@ fn collect(
         },
         |io, tables| blamer.borrow_mut().culprit(io, tables),
     );
-    require_intact(trace, &a.stream)?;
+    require_intact(&r.trace, &a.stream)?;
     sync_write.resize(a.tables.acts.len(), 0);
     let mut blame = vec![(0u64, 0u64); a.tables.acts.len()];
     let b = blamer.into_inner().finish();
@@ -193,14 +190,14 @@ fn collect(
             x.1 += v.q2c - v.own - v.idle;
         }
     }
-    Ok(Collected {
+    let c = Collected {
         tables: a.tables,
         set,
         sync_write,
         blame,
-        sym,
         scope: a.scope,
-    })
+    };
+    Ok((r, c))
 }
 
 /// The scope note of a check report: given whenever the analysis said its scope (the
@@ -225,8 +222,13 @@ fn scope_note(s: &ScopeSummary) -> Option<ioblame_baseline::ScopeNote> {
 
 /// One [`ActInput`] per act that did IO (the recorder's own acts left out unless asked):
 /// its intent's kernel frames symbolized, and its user frames (named by the analysis,
-/// [`pipeline::analyze`]) that name the application, labelled as `acts --json` labels them.
-fn act_inputs<'a>(c: &'a Collected, paths: &PathTable, show_recorder: bool) -> Vec<ActInput<'a>> {
+/// [`Ready::analyze`]) that name the application, labelled as `acts --json` labels them.
+fn act_inputs<'a>(
+    c: &'a Collected,
+    sym: &Symbolizer,
+    paths: &PathTable,
+    show_recorder: bool,
+) -> Vec<ActInput<'a>> {
     let t = &c.tables;
     t.acts_with_totals()
         .filter(|(_, act, tot)| (show_recorder || !act.recorder) && tot.ios.iter().any(|&n| n > 0))
@@ -237,11 +239,7 @@ fn act_inputs<'a>(c: &'a Collected, paths: &PathTable, show_recorder: bool) -> V
             ActInput {
                 role: &t.roles[act.role.index()],
                 intent,
-                frames: intent
-                    .stack
-                    .iter()
-                    .map(|&a| c.sym.format_frame(a))
-                    .collect(),
+                frames: intent.stack.iter().map(|&a| sym.format_frame(a)).collect(),
                 user: names::application_frames(&intent.user)
                     .iter()
                     .map(names::user_frame_label)
@@ -276,25 +274,23 @@ pub struct BaselineMode {
     pub strict: bool,
     /// Write the baseline even when the trace has no kernel symbols.
     pub allow_unsymbolized: bool,
-    /// Whether `--devs` was given (for messages).
-    pub devs_given: bool,
 }
 
-/// `ioblame baseline`: writes the baseline of `trace` to `output`.
+/// `ioblame baseline`: writes the baseline of the trace `o` opened to `output`, in `scope`
+/// (`--scope`; else `workload` when the trace names its command).
 pub fn baseline(
-    trace: Input,
+    o: Opened<'_>,
     set: CounterSet,
-    devs: &DevSelection,
-    show_recorder: bool,
     output: &Path,
     mode: BaselineMode,
     scope: Option<&Scope>,
 ) -> Result<()> {
-    let scope = pipeline::scope(&trace, scope, true)?;
-    let c = collect(&trace, set, devs, show_recorder, &scope)?;
-    require_io(&c, show_recorder, mode.devs_given)?;
-    let paths = pipeline::charged_paths(&trace, &c.tables, show_recorder);
-    let inputs = act_inputs(&c, &paths, show_recorder);
+    let scope = session::resolve_scope(&o.trace, scope, true)?;
+    let (r, c) = collect(o, set, scope)?;
+    let show_recorder = r.show_recorder;
+    require_io(&c, show_recorder, r.devs_given)?;
+    let paths = diagnostics::charged_paths(&r.trace, &c.tables, show_recorder);
+    let inputs = act_inputs(&c, &r.symbols, &paths, show_recorder);
     let mut opts = BuildOptions::default();
     if mode.exact {
         opts.defaults = Defaults::exact();
@@ -342,16 +338,16 @@ pub fn baseline(
     Ok(())
 }
 
-/// `ioblame check`: compares `trace` with `base`. Errors (exit 2) when the trace is
-/// damaged, holds no IO, or cannot be compared (kernel symbols on one side only).
+/// `ioblame check`: compares the trace `o` opened with `base`, in `scope` (`--scope`; else
+/// the baseline's). Errors (exit 2) when the trace is damaged, holds no IO, or cannot be
+/// compared (kernel symbols on one side only).
 pub fn check(
-    trace: Input,
+    o: Opened<'_>,
     set: CounterSet,
     base: &Baseline,
     opts: &CheckOptions,
-    sel: &pipeline::Selected<'_>,
+    scope: Option<&Scope>,
 ) -> Result<CheckReport> {
-    let (devs, show_recorder, scope) = (sel.devs, sel.show_recorder, sel.scope);
     // The scope given, else the baseline's, else workload when the trace has one.
     let recorded = match (&scope, &base.scope) {
         (None, Some(s)) => Some(
@@ -360,11 +356,12 @@ pub fn check(
         ),
         _ => None,
     };
-    let scope = pipeline::scope(&trace, scope.or(recorded.as_ref()), true)?;
-    let c = collect(&trace, set, devs, show_recorder, &scope)?;
-    require_io(&c, show_recorder, sel.devs_given)?;
-    let paths = pipeline::charged_paths(&trace, &c.tables, show_recorder);
-    let inputs = act_inputs(&c, &paths, show_recorder);
+    let scope = session::resolve_scope(&o.trace, scope.or(recorded.as_ref()), true)?;
+    let (r, c) = collect(o, set, scope)?;
+    let show_recorder = r.show_recorder;
+    require_io(&c, show_recorder, r.devs_given)?;
+    let paths = diagnostics::charged_paths(&r.trace, &c.tables, show_recorder);
+    let inputs = act_inputs(&c, &r.symbols, &paths, show_recorder);
     let mut report = ioblame_baseline::check_with(base, &inputs, &spec_texts(&c.set), opts)?;
     report.scope = scope_note(&c.scope);
     Ok(report)

@@ -1,39 +1,21 @@
-//! The analyzer's side of `ioblame_pipeline`: each step run, what it found to say printed
-//! on stderr (`ioblame: warning: ...`, `ioblame: note: ...`), and a progress bar drawn while
-//! the analysis runs.
+//! What the analyzer says while it runs: the diagnostics of `ioblame_pipeline` printed on
+//! stderr (`ioblame: warning: ...`, `ioblame: note: ...`) as each step finds them, and a
+//! progress bar drawn while the analysis runs. The session ([`crate::session`]) calls these
+//! steps in the order each subcommand needs.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 use ioblame_attrib::{Io, Tables};
-use ioblame_counters::DevSelection;
 use ioblame_decode::{Event, Symbolizer};
 use ioblame_format::{PathTable, Trace};
-use ioblame_pipeline::{Analysis, Diagnostic, Input, Options, Progress, ResolvedScope, Scope};
+use ioblame_pipeline::{Analysis, Diagnostic, Input, Options, Progress, UserSymbolOptions};
 
-/// Where user frames' symbols are looked for besides the trace (`--symbols`,
-/// `--no-local-symbols`), set once by `main`.
-static USER_SYMBOLS: std::sync::OnceLock<ioblame_pipeline::UserSymbolOptions> =
-    std::sync::OnceLock::new();
-
-/// Sets where user frames' symbols are looked for ([`name_user_frames`]).
-pub fn set_user_symbols(opts: ioblame_pipeline::UserSymbolOptions) {
-    let _ = USER_SYMBOLS.set(opts);
-}
-
-/// Names the user frames of `tables` ([`ioblame_pipeline::symbolize_user_frames`]),
-/// printing what could not be named.
-pub fn name_user_frames(trace: &Trace, tables: &mut Tables) {
-    let opts = USER_SYMBOLS
-        .get()
-        .cloned()
-        .unwrap_or(ioblame_pipeline::UserSymbolOptions {
-            dirs: Vec::new(),
-            system: true,
-            local_files: true,
-        });
-    for d in ioblame_pipeline::symbolize_user_frames(trace, tables, &opts) {
+/// Names the user frames of `tables` ([`ioblame_pipeline::symbolize_user_frames`]) from the
+/// places `opts` names, printing what could not be named.
+pub fn name_user_frames(trace: &Trace, tables: &mut Tables, opts: &UserSymbolOptions) {
+    for d in ioblame_pipeline::symbolize_user_frames(trace, tables, opts) {
         say(&d);
     }
 }
@@ -67,91 +49,24 @@ pub fn symbols_of(trace: &Trace) -> Symbolizer {
     symbols
 }
 
-/// What the user selected of a trace: devices (`--devs`), the recorder's own IO
-/// (`--show-recorder`) and the scope (`--scope`).
-pub struct Selected<'a> {
-    /// The devices analysed.
-    pub devs: &'a DevSelection,
-    /// Whether `--devs` was given (for messages).
-    pub devs_given: bool,
-    /// Whether the recorder's own IO is shown.
-    pub show_recorder: bool,
-    /// The scope named, if any.
-    pub scope: Option<&'a Scope>,
-}
-
-/// The scope `--scope` names, resolved against `trace`; without one, `all`, or for
-/// `baseline` and `check` (`ci`) `workload` when the trace names its command.
-pub fn scope(trace: &Trace, given: Option<&Scope>, ci: bool) -> Result<ResolvedScope> {
-    Ok(match given {
-        Some(s) => ResolvedScope::resolve(s, trace)?,
-        None if ci => ResolvedScope::default_for_ci(trace),
-        None => ResolvedScope::resolve(&Scope::All, trace)?,
-    })
-}
-
-/// Runs [`ioblame_pipeline::analyze`] with a progress bar, then prints what it found to say.
+/// Runs [`ioblame_pipeline::analyze_observed_all`] with a progress bar, then prints what it
+/// found to say and names the user frames (from where `user` says).
 pub fn analyze(
     trace: &Input,
-    symbols: &Symbolizer,
-    devs: &DevSelection,
-    show_recorder: bool,
-    scope: &ResolvedScope,
-    on_io: impl FnMut(&Io, &Tables),
-) -> Analysis {
-    analyze_observed(trace, symbols, devs, show_recorder, scope, |_| {}, on_io)
-}
-
-/// [`analyze`], also showing `on_event` every decoded event
-/// ([`ioblame_pipeline::analyze_observed`]).
-pub fn analyze_observed(
-    trace: &Input,
-    symbols: &Symbolizer,
-    devs: &DevSelection,
-    show_recorder: bool,
-    scope: &ResolvedScope,
-    on_event: impl FnMut(&Event),
-    on_io: impl FnMut(&Io, &Tables),
-) -> Analysis {
-    analyze_observed_all(
-        trace,
-        symbols,
-        devs,
-        show_recorder,
-        scope,
-        on_event,
-        on_io,
-        |_, _| {},
-    )
-}
-
-/// [`analyze_observed`], also showing `outside` each IO of the selected devices that the
-/// scope leaves out ([`ioblame_pipeline::analyze_observed_all`]).
-#[allow(clippy::too_many_arguments)]
-pub fn analyze_observed_all(
-    trace: &Input,
-    symbols: &Symbolizer,
-    devs: &DevSelection,
-    show_recorder: bool,
-    scope: &ResolvedScope,
+    opts: &Options<'_>,
+    user: &UserSymbolOptions,
     on_event: impl FnMut(&Event),
     on_io: impl FnMut(&Io, &Tables),
     outside: impl FnMut(&Io, &Tables),
 ) -> Analysis {
-    let opts = Options {
-        symbols,
-        devs,
-        show_recorder,
-        scope,
-    };
     let bar = Bar::new(trace);
     let mut a =
-        ioblame_pipeline::analyze_observed_all(trace, &opts, on_event, on_io, outside, |p| {
+        ioblame_pipeline::analyze_observed_all(trace, opts, on_event, on_io, outside, |p| {
             bar.show(p)
         });
     bar.done();
     a.diagnostics.iter().for_each(say);
-    name_user_frames(trace.trace(), &mut a.tables);
+    name_user_frames(trace.trace(), &mut a.tables, user);
     a
 }
 
