@@ -16,9 +16,9 @@ pub fn lock() -> MutexGuard<'static, ()> {
 }
 
 /// The recorder binary. In capture's own tests cargo names it; tests of other packages that
-/// include this module (`#[path]`) build it into their target directory (a no-op when fresh),
-/// unless `IOBLAME_CAPTURE_BIN` names one (the kernel lab's guests have no cargo: its harness
-/// builds the recorder first and names it).
+/// include this module (`#[path]`) take the one built beside their own binaries (cargo test
+/// --workspace builds it: no nested cargo build here), unless `IOBLAME_CAPTURE_BIN` names one
+/// (the kernel lab's guests have no cargo: its harness builds the recorder first and names it).
 pub fn bin() -> PathBuf {
     if let Some(b) = std::env::var_os("IOBLAME_CAPTURE_BIN") {
         return PathBuf::from(b);
@@ -26,28 +26,20 @@ pub fn bin() -> PathBuf {
     if let Some(b) = option_env!("CARGO_BIN_EXE_ioblame-capture") {
         return PathBuf::from(b);
     }
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let exe = std::env::current_exe().expect("test executable path");
-            // target/<profile>/deps/<test> -> target/<profile>
-            let profile_dir = exe.parent().and_then(Path::parent).expect("target dir");
-            let target = profile_dir.parent().expect("target dir");
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let mut cmd = Command::new(cargo);
-            cmd.args(["build", "-q", "-p", "ioblame-capture"])
-                .current_dir(env!("CARGO_MANIFEST_DIR"))
-                .env("CARGO_TARGET_DIR", target);
-            if profile_dir.file_name().is_some_and(|n| n == "release") {
-                cmd.arg("--release");
-            }
-            let st = cmd.status().expect("run cargo build -p ioblame-capture");
-            assert!(st.success(), "cargo build -p ioblame-capture failed");
-            let bin = profile_dir.join("ioblame-capture");
-            assert!(bin.is_file(), "{} not built", bin.display());
-            bin
-        })
-        .clone()
+    // target/<profile>/deps/<test> -> target/<profile>/ioblame-capture
+    let exe = std::env::current_exe().expect("test executable path");
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .join("ioblame-capture");
+    assert!(
+        bin.is_file(),
+        "{} is not built: run `cargo build -p ioblame-capture` first (`cargo test --workspace` \
+         builds it), or name a recorder in IOBLAME_CAPTURE_BIN",
+        bin.display()
+    );
+    bin
 }
 
 fn sh(cmd: &str) -> Output {
