@@ -8,6 +8,11 @@ build:
 test:
     scripts/install-test-deps.sh && cargo test --workspace
 
+# The tests without the live ones (no root, no recording: `IOBLAME_SKIP_LIVE=1`), for a quick
+# check while editing; `just test` runs them all.
+test-quick:
+    IOBLAME_SKIP_LIVE=1 cargo test --workspace
+
 # Formatting and lints.
 lint:
     cargo fmt --all --check

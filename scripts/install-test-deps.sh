@@ -9,7 +9,7 @@ command -v mkfs.xfs >/dev/null || need+=(xfsprogs)
 command -v losetup >/dev/null || need+=(util-linux)
 command -v python3 >/dev/null || need+=(python3)
 # The user-stack tests build C programs with and without frame pointers, and strip one
-# (binutils: strip, readelf), as capture/tests/user_stacks.rs and analyze/tests/ustack_live.rs
+# (binutils: strip, readelf), as capture/tests/user_stacks_live.rs and analyze/tests/ustack_live.rs
 # do; the latter also builds a Rust program with the rustc cargo brings.
 command -v gcc >/dev/null || need+=(gcc)
 python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)

@@ -16,6 +16,21 @@ pub trait Frames {
     fn name(&self, addr: u64) -> String;
 }
 
+/// Stack frames through the trace's kernel symbols.
+pub struct SymFrames<'a>(pub &'a ioblame_decode::Symbolizer);
+
+impl Frames for SymFrames<'_> {
+    fn frame_line(&self, addr: u64) -> String {
+        self.0.format_frame(addr)
+    }
+    fn name(&self, addr: u64) -> String {
+        match self.0.resolve(addr) {
+            Some(s) => s.name.to_string(),
+            None => format!("{addr:#x}"),
+        }
+    }
+}
+
 /// `MAJ:MIN` of a kernel-encoded device.
 pub fn dev_str(dev: u32) -> String {
     format!("{}:{}", dev_major(dev), dev_minor(dev))

@@ -163,14 +163,7 @@ fn has_blkparse() -> bool {
             .output()
             .is_ok_and(|o| o.status.success() || !o.stdout.is_empty() || !o.stderr.is_empty())
     });
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "blkparse and btt are required in CI (scripts/install-test-deps.sh installs them)"
-        );
-        eprintln!("SKIPPED: blkparse or btt missing");
-    }
-    ok
+    ioblame_testkit::need::met(ok, "blkparse and btt (the blktrace package)")
 }
 
 /// A `blkparse -d` dump of the per-CPU files gives the same acts, and the reference tools
@@ -295,40 +288,45 @@ fn a_remapped_io_is_counted_once() {
     assert_eq!(sum(&a), vec![("dd".into(), 131072)]);
 }
 
-/// A fresh recording with the kernel's blk tracer, made as the fixtures are: the bytes each
-/// task wrote and read come back charged to it.
-#[test]
-fn a_fresh_recording_charges_what_each_task_did() {
-    if !support::ready(&["python3", "blkparse"]) {
-        return;
+/// The live test: a recording made here with the kernel's blk tracer (root, loop devices).
+mod live {
+    use super::*;
+
+    /// A fresh recording with the kernel's blk tracer, made as the fixtures are: the bytes each
+    /// task wrote and read come back charged to it.
+    #[test]
+    fn a_fresh_recording_charges_what_each_task_did() {
+        if !support::ready(&["python3", "blkparse"]) {
+            return;
+        }
+        let _g = support::lock();
+        let d = tempfile::tempdir().unwrap();
+        let o = Command::new(root().join("fixtures/blktrace-make.sh"))
+            .arg("direct")
+            .env("BLKTRACE_FIXTURES_OUT", d.path())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let dir = d.path().join("blktrace-direct");
+        let (a, _) = acts(&dir.join("trace"), &[]);
+        let m = bytes_by_issuer(&a);
+        assert_eq!(
+            m[&("dwriter".to_string(), "issuer".to_string())],
+            [0, 0, 1 << 20]
+        );
+        assert_eq!(
+            m[&("dreader".to_string(), "read".to_string())],
+            [512 << 10, 0, 0]
+        );
+        // Its blkparse text agrees.
+        let txt = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.to_string_lossy().ends_with(".blkparse.txt"))
+            .unwrap();
+        let (t, _) = acts(&txt, &[]);
+        assert_eq!(act_keys(&a), act_keys(&t));
     }
-    let _g = support::lock();
-    let d = tempfile::tempdir().unwrap();
-    let o = Command::new(root().join("fixtures/blktrace-make.sh"))
-        .arg("direct")
-        .env("BLKTRACE_FIXTURES_OUT", d.path())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let dir = d.path().join("blktrace-direct");
-    let (a, _) = acts(&dir.join("trace"), &[]);
-    let m = bytes_by_issuer(&a);
-    assert_eq!(
-        m[&("dwriter".to_string(), "issuer".to_string())],
-        [0, 0, 1 << 20]
-    );
-    assert_eq!(
-        m[&("dreader".to_string(), "read".to_string())],
-        [512 << 10, 0, 0]
-    );
-    // Its blkparse text agrees.
-    let txt = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.to_string_lossy().ends_with(".blkparse.txt"))
-        .unwrap();
-    let (t, _) = acts(&txt, &[]);
-    assert_eq!(act_keys(&a), act_keys(&t));
 }
 
 /// `check` refuses a damaged recording (exit 2, the damage named) instead of comparing the IO

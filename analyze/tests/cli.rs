@@ -582,18 +582,10 @@ fn reads_trace(dir: &Path, reader_ios: u64, recorder_ios: u64) -> PathBuf {
 
 /// DuckDB is required in CI; elsewhere a test without it says it skips.
 fn has_duckdb() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import duckdb"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "DuckDB is required in CI (scripts/install-test-deps.sh installs it)"
-        );
-        eprintln!("SKIPPED: python3 -c 'import duckdb' failed");
-    }
-    ok
+    ioblame_testkit::need::met(
+        ioblame_testkit::need::python_module("duckdb"),
+        "the Python module duckdb",
+    )
 }
 
 /// Facts of a report's tables read by DuckDB: acts whose bytes or IOs differ from the sum of

@@ -113,11 +113,8 @@ fn colour_only_on_a_terminal_without_no_color() {
     let piped = ioblame(&["acts", &t], &[]);
     assert!(!piped.contains('\x1b'), "no colour into a pipe");
     let args = format!("acts {t} --top 2");
-    let Some(tty) = on_terminal(&args, &[]) else {
-        if std::env::var_os("CI").is_some() {
-            panic!("script (util-linux) is required in CI");
-        }
-        eprintln!("SKIPPED: script is not available");
+    let Some(tty) = ioblame_testkit::need::some(on_terminal(&args, &[]), "script (util-linux)")
+    else {
         return;
     };
     assert!(tty.contains("\x1b[1m"), "colour on a terminal: {tty:?}");

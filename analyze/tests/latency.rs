@@ -331,11 +331,10 @@ fn parse_btt(text: &str) -> BttTable {
 }
 
 fn btt_available() -> bool {
-    let present = Command::new("btt").arg("-V").output().is_ok();
-    if !present && std::env::var_os("CI").is_some_and(|v| v == "1") {
-        panic!("btt is missing (scripts/install-test-deps.sh installs the blktrace package)");
-    }
-    present
+    ioblame_testkit::need::met(
+        Command::new("btt").arg("-V").output().is_ok(),
+        "btt (the blktrace package)",
+    )
 }
 
 /// ioblame's figures as btt prints them: `(section, row, interval) -> (n, min, avg, max)`.
@@ -387,7 +386,6 @@ fn ours(rows: &[Value]) -> BttTable {
 #[test]
 fn every_figure_equals_btts_on_the_fixtures() {
     if !btt_available() {
-        eprintln!("skipped: no btt");
         return;
     }
     for f in FIXTURES {
@@ -496,7 +494,6 @@ fn check_blktrace_recording(f: &str, t: &Path) {
 #[test]
 fn every_figure_equals_btts_on_blktrace_recordings() {
     if !btt_available() {
-        eprintln!("skipped: no btt");
         return;
     }
     for f in [
@@ -508,59 +505,6 @@ fn every_figure_equals_btts_on_blktrace_recordings() {
         "blktrace-6.1-dm",
     ] {
         check_blktrace_recording(f, Path::new(&fixture(f)));
-    }
-}
-
-/// Fresh recordings of real workloads on loop devices with the kernel's blk tracer
-/// (`fixtures/blktrace-make.sh`, which holds the machine's ftrace lock while recording):
-/// buffered writes and sync on ext4, O_DIRECT writes and reads, a partition of a loop device
-/// (remapped to its disk) and a device-mapper volume over one (both levels traced): every
-/// figure equals btt's.
-#[test]
-fn every_figure_equals_btts_on_fresh_recordings() {
-    if !support::ready(&["python3", "blkparse", "btt", "mkfs.ext4"]) || !btt_available() {
-        return;
-    }
-    let _g = support::lock();
-    let d = tempfile::tempdir().unwrap();
-    let o = Command::new(root().join("fixtures/blktrace-make.sh"))
-        .args(["buffered", "direct", "part", "dm"])
-        .env("BLKTRACE_FIXTURES_OUT", d.path())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let mut seen = Vec::new();
-    for name in ["buffered", "direct", "part", "dm"] {
-        let t = d.path().join(format!("blktrace-{name}/trace"));
-        if !t.is_dir() {
-            // blktrace-make.sh says why (no partitions or no device-mapper here).
-            continue;
-        }
-        check_blktrace_recording(name, &t);
-        seen.push(name);
-    }
-    // Partitions and device-mapper are skipped only where the kernel lacks them, saying so.
-    let err = String::from_utf8_lossy(&o.stderr);
-    eprintln!("checked against btt: {seen:?}");
-    for name in ["buffered", "direct", "part", "dm"] {
-        assert!(
-            seen.contains(&name)
-                || (!name.starts_with('b') && name != "direct" && err.contains("skipped")),
-            "{name} not recorded: {err}"
-        );
-    }
-    if seen.contains(&"dm") {
-        // The dm volume is a remapper: its bios' Q2C is Q2Cdm, with Q2Adm to the loop device.
-        let rows = json_lines(&[
-            "latency",
-            "--json",
-            d.path().join("blktrace-dm/trace").to_str().unwrap(),
-        ]);
-        assert!(
-            n(&rows[0], "q2c_dm") > 0 && n(&rows[0], "q2a_dm") > 0,
-            "{:?}",
-            rows[0]
-        );
     }
 }
 
@@ -596,13 +540,70 @@ fn compare(f: &str, text: &str, theirs: BttTable, mine: BttTable) {
     }
 }
 
+/// The live test: fresh recordings made here (root, loop devices, blktrace).
+mod live {
+    use super::*;
+
+    /// Fresh recordings of real workloads on loop devices with the kernel's blk tracer
+    /// (`fixtures/blktrace-make.sh`, which holds the machine's ftrace lock while recording):
+    /// buffered writes and sync on ext4, O_DIRECT writes and reads, a partition of a loop device
+    /// (remapped to its disk) and a device-mapper volume over one (both levels traced): every
+    /// figure equals btt's.
+    #[test]
+    fn every_figure_equals_btts_on_fresh_recordings() {
+        if !support::ready(&["python3", "blkparse", "btt", "mkfs.ext4"]) || !btt_available() {
+            return;
+        }
+        let _g = support::lock();
+        let d = tempfile::tempdir().unwrap();
+        let o = Command::new(root().join("fixtures/blktrace-make.sh"))
+            .args(["buffered", "direct", "part", "dm"])
+            .env("BLKTRACE_FIXTURES_OUT", d.path())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let mut seen = Vec::new();
+        for name in ["buffered", "direct", "part", "dm"] {
+            let t = d.path().join(format!("blktrace-{name}/trace"));
+            if !t.is_dir() {
+                // blktrace-make.sh says why (no partitions or no device-mapper here).
+                continue;
+            }
+            check_blktrace_recording(name, &t);
+            seen.push(name);
+        }
+        // Partitions and device-mapper are skipped only where the kernel lacks them, saying so.
+        let err = String::from_utf8_lossy(&o.stderr);
+        eprintln!("checked against btt: {seen:?}");
+        for name in ["buffered", "direct", "part", "dm"] {
+            assert!(
+                seen.contains(&name)
+                    || (!name.starts_with('b') && name != "direct" && err.contains("skipped")),
+                "{name} not recorded: {err}"
+            );
+        }
+        if seen.contains(&"dm") {
+            // The dm volume is a remapper: its bios' Q2C is Q2Cdm, with Q2Adm to the loop device.
+            let rows = json_lines(&[
+                "latency",
+                "--json",
+                d.path().join("blktrace-dm/trace").to_str().unwrap(),
+            ]);
+            assert!(
+                n(&rows[0], "q2c_dm") > 0 && n(&rows[0], "q2a_dm") > 0,
+                "{:?}",
+                rows[0]
+            );
+        }
+    }
+}
+
 /// A synthetic workload on a device-mapper volume (253:0) over a disk (8:16), with merges,
 /// requeues, remaps and two processes, written as a blktrace dump: btt and ioblame read the
 /// same file (this kernel may have no device mapper to record one on).
 #[test]
 fn every_figure_equals_btts_on_a_remapped_dm_volume() {
     if !btt_available() {
-        eprintln!("skipped: no btt");
         return;
     }
     const DM: u32 = 253 << 20;

@@ -74,21 +74,7 @@ impl Out {
 }
 
 fn rec(time: u64, cpu: u32, pid: u32, action: Action, cats: u32) -> Record {
-    Record {
-        time,
-        sequence: 0,
-        cpu,
-        pid,
-        action,
-        categories: cats,
-        device: SDA,
-        sector: 0,
-        bytes: 0,
-        error: 0,
-        cgroup: None,
-        payload: Payload::None,
-        version: 7,
-    }
+    Record::new(time, cpu, pid, action, cats, SDA)
 }
 
 /// Writes a recording of at least `records` records into `out`; returns the count.
@@ -252,6 +238,24 @@ pub(crate) fn run(cmd: &mut Command) -> Result<Run> {
     })
 }
 
+/// Prints a table of the named runs of a tool over `records` records: the best time,
+/// records/s and peak RSS of each.
+pub(crate) fn print_runs(records: u64, runs: &[(&str, &Run)]) {
+    println!(
+        "{:<40} {:>9} {:>14} {:>12}",
+        "", "secs", "records/s", "peak RSS"
+    );
+    for (name, r) in runs {
+        println!(
+            "{:<40} {:>9.3} {:>14} {:>9} MiB",
+            name,
+            r.secs,
+            group(records as f64 / r.secs),
+            r.max_rss_kib / 1024
+        );
+    }
+}
+
 /// What `ioblame acts DIR` runs before printing its table, in this process: the recording
 /// opened and attributed through `ioblame_pipeline` (default devices, every IO counted).
 /// Prints the records, IOs and bytes.
@@ -320,22 +324,13 @@ pub fn vs(dir: &Path, repeat: usize) -> Result<()> {
     let (Some(bp), Some(ib)) = (bp, ib) else {
         bail!("nothing timed");
     };
-    println!(
-        "{:<40} {:>9} {:>14} {:>12}",
-        "", "secs", "records/s", "peak RSS"
+    print_runs(
+        records,
+        &[
+            ("blkparse -i sda -D DIR -o /dev/null", &bp),
+            ("ioblame acts's analysis (2 threads)", &ib),
+        ],
     );
-    for (name, r) in [
-        ("blkparse -i sda -D DIR -o /dev/null", &bp),
-        ("ioblame acts's analysis (2 threads)", &ib),
-    ] {
-        println!(
-            "{:<40} {:>9.3} {:>14} {:>9} MiB",
-            name,
-            r.secs,
-            group(records as f64 / r.secs),
-            r.max_rss_kib / 1024
-        );
-    }
     println!("ioblame vs blkparse: x{:.2} records/s", bp.secs / ib.secs);
     Ok(())
 }

@@ -18,8 +18,7 @@ use anyhow::{bail, Context, Result};
 use ioblame_latency::output::{json_lines, Labels};
 use ioblame_latency::Engine;
 
-use crate::blktrace::{run, Run};
-use crate::measure::group;
+use crate::blktrace::{print_runs, run, Run};
 
 /// A scratch directory, removed when dropped.
 struct Tmp(std::path::PathBuf);
@@ -94,19 +93,10 @@ pub fn vs(dir: &Path, repeat: usize) -> Result<()> {
     let (Some(bt), Some(ib)) = (bt, ib) else {
         bail!("nothing timed");
     };
-    println!(
-        "{:<40} {:>9} {:>14} {:>12}",
-        "", "secs", "records/s", "peak RSS"
+    print_runs(
+        records,
+        &[("btt -i DUMP", &bt), ("ioblame latency --json DIR", &ib)],
     );
-    for (name, r) in [("btt -i DUMP", &bt), ("ioblame latency --json DIR", &ib)] {
-        println!(
-            "{:<40} {:>9.3} {:>14} {:>9} MiB",
-            name,
-            r.secs,
-            group(records as f64 / r.secs),
-            r.max_rss_kib / 1024
-        );
-    }
     println!(
         "ioblame latency vs btt: x{:.2} records/s",
         bt.secs / ib.secs

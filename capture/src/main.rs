@@ -119,6 +119,3 @@ fn main() -> ExitCode {
         }
     }
 }
-
-// The size and duration arguments, parsed as the analyzer's (`ioblame top`) are.
-pub(crate) use ioblame_clidoc::{parse_duration, parse_size};

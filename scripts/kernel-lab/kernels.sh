@@ -1,7 +1,7 @@
 #!/bin/bash
 # kernels.sh [--ci] [--no-host] [--out FILE] [--only FILTER] [--skip FILTER] [SERIES...]
 #
-# The kernel lab (docs/kernel-lab.md): the live ground-truth suite (analyze/tests/ground_truth.rs,
+# The kernel lab (docs/kernel-lab.md): the live ground-truth suite (analyze/tests/ground_truth_live.rs,
 # every scenario recorded by ioblame-capture and by stock perf) inside Debian's own kernels,
 # booted under QEMU, and on this host's kernel; the results, one per expectation, become the
 # kernel-by-scenario table of docs/kernels.md.
@@ -72,11 +72,11 @@ cd "$ROOT"
 # another profile would build polars, a dev-dependency, once more).
 echo "kernel lab: building (cargo --profile $PROFILE; the test binary as cargo test does)" >&2
 cargo build -q --profile "$PROFILE" -p ioblame -p ioblame-capture
-test_exe=$(cargo test -q -p ioblame --test ground_truth --no-run --message-format=json |
+test_exe=$(cargo test -q -p ioblame --test ground_truth_live --no-run --message-format=json |
   python3 -c 'import json, sys
 for l in sys.stdin:
     m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "ground_truth" \
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "ground_truth_live" \
             and "test" in m["target"]["kind"] and m.get("executable"):
         print(m["executable"])')
 [ -x "$test_exe" ] || { echo "kernels.sh: no ground_truth test binary built" >&2; exit 1; }

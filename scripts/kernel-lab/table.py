@@ -97,7 +97,7 @@ def page(run, build_secs, profile):
     )
     w("")
     w(
-        "Every scenario of `analyze/tests/ground_truth.rs` (real processes write and read "
+        "Every scenario of `analyze/tests/ground_truth_live.rs` (real processes write and read "
         "known bytes of known files on a fresh ext4 or xfs loop device; `ioblame acts --json` "
         "must charge exactly those bytes to those tasks), recorded by `ioblame-capture` and by "
         "stock `perf record` with the line `ioblame perf-command` prints, in each kernel. A "

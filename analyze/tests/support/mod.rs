@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[allow(unused_imports)] // not every test file records
 pub use common::{lock, ready, LoopFs};
 
 /// (comm, via, ino) -> [read (without readahead), readahead, write] bytes.

@@ -16,9 +16,9 @@ pub fn lock() -> MutexGuard<'static, ()> {
 }
 
 /// The recorder binary. In capture's own tests cargo names it; tests of other packages that
-/// include this module (`#[path]`) build it into their target directory (a no-op when fresh),
-/// unless `IOBLAME_CAPTURE_BIN` names one (the kernel lab's guests have no cargo: its harness
-/// builds the recorder first and names it).
+/// include this module (`#[path]`) take the one built beside their own binaries (cargo test
+/// --workspace builds it: no nested cargo build here), unless `IOBLAME_CAPTURE_BIN` names one
+/// (the kernel lab's guests have no cargo: its harness builds the recorder first and names it).
 pub fn bin() -> PathBuf {
     if let Some(b) = std::env::var_os("IOBLAME_CAPTURE_BIN") {
         return PathBuf::from(b);
@@ -26,28 +26,20 @@ pub fn bin() -> PathBuf {
     if let Some(b) = option_env!("CARGO_BIN_EXE_ioblame-capture") {
         return PathBuf::from(b);
     }
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let exe = std::env::current_exe().expect("test executable path");
-            // target/<profile>/deps/<test> -> target/<profile>
-            let profile_dir = exe.parent().and_then(Path::parent).expect("target dir");
-            let target = profile_dir.parent().expect("target dir");
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let mut cmd = Command::new(cargo);
-            cmd.args(["build", "-q", "-p", "ioblame-capture"])
-                .current_dir(env!("CARGO_MANIFEST_DIR"))
-                .env("CARGO_TARGET_DIR", target);
-            if profile_dir.file_name().is_some_and(|n| n == "release") {
-                cmd.arg("--release");
-            }
-            let st = cmd.status().expect("run cargo build -p ioblame-capture");
-            assert!(st.success(), "cargo build -p ioblame-capture failed");
-            let bin = profile_dir.join("ioblame-capture");
-            assert!(bin.is_file(), "{} not built", bin.display());
-            bin
-        })
-        .clone()
+    // target/<profile>/deps/<test> -> target/<profile>/ioblame-capture
+    let exe = std::env::current_exe().expect("test executable path");
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .join("ioblame-capture");
+    assert!(
+        bin.is_file(),
+        "{} is not built: run `cargo build -p ioblame-capture` first (`cargo test --workspace` \
+         builds it), or name a recorder in IOBLAME_CAPTURE_BIN",
+        bin.display()
+    );
+    bin
 }
 
 fn sh(cmd: &str) -> Output {
@@ -356,12 +348,11 @@ pub fn parse(dir: &Path) -> Parsed {
 /// on PATH. Otherwise prints `SKIPPED: why` and returns false, except in CI (`CI` set, where
 /// scripts/install-test-deps.sh installs everything): there a missing piece is a failure.
 pub fn ready(tools: &[&str]) -> bool {
-    let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
-    });
+    if !ioblame_testkit::need::live() {
+        return false;
+    }
     let mut missing = Vec::new();
-    if !root {
+    if !ioblame_testkit::need::root() {
         missing.push("root".to_string());
     }
     if !Path::new("/dev/loop-control").exists() {
@@ -373,20 +364,14 @@ pub fn ready(tools: &[&str]) -> bool {
         missing.push("tracefs".to_string());
     }
     for t in tools.iter().chain(&["losetup"]) {
-        let found = std::env::var_os("PATH")
-            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(t).is_file()));
-        if !found {
+        if !ioblame_testkit::need::on_path(t) {
             missing.push(format!("`{t}`"));
         }
     }
     if missing.is_empty() {
         return true;
     }
-    let what = missing.join(", ");
-    if std::env::var_os("CI").is_some() {
-        panic!("this test needs {what} in CI (scripts/install-test-deps.sh installs it)");
-    }
-    eprintln!("SKIPPED: needs {what}");
+    ioblame_testkit::need::skip(missing.join(", "));
     false
 }
 

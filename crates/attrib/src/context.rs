@@ -412,7 +412,7 @@ impl Devices {
 pub(crate) const STACK_DIO: u8 = 1;
 /// A journal commit stack (jbd2 commit or xfs log).
 pub(crate) const STACK_JOURNAL: u8 = 2;
-/// A stack class: a loop device's worker ([`crate::layers`]).
+/// A stack class: a loop device's worker (module `layers`).
 pub(crate) const STACK_LOOP: u8 = 4;
 
 /// Classifies one kernel stack by its function names.

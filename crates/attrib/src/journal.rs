@@ -17,16 +17,10 @@
 use ioblame_decode::Dev;
 use rustc_hash::FxHashMap;
 
-use crate::charging::Frag;
+use crate::charge::{Frag, SHARE_ONE};
 use crate::dirty::Dirtier;
 use crate::interval::Paint;
 use crate::model::Via;
-
-/// No journal share: the IO was not apportioned among handles.
-pub(crate) const NO_SHARE: u32 = u32::MAX;
-
-/// Shares are kept in millionths.
-pub(crate) const SHARE_ONE: u64 = 1_000_000;
 
 /// Transactions and open handles untouched this long are forgotten (ns): a commit whose end
 /// was not recorded, a handle whose stop was lost. Longer than any commit interval in use
@@ -289,7 +283,7 @@ impl Journals {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::charging::Charge;
+    use crate::charge::{Charge, NO_SHARE};
     use crate::contexts::NO_TXN;
     use crate::interval::NO_OFF;
     use crate::model::RoleId;

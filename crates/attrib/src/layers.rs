@@ -21,7 +21,7 @@ use ioblame_format::{DmTarget, LoopDevice};
 use rustc_hash::{FxHashMap, FxHashSet};
 use smallvec::SmallVec;
 
-use crate::charging::{Charge, Frag};
+use crate::charge::{Charge, Frag};
 use crate::context::Devices;
 use crate::interval::{IntervalMap, Paint, NO_OFF};
 use crate::model::Via;

@@ -35,9 +35,11 @@
 mod attributor;
 mod blocks;
 mod cgroups;
+mod charge;
 mod charging;
 mod context;
 mod contexts;
+mod dirtied;
 mod dirty;
 mod intents;
 mod interval;
@@ -55,9 +57,10 @@ mod test_rng;
 mod tests;
 mod uspace;
 
-pub use attributor::{Attribution, Attributor, Dirtied, StateSizes};
+pub use attributor::{Attribution, Attributor, StateSizes};
 pub use cgroups::{per_cgroup, CgroupNames, CgroupTotals};
 pub use context::{Context, InodeBits, Symbolizer};
+pub use dirtied::Dirtied;
 pub use model::*;
 pub use names::intent_names;
 pub use run::{

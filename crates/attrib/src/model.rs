@@ -129,6 +129,30 @@ pub enum Via {
 }
 
 impl Via {
+    /// Every via, in output order: the order reports, baselines and counters list and
+    /// number them in ([`Via::index`]).
+    pub const ALL: [Via; 9] = [
+        Via::Page,
+        Via::Buffer,
+        Via::Inode,
+        Via::Journal,
+        Via::Direct,
+        Via::Read,
+        Via::Readahead,
+        Via::Unknown,
+        Via::Issuer,
+    ];
+
+    /// Its position in [`Via::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The via named `name` ([`Via::name`]).
+    pub fn from_name(name: &str) -> Option<Via> {
+        Via::ALL.into_iter().find(|v| v.name() == name)
+    }
+
     /// The lower-case name used in every output.
     pub fn name(self) -> &'static str {
         match self {
@@ -455,9 +479,85 @@ pub struct Io {
     pub lower: bool,
 }
 
+impl Io {
+    /// An IO of `size` bytes in direction `dir` on `dev`, charged to `act`, with nothing
+    /// else known: the plain rwbs of its direction (`R`, `RA`, `W`), linked as reads are
+    /// (`Read`, `Readahead`) or, for a write, by no link (`Unknown`), issued by role 0;
+    /// times, positions and waits zero; no reason, inode, file offset, split, journal or
+    /// lower copy. For tests and synthetic inputs: `Io { via: Via::Page, ..Io::new(...) }`.
+    pub fn new(dev: Dev, dir: Dir, size: u64, act: ActId) -> Io {
+        let (rwbs, via) = match dir {
+            Dir::R => (Rwbs::READ, Via::Read),
+            Dir::A => (Rwbs::READ | Rwbs::AHEAD, Via::Readahead),
+            Dir::W => (Rwbs::WRITE, Via::Unknown),
+        };
+        Io {
+            dev,
+            sector: 0,
+            size,
+            dir,
+            rwbs: Rwbs(rwbs),
+            queue_time: 0,
+            issue_time: 0,
+            complete_time: 0,
+            wait_time: 0,
+            io_time: 0,
+            offset: 0,
+            seek_dist: 0,
+            issuer: RoleId(0),
+            act,
+            via,
+            reason: None,
+            ino: None,
+            file_offset: None,
+            split: false,
+            journal_txn: None,
+            journal_share: None,
+            in_lost_window: false,
+            lower: false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The vias' output order and names, pinned once: reports, baselines (whose files number
+    /// them) and counter filters read them from here.
+    #[test]
+    fn vias_in_output_order() {
+        assert_eq!(
+            Via::ALL.map(Via::name),
+            [
+                "page",
+                "buffer",
+                "inode",
+                "journal",
+                "direct",
+                "read",
+                "readahead",
+                "unknown",
+                "issuer"
+            ]
+        );
+        for (i, v) in Via::ALL.into_iter().enumerate() {
+            assert_eq!(v.index(), i);
+            assert_eq!(Via::from_name(v.name()), Some(v));
+        }
+        assert_eq!(Via::from_name("flush"), None);
+    }
+
+    /// `Io::new`: the plain rwbs and link of each direction, nothing else known.
+    #[test]
+    fn a_new_io_knows_its_direction_only() {
+        let io = Io::new(7, Dir::A, 4096, ActId(3));
+        assert_eq!((io.dev, io.size, io.act), (7, 4096, ActId(3)));
+        assert_eq!((io.rwbs, io.via), (Rwbs::parse("RA"), Via::Readahead));
+        assert_eq!(Io::new(7, Dir::W, 1, ActId(0)).via, Via::Unknown);
+        assert_eq!(Io::new(7, Dir::R, 1, ActId(0)).rwbs, Rwbs::parse("R"));
+        assert!(io.ino.is_none() && !io.split && !io.lower && io.queue_time == 0);
+    }
 
     #[test]
     fn ids_print_as_their_numbers() {

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, VecDeque};
 use ioblame_decode::{Dev, Rwbs};
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::charging::{Frag, Parts};
+use crate::charge::{Frag, Parts};
 use crate::context::Devices;
 use crate::interval::{Advance, Paint};
 use crate::summary::Summary;
@@ -653,7 +653,7 @@ impl Requests {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::charging::Charge;
+    use crate::charge::Charge;
     use crate::interval::NO_OFF;
     use crate::model::RoleId;
 

@@ -2,7 +2,7 @@
 
 use ioblame_counters::{SpecError, SLOTS};
 
-use crate::model::TOLERANCE_KEYS;
+use crate::tolerances::TOLERANCE_KEYS;
 
 /// What can go wrong building, reading or checking a baseline.
 #[derive(Debug, thiserror::Error)]
@@ -192,11 +192,6 @@ impl From<SymbolsMismatch> for BaselineError {
         BaselineError::Symbols(e)
     }
 }
-
-/// A writeback reason class name that is not one ([`crate::ReasonClass`]).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown writeback reason class '{0}' (expected none, flusher, sync or vmscan)")]
-pub struct UnknownReasonClass(pub String);
 
 /// 1-based line and column of byte offset `at` in `text`.
 pub(crate) fn line_col(text: &str, at: usize) -> (usize, usize) {

@@ -10,9 +10,10 @@ use toml::Spanned;
 use crate::error::{line_col, BaselineError, FileProblem};
 use crate::keys::ReasonClass;
 use crate::model::{
-    add_bytes, Baseline, Counter, Defaults, Group, GroupHist, GroupKey, Tol, Tolerances,
-    Unattributed, ViaKey, FORMAT_VERSION, MAX_FRAMES, TOLERANCE_KEYS,
+    add_bytes, Baseline, Counter, Defaults, Group, GroupHist, GroupKey, Unattributed, ViaKey,
+    FORMAT_VERSION, MAX_FRAMES,
 };
+use crate::tolerances::{Tol, Tolerances, TOLERANCE_KEYS};
 
 /// What each tolerance means, as written next to it in `[defaults]`.
 fn tolerance_comment(key: &str) -> &'static str {

@@ -9,8 +9,6 @@ use std::fmt;
 use ioblame_attrib::WbReason;
 use serde::{Deserialize, Serialize};
 
-use crate::error::UnknownReasonClass;
-
 /// Writeback reasons, coarsened to what the application controls.
 ///
 /// The flusher's own reasons (`background`, `periodic`, `laptop_timer`, `forker_thread`,
@@ -76,6 +74,11 @@ impl ReasonClass {
         .find(|c| c.name() == s)
     }
 }
+
+/// A writeback reason class name that is not one ([`ReasonClass`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown writeback reason class '{0}' (expected none, flusher, sync or vmscan)")]
+pub struct UnknownReasonClass(pub String);
 
 impl TryFrom<String> for ReasonClass {
     type Error = UnknownReasonClass;

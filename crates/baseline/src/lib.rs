@@ -100,13 +100,15 @@ pub mod keys;
 mod model;
 #[cfg(test)]
 mod tests;
+mod tolerances;
 
 pub use check::{
     check, check_with, CheckOptions, CheckReport, Finding, FindingKind, Scope, ScopeNote,
 };
-pub use error::{BaselineError, FileProblem, InputError, SymbolsMismatch, UnknownReasonClass};
-pub use keys::ReasonClass;
+pub use error::{BaselineError, FileProblem, InputError, SymbolsMismatch};
+pub use keys::{ReasonClass, UnknownReasonClass};
 pub use model::{
     inputs_symbolized, ActInput, Baseline, BuildOptions, Counter, Defaults, Group, GroupHist,
-    GroupKey, Tol, Tolerances, Unattributed, ViaKey, FORMAT_VERSION, TOLERANCE_KEYS,
+    GroupKey, Unattributed, ViaKey, FORMAT_VERSION,
 };
+pub use tolerances::{Tol, Tolerances, TOLERANCE_KEYS};

@@ -752,7 +752,7 @@ fn wait_behind_others_grown_fails() {
         .all(|f| f.kind != FindingKind::BehindShare));
     // A baseline group of too few IOs is not judged; exact tolerances judge both ways.
     let mut exact = base.clone();
-    exact.defaults.tolerances.behind_share = Some(crate::model::Tol::Value(0.001));
+    exact.defaults.tolerances.behind_share = Some(crate::tolerances::Tol::Value(0.001));
     let mut now = w.workload();
     now[0].blame = (1_000_000_000, 50_000_000);
     assert!(run_check(&exact, &now)

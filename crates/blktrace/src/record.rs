@@ -324,6 +324,34 @@ pub struct Record {
 }
 
 impl Record {
+    /// A version 7 record of `action` at `time`, taken on `cpu` for `pid`, on `device`, with
+    /// the category bits `categories`; sequence number, sector, bytes and error 0, no cgroup
+    /// and no payload (the caller sets those it has).
+    pub fn new(
+        time: u64,
+        cpu: u32,
+        pid: u32,
+        action: Action,
+        categories: u32,
+        device: Dev,
+    ) -> Record {
+        Record {
+            time,
+            sequence: 0,
+            cpu,
+            pid,
+            action,
+            categories,
+            device,
+            sector: 0,
+            bytes: 0,
+            error: 0,
+            cgroup: None,
+            payload: Payload::None,
+            version: 7,
+        }
+    }
+
     /// Whether a category bit is set.
     pub fn has(&self, c: u32) -> bool {
         self.categories & c != 0

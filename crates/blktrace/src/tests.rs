@@ -20,21 +20,7 @@ pub(crate) fn rec(time: u64, cpu: u32, pid: u32, action: Action, cats: u32, dev:
         Action::Process | Action::Timestamp | Action::Message => cat::NOTIFY,
         _ => 0,
     };
-    Record {
-        time,
-        sequence: 0,
-        cpu,
-        pid,
-        action,
-        categories: cats | c,
-        device: dev,
-        sector: 0,
-        bytes: 0,
-        error: 0,
-        cgroup: None,
-        payload: Payload::None,
-        version: 7,
-    }
+    Record::new(time, cpu, pid, action, cats | c, dev)
 }
 
 /// `r` at `sector` for `bytes`.

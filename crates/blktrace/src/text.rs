@@ -248,19 +248,8 @@ pub fn parse_line(line: &str) -> Option<(Record, Option<&str>)> {
     let (_, t) = tail(action, i).ok()?;
     let device = (h.major << 20) | (h.minor & 0xfffff);
     let mut r = Record {
-        time: h.time,
         sequence: h.sequence,
-        cpu: h.cpu,
-        pid: h.pid,
-        action,
-        categories: categories(h.rwbs),
-        device,
-        sector: 0,
-        bytes: 0,
-        error: 0,
-        cgroup: None,
-        payload: Payload::None,
-        version: 7,
+        ..Record::new(h.time, h.cpu, h.pid, action, categories(h.rwbs), device)
     };
     let mut comm = None;
     let set = |r: &mut Record, e: Option<(u64, u32)>| {

@@ -660,24 +660,11 @@ fn predicate<'a>(at: &'a str, after: &str) -> Res<'a, Node> {
         },
         Kind::Via => {
             let (rest, s) = string(v_at, &ctx)?;
-            let via = match s {
-                "page" => Via::Page,
-                "buffer" => Via::Buffer,
-                "inode" => Via::Inode,
-                "journal" => Via::Journal,
-                "direct" => Via::Direct,
-                "read" => Via::Read,
-                "readahead" => Via::Readahead,
-                "unknown" => Via::Unknown,
-                "issuer" => Via::Issuer,
-                _ => {
-                    return fail(
-                        v_at,
-                        format!(
-                            "unknown via '{s}' (expected page, buffer, inode, journal, direct, read, readahead, unknown or issuer)"
-                        ),
-                    )
-                }
+            let Some(via) = Via::from_name(s) else {
+                return fail(
+                    v_at,
+                    format!("unknown via '{s}' (expected {})", via_names()),
+                );
             };
             Ok((rest, Node::Via { negate, via }))
         }
@@ -737,6 +724,13 @@ fn cmp_op(i: &str) -> Res<'_, (CmpOp, &str)> {
         at: i,
         msg: String::new(),
     }))
+}
+
+/// Every via's name, as the parser's error lists them: `page, buffer, ... unknown or issuer`.
+fn via_names() -> String {
+    let names = Via::ALL.map(Via::name);
+    let (last, rest) = (names[names.len() - 1], &names[..names.len() - 1]);
+    format!("{} or {last}", rest.join(", "))
 }
 
 /// A string value: `"..."`, `'...'` (no escapes, as in the kernel's filters) or a bare run

@@ -122,17 +122,8 @@ fn via() {
     check("via != page", false);
     check("via == direct", false);
     let mut io = sample();
-    for (v, name) in [
-        (Via::Page, "page"),
-        (Via::Buffer, "buffer"),
-        (Via::Inode, "inode"),
-        (Via::Journal, "journal"),
-        (Via::Direct, "direct"),
-        (Via::Read, "read"),
-        (Via::Readahead, "readahead"),
-        (Via::Unknown, "unknown"),
-        (Via::Issuer, "issuer"),
-    ] {
+    for v in Via::ALL {
+        let name = v.name();
         io.via = v;
         assert!(eval(&format!("via == {name}"), &io, &CTX), "{name}");
         assert!(!eval(&format!("via != {name}"), &io, &CTX), "{name}");

@@ -40,6 +40,14 @@ fn totals_cells(t: &Totals) -> String {
 
 const TOTALS_HEAD: &str = "<th>bytes</th><th>read</th><th>readahead</th><th>write</th><th>IOs</th>";
 
+/// Writes a table's head row: the cells `before`, the totals' columns, then `after` (which
+/// closes the row).
+fn totals_head(h: &mut String, before: &str, after: &str) {
+    h.push_str(before);
+    h.push_str(TOTALS_HEAD);
+    h.push_str(after);
+}
+
 /// A stack, innermost frame first, for a cell's title.
 fn stack_title(frames: &[String], reason: Option<&str>) -> String {
     let mut out = frames.join(" ← ");
@@ -69,9 +77,7 @@ pub fn render(fleet: &Fleet, title: &str, flame_inline: &str) -> String {
          top; <a href=\"fleet-bytes.svg\">interactive version</a>.</p>\
          <div class=\"flame\">{flame_inline}</div>"
     );
-    h.push_str("<h2>Hosts</h2><table><tr><th class=\"l\">host</th><th>traces</th><th>dates</th><th class=\"l\">kernels</th>");
-    h.push_str(TOTALS_HEAD);
-    h.push_str("</tr>");
+    totals_head(&mut h, "<h2>Hosts</h2><table><tr><th class=\"l\">host</th><th>traces</th><th>dates</th><th class=\"l\">kernels</th>", "</tr>");
     for x in &fleet.hosts {
         let _ = write!(
             h,
@@ -84,9 +90,7 @@ pub fn render(fleet: &Fleet, title: &str, flame_inline: &str) -> String {
             totals_cells(&x.totals)
         );
     }
-    h.push_str("</table><h2>Top intents</h2><table><tr><th class=\"l\">intent key</th><th class=\"l\">intent (its stack on hover)</th><th>hosts</th><th>traces</th>");
-    h.push_str(TOTALS_HEAD);
-    h.push_str("<th class=\"l\">where</th></tr>");
+    totals_head(&mut h, "</table><h2>Top intents</h2><table><tr><th class=\"l\">intent key</th><th class=\"l\">intent (its stack on hover)</th><th>hosts</th><th>traces</th>", "<th class=\"l\">where</th></tr>");
     for x in &fleet.top_intents {
         let hosts: Vec<String> = x
             .hosts
@@ -105,9 +109,7 @@ pub fn render(fleet: &Fleet, title: &str, flame_inline: &str) -> String {
             hosts.join(", ")
         );
     }
-    h.push_str("</table><h2>Top acts</h2><table><tr><th class=\"l\">comm</th><th class=\"l\">intent</th><th class=\"l\">file</th><th>hosts</th>");
-    h.push_str(TOTALS_HEAD);
-    h.push_str("</tr>");
+    totals_head(&mut h, "</table><h2>Top acts</h2><table><tr><th class=\"l\">comm</th><th class=\"l\">intent</th><th class=\"l\">file</th><th>hosts</th>", "</tr>");
     for x in &fleet.top_acts {
         let _ = write!(
             h,

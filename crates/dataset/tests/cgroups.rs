@@ -10,7 +10,6 @@ use ioblame_attrib::{
 };
 use ioblame_counters::CounterSet;
 use ioblame_dataset::{fleet, TraceInfo, TraceKeys, TraceWriter};
-use ioblame_decode::Rwbs;
 use ioblame_format::Cgroup;
 use polars::prelude::*;
 
@@ -49,29 +48,16 @@ fn tables(bytes: [u64; 2]) -> (Tables, Vec<Io>) {
     };
     let ios: Vec<Io> = (0..2)
         .map(|i| Io {
-            dev: 1,
             sector: 8 * i as u64,
-            size: bytes[i],
-            dir: Dir::W,
-            rwbs: Rwbs(Rwbs::WRITE),
             queue_time: 1000,
             issue_time: 2000,
             complete_time: 3000,
             wait_time: 1,
             io_time: 1,
-            offset: 0,
-            seek_dist: 0,
             issuer: RoleId(i as u32),
-            act: ActId(i as u32),
             via: Via::Direct,
-            reason: None,
             ino: Some(12),
-            file_offset: None,
-            split: false,
-            journal_txn: None,
-            journal_share: None,
-            in_lost_window: false,
-            lower: false,
+            ..Io::new(1, Dir::W, bytes[i], ActId(i as u32))
         })
         .collect();
     for io in &ios {

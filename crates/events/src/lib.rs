@@ -25,6 +25,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod entry;
 pub mod event;
 pub mod field;
 pub mod registry;

@@ -14,8 +14,8 @@
 //! `"MAJ:MIN"` as a device), `string`. A field `"a|b"` is `a`, or `b` on kernels that call it
 //! so; `"a?"` may be absent (read as 0).
 
+use crate::entry::{builder, flag, option, reads_string, registry, Filter};
 use crate::event::{CommitPhase, RaKind, WorkPhase, XfsFileOp};
-use crate::registry::{builder, flag, option, reads_string, registry, Filter};
 
 /// Drops `block_dirty_buffer`'s delalloc sentinel events (blocks not mapped yet, `sector` =
 /// 2^62 and above).

@@ -131,36 +131,29 @@ fn encode_tasks_block(tasks: &[Task]) -> Vec<u8> {
     encode_block(kind::TASKS, 0, &meta::encode_tasks(tasks))
 }
 
-/// Encodes a CGROUPS block; nothing for an empty table (no cgroup2 hierarchy read).
+/// Encodes a block of kind `kind` holding the list `items` as `encode` writes it; nothing
+/// for an empty list (CGROUPS: no cgroup2 hierarchy read; LOOPS, DM_TARGETS, USER_MAPS).
+fn encode_list_block<T>(kind: u16, items: &[T], encode: fn(&[T]) -> Vec<u8>) -> Vec<u8> {
+    if items.is_empty() {
+        return Vec::new();
+    }
+    encode_block(kind, 0, &encode(items))
+}
+
 fn encode_cgroups_block(cgroups: &[crate::Cgroup]) -> Vec<u8> {
-    if cgroups.is_empty() {
-        return Vec::new();
-    }
-    encode_block(kind::CGROUPS, 0, &meta::encode_cgroups(cgroups))
+    encode_list_block(kind::CGROUPS, cgroups, meta::encode_cgroups)
 }
 
-/// Encodes a USER_MAPS block; nothing for an empty list.
 fn encode_user_maps_block(maps: &[crate::UserMap]) -> Vec<u8> {
-    if maps.is_empty() {
-        return Vec::new();
-    }
-    encode_block(kind::USER_MAPS, 0, &meta::encode_user_maps(maps))
+    encode_list_block(kind::USER_MAPS, maps, meta::encode_user_maps)
 }
 
-/// Encodes a LOOPS block; nothing for an empty list.
 fn encode_loops_block(loops: &[crate::LoopDevice]) -> Vec<u8> {
-    if loops.is_empty() {
-        return Vec::new();
-    }
-    encode_block(kind::LOOPS, 0, &meta::encode_loops(loops))
+    encode_list_block(kind::LOOPS, loops, meta::encode_loops)
 }
 
-/// Encodes a DM_TARGETS block; nothing for an empty list.
 fn encode_dm_block(targets: &[crate::DmTarget]) -> Vec<u8> {
-    if targets.is_empty() {
-        return Vec::new();
-    }
-    encode_block(kind::DM_TARGETS, 0, &meta::encode_dm_targets(targets))
+    encode_list_block(kind::DM_TARGETS, targets, meta::encode_dm_targets)
 }
 
 /// Encodes a FILES table, as a FILE_INDEX block (format 1.5).
@@ -484,10 +477,7 @@ impl RingWriter {
     /// Appends a TASKS block to the current file (for that kind the last valid block of a file
     /// wins), and uses `tasks` in every file opened from now on.
     pub fn write_tasks(&mut self, tasks: &[Task]) -> Result<()> {
-        let block = encode_tasks_block(tasks);
-        self.append_block(&block)?;
-        self.meta.tasks = block;
-        self.enforce_cap()
+        self.write_repeated(encode_tasks_block(tasks), |m| &mut m.tasks)
     }
 
     /// Appends a CAPTURE_INFO block to the current file (the last one of a file wins), and
@@ -495,21 +485,13 @@ impl RingWriter {
     /// as the pid of the command it runs.
     pub fn write_capture_info(&mut self, info: &[(String, String)]) -> Result<()> {
         let block = encode_block(kind::CAPTURE_INFO, 0, &meta::encode_info(info));
-        self.append_block(&block)?;
-        self.meta.info = block;
-        self.enforce_cap()
+        self.write_repeated(block, |m| &mut m.info)
     }
 
     /// Appends a CGROUPS block to the current file (the last one of a file wins), and uses
     /// `cgroups` in every file opened from now on. Nothing is written for an empty table.
     pub fn write_cgroups(&mut self, cgroups: &[crate::Cgroup]) -> Result<()> {
-        let block = encode_cgroups_block(cgroups);
-        if block.is_empty() {
-            return Ok(());
-        }
-        self.append_block(&block)?;
-        self.meta.cgroups = block;
-        self.enforce_cap()
+        self.write_repeated(encode_cgroups_block(cgroups), |m| &mut m.cgroups)
     }
 
     /// Appends a FILES block to the current file only (a part of the table, written as the
@@ -533,8 +515,22 @@ impl RingWriter {
 
     /// [`RingWriter::write_files`] of an encoded FILES block.
     fn write_files_block(&mut self, block: Vec<u8>) -> Result<()> {
+        self.write_repeated(block, |m| &mut m.files)
+    }
+
+    /// Appends `block` to the current file and keeps it, in the slot of `meta` that `slot`
+    /// names, for the metadata of every file opened from now on; an empty block (of an
+    /// empty list) writes and replaces nothing.
+    fn write_repeated(
+        &mut self,
+        block: Vec<u8>,
+        slot: fn(&mut EncodedMeta) -> &mut Vec<u8>,
+    ) -> Result<()> {
+        if block.is_empty() {
+            return Ok(());
+        }
         self.append_block(&block)?;
-        self.meta.files = block;
+        *slot(&mut self.meta) = block;
         self.enforce_cap()
     }
 
@@ -542,25 +538,13 @@ impl RingWriter {
     /// of every file opened from now on: `loops` is every loop mapping seen so far (a reader
     /// takes a file's last list).
     pub fn write_loops(&mut self, loops: &[crate::LoopDevice]) -> Result<()> {
-        let block = encode_loops_block(loops);
-        if block.is_empty() {
-            return Ok(());
-        }
-        self.append_block(&block)?;
-        self.meta.loops = block;
-        self.enforce_cap()
+        self.write_repeated(encode_loops_block(loops), |m| &mut m.loops)
     }
 
     /// Appends a USER_MAPS block (format 1.8) to the current file, and repeats it in the
     /// metadata of every file opened from now on: `maps` is every mapping read so far.
     pub fn write_user_maps(&mut self, maps: &[crate::UserMap]) -> Result<()> {
-        let block = encode_user_maps_block(maps);
-        if block.is_empty() {
-            return Ok(());
-        }
-        self.append_block(&block)?;
-        self.meta.user_maps = block;
-        self.enforce_cap()
+        self.write_repeated(encode_user_maps_block(maps), |m| &mut m.user_maps)
     }
 
     /// Appends a USER_SYMBOLS block (format 1.8) to the current file: the symbol tables of one
@@ -582,13 +566,7 @@ impl RingWriter {
     /// Appends a DM_TARGETS block (format 1.7) to the current file, and repeats it in the
     /// metadata of every file opened from now on: `targets` is every target seen so far.
     pub fn write_dm_targets(&mut self, targets: &[crate::DmTarget]) -> Result<()> {
-        let block = encode_dm_block(targets);
-        if block.is_empty() {
-            return Ok(());
-        }
-        self.append_block(&block)?;
-        self.meta.dm_targets = block;
-        self.enforce_cap()
+        self.write_repeated(encode_dm_block(targets), |m| &mut m.dm_targets)
     }
 
     /// Appends a FLUSHED block (format 1.6) to the current file: the promise that every
@@ -650,6 +628,12 @@ impl RingWriter {
     }
 
     fn roll(&mut self) -> Result<()> {
+        self.close_current()?;
+        self.open_next()
+    }
+
+    /// Finishes the current file, if any, with its index and footer, and counts it closed.
+    fn close_current(&mut self) -> Result<()> {
         if let Some(f) = self.current.take() {
             let path = f.path().to_path_buf();
             let before = f.len();
@@ -657,7 +641,7 @@ impl RingWriter {
             self.stats.bytes_written += len - before;
             self.closed.push_back((path, len));
         }
-        self.open_next()
+        Ok(())
     }
 
     fn enforce_cap(&mut self) -> Result<()> {
@@ -687,13 +671,7 @@ impl RingWriter {
 
     /// Closes the current file with its index and footer.
     pub fn finish(mut self) -> Result<RingStats> {
-        if let Some(f) = self.current.take() {
-            let path = f.path().to_path_buf();
-            let before = f.len();
-            let len = f.finish()?;
-            self.stats.bytes_written += len - before;
-            self.closed.push_back((path, len));
-        }
+        self.close_current()?;
         self.stats.bytes_on_disk = self.closed.iter().map(|(_, l)| l).sum();
         Ok(self.stats)
     }

@@ -460,17 +460,25 @@ impl Engine {
         }
     }
 
-    fn issue(&mut self, t: u64, dev: Dev, sector: u64, nr: u32) {
+    /// The D or C of `nr` sectors at `sector` on `dev`, when the device is selected and
+    /// set up: its device's index, with the pending Q's it covers in `self.scratch`
+    /// (counted unmatched when there are none).
+    fn covered(&mut self, dev: Dev, sector: u64, nr: u32) -> Option<usize> {
         if nr == 0 || !(self.select)(dev) {
-            return;
+            return None;
         }
-        let Some(k) = self.setup(dev, false) else {
-            return;
-        };
+        let k = self.setup(dev, false)?;
         self.contained(k, sector, sector.saturating_add(nr as u64));
         if self.scratch.is_empty() {
             self.stats.unmatched_dc += 1;
         }
+        Some(k)
+    }
+
+    fn issue(&mut self, t: u64, dev: Dev, sector: u64, nr: u32) {
+        let Some(k) = self.covered(dev, sector, nr) else {
+            return;
+        };
         for j in 0..self.scratch.len() {
             let qi = self.scratch[j] as usize;
             let q = self.slab[qi];
@@ -484,16 +492,9 @@ impl Engine {
     }
 
     fn complete(&mut self, t: u64, dev: Dev, sector: u64, nr: u32) {
-        if nr == 0 || !(self.select)(dev) {
-            return;
-        }
-        let Some(k) = self.setup(dev, false) else {
+        let Some(k) = self.covered(dev, sector, nr) else {
             return;
         };
-        self.contained(k, sector, sector.saturating_add(nr as u64));
-        if self.scratch.is_empty() {
-            self.stats.unmatched_dc += 1;
-        }
         let q2c = if self.devs[k].remapper {
             Interval::Q2Cdm
         } else {

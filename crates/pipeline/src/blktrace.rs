@@ -14,8 +14,6 @@ use ioblame_format::{
     BlockDevice, ByteOrder, FileWriter, Header, Metadata, Task, Trace, TraceFile,
 };
 
-use crate::open::OpenError;
-
 /// The recording's events, read on a second thread, for the attribution.
 pub(crate) struct Feed<'a>(pub &'a Recording);
 
@@ -32,8 +30,9 @@ pub fn unnamed_task(pid: u32) -> String {
 
 /// The header and metadata of `rec` as an ioblame trace without chunks: its devices (sizes
 /// are the highest sector the recording touched: blktrace records none), partitions,
-/// tasks (named by the process notifies, else `pid N`), CPUs and wall clock.
-pub(crate) fn trace_of(rec: &Recording, paths: &[PathBuf]) -> Result<Trace, OpenError> {
+/// tasks (named by the process notifies, else `pid N`), CPUs and wall clock. An error is
+/// the trace's, made in a temporary file (the caller names the recording's first path).
+pub(crate) fn trace_of(rec: &Recording, paths: &[PathBuf]) -> Result<Trace, ioblame_format::Error> {
     let s = rec.scan();
     let (start_time_ns, start_clock_ns) = s.wall_clock.unwrap_or((0, s.span.0));
     let name_of = |dev: u32| {
@@ -99,22 +98,16 @@ pub(crate) fn trace_of(rec: &Recording, paths: &[PathBuf]) -> Result<Trace, Open
         recorder_version: "blktrace".into(),
     };
     let path = paths.first().cloned().unwrap_or_default();
-    let err = |source| OpenError::Trace {
-        path: path.clone(),
+    let io = |p: &Path, source| ioblame_format::Error::Io {
+        path: p.to_path_buf(),
         source,
-    };
-    let io = |p: &Path, source| {
-        err(ioblame_format::Error::Io {
-            path: p.to_path_buf(),
-            source,
-        })
     };
     let dir = tempfile::tempdir().map_err(|e| io(&std::env::temp_dir(), e))?;
     let tmp = dir.path().join("blktrace.iob");
-    let w = FileWriter::create(&tmp, &header, &meta).map_err(err)?;
-    w.finish().map_err(err)?;
+    let w = FileWriter::create(&tmp, &header, &meta)?;
+    w.finish()?;
     let bytes = std::fs::read(&tmp).map_err(|e| io(&tmp, e))?;
-    let tf = TraceFile::from_bytes(Path::new(&path), bytes).map_err(err)?;
+    let tf = TraceFile::from_bytes(Path::new(&path), bytes)?;
     Ok(Trace::from_files(vec![tf], Vec::new()))
 }
 

@@ -186,7 +186,10 @@ pub fn open_trace(
                 .cloned()
                 .map(Diagnostic::Blktrace),
         );
-        let trace = crate::blktrace::trace_of(&rec, paths)?;
+        let trace = crate::blktrace::trace_of(&rec, paths).map_err(|source| OpenError::Trace {
+            path: paths[0].clone(),
+            source,
+        })?;
         return Ok(Input {
             trace,
             blktrace: Some(rec),

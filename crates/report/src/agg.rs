@@ -22,23 +22,6 @@ pub(crate) const MAX_ACT_BUCKETS: u64 = 64;
 /// Latency histogram buckets: bucket `i` holds `2^(i-1) <= µs < 2^i` (bucket 0: 0 µs).
 pub(crate) const LAT_BUCKETS: usize = 32;
 
-/// All via classes, in output order.
-pub(crate) const VIAS: [Via; 9] = [
-    Via::Page,
-    Via::Buffer,
-    Via::Inode,
-    Via::Journal,
-    Via::Direct,
-    Via::Read,
-    Via::Readahead,
-    Via::Unknown,
-    Via::Issuer,
-];
-
-pub(crate) fn via_index(v: Via) -> usize {
-    VIAS.iter().position(|&x| x == v).unwrap_or(7)
-}
-
 /// One sampled IO position.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Point {
@@ -114,7 +97,7 @@ pub(crate) struct Aggregates {
     /// IOs seen.
     pub n_ios: u64,
     /// Wait (0) and io (1) time histograms per via class.
-    pub latency: [[[u64; LAT_BUCKETS]; VIAS.len()]; 2],
+    pub latency: [[[u64; LAT_BUCKETS]; Via::ALL.len()]; 2],
     /// Device time histogram per act: IOs per (act id, [`lat_bucket`]), sparse.
     pub act_latency: BTreeMap<(u32, u8), u64>,
     /// Width of an act time bucket, ns.
@@ -212,7 +195,7 @@ impl Aggregates {
         }
         self.n_ios += 1;
 
-        let v = via_index(io.via);
+        let v = io.via.index();
         self.latency[0][v][lat_bucket(io.wait_time)] += 1;
         self.latency[1][v][lat_bucket(io.io_time)] += 1;
     }
@@ -259,11 +242,9 @@ mod tests {
     use ioblame_decode::Rwbs;
 
     fn io(i: u64, t: u64) -> Io {
+        let dir = if i % 2 == 0 { Dir::R } else { Dir::W };
         Io {
-            dev: 1,
             sector: i,
-            size: 4096,
-            dir: if i % 2 == 0 { Dir::R } else { Dir::W },
             rwbs: Rwbs(Rwbs::READ),
             queue_time: t,
             issue_time: t,
@@ -271,18 +252,8 @@ mod tests {
             wait_time: i % 1000,
             io_time: i % 5000,
             offset: (i % 65536) as u32,
-            seek_dist: 0,
-            issuer: RoleId(0),
-            act: ActId((i % 3) as u32),
             via: Via::Read,
-            reason: None,
-            ino: None,
-            file_offset: None,
-            split: false,
-            journal_txn: None,
-            journal_share: None,
-            in_lost_window: false,
-            lower: false,
+            ..Io::new(1, dir, 4096, ActId((i % 3) as u32))
         }
     }
 

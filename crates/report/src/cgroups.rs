@@ -4,13 +4,12 @@
 
 use std::fmt::Write as _;
 
-use ioblame_attrib::{per_cgroup, CgroupTotals};
+use ioblame_attrib::{per_cgroup, CgroupNames, CgroupTotals, Tables};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::charts::{self, DrawResult, FAMILY};
 use crate::util::{html_escape as esc, human_bytes, printable};
-use crate::write::Shown;
 
 /// Cgroups drawn in the chart (the table lists them all).
 pub(crate) const CHART_CGROUPS: usize = 12;
@@ -18,12 +17,15 @@ pub(crate) const CHART_CGROUPS: usize = 12;
 /// What stands for the acts whose cgroup is unknown.
 const UNKNOWN: &str = "-";
 
-/// The rows of the section, most bytes first; `None` when the trace recorded no cgroups
-/// (no section).
-pub(crate) fn rows<'a>(s: &Shown<'a>) -> Option<Vec<CgroupTotals<'a>>> {
-    let names = s.input.cgroups.as_ref()?;
+/// The rows of the section, most bytes first, from the shown tables and the trace's cgroup
+/// names; `None` when the trace recorded no cgroups (no section).
+pub(crate) fn rows<'a>(
+    t: &'a Tables,
+    names: Option<&'a CgroupNames>,
+) -> Option<Vec<CgroupTotals<'a>>> {
+    let names = names?;
     // The shown tables count only the IOs given to the report (the recorder's when asked).
-    Some(per_cgroup(s.t, Some(names), true))
+    Some(per_cgroup(t, Some(names), true))
 }
 
 /// A cgroup's name in the page and chart.

@@ -5,13 +5,13 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
-use ioblame_attrib::{ActId, Dir, RoleId, Tables};
+use ioblame_attrib::{ActId, Dir, RoleId, Tables, Via};
 use ioblame_counters::{CounterSet, CounterSpec, Field, SLOTS};
 use plotters::coord::ranged1d::Ranged;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::agg::{Aggregates, Sampler, LAT_BUCKETS, VIAS};
+use crate::agg::{Aggregates, Sampler, LAT_BUCKETS};
 use crate::error::{ChartError, ReportError};
 use crate::util::{act_comm, label};
 
@@ -466,7 +466,7 @@ pub(crate) fn latency_chart<DB: DrawingBackend<ErrorType: 'static>>(
         .label_style((FAMILY, LABEL_PX))
         .axis_desc_style((FAMILY, DESC_PX))
         .draw()?;
-    for (j, (via, h)) in VIAS.iter().zip(hists).enumerate() {
+    for (j, (via, h)) in Via::ALL.iter().zip(hists).enumerate() {
         if h.iter().all(|&c| c == 0) {
             continue;
         }

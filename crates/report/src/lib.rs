@@ -180,8 +180,7 @@ pub struct Report {
 pub struct ReportWriter {
     dir: PathBuf,
     input: ReportInput,
-    ios: tables::IosWriter,
-    agg: agg::Aggregates,
+    tables: TableWriter,
     latency: Option<LatencySection>,
     blame: Option<BlameSection>,
 }
@@ -190,7 +189,7 @@ impl std::fmt::Debug for ReportWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReportWriter")
             .field("dir", &self.dir)
-            .field("ios", &self.agg.n_ios)
+            .field("ios", &self.tables.n_ios())
             .finish()
     }
 }
@@ -201,13 +200,11 @@ impl ReportWriter {
         let dir = dir.as_ref().to_path_buf();
         let charts = dir.join("charts");
         std::fs::create_dir_all(&charts).map_err(|e| ReportError::io(&charts, e))?;
-        let ios = tables::IosWriter::create(dir.join("ios.parquet"), None)?;
-        let agg = agg::Aggregates::new(input.start_ns);
+        let tables = TableWriter::create_based(dir.join("ios.parquet"), None, input.start_ns)?;
         Ok(ReportWriter {
             dir,
             input,
-            ios,
-            agg,
+            tables,
             latency: None,
             blame: None,
         })
@@ -240,9 +237,7 @@ impl ReportWriter {
     /// Records one IO as the attribution charged it; `tables` must already hold its act and
     /// roles.
     pub fn push_io(&mut self, io: &Io, tables: &Tables) -> Result<(), ReportError> {
-        self.ios.push(io, tables)?;
-        self.agg.push(io, tables);
-        Ok(())
+        self.tables.push_io(io, tables)
     }
 
     /// Writes the tables, charts, flame graphs and page; `sym` names kernel frames.
@@ -256,21 +251,11 @@ impl ReportWriter {
         let ReportWriter {
             dir,
             input,
-            ios,
-            agg,
+            tables,
             latency,
             blame,
         } = self;
-        let ios_rows = ios.finish()?;
-        // Every output counts the IOs given to `push_io`, exactly those of `ios.parquet`: the
-        // attribution's totals may also hold IO the caller left out (other devices, the
-        // recorder).
-        let shown = Tables {
-            roles: t.roles.clone(),
-            intents: t.intents.clone(),
-            acts: t.acts.clone(),
-            totals: agg.totals_for(t),
-        };
+        let (ios_rows, shown, agg) = tables.finish_ios(t)?;
         let lost_window_bytes = write::lost_window_bytes(&dir, ios_rows, summary)?;
         let names = ioblame_attrib::intent_names(&shown, sym);
         let s = write::Shown {

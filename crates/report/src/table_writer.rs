@@ -40,7 +40,7 @@ pub struct TableWriter {
 impl std::fmt::Debug for TableWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TableWriter")
-            .field("ios", &self.agg.n_ios)
+            .field("ios", &self.n_ios())
             .finish()
     }
 }
@@ -50,10 +50,24 @@ impl TableWriter {
     /// most [`crate::IOS_ROW_GROUP`]) before it is written, and the empty frame the file's
     /// schema is taken from.
     pub fn create(ios_path: PathBuf, map: Option<FrameMap>) -> Result<TableWriter, ReportError> {
+        TableWriter::create_based(ios_path, map, None)
+    }
+
+    /// [`TableWriter::create`], the charts' time axis based at `base` (ns, trace clock).
+    pub(crate) fn create_based(
+        ios_path: PathBuf,
+        map: Option<FrameMap>,
+        base: Option<u64>,
+    ) -> Result<TableWriter, ReportError> {
         Ok(TableWriter {
             ios: IosWriter::create(ios_path, map)?,
-            agg: Aggregates::new(None),
+            agg: Aggregates::new(base),
         })
+    }
+
+    /// The IOs given to [`TableWriter::push_io`] so far.
+    pub(crate) fn n_ios(&self) -> u64 {
+        self.agg.n_ios
     }
 
     /// Records one IO as the attribution charged it; `tables` must already hold its act.
@@ -74,6 +88,24 @@ impl TableWriter {
         paths: &BTreeMap<FileKey, String>,
         cgroups: Option<&CgroupNames>,
     ) -> Result<TableFrames, ReportError> {
+        let (ios_rows, shown, agg) = self.finish_ios(t)?;
+        let err = |source: PolarsError| ReportError::Frame { source };
+        let names = ioblame_attrib::intent_names(&shown, sym);
+        Ok(TableFrames {
+            ios_rows,
+            acts: tables::acts_frame(&shown, &agg, &names, cgroups).map_err(err)?,
+            intents: tables::intents_frame(&shown, sym, &names).map_err(err)?,
+            roles: tables::roles_frame(&shown, cgroups).map_err(err)?,
+            files: tables::files_frame(&shown, paths).map_err(err)?,
+            histograms: tables::histograms_frame(&shown, counters).map_err(err)?,
+        })
+    }
+
+    /// Finishes the `ios` file: its rows, the attribution's tables `t` as every output shows
+    /// them, and the sums kept. Every output counts the IOs given to `push_io`, exactly those
+    /// of `ios.parquet`: the attribution's totals may also hold IO the caller left out
+    /// (other devices, the recorder).
+    pub(crate) fn finish_ios(self, t: &Tables) -> Result<(u64, Tables, Aggregates), ReportError> {
         let ios_rows = self.ios.finish()?;
         let shown = Tables {
             roles: t.roles.clone(),
@@ -81,15 +113,6 @@ impl TableWriter {
             acts: t.acts.clone(),
             totals: self.agg.totals_for(t),
         };
-        let err = |source: PolarsError| ReportError::Frame { source };
-        let names = ioblame_attrib::intent_names(&shown, sym);
-        Ok(TableFrames {
-            ios_rows,
-            acts: tables::acts_frame(&shown, &self.agg, &names, cgroups).map_err(err)?,
-            intents: tables::intents_frame(&shown, sym, &names).map_err(err)?,
-            roles: tables::roles_frame(&shown, cgroups).map_err(err)?,
-            files: tables::files_frame(&shown, paths).map_err(err)?,
-            histograms: tables::histograms_frame(&shown, counters).map_err(err)?,
-        })
+        Ok((ios_rows, shown, self.agg))
     }
 }

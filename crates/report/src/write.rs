@@ -187,7 +187,7 @@ pub(crate) fn write_charts(
     let mut overview = vec![throughput_chart(s, files)?];
     overview.extend(latency_charts(s, files)?);
     overview.extend(offset_charts(s, files)?);
-    let cgroups = match crate::cgroups::rows(s) {
+    let cgroups = match crate::cgroups::rows(s.t, s.input.cgroups.as_ref()) {
         Some(rows) => Some(svg_chart(
             files,
             "cgroups.svg",
@@ -462,7 +462,10 @@ follows the trace's length).</p>\n<div class=wide>{markup}</div>\n",
             ),
         ));
     }
-    if let (Some(rows), Some((_, markup))) = (crate::cgroups::rows(s), &charts.cgroups) {
+    if let (Some(rows), Some((_, markup))) = (
+        crate::cgroups::rows(s.t, s.input.cgroups.as_ref()),
+        &charts.cgroups,
+    ) {
         v.push(section(
             "cgroups",
             "Cgroups",

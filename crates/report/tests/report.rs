@@ -17,10 +17,7 @@ fn golden(name: &str, actual: &str) {
 
 /// In CI a missing tool is a failure; elsewhere the test says why it skips.
 fn missing(what: &str) {
-    if std::env::var_os("CI").is_some() {
-        panic!("{what} is required in CI (scripts/install-test-deps.sh installs it)");
-    }
-    eprintln!("SKIPPED: {what} is not available (scripts/install-test-deps.sh installs it)");
+    ioblame_testkit::need::skip(what)
 }
 
 #[test]

@@ -7,17 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn on_path(tool: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
-}
-
-fn missing(tool: &str) {
-    if std::env::var_os("CI").is_some() {
-        panic!("{tool} is required in CI (scripts/install-test-deps.sh installs it)");
-    }
-    eprintln!("SKIPPED: {tool} is not available (scripts/install-test-deps.sh installs it)");
-}
+use crate::need::{on_path, skip as missing};
 
 fn run(cmd: &mut Command) -> (String, String, bool) {
     let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));

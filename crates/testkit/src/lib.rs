@@ -20,6 +20,7 @@ pub mod alloc;
 pub mod cgroups;
 pub mod cli;
 mod diff;
+pub mod need;
 
 /// The environment variable that rewrites golden files: set it to `1`.
 pub const BLESS_VAR: &str = "BLESS";

@@ -5,7 +5,8 @@ use super::compared_as_group;
 use super::groups::TraceGroup;
 use super::pool::pool_eligible;
 use crate::keys::glob_match;
-use crate::model::{add_bytes, Baseline, GroupKey, Sum, Tolerances};
+use crate::model::{add_bytes, Baseline, GroupKey, Sum};
+use crate::tolerances::Tolerances;
 
 /// A role's IO on a file (patterns of the baseline) over all its vias and intents.
 #[derive(Debug, Clone)]

@@ -9,7 +9,8 @@ use std::collections::BTreeSet;
 use super::compared_as_group;
 use super::groups::TraceGroup;
 use crate::keys::{glob_match, ReasonClass};
-use crate::model::{key_label, role_label, Baseline, GroupKey, Sum, Tolerances};
+use crate::model::{key_label, role_label, Baseline, GroupKey, Sum};
+use crate::tolerances::Tolerances;
 
 /// Whether a trace key matches a baseline key but for the writeback reason: the two are
 /// siblings (the same role, via, file and code path, kernel and user frames), whose bytes

@@ -10,10 +10,8 @@ use ioblame_counters::SLOTS;
 use super::report::{Finding, FindingKind, Scope};
 use crate::file::{hist_decimals, human_bytes, rounded};
 use crate::keys::ReasonClass;
-use crate::model::{
-    bytes_key, dir_word, hist_key, io_size_key, proportions, sat_sum, si, Counter, GroupHist,
-    GroupKey, Sum, Tolerances,
-};
+use crate::model::{dir_word, proportions, sat_sum, si, Counter, GroupHist, GroupKey, Sum};
+use crate::tolerances::{bytes_key, hist_key, io_size_key, Tolerances};
 
 /// `c/b` bounded by a tolerance factor: within when `1/(1+t) <= c/b <= 1+t`.
 pub(super) fn ratio_within(b: f64, c: f64, t: f64) -> bool {

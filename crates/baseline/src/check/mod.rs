@@ -30,9 +30,10 @@ use ioblame_attrib::{Dir, Via};
 use crate::error::{BaselineError, SymbolsMismatch};
 use crate::file::human_bytes;
 use crate::model::{
-    bytes_key, inputs_have_user_frames, inputs_symbolized, parse_counters, sat_sum, si, ActInput,
-    Baseline, Sum, Unattributed, ViaKey,
+    inputs_have_user_frames, inputs_symbolized, parse_counters, sat_sum, si, ActInput, Baseline,
+    Sum, Unattributed, ViaKey,
 };
+use crate::tolerances::bytes_key;
 use aggregates::{aggregate_of, role_aggregates, Aggregate};
 use families::{family_label, Families, Family, Item, NewFamily};
 use groups::{counter_map, match_groups, trace_groups, uncompared_note, TraceGroup};

@@ -12,7 +12,8 @@ use super::judge::{dominant_dir, emd, ratio_within, Subject};
 use super::pool::{pool_eligible, LostIntent};
 use super::*;
 use crate::keys::ReasonClass;
-use crate::model::{key_label, Counter, Defaults, Group, GroupHist, GroupKey, Tol, Tolerances};
+use crate::model::{key_label, Counter, Defaults, Group, GroupHist, GroupKey};
+use crate::tolerances::{Tol, Tolerances};
 
 const KIB: u64 = 1 << 10;
 

@@ -2,7 +2,6 @@
 #![allow(dead_code)]
 
 use ioblame_attrib::{Act, ActId, Dir, FileKey, Intent, IntentId, Io, Role, RoleId, Via, WbReason};
-use ioblame_decode::Rwbs;
 
 /// Kernel encoding of MAJ:MIN.
 pub fn kdev(major: u32, minor: u32) -> u32 {
@@ -11,46 +10,16 @@ pub fn kdev(major: u32, minor: u32) -> u32 {
 
 /// A plain IO: 4096-byte read on 8:16, act 0, everything else zero.
 pub fn io() -> Io {
-    Io {
-        dev: kdev(8, 16),
-        sector: 0,
-        size: 4096,
-        dir: Dir::R,
-        rwbs: Rwbs::parse("R"),
-        queue_time: 0,
-        issue_time: 0,
-        complete_time: 0,
-        wait_time: 0,
-        io_time: 0,
-        offset: 0,
-        seek_dist: 0,
-        issuer: RoleId(0),
-        act: ActId(0),
-        via: Via::Read,
-        reason: None,
-        ino: None,
-        file_offset: None,
-        split: false,
-        journal_txn: None,
-        journal_share: None,
-        in_lost_window: false,
-        lower: false,
-    }
+    Io::new(kdev(8, 16), Dir::R, 4096, ActId(0))
 }
 
-/// An IO of direction `dir` with `size` bytes at scaled `offset`, charged to `act`.
+/// An IO of direction `dir` with `size` bytes at scaled `offset`, charged to `act` (on 8:16,
+/// its via `read` whatever its direction).
 pub fn io_at(act: u32, dir: Dir, size: u64, offset: u32) -> Io {
     Io {
-        act: ActId(act),
-        dir,
-        size,
         offset,
-        rwbs: Rwbs::parse(match dir {
-            Dir::R => "R",
-            Dir::A => "RA",
-            Dir::W => "W",
-        }),
-        ..io()
+        via: Via::Read,
+        ..Io::new(kdev(8, 16), dir, size, ActId(act))
     }
 }
 

@@ -10,7 +10,6 @@ use ioblame_attrib::{
     WbReason,
 };
 use ioblame_counters::{CounterSet, IoContext};
-use ioblame_decode::Rwbs;
 
 pub const DEV: u32 = (8 << 20) | 1;
 
@@ -151,17 +150,8 @@ pub fn fixture(n_extra: usize) -> Fixture {
         let queue = t;
         let issue = queue + wait * 1000;
         let complete = issue + iot * 1000;
-        let rwbs = match dir {
-            Dir::W => Rwbs(Rwbs::WRITE),
-            Dir::R => Rwbs(Rwbs::READ),
-            Dir::A => Rwbs(Rwbs::READ | Rwbs::AHEAD),
-        };
         ios.push(Io {
-            dev: DEV,
             sector,
-            size,
-            dir,
-            rwbs,
             queue_time: queue,
             issue_time: issue,
             complete_time: complete,
@@ -170,16 +160,13 @@ pub fn fixture(n_extra: usize) -> Fixture {
             offset: ((i as u64 * 7919 + sector) % 65536) as u32,
             seek_dist: (i as u32 * 97) % 65536,
             issuer: RoleId(issuer),
-            act: ActId(a),
             via,
             reason,
             ino: Some(tables.acts[a as usize].file.ino).filter(|&x| x != 0),
             file_offset: (via == Via::Page).then_some(i as u64 * 4096),
-            split: false,
             journal_txn: (via == Via::Journal).then_some(7),
             journal_share: (via == Via::Journal).then_some(0.5),
-            in_lost_window: false,
-            lower: false,
+            ..Io::new(DEV, dir, size, ActId(a))
         });
         t += 50_000_000;
         sector = (sector + size / 512 + 4096 * (i as u64 % 5)) % (1 << 24);
