@@ -113,6 +113,12 @@ impl W {
             self.b.push(0);
         }
     }
+    /// A NUL-terminated string, padded to 8 bytes (comm and mmap file names).
+    fn cstr(&mut self, s: &str) {
+        self.b.extend_from_slice(s.as_bytes());
+        self.b.push(0);
+        self.pad8();
+    }
     fn sample_id(&mut self, st: u64, s: &SampleIdValues) {
         if st & SAMPLE_TID != 0 {
             self.u32(s.pid);
@@ -140,6 +146,11 @@ impl W {
         let n = self.b.len().min(u16::MAX as usize) as u16;
         self.b[6..8].copy_from_slice(&self.o.put16(n));
         self.b
+    }
+    /// Ends a non-sample record: its `sample_id` trailer for `st`, then [`W::finish`].
+    fn finish_with_id(mut self, st: u64, s: &SampleIdValues) -> Vec<u8> {
+        self.sample_id(st, s);
+        self.finish()
     }
 }
 
@@ -208,11 +219,8 @@ pub fn comm_record(
     let mut w = W::new(order, RECORD_COMM, if exec { MISC_COMM_EXEC } else { 0 });
     w.u32(pid);
     w.u32(tid);
-    w.b.extend_from_slice(comm.as_bytes());
-    w.b.push(0);
-    w.pad8();
-    w.sample_id(sample_type, sid);
-    w.finish()
+    w.cstr(comm);
+    w.finish_with_id(sample_type, sid)
 }
 
 /// Encodes a `PERF_RECORD_FORK` or `PERF_RECORD_EXIT` (`kind` 7 or 4); `ids` is
@@ -231,8 +239,7 @@ pub fn fork_exit_record(
     w.u32(ids.2);
     w.u32(ids.3);
     w.u64(time);
-    w.sample_id(sample_type, sid);
-    w.finish()
+    w.finish_with_id(sample_type, sid)
 }
 
 /// A mapping for [`mmap2_record`].
@@ -295,11 +302,8 @@ pub fn mmap2_record(
     }
     w.u32(5); // PROT_READ | PROT_EXEC
     w.u32(2); // MAP_PRIVATE
-    w.b.extend_from_slice(m.path.as_bytes());
-    w.b.push(0);
-    w.pad8();
-    w.sample_id(sample_type, sid);
-    w.finish()
+    w.cstr(m.path);
+    w.finish_with_id(sample_type, sid)
 }
 
 /// Encodes a `PERF_RECORD_LOST`.
@@ -313,8 +317,7 @@ pub fn lost_record(
     let mut w = W::new(order, RECORD_LOST, 0);
     w.u64(id);
     w.u64(lost);
-    w.sample_id(sample_type, sid);
-    w.finish()
+    w.finish_with_id(sample_type, sid)
 }
 
 /// Encodes a `PERF_RECORD_LOST_SAMPLES`.
@@ -326,8 +329,7 @@ pub fn lost_samples_record(
 ) -> Vec<u8> {
     let mut w = W::new(order, RECORD_LOST_SAMPLES, 0);
     w.u64(lost);
-    w.sample_id(sample_type, sid);
-    w.finish()
+    w.finish_with_id(sample_type, sid)
 }
 
 /// A value for a payload field.
