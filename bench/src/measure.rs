@@ -321,15 +321,7 @@ pub fn loadavg() -> String {
 
 /// `12345678.9` as `12,345,679`.
 pub fn group(x: f64) -> String {
-    let s = format!("{:.0}", x);
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    ioblame_latency::output::thousands(x.round() as u64)
 }
 
 /// `attribute` against `blame` on `trace` with `threads`, in `repeat` interleaved rounds of

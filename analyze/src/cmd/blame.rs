@@ -228,15 +228,7 @@ fn pct(part: u64, whole: u64) -> f64 {
 
 /// Thousands separated by commas.
 fn count(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    ioblame_latency::output::thousands(n)
 }
 
 /// Feeds the blame engine from an analysis: every IO stands ahead of others (the

@@ -324,3 +324,17 @@ pub fn json_lines(out: &mut impl Write, lat: &Latency, labels: &Labels<'_>) -> i
     }
     Ok(())
 }
+
+/// `n` with its digits grouped by three, commas between (`10,273`): how the text outputs
+/// (`ioblame blame`'s, the benchmarks') print counts.
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}

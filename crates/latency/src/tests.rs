@@ -417,3 +417,13 @@ fn outputs() {
     assert!(lines[1].get("q2c_dm").is_none());
     assert_eq!(lines[2]["group"], "process");
 }
+
+#[test]
+fn thousands_groups_digits_by_three() {
+    use crate::output::thousands;
+    assert_eq!(thousands(0), "0");
+    assert_eq!(thousands(999), "999");
+    assert_eq!(thousands(1000), "1,000");
+    assert_eq!(thousands(10_273), "10,273");
+    assert_eq!(thousands(u64::MAX), "18,446,744,073,709,551,615");
+}
