@@ -105,8 +105,9 @@ fn victim_lines(trace: &Path, extra: &[&str]) -> (Value, Vec<Value>) {
 }
 
 /// The victim's wait behind other tasks went to the aggressor (at least 80% of it; the
-/// journal thread's own blocks, and IO nothing links to a task, aside), its largest part to the aggressor's act via page (its
-/// journal handles and the flushes of its commits are its too); no written-back page's or
+/// journal thread's own blocks, and IO nothing links to a task, aside), its largest part to
+/// the aggressor's act via page or via its journal handles (the flushes of its commits are
+/// its too), some of it via page; no written-back page's or
 /// buffer's wait to the task that wrote it back (a flusher, the sync task), and nothing to
 /// the bystander.
 fn aggressor_is_blamed(trace: &Path, reason: &str) {
@@ -169,10 +170,15 @@ fn aggressor_is_blamed(trace: &Path, reason: &str) {
         aggressor * 10 >= behind_tasks * 8,
         "the aggressor has {aggressor} of {behind_tasks} ns behind other tasks: {culprits:?}"
     );
+    // The largest culprit is the aggressor's: its pages, or the journal blocks of the
+    // handles its writeback took (block allocation for its delayed-allocation pages, on this
+    // 1 KiB-block filesystem a sizeable part). Which of the two is larger depends on when the
+    // journal commits fell among the victim's reads (CI once saw the journal's 11.5 ms against
+    // the pages' 8.5 ms of a recording by perf): both are the aggressor's act.
     let largest = largest.unwrap();
     assert!(
-        largest["comm"] == "aggrW" && largest["via"] == "page",
-        "the largest culprit is not the aggressor's pages: {largest}"
+        largest["comm"] == "aggrW" && (largest["via"] == "page" || largest["via"] == "journal"),
+        "the largest culprit is not the aggressor's pages or journal handles: {largest}"
     );
     // Its tail (p99) waited more behind the aggressor, in share, than all its IO did.
     let (tail, tail_culprits) = victim_lines(trace, &["--tail", "99"]);
