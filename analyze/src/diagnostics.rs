@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
-use ioblame_attrib::{Io, Tables};
+use ioblame_attrib::{Dirtied, Io, Tables};
 use ioblame_decode::{Event, Symbolizer};
 use ioblame_format::{PathTable, Trace};
 use ioblame_pipeline::{Analysis, Diagnostic, Input, Options, Progress, UserSymbolOptions};
@@ -51,17 +51,18 @@ pub fn symbols_of(trace: &Trace) -> Symbolizer {
 
 /// Runs [`ioblame_pipeline::analyze_observed_all`] with a progress bar, then prints what it
 /// found to say and names the user frames (from where `user` says).
-pub fn analyze(
+pub fn analyze<D: FnMut(&Dirtied, &Tables)>(
     trace: &Input,
     opts: &Options<'_>,
     user: &UserSymbolOptions,
     on_event: impl FnMut(&Event),
     on_io: impl FnMut(&Io, &Tables),
     outside: impl FnMut(&Io, &Tables),
+    on_dirtied: Option<D>,
 ) -> Analysis {
     let bar = Bar::new(trace);
     let mut a =
-        ioblame_pipeline::analyze_observed_all(trace, opts, on_event, on_io, outside, |p| {
+        ioblame_pipeline::analyze_logged(trace, opts, on_event, on_io, outside, on_dirtied, |p| {
             bar.show(p)
         });
     bar.done();

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use clap::Args;
-use ioblame_attrib::{Io, Tables};
+use ioblame_attrib::{Dirtied, Io, Tables};
 use ioblame_counters::DevSelection;
 use ioblame_decode::{Event, Symbolizer};
 use ioblame_format::Trace;
@@ -230,6 +230,19 @@ impl Ready<'_> {
         on_io: impl FnMut(&Io, &Tables),
         outside: impl FnMut(&Io, &Tables),
     ) -> Analysis {
+        let none: Option<fn(&Dirtied, &Tables)> = None;
+        self.analyze_logged(on_event, on_io, outside, none)
+    }
+
+    /// [`Ready::analyze_observed_all`], also showing `on_dirtied`, when given, what each
+    /// role dirtied ([`ioblame_pipeline::analyze_logged`]).
+    pub fn analyze_logged<D: FnMut(&Dirtied, &Tables)>(
+        &self,
+        on_event: impl FnMut(&Event),
+        on_io: impl FnMut(&Io, &Tables),
+        outside: impl FnMut(&Io, &Tables),
+        on_dirtied: Option<D>,
+    ) -> Analysis {
         let opts = Options {
             symbols: &self.symbols,
             devs: &self.devs,
@@ -237,6 +250,14 @@ impl Ready<'_> {
             scope: &self.scope,
         };
         let user = &self.session.user_symbols;
-        diagnostics::analyze(&self.trace, &opts, user, on_event, on_io, outside)
+        diagnostics::analyze(
+            &self.trace,
+            &opts,
+            user,
+            on_event,
+            on_io,
+            outside,
+            on_dirtied,
+        )
     }
 }

@@ -29,6 +29,12 @@ pub struct Dirtied {
     pub dev: Dev,
     /// The inode, 0 when unknown (a buffer of no known file).
     pub ino: u64,
+    /// Where: a folio's first byte in its file (its index times the page size); a buffer's
+    /// first 512-byte sector on [`Dirtied::dev`] (a buffer dirtied with its folio, see
+    /// [`DirtiedLog::buffer`], keeps its sector: its file is the folio's).
+    pub pos: u64,
+    /// Whether [`Dirtied::pos`] is a buffer's sector rather than a folio's file offset.
+    pub buffer: bool,
     /// Bytes made dirty: the folio's (its order as the page cache told it) or the buffer's.
     pub bytes: u64,
     /// When (ns, the trace's clock).

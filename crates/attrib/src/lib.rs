@@ -64,7 +64,7 @@ pub use dirtied::Dirtied;
 pub use model::*;
 pub use names::intent_names;
 pub use run::{
-    attribute_events, attribute_stream, attribute_stream_observed, attribute_trace, EventFeed,
-    Progress, Run, PROGRESS_EVERY,
+    attribute_events, attribute_stream, attribute_stream_logged, attribute_stream_observed,
+    attribute_trace, EventFeed, Progress, Run, PROGRESS_EVERY,
 };
 pub use summary::{LostWindow, Summary, UnknownContext};

@@ -7,6 +7,7 @@ use ioblame_format::Trace;
 
 use crate::attributor::{Attribution, Attributor};
 use crate::context::Context;
+use crate::dirtied::Dirtied;
 use crate::model::{Io, Tables};
 
 /// How many events pass between two calls of [`attribute_stream`]'s progress observer.
@@ -47,7 +48,7 @@ pub fn attribute_stream(
     on_io: impl FnMut(&Io, &Tables),
     progress: impl FnMut(Progress),
 ) -> Run {
-    let mut l = Loop::new(ctx, on_io, progress);
+    let mut l = Loop::new(ctx, on_io, progress, None::<NoDirtied>);
     let stream = for_each_event_ahead(trace, decoder, &StreamOptions::default(), |ev, ahead| {
         l.event(ev, ahead)
     });
@@ -64,11 +65,38 @@ pub fn attribute_stream_observed(
     trace: &Trace,
     decoder: &Decoder,
     ctx: Context,
-    mut on_event: impl FnMut(&Event),
+    on_event: impl FnMut(&Event),
     on_io: impl FnMut(&Io, &Tables),
     progress: impl FnMut(Progress),
 ) -> Run {
-    let mut l = Loop::new(ctx, on_io, progress);
+    attribute_stream_logged(
+        trace,
+        decoder,
+        ctx,
+        on_event,
+        on_io,
+        None::<NoDirtied>,
+        progress,
+    )
+}
+
+/// The type of an absent dirtied observer.
+type NoDirtied = fn(&Dirtied, &Tables);
+
+/// [`attribute_stream_observed`], also showing `on_dirtied`, when given, what each role
+/// dirtied ([`Attributor::log_dirtied`]), in time order but for a folio's record, which waits
+/// [`ioblame_decode::BUFFER_FOLIO_MAX_GAP_NS`] for the buffers that may replace it, with the
+/// tables as they are then (`ioblame timeline` draws the dirtying from them).
+pub fn attribute_stream_logged<D: FnMut(&Dirtied, &Tables)>(
+    trace: &Trace,
+    decoder: &Decoder,
+    ctx: Context,
+    mut on_event: impl FnMut(&Event),
+    on_io: impl FnMut(&Io, &Tables),
+    on_dirtied: Option<D>,
+    progress: impl FnMut(Progress),
+) -> Run {
+    let mut l = Loop::new(ctx, on_io, progress, on_dirtied);
     let stream = for_each_event_ahead(trace, decoder, &StreamOptions::default(), |ev, ahead| {
         on_event(ev);
         l.event(ev, ahead)
@@ -94,28 +122,46 @@ pub fn attribute_events(
     on_io: impl FnMut(&Io, &Tables),
     progress: impl FnMut(Progress),
 ) -> Attribution {
-    let mut l = Loop::new(ctx, on_io, progress);
+    let mut l = Loop::new(ctx, on_io, progress, None::<NoDirtied>);
     feed.feed(|ev, ahead| l.event(ev, ahead));
     l.finish()
 }
 
 /// The body of the decode-then-attribute loop, whatever feeds it.
-struct Loop<O, P> {
+struct Loop<O, P, D> {
     attr: Attributor,
     buf: Vec<Io>,
     events: u64,
     on_io: O,
     progress: P,
+    /// The dirtied observer, when logging, and its buffer.
+    on_dirtied: Option<(D, Vec<Dirtied>)>,
 }
 
-impl<O: FnMut(&Io, &Tables), P: FnMut(Progress)> Loop<O, P> {
-    fn new(ctx: Context, on_io: O, progress: P) -> Self {
+impl<O: FnMut(&Io, &Tables), P: FnMut(Progress), D: FnMut(&Dirtied, &Tables)> Loop<O, P, D> {
+    fn new(ctx: Context, on_io: O, progress: P, on_dirtied: Option<D>) -> Self {
+        let mut attr = Attributor::new(ctx);
+        if on_dirtied.is_some() {
+            attr.log_dirtied();
+        }
         Loop {
-            attr: Attributor::new(ctx),
+            attr,
             buf: Vec::new(),
             events: 0,
             on_io,
             progress,
+            on_dirtied: on_dirtied.map(|d| (d, Vec::new())),
+        }
+    }
+
+    /// Hands the dirtied records out (`all`: the last ones too, at the end).
+    fn drain_dirtied(&mut self, all: bool) {
+        if let Some((f, buf)) = &mut self.on_dirtied {
+            self.attr.drain_dirtied_into(buf, all);
+            let tables = self.attr.tables();
+            for d in buf.drain(..) {
+                f(&d, tables);
+            }
         }
     }
 
@@ -134,6 +180,8 @@ impl<O: FnMut(&Io, &Tables), P: FnMut(Progress)> Loop<O, P> {
         self.attr.push(ev);
         self.attr.drain_ios_into(&mut self.buf);
         if !self.buf.is_empty() {
+            // What was dirtied before goes out first.
+            self.drain_dirtied(false);
             let tables = self.attr.tables();
             for io in self.buf.drain(..) {
                 (self.on_io)(&io, tables);
@@ -142,6 +190,7 @@ impl<O: FnMut(&Io, &Tables), P: FnMut(Progress)> Loop<O, P> {
     }
 
     fn finish(mut self) -> Attribution {
+        self.drain_dirtied(true);
         let attribution = self.attr.finish();
         for io in &attribution.ios {
             (self.on_io)(io, &attribution.tables);

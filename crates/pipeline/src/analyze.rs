@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use ioblame_attrib::{
-    attribute_events, attribute_stream_observed, ActTotals, Context, EventFeed, FileKey, Io,
+    attribute_events, attribute_stream_logged, ActTotals, Context, Dirtied, EventFeed, FileKey, Io,
     Progress, Summary, Tables, PROGRESS_EVERY,
 };
 use ioblame_counters::DevSelection;
@@ -225,8 +225,24 @@ pub fn analyze_observed_all(
     input: &Input,
     opts: &Options<'_>,
     on_event: impl FnMut(&Event),
+    on_io: impl FnMut(&Io, &Tables),
+    outside: impl FnMut(&Io, &Tables),
+    progress: impl FnMut(Progress),
+) -> Analysis {
+    let none: Option<fn(&Dirtied, &Tables)> = None;
+    analyze_logged(input, opts, on_event, on_io, outside, none, progress)
+}
+
+/// [`analyze_observed_all`], also showing `on_dirtied`, when given, what each role dirtied
+/// ([`ioblame_attrib::attribute_stream_logged`]; a blktrace recording dirties nothing), on
+/// every device (the caller selects).
+pub fn analyze_logged<D: FnMut(&Dirtied, &Tables)>(
+    input: &Input,
+    opts: &Options<'_>,
+    on_event: impl FnMut(&Event),
     mut on_io: impl FnMut(&Io, &Tables),
     mut outside: impl FnMut(&Io, &Tables),
+    on_dirtied: Option<D>,
     progress: impl FnMut(Progress),
 ) -> Analysis {
     let trace = input.trace();
@@ -253,7 +269,9 @@ pub fn analyze_observed_all(
             (done, stream)
         }
         None => {
-            let run = attribute_stream_observed(trace, &decoder, ctx, on_event, on_io, progress);
+            let run = attribute_stream_logged(
+                trace, &decoder, ctx, on_event, on_io, on_dirtied, progress,
+            );
             (run.attribution, run.stream)
         }
     };

@@ -28,8 +28,8 @@ mod tests;
 mod ustack;
 
 pub use analyze::{
-    analyze, analyze_observed, analyze_observed_all, charged_file_paths, charged_paths, events,
-    file_paths, unnamed_files, Analysis, EventsRun, Options,
+    analyze, analyze_logged, analyze_observed, analyze_observed_all, charged_file_paths,
+    charged_paths, events, file_paths, unnamed_files, Analysis, EventsRun, Options,
 };
 pub use blktrace::{is_flusher, unnamed_task};
 pub use diag::{

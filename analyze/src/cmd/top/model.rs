@@ -498,6 +498,8 @@ pub(crate) mod tests {
                 via: Via::Page,
                 dev: 8,
                 ino: 12,
+                pos: 0,
+                buffer: false,
                 bytes: 8192,
                 time: 1,
             },
@@ -549,6 +551,8 @@ pub(crate) mod tests {
             via: Via::Page,
             dev: 8,
             ino: 13,
+            pos: 0,
+            buffer: false,
             bytes: 4096,
             time: 1,
         };

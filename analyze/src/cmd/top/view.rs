@@ -488,6 +488,8 @@ ffffffff81000a00 T page_cache_ra_order
             via: Via::Page,
             dev: DISK,
             ino,
+            pos: 0,
+            buffer: false,
             bytes,
             time: 1,
         };

@@ -70,6 +70,8 @@ impl Attributor {
                 via,
                 dev: bdi,
                 ino,
+                pos: index.saturating_mul(self.dirty.page_size()),
+                buffer: false,
                 bytes,
                 time: ev.time,
             };
@@ -156,6 +158,8 @@ impl Attributor {
                 via,
                 dev: info.disk,
                 ino,
+                pos: a,
+                buffer: true,
                 bytes: (b - a) * 512,
                 time: ev.time,
             };
