@@ -69,6 +69,12 @@ if ! python3 -c 'import pyspark' 2>/dev/null; then
         python3 -m pip install --quiet --break-system-packages pyspark
 fi
 
+# The timeline's tests decode its output with Perfetto's own schema (perfetto_trace_pb2).
+if ! python3 -c 'import perfetto.protos.perfetto.trace.perfetto_trace_pb2' 2>/dev/null; then
+    python3 -m pip install --quiet perfetto 2>/dev/null ||
+        python3 -m pip install --quiet --break-system-packages perfetto
+fi
+
 # The capture reads tracepoint ids and formats from tracefs.
 if [ ! -e /sys/kernel/tracing/events ]; then
     mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true

@@ -25,6 +25,7 @@ use cmd::iolog::IologArgs;
 use cmd::latency::LatencyArgs;
 use cmd::perf_command::PerfCommandArgs;
 use cmd::report::ReportArgs;
+use cmd::timeline::TimelineArgs;
 use cmd::top::TopCmdArgs;
 use session::Session;
 
@@ -92,6 +93,10 @@ enum Command {
     /// the time it waited behind each other act's IO on its device, and idle time; per
     /// victim process, culprits ranked (docs/latency.md, "Blame").
     Blame(BlameArgs),
+    /// Draw the analysis as a Perfetto trace: each task's dirtying, reads and fsyncs, each
+    /// device's requests and queue, and an arrow from each write to the IO it caused
+    /// (docs/timeline.md; open it at https://ui.perfetto.dev).
+    Timeline(TimelineArgs),
     /// Print the `perf record` command line that records what the attribution needs on this
     /// kernel, for hosts with stock perf and no ioblame-capture.
     PerfCommand(PerfCommandArgs),
@@ -130,6 +135,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::PerfCommand(a) => cmd::perf_command::run(out, a)?,
         Command::Latency(a) => cmd::latency::run(out, a, s)?,
         Command::Blame(a) => cmd::blame::run(out, a, s)?,
+        Command::Timeline(a) => cmd::timeline::run(out, a, s)?,
         Command::Export(a) => return cmd::export::run(out, a, s),
         Command::Fleet(a) => cmd::fleet::run(out, a)?,
         Command::Top(a) => return cmd::top::run(out, a, s),

@@ -382,7 +382,7 @@ pub fn user_frames_json(frames: &[ioblame_attrib::UserFrame]) -> serde_json::Val
 }
 
 /// One user frame of the `intents` dump: `  u: LABEL (MODULE+0xOFFSET)`.
-fn user_frame_line(f: &ioblame_attrib::UserFrame) -> String {
+pub fn user_frame_line(f: &ioblame_attrib::UserFrame) -> String {
     let label = ioblame_attrib::names::user_frame_label(f);
     let inlined = if f.names.len() > 1 {
         format!(" [inlined in {}]", f.names[1..].join(" < "))

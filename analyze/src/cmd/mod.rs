@@ -22,6 +22,7 @@ pub mod latency;
 pub mod perf_command;
 mod regress;
 pub mod report;
+pub mod timeline;
 pub mod top;
 
 /// Counter configuration, as ioblame's `counters/NR` and `NR_filter` files.

@@ -294,3 +294,57 @@ pub fn glob_mount_dirs(path: &Path) {
         .collect();
     std::fs::write(path, globbed).unwrap();
 }
+
+/// Whether Perfetto's Python schema (`perfetto_trace_pb2`, the `perfetto` package) is there
+/// to decode timelines (skips here, fails under CI).
+pub fn perfetto_ready() -> bool {
+    ioblame_testkit::need::met(
+        ioblame_testkit::need::python_module("perfetto.protos.perfetto.trace.perfetto_trace_pb2"),
+        "Perfetto's Python package (pip install perfetto)",
+    )
+}
+
+/// `ioblame timeline TRACE ARGS` into a file of `dir`, decoded and checked with Perfetto's
+/// own schema by `scripts/timeline-check.py` (which fails on a track not described before
+/// its events, slices that do not nest, a flow without both ends): its summary.
+pub fn timeline_checked(trace: &Path, dir: &Path, args: &[&str]) -> serde_json::Value {
+    let out = dir.join("t.perfetto-trace");
+    let mut a: Vec<&std::ffi::OsStr> = vec![
+        "timeline".as_ref(),
+        trace.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ];
+    a.extend(args.iter().map(std::ffi::OsStr::new));
+    let o = ioblame(&a);
+    assert!(
+        o.status.success(),
+        "ioblame timeline: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/timeline-check.py");
+    let c = Command::new("python3")
+        .arg(script)
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        c.status.success(),
+        "timeline-check on {}: {}",
+        trace.display(),
+        String::from_utf8_lossy(&c.stderr)
+    );
+    serde_json::from_slice(&c.stdout).unwrap()
+}
+
+/// Each act's bytes (all directions: `read_bytes` counts readahead in) in `ioblame acts
+/// --json TRACE`.
+pub fn act_bytes(trace: &Path) -> std::collections::BTreeMap<u64, u64> {
+    acts_json(trace)
+        .iter()
+        .map(|a| {
+            let b = a["read_bytes"].as_u64().unwrap() + a["write_bytes"].as_u64().unwrap();
+            (a["act"].as_u64().unwrap(), b)
+        })
+        .collect()
+}
