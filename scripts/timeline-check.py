@@ -40,6 +40,7 @@ def main(path):
     io_bytes = defaultdict(int)
     written = defaultdict(int)
     counters = 0
+    fsync_threads = set()
 
     def arg_value(a):
         kind = a.WhichOneof("value")
@@ -58,6 +59,13 @@ def main(path):
                 problems.append(f"argument name iid {a.name_iid} used before it was interned")
             out[arg_names.get(a.name_iid, a.name)] = arg_value(a)
         return out
+
+    def thread_of(uuid):
+        # A thread's child track's thread.
+        d = tracks.get(uuid)
+        while d is not None and not d.HasField("thread") and d.HasField("parent_uuid"):
+            d = tracks.get(d.parent_uuid)
+        return d.thread.thread_name if d is not None and d.HasField("thread") else None
 
     def device_of(uuid):
         # A lane's parent is its device track.
@@ -111,6 +119,8 @@ def main(path):
                     problems.append(f"flow {f} ends twice")
                 flow_end[f] = (p.timestamp, e.track_uuid)
             open_slices[e.track_uuid].append(name)
+            if name == "fsync":
+                fsync_threads.add(thread_of(e.track_uuid))
             # A device's request: its parts' bytes by act.
             dev = device_of(e.track_uuid)
             if dev is not None and dev.name.startswith("device ") and "bytes" in args:
@@ -141,10 +151,7 @@ def main(path):
             problems.append(f"flow {f} starts and ends on one track")
         if ets < ts:
             problems.append(f"flow {f} ends at {ets}, before it starts at {ts}")
-        start = tracks[track]
-        while not start.HasField("thread") and start.HasField("parent_uuid"):
-            start = tracks[start.parent_uuid]
-        src = start.thread.thread_name if start.HasField("thread") else start.name
+        src = thread_of(track) or tracks[track].name
         dev = device_of(etrack)
         pairs[(src, dev.name if dev is not None else "?")] += 1
     for f in flow_end:
@@ -159,6 +166,7 @@ def main(path):
         "io_bytes": {str(k): v for k, v in sorted(io_bytes.items())},
         "written_bytes": {str(k): v for k, v in sorted(written.items())},
         "flow_pairs": [[s, d, n] for (s, d), n in sorted(pairs.items())],
+        "fsync_threads": sorted(t for t in fsync_threads if t),
     }
     print(json.dumps(summary))
     if problems:
