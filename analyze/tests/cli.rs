@@ -269,6 +269,7 @@ fn report_writes_everything() {
         "charts/offset-0.svg",
         "charts/offset-0.png",
         "charts/throughput.svg",
+        "timeline.perfetto-trace",
     ] {
         let p = dir.join(f);
         assert!(
@@ -276,6 +277,24 @@ fn report_writes_everything() {
             "{f} missing or empty"
         );
     }
+    // The timeline is the one `ioblame timeline` writes, linked from the page with how to
+    // open it.
+    let alone = out.path().join("alone.perfetto-trace");
+    ok(&[
+        "timeline",
+        &fixture("ext4-two-writers"),
+        "-o",
+        alone.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        std::fs::read(dir.join("timeline.perfetto-trace")).unwrap(),
+        std::fs::read(&alone).unwrap()
+    );
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(
+        html.contains("<a href=\"timeline.perfetto-trace\">") && html.contains("ui.perfetto.dev"),
+        "no link to the timeline"
+    );
 }
 
 #[test]

@@ -9,7 +9,9 @@ use ioblame_counters::IoContext;
 use ioblame_pipeline::Input;
 use ioblame_report::{ReportInput, ReportWriter};
 
-use super::{at_least_one, blame, counter_set, latency, resolve_filter_devices, CounterArgs};
+use super::{
+    at_least_one, blame, counter_set, latency, resolve_filter_devices, timeline, CounterArgs,
+};
 use crate::diagnostics;
 use crate::session::{DevArgs, Session, TraceArgs};
 
@@ -71,17 +73,22 @@ pub fn run(out: &mut impl Write, a: ReportArgs, session: &Session) -> Result<()>
         &r.scope,
         (0, u64::MAX),
     ));
+    // The timeline beside the page, from the same events, IOs and dirtying.
+    let feed = timeline::Feed::new(&r);
     let on_event = |ev: &ioblame_decode::Event| {
         latency.borrow_mut().push(ev);
         blamer.borrow_mut().event(ev);
+        feed.event(ev);
     };
     let outside = |io: &ioblame_attrib::Io, tables: &ioblame_attrib::Tables| {
-        blamer.borrow_mut().culprit(io, tables)
+        blamer.borrow_mut().culprit(io, tables);
+        feed.outside(io);
     };
-    let a = r.analyze_observed_all(
+    let a = r.analyze_logged(
         on_event,
         |io, tables| {
             devs_with_io.insert(io.dev);
+            feed.io(io, tables);
             // Every IO held the device, the recorder's too.
             blamer.borrow_mut().io(io, tables);
             // The pipeline's totals leave the recorder out the same way (and say so on stderr);
@@ -98,6 +105,7 @@ pub fn run(out: &mut impl Write, a: ReportArgs, session: &Session) -> Result<()>
             }
         },
         outside,
+        Some(|d: &ioblame_attrib::Dirtied, t: &ioblame_attrib::Tables| feed.dirtied(d, t)),
     );
     if let Some(e) = failed {
         return Err(e).context("writing ios.parquet");
@@ -124,6 +132,20 @@ pub fn run(out: &mut impl Write, a: ReportArgs, session: &Session) -> Result<()>
     let names = blame::Names::new(trace, &a.tables, &intents, &charged, cgroups.as_ref());
     writer.set_blame(blame_section(trace, blamer.into_inner().finish(), &names)?);
     writer.set_paths(files);
+    let file = "timeline.perfetto-trace";
+    let t = timeline::write_collected(
+        &r,
+        &feed.finish(),
+        &a.tables,
+        &ioblame_timeline::Options::default(),
+        &writer.dir().join(file),
+    )?;
+    timeline::say_left_out(&t);
+    writer.set_timeline(ioblame_report::TimelineLink {
+        file: file.into(),
+        slices: t.slices,
+        flows: t.flows,
+    });
     // Tables, charts and flame graphs take a while on a large trace: a spinner on stderr
     // (hidden when stderr is not a terminal).
     let spinner =

@@ -82,9 +82,99 @@ pub fn run(out: &mut impl Write, a: TimelineArgs, session: &Session) -> Result<(
 
 /// Runs the analysis `r` is ready for and writes its timeline to `path`.
 pub fn write_file(r: &Ready<'_>, opts: &Options, path: &Path) -> Result<Stats> {
+    let feed = Feed::new(r);
+    let a = r.analyze_logged(
+        |ev| feed.event(ev),
+        |io, tables| feed.io(io, tables),
+        |io, _| feed.outside(io),
+        Some(|d: &ioblame_attrib::Dirtied, tables: &Tables| feed.dirtied(d, tables)),
+    );
+    write_collected(r, &feed.finish(), &a.tables, opts, path)
+}
+
+/// The timeline's side of an analysis: its builder, fed the fsyncs among the events, the
+/// charged IOs (the recorder's own, unless shown, only as the device's queue) and what each
+/// role dirtied.
+pub struct Feed {
+    b: RefCell<Builder>,
+    show_recorder: bool,
+}
+
+impl Feed {
+    /// A feed for the analysis `r` is ready for.
+    pub fn new(r: &Ready<'_>) -> Feed {
+        let page = r.trace.header().page_size.max(512) as u64;
+        Feed {
+            b: RefCell::new(Builder::new(ioblame_timeline::RUN_GAP_NS, page)),
+            show_recorder: r.show_recorder,
+        }
+    }
+
+    /// A decoded event.
+    pub fn event(&self, ev: &ioblame_decode::Event) {
+        if let EventKind::Ext4SyncFile { dev, ino, exit } = ev.kind {
+            self.b
+                .borrow_mut()
+                .fsync(ev.time, (ev.pid, ev.tid), dev, ino, exit);
+        }
+    }
+
+    /// A charged IO in the scope.
+    pub fn io(&self, io: &ioblame_attrib::Io, tables: &Tables) {
+        // The recorder's own IO, as in the other outputs, only with --show-recorder; it held
+        // the device either way.
+        if tables.acts[io.act.index()].recorder && !self.show_recorder {
+            self.b.borrow_mut().outside(io);
+        } else {
+            self.b.borrow_mut().io(io, tables);
+        }
+    }
+
+    /// A charged IO the scope leaves out.
+    pub fn outside(&self, io: &ioblame_attrib::Io) {
+        self.b.borrow_mut().outside(io);
+    }
+
+    /// What a role dirtied.
+    pub fn dirtied(&self, d: &ioblame_attrib::Dirtied, tables: &Tables) {
+        self.b.borrow_mut().dirtied(d, tables);
+    }
+
+    /// What was collected.
+    pub fn finish(self) -> ioblame_timeline::Collected {
+        self.b.into_inner().finish()
+    }
+}
+
+/// Writes what an analysis collected (`c`, with its final `tables`) to `path`, named from
+/// the trace `r` holds.
+pub fn write_collected(
+    r: &Ready<'_>,
+    c: &ioblame_timeline::Collected,
+    tables: &Tables,
+    opts: &Options,
+    path: &Path,
+) -> Result<Stats> {
     let file = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-    let (c, tables, intents, stacks) = collect(r);
-    let paths = ioblame_pipeline::charged_paths(&r.trace, &tables);
+    let intents = ioblame_attrib::intent_names(tables, &r.symbols);
+    let frames = SymFrames(&r.symbols);
+    let stacks: Vec<String> = tables
+        .intents
+        .iter()
+        .map(|it| {
+            let mut s = String::new();
+            for &addr in &it.stack {
+                s.push_str(frames.frame_line(addr).trim());
+                s.push('\n');
+            }
+            for f in &it.user {
+                s.push_str(user_frame_line(f).trim());
+                s.push('\n');
+            }
+            s.trim_end().to_owned()
+        })
+        .collect();
+    let paths = ioblame_pipeline::charged_paths(&r.trace, tables);
     let path_of = |dev: u32, ino: u64| paths.get(dev, ino).map(|p| printable(p).into_owned());
     let devices: Vec<(u32, String)> = r
         .trace
@@ -101,67 +191,14 @@ pub fn write_file(r: &Ready<'_>, opts: &Options, path: &Path) -> Result<Stats> {
         }
     };
     let names = Names {
-        tables: &tables,
+        tables,
         intents: &intents,
         stacks: &stacks,
         path: &path_of,
         device: &device,
     };
-    ioblame_timeline::write(&c, &names, opts, BufWriter::new(file))
+    ioblame_timeline::write(c, &names, opts, BufWriter::new(file))
         .with_context(|| format!("writing {}", path.display()))
-}
-
-/// The analysis with the timeline's builder fed: what it collected, the tables, and each
-/// intent's name and stack.
-fn collect(
-    r: &Ready<'_>,
-) -> (
-    ioblame_timeline::Collected,
-    Tables,
-    Vec<String>,
-    Vec<String>,
-) {
-    let page = r.trace.header().page_size.max(512) as u64;
-    let b = RefCell::new(Builder::new(ioblame_timeline::RUN_GAP_NS, page));
-    let a = r.analyze_logged(
-        |ev| {
-            if let EventKind::Ext4SyncFile { dev, ino, exit } = ev.kind {
-                b.borrow_mut()
-                    .fsync(ev.time, (ev.pid, ev.tid), dev, ino, exit);
-            }
-        },
-        |io, tables| {
-            // The recorder's own IO, as the other outputs, only with --show-recorder; it held
-            // the device either way.
-            if tables.acts[io.act.index()].recorder && !r.show_recorder {
-                b.borrow_mut().outside(io);
-            } else {
-                b.borrow_mut().io(io, tables);
-            }
-        },
-        |io, _| b.borrow_mut().outside(io),
-        Some(|d: &ioblame_attrib::Dirtied, tables: &Tables| b.borrow_mut().dirtied(d, tables)),
-    );
-    let intents = ioblame_attrib::intent_names(&a.tables, &r.symbols);
-    let frames = SymFrames(&r.symbols);
-    let stacks = a
-        .tables
-        .intents
-        .iter()
-        .map(|it| {
-            let mut s = String::new();
-            for &addr in &it.stack {
-                s.push_str(frames.frame_line(addr).trim());
-                s.push('\n');
-            }
-            for f in &it.user {
-                s.push_str(user_frame_line(f).trim());
-                s.push('\n');
-            }
-            s.trim_end().to_owned()
-        })
-        .collect();
-    (b.into_inner().finish(), a.tables, intents, stacks)
 }
 
 /// The notes of what the caps left out and of written-back IO no dirtying was found for.

@@ -101,6 +101,20 @@ pub struct ReportInput {
     /// damage, lost records, what a blktrace recording cannot see), shown on the page under
     /// the summary; empty: no notes section.
     pub notes: Vec<String>,
+    /// The timeline written beside the page by the caller (`ioblame timeline`'s file), linked
+    /// from it with how to open it.
+    pub timeline: Option<TimelineLink>,
+}
+
+/// A timeline beside the report ([`ReportInput::timeline`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimelineLink {
+    /// Its file name in the output directory.
+    pub file: String,
+    /// Its slices and flows.
+    pub slices: u64,
+    /// See [`TimelineLink::slices`].
+    pub flows: u64,
 }
 
 impl Default for ReportInput {
@@ -119,6 +133,7 @@ impl Default for ReportInput {
             top_chart_devices: 4,
             color: false,
             notes: Vec::new(),
+            timeline: None,
         }
     }
 }
@@ -138,6 +153,8 @@ pub struct ReportFiles {
     pub folded: Vec<PathBuf>,
     /// `report.html`.
     pub html: PathBuf,
+    /// The timeline the caller wrote beside it ([`ReportInput::timeline`]).
+    pub timeline: Option<PathBuf>,
 }
 
 impl ReportFiles {
@@ -148,6 +165,7 @@ impl ReportFiles {
         v.extend(self.flames.iter().map(|p| p.as_path()));
         v.extend(self.folded.iter().map(|p| p.as_path()));
         v.extend(self.charts.iter().map(|p| p.as_path()));
+        v.extend(self.timeline.as_deref());
         v
     }
 
@@ -222,6 +240,17 @@ impl ReportWriter {
         self.blame = Some(section);
     }
 
+    /// Links the timeline the caller wrote into the output directory from the page, with
+    /// how to open it.
+    pub fn set_timeline(&mut self, link: TimelineLink) {
+        self.input.timeline = Some(link);
+    }
+
+    /// The output directory (the caller writes the timeline there).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Names files by (dev, ino), for the tables, summary and page: paths known only once the
     /// trace has been read (the recorder lists files at the end of a capture).
     pub fn set_paths(&mut self, paths: BTreeMap<FileKey, String>) {
@@ -267,6 +296,7 @@ impl ReportWriter {
             names: &names,
         };
         let mut files = write::no_files(dir);
+        files.timeline = input.timeline.as_ref().map(|t| files.dir.join(&t.file));
         write::write_tables(&s, &mut files)?;
         let flames = write::write_flame_graphs(&s, &mut files)?;
         let by_bytes = summary_text::acts_by_bytes(&shown);

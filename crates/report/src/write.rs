@@ -482,6 +482,25 @@ class=chart>{markup}</div></div>\n",
     if let Some(body) = charts.blame {
         v.push(section("blame", "Who made the IO slow", body));
     }
+    if let Some(t) = &s.input.timeline {
+        v.push(section(
+            "timeline",
+            "Timeline",
+            format!(
+                "<p><a href=\"{f}\">{f}</a>: {} slices and {} flows, a Perfetto trace of when it \
+happened: each task's dirtying, reads, direct IO and fsyncs on its thread, each device's requests \
+(queued, then on the device) with its queue depth and bytes per second, and an arrow from each \
+write to the IO that wrote it back, whoever issued it.</p>\n<p class=note>Open it at \
+<a href=\"https://ui.perfetto.dev\">ui.perfetto.dev</a> (&ldquo;Open trace file&rdquo;: the \
+file stays in the browser), or, when it is large, with Perfetto's <code>trace_processor \
+--httpd</code> and the same page. Click a slice for its act, file, bytes and stack; its \
+flows lead to the IO it caused (docs/timeline.md).</p>\n",
+                t.slices,
+                t.flows,
+                f = html_escape(&t.file)
+            ),
+        ));
+    }
     v.push(section(
         "explore",
         "Acts and intents",
