@@ -11,8 +11,9 @@ package's perfetto_trace_pb2) and checks it as Perfetto reads it:
   terminating_flow_ids, on different tracks, the start no later than the end.
 
 Prints a JSON summary on stdout: the counts, each act's bytes on the device slices
-(`io_bytes`) and on the dirtying slices (`written_bytes`), and the flows as (thread name,
-device track name) pairs. Exit 1 with the problems on stderr when a check fails.
+(`io_bytes`) and on the dirtying slices (`written_bytes`), the flows as (source, device track
+name, count) triples (the source a thread's name, or a device's for the arrows from a request
+to one that waited behind it), and the threads with fsync slices. Exit 1 with the problems on stderr when a check fails.
 
 Usage: timeline-check.py FILE
 """
@@ -151,7 +152,11 @@ def main(path):
             problems.append(f"flow {f} starts and ends on one track")
         if ets < ts:
             problems.append(f"flow {f} ends at {ets}, before it starts at {ts}")
-        src = thread_of(track) or tracks[track].name
+        src = thread_of(track)
+        if src is None:
+            # A request that another waited behind: its device.
+            d = device_of(track)
+            src = d.name if d is not None else tracks[track].name
         dev = device_of(etrack)
         pairs[(src, dev.name if dev is not None else "?")] += 1
     for f in flow_end:

@@ -65,7 +65,8 @@ fn every_fixture_is_a_timeline_perfetto_reads_with_the_acts_bytes() {
 }
 
 /// The two writers' fixtures: every byte a writer's act wrote came from its own dirtying
-/// slices, and flows lead from each writer's thread to the device.
+/// slices, flows lead from each writer's thread to the device, and from requests to those
+/// that waited behind them.
 #[test]
 fn each_writers_dirtying_flows_to_its_io() {
     if !support::perfetto_ready() {
@@ -100,6 +101,11 @@ fn each_writers_dirtying_flows_to_its_io() {
         for w in ["writerA", "writerB"] {
             assert!(pairs.contains(&w), "{fixture}: no flow from {w}: {pairs:?}");
         }
+        // Requests that waited behind others have an arrow from a request on their device.
+        assert!(
+            pairs.iter().any(|p| p.starts_with("device ")),
+            "{fixture}: no arrow from a request to one that waited behind it: {pairs:?}"
+        );
     }
 }
 

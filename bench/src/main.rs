@@ -10,6 +10,8 @@
 //!   measurement, printing events/s and peak RSS, and the 2-thread/1-thread ratios.
 //! * `ioblame-bench blame-vs TRACE [--threads 2] [--repeat 3]`: the attribution alone
 //!   against the attribution with `ioblame blame`'s pass, interleaved, and the ratio.
+//! * `ioblame-bench timeline-vs TRACE [--threads 2] [--repeat 3]`: the same for `ioblame
+//!   timeline`'s feed and file, with the file's size.
 //! * `ioblame-bench blktrace-gen -o DIR [--records N]` and `blktrace-vs DIR`: a generated
 //!   blktrace recording, and `ioblame acts` timed against `blkparse` on it (`blktrace.rs`).
 //! * `ioblame-bench paths TRACE` and `fleet-vs OUT --fixtures DIR`: the FILES path table
@@ -73,6 +75,19 @@ enum Cmd {
     /// The blame pass's cost: `attribute` against `blame` (the same with `ioblame blame`'s
     /// pass), interleaved rounds of fresh processes, and the ratio.
     BlameVs {
+        /// The trace.
+        trace: PathBuf,
+        /// Threads.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+        /// Rounds, interleaved; the best time of each is reported.
+        #[arg(long, default_value_t = 3)]
+        repeat: usize,
+    },
+    /// The timeline's cost: `attribute` against `timeline` (the same with `ioblame
+    /// timeline`'s feed and its file written), interleaved rounds of fresh processes; the
+    /// ratio and the file's size.
+    TimelineVs {
         /// The trace.
         trace: PathBuf,
         /// Threads.
@@ -215,7 +230,12 @@ fn main() -> Result<()> {
             trace,
             threads,
             repeat,
-        } => measure::blame_vs(&trace, threads, repeat)?,
+        } => measure::stage_vs(&trace, "blame", threads, repeat)?,
+        Cmd::TimelineVs {
+            trace,
+            threads,
+            repeat,
+        } => measure::stage_vs(&trace, "timeline", threads, repeat)?,
         Cmd::Measure {
             stage,
             threads,

@@ -103,7 +103,7 @@ impl AnonPeak {
 /// (`events secs peak_kib peak_anon_kib`, then the note). Without `sample`, no thread
 /// samples the anonymous memory, and its peak prints as 0.
 pub fn measure_here(stage: &str, threads: usize, trace: &Path, sample: bool) -> Result<()> {
-    if !STAGES.contains(&stage) && stage != "blame" {
+    if !STAGES.contains(&stage) && stage != "blame" && stage != "timeline" {
         bail!("unknown stage {stage} (expected {})", STAGES.join(", "));
     }
     let so = StreamOptions::default();
@@ -148,12 +148,25 @@ pub fn measure_here(stage: &str, threads: usize, trace: &Path, sample: bool) -> 
                 };
                 let blame = stage == "blame";
                 let engine = std::cell::RefCell::new(ioblame_latency::BlameEngine::new());
-                let a = ioblame_pipeline::analyze_observed(
+                // `ioblame timeline`'s side: its feed, then the file written.
+                let timeline = (stage == "timeline").then(|| {
+                    let page = t.trace().header().page_size.max(512) as u64;
+                    ioblame_timeline::Feed::new(page, true)
+                });
+                let dirtied = timeline.as_ref().map(|f| {
+                    |d: &ioblame_attrib::Dirtied, tables: &ioblame_attrib::Tables| {
+                        f.dirtied(d, tables)
+                    }
+                });
+                let a = ioblame_pipeline::analyze_logged(
                     &t,
                     &opts,
                     |ev| {
                         if blame {
                             engine.borrow_mut().push_event(ev);
+                        }
+                        if let Some(f) = &timeline {
+                            f.event(ev);
                         }
                     },
                     |io, tables| {
@@ -162,9 +175,17 @@ pub fn measure_here(stage: &str, threads: usize, trace: &Path, sample: bool) -> 
                             let mut e = engine.borrow_mut();
                             ioblame_pipeline::blame::push_io(&mut e, io, tables, |_, _| true);
                         }
+                        if let Some(f) = &timeline {
+                            f.io(io, tables);
+                        }
                     },
+                    |_, _| {},
+                    dirtied,
                     |_| {},
                 );
+                if let Some(f) = timeline {
+                    note = write_timeline(f, &a.tables, &symbols)?;
+                }
                 if blame {
                     let b = engine.into_inner().finish();
                     let culprits: usize =
@@ -200,6 +221,55 @@ pub fn measure_here(stage: &str, threads: usize, trace: &Path, sample: bool) -> 
         println!("{note}");
     }
     Ok(())
+}
+
+/// Writes the timeline `f` collected (named by `tables` and `symbols`, the files by inode) to
+/// a temporary file, as `ioblame timeline` does; its figures as a note.
+fn write_timeline(
+    f: ioblame_timeline::Feed,
+    tables: &ioblame_attrib::Tables,
+    symbols: &ioblame_decode::Symbolizer,
+) -> Result<String> {
+    let c = f.finish();
+    let intents = ioblame_attrib::intent_names(tables, symbols);
+    let stacks: Vec<String> = tables
+        .intents
+        .iter()
+        .map(|it| {
+            let frames: Vec<String> = it.stack.iter().map(|&a| symbols.format_frame(a)).collect();
+            frames.join("\n")
+        })
+        .collect();
+    let path = |_: u32, ino: u64| Some(format!("/data/file-{ino}"));
+    let device = |dev: u32| format!("{}:{}", dev >> 20, dev & 0xfffff);
+    let names = ioblame_timeline::Names {
+        tables,
+        intents: &intents,
+        stacks: &stacks,
+        path: &path,
+        device: &device,
+    };
+    let file = std::env::temp_dir().join(format!(
+        "ioblame-bench-{}.perfetto-trace",
+        std::process::id()
+    ));
+    let out = std::io::BufWriter::new(std::fs::File::create(&file)?);
+    let s = ioblame_timeline::write(&c, &names, &ioblame_timeline::Options::default(), out);
+    let _ = std::fs::remove_file(&file);
+    let s = s?;
+    Ok(format!(
+        "timeline: {} slices, {} flows, {} tracks, {} packets, {:.1} MiB ({:.1} bytes/slice); {} \
+         requests, {} dirtying runs, {} fsyncs",
+        s.slices,
+        s.flows,
+        s.tracks,
+        s.packets,
+        s.bytes as f64 / (1 << 20) as f64,
+        s.bytes as f64 / s.slices.max(1) as f64,
+        c.requests.len(),
+        c.runs.len(),
+        c.blocked.len()
+    ))
 }
 
 /// Runs `stage` in a child process of this binary, with the anonymous memory sampler if
@@ -324,13 +394,17 @@ pub fn group(x: f64) -> String {
     ioblame_latency::output::thousands(x.round() as u64)
 }
 
-/// `attribute` against `blame` on `trace` with `threads`, in `repeat` interleaved rounds of
-/// fresh processes: the best time of each, the ratio, and peak memory.
-pub fn blame_vs(trace: &Path, threads: usize, repeat: usize) -> Result<()> {
+/// `attribute` against `stage` (`blame`: the same with `ioblame blame`'s pass; `timeline`:
+/// with `ioblame timeline`'s feed and file) on `trace` with `threads`, in `repeat`
+/// interleaved rounds of fresh processes: the best time of each, the ratio, and peak memory.
+pub fn stage_vs(trace: &Path, stage: &str, threads: usize, repeat: usize) -> Result<()> {
+    let what = match stage {
+        "blame" => "the same with the blame pass of `ioblame blame`",
+        _ => "the same with `ioblame timeline`'s feed and its file written",
+    };
     println!(
-        "trace {}; `attribute` (what `ioblame acts` runs) and `blame` (the same with the blame \
-         pass of `ioblame blame`), {threads} thread(s), best of {repeat} interleaved rounds; \
-         load average before: {}",
+        "trace {}; `attribute` (what `ioblame acts` runs) and `{stage}` ({what}), {threads} \
+         thread(s), best of {repeat} interleaved rounds; load average before: {}",
         trace.display(),
         loadavg()
     );
@@ -346,10 +420,10 @@ pub fn blame_vs(trace: &Path, threads: usize, repeat: usize) -> Result<()> {
     };
     for _ in 0..repeat.max(1) {
         keep(&mut att, measure_child("attribute", threads, trace, false)?);
-        keep(&mut bl, measure_child("blame", threads, trace, false)?);
+        keep(&mut bl, measure_child(stage, threads, trace, false)?);
     }
     let (a, b) = (att.unwrap(), bl.unwrap());
-    for (name, f) in [("attribute", &a), ("blame", &b)] {
+    for (name, f) in [("attribute", &a), (stage, &b)] {
         println!(
             "{name:<10} {:>11} events {:>8.3} s {:>14} events/s peak RSS {:>5.0} MiB",
             f.events,
@@ -360,7 +434,7 @@ pub fn blame_vs(trace: &Path, threads: usize, repeat: usize) -> Result<()> {
     }
     println!("{}", b.note);
     println!(
-        "blame / attribute: {:.3} in time ({:+.1}%), {:.3} in peak memory",
+        "{stage} / attribute: {:.3} in time ({:+.1}%), {:.3} in peak memory",
         b.secs / a.secs,
         100.0 * (b.secs / a.secs - 1.0),
         b.peak_kib as f64 / a.peak_kib.max(1) as f64

@@ -74,7 +74,7 @@ pub fn run(out: &mut impl Write, a: ReportArgs, session: &Session) -> Result<()>
         (0, u64::MAX),
     ));
     // The timeline beside the page, from the same events, IOs and dirtying.
-    let feed = timeline::Feed::new(&r);
+    let feed = timeline::feed(&r);
     let on_event = |ev: &ioblame_decode::Event| {
         latency.borrow_mut().push(ev);
         blamer.borrow_mut().event(ev);

@@ -2,7 +2,6 @@
 //! docs/timeline.md): each role's dirtying, reads, direct IO and fsyncs, each device's
 //! requests and queue, and flows from each write to the IO it caused.
 
-use std::cell::RefCell;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -11,8 +10,7 @@ use anyhow::{bail, Context as _, Result};
 use clap::Args;
 use ioblame_attrib::Tables;
 use ioblame_counters::output::printable;
-use ioblame_decode::EventKind;
-use ioblame_timeline::{Builder, Names, Options, Stats};
+use ioblame_timeline::{Feed, Names, Options, Stats};
 
 use super::at_least_one;
 use crate::session::{DevArgs, Ready, Session, TraceArgs};
@@ -82,7 +80,7 @@ pub fn run(out: &mut impl Write, a: TimelineArgs, session: &Session) -> Result<(
 
 /// Runs the analysis `r` is ready for and writes its timeline to `path`.
 pub fn write_file(r: &Ready<'_>, opts: &Options, path: &Path) -> Result<Stats> {
-    let feed = Feed::new(r);
+    let feed = feed(r);
     let a = r.analyze_logged(
         |ev| feed.event(ev),
         |io, tables| feed.io(io, tables),
@@ -92,58 +90,9 @@ pub fn write_file(r: &Ready<'_>, opts: &Options, path: &Path) -> Result<Stats> {
     write_collected(r, &feed.finish(), &a.tables, opts, path)
 }
 
-/// The timeline's side of an analysis: its builder, fed the fsyncs among the events, the
-/// charged IOs (the recorder's own, unless shown, only as the device's queue) and what each
-/// role dirtied.
-pub struct Feed {
-    b: RefCell<Builder>,
-    show_recorder: bool,
-}
-
-impl Feed {
-    /// A feed for the analysis `r` is ready for.
-    pub fn new(r: &Ready<'_>) -> Feed {
-        let page = r.trace.header().page_size.max(512) as u64;
-        Feed {
-            b: RefCell::new(Builder::new(ioblame_timeline::RUN_GAP_NS, page)),
-            show_recorder: r.show_recorder,
-        }
-    }
-
-    /// A decoded event.
-    pub fn event(&self, ev: &ioblame_decode::Event) {
-        if let EventKind::Ext4SyncFile { dev, ino, exit } = ev.kind {
-            self.b
-                .borrow_mut()
-                .fsync(ev.time, (ev.pid, ev.tid), dev, ino, exit);
-        }
-    }
-
-    /// A charged IO in the scope.
-    pub fn io(&self, io: &ioblame_attrib::Io, tables: &Tables) {
-        // The recorder's own IO, as in the other outputs, only with --show-recorder; it held
-        // the device either way.
-        if tables.acts[io.act.index()].recorder && !self.show_recorder {
-            self.b.borrow_mut().outside(io);
-        } else {
-            self.b.borrow_mut().io(io, tables);
-        }
-    }
-
-    /// A charged IO the scope leaves out.
-    pub fn outside(&self, io: &ioblame_attrib::Io) {
-        self.b.borrow_mut().outside(io);
-    }
-
-    /// What a role dirtied.
-    pub fn dirtied(&self, d: &ioblame_attrib::Dirtied, tables: &Tables) {
-        self.b.borrow_mut().dirtied(d, tables);
-    }
-
-    /// What was collected.
-    pub fn finish(self) -> ioblame_timeline::Collected {
-        self.b.into_inner().finish()
-    }
+/// The timeline's side of the analysis `r` is ready for.
+pub fn feed(r: &Ready<'_>) -> Feed {
+    Feed::new(r.trace.header().page_size.max(512) as u64, r.show_recorder)
 }
 
 /// Writes what an analysis collected (`c`, with its final `tables`) to `path`, named from

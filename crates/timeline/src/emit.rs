@@ -286,7 +286,12 @@ pub(crate) fn events<W: Write>(
                 }
                 stats.slices += 1;
                 let ending = sel.req_flows.get(&(i as u32)).cloned().unwrap_or_default();
-                w.begin(t, r.queue, &name, &args, Vec::new(), ending)?;
+                let starting = sel
+                    .culprit_flows
+                    .get(&(i as u32))
+                    .cloned()
+                    .unwrap_or_default();
+                w.begin(t, r.queue, &name, &args, starting, ending)?;
                 w.begin(t, r.queue, "queued", &[], Vec::new(), Vec::new())?;
                 let dt = depth.entry(r.dev).or_default();
                 dt.0 += 1;
@@ -298,7 +303,15 @@ pub(crate) fn events<W: Write>(
                 let t = tracks.request[i];
                 let ts = r.issue.max(r.queue);
                 w.end(t, ts)?;
-                w.begin(t, ts, "on device", &[], Vec::new(), Vec::new())?;
+                // The arrow from the request it waited behind longest lands here, when it
+                // got the device.
+                let behind: Vec<u64> = sel
+                    .victim_flows
+                    .get(&(i as u32))
+                    .copied()
+                    .into_iter()
+                    .collect();
+                w.begin(t, ts, "on device", &[], Vec::new(), behind)?;
                 let dt = depth.entry(r.dev).or_default();
                 dt.1 += 1;
                 let v = dt.1;

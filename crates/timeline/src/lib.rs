@@ -7,12 +7,14 @@
 //! bytes per second; flows lead from each dirtying run to the requests that wrote what it
 //! dirtied, whoever issued them, and from each read to its request.
 //!
-//! [`Builder`] collects from an analysis as it runs; [`write`] writes what was collected,
+//! [`Builder`] collects from an analysis as it runs ([`Feed`] feeds it from the analysis's
+//! observers); [`write`] writes what was collected,
 //! named, in time order, streaming the packets. Perfetto's messages are derived with prost
 //! from the vendored subset of its protos ([`proto`]).
 
 mod build;
 mod emit;
+mod feed;
 pub mod proto;
 mod select;
 mod tracks;
@@ -24,6 +26,7 @@ use ioblame_attrib::{Tables, Via};
 use ioblame_decode::Dev;
 
 pub use build::{Blocked, Builder, Collected, Part, Request, Run};
+pub use feed::Feed;
 pub use writer::{Arg, PacketWriter};
 
 /// The bins of the bytes-per-second counter (ns).

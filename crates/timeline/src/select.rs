@@ -20,6 +20,11 @@ pub(crate) struct Selection {
     pub req_flows: FxHashMap<u32, Vec<u64>>,
     /// The flow from each read or direct IO slice (by request and part) to its request.
     pub read_flows: FxHashMap<(u32, u32), u64>,
+    /// The flows starting at each request to the requests that waited behind it.
+    pub culprit_flows: FxHashMap<u32, Vec<u64>>,
+    /// The flow ending at each request's on-device part from the request it waited behind
+    /// most.
+    pub victim_flows: FxHashMap<u32, u64>,
 }
 
 /// Selects what `opts` keeps of `c`, counting what it leaves out in `stats`.
@@ -116,6 +121,14 @@ pub(crate) fn select(c: &Collected, opts: &Options, stats: &mut Stats) -> Select
         .filter(|&i| keep_req[i as usize])
         .collect();
     order.sort_by_key(|&i| (c.requests[i as usize].queue, i));
+    let mut culprit_flows: FxHashMap<u32, Vec<u64>> = FxHashMap::default();
+    let mut victim_flows: FxHashMap<u32, u64> = FxHashMap::default();
+    for (v, culprit) in waited_behind(c, &order) {
+        if let Some(f) = take_flow(stats) {
+            culprit_flows.entry(culprit).or_default().push(f);
+            victim_flows.insert(v, f);
+        }
+    }
     Selection {
         keep_run,
         keep_blocked,
@@ -123,5 +136,107 @@ pub(crate) fn select(c: &Collected, opts: &Options, stats: &mut Stats) -> Select
         run_flows,
         req_flows,
         read_flows,
+        culprit_flows,
+        victim_flows,
+    }
+}
+
+/// For each request drawn (`order`, by queue time) that waited to be issued while others
+/// were on its device, the one in flight the longest during that wait: (victim, culprit).
+/// `ioblame blame` splits the whole wait among all of them (docs/latency.md, "Blame"); the
+/// timeline draws one arrow, from the request that stood ahead of it longest.
+pub(crate) fn waited_behind(c: &Collected, order: &[u32]) -> Vec<(u32, u32)> {
+    let mut by_dev: FxHashMap<u32, Vec<u32>> = FxHashMap::default();
+    for &q in order {
+        by_dev
+            .entry(c.requests[q as usize].dev)
+            .or_default()
+            .push(q);
+    }
+    let mut out = Vec::new();
+    let mut devs: Vec<_> = by_dev.into_iter().collect();
+    devs.sort_unstable_by_key(|d| d.0);
+    for (_, list) in devs {
+        // By issue time: the requests issued before a victim, back to those issued before
+        // its queueing that were still in flight then.
+        let mut by_issue = list.clone();
+        by_issue.sort_by_key(|&q| (c.requests[q as usize].issue, q));
+        let issues: Vec<u64> = by_issue
+            .iter()
+            .map(|&q| c.requests[q as usize].issue)
+            .collect();
+        // The longest time on the device, to bound the look back.
+        let longest = list
+            .iter()
+            .map(|&q| {
+                let r = &c.requests[q as usize];
+                r.complete.saturating_sub(r.issue)
+            })
+            .max()
+            .unwrap_or(0);
+        for &v in &list {
+            let r = &c.requests[v as usize];
+            if r.issue <= r.queue {
+                continue;
+            }
+            let end = issues.partition_point(|&t| t < r.issue);
+            let start = issues.partition_point(|&t| t < r.queue.saturating_sub(longest));
+            let mut best: Option<(u64, u32)> = None;
+            for &k in &by_issue[start..end] {
+                if k == v {
+                    continue;
+                }
+                let o = &c.requests[k as usize];
+                let overlap = o.complete.min(r.issue).saturating_sub(o.issue.max(r.queue));
+                if overlap > 0 && best.is_none_or(|b| overlap > b.0) {
+                    best = Some((overlap, k));
+                }
+            }
+            if let Some((_, k)) = best {
+                out.push((v, k));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build::Request;
+    use ioblame_attrib::Dir;
+
+    fn req(dev: u32, queue: u64, issue: u64, complete: u64) -> Request {
+        Request {
+            dev,
+            sector: 0,
+            bytes: 4096,
+            dir: Dir::R,
+            rwbs: "R".into(),
+            queue,
+            issue,
+            complete,
+            parts: Vec::new(),
+        }
+    }
+
+    /// A request's arrow comes from the one in flight longest while it waited on its device;
+    /// another device's, and one issued after it, do not count; one that waited for nothing
+    /// has none.
+    #[test]
+    fn a_wait_is_drawn_from_the_request_ahead_longest() {
+        let c = Collected {
+            requests: vec![
+                req(1, 100, 300, 400), // the victim
+                req(1, 40, 50, 150),   // in flight 100..150: 50
+                req(1, 110, 120, 290), // 120..290: 170; itself behind the one before
+                req(2, 100, 100, 300), // another device
+                req(1, 250, 350, 500), // issued after the victim
+                req(1, 500, 500, 600), // waited for nothing
+            ],
+            ..Collected::default()
+        };
+        let order: Vec<u32> = (0..c.requests.len() as u32).collect();
+        assert_eq!(waited_behind(&c, &order), vec![(0, 2), (2, 1), (4, 0)]);
     }
 }
