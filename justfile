@@ -32,6 +32,7 @@ bench EVENTS="5000000":
     ${CARGO_TARGET_DIR:-target}/release/ioblame-bench stats /var/tmp/ioblame-bench-trace
     ${CARGO_TARGET_DIR:-target}/release/ioblame-bench run /var/tmp/ioblame-bench-trace
     ${CARGO_TARGET_DIR:-target}/release/ioblame-bench blame-vs /var/tmp/ioblame-bench-trace
+    ${CARGO_TARGET_DIR:-target}/release/ioblame-bench timeline-vs /var/tmp/ioblame-bench-trace
     rm -rf /var/tmp/ioblame-bench-trace
     ${CARGO_TARGET_DIR:-target}/release/ioblame-bench vs-perf
     {{just_executable()}} bench-blktrace
