@@ -10,6 +10,15 @@ use rustc_hash::FxHashMap;
 /// No run.
 const NONE: u32 = u32::MAX;
 
+/// The most pages a folio record, or an IO looked up by page, is taken to span: the page
+/// cache's largest folios are 2 MiB of 4 KiB pages (more only on damaged input, where the
+/// rest is left unlinked).
+const MAX_PAGES: u64 = 1 << 11;
+
+/// The most 512-byte sectors a buffer record, or an IO looked up by sector, is taken to span
+/// (a buffer is at most a page, 64 KiB on any architecture).
+const MAX_SECTORS: u64 = 1 << 12;
+
 /// A dirtying run: consecutive dirtying of one file by one role (docs/timeline.md).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Run {
@@ -246,7 +255,7 @@ impl Builder {
             prev: (0, NONE),
         };
         if d.buffer {
-            let n = (d.bytes / 512).max(1);
+            let n = (d.bytes / 512).clamp(1, MAX_SECTORS);
             for s in d.pos..d.pos + n {
                 self.sectors
                     .entry((d.role.0, d.dev, s))
@@ -255,7 +264,7 @@ impl Builder {
             }
         } else {
             let first = d.pos / self.page;
-            let n = d.bytes.div_ceil(self.page).max(1);
+            let n = d.bytes.div_ceil(self.page).clamp(1, MAX_PAGES);
             for p in first..first + n {
                 self.pages
                     .entry((d.role.0, d.ino, p))
@@ -356,10 +365,13 @@ impl Builder {
         };
         let mut left = io.size;
         if let (Some(ino), Some(foff)) = (io.ino, io.file_offset) {
-            let (first, last) = (foff / self.page, (foff + io.size.max(1) - 1) / self.page);
-            for p in first..=last {
-                let a = (p * self.page).max(foff);
-                let b = ((p + 1) * self.page).min(foff + io.size);
+            let first = foff / self.page;
+            let last = (foff.saturating_add(io.size.max(1)) - 1) / self.page;
+            for p in first..=last.min(first + MAX_PAGES) {
+                let a = p.saturating_mul(self.page).max(foff);
+                let b = (p + 1)
+                    .saturating_mul(self.page)
+                    .min(foff.saturating_add(io.size));
                 if let Some(h) = self.pages.get(&(role, ino, p)) {
                     let run = h.at(io.queue_time);
                     if run != NONE {
@@ -371,7 +383,7 @@ impl Builder {
         }
         if left == io.size {
             // No page: by sector, in 1 KiB steps (buffers are at least that).
-            let n = io.size / 512;
+            let n = (io.size / 512).min(MAX_SECTORS);
             let mut s = 0;
             while s < n {
                 let step = 2.min(n - s);

@@ -64,7 +64,8 @@ pub(crate) fn events<W: Write>(
             .and_then(|a| role_of(a.role.0))
             .map(|r| (r.pid, r.tid, r.comm.as_str()))
     };
-    // Bytes per second, per device and bin, every bin from a device's first to its last.
+    // Bytes per second, per device and bin: each bin with IO, and a zero after each that the
+    // next bin of its device does not follow (a counter holds its value until the next).
     let mut rates: Vec<(Dev, u64, f64)> = Vec::new();
     {
         let mut bins: BTreeMap<(Dev, u64), u64> = BTreeMap::new();
@@ -80,12 +81,8 @@ pub(crate) fn events<W: Write>(
         let mut last: Option<(Dev, u64)> = None;
         for (&(dev, bin), &bytes) in &bins {
             if let Some((ld, lb)) = last {
-                if ld == dev {
-                    for b in lb + 1..bin {
-                        rates.push((dev, b * RATE_BIN_NS, 0.0));
-                    }
-                } else {
-                    rates.push((ld, (lb + 1) * RATE_BIN_NS, 0.0));
+                if ld != dev || lb + 1 < bin {
+                    rates.push((ld, (lb + 1).saturating_mul(RATE_BIN_NS), 0.0));
                 }
             }
             rates.push((
@@ -96,11 +93,11 @@ pub(crate) fn events<W: Write>(
             last = Some((dev, bin));
         }
         if let Some((ld, lb)) = last {
-            rates.push((ld, (lb + 1) * RATE_BIN_NS, 0.0));
+            rates.push((ld, (lb + 1).saturating_mul(RATE_BIN_NS), 0.0));
         }
     }
 
-    // The steps, in time sel.order.
+    // The steps, in time order.
     let mut steps: Vec<Step> = Vec::new();
     let step = |ts, class, kind, idx: usize| Step {
         ts,

@@ -39,23 +39,29 @@ pub(crate) struct Tracks {
     pub request: Vec<Uuid>,
 }
 
-/// The per-lane layout of slices on a track: the lane of each, lanes reused when free (a
-/// slice begins strictly after the last one on its lane ended).
+/// The per-lane layout of slices on a track (`spans` by start): the lane of each, and how
+/// many. A slice goes on the lane that fell free first, if free before it begins (strictly:
+/// slices on one lane never touch), else on a new lane; O(n log n) however deep the queue.
 pub(crate) fn lanes(spans: impl Iterator<Item = (u64, u64)>) -> (Vec<u32>, u32) {
-    let mut ends: Vec<u64> = Vec::new();
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let mut free: BinaryHeap<Reverse<(u64, u32)>> = BinaryHeap::new();
     let mut out = Vec::new();
+    let mut n = 0u32;
     for (a, b) in spans {
-        let lane = match ends.iter().position(|&e| e < a) {
-            Some(l) => l,
-            None => {
-                ends.push(0);
-                ends.len() - 1
+        let lane = match free.peek() {
+            Some(&Reverse((end, lane))) if end < a => {
+                free.pop();
+                lane
+            }
+            _ => {
+                n += 1;
+                n - 1
             }
         };
-        ends[lane] = b;
-        out.push(lane as u32);
+        free.push(Reverse((b, lane)));
+        out.push(lane);
     }
-    let n = ends.len() as u32;
     (out, n)
 }
 
@@ -87,7 +93,7 @@ pub(crate) fn describe<W: Write>(
             }
         }
     }
-    // Reads and direct IO on role tracks: (pid, tid) -> [(request, part)] in queue sel.order.
+    // Reads and direct IO on role tracks: (pid, tid) -> [(request, part)] in queue order.
     let mut reads: BTreeMap<(u32, u32), Vec<(u32, u32)>> = BTreeMap::new();
     for &qi in &sel.order {
         for (pi, p) in c.requests[qi as usize].parts.iter().enumerate() {
@@ -264,4 +270,26 @@ pub(crate) fn describe<W: Write>(
         devices: dev_tracks,
         request: req_track,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lanes;
+
+    /// Overlapping slices go on lanes of their own; a lane is reused once free, never by a
+    /// slice that begins when its last one ends.
+    #[test]
+    fn overlapping_slices_get_lanes_and_free_lanes_are_reused() {
+        let spans = [(0, 10), (5, 20), (10, 12), (11, 30), (21, 25)];
+        let (lane, n) = lanes(spans.into_iter());
+        assert_eq!(n, 3);
+        assert_eq!(lane, vec![0, 1, 2, 0, 2]);
+        for (i, a) in spans.iter().enumerate() {
+            for (j, b) in spans.iter().enumerate().skip(i + 1) {
+                if lane[i] == lane[j] {
+                    assert!(a.1 < b.0, "{a:?} and {b:?} share lane {}", lane[i]);
+                }
+            }
+        }
+    }
 }
