@@ -8,7 +8,8 @@ package's perfetto_trace_pb2) and checks it as Perfetto reads it:
 - on every track, slices nest: each end closes the innermost open slice, in time order, and
   none is left open;
 - every flow has both ends: an id in one slice's flow_ids and in another's
-  terminating_flow_ids, on different tracks, the start no later than the end.
+  terminating_flow_ids, on different tracks, the start no later than the end, and read
+  first (Perfetto binds a flow's ends in the order it reads them).
 
 Prints a JSON summary on stdout: the counts, each act's bytes on the device slices
 (`io_bytes`) and on the dirtying slices (`written_bytes`), the flows as (source, device track
@@ -114,11 +115,11 @@ def main(path):
             for f in e.flow_ids:
                 if f in flow_start:
                     problems.append(f"flow {f} starts twice")
-                flow_start[f] = (p.timestamp, e.track_uuid)
+                flow_start[f] = (p.timestamp, e.track_uuid, i)
             for f in e.terminating_flow_ids:
                 if f in flow_end:
                     problems.append(f"flow {f} ends twice")
-                flow_end[f] = (p.timestamp, e.track_uuid)
+                flow_end[f] = (p.timestamp, e.track_uuid, i)
             open_slices[e.track_uuid].append(name)
             if name == "fsync":
                 fsync_threads.add(thread_of(e.track_uuid))
@@ -127,7 +128,10 @@ def main(path):
             if dev is not None and dev.name.startswith("device ") and "bytes" in args:
                 parts = args.get("parts") or {"part 1": args}
                 for part in parts.values():
-                    io_bytes[part["act"]] += part["act_bytes"]
+                    # A loop device's backing-file copy counts for its device, not again
+                    # for the act (as in `ioblame acts`).
+                    if not part.get("lower_copy"):
+                        io_bytes[part["act"]] += part["act_bytes"]
             for key, b in (args.get("written_by_act") or {}).items():
                 written[int(key.split()[1])] += b
         elif e.type == pb.TrackEvent.TYPE_SLICE_END:
@@ -143,11 +147,13 @@ def main(path):
     if not cleared:
         problems.append("the first packet does not clear the sequence's incremental state")
     pairs = defaultdict(int)
-    for f, (ts, track) in flow_start.items():
+    for f, (ts, track, at) in flow_start.items():
         if f not in flow_end:
             problems.append(f"flow {f} has no end")
             continue
-        ets, etrack = flow_end[f]
+        ets, etrack, eat = flow_end[f]
+        if eat < at:
+            problems.append(f"flow {f}: its end is in packet {eat}, before its start in {at}")
         if etrack == track:
             problems.append(f"flow {f} starts and ends on one track")
         if ets < ts:

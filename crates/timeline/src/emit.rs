@@ -12,17 +12,24 @@ use crate::tracks::Tracks;
 use crate::writer::{Arg, PacketWriter};
 use crate::{on_role_track, Names, Stats, RATE_BIN_NS};
 
-/// A step of the time-ordered writing: at `ts`, `class` orders steps at the same time (ends
-/// before begins, a request's steps in order), `kind` says what, `idx` of which.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A step of the time-ordered writing: at `ts`, `group` orders steps at the same time, then
+/// `idx` (which one of its kind) and `class` (a request's steps in order), `kind` says what.
+///
+/// The groups, at one time: 0, the ends of slices that began earlier (a thread's run ends
+/// before its next begins); 1, the slices where flows start (runs, reads and direct IO on
+/// threads, fsyncs); 2, the requests, which flows from group 1 end at (Perfetto binds a
+/// flow's ends in the order it reads them); 3, the ends of slices that began at the same
+/// time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Step {
     ts: u64,
+    group: u8,
+    idx: u32,
     class: u8,
     kind: Kind,
-    idx: u32,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Kind {
     RunBegin,
     RunEnd,
@@ -99,35 +106,31 @@ pub(crate) fn events<W: Write>(
 
     // The steps, in time order.
     let mut steps: Vec<Step> = Vec::new();
-    let step = |ts, class, kind, idx: usize| Step {
+    let step = |ts, group, class, kind, idx: usize| Step {
         ts,
+        group,
+        idx: idx as u32,
         class,
         kind,
-        idx: idx as u32,
     };
+    // The group of a slice's end: 0 when it began earlier, else after its begin.
+    let end_group = |begin: u64, end: u64| if end > begin { 0 } else { 3 };
     for (i, r) in c.runs.iter().enumerate().filter(|(i, _)| sel.keep_run[*i]) {
-        steps.push(step(r.start, 1, Kind::RunBegin, i));
-        steps.push(step(
-            r.end,
-            if r.end > r.start { 0 } else { 2 },
-            Kind::RunEnd,
-            i,
-        ));
+        steps.push(step(r.start, 1, 0, Kind::RunBegin, i));
+        steps.push(step(r.end, end_group(r.start, r.end), 0, Kind::RunEnd, i));
     }
     for &qi in &sel.order {
         let r = &c.requests[qi as usize];
         let i = qi as usize;
-        steps.push(step(r.queue, 1, Kind::ReqQueue, i));
-        steps.push(step(r.issue.max(r.queue), 3, Kind::ReqIssue, i));
-        steps.push(step(
-            r.complete.max(r.issue).max(r.queue),
-            4,
-            Kind::ReqComplete,
-            i,
-        ));
+        // A request's steps stay in group 2 (its lane is its own; the counters' order at one
+        // time is theirs), in order by class.
+        steps.push(step(r.queue, 2, 1, Kind::ReqQueue, i));
+        steps.push(step(r.issue.max(r.queue), 2, 3, Kind::ReqIssue, i));
+        let done = r.complete.max(r.issue).max(r.queue);
+        steps.push(step(done, 2, 4, Kind::ReqComplete, i));
         if r.parts.iter().any(on_role_track) {
-            steps.push(step(r.queue, 1, Kind::ReadBegin, i));
-            steps.push(step(r.complete.max(r.queue), 5, Kind::ReadEnd, i));
+            steps.push(step(r.queue, 1, 0, Kind::ReadBegin, i));
+            steps.push(step(done, end_group(r.queue, done), 5, Kind::ReadEnd, i));
         }
     }
     for (i, b) in c
@@ -136,28 +139,27 @@ pub(crate) fn events<W: Write>(
         .enumerate()
         .filter(|(i, _)| sel.keep_blocked[*i])
     {
-        steps.push(step(b.start, 1, Kind::BlockedBegin, i));
-        steps.push(step(b.end, 6, Kind::BlockedEnd, i));
+        steps.push(step(b.start, 1, 0, Kind::BlockedBegin, i));
+        steps.push(step(
+            b.end,
+            end_group(b.start, b.end),
+            6,
+            Kind::BlockedEnd,
+            i,
+        ));
     }
     for (i, o) in c.outside.iter().enumerate() {
         if (from..to).contains(&o.2) {
-            steps.push(step(o.2, 1, Kind::OutQueue, i));
-            steps.push(step(o.3.max(o.2), 3, Kind::OutIssue, i));
-            steps.push(step(o.4.max(o.3).max(o.2), 4, Kind::OutComplete, i));
+            steps.push(step(o.2, 2, 1, Kind::OutQueue, i));
+            steps.push(step(o.3.max(o.2), 2, 3, Kind::OutIssue, i));
+            steps.push(step(o.4.max(o.3).max(o.2), 2, 4, Kind::OutComplete, i));
         }
     }
     for (i, r) in rates.iter().enumerate() {
-        steps.push(step(r.1, 7, Kind::Rate, i));
+        steps.push(step(r.1, 2, 7, Kind::Rate, i));
     }
-    // Ends before begins at one time, except a slice's own end after its begin: a slice
-    // that ends when it begins is ordered by its own steps (class above), and two slices of
-    // one lane never touch (lanes() leaves a gap).
-    steps.sort_unstable_by(|a, b| {
-        a.ts.cmp(&b.ts)
-            .then_with(|| (a.class != 0).cmp(&(b.class != 0)))
-            .then_with(|| a.idx.cmp(&b.idx))
-            .then_with(|| a.class.cmp(&b.class))
-    });
+    // Two slices of one lane never touch (lanes() leaves a gap); see [`Step`] for the rest.
+    steps.sort_unstable();
 
     let mut depth: BTreeMap<Dev, (i64, i64)> = BTreeMap::new();
     let text = |s: Option<String>, ino: u64| s.unwrap_or_else(|| format!("inode {ino}"));
