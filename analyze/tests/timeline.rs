@@ -138,6 +138,18 @@ fn the_window_and_the_caps_bound_it() {
         err.contains("leaves out") && err.contains("--max-slices"),
         "{err}"
     );
+    // --scope: one process's IO and dirtying (its requests still count in the devices'
+    // queue depth).
+    let one = support::timeline_checked(&trace, dir.path(), &["--scope", "pid:3463"]);
+    let mut io: Vec<u64> = by_act(&one["io_bytes"]).into_values().collect();
+    io.sort_unstable();
+    assert_eq!(io, vec![4096, 8 << 20]);
+    for p in one["flow_pairs"].as_array().unwrap() {
+        assert!(
+            p[0] == "writerA" || p[0].as_str().unwrap().starts_with("device "),
+            "{p}"
+        );
+    }
     let none = support::timeline_checked(&trace, dir.path(), &["--from", "1000", "--to", "1001"]);
     assert_eq!(none["io_bytes"], serde_json::json!({}));
     let o = support::ioblame(&[

@@ -105,7 +105,9 @@ pub fn run(out: &mut impl Write, a: ReportArgs, session: &Session) -> Result<()>
             }
         },
         outside,
-        Some(|d: &ioblame_attrib::Dirtied, t: &ioblame_attrib::Tables| feed.dirtied(d, t)),
+        Some(|d: &ioblame_attrib::Dirtied, t: &ioblame_attrib::Tables| {
+            timeline::dirtied(&r, &feed, d, t)
+        }),
     );
     if let Some(e) = failed {
         return Err(e).context("writing ios.parquet");
@@ -135,7 +137,7 @@ pub fn run(out: &mut impl Write, a: ReportArgs, session: &Session) -> Result<()>
     let file = "timeline.perfetto-trace";
     let t = timeline::write_collected(
         &r,
-        &feed.finish(),
+        feed.finish(),
         &a.tables,
         &ioblame_timeline::Options::default(),
         &writer.dir().join(file),

@@ -85,9 +85,19 @@ pub fn write_file(r: &Ready<'_>, opts: &Options, path: &Path) -> Result<Stats> {
         |ev| feed.event(ev),
         |io, tables| feed.io(io, tables),
         |io, _| feed.outside(io),
-        Some(|d: &ioblame_attrib::Dirtied, tables: &Tables| feed.dirtied(d, tables)),
+        Some(|d: &ioblame_attrib::Dirtied, tables: &Tables| dirtied(r, &feed, d, tables)),
     );
-    write_collected(r, &feed.finish(), &a.tables, opts, path)
+    write_collected(r, feed.finish(), &a.tables, opts, path)
+}
+
+/// What a role dirtied, to `feed` when the role is in the scope.
+pub fn dirtied(r: &Ready<'_>, feed: &Feed, d: &ioblame_attrib::Dirtied, tables: &Tables) {
+    if tables
+        .role(d.role)
+        .is_some_and(|role| r.scope.role_in(role))
+    {
+        feed.dirtied(d, tables);
+    }
 }
 
 /// The timeline's side of the analysis `r` is ready for.
@@ -96,14 +106,22 @@ pub fn feed(r: &Ready<'_>) -> Feed {
 }
 
 /// Writes what an analysis collected (`c`, with its final `tables`) to `path`, named from
-/// the trace `r` holds.
+/// the trace `r` holds; the fsyncs of threads none of whose roles is in the scope left out.
 pub fn write_collected(
     r: &Ready<'_>,
-    c: &ioblame_timeline::Collected,
+    mut c: ioblame_timeline::Collected,
     tables: &Tables,
     opts: &Options,
     path: &Path,
 ) -> Result<Stats> {
+    if !r.scope.is_all() {
+        c.blocked.retain(|b| {
+            tables
+                .roles
+                .iter()
+                .any(|role| role.tid == b.tid && r.scope.role_in(role))
+        });
+    }
     let file = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
     let intents = ioblame_attrib::intent_names(tables, &r.symbols);
     let frames = SymFrames(&r.symbols);
@@ -146,7 +164,7 @@ pub fn write_collected(
         path: &path_of,
         device: &device,
     };
-    ioblame_timeline::write(c, &names, opts, BufWriter::new(file))
+    ioblame_timeline::write(&c, &names, opts, BufWriter::new(file))
         .with_context(|| format!("writing {}", path.display()))
 }
 

@@ -165,8 +165,9 @@ impl ResolvedScope {
         self.scope == Scope::All
     }
 
-    /// Whether `role` is in the scope.
-    fn role_in(&self, role: &Role) -> bool {
+    /// Whether `role` is in the scope (its lineage for `workload` and `pid:N`, its cgroup for
+    /// `cgroup:PATH`).
+    pub fn role_in(&self, role: &Role) -> bool {
         match &self.scope {
             Scope::All => true,
             Scope::Workload | Scope::Pid(_) => role.lineage,
