@@ -56,6 +56,7 @@ fn view_keys(v: &mut serde_json::Value, s: &Stat) {
     v["dirtied_bytes"] = s.dirtied.into();
     v["device_time_us"] = s.dev_us.into();
     v["queue_time_us"] = s.queue_us.into();
+    v["behind_ns"] = s.behind_ns.into();
 }
 
 /// The JSON objects of `sums`: one per act (the keys of `ioblame acts --json`, its totals
@@ -143,6 +144,7 @@ fn sums_json(out: &mut impl Write, ctx: &mut Ctx<'_>, span: Span, total: bool) -
     v["ios"] = all.ios.into();
     v["device_time_us"] = all.dev_us.into();
     v["queue_time_us"] = all.queue_us.into();
+    v["behind_ns"] = all.behind_ns.into();
     lines.push(v);
     for v in lines {
         writeln!(out, "{v}")?;

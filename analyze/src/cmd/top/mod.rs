@@ -5,6 +5,7 @@
 //! bytes dirtied and the IO charged back to whoever caused it: a terminal view
 //! ([`view`]), or text or JSON lines per interval (`--batch`, `--json`).
 
+mod blame;
 mod model;
 mod names;
 mod rows;
@@ -108,6 +109,8 @@ struct State<'a> {
     names: names::Names,
     ios: Vec<Io>,
     dirtied: Vec<Dirtied>,
+    /// The interval's IOs (and the previous one's) for the time others waited behind each.
+    blame: blame::LiveBlame,
     /// The trace time the current interval starts at, and the number of the interval.
     from: u64,
     interval: u64,
@@ -120,11 +123,20 @@ impl State<'_> {
         self.live.take(&mut self.ios, &mut self.dirtied, end);
         let tables = self.live.tables();
         for io in self.ios.drain(..) {
+            self.blame.push(&io);
             self.model.add_io(&io, tables);
         }
         for d in self.dirtied.drain(..) {
             let frames = self.live.stack_frames(d.stack);
             self.model.add_dirtied(&d, frames, tables);
+        }
+    }
+
+    /// Splits the interval's IOs' waits into the model (before it is shown).
+    fn split_waits(&mut self) {
+        let tables = self.live.tables();
+        for w in self.blame.interval() {
+            self.model.add_wait(w, tables);
         }
     }
 }
@@ -197,6 +209,7 @@ fn run_with(
         names,
         ios: Vec::new(),
         dirtied: Vec::new(),
+        blame: blame::LiveBlame::default(),
         from: start_ns,
         interval: 0,
     };
@@ -255,6 +268,7 @@ fn run_with(
             run.follow.emit_ready(|ev| live.push(ev));
         }
         st.absorb(false);
+        st.split_waits();
         st.interval += 1;
         let span = Span {
             number: st.interval,
@@ -295,11 +309,16 @@ fn run_with(
         live,
         mut model,
         mut names,
+        mut blame,
         ..
     } = st;
     let analysis = live.finish(&mut run.follow, |io, _| tail.push(io.clone()));
     for io in &tail {
+        blame.push(io);
         model.add_io(io, &analysis.tables);
+    }
+    for w in blame.interval() {
+        model.add_wait(w, &analysis.tables);
     }
     // The last interval runs to the last event.
     let to = run.follow.last_time().max(from);

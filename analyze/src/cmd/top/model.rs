@@ -26,6 +26,9 @@ pub struct Stat {
     pub dev_us: u64,
     /// The sum of the IOs' queue-to-issue times, µs.
     pub queue_us: u64,
+    /// The time other IOs waited behind this one's (as `ioblame blame` splits each wait
+    /// among the requests then on the device), ns.
+    pub behind_ns: u64,
 }
 
 impl Stat {
@@ -48,6 +51,7 @@ impl Stat {
         self.ios += o.ios;
         self.dev_us += o.dev_us;
         self.queue_us += o.queue_us;
+        self.behind_ns += o.behind_ns;
     }
 
     /// Mean queue latency, µs (0 without IO).
@@ -97,6 +101,9 @@ pub struct BaseInfo {
     /// The latest act charged with an IO of it (none: only dirtied so far).
     pub act: Option<ActId>,
 }
+
+/// A row's waits: (the victims', the culprits') bases with their ns, most first.
+pub type Waits = (Vec<(Base, u64)>, Vec<(Base, u64)>);
 
 /// How rows are formed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -204,6 +211,8 @@ pub struct Sums {
     pub devices: BTreeMap<Dev, Stat>,
     /// Over everything shown.
     pub all: Stat,
+    /// Who waited behind whom: (victim's base, culprit's base, the device) -> ns.
+    pub waits: HashMap<(Base, Base, Dev), u64>,
 }
 
 impl Sums {
@@ -212,6 +221,7 @@ impl Sums {
         self.acts.clear();
         self.devices.clear();
         self.all = Stat::default();
+        self.waits.clear();
     }
 }
 
@@ -357,6 +367,70 @@ impl Model {
         }
     }
 
+    /// Counts a wait: an IO of act `victim` on `dev` waited `ns` behind act `culprit`'s IO
+    /// ([`super::blame::LiveBlame`]). The recorder's own, either side, only when shown.
+    pub fn add_wait(&mut self, (victim, culprit, dev, ns): super::blame::Wait, tables: &Tables) {
+        let recorder = |a: ActId| tables.act(a).is_none_or(|a| a.recorder);
+        if !self.show_recorder && (recorder(victim) || recorder(culprit)) {
+            return;
+        }
+        let (Some(v), Some(c)) = (
+            self.act_base(victim, tables),
+            self.act_base(culprit, tables),
+        ) else {
+            return;
+        };
+        if let Some(act) = tables.act(culprit) {
+            self.info.entry(c).or_insert(BaseInfo {
+                dev: act.file.dev,
+                dev_exact: true,
+                act: Some(culprit),
+            });
+        }
+        for s in [&mut self.interval, &mut self.total] {
+            s.bases.entry(c).or_default().behind_ns += ns;
+            s.acts.entry(culprit).or_default().stat.behind_ns += ns;
+            s.devices.entry(dev).or_default().behind_ns += ns;
+            s.all.behind_ns += ns;
+            *s.waits.entry((v, c, dev)).or_default() += ns;
+        }
+    }
+
+    /// The row of `by` that base `b` (or, for devices, device `dev`) is in.
+    pub fn key_of(&self, b: &Base, dev: Dev, by: GroupBy, tables: &Tables) -> RowKey {
+        let role = tables.role(b.role);
+        match by {
+            GroupBy::Act => RowKey::Base(*b),
+            GroupBy::Task => RowKey::Role(b.role),
+            GroupBy::Process => RowKey::Process(role.map_or(0, |r| r.pid)),
+            GroupBy::Cgroup => RowKey::Cgroup(role.map_or(0, |r| r.cgroup)),
+            GroupBy::File => RowKey::File(self.info.get(b).map_or(0, |i| i.dev), b.ino),
+            GroupBy::Intent => RowKey::Stack(b.stack),
+            GroupBy::Device => RowKey::Device(dev),
+        }
+    }
+
+    /// Who waited behind row `key` of `by` in `sums` (the victims' bases, most time first)
+    /// and whom its IOs waited behind (the culprits'), ns each: [`Waits`].
+    pub fn waits_of(&self, sums: &Sums, key: RowKey, by: GroupBy, tables: &Tables) -> Waits {
+        let mut victims: HashMap<Base, u64> = HashMap::new();
+        let mut culprits: HashMap<Base, u64> = HashMap::new();
+        for (&(v, c, dev), &ns) in &sums.waits {
+            if self.key_of(&c, dev, by, tables) == key {
+                *victims.entry(v).or_default() += ns;
+            }
+            if self.key_of(&v, dev, by, tables) == key {
+                *culprits.entry(c).or_default() += ns;
+            }
+        }
+        let sorted = |m: HashMap<Base, u64>| {
+            let mut v: Vec<(Base, u64)> = m.into_iter().collect();
+            v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            v
+        };
+        (sorted(victims), sorted(culprits))
+    }
+
     /// Starts a new interval (what the last one summed is dropped).
     pub fn next_interval(&mut self) {
         self.interval.clear();
@@ -377,16 +451,7 @@ impl Model {
         }
         let mut rows: HashMap<RowKey, (Stat, Base, u64)> = HashMap::new();
         for (b, st) in &sums.bases {
-            let role = tables.role(b.role);
-            let key = match by {
-                GroupBy::Act => RowKey::Base(*b),
-                GroupBy::Task => RowKey::Role(b.role),
-                GroupBy::Process => RowKey::Process(role.map_or(0, |r| r.pid)),
-                GroupBy::Cgroup => RowKey::Cgroup(role.map_or(0, |r| r.cgroup)),
-                GroupBy::File => RowKey::File(self.info.get(b).map_or(0, |i| i.dev), b.ino),
-                GroupBy::Intent => RowKey::Stack(b.stack),
-                GroupBy::Device => unreachable!("handled above"),
-            };
+            let key = self.key_of(b, 0, by, tables);
             let weight = st.dirtied + st.read + st.written;
             let e = rows.entry(key).or_insert((Stat::default(), *b, 0));
             e.0.add(st);
@@ -524,6 +589,7 @@ pub(crate) mod tests {
                 ios: 2,
                 dev_us: 200,
                 queue_us: 20,
+                behind_ns: 0,
             }
         );
         assert_eq!(m.interval.acts.len(), 3);
@@ -562,5 +628,45 @@ pub(crate) mod tests {
         let mut m = Model::new(true, Some(11));
         m.add_dirtied(&d, &[5], &t);
         assert_eq!(m.total.all.dirtied, 4096);
+    }
+
+    /// A wait counts for the culprit's row (and device, and the whole), in the interval and
+    /// the run; the row's waits name its victims, and the victim's row its culprits.
+    #[test]
+    fn waits_count_for_the_culprit_and_name_both_sides() {
+        let t = tables();
+        let mut m = Model::new(false, None);
+        m.add_io(&io(0, Dir::W, 4096, 10, 100), &t);
+        m.add_io(&io(2, Dir::W, 4096, 10, 100), &t);
+        // Act 2 (writerB) waited 3 ms behind act 0 (writerA), then 1 ms behind act 1 (writerA,
+        // another reason: the same base).
+        m.add_wait((ActId(2), ActId(0), 7 << 20, 3_000_000), &t);
+        m.add_wait((ActId(2), ActId(1), 7 << 20, 1_000_000), &t);
+        let by_task = m.rows(&m.interval, GroupBy::Task, &t);
+        let of = |role: u32| {
+            by_task
+                .iter()
+                .find(|r| r.key == RowKey::Role(RoleId(role)))
+                .unwrap()
+                .stat
+                .behind_ns
+        };
+        assert_eq!((of(0), of(1)), (4_000_000, 0));
+        assert_eq!(m.interval.all.behind_ns, 4_000_000);
+        assert_eq!(m.interval.devices[&(7 << 20)].behind_ns, 4_000_000);
+        assert_eq!(m.interval.acts[&ActId(0)].stat.behind_ns, 3_000_000);
+        let (victims, culprits) =
+            m.waits_of(&m.interval, RowKey::Role(RoleId(0)), GroupBy::Task, &t);
+        assert_eq!(victims.len(), 1);
+        assert_eq!((victims[0].0.role, victims[0].1), (RoleId(1), 4_000_000));
+        assert!(culprits.is_empty());
+        let (_, culprits) = m.waits_of(&m.interval, RowKey::Role(RoleId(1)), GroupBy::Task, &t);
+        assert_eq!(culprits.iter().map(|c| c.1).sum::<u64>(), 4_000_000);
+        // By device, the wait is the device's both ways.
+        let (v, c) = m.waits_of(&m.interval, RowKey::Device(7 << 20), GroupBy::Device, &t);
+        assert_eq!((v.len(), c.len()), (1, 1));
+        m.next_interval();
+        assert_eq!(m.interval.all.behind_ns, 0);
+        assert_eq!(m.total.all.behind_ns, 4_000_000);
     }
 }

@@ -24,6 +24,8 @@ pub enum SortBy {
     QLat,
     /// Mean device latency.
     DLat,
+    /// The time other IOs waited behind the row's.
+    Behind,
     /// Process id.
     Pid,
     /// Command name.
@@ -32,7 +34,7 @@ pub enum SortBy {
 
 impl SortBy {
     /// All, in the order of the columns.
-    pub const ALL: [SortBy; 9] = [
+    pub const ALL: [SortBy; 10] = [
         SortBy::Dirtied,
         SortBy::Write,
         SortBy::Read,
@@ -40,6 +42,7 @@ impl SortBy {
         SortBy::DevTime,
         SortBy::QLat,
         SortBy::DLat,
+        SortBy::Behind,
         SortBy::Pid,
         SortBy::Comm,
     ];
@@ -54,6 +57,7 @@ impl SortBy {
             SortBy::DevTime => "devtime",
             SortBy::QLat => "qlat",
             SortBy::DLat => "dlat",
+            SortBy::Behind => "behind",
             SortBy::Pid => "pid",
             SortBy::Comm => "comm",
         }
@@ -115,8 +119,9 @@ pub struct TextRow {
     pub key: RowKey,
     /// The base standing for it (its stack is the one `Enter` shows).
     pub top: Option<Base>,
-    /// The numbers: dirtied, written, read, IOPS, device time, queue and device latency.
-    pub numbers: [String; 7],
+    /// The numbers: dirtied, written, read, IOPS, device time, queue and device latency,
+    /// the time others waited behind it.
+    pub numbers: [String; 8],
     /// Process or task id, or `-`.
     pub pid: String,
     /// Command name.
@@ -160,8 +165,25 @@ fn latency(us: u64) -> String {
     }
 }
 
+/// The time others waited behind a row: the share of the interval (`250%`: on average two
+/// and a half IOs waiting behind it), or seconds (`totals`).
+fn behind(ns: u64, secs: f64, totals: bool) -> String {
+    if ns == 0 {
+        "-".into()
+    } else if totals {
+        format!("{:.2}s", ns as f64 / 1e9)
+    } else {
+        let pct = ns as f64 / 1e7 / secs;
+        if pct < 9.95 {
+            format!("{pct:.1}%")
+        } else {
+            format!("{pct:.0}%")
+        }
+    }
+}
+
 /// The number cells of `s`: rates over `secs` (an interval), or sums (`totals`).
-fn numbers(s: &Stat, secs: f64, totals: bool) -> [String; 7] {
+fn numbers(s: &Stat, secs: f64, totals: bool) -> [String; 8] {
     let (r, iops, dev) = if totals {
         (
             1.0,
@@ -191,6 +213,7 @@ fn numbers(s: &Stat, secs: f64, totals: bool) -> [String; 7] {
         dev,
         latency(s.queue_lat_us()),
         latency(s.dev_lat_us()),
+        behind(s.behind_ns, secs, totals),
     ]
 }
 
@@ -227,6 +250,7 @@ pub fn text_rows(ctx: &mut Ctx<'_>, shape: &Shape, secs: f64) -> Vec<TextRow> {
             SortBy::DevTime => (s.dev_us, String::new()),
             SortBy::QLat => (s.queue_lat_us(), String::new()),
             SortBy::DLat => (s.dev_lat_us(), String::new()),
+            SortBy::Behind => (s.behind_ns, String::new()),
             SortBy::Pid => (role.map_or(0, |r| r.pid as u64), String::new()),
             SortBy::Comm => (0, role.map_or(String::new(), |r| r.comm.clone())),
         }
@@ -326,7 +350,7 @@ fn text_row(ctx: &mut Ctx<'_>, r: &Row, secs: f64, totals: bool) -> TextRow {
 pub const WIDE: u16 = 140;
 
 /// Column titles (rates, sums) and widths of the numbers.
-const NUMBER_COLUMNS: [(&str, &str, usize); 7] = [
+const NUMBER_COLUMNS: [(&str, &str, usize); 8] = [
     ("DIRTY/s", "DIRTIED", 7),
     ("WRITE/s", "WRITTEN", 7),
     ("READ/s", "READ", 7),
@@ -334,6 +358,7 @@ const NUMBER_COLUMNS: [(&str, &str, usize); 7] = [
     ("DEV%", "DEVTIME", 7),
     ("QLAT", "QLAT", 6),
     ("DLAT", "DLAT", 6),
+    ("BEHIND%", "BEHIND", 7),
 ];
 
 /// Widths of the text columns on a wide terminal: pid, comm, cgroup, intent (the file takes

@@ -30,8 +30,9 @@ pub struct App {
     list: ListState,
     /// Typing a filter.
     editing: bool,
-    /// The stack shown (of the selected row).
-    stack: Option<Vec<String>>,
+    /// The panel shown over the rows (the selected row's stack, or its waits): its title
+    /// and lines.
+    stack: Option<(String, Vec<String>)>,
     /// The rows last drawn.
     rows: Vec<TextRow>,
     /// The interval shown last, and the run's length so far (ns).
@@ -107,8 +108,12 @@ impl App {
             KeyCode::Char('S') | KeyCode::Left | KeyCode::Char('<') => {
                 self.shape.sort = self.shape.sort.step(-1)
             }
-            KeyCode::Char(c @ '1'..='9') => {
-                self.shape.sort = SortBy::ALL[(c as u8 - b'1') as usize];
+            KeyCode::Char(c @ '0'..='9') => {
+                // 1 the first column, ..., 0 the tenth.
+                let i = (c as u8 - b'0' + 9) % 10;
+                if let Some(&s) = SortBy::ALL.get(i as usize) {
+                    self.shape.sort = s;
+                }
             }
             KeyCode::Char('r') => self.shape.reverse = !self.shape.reverse,
             KeyCode::Char('/') => {
@@ -128,6 +133,7 @@ impl App {
             KeyCode::PageDown => self.move_by(10),
             KeyCode::PageUp => self.move_by(-10),
             KeyCode::Enter => self.open_stack(ctx),
+            KeyCode::Char('b') => self.open_waits(ctx),
             _ => {}
         }
         false
@@ -161,7 +167,68 @@ impl App {
             lines.push("no stack".into());
         }
         lines.extend(frames.iter().map(|&a| ctx.symbols.format_frame(a)));
-        self.stack = Some(lines);
+        self.stack = Some((" stack (esc closes) ".into(), lines));
+    }
+
+    /// The selected row's waits: who waited behind its IO, and whom its IO waited behind,
+    /// in the interval or the run, by task, most time first.
+    fn open_waits(&mut self, ctx: &mut Ctx<'_>) {
+        let Some(row) = self.list.selected().and_then(|i| self.rows.get(i)) else {
+            return;
+        };
+        let sums = if self.shape.totals {
+            &ctx.model.total
+        } else {
+            &ctx.model.interval
+        };
+        let (victims, culprits) = ctx
+            .model
+            .waits_of(sums, row.key, self.shape.group, ctx.tables);
+        let who = |b: &super::model::Base| match ctx.tables.role(b.role) {
+            Some(r) => format!("{} (pid {})", r.comm, r.pid),
+            None => "-".into(),
+        };
+        let list = |title: &str, v: &[(super::model::Base, u64)], lines: &mut Vec<String>| {
+            lines.push(title.into());
+            if v.is_empty() {
+                lines.push("  none".into());
+            }
+            // By task (the bases of one task summed), ten at most.
+            let mut by: Vec<(String, u64)> = Vec::new();
+            for (b, ns) in v {
+                let k = who(b);
+                match by.iter_mut().find(|x| x.0 == k) {
+                    Some(x) => x.1 += ns,
+                    None => by.push((k, *ns)),
+                }
+            }
+            by.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            for (k, ns) in by.iter().take(10) {
+                lines.push(format!("  {:>10}  {k}", crate::cmd::blame::human_ns(*ns)));
+            }
+            if by.len() > 10 {
+                let rest: u64 = by[10..].iter().map(|x| x.1).sum();
+                lines.push(format!(
+                    "  {:>10}  {} others",
+                    crate::cmd::blame::human_ns(rest),
+                    by.len() - 10
+                ));
+            }
+        };
+        let mut lines = vec![
+            format!("{} (pid {})  {}", row.comm, row.pid, row.intent),
+            format!("file: {}", row.file),
+            String::new(),
+        ];
+        list("waited behind its IO:", &victims, &mut lines);
+        lines.push(String::new());
+        list("its IO waited behind:", &culprits, &mut lines);
+        let when = if self.shape.totals {
+            "the run"
+        } else {
+            "the interval"
+        };
+        self.stack = Some((format!(" waits in {when} (esc closes) "), lines));
     }
 
     /// Draws the screen.
@@ -266,12 +333,12 @@ impl App {
         f.render_stateful_widget(list, body, &mut self.list);
         f.render_widget(
             Paragraph::new(fit(
-                "q quit  g group  s sort  r reverse  / filter  space freeze  tab totals  enter stack",
+                "q quit  g group  s sort  r reverse  / filter  space freeze  tab totals  enter stack  b waits",
                 area.width as usize,
             )),
             foot,
         );
-        if let Some(lines) = &self.stack {
+        if let Some((title, lines)) = &self.stack {
             let w = area.width.saturating_sub(4).max(10);
             let h = area.height.saturating_sub(4).max(5);
             // Within the screen, however small (or shrunk while it is open).
@@ -287,11 +354,7 @@ impl App {
                         .map(|l| Line::from(l.as_str()))
                         .collect::<Vec<_>>(),
                 )
-                .block(
-                    Block::default()
-                        .borders(Borders::ALL)
-                        .title(" stack (esc closes) "),
-                )
+                .block(Block::default().borders(Borders::ALL).title(title.as_str()))
                 .wrap(Wrap { trim: false }),
                 r,
             );
@@ -386,7 +449,7 @@ mod tests {
     use crate::cmd::top::model::Model;
     use crate::cmd::top::names::Names;
     use ioblame_attrib::{
-        Act, Dir, Dirtied, FileKey, Intent, IntentId, RoleId, Tables, Via, WbReason,
+        Act, ActId, Dir, Dirtied, FileKey, Intent, IntentId, RoleId, Tables, Via, WbReason,
     };
     use ratatui::backend::TestBackend;
 
@@ -495,6 +558,11 @@ ffffffff81000a00 T page_cache_ra_order
         };
         m.add_dirtied(&dirtied(0, 1, 12, 6 << 20), &page, &t);
         m.add_dirtied(&dirtied(1, 2, 13, 3 << 20), &buffer, &t);
+        // The reader waited behind writerA's writeback, the journal behind writerB's, and
+        // writerA a little behind the reader.
+        m.add_wait((ActId(3), ActId(0), DISK, 310_000_000), &t);
+        m.add_wait((ActId(2), ActId(1), DISK, 20_000_000), &t);
+        m.add_wait((ActId(0), ActId(3), DISK, 4_500_000), &t);
         (m, t)
     }
 
@@ -615,5 +683,24 @@ ffffffff81000a00 T page_cache_ra_order
                 notes: &[],
             }
         ));
+    }
+
+    /// Sorted by the time others waited behind each row (`8`), the top row is the writer
+    /// the reader waited behind; `b` opens its waits: who waited behind it, and whom it
+    /// waited behind.
+    #[test]
+    fn the_waits_behind_a_row() {
+        let mut app = App::new(GroupBy::Task, SortBy::DevTime);
+        let s = screen(&mut app, 80, 24, &[KeyCode::Char('8'), KeyCode::Char('b')]);
+        assert_eq!(app.shape.sort, SortBy::Behind);
+        assert!(
+            s.contains("waited behind its IO") && s.contains("reader (pid 4250)"),
+            "{s}"
+        );
+        ioblame_testkit::assert_file(golden("top-waits.txt"), &s);
+        // `0` sorts by the tenth column.
+        let mut app = App::new(GroupBy::Task, SortBy::DevTime);
+        screen(&mut app, 80, 24, &[KeyCode::Char('0')]);
+        assert_eq!(app.shape.sort, SortBy::Comm);
     }
 }
