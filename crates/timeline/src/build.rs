@@ -15,6 +15,9 @@ const NONE: u32 = u32::MAX;
 /// rest is left unlinked).
 const MAX_PAGES: u64 = 1 << 11;
 
+/// The fsync starts kept per thread for the runs they end (the latest).
+const FSYNCS_KEPT: usize = 64;
+
 /// The most 512-byte sectors a buffer record, or an IO looked up by sector, is taken to span
 /// (a buffer is at most a page, 64 KiB on any architecture).
 const MAX_SECTORS: u64 = 1 << 12;
@@ -187,7 +190,12 @@ impl Builder {
     pub fn fsync(&mut self, time: u64, (pid, tid): (u32, u32), dev: Dev, ino: u64, exit: bool) {
         if !exit {
             self.in_fsync.insert(tid, (pid, dev, ino, time));
-            self.fsync_starts.entry(tid).or_default().push(time);
+            let starts = self.fsync_starts.entry(tid).or_default();
+            // A thread that fsyncs without dirtying keeps its latest only.
+            if starts.len() >= FSYNCS_KEPT {
+                starts.remove(0);
+            }
+            starts.push(time);
             return;
         }
         if let Some((pid, dev, ino, start)) = self.in_fsync.remove(&tid) {
@@ -256,7 +264,7 @@ impl Builder {
         };
         if d.buffer {
             let n = (d.bytes / 512).clamp(1, MAX_SECTORS);
-            for s in d.pos..d.pos + n {
+            for s in d.pos..d.pos.saturating_add(n) {
                 self.sectors
                     .entry((d.role.0, d.dev, s))
                     .or_insert(fresh)
@@ -265,7 +273,7 @@ impl Builder {
         } else {
             let first = d.pos / self.page;
             let n = d.bytes.div_ceil(self.page).clamp(1, MAX_PAGES);
-            for p in first..first + n {
+            for p in first..first.saturating_add(n) {
                 self.pages
                     .entry((d.role.0, d.ino, p))
                     .or_insert(fresh)
@@ -367,7 +375,7 @@ impl Builder {
         if let (Some(ino), Some(foff)) = (io.ino, io.file_offset) {
             let first = foff / self.page;
             let last = (foff.saturating_add(io.size.max(1)) - 1) / self.page;
-            for p in first..=last.min(first + MAX_PAGES) {
+            for p in first..=last.min(first.saturating_add(MAX_PAGES)) {
                 let a = p.saturating_mul(self.page).max(foff);
                 let b = (p + 1)
                     .saturating_mul(self.page)
