@@ -26,22 +26,13 @@ fn fixtures() -> Vec<PathBuf> {
     out
 }
 
-/// A summary's map of act -> bytes.
-fn by_act(v: &Value) -> BTreeMap<u64, u64> {
-    v.as_object()
-        .unwrap()
-        .iter()
-        .map(|(k, b)| (k.parse().unwrap(), b.as_u64().unwrap()))
-        .collect()
-}
-
 /// The checks every timeline passes, against `ioblame acts` of the same trace.
 pub fn check_against_acts(trace: &Path, summary: &Value) {
     let acts = support::act_bytes(trace);
-    let io = by_act(&summary["io_bytes"]);
+    let io = support::by_act(&summary["io_bytes"]);
     let acts_with_io: BTreeMap<u64, u64> = acts.into_iter().filter(|a| a.1 > 0).collect();
     assert_eq!(io, acts_with_io, "{}: bytes by act", trace.display());
-    for (act, w) in by_act(&summary["written_bytes"]) {
+    for (act, w) in support::by_act(&summary["written_bytes"]) {
         assert!(
             w <= io[&act],
             "{}: act {act} wrote {w} through its dirtying slices, {} in all",
@@ -79,8 +70,8 @@ fn each_writers_dirtying_flows_to_its_io() {
             .join(fixture)
             .join("trace");
         let s = support::timeline_checked(&trace, dir.path(), &[]);
-        let written = by_act(&s["written_bytes"]);
-        let io = by_act(&s["io_bytes"]);
+        let written = support::by_act(&s["written_bytes"]);
+        let io = support::by_act(&s["io_bytes"]);
         let mut writers = 0;
         for a in support::acts_json(&trace) {
             let comm = a["comm"].as_str().unwrap();
@@ -141,7 +132,7 @@ fn the_window_and_the_caps_bound_it() {
     // --scope: one process's IO and dirtying (its requests still count in the devices'
     // queue depth).
     let one = support::timeline_checked(&trace, dir.path(), &["--scope", "pid:3463"]);
-    let mut io: Vec<u64> = by_act(&one["io_bytes"]).into_values().collect();
+    let mut io: Vec<u64> = support::by_act(&one["io_bytes"]).into_values().collect();
     io.sort_unstable();
     assert_eq!(io, vec![4096, 8 << 20]);
     for p in one["flow_pairs"].as_array().unwrap() {

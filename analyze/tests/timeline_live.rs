@@ -11,18 +11,9 @@ mod support;
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
 use support::{capture_on, tools, LoopFs};
 
 const TOOLS: &[&str] = &["mkfs.ext4", "dd", "sync"];
-
-fn by_act(v: &Value) -> BTreeMap<u64, u64> {
-    v.as_object()
-        .unwrap()
-        .iter()
-        .map(|(k, b)| (k.parse().unwrap(), b.as_u64().unwrap()))
-        .collect()
-}
 
 #[test]
 fn two_writers_and_a_sync_flow_from_each_writer_to_the_device() {
@@ -50,11 +41,11 @@ fn two_writers_and_a_sync_flow_from_each_writer_to_the_device() {
     eprintln!("{s}");
     // Each act's bytes on the device slices are `ioblame acts`'.
     let acts = support::act_bytes(&trace);
-    let io = by_act(&s["io_bytes"]);
+    let io = support::by_act(&s["io_bytes"]);
     let acts: BTreeMap<u64, u64> = acts.into_iter().filter(|a| a.1 > 0).collect();
     assert_eq!(io, acts);
     // Each writer's page act: all its bytes flowed from its dirtying slices.
-    let written = by_act(&s["written_bytes"]);
+    let written = support::by_act(&s["written_bytes"]);
     let mut seen = BTreeMap::new();
     for a in support::acts_json(&trace) {
         let comm = a["comm"].as_str().unwrap().to_owned();

@@ -348,3 +348,12 @@ pub fn act_bytes(trace: &Path) -> std::collections::BTreeMap<u64, u64> {
         })
         .collect()
 }
+
+/// A `timeline-check.py` summary's map of act -> bytes (`io_bytes`, `written_bytes`).
+pub fn by_act(v: &serde_json::Value) -> BTreeMap<u64, u64> {
+    v.as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, b)| (k.parse().unwrap(), b.as_u64().unwrap()))
+        .collect()
+}

@@ -65,12 +65,7 @@ pub(crate) fn events<W: Write>(
     let (from, to) = window;
     let tables = names.tables;
     let role_of = |role: u32| tables.roles.get(role as usize);
-    let act_role = |act: ioblame_attrib::ActId| {
-        tables
-            .act(act)
-            .and_then(|a| role_of(a.role.0))
-            .map(|r| (r.pid, r.tid, r.comm.as_str()))
-    };
+    let act_role = |act| names.act_role(act);
     // Bytes per second, per device and bin: each bin with IO, and a zero after each that the
     // next bin of its device does not follow (a counter holds its value until the next).
     let mut rates: Vec<(Dev, u64, f64)> = Vec::new();

@@ -72,6 +72,16 @@ pub struct Names<'a> {
     pub device: &'a dyn Fn(Dev) -> String,
 }
 
+impl Names<'_> {
+    /// The pid, tid and command name of act `act`'s role.
+    pub fn act_role(&self, act: ioblame_attrib::ActId) -> Option<(u32, u32, &str)> {
+        self.tables
+            .act(act)
+            .and_then(|a| self.tables.role(a.role))
+            .map(|r| (r.pid, r.tid, r.comm.as_str()))
+    }
+}
+
 /// What was written, and what was left out.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stats {

@@ -76,12 +76,7 @@ pub(crate) fn describe<W: Write>(
     // Tracks: processes and threads, devices; each thread's and device's lanes.
     let tables = names.tables;
     let role_of = |role: u32| tables.roles.get(role as usize);
-    let act_role = |act: ioblame_attrib::ActId| {
-        tables
-            .act(act)
-            .and_then(|a| role_of(a.role.0))
-            .map(|r| (r.pid, r.tid, r.comm.as_str()))
-    };
+    let act_role = |act| names.act_role(act);
     // (pid, tid) -> thread name (its first role's comm).
     let mut threads: BTreeMap<(u32, u32), String> = BTreeMap::new();
     for (i, r) in c.runs.iter().enumerate() {
