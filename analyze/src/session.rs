@@ -145,6 +145,11 @@ impl Session {
 /// The scope `given` names, resolved against `trace`; without one, `all`, or with `ci`
 /// (`baseline`, `check`) `workload` when the trace names its command.
 pub fn resolve_scope(trace: &Trace, given: Option<&Scope>, ci: bool) -> Result<ResolvedScope> {
+    if matches!(given, Some(Scope::Cgroup(_))) {
+        if let Some(d) = ioblame_pipeline::cgroups_flat(trace) {
+            diagnostics::say(&d);
+        }
+    }
     Ok(match given {
         Some(s) => ResolvedScope::resolve(s, trace)?,
         None if ci => ResolvedScope::default_for_ci(trace),

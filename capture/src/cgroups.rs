@@ -64,6 +64,22 @@ pub fn walk(mount: &Path, root: &str) -> Vec<Cgroup> {
     out
 }
 
+/// The cgroup2 mount when its root enables no controller (its `cgroup.subtree_control` is
+/// empty): the kernel then sets up no `perf_event` state in the cgroups below it (the
+/// controller is implicit on cgroup2, but a cgroup gets its state only once a controller is
+/// enabled above it, as systemd does at boot), and `PERF_SAMPLE_CGROUP` reports every task in
+/// the root. Seen in a kernel-lab guest (Debian's 6.1, no systemd), docs/kernel-lab.md.
+pub fn root_without_controllers() -> Option<PathBuf> {
+    let (mount, _) = cgroup2_mount()?;
+    enables_no_controller(&mount).then_some(mount)
+}
+
+/// Whether the cgroup at `dir` has an empty `cgroup.subtree_control` (false when it cannot
+/// be read: nothing to say).
+fn enables_no_controller(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("cgroup.subtree_control")).is_ok_and(|c| c.trim().is_empty())
+}
+
 /// The cgroups of this host's cgroup2 hierarchy (empty without one).
 pub fn snapshot() -> Vec<Cgroup> {
     match cgroup2_mount() {
@@ -141,5 +157,17 @@ mod tests {
             t.clone(),
         );
         assert_eq!(merged.len(), 4);
+    }
+
+    /// An empty `cgroup.subtree_control` is a root that enables no controller; one naming a
+    /// controller, or none to read, is not.
+    #[test]
+    fn a_root_enabling_no_controller_is_told() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(!enables_no_controller(d.path()));
+        std::fs::write(d.path().join("cgroup.subtree_control"), "\n").unwrap();
+        assert!(enables_no_controller(d.path()));
+        std::fs::write(d.path().join("cgroup.subtree_control"), "cpu io pids\n").unwrap();
+        assert!(!enables_no_controller(d.path()));
     }
 }

@@ -41,6 +41,9 @@ pub fn run(out: &mut impl Write, a: ActsArgs, session: &Session) -> Result<()> {
     let paths = diagnostics::charged_paths(t, &an.tables, show_recorder);
     let (tables, paths) = (&an.tables, &paths);
     if a.by.is_some() {
+        if let Some(d) = ioblame_pipeline::cgroups_flat(t) {
+            diagnostics::say(&d);
+        }
         cgroups::by_cgroup(out, tables, cgroup_names.as_ref(), show_recorder, a.json)?;
     } else if a.json {
         let mut ids = text::sorted_acts(tables, show_recorder);

@@ -334,6 +334,11 @@ pub fn run(out: &mut impl Write, a: BlameArgs, session: &Session) -> Result<()> 
             bail!("--victim cgroup:{c}: the trace has no cgroup table (recorded without cgroups)");
         }
     }
+    if opts.by == By::Cgroup || matches!(opts.victim, Some(VictimSel::Cgroup(_))) {
+        if let Some(d) = ioblame_pipeline::cgroups_flat(&o.trace) {
+            diagnostics::say(&d);
+        }
+    }
     let r = o.ready(scope);
     let (blame, a) = analyze(&r, window);
     let (trace, tables) = (&r.trace, &a.tables);

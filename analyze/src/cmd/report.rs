@@ -116,6 +116,10 @@ pub fn run(out: &mut impl Write, a: ReportArgs, session: &Session) -> Result<()>
         eprintln!("ioblame: warning: {w}");
     }
     let mut notes: Vec<String> = a.diagnostics.iter().map(|d| d.to_string()).collect();
+    if let Some(d) = ioblame_pipeline::cgroups_flat(trace) {
+        diagnostics::say(&d);
+        notes.push(d.to_string());
+    }
     let charged = ioblame_pipeline::charged_paths(trace, &a.tables);
     if let Some(d) = ioblame_pipeline::unnamed_files(trace, &a.tables, &charged, show_recorder) {
         diagnostics::say(&d);

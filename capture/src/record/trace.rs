@@ -103,6 +103,20 @@ pub(super) fn create_trace<'a>(
         ],
     };
     let mut meta = meta;
+    if start_cgroups.is_some() {
+        if let Some(mount) = cgroups::root_without_controllers() {
+            eprintln!(
+                "ioblame-capture: warning: the cgroup2 hierarchy at {} enables no controller at its \
+                 root (cgroup.subtree_control is empty): the kernel then reports every task in \
+                 the root cgroup, and acts will all be in / (enable one, as systemd does: echo \
+                 +pids > {}/cgroup.subtree_control)",
+                mount.display(),
+                mount.display()
+            );
+            meta.capture_info
+                .push(("cgroup_root_controllers".into(), "none".into()));
+        }
+    }
     if a.user_stacks {
         let build_id = opened.specs.iter().any(|s| s.mmap_build_id);
         meta.capture_info.extend([

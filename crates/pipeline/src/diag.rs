@@ -102,6 +102,10 @@ pub enum Diagnostic {
     WarningsSuppressed(u64),
     /// Damage or another thing the blktrace reader read past.
     Blktrace(ioblame_blktrace::Problem),
+    /// The recording host's cgroup2 root enabled no controller: its kernel reported every
+    /// task in the root cgroup (the recorder's capture info `cgroup_root_controllers=none`).
+    /// Said by the outputs that name cgroups.
+    CgroupsFlat,
     /// blktrace cannot see who dirtied the pages: writes issued by flushers are charged to
     /// them. Said once for every blktrace recording.
     BlktraceWriters {
@@ -253,6 +257,7 @@ impl Diagnostic {
             | NeitherReadNorWrite { .. }
             | UnknownOrigin { .. }
             | BlktraceWriters { .. }
+            | CgroupsFlat
             | BuffersWithoutStack(_)
             | UnnamedFiles { .. }
             | UnmappedWriteback { .. }
@@ -363,6 +368,13 @@ impl fmt::Display for Diagnostic {
             Attribution(w) => f.write_str(w),
             WarningsSuppressed(n) => write!(f, "... and {n} more warnings"),
             Blktrace(p) => write!(f, "{p}"),
+            CgroupsFlat => f.write_str(
+                "the recording host's cgroup2 hierarchy enabled no controller at its root \
+                 (cgroup.subtree_control was empty): its kernel then reports every task in the \
+                 root cgroup, so every act here is in / whatever cgroup its task was in. \
+                 Enable a controller there before recording (echo +pids > \
+                 /sys/fs/cgroup/cgroup.subtree_control), as systemd does at boot",
+            ),
             BlktraceWriters {
                 flusher_bytes,
                 written_bytes,
@@ -546,6 +558,12 @@ impl fmt::Display for UnknownContextNote {
 }
 
 /// What reading the trace met: damaged chunks, then the records skipped.
+/// [`Diagnostic::CgroupsFlat`] when the recorder said the trace's cgroups are all the root.
+pub fn cgroups_flat(trace: &ioblame_format::Trace) -> Option<Diagnostic> {
+    (trace.metadata().info("cgroup_root_controllers") == Some("none"))
+        .then_some(Diagnostic::CgroupsFlat)
+}
+
 pub(crate) fn of_stream(s: &StreamStats) -> Vec<Diagnostic> {
     let mut v: Vec<Diagnostic> = s
         .damaged

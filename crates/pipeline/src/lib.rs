@@ -33,7 +33,8 @@ pub use analyze::{
 };
 pub use blktrace::{is_flusher, unnamed_task};
 pub use diag::{
-    Diagnostic, Severity, UnknownContextNote, LOST_WINDOWS_SHOWN, UNKNOWN_CONTEXTS_SHOWN,
+    cgroups_flat, Diagnostic, Severity, UnknownContextNote, LOST_WINDOWS_SHOWN,
+    UNKNOWN_CONTEXTS_SHOWN,
 };
 pub use ioblame_attrib::{Progress, PROGRESS_EVERY};
 pub use live::{Follow, Live, ReadStep, UNMARKED_LAG};

@@ -673,3 +673,22 @@ fn a_files_walk_cut_short_is_a_warning() {
         }
     }
 }
+
+/// A trace whose recorder found no controller at the cgroup2 root says so
+/// (`cgroup_root_controllers=none`); others do not.
+#[test]
+fn cgroups_flat_is_said_only_when_the_recorder_saw_it() {
+    let (_dir, path) = scoped_trace();
+    let t = ioblame_format::Trace::open(&path).unwrap();
+    assert_eq!(crate::cgroups_flat(&t), None);
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = TraceBuilder::new(ioblame_format::ByteOrder::native(), 1);
+    b.metadata_mut()
+        .capture_info
+        .push(("cgroup_root_controllers".into(), "none".into()));
+    let p = dir.path().join("t");
+    b.write(&p).unwrap();
+    let t = ioblame_format::Trace::open(&p).unwrap();
+    let d = crate::cgroups_flat(&t).expect("said");
+    assert!(d.to_string().contains("cgroup.subtree_control"), "{d}");
+}
