@@ -80,6 +80,9 @@ pub fn attribute_stream_observed(
     )
 }
 
+/// Events between two hand-outs of what was dirtied when no IO was charged meanwhile.
+const DIRTIED_EVERY: u64 = 4096;
+
 /// The type of an absent dirtied observer.
 type NoDirtied = fn(&Dirtied, &Tables);
 
@@ -178,6 +181,11 @@ impl<O: FnMut(&Io, &Tables), P: FnMut(Progress), D: FnMut(&Dirtied, &Tables)> Lo
             self.attr.prefetch(a);
         }
         self.attr.push(ev);
+        // What was dirtied goes out at least every so many events, IO or not (a trace that
+        // dirties long before any writeback keeps no long list).
+        if self.events % DIRTIED_EVERY == 0 {
+            self.drain_dirtied(false);
+        }
         self.attr.drain_ios_into(&mut self.buf);
         if !self.buf.is_empty() {
             // What was dirtied before goes out first.
