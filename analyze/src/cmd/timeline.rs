@@ -115,12 +115,13 @@ pub fn write_collected(
     path: &Path,
 ) -> Result<Stats> {
     if !r.scope.is_all() {
-        c.blocked.retain(|b| {
-            tables
-                .roles
-                .iter()
-                .any(|role| role.tid == b.tid && r.scope.role_in(role))
-        });
+        let inside: std::collections::HashSet<u32> = tables
+            .roles
+            .iter()
+            .filter(|role| r.scope.role_in(role))
+            .map(|role| role.tid)
+            .collect();
+        c.blocked.retain(|b| inside.contains(&b.tid));
     }
     let file = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
     let intents = ioblame_attrib::intent_names(tables, &r.symbols);

@@ -100,14 +100,16 @@ pub(crate) fn describe<W: Write>(
             }
         }
     }
+    // A thread that only fsynced is named by its first role, if it has one.
+    let mut comm_of_tid: FxHashMap<u32, &str> = FxHashMap::default();
+    for r in &tables.roles {
+        comm_of_tid.entry(r.tid).or_insert(&r.comm);
+    }
     for (i, b) in c.blocked.iter().enumerate() {
         if sel.keep_blocked[i] {
-            let name = tables
-                .roles
-                .iter()
-                .find(|r| r.tid == b.tid)
-                .map(|r| r.comm.clone())
-                .unwrap_or_else(|| format!("tid {}", b.tid));
+            let name = comm_of_tid
+                .get(&b.tid)
+                .map_or_else(|| format!("tid {}", b.tid), |c| c.to_string());
             threads.entry((b.pid, b.tid)).or_insert(name);
         }
     }
