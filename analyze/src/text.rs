@@ -31,6 +31,26 @@ impl Frames for SymFrames<'_> {
     }
 }
 
+/// The trace's block devices' names, by kernel-encoded device.
+pub fn dev_names(trace: &ioblame_format::Trace) -> Vec<(u32, String)> {
+    trace
+        .metadata()
+        .block_devices
+        .iter()
+        .map(|b| (b.major << 20 | b.minor, printable(&b.name).into_owned()))
+        .collect()
+}
+
+/// An intent's stack as `ioblame intents` prints it: a line per kernel frame, then per user
+/// frame.
+pub fn stack_lines<'a>(
+    it: &'a ioblame_attrib::Intent,
+    frames: &'a dyn Frames,
+) -> impl Iterator<Item = String> + 'a {
+    let kernel = it.stack.iter().map(|&a| frames.frame_line(a));
+    kernel.chain(it.user.iter().map(user_frame_line))
+}
+
 /// `MAJ:MIN` of a kernel-encoded device.
 pub fn dev_str(dev: u32) -> String {
     format!("{}:{}", dev_major(dev), dev_minor(dev))
@@ -382,7 +402,7 @@ pub fn user_frames_json(frames: &[ioblame_attrib::UserFrame]) -> serde_json::Val
 }
 
 /// One user frame of the `intents` dump: `  u: LABEL (MODULE+0xOFFSET)`.
-pub fn user_frame_line(f: &ioblame_attrib::UserFrame) -> String {
+fn user_frame_line(f: &ioblame_attrib::UserFrame) -> String {
     let label = ioblame_attrib::names::user_frame_label(f);
     let inlined = if f.names.len() > 1 {
         format!(" [inlined in {}]", f.names[1..].join(" < "))
@@ -417,11 +437,8 @@ pub fn intents(
             Some(n) if !n.is_empty() => writeln!(out, " ({})", printable(n))?,
             _ => writeln!(out)?,
         }
-        for &a in &it.stack {
-            writeln!(out, "{}", frames.frame_line(a))?;
-        }
-        for f in &it.user {
-            writeln!(out, "{}", user_frame_line(f))?;
+        for line in stack_lines(it, frames) {
+            writeln!(out, "{line}")?;
         }
     }
     Ok(())

@@ -75,16 +75,6 @@ pub fn push_charged(engine: &mut Engine, io: &Io) {
     );
 }
 
-/// The trace's device names.
-fn dev_names(trace: &Trace) -> Vec<(u32, String)> {
-    trace
-        .metadata()
-        .block_devices
-        .iter()
-        .map(|b| (b.major << 20 | b.minor, printable(&b.name).into_owned()))
-        .collect()
-}
-
 /// Each act's label (by act index) from the attribution's tables; `path_of` names files.
 fn act_labels(
     tables: &Tables,
@@ -125,7 +115,7 @@ pub fn with_labels<T>(
     path_of: &dyn Fn(&FileKey) -> Option<String>,
     f: impl FnOnce(&Labels<'_>) -> T,
 ) -> T {
-    let devs = dev_names(trace);
+    let devs = crate::text::dev_names(trace);
     let acts = tables.map_or_else(Vec::new, |(t, names)| act_labels(t, names, path_of));
     let dev_name = |d: u32| devs.iter().find(|(x, _)| *x == d).map(|(_, n)| n.clone());
     let act = |i: usize| acts.get(i).cloned().flatten();
@@ -167,7 +157,7 @@ pub fn section(
     Ok(LatencySection {
         latency,
         text: String::from_utf8_lossy(&text).into_owned(),
-        dev_names: dev_names(trace),
+        dev_names: crate::text::dev_names(trace),
     })
 }
 

@@ -14,7 +14,7 @@ use ioblame_timeline::{Feed, Names, Options, Stats};
 
 use super::at_least_one;
 use crate::session::{DevArgs, Ready, Session, TraceArgs};
-use crate::text::{user_frame_line, Frames, SymFrames};
+use crate::text::{dev_names, stack_lines, SymFrames};
 
 #[derive(Args, Debug)]
 pub struct TimelineArgs {
@@ -130,27 +130,15 @@ pub fn write_collected(
         .intents
         .iter()
         .map(|it| {
-            let mut s = String::new();
-            for &addr in &it.stack {
-                s.push_str(frames.frame_line(addr).trim());
-                s.push('\n');
-            }
-            for f in &it.user {
-                s.push_str(user_frame_line(f).trim());
-                s.push('\n');
-            }
-            s.trim_end().to_owned()
+            let lines: Vec<String> = stack_lines(it, &frames)
+                .map(|l| l.trim().to_owned())
+                .collect();
+            lines.join("\n")
         })
         .collect();
     let paths = ioblame_pipeline::charged_paths(&r.trace, tables);
     let path_of = |dev: u32, ino: u64| paths.get(dev, ino).map(|p| printable(p).into_owned());
-    let devices: Vec<(u32, String)> = r
-        .trace
-        .metadata()
-        .block_devices
-        .iter()
-        .map(|b| (b.major << 20 | b.minor, printable(&b.name).into_owned()))
-        .collect();
+    let devices = dev_names(&r.trace);
     let device = |dev: u32| {
         let num = crate::text::dev_str(dev);
         match devices.iter().find(|d| d.0 == dev) {

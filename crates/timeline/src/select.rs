@@ -78,16 +78,14 @@ pub(crate) fn select(c: &Collected, opts: &Options, stats: &mut Stats) -> Select
     }
 
     // Flows: run -> request part, and read slice -> its request, numbered from 1.
-    let mut next_flow = 1u64;
     let mut run_flows: Vec<Vec<u64>> = vec![Vec::new(); c.runs.len()];
     let mut req_flows: FxHashMap<u32, Vec<u64>> = FxHashMap::default();
     let mut read_flows: FxHashMap<(u32, u32), u64> = FxHashMap::default();
-    let mut take_flow = |stats: &mut Stats| {
+    // A flow's id is its number: the flows taken so far.
+    let take_flow = |stats: &mut Stats| {
         if stats.flows < opts.max_flows {
             stats.flows += 1;
-            let f = next_flow;
-            next_flow += 1;
-            Some(f)
+            Some(stats.flows)
         } else {
             stats.flows_left_out += 1;
             None
