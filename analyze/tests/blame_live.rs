@@ -5,7 +5,8 @@
 //! never to the flusher or the sync task; a bystander writing on another device costs the
 //! victim nothing; alone, the victim's time is its own (service and idle); with the two in
 //! two cgroups, `--by cgroup` names the aggressor's. Every victim IO's own, idle and
-//! culprits' times add up to its Q2C (`--ios`). The synced scenario is also recorded by
+//! culprits' times add up to its Q2C, and its idle time by cause to its idle time (`--ios`);
+//! alone, the idle time is named by its requests' phases, hardly any unexplained. The synced scenario is also recorded by
 //! stock `perf record` with the line `ioblame perf-command` prints (`*_perf`).
 //!
 //! The workload tools are renamed copies of `dd` and `sync` and a small C reader
@@ -78,6 +79,13 @@ fn every_io_adds_up(trace: &Path) -> usize {
             .sum();
         let sum = io["own_ns"].as_u64().unwrap() + io["idle_ns"].as_u64().unwrap() + culprits;
         assert_eq!(sum, io["latency_ns"].as_u64().unwrap(), "{io}");
+        let idle_by: u64 = io["idle_by"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        assert_eq!(idle_by, io["idle_ns"].as_u64().unwrap(), "{io}");
         assert_eq!(
             io["latency_ns"].as_u64().unwrap(),
             io["complete_ns"].as_u64().unwrap() - io["queue_ns"].as_u64().unwrap(),
@@ -315,6 +323,13 @@ fn victim_alone_owns_its_time() {
         own * 50 >= latency * 49,
         "{own} of {latency} ns: {culprits:?}"
     );
+    // Its idle time is named by its requests' phases, found in the trace: what the trace
+    // cannot place (a request queued before the recording) is a few IOs' at most.
+    let idle_by = victim["idle_by"].as_object().unwrap();
+    let unexplained = idle_by["unexplained"].as_u64().unwrap();
+    let idle = victim["idle_ns"].as_u64().unwrap();
+    eprintln!("alone: idle {idle} ns: {idle_by:?}");
+    assert!(idle > 0 && unexplained * 20 <= idle, "{idle_by:?}");
 }
 
 /// The victim and the aggressor in two cgroups: `--by cgroup` sums victims and culprits by

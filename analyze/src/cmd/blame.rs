@@ -14,7 +14,7 @@ use clap::Args;
 use ioblame_attrib::{CgroupNames, Tables};
 use ioblame_counters::output::printable;
 use ioblame_counters::DevSelection;
-use ioblame_latency::{Blame, BlameEngine, Victim};
+use ioblame_latency::{Blame, BlameEngine, Idle, Victim};
 use ioblame_pipeline::ResolvedScope;
 use serde_json::{json, Value};
 
@@ -153,6 +153,8 @@ struct Group {
     latency: u64,
     own: u64,
     idle: u64,
+    /// `idle` by cause ([`Idle`]).
+    idle_by: [u64; Idle::COUNT],
     bytes: u64,
     culprits: HashMap<CKey, u64>,
     /// A role of the group, for its name (the first seen).
@@ -242,16 +244,20 @@ pub struct Blamer<'s> {
 }
 
 impl<'s> Blamer<'s> {
-    /// A feeder of the devices `devs` selects, selecting victims as said.
+    /// A feeder of the devices `devs` selects of `input`, selecting victims as said.
     pub fn new(
+        input: &ioblame_pipeline::Input,
         devs: &DevSelection,
         show_recorder: bool,
         scope: &'s ResolvedScope,
         window: (u64, u64),
     ) -> Self {
         let sel = devs.clone();
+        let mut engine = BlameEngine::with_devices(move |d| sel.enabled(d));
+        // iocost's events name disks.
+        engine.name_disks(crate::text::dev_names(input.trace()));
         Blamer {
-            engine: BlameEngine::with_devices(move |d| sel.enabled(d)),
+            engine,
             show_recorder,
             scope,
             window,
@@ -289,7 +295,13 @@ impl<'s> Blamer<'s> {
 /// splits and the analysis ([`Blamer`] selects the victims queued inside `window`).
 fn analyze(r: &Ready<'_>, window: (u64, u64)) -> (Blame, ioblame_pipeline::Analysis) {
     // The IO outside the scope stands ahead of the scope's too.
-    let blamer = std::cell::RefCell::new(Blamer::new(&r.devs, r.show_recorder, &r.scope, window));
+    let blamer = std::cell::RefCell::new(Blamer::new(
+        &r.trace,
+        &r.devs,
+        r.show_recorder,
+        &r.scope,
+        window,
+    ));
     let a = r.analyze_observed_all(
         |ev| blamer.borrow_mut().event(ev),
         |io, tables| blamer.borrow_mut().io(io, tables),
@@ -409,6 +421,9 @@ pub fn render(
         g.latency += v.q2c;
         g.own += v.own;
         g.idle += v.idle;
+        for (a, b) in g.idle_by.iter_mut().zip(v.idle_by) {
+            *a += b;
+        }
         g.bytes += v.bytes;
         for &(c, ns) in blame.culprits_of(v) {
             *g.culprits.entry(names.ckey(c, opts.by)).or_default() += ns;
@@ -446,6 +461,7 @@ pub fn render(
             v["latency_ns"] = g.latency.into();
             v["own_ns"] = g.own.into();
             v["idle_ns"] = g.idle.into();
+            v["idle_by"] = idle_json(&g.idle_by);
             v["wait_ns"] = g.waited().into();
             v["p50_ns"] = percentile(&g.q2c, 50.0).into();
             v["p99_ns"] = percentile(&g.q2c, 99.0).into();
@@ -561,15 +577,39 @@ pub fn render(
         )?;
         writeln!(
             out,
-            "  {:>10} {:>5.1}%  (idle: nothing in flight on the device: the block layer's path, plugging, the scheduler or throttling)",
+            "  {:>10} {:>5.1}%  (idle: nothing in flight on the device){}",
             human_ns(g.idle),
-            pct(g.idle, g.latency)
+            pct(g.idle, g.latency),
+            if g.idle > 0 { ", its request:" } else { "" }
         )?;
+        for c in Idle::ALL {
+            let ns = g.idle_by[c as usize];
+            if ns > 0 {
+                writeln!(
+                    out,
+                    "  {:>10} {:>5.1}%    {}",
+                    human_ns(ns),
+                    pct(ns, g.latency),
+                    c.describe()
+                )?;
+            }
+        }
     }
     if none {
         writeln!(
             out,
             "\nno IO of the victims selected completed on the selected devices"
+        )?;
+    }
+    let unexplained: u64 = groups
+        .values()
+        .map(|g| g.idle_by[Idle::Unexplained as usize])
+        .sum();
+    if unexplained > 0 {
+        writeln!(
+            out,
+            "\nnote: {} of the idle time is unexplained: the trace lacks its requests' block_getrq events (queued before the recording, or not recorded)",
+            human_ns(unexplained)
         )?;
     }
     let s = &blame.stats;
@@ -647,6 +687,7 @@ fn per_io(
             "latency_ns": v.q2c,
             "own_ns": v.own,
             "idle_ns": v.idle,
+            "idle_by": idle_json(&v.idle_by),
         });
         let mut cs: BTreeMap<CKey, u64> = BTreeMap::new();
         for &(c, ns) in blame.culprits_of(v) {
@@ -667,6 +708,15 @@ fn per_io(
         writeln!(out, "{j}")?;
     }
     Ok(())
+}
+
+/// Idle time by cause, every cause named ([`Idle::name`]), in nanoseconds.
+fn idle_json(by: &[u64; Idle::COUNT]) -> Value {
+    let mut m = serde_json::Map::new();
+    for c in Idle::ALL {
+        m.insert(c.name().into(), by[c as usize].into());
+    }
+    Value::Object(m)
 }
 
 /// The report's blame section ([`ioblame_report::BlameSection`]): one row per victim act and
@@ -694,7 +744,7 @@ pub fn section(
     #[derive(PartialEq, Eq, Hash, PartialOrd, Ord, Clone)]
     enum Part {
         Own,
-        Idle,
+        Idle(Idle),
         Culprit(CKey),
     }
     let mut sums: BTreeMap<(u32, Part), (u64, u64)> = BTreeMap::new();
@@ -708,7 +758,11 @@ pub fn section(
             }
         };
         add(Part::Own, v.own);
-        add(Part::Idle, v.idle);
+        for c in Idle::ALL {
+            if v.idle_by[c as usize] > 0 {
+                add(Part::Idle(c), v.idle_by[c as usize]);
+            }
+        }
         for &(c, ns) in blame.culprits_of(v) {
             add(Part::Culprit(names.ckey(c, By::Act)), ns);
         }
@@ -734,9 +788,9 @@ pub fn section(
             };
             match part {
                 Part::Own => row.culprit_label = "own".into(),
-                Part::Idle => {
+                Part::Idle(c) => {
                     row.kind = BlameKind::Idle;
-                    row.culprit_label = "idle".into();
+                    row.culprit_label = format!("idle: {}", c.name());
                 }
                 Part::Culprit(k) => {
                     row.culprit_label = names.clabel(&k);

@@ -156,7 +156,13 @@ fn export_one(path: &Path, opts: &ExportOptions, session: &Session) -> Result<St
     // btt's latency breakdown of the same pass (per device, process and act).
     let engine = RefCell::new(latency::engine(&trace, &devs));
     // Who made the IO slow, of the same pass (the report's `blame` table).
-    let blamer = RefCell::new(blame::Blamer::new(&devs, false, &all, (0, u64::MAX)));
+    let blamer = RefCell::new(blame::Blamer::new(
+        &trace,
+        &devs,
+        false,
+        &all,
+        (0, u64::MAX),
+    ));
     let mut a = ioblame_pipeline::analyze_observed(
         &trace,
         &aopts,

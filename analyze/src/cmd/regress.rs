@@ -155,6 +155,7 @@ fn collect(
     // The wait behind others of each act's IOs (`ioblame blame`): the IO outside the scope
     // stands ahead of the scope's too.
     let blamer = std::cell::RefCell::new(super::blame::Blamer::new(
+        &r.trace,
         &r.devs,
         show_recorder,
         &r.scope,

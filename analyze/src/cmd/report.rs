@@ -68,6 +68,7 @@ pub fn run(out: &mut impl Write, a: ReportArgs, session: &Session) -> Result<()>
     let latency = std::cell::RefCell::new(latency::engine(trace, devs));
     // Who made the IO slow, from the same events and IOs, for the page's blame section.
     let blamer = std::cell::RefCell::new(blame::Blamer::new(
+        trace,
         devs,
         show_recorder,
         &r.scope,

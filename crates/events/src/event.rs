@@ -327,6 +327,13 @@ pub enum EventKind {
         error: i32,
         rwbs: Rwbs,
     },
+    /// `wbt:wbt_timer`: writeback throttling's window timer on the disk `bdi` ("MAJ:MIN"),
+    /// which runs while wbt tracks writes there (`inflight`: the writes it counts).
+    Wbt { bdi: Dev, inflight: u32 },
+    /// `iocost:iocost_ioc_vrate_adj` (iocost's period on `disk`, while a cgroup is active
+    /// there) or `iocost:iocost_iocg_activate` (a cgroup became active on `disk`): iocost
+    /// acts on the disk named `disk` (its kernel name, `nvme0n1`).
+    Iocost { disk: String },
     /// `block:block_dirty_buffer`: a buffer_head dirtied, in the dirtier's context.
     /// `blocknr` is in units of `size` (not sectors); delalloc sentinels (>= 2^62) are kept
     /// as they are for the attribution to skip.

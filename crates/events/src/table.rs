@@ -549,6 +549,23 @@ registry! {
         kind: SchedExit { pid: u32 = "pid", comm: string = "comm" },
     }
 
+    // ---- throttlers: name a waiting IO's idle time (docs/latency.md, "Blame") ----
+    // Per device, a few a second while they act: writeback throttling's window timer (it
+    // runs while wbt tracks writes on the device) and iocost's period (while any cgroup is
+    // active on a device where iocost is enabled), with its cgroups' activations.
+    "wbt":"wbt_timer" {
+        set: Default,
+        kind: Wbt { bdi: bdi = "name", inflight: u32 = "inflight" },
+    }
+    "iocost":"iocost_ioc_vrate_adj" {
+        set: Default,
+        kind: Iocost { disk: string = "devname" },
+    }
+    "iocost":"iocost_iocg_activate" {
+        set: Default,
+        kind: Iocost { disk: string = "devname" },
+    }
+
     // ---- recorded by the full set only: per write call, page faults, plugging ----
     "ext4":"ext4_da_write_begin" {
         set: Full,

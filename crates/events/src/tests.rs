@@ -94,6 +94,11 @@ const MISC: &[&str] = &[
     "sched:sched_process_fork",
     "sched:sched_process_exit",
 ];
+const THROTTLE: &[&str] = &[
+    "wbt:wbt_timer",
+    "iocost:iocost_ioc_vrate_adj",
+    "iocost:iocost_iocg_activate",
+];
 const FULL_EXTRA: &[&str] = &[
     "ext4:ext4_da_write_begin",
     "ext4:ext4_da_write_end",
@@ -149,6 +154,9 @@ const RENAMES_TODAY: &[(&str, &str)] = &[
     ("iomap:iomap_writeback_folio", "iomap:iomap_writepage"),
 ];
 const SPEC_FIELDS: &[(&str, &[&str])] = &[
+    ("wbt:wbt_timer", &["$name", "inflight"]),
+    ("iocost:iocost_ioc_vrate_adj", &["$devname"]),
+    ("iocost:iocost_iocg_activate", &["$devname"]),
     (
         "block:block_bio_queue",
         &["dev", "sector", "nr_sector", "$rwbs"],
@@ -432,8 +440,8 @@ fn sorted<'a>(v: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
 
 #[test]
 fn sets_are_the_lists_they_replaced() {
-    let default: Vec<&str> = [BLK, WB, EXT4, IOMAP, MISC].concat();
-    let full: Vec<&str> = [BLK, WB, EXT4, IOMAP, MISC, FULL_EXTRA].concat();
+    let default: Vec<&str> = [BLK, WB, EXT4, IOMAP, MISC, THROTTLE].concat();
+    let full: Vec<&str> = [BLK, WB, EXT4, IOMAP, MISC, THROTTLE, FULL_EXTRA].concat();
     assert_eq!(Set::Default.names().collect::<Vec<_>>(), default);
     assert_eq!(Set::Full.names().collect::<Vec<_>>(), full);
     // The same events; in registry order, which is default's (the old list had its own).
@@ -478,7 +486,7 @@ fn callchains_renames_and_filters_are_the_lists_they_replaced() {
 #[test]
 fn typed_events_read_the_fields_they_read() {
     // Every event typed before is typed, reading the same fields (new ones may be added).
-    assert_eq!(SPEC_FIELDS.len(), 66);
+    assert_eq!(SPEC_FIELDS.len(), 69);
     for (name, fields) in SPEC_FIELDS {
         assert!(typed_names().any(|n| n == *name), "{name}");
         let d = find(name).unwrap();

@@ -15,8 +15,11 @@
 //!   acts in proportion to their bytes when the request was split between acts). While it
 //!   waits, the victim holds no share: the requests in flight hold the device or the tags it
 //!   needs. While it is in flight with n others, 1/(n+1) is its own.
-//! * With no request in flight, the victim's time is **idle** (plugged, held by the
-//!   scheduler, throttled).
+//! * With no request in flight, the victim's time is **idle**, named by the phase its own
+//!   request was in ([`Idle`]: before it had a request, where the throttlers wait; in its
+//!   task's plug; in the scheduler; requeued), from the request's `block_getrq`,
+//!   `block_rq_insert` and first `block_rq_issue`, and the throttlers seen acting on the
+//!   device (`wbt:wbt_timer`, `iocost:*`).
 //!
 //! So for every victim `own + Σ culprits + idle = Q2C` exactly: idle is an integer count of
 //! nanoseconds with no request in flight, and the rest, which is the busy time, is cut by
@@ -46,6 +49,7 @@ pub const OTHER_OP: u32 = u32::MAX - 1;
 pub const MAX_CALLER_KEY: u32 = 1 << 30;
 const FLUSH_BY: u32 = 1 << 31;
 const OTHER_BY: u32 = 1 << 30;
+const NONE: u64 = u64::MAX;
 
 /// Preflush bios waiting per device beyond this many are forgotten, oldest first (a
 /// bio-based device, dm or md, never issues the flush that would take them).
@@ -86,6 +90,112 @@ impl Culprit {
     }
 }
 
+/// Where a victim's idle time went (no request in flight on its device): the phase its own
+/// request was in, from the request's block events (`docs/latency.md`, "Idle time").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Idle {
+    /// Before it had a request (`block_bio_queue` to `block_getrq`, where
+    /// `rq_qos_throttle()` sleeps), a write on a device where writeback throttling was seen
+    /// acting (`wbt:wbt_timer`).
+    Wbt,
+    /// Before it had a request, on a device where iocost was seen acting (`iocost:*`).
+    Iocost,
+    /// Before it had a request, a write on a device where both were seen acting.
+    WbtOrIocost,
+    /// Before it had a request, no throttler seen acting on the device: the submit path
+    /// (splitting, the CPU, a request's allocation, a throttler with no tracepoint such as
+    /// io.latency).
+    Submit,
+    /// From `block_getrq` to `block_rq_insert`: the request sat in its task's plug list.
+    Plug,
+    /// From `block_rq_insert` to its first `block_rq_issue`: held by the I/O scheduler, on
+    /// the dispatch list, or waiting for the queue to run.
+    Scheduler,
+    /// From `block_getrq` to its first issue with no insert recorded: in its task's plug,
+    /// then issued directly (no scheduler).
+    Dispatch,
+    /// From its first issue to the last: the driver handed it back (`block_rq_requeue`).
+    Requeue,
+    /// Where the trace lacks the events to place it (no `block_getrq` recorded for its
+    /// request, or no phase at all: a request queued before the recording, a trace without
+    /// those events).
+    Unexplained,
+}
+
+impl Idle {
+    /// Every cause, in output order.
+    pub const ALL: [Idle; 9] = [
+        Idle::Wbt,
+        Idle::Iocost,
+        Idle::WbtOrIocost,
+        Idle::Submit,
+        Idle::Plug,
+        Idle::Scheduler,
+        Idle::Dispatch,
+        Idle::Requeue,
+        Idle::Unexplained,
+    ];
+    /// How many causes.
+    pub const COUNT: usize = Idle::ALL.len();
+
+    /// Its name in the outputs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Idle::Wbt => "wbt",
+            Idle::Iocost => "iocost",
+            Idle::WbtOrIocost => "wbt_or_iocost",
+            Idle::Submit => "submit",
+            Idle::Plug => "plug",
+            Idle::Scheduler => "scheduler",
+            Idle::Dispatch => "dispatch",
+            Idle::Requeue => "requeue",
+            Idle::Unexplained => "unexplained",
+        }
+    }
+
+    /// What it means, in a few words, for text outputs.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Idle::Wbt => "before it had a request: writeback throttling (wbt)",
+            Idle::Iocost => "before it had a request: iocost",
+            Idle::WbtOrIocost => "before it had a request: wbt or iocost",
+            Idle::Submit => "before it had a request (no throttler seen on the device)",
+            Idle::Plug => "in its task's plug",
+            Idle::Scheduler => "inserted, waiting for dispatch (I/O scheduler, dispatch list)",
+            Idle::Dispatch => "in its task's plug or dispatched directly (no insert seen)",
+            Idle::Requeue => "requeued by the driver",
+            Idle::Unexplained => "unexplained (its request's events are not in the trace)",
+        }
+    }
+}
+
+/// A data request's phases (`NONE` where not seen): its `block_getrq`, first
+/// `block_rq_insert` and first `block_rq_issue`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Phases {
+    g: u64,
+    i: u64,
+    d: u64,
+}
+
+impl Default for Phases {
+    fn default() -> Phases {
+        Phases::UNSEEN
+    }
+}
+
+impl Phases {
+    const UNSEEN: Phases = Phases {
+        g: NONE,
+        i: NONE,
+        d: NONE,
+    };
+}
+
+/// The throttlers seen acting on a device.
+const WBT: u8 = 1;
+const IOCOST: u8 = 2;
+
 /// Who asked for a flush: a preflush bio's data request (charged later by the attribution,
 /// at its device and first sector), or the task that queued an empty one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,6 +231,8 @@ pub struct IoPart {
     /// Who the part is charged to when it stands ahead of another IO (the caller's key,
     /// below [`MAX_CALLER_KEY`]: ioblame charges the act's index).
     pub culprit: u32,
+    /// Whether it writes (writeback throttling holds writes only).
+    pub write: bool,
     /// Whose latency this part is, when it is a victim the caller wants split (the caller's
     /// key); `None` for a culprit only (a loop device's lower copy, a part out of scope).
     pub victim: Option<u32>,
@@ -145,6 +257,9 @@ pub struct Victim {
     pub own: u64,
     /// Time with no request in flight on the device (ns).
     pub idle: u64,
+    /// `idle` by cause, indexed by [`Idle`] (`idle_by[Idle::Plug as usize]`); they add up
+    /// to `idle`.
+    pub idle_by: [u64; Idle::COUNT],
     first_culprit: u32,
     culprits: u32,
 }
@@ -175,6 +290,9 @@ pub struct BlameStats {
     /// Victims whose busy time the shares did not account for (rounding aside): their
     /// busy time went to their own share. Zero unless a request was left without a part.
     pub unshared: u64,
+    /// Data requests whose phases were forgotten (more than 65,536 waiting or unclaimed at
+    /// once): their victims' idle time is unexplained.
+    pub phases_forgotten: u64,
 }
 
 /// The splits of a trace's victims ([`BlameEngine::finish`]).
@@ -212,6 +330,8 @@ struct VictimIn {
     req: u32,
     key: u32,
     bytes: u64,
+    phases: Phases,
+    write: bool,
 }
 
 /// A part of a flush or other-op request: one requester's equal share of it (its `group`),
@@ -326,6 +446,18 @@ pub struct BlameEngine {
     paying: Vec<(u32, bool)>,
     /// The devices whose events are followed (all when `None`).
     select: Option<Box<dyn Fn(Dev) -> bool + Send>>,
+    /// Data requests waiting, by device and first sector: their phases so far.
+    pending: FxHashMap<(Dev, u64), Phases>,
+    /// Data requests issued, by device and issue time, until their charged IO comes.
+    issued: FxHashMap<(Dev, u64), Phases>,
+    /// The phases of the request the last part joined.
+    last_phases: Phases,
+    /// The throttlers seen acting per device ([`WBT`], [`IOCOST`]).
+    throttlers: FxHashMap<Dev, u8>,
+    /// The disks iocost was seen acting on, by kernel name (resolved at the end).
+    iocost_disks: BTreeSet<String>,
+    /// The trace's disks by kernel name ([`BlameEngine::name_disks`]).
+    disks: HashMap<String, Dev>,
     stats: BlameStats,
 }
 
@@ -357,11 +489,72 @@ impl BlameEngine {
         self.select.as_ref().is_none_or(|s| s(dev))
     }
 
+    /// The trace's block devices, `(device, kernel name)`: iocost's events name disks.
+    pub fn name_disks(&mut self, disks: impl IntoIterator<Item = (Dev, String)>) {
+        self.disks
+            .extend(disks.into_iter().map(|(dev, name)| (name, dev)));
+    }
+
+    /// The phases of the data request at `(dev, sector)`, made if unseen (bounded).
+    fn phases_at(&mut self, dev: Dev, sector: u64) -> &mut Phases {
+        if self.pending.len() >= MAX_PENDING && !self.pending.contains_key(&(dev, sector)) {
+            self.stats.phases_forgotten += self.pending.len() as u64;
+            self.pending.clear();
+        }
+        self.pending.entry((dev, sector)).or_insert(Phases::UNSEEN)
+    }
+
     /// Feeds one decoded event (time order): flush and other-op requests are followed from
     /// their issue to their completion, with who asked for them; everything else is the
     /// attribution's to charge.
     pub fn push_event(&mut self, ev: &Event) {
         match ev.kind {
+            EventKind::GetRq {
+                dev,
+                sector,
+                nr_sector,
+                ..
+            } if nr_sector > 0 && self.selected(dev) => {
+                *self.phases_at(dev, sector) = Phases {
+                    g: ev.time,
+                    ..Phases::UNSEEN
+                };
+            }
+            EventKind::RqInsert {
+                dev,
+                sector,
+                nr_sector,
+                ..
+            } if nr_sector > 0 && self.selected(dev) => {
+                let p = self.phases_at(dev, sector);
+                if p.i == NONE {
+                    p.i = ev.time;
+                }
+            }
+            EventKind::BioFrontmerge {
+                dev,
+                sector,
+                nr_sector,
+                ..
+            } if self.selected(dev) => {
+                // The request that began after the bio now begins with it.
+                if let Some(p) = self
+                    .pending
+                    .remove(&(dev, sector.saturating_add(nr_sector as u64)))
+                {
+                    self.pending.insert((dev, sector), p);
+                }
+            }
+            EventKind::RqMerge { dev, sector, .. } if self.selected(dev) => {
+                // A request merged into another: it is gone.
+                self.pending.remove(&(dev, sector));
+            }
+            EventKind::Wbt { bdi, .. } if bdi != 0 => {
+                *self.throttlers.entry(bdi).or_default() |= WBT;
+            }
+            EventKind::Iocost { ref disk } if !self.iocost_disks.contains(disk) => {
+                self.iocost_disks.insert(disk.clone());
+            }
             EventKind::BioQueue {
                 dev,
                 sector,
@@ -423,6 +616,20 @@ impl BlameEngine {
                         issue: ev.time,
                         requesters,
                     });
+                } else if nr_sector > 0 && !moves_no_data(rwbs) {
+                    // A data request: its first issue is a phase; its charged IO, at its
+                    // completion, finds the phases by this (last) issue.
+                    let t = ev.time;
+                    let p = self.phases_at(dev, sector);
+                    if p.d == NONE {
+                        p.d = t;
+                    }
+                    let p = *p;
+                    if self.issued.len() >= MAX_PENDING {
+                        self.stats.phases_forgotten += self.issued.len() as u64;
+                        self.issued.clear();
+                    }
+                    self.issued.insert((dev, t), p);
                 } else if nr_sector > 0 && moves_no_data(rwbs) {
                     let requesters = match self.other_bios.remove(&(dev, sector)) {
                         Some(tid) => vec![Requester::Task(tid)],
@@ -458,6 +665,8 @@ impl BlameEngine {
                         }
                         None => self.stats.unmatched += 1,
                     }
+                } else if nr_sector > 0 && !moves_no_data(rwbs) {
+                    self.pending.remove(&(dev, sector));
                 } else if nr_sector > 0 && moves_no_data(rwbs) {
                     match self.others.remove(&(dev, sector)) {
                         Some((u, nr)) => {
@@ -556,6 +765,10 @@ impl BlameEngine {
                     .map(|i| (i, false))
                     .collect();
                 self.stats.flushes_linked += self.paying.len() as u64;
+                self.last_phases = self
+                    .issued
+                    .remove(&(io.dev, io.issue))
+                    .unwrap_or(Phases::UNSEEN);
                 log.push_req(io.issue, io.complete)
             }
         };
@@ -581,6 +794,8 @@ impl BlameEngine {
                 req,
                 key,
                 bytes: io.bytes,
+                phases: self.last_phases,
+                write: io.write,
             });
         }
     }
@@ -591,12 +806,19 @@ impl BlameEngine {
             stats: self.stats,
             ..Blame::default()
         };
+        let mut throttlers = self.throttlers;
+        for name in &self.iocost_disks {
+            if let Some(&dev) = self.disks.get(name) {
+                *throttlers.entry(dev).or_default() |= IOCOST;
+            }
+        }
         let mut devs: Vec<(Dev, DevLog)> = self.devs.into_iter().collect();
         devs.sort_by_key(|(d, _)| *d);
         for (dev, mut log) in devs {
             log.weigh();
             log.settle();
-            sweep(dev, &log, &mut out);
+            let t = throttlers.get(&dev).copied().unwrap_or(0);
+            sweep(dev, &log, t, &mut out);
         }
         // By completion (then device and queue time); the culprits stay where they are.
         out.victims
@@ -769,7 +991,7 @@ impl Sweep {
 }
 
 /// Sweeps one device's requests and victims in time order.
-fn sweep(dev: Dev, log: &DevLog, out: &mut Blame) {
+fn sweep(dev: Dev, log: &DevLog, throttlers: u8, out: &mut Blame) {
     // The device's culprit keys as dense ids, and its parts with them.
     let mut dense: FxHashMap<u32, u32> = FxHashMap::default();
     let mut original: Vec<u32> = Vec::new();
@@ -847,6 +1069,7 @@ fn sweep(dev: Dev, log: &DevLog, out: &mut Blame) {
                     }
                 }
                 let first = out.culprits.len() as u32;
+                let idle_by = idle_split(&s, &v, a, r.issue.max(a), idle, throttlers);
                 let (own_ns, unshared) = cut.apportion(busy, own, &vals, &mut out.culprits);
                 if unshared {
                     out.stats.unshared += 1;
@@ -860,12 +1083,87 @@ fn sweep(dev: Dev, log: &DevLog, out: &mut Blame) {
                     q2c,
                     own: own_ns,
                     idle,
+                    idle_by,
                     first_culprit: first,
                     culprits: out.culprits.len() as u32 - first,
                 });
             }
         }
     }
+}
+
+/// A victim's idle time in `[a, issue)` cut at its request's phases (its own request is in
+/// flight from `issue` on: no idle after). The parts add up to `idle` exactly.
+fn idle_split(
+    s: &Sweep,
+    v: &VictimIn,
+    a: u64,
+    issue: u64,
+    idle: u64,
+    throttlers: u8,
+) -> [u64; Idle::COUNT] {
+    let mut by = [0u64; Idle::COUNT];
+    if idle == 0 {
+        return by;
+    }
+    let idle_in = |x: u64, y: u64| -> u64 {
+        if y <= x {
+            0
+        } else {
+            (y - x) - (s.clocks_at(y).1 - s.clocks_at(x).1)
+        }
+    };
+    let before = match (throttlers & WBT != 0 && v.write, throttlers & IOCOST != 0) {
+        (true, true) => Idle::WbtOrIocost,
+        (true, false) => Idle::Wbt,
+        (false, true) => Idle::Iocost,
+        (false, false) => Idle::Submit,
+    };
+    let p = v.phases;
+    // The phases in order, each from the end of the one before, clamped to [a, issue].
+    let mut steps: [(u64, Idle); 4] = [(NONE, Idle::Unexplained); 4];
+    let mut n = 0;
+    if p.d != NONE {
+        if p.g != NONE {
+            steps[n] = (p.g, before);
+            n += 1;
+            if p.i != NONE {
+                steps[n] = (p.i, Idle::Plug);
+                n += 1;
+                steps[n] = (p.d, Idle::Scheduler);
+            } else {
+                steps[n] = (p.d, Idle::Dispatch);
+            }
+        } else if p.i != NONE {
+            steps[n] = (p.i, Idle::Unexplained);
+            n += 1;
+            steps[n] = (p.d, Idle::Scheduler);
+        } else {
+            steps[n] = (p.d, Idle::Unexplained);
+        }
+        n += 1;
+        steps[n] = (issue, Idle::Requeue);
+        n += 1;
+    } else {
+        steps[0] = (issue, Idle::Unexplained);
+        n = 1;
+    }
+    let mut at = a;
+    for &(end, cause) in &steps[..n] {
+        let end = end.clamp(at, issue.max(at));
+        by[cause as usize] += idle_in(at, end);
+        at = end;
+    }
+    // Exact by construction (the victim's own request is in flight from `issue`); any
+    // difference is the trace's, and stays unexplained.
+    let sum: u64 = by.iter().sum();
+    let u = &mut by[Idle::Unexplained as usize];
+    if sum <= idle {
+        *u += idle - sum;
+    } else {
+        *u = u.saturating_sub(sum - idle);
+    }
+    by
 }
 
 /// The scratch of [`Cut::apportion`], reused from victim to victim.
@@ -964,6 +1262,7 @@ mod tests {
             complete: c,
             bytes: 4096,
             culprit,
+            write: false,
             victim,
         }
     }
@@ -1010,6 +1309,7 @@ mod tests {
             let c: u64 = b.culprits_of(v).iter().map(|c| c.1).sum();
             assert_eq!(v.own + v.idle + c, v.q2c, "{v:?}");
             assert_eq!(v.q2c, v.complete - v.queue);
+            assert_eq!(v.idle_by.iter().sum::<u64>(), v.idle, "{v:?}");
         }
     }
 
@@ -1042,6 +1342,120 @@ mod tests {
         let b = e.finish();
         check_sums(&b);
         assert_eq!(split(&b, 1), vec![(10, 30, vec![])]);
+    }
+
+    fn rq(kind: fn(Dev, u64, u32, Rwbs) -> EventKind, dev: Dev, sector: u64) -> EventKind {
+        kind(dev, sector, 8, Rwbs::parse("W"))
+    }
+    fn getrq(dev: Dev, sector: u64, nr_sector: u32, rwbs: Rwbs) -> EventKind {
+        EventKind::GetRq {
+            dev,
+            sector,
+            nr_sector,
+            rwbs,
+        }
+    }
+    fn insert(dev: Dev, sector: u64, nr_sector: u32, rwbs: Rwbs) -> EventKind {
+        EventKind::RqInsert {
+            dev,
+            sector,
+            nr_sector,
+            bytes: nr_sector * 512,
+            rwbs,
+        }
+    }
+
+    fn idle_of(v: &Victim) -> Vec<(&'static str, u64)> {
+        Idle::ALL
+            .iter()
+            .filter(|&&c| v.idle_by[c as usize] > 0)
+            .map(|&c| (c.name(), v.idle_by[c as usize]))
+            .collect()
+    }
+
+    #[test]
+    fn idle_time_is_named_by_its_requests_phase() {
+        // Victim 1 (a write at sector 0 on D, where wbt acts): queued at 0, getrq at 20,
+        // insert at 35, issued at 50, requeued, issued again at 80, completed at 100.
+        // Culprit 9 in flight [10, 30) and [60, 70) (two requests).
+        //   [0, 10)  idle, before a request: wbt 10
+        //   [10, 20) behind 9 (10); [20, 30) behind 9 (10), in the plug
+        //   [30, 35) idle, plug 5; [35, 40) idle, scheduler 5; [40, 45) behind victim
+        //   2's request (5); [45, 50) scheduler 5
+        //   [50, 60) idle, requeue 10; [60, 70) behind 9 (10); [70, 80) requeue 10
+        //   [80, 100) own 20
+        // Victim 2 (a read at sector 64, same device): queued at 0, getrq at 5, issued at
+        // 40 with no insert, completed at 45: [0, 5) submit (wbt holds no read);
+        // [5, 10) dispatch 5; [10, 30) behind 9; [30, 40) dispatch 10; [40, 45) own.
+        // Victim 3 on DM, no events: [0, 10) unexplained, then own.
+        let mut e = BlameEngine::new();
+        let w = |t, k| Event::of_task(t, 1, k);
+        e.push_event(&w(
+            1,
+            EventKind::Wbt {
+                bdi: D,
+                inflight: 1,
+            },
+        ));
+        e.push_event(&w(5, rq(getrq, D, 64)));
+        e.push_event(&w(20, rq(getrq, D, 0)));
+        e.push_event(&w(35, rq(insert, D, 0)));
+        e.push_event(&w(40, issue(D, 64, 8, "R")));
+        e.push_event(&w(50, issue(D, 0, 8, "W")));
+        e.push_event(&w(
+            50,
+            EventKind::RqRequeue {
+                dev: D,
+                sector: 0,
+                nr_sector: 8,
+                rwbs: Rwbs::parse("W"),
+            },
+        ));
+        e.push_event(&w(80, issue(D, 0, 8, "W")));
+        e.push_io(part(D, 10, 10, 30, 9, None));
+        let mut v2 = part(D, 0, 40, 45, 2, Some(2));
+        v2.sector = 64;
+        e.push_io(v2);
+        e.push_io(part(D, 60, 60, 70, 9, None));
+        let mut v1 = part(D, 0, 80, 100, 1, Some(1));
+        v1.write = true;
+        e.push_io(v1);
+        e.push_io(part(DM, 0, 10, 20, 3, Some(3)));
+        let b = e.finish();
+        check_sums(&b);
+        for v in &b.victims {
+            assert_eq!(v.idle_by.iter().sum::<u64>(), v.idle, "{v:?}");
+        }
+        assert_eq!(split(&b, 1), vec![(20, 45, vec![(9, 30), (2, 5)])]);
+        let v = |k| b.victims.iter().find(|v| v.key == k).unwrap();
+        assert_eq!(
+            idle_of(v(1)),
+            vec![("wbt", 10), ("plug", 5), ("scheduler", 10), ("requeue", 20)]
+        );
+        assert_eq!(idle_of(v(2)), vec![("submit", 5), ("dispatch", 15)]);
+        assert_eq!(idle_of(v(3)), vec![("unexplained", 10)]);
+    }
+
+    #[test]
+    fn iocost_names_the_disks_it_acts_on() {
+        // A read queued at 0, getrq at 30, issued at 30: on the disk iocost acts on, its
+        // 30 ns before a request are iocost's; on another disk, the submit path's.
+        for (disk, want) in [("nvme0n1", "iocost"), ("sda", "submit")] {
+            let mut e = BlameEngine::new();
+            e.name_disks([(D, "nvme0n1".to_string()), (DM, "dm-0".to_string())]);
+            let w = |t, k| Event::of_task(t, 1, k);
+            e.push_event(&w(
+                1,
+                EventKind::Iocost {
+                    disk: disk.to_string(),
+                },
+            ));
+            e.push_event(&w(30, rq(getrq, D, 0)));
+            e.push_event(&w(30, issue(D, 0, 8, "R")));
+            e.push_io(part(D, 0, 30, 40, 1, Some(1)));
+            let b = e.finish();
+            assert_eq!(idle_of(&b.victims[0]), vec![(want, 30)]);
+        }
     }
 
     #[test]

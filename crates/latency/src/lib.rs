@@ -24,7 +24,7 @@ pub mod output;
 #[cfg(test)]
 mod tests;
 
-pub use blame::{Blame, BlameEngine, BlameStats, IoPart, Victim};
+pub use blame::{Blame, BlameEngine, BlameStats, Idle, IoPart, Victim};
 pub use breakdown::{Breakdown, Interval};
 pub use engine::{is_remapper, Engine, EngineStats};
 pub use hist::{Stat, MAX_RELATIVE_ERROR};

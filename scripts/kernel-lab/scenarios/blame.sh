@@ -15,8 +15,12 @@
 #   cgroup: the fsync scenario with the victim and the aggressor in two cgroups (the guest's
 #           cgroup2 root gets a controller enabled first, as systemd does at boot: without
 #           one the kernel reports every task in the root cgroup, docs/kernel-lab.md).
+#   iocost: the victim alone in a cgroup, on a device where iocost is enabled with a model of
+#           200 IOPS at a fixed vrate: iocost holds each read about 5 ms before it gets a
+#           request, with nothing in flight (`rq_qos_throttle()`); that idle time must be
+#           named iocost (`idle_by`), at least half of the victim's Q2C.
 # Checks, each `PASS name` or `FAIL name: got/want`: every victim IO's own + idle + culprits
-# = its Q2C (`ioblame blame --ios`); the victim's own time is its D2C (`ioblame latency`),
+# = its Q2C, and its idle time by cause = its idle (`ioblame blame --ios`); the victim's own time is its D2C (`ioblame latency`),
 # the one request in flight while it is served being its own, and at least the device's
 # completion time per IO; alone, at least 98% of its
 # time is own and idle; with the aggressor, at least 80% of its wait behind other tasks is the
@@ -29,9 +33,9 @@
 # Env: IOBLAME_BIN (dir with ioblame and ioblame-capture; default target/debug),
 #      BLAME_PROGS (dir with victimR; default: built here with gcc),
 #      BLAME_OUT (dir to keep the traces in, optional), BLAME_NSEC (1000000),
-#      BLAME_ONLY (space-separated subset of: alone fsync sync cgroup; default all).
+#      BLAME_ONLY (space-separated subset of: alone fsync sync cgroup iocost; default all).
 set -u
-ONLY=${BLAME_ONLY:-alone fsync sync cgroup}
+ONLY=${BLAME_ONLY:-alone fsync sync cgroup iocost}
 BIN=${IOBLAME_BIN:-$PWD/target/debug}
 NSEC=${BLAME_NSEC:-1000000}
 KVER=$(uname -r)
@@ -42,6 +46,7 @@ MNTS=()
 CGS=()
 cleanup() {
   local m c
+  [ -z "${IOCOST_DEV:-}" ] || echo "$IOCOST_DEV enable=0" >"$CG2/io.cost.qos" 2>/dev/null
   for m in "${MNTS[@]}"; do umount "$m" 2>/dev/null; done
   for c in "${CGS[@]}"; do rmdir "$c" 2>/dev/null; done
   rmmod null_blk 2>/dev/null
@@ -102,7 +107,8 @@ bad = n = 0
 for io in map(json.loads, sys.stdin):
     n += 1
     c = sum(x["wait_ns"] for x in io["culprits"])
-    if io["own_ns"] + io["idle_ns"] + c != io["latency_ns"] or io["latency_ns"] != io["complete_ns"] - io["queue_ns"]:
+    if io["own_ns"] + io["idle_ns"] + c != io["latency_ns"] or io["latency_ns"] != io["complete_ns"] - io["queue_ns"] \
+            or sum(io["idle_by"].values()) != io["idle_ns"]:
         bad += 1
 print(bad if n else "no IO")'
 }
@@ -151,12 +157,17 @@ elif what == "bystander":
 elif what == "syncer":
     s = sum(c["wait_ns"] for c in cs if c.get("comm") == "syncer")
     print("yes" if s * 20 <= aggr else "%d vs %d ns" % (s, aggr))
+elif what == "iocost":
+    ic = v.get("idle_by", {}).get("iocost", 0)
+    print("yes" if ic * 2 >= v["latency_ns"] else "iocost %d of %d ns; idle %s" % (
+        ic, v["latency_ns"], v.get("idle_by")))
 elif what == "p99":
     print(v["p99_ns"])
 elif what == "summary":
     print("%d reads, %d ns, own %d, idle %d, behind others %d (aggrW %d), p50 %d, p99 %d" % (
         v["ios"], v["latency_ns"], v["own_ns"], v["idle_ns"], v["wait_ns"], aggr,
-        v["p50_ns"], v["p99_ns"]))
+        v["p50_ns"], v["p99_ns"]) + "; idle: " + (", ".join(
+        "%s %d" % kv for kv in v["idle_by"].items() if kv[1]) or "none"))
 ' "$what" "$NSEC" "$d"
 }
 
@@ -253,6 +264,31 @@ print(top["cgroup"] if top else "none; victims: " + " ".join(sorted(set(
   check "cgroup --by cgroup" "$top" /iob-blame-aggressor
 else
   echo "FAIL cgroup: no cgroup2 hierarchy"; FAILS=$((FAILS + 1))
+fi
+
+# iocost: the victim throttled by iocost, alone
+if [[ " $ONLY " != *" iocost "* ]]; then
+  :
+elif [ -n "$CG2" ] && [ -e "$CG2/io.cost.qos" ]; then
+  grep -qw io "$CG2/cgroup.subtree_control" || echo +io >"$CG2/cgroup.subtree_control"
+  IOCOST_DEV=$(cat /sys/block/nullb0/dev)
+  # Cost by the model alone (vrate fixed at 100%): 200 reads a second, 4 KiB for nothing.
+  echo "$IOCOST_DEV enable=1 ctrl=user rpct=0 rlat=1000000 wpct=0 wlat=1000000 min=100 max=100" \
+    >"$CG2/io.cost.qos"
+  echo "$IOCOST_DEV ctrl=user model=linear rbps=4294967296 rseqiops=200 rrandiops=200 wbps=4294967296 wseqiops=200 wrandiops=200" \
+    >"$CG2/io.cost.model"
+  CI_=$CG2/iob-blame-iocost
+  mkdir -p "$CI_"
+  CGS+=("$CI_")
+  record iocost 'sh -c "echo \$\$ > $CI_/cgroup.procs; exec victimR $M/v.dat $STOP 2"' CI_="$CI_"
+  T=$W/iocost.trace
+  echo "  iocost: $(victim "$T" summary)"
+  check "iocost adds up" "$(adds_up "$T")" 0
+  check "iocost names the idle time" "$(victim "$T" iocost)" yes
+  echo "$IOCOST_DEV enable=0" >"$CG2/io.cost.qos"
+  IOCOST_DEV=
+else
+  echo "FAIL iocost: no cgroup2 hierarchy with io.cost.qos"; FAILS=$((FAILS + 1))
 fi
 
 echo "blame: $KVER: $FAILS failed"
