@@ -187,11 +187,13 @@ pub fn measure_here(stage: &str, threads: usize, trace: &Path, sample: bool) -> 
                     note = write_timeline(f, &a.tables, &symbols)?;
                 }
                 if blame {
+                    let t = Instant::now();
                     let b = engine.into_inner().finish();
+                    let finish = t.elapsed().as_secs_f64();
                     let culprits: usize =
                         b.victims.iter().map(|v| b.culprits_of(v).len()).sum();
                     note = format!(
-                        "blame: {} victims, {culprits} (victim, culprit) pairs, {} requests",
+                        "blame: {} victims, {culprits} (victim, culprit) pairs, {} requests; the split at the end (`finish`) {finish:.3} s",
                         b.victims.len(),
                         b.stats.requests
                     );

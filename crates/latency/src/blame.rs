@@ -34,6 +34,7 @@
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
+use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use ioblame_events::event::{Dev, Event, EventKind, Rwbs};
@@ -56,6 +57,9 @@ const NONE: u64 = u64::MAX;
 const MAX_PREFLUSH: usize = 1024;
 /// Flush requests in flight per device beyond this many are forgotten, oldest first.
 const MAX_FLUSHES: usize = 1024;
+/// Victims split by one sweep at least (a sweep replays its device's requests before its
+/// victims: smaller ranges would replay more than they split).
+const MIN_CHUNK: usize = 4096;
 /// No-data bios, other ops and flush links remembered at most (then forgotten at once: they
 /// only name requesters).
 const MAX_PENDING: usize = 65_536;
@@ -260,6 +264,8 @@ pub struct Victim {
     /// `idle` by cause, indexed by [`Idle`] (`idle_by[Idle::Plug as usize]`); they add up
     /// to `idle`.
     pub idle_by: [u64; Idle::COUNT],
+    /// Which of [`Blame`]'s culprit lists holds its culprits (one per device swept).
+    part: u32,
     first_culprit: u32,
     culprits: u32,
 }
@@ -300,7 +306,8 @@ pub struct BlameStats {
 pub struct Blame {
     /// Every victim, by completion time (then device and queue time).
     pub victims: Vec<Victim>,
-    culprits: Vec<(u32, u64)>,
+    /// Per device swept, its victims' culprits.
+    culprits: Vec<Vec<(u32, u64)>>,
     /// What the engine met.
     pub stats: BlameStats,
 }
@@ -310,7 +317,7 @@ impl Blame {
     /// cost it nothing are left out.
     pub fn culprits_of(&self, v: &Victim) -> &[(u32, u64)] {
         let a = v.first_culprit as usize;
-        &self.culprits[a..a + v.culprits as usize]
+        &self.culprits[v.part as usize][a..a + v.culprits as usize]
     }
 }
 
@@ -802,6 +809,11 @@ impl BlameEngine {
 
     /// Splits every victim's Q2C.
     pub fn finish(self) -> Blame {
+        self.finish_in(MIN_CHUNK)
+    }
+
+    /// [`BlameEngine::finish`], a sweep splitting `min_chunk` victims at least.
+    fn finish_in(self, min_chunk: usize) -> Blame {
         let mut out = Blame {
             stats: self.stats,
             ..Blame::default()
@@ -814,15 +826,42 @@ impl BlameEngine {
         }
         let mut devs: Vec<(Dev, DevLog)> = self.devs.into_iter().collect();
         devs.sort_by_key(|(d, _)| *d);
-        for (dev, mut log) in devs {
-            log.weigh();
-            log.settle();
-            let t = throttlers.get(&dev).copied().unwrap_or(0);
-            sweep(dev, &log, t, &mut out);
+        let prepared: Vec<Prepared> = devs
+            .into_par_iter()
+            .map(|(dev, log)| {
+                let t = throttlers.get(&dev).copied().unwrap_or(0);
+                prepare(dev, log, t)
+            })
+            .collect();
+        // The devices are independent, and a device's victims too once its requests are
+        // replayed: split in parallel by ranges of victims, about four per thread, each into
+        // lists of its own.
+        let total: usize = prepared.iter().map(|p| p.log.victims.len()).sum();
+        let chunk = (total / (4 * rayon::current_num_threads().max(1))).max(min_chunk);
+        let tasks: Vec<(usize, std::ops::Range<usize>)> = prepared
+            .iter()
+            .enumerate()
+            .flat_map(|(d, p)| {
+                let n = p.log.victims.len();
+                (0..n.div_ceil(chunk).max(1)).map(move |c| (d, c * chunk..((c + 1) * chunk).min(n)))
+            })
+            .collect();
+        let swept: Vec<Swept> = tasks
+            .into_par_iter()
+            .map(|(d, range)| sweep(&prepared[d], range))
+            .collect();
+        for (i, d) in swept.into_iter().enumerate() {
+            out.stats.unshared += d.unshared;
+            out.victims.extend(d.victims.into_iter().map(|v| Victim {
+                part: i as u32,
+                ..v
+            }));
+            out.culprits.push(d.culprits);
         }
-        // By completion (then device and queue time); the culprits stay where they are.
+        // By completion (then device and queue time, then the sweep's order, whatever the ranges:
+        // the same order on any number of threads); the culprits stay where they are.
         out.victims
-            .sort_by_key(|v| (v.complete, v.dev, v.queue, v.first_culprit));
+            .sort_by_key(|v| (v.complete, v.dev, v.queue, v.part, v.first_culprit));
         out
     }
 }
@@ -845,7 +884,7 @@ struct Clock {
 
 /// A breakpoint of one culprit key: from `t` on, weight `k` in flight; `h = ∫ k/n` up to
 /// `t`, when the device's `f` was `f`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct KeyPoint {
     t: u64,
     h: f64,
@@ -855,6 +894,9 @@ struct KeyPoint {
 
 #[derive(Debug, Default)]
 struct KeyState {
+    /// The last of `points` (all zero before the first), kept inline: most reads need only
+    /// it, and the history is elsewhere on the heap.
+    last: KeyPoint,
     points: Vec<KeyPoint>,
     /// Requests of the key in flight.
     count: u32,
@@ -862,17 +904,26 @@ struct KeyState {
 
 impl KeyState {
     fn now(&self) -> KeyPoint {
-        self.points.last().copied().unwrap_or(KeyPoint {
-            t: 0,
-            h: 0.0,
-            f: 0.0,
-            k: 0.0,
-        })
+        self.last
     }
 
     /// `H(t)` for any `t` up to the key's last point or later, given the device's `F(t)`.
     fn h_at(&self, t: u64, f_t: f64) -> f64 {
-        let i = self.points.partition_point(|p| p.t <= t);
+        let p = self.last;
+        if p.t <= t {
+            // Before the first point `last` is all zero: H is 0.
+            return p.h + p.k * (f_t - p.f);
+        }
+        // A victim's span is recent: gallop back from the last point, then search.
+        let n = self.points.len();
+        let mut step = 1;
+        let mut lo = n.saturating_sub(1);
+        while lo > 0 && self.points[lo].t > t {
+            lo = lo.saturating_sub(step);
+            step *= 2;
+        }
+        let hi = (lo + step).min(n);
+        let i = lo + self.points[lo..hi].partition_point(|p| p.t <= t);
         if i == 0 {
             return 0.0;
         }
@@ -891,8 +942,14 @@ struct Sweep {
     active_at: Vec<u32>,
     /// The dense ids with requests in flight.
     active: Vec<u32>,
-    /// `(last change, key)` of every key, for the keys that changed inside a span.
-    recent: BTreeSet<(u64, u32)>,
+    /// `(time, key)` of the keys' changes in time order (the sweep's order), for the keys
+    /// that changed inside a span: an entry counts only if it is its key's last
+    /// (`last_at`); the others are dropped now and then ([`Sweep::compact`]).
+    changes: Vec<(u64, u32)>,
+    /// Per dense key id: the place of its last change in `changes`, or `u32::MAX`.
+    last_at: Vec<u32>,
+    /// Keys with an entry in `changes`.
+    changed: usize,
     /// Per dense key id: the victim (plus one) that last visited it.
     seen: Vec<u32>,
 }
@@ -910,7 +967,9 @@ impl Sweep {
             last_change: vec![u64::MAX; keys],
             active_at: vec![u32::MAX; keys],
             active: Vec::new(),
-            recent: BTreeSet::new(),
+            changes: Vec::new(),
+            last_at: vec![u32::MAX; keys],
+            changed: 0,
             seen: vec![0; keys],
         }
     }
@@ -961,12 +1020,12 @@ impl Sweep {
         } else {
             (p.k + dw).max(0.0)
         };
+        let point = KeyPoint { t, h, f, k };
         match s.points.last_mut() {
-            Some(last) if last.t == t => {
-                *last = KeyPoint { t, h, f, k };
-            }
-            _ => s.points.push(KeyPoint { t, h, f, k }),
+            Some(last) if last.t == t => *last = point,
+            _ => s.points.push(point),
         }
+        s.last = point;
         let at = self.active_at[key as usize];
         if s.count == 0 {
             if at != u32::MAX {
@@ -982,17 +1041,75 @@ impl Sweep {
         }
         let old = std::mem::replace(&mut self.last_change[key as usize], t);
         if old != t {
-            if old != u64::MAX {
-                self.recent.remove(&(old, key));
+            if old == u64::MAX {
+                self.changed += 1;
             }
-            self.recent.insert((t, key));
+            self.last_at[key as usize] = self.changes.len() as u32;
+            self.changes.push((t, key));
+            if self.changes.len() > 2 * self.changed + 4096 {
+                self.compact();
+            }
+        }
+    }
+
+    /// Drops the entries of `changes` that are not their key's last (keeping the order): at
+    /// most as many stale entries as live ones, plus 4,096, stay between two compactions.
+    fn compact(&mut self) {
+        let mut j = 0;
+        for i in 0..self.changes.len() {
+            let (t, key) = self.changes[i];
+            if self.last_at[key as usize] == i as u32 {
+                self.changes[j] = (t, key);
+                self.last_at[key as usize] = j as u32;
+                j += 1;
+            }
+        }
+        self.changes.truncate(j);
+    }
+
+    /// Appends to `keys` the keys in flight now and those whose last change is after `a`,
+    /// once each (`stamp`, new for each call, marks those taken).
+    fn keys_since(&mut self, a: u64, stamp: u32, keys: &mut Vec<u32>) {
+        let from = self.changes.partition_point(|&(t, _)| t <= a);
+        let later = self.changes[from..]
+            .iter()
+            .enumerate()
+            .filter(|&(i, &(_, key))| self.last_at[key as usize] == (from + i) as u32)
+            .map(|(_, &(_, key))| key);
+        for k in self.active.iter().copied().chain(later) {
+            if self.seen[k as usize] != stamp {
+                self.seen[k as usize] = stamp;
+                keys.push(k);
+            }
         }
     }
 }
 
+/// One device's victims and their culprits.
+#[derive(Default)]
+struct Swept {
+    victims: Vec<Victim>,
+    culprits: Vec<(u32, u64)>,
+    unshared: u64,
+}
+
 /// Sweeps one device's requests and victims in time order.
-fn sweep(dev: Dev, log: &DevLog, throttlers: u8, out: &mut Blame) {
-    // The device's culprit keys as dense ids, and its parts with them.
+/// What every sweep of one device reads: its culprit keys as dense ids, its parts with
+/// them, and its points in time order.
+struct Prepared {
+    dev: Dev,
+    log: DevLog,
+    throttlers: u8,
+    parts: Vec<(u32, f64)>,
+    original: Vec<u32>,
+    /// `(time, what, index)`: 0 a request starts, 1 a request ends, 2 a victim ends.
+    points: Vec<(u64, u8, u32)>,
+}
+
+/// Weighs and settles a device's log, and lays its points out in time order.
+fn prepare(dev: Dev, mut log: DevLog, throttlers: u8) -> Prepared {
+    log.weigh();
+    log.settle();
     let mut dense: FxHashMap<u32, u32> = FxHashMap::default();
     let mut original: Vec<u32> = Vec::new();
     let parts: Vec<(u32, f64)> = log
@@ -1018,12 +1135,33 @@ fn sweep(dev: Dev, log: &DevLog, throttlers: u8, out: &mut Blame) {
     }
     // At one instant the order does not change any integral; starts first, then ends.
     points.sort_unstable();
+    Prepared {
+        dev,
+        log,
+        throttlers,
+        parts,
+        original,
+        points,
+    }
+}
+
+/// Sweeps one device's requests in time order, splitting its victims of ranks `victims`
+/// (their order of completion): the requests before the first are replayed to build the
+/// clocks, so the victims of one device can be split by several sweeps in parallel.
+fn sweep(p: &Prepared, victims: std::ops::Range<usize>) -> Swept {
+    let (dev, log, throttlers) = (p.dev, &p.log, p.throttlers);
+    let (parts, original) = (&p.parts, &p.original);
+    let mut out = Swept {
+        victims: Vec::with_capacity(victims.len()),
+        ..Swept::default()
+    };
+    let mut rank = 0usize;
     let mut s = Sweep::new(original.len());
     let mut vals: Vec<(u32, f64)> = Vec::new();
     let mut keys: Vec<u32> = Vec::new();
     let mut cut = Cut::default();
     let mut stamp = 0u32;
-    for (t, what, i) in points {
+    for &(t, what, i) in &p.points {
         match what {
             0 | 1 => {
                 let r = log.reqs[i as usize];
@@ -1034,6 +1172,13 @@ fn sweep(dev: Dev, log: &DevLog, throttlers: u8, out: &mut Blame) {
                 }
             }
             _ => {
+                rank += 1;
+                if rank <= victims.start {
+                    continue;
+                }
+                if rank > victims.end {
+                    break;
+                }
                 let v = log.victims[i as usize];
                 let (a, b) = (v.queue, v.complete);
                 let (fa, ga) = s.clocks_at(a);
@@ -1048,13 +1193,7 @@ fn sweep(dev: Dev, log: &DevLog, throttlers: u8, out: &mut Blame) {
                 // The keys in flight now, and those that changed inside the span, once each.
                 stamp = stamp.wrapping_add(1).max(1);
                 keys.clear();
-                let later = s.recent.range((a.saturating_add(1), 0)..).map(|&(_, k)| k);
-                for k in s.active.iter().copied().chain(later) {
-                    if s.seen[k as usize] != stamp {
-                        s.seen[k as usize] = stamp;
-                        keys.push(k);
-                    }
-                }
+                s.keys_since(a, stamp, &mut keys);
                 vals.clear();
                 for &key in &keys {
                     let st = &s.keys[key as usize];
@@ -1072,7 +1211,7 @@ fn sweep(dev: Dev, log: &DevLog, throttlers: u8, out: &mut Blame) {
                 let idle_by = idle_split(&s, &v, a, r.issue.max(a), idle, throttlers);
                 let (own_ns, unshared) = cut.apportion(busy, own, &vals, &mut out.culprits);
                 if unshared {
-                    out.stats.unshared += 1;
+                    out.unshared += 1;
                 }
                 out.victims.push(Victim {
                     key: v.key,
@@ -1084,12 +1223,14 @@ fn sweep(dev: Dev, log: &DevLog, throttlers: u8, out: &mut Blame) {
                     own: own_ns,
                     idle,
                     idle_by,
+                    part: 0,
                     first_culprit: first,
                     culprits: out.culprits.len() as u32 - first,
                 });
             }
         }
     }
+    out
 }
 
 /// A victim's idle time in `[a, issue)` cut at its request's phases (its own request is in
@@ -1228,14 +1369,23 @@ impl Cut {
             self.order.clear();
             self.order.extend(0..self.parts.len());
             let parts = &self.parts;
-            self.order
-                .sort_by(|&x, &y| parts[y].2.total_cmp(&parts[x].2).then(x.cmp(&y)));
+            let by_remainder =
+                |x: &usize, y: &usize| parts[*y].2.total_cmp(&parts[*x].2).then(x.cmp(y));
             let n = self.order.len();
-            let mut j = 0;
+            if (left as usize) < n {
+                // Only the `left` largest remainders take a nanosecond: select them, no sort
+                // (the order is total, so which they are does not depend on the method).
+                self.order
+                    .select_nth_unstable_by(left as usize, by_remainder);
+            } else {
+                self.order.sort_by(by_remainder);
+            }
             while left > 0 {
-                self.parts[self.order[j % n]].1 += 1;
-                left -= 1;
-                j += 1;
+                let take = (left as usize).min(n);
+                for &i in &self.order[..take] {
+                    self.parts[i].1 += 1;
+                }
+                left -= take as u64;
             }
         }
         for c in &self.parts[1..] {
@@ -1616,6 +1766,52 @@ mod tests {
 
     /// The engine against a brute-force split, nanosecond by nanosecond, on random
     /// requests: within a nanosecond per share, and exactly Q2C in all.
+    #[test]
+    fn victims_split_by_ranges_are_split_as_by_one_sweep() {
+        // 400 requests on two devices, every one a victim: split by one sweep per device,
+        // and by sweeps of a dozen victims each (each replaying the requests before).
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut ios = Vec::new();
+        for i in 0..400u32 {
+            let q = next(20_000);
+            let d = q + next(500);
+            let c = d + 1 + next(800);
+            let dev = if next(3) == 0 { DM } else { D };
+            ios.push(part(dev, q, d, c, next(7) as u32, Some(i)));
+        }
+        ios.sort_by_key(|p| (p.complete, p.issue));
+        ios.dedup_by_key(|p| (p.dev, p.issue, p.complete));
+        let run = |min_chunk: usize| {
+            let mut e = BlameEngine::new();
+            for p in &ios {
+                e.push_io(*p);
+            }
+            e.finish_in(min_chunk)
+        };
+        let (one, many) = (run(usize::MAX), run(1));
+        check_sums(&many);
+        assert_eq!(one.victims.len(), ios.len());
+        assert_eq!(one.victims.len(), many.victims.len());
+        // Nothing but the victims' ties would differ in order: make some.
+        assert!(one
+            .victims
+            .windows(2)
+            .any(|w| w[0].complete == w[1].complete));
+        for (a, b) in one.victims.iter().zip(&many.victims) {
+            assert_eq!(
+                (a.key, a.q2c, a.own, a.idle, a.idle_by),
+                (b.key, b.q2c, b.own, b.idle, b.idle_by)
+            );
+            assert_eq!(one.culprits_of(a), many.culprits_of(b), "{a:?}");
+        }
+    }
+
     #[test]
     fn agrees_with_a_brute_force_split() {
         let mut seed = 0x2545_f491_4f6c_dd1du64;
