@@ -613,6 +613,14 @@ pub fn render(
         )?;
     }
     let s = &blame.stats;
+    if s.phases_forgotten > 0 {
+        writeln!(
+            out,
+            "\nnote: the phases of {} request{} were forgotten (too many waiting at once): their idle time is unexplained",
+            count(s.phases_forgotten),
+            if s.phases_forgotten == 1 { "" } else { "s" },
+        )?;
+    }
     if s.unmatched > 0 {
         writeln!(
             out,

@@ -60,6 +60,9 @@ const MAX_FLUSHES: usize = 1024;
 /// Victims split by one sweep at least (a sweep replays its device's requests before its
 /// victims: smaller ranges would replay more than they split).
 const MIN_CHUNK: usize = 4096;
+/// A waiting request's phases not touched for this long are forgotten first when the map is
+/// full (60 s: no request waits that long on a working device).
+const PHASES_STALE_NS: u64 = 60_000_000_000;
 /// No-data bios, other ops and flush links remembered at most (then forgotten at once: they
 /// only name requesters).
 const MAX_PENDING: usize = 65_536;
@@ -99,12 +102,14 @@ impl Culprit {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Idle {
     /// Before it had a request (`block_bio_queue` to `block_getrq`, where
-    /// `rq_qos_throttle()` sleeps), a write on a device where writeback throttling was seen
-    /// acting (`wbt:wbt_timer`).
+    /// `rq_qos_throttle()` sleeps), a write wbt may hold (not O_DIRECT) on a device where
+    /// writeback throttling was seen acting (`wbt:wbt_timer`): held by wbt, or the submit
+    /// path's own time (no tracepoint tells them apart).
     Wbt,
-    /// Before it had a request, on a device where iocost was seen acting (`iocost:*`).
+    /// Before it had a request, on a device where iocost was seen acting (`iocost:*`):
+    /// held by iocost, or the submit path's own time.
     Iocost,
-    /// Before it had a request, a write on a device where both were seen acting.
+    /// Before it had a request, a write wbt may hold on a device where both were seen.
     WbtOrIocost,
     /// Before it had a request, no throttler seen acting on the device: the submit path
     /// (splitting, the CPU, a request's allocation, a throttler with no tracepoint such as
@@ -160,9 +165,9 @@ impl Idle {
     /// What it means, in a few words, for text outputs.
     pub fn describe(self) -> &'static str {
         match self {
-            Idle::Wbt => "before it had a request: writeback throttling (wbt)",
-            Idle::Iocost => "before it had a request: iocost",
-            Idle::WbtOrIocost => "before it had a request: wbt or iocost",
+            Idle::Wbt => "before it had a request, wbt acting on the device",
+            Idle::Iocost => "before it had a request, iocost acting on the device",
+            Idle::WbtOrIocost => "before it had a request, wbt and iocost acting on the device",
             Idle::Submit => "before it had a request (no throttler seen on the device)",
             Idle::Plug => "in its task's plug",
             Idle::Scheduler => "inserted, waiting for dispatch (I/O scheduler, dispatch list)",
@@ -174,12 +179,14 @@ impl Idle {
 }
 
 /// A data request's phases (`NONE` where not seen): its `block_getrq`, first
-/// `block_rq_insert` and first `block_rq_issue`.
+/// `block_rq_insert` and first `block_rq_issue`, and its last issue (the key of
+/// [`BlameEngine::issued`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Phases {
     g: u64,
     i: u64,
     d: u64,
+    last: u64,
 }
 
 impl Default for Phases {
@@ -193,7 +200,17 @@ impl Phases {
         g: NONE,
         i: NONE,
         d: NONE,
+        last: NONE,
     };
+
+    /// Its latest event's time (0 for none).
+    fn latest(&self) -> u64 {
+        [self.g, self.i, self.d, self.last]
+            .into_iter()
+            .filter(|&t| t != NONE)
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 /// The throttlers seen acting on a device.
@@ -235,8 +252,10 @@ pub struct IoPart {
     /// Who the part is charged to when it stands ahead of another IO (the caller's key,
     /// below [`MAX_CALLER_KEY`]: ioblame charges the act's index).
     pub culprit: u32,
-    /// Whether it writes (writeback throttling holds writes only).
-    pub write: bool,
+    /// Whether writeback throttling may hold it: a write, not a direct one
+    /// (`wbt_should_throttle()` exempts `REQ_SYNC | REQ_IDLE`, which O_DIRECT sets; reads
+    /// are never held).
+    pub wbt_may_hold: bool,
     /// Whose latency this part is, when it is a victim the caller wants split (the caller's
     /// key); `None` for a culprit only (a loop device's lower copy, a part out of scope).
     pub victim: Option<u32>,
@@ -338,7 +357,7 @@ struct VictimIn {
     key: u32,
     bytes: u64,
     phases: Phases,
-    write: bool,
+    wbt_may_hold: bool,
 }
 
 /// A part of a flush or other-op request: one requester's equal share of it (its `group`),
@@ -502,11 +521,19 @@ impl BlameEngine {
             .extend(disks.into_iter().map(|(dev, name)| (name, dev)));
     }
 
-    /// The phases of the data request at `(dev, sector)`, made if unseen (bounded).
-    fn phases_at(&mut self, dev: Dev, sector: u64) -> &mut Phases {
+    /// The phases of the data request at `(dev, sector)`, made if unseen. Bounded: when
+    /// full, the requests seen last more than [`PHASES_STALE_NS`] before `now` (merged away
+    /// unseen, completed on a device not followed) are forgotten, and if that is not enough,
+    /// all.
+    fn phases_at(&mut self, dev: Dev, sector: u64, now: u64) -> &mut Phases {
         if self.pending.len() >= MAX_PENDING && !self.pending.contains_key(&(dev, sector)) {
-            self.stats.phases_forgotten += self.pending.len() as u64;
-            self.pending.clear();
+            let before = self.pending.len();
+            let horizon = now.saturating_sub(PHASES_STALE_NS);
+            self.pending.retain(|_, p| p.latest() >= horizon);
+            if self.pending.len() >= MAX_PENDING / 2 {
+                self.pending.clear();
+            }
+            self.stats.phases_forgotten += (before - self.pending.len()) as u64;
         }
         self.pending.entry((dev, sector)).or_insert(Phases::UNSEEN)
     }
@@ -520,9 +547,9 @@ impl BlameEngine {
                 dev,
                 sector,
                 nr_sector,
-                ..
-            } if nr_sector > 0 && self.selected(dev) => {
-                *self.phases_at(dev, sector) = Phases {
+                rwbs,
+            } if nr_sector > 0 && !moves_no_data(rwbs) && self.selected(dev) => {
+                *self.phases_at(dev, sector, ev.time) = Phases {
                     g: ev.time,
                     ..Phases::UNSEEN
                 };
@@ -531,9 +558,10 @@ impl BlameEngine {
                 dev,
                 sector,
                 nr_sector,
+                rwbs,
                 ..
-            } if nr_sector > 0 && self.selected(dev) => {
-                let p = self.phases_at(dev, sector);
+            } if nr_sector > 0 && !moves_no_data(rwbs) && self.selected(dev) => {
+                let p = self.phases_at(dev, sector, ev.time);
                 if p.i == NONE {
                     p.i = ev.time;
                 }
@@ -627,14 +655,26 @@ impl BlameEngine {
                     // A data request: its first issue is a phase; its charged IO, at its
                     // completion, finds the phases by this (last) issue.
                     let t = ev.time;
-                    let p = self.phases_at(dev, sector);
+                    let p = self.phases_at(dev, sector, t);
                     if p.d == NONE {
                         p.d = t;
                     }
+                    // Issued again (requeued, re-dispatched): only the last issue is looked
+                    // up.
+                    let old = std::mem::replace(&mut p.last, t);
                     let p = *p;
+                    if old != NONE {
+                        self.issued.remove(&(dev, old));
+                    }
                     if self.issued.len() >= MAX_PENDING {
-                        self.stats.phases_forgotten += self.issued.len() as u64;
-                        self.issued.clear();
+                        // Issues whose charged IO never came (a device's IO not charged).
+                        let before = self.issued.len();
+                        let horizon = t.saturating_sub(PHASES_STALE_NS);
+                        self.issued.retain(|&(_, at), _| at >= horizon);
+                        if self.issued.len() >= MAX_PENDING / 2 {
+                            self.issued.clear();
+                        }
+                        self.stats.phases_forgotten += (before - self.issued.len()) as u64;
                     }
                     self.issued.insert((dev, t), p);
                 } else if nr_sector > 0 && moves_no_data(rwbs) {
@@ -802,7 +842,7 @@ impl BlameEngine {
                 key,
                 bytes: io.bytes,
                 phases: self.last_phases,
-                write: io.write,
+                wbt_may_hold: io.wbt_may_hold,
             });
         }
     }
@@ -843,7 +883,7 @@ impl BlameEngine {
             .enumerate()
             .flat_map(|(d, p)| {
                 let n = p.log.victims.len();
-                (0..n.div_ceil(chunk).max(1)).map(move |c| (d, c * chunk..((c + 1) * chunk).min(n)))
+                (0..n.div_ceil(chunk)).map(move |c| (d, c * chunk..((c + 1) * chunk).min(n)))
             })
             .collect();
         let swept: Vec<Swept> = tasks
@@ -1093,7 +1133,6 @@ struct Swept {
     unshared: u64,
 }
 
-/// Sweeps one device's requests and victims in time order.
 /// What every sweep of one device reads: its culprit keys as dense ids, its parts with
 /// them, and its points in time order.
 struct Prepared {
@@ -1254,7 +1293,10 @@ fn idle_split(
             (y - x) - (s.clocks_at(y).1 - s.clocks_at(x).1)
         }
     };
-    let before = match (throttlers & WBT != 0 && v.write, throttlers & IOCOST != 0) {
+    let before = match (
+        throttlers & WBT != 0 && v.wbt_may_hold,
+        throttlers & IOCOST != 0,
+    ) {
         (true, true) => Idle::WbtOrIocost,
         (true, false) => Idle::Wbt,
         (false, true) => Idle::Iocost,
@@ -1412,7 +1454,7 @@ mod tests {
             complete: c,
             bytes: 4096,
             culprit,
-            write: false,
+            wbt_may_hold: false,
             victim,
         }
     }
@@ -1568,9 +1610,14 @@ mod tests {
         e.push_io(v2);
         e.push_io(part(D, 60, 60, 70, 9, None));
         let mut v1 = part(D, 0, 80, 100, 1, Some(1));
-        v1.write = true;
+        v1.wbt_may_hold = true;
         e.push_io(v1);
         e.push_io(part(DM, 0, 10, 20, 3, Some(3)));
+        // A discard's request has no phases kept (it is never a victim); the issues of the
+        // requeued request left none behind.
+        e.push_event(&w(90, getrq(D, 512, 8, Rwbs::parse("D"))));
+        assert!(e.issued.is_empty(), "{:?}", e.issued);
+        assert!(!e.pending.contains_key(&(D, 512)));
         let b = e.finish();
         check_sums(&b);
         for v in &b.victims {

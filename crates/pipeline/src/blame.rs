@@ -18,7 +18,7 @@ pub fn io_part(io: &Io, victim: bool) -> IoPart {
         complete: io.complete_time,
         bytes: io.size,
         culprit: io.act.0,
-        write: io.rwbs.is_write(),
+        wbt_may_hold: io.rwbs.is_write() && io.via != ioblame_attrib::Via::Direct,
         victim: victim.then_some(io.act.0),
     }
 }
