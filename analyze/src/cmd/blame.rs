@@ -608,7 +608,7 @@ pub fn render(
     if unexplained > 0 {
         writeln!(
             out,
-            "\nnote: {} of the idle time is unexplained: the trace lacks its requests' block_getrq events (queued before the recording, or not recorded)",
+            "\nnote: {} of the idle time is unexplained: the trace lacks its requests' block_getrq events (queued before the recording, or not recorded), or they completed in parts",
             human_ns(unexplained)
         )?;
     }
