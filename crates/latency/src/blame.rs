@@ -527,13 +527,9 @@ impl BlameEngine {
     /// all.
     fn phases_at(&mut self, dev: Dev, sector: u64, now: u64) -> &mut Phases {
         if self.pending.len() >= MAX_PENDING && !self.pending.contains_key(&(dev, sector)) {
-            let before = self.pending.len();
             let horizon = now.saturating_sub(PHASES_STALE_NS);
-            self.pending.retain(|_, p| p.latest() >= horizon);
-            if self.pending.len() >= MAX_PENDING / 2 {
-                self.pending.clear();
-            }
-            self.stats.phases_forgotten += (before - self.pending.len()) as u64;
+            self.stats.phases_forgotten +=
+                forget_stale(&mut self.pending, |_, p| p.latest() >= horizon);
         }
         self.pending.entry((dev, sector)).or_insert(Phases::UNSEEN)
     }
@@ -668,13 +664,9 @@ impl BlameEngine {
                     }
                     if self.issued.len() >= MAX_PENDING {
                         // Issues whose charged IO never came (a device's IO not charged).
-                        let before = self.issued.len();
                         let horizon = t.saturating_sub(PHASES_STALE_NS);
-                        self.issued.retain(|&(_, at), _| at >= horizon);
-                        if self.issued.len() >= MAX_PENDING / 2 {
-                            self.issued.clear();
-                        }
-                        self.stats.phases_forgotten += (before - self.issued.len()) as u64;
+                        self.stats.phases_forgotten +=
+                            forget_stale(&mut self.issued, |&(_, at), _| at >= horizon);
                     }
                     self.issued.insert((dev, t), p);
                 } else if nr_sector > 0 && moves_no_data(rwbs) {
@@ -904,6 +896,17 @@ impl BlameEngine {
             .sort_by_key(|v| (v.complete, v.dev, v.queue, v.part, v.first_culprit));
         out
     }
+}
+
+/// Empties a full map of phases of what `fresh` rejects, and of everything if that leaves
+/// it half full still; returns how many entries it forgot.
+fn forget_stale<K, V>(map: &mut FxHashMap<K, V>, mut fresh: impl FnMut(&K, &V) -> bool) -> u64 {
+    let before = map.len();
+    map.retain(|k, v| fresh(k, v));
+    if map.len() >= MAX_PENDING / 2 {
+        map.clear();
+    }
+    (before - map.len()) as u64
 }
 
 /// Whether a request of these flags carries no data the attribution charges (a discard,
@@ -1286,13 +1289,6 @@ fn idle_split(
     if idle == 0 {
         return by;
     }
-    let idle_in = |x: u64, y: u64| -> u64 {
-        if y <= x {
-            0
-        } else {
-            (y - x) - (s.clocks_at(y).1 - s.clocks_at(x).1)
-        }
-    };
     let before = match (
         throttlers & WBT != 0 && v.wbt_may_hold,
         throttlers & IOCOST != 0,
@@ -1303,39 +1299,25 @@ fn idle_split(
         (false, false) => Idle::Submit,
     };
     let p = v.phases;
-    // The phases in order, each from the end of the one before, clamped to [a, issue].
-    let mut steps: [(u64, Idle); 4] = [(NONE, Idle::Unexplained); 4];
-    let mut n = 0;
-    if p.d != NONE {
-        if p.g != NONE {
-            steps[n] = (p.g, before);
-            n += 1;
-            if p.i != NONE {
-                steps[n] = (p.i, Idle::Plug);
-                n += 1;
-                steps[n] = (p.d, Idle::Scheduler);
-            } else {
-                steps[n] = (p.d, Idle::Dispatch);
-            }
-        } else if p.i != NONE {
-            steps[n] = (p.i, Idle::Unexplained);
-            n += 1;
-            steps[n] = (p.d, Idle::Scheduler);
-        } else {
-            steps[n] = (p.d, Idle::Unexplained);
-        }
-        n += 1;
-        steps[n] = (issue, Idle::Requeue);
-        n += 1;
-    } else {
-        steps[0] = (issue, Idle::Unexplained);
-        n = 1;
-    }
-    let mut at = a;
-    for &(end, cause) in &steps[..n] {
-        let end = end.clamp(at, issue.max(at));
-        by[cause as usize] += idle_in(at, end);
-        at = end;
+    // The phases in order, each from the end of the one before, clamped to [a, issue]
+    // (steps ending at `issue` after it are empty).
+    use Idle::{Dispatch, Plug, Requeue, Scheduler, Unexplained};
+    let end = (issue, Requeue);
+    let steps = match (p.g != NONE, p.i != NONE, p.d != NONE) {
+        (_, _, false) => [(issue, Unexplained); 4],
+        (true, true, true) => [(p.g, before), (p.i, Plug), (p.d, Scheduler), end],
+        (true, false, true) => [(p.g, before), (p.d, Dispatch), end, end],
+        (false, true, true) => [(p.i, Unexplained), (p.d, Scheduler), end, end],
+        (false, false, true) => [(p.d, Unexplained), end, end, end],
+    };
+    // Idle in [at, to) is its length less the busy clock's growth, each boundary's clock
+    // read once.
+    let (mut at, mut busy_at) = (a, s.clocks_at(a).1);
+    for (to, cause) in steps {
+        let to = to.clamp(at, issue.max(at));
+        let busy_to = s.clocks_at(to).1;
+        by[cause as usize] += (to - at) - (busy_to - busy_at);
+        (at, busy_at) = (to, busy_to);
     }
     // Exact by construction (the victim's own request is in flight from `issue`); any
     // difference is the trace's, and stays unexplained.
@@ -1811,19 +1793,21 @@ mod tests {
         assert_eq!(b.stats.no_device_time, 1);
     }
 
-    /// The engine against a brute-force split, nanosecond by nanosecond, on random
-    /// requests: within a nanosecond per share, and exactly Q2C in all.
-    #[test]
-    fn victims_split_by_ranges_are_split_as_by_one_sweep() {
-        // 400 requests on two devices, every one a victim: split by one sweep per device,
-        // and by sweeps of a dozen victims each (each replaying the requests before).
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |n: u64| {
+    /// A xorshift generator from `seed`: `next(n)` is below `n`.
+    fn xorshift(mut seed: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
             seed % n
-        };
+        }
+    }
+
+    #[test]
+    fn victims_split_by_ranges_are_split_as_by_one_sweep() {
+        // 400 requests on two devices, every one a victim: split by one sweep per device,
+        // and by sweeps of a dozen victims each (each replaying the requests before).
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         let mut ios = Vec::new();
         for i in 0..400u32 {
             let q = next(20_000);
@@ -1859,15 +1843,11 @@ mod tests {
         }
     }
 
+    /// The engine against a brute-force split, nanosecond by nanosecond, on random
+    /// requests: within a nanosecond per share, and exactly Q2C in all.
     #[test]
     fn agrees_with_a_brute_force_split() {
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         for _ in 0..200 {
             let mut e = BlameEngine::new();
             let mut reqs = Vec::new();
