@@ -18,7 +18,8 @@
 #   iocost: the victim alone in a cgroup, on a device where iocost is enabled with a model of
 #           200 IOPS at a fixed vrate: iocost holds each read about 5 ms before it gets a
 #           request, with nothing in flight (`rq_qos_throttle()`); that idle time must be
-#           named iocost (`idle_by`), at least half of the victim's Q2C.
+#           named iocost (`idle_by`): at least 90% of its idle time, and at least a
+#           quarter of its Q2C.
 # Checks, each `PASS name` or `FAIL name: got/want`: every victim IO's own + idle + culprits
 # = its Q2C, and its idle time by cause = its idle (`ioblame blame --ios`); the victim's own time is its D2C (`ioblame latency`),
 # the one request in flight while it is served being its own, and at least the device's
@@ -159,8 +160,12 @@ elif what == "syncer":
     print("yes" if s * 20 <= aggr else "%d vs %d ns" % (s, aggr))
 elif what == "iocost":
     ic = v.get("idle_by", {}).get("iocost", 0)
-    print("yes" if ic * 2 >= v["latency_ns"] else "iocost %d of %d ns; idle %s" % (
-        ic, v["latency_ns"], v.get("idle_by")))
+    # What the engine decides is the name: nearly all the idle time must be iocost's. How much
+    # of the Q2C iocost holds depends on the victim's think time between reads (iocost's
+    # budget refills meanwhile), slow under TCG, so a quarter is asked, not more.
+    ok = ic * 10 >= v["idle_ns"] * 9 and ic * 4 >= v["latency_ns"]
+    print("yes" if ok else "iocost %d of %d ns idle, %d ns Q2C; idle %s" % (
+        ic, v["idle_ns"], v["latency_ns"], v.get("idle_by")))
 elif what == "p99":
     print(v["p99_ns"])
 elif what == "summary":
