@@ -7,6 +7,8 @@ need=()
 command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
 command -v mkfs.xfs >/dev/null || need+=(xfsprogs)
 command -v losetup >/dev/null || need+=(util-linux)
+# The btrfs tests make filesystems on loop devices (analyze/tests/btrfs_live.rs).
+command -v mkfs.btrfs >/dev/null || need+=(btrfs-progs)
 command -v python3 >/dev/null || need+=(python3)
 # The user-stack tests build C programs with and without frame pointers, and strip one
 # (binutils: strip, readelf), as capture/tests/user_stacks_live.rs and analyze/tests/ustack_live.rs

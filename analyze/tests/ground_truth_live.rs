@@ -19,7 +19,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use support::checks::Checks;
-use support::{charges, record_with, sh, tools, Charges, LoopFs, Recorder};
+use support::{charges, real_python, record_with, sh, tools, Charges, LoopFs, Recorder};
 
 const MIB: u64 = 1 << 20;
 
@@ -482,17 +482,6 @@ fn charged(m: &Charges, comm: &str, ino: u64, vias: &[&str], dir: usize) -> u64 
         .filter(|((c, v, i), _)| c == comm && *i == ino && vias.contains(&v.as_str()))
         .map(|(_, b)| b[dir])
         .sum()
-}
-
-/// `/usr/bin/env`-free path of the real python3 (not a pyenv shim), for a symlink whose
-/// name becomes the comm.
-fn real_python() -> String {
-    let o = std::process::Command::new("python3")
-        .args(["-c", "import sys; print(sys.executable)"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "python3 runs");
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
 /// mmap write of every page of a new file, then msync (MS_SYNC): `mmapW PATH SIZE`.

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use support::checks::Checks;
-use support::{record_with, tools, LoopFs, Recorder};
+use support::{real_python, record_with, tools, LoopFs, Recorder};
 
 /// `appender PATH EVERY N PIDFILE`: N appends of 4 KiB to PATH, an fsync after every
 /// EVERY-th and at the end; its pid written to PIDFILE first.
@@ -105,17 +105,6 @@ impl Drop for HandleStats {
         let _ = std::fs::write(self.dir.join("events/jbd2/jbd2_handle_stats/enable"), "0");
         let _ = std::fs::remove_dir(&self.dir);
     }
-}
-
-/// `/usr/bin/env`-free path of the real python3 (not a pyenv shim), for a symlink whose
-/// name becomes the comm.
-fn real_python() -> String {
-    let o = std::process::Command::new("python3")
-        .args(["-c", "import sys; print(sys.executable)"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "python3 runs");
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
 fn two_fsync_rates(recorder: Recorder) {

@@ -2,6 +2,7 @@
 //! perf_event_open into ioblame ring files (see `docs/format.md`).
 
 use ioblame_tracepoints as events;
+mod btrfs;
 mod cgroups;
 mod host;
 mod layers;

@@ -53,6 +53,60 @@ pub fn mounts_to_walk<'a>(
     out
 }
 
+/// The mounts to name the files the trace refers to in (`--paths touched`):
+/// [`mounts_to_walk`]'s, and every mount of each btrfs filesystem on a wanted device (of
+/// `devs` when given, else any of `block_devices`). A btrfs mount shows its superblock's
+/// anonymous device (major 0), which is what the events carry, not its block device: it is
+/// wanted by its mount source's device (for a filesystem over several devices, the one
+/// mountinfo shows) or by that anonymous device given in `devs`; each of its mounts is kept,
+/// since each mounted subvolume is looked in (`names::btrfs`).
+pub fn mounts_to_name<'a>(
+    mounts: &'a [Mount],
+    devs: Option<&[(u32, u32)]>,
+    block_devices: &[BlockDevice],
+) -> Vec<&'a Mount> {
+    let mut out = mounts_to_walk(mounts, devs, block_devices);
+    let wanted = |m: &Mount| {
+        if devs.is_some_and(|d| d.contains(&(m.major, m.minor))) {
+            return true;
+        }
+        let Some(b) = source_device(&m.source) else {
+            return false;
+        };
+        match devs {
+            Some(d) => d.contains(&b),
+            None => block_devices.iter().any(|x| (x.major, x.minor) == b),
+        }
+    };
+    let btrfs: Vec<(u32, u32)> = mounts
+        .iter()
+        .filter(|m| m.fs_type == "btrfs" && wanted(m))
+        .map(|m| (m.major, m.minor))
+        .collect();
+    for m in mounts {
+        if m.fs_type == "btrfs"
+            && btrfs.contains(&(m.major, m.minor))
+            && !out.iter().any(|o| std::ptr::eq(*o, m))
+        {
+            out.push(m);
+        }
+    }
+    out
+}
+
+/// The block device (major, minor) a mount source such as `/dev/sda2` names (a link, such
+/// as `/dev/mapper/x`, followed); `None` for a source that is not one.
+fn source_device(source: &str) -> Option<(u32, u32)> {
+    use std::os::unix::fs::FileTypeExt;
+    if !source.starts_with('/') {
+        return None;
+    }
+    let md = std::fs::metadata(source).ok()?;
+    md.file_type()
+        .is_block_device()
+        .then(|| (libc::major(md.rdev()), libc::minor(md.rdev())))
+}
+
 /// Walks `mounts` breadth first (shallow paths first, so a walk cut short keeps the most
 /// useful ones), never leaving a mount's filesystem, recording each inode once under the
 /// first path found. Unreadable directories are skipped. `flags` is added to the table's.
@@ -247,6 +301,53 @@ mod tests {
             ids(mounts_to_walk(&ms, Some(&[(9, 9)]), &devs)),
             [] as [u32; 0]
         );
+    }
+
+    /// btrfs mounts (major 0) are named by their source's block device, every mount of the
+    /// filesystem kept; none is walked.
+    #[test]
+    fn which_mounts_to_name() {
+        // A block device node of this host, if any, to stand for a btrfs's source.
+        let Some((src, ma, mi)) = std::fs::read_dir("/dev").ok().and_then(|rd| {
+            use std::os::unix::fs::FileTypeExt;
+            rd.flatten().find_map(|e| {
+                let md = std::fs::metadata(e.path()).ok()?;
+                md.file_type().is_block_device().then(|| {
+                    (
+                        e.path().display().to_string(),
+                        libc::major(md.rdev()),
+                        libc::minor(md.rdev()),
+                    )
+                })
+            })
+        }) else {
+            return;
+        };
+        let btrfs = |id, minor, root: &str, mp: &str, source: &str| Mount {
+            fs_type: "btrfs".into(),
+            source: source.into(),
+            ..mount(id, 0, minor, root, mp)
+        };
+        let ms = [
+            mount(1, 4000, 0, "/", "/"),
+            btrfs(2, 40, "/", "/mnt/top", &src),
+            btrfs(3, 40, "/sub", "/mnt/sub", &src),
+            btrfs(4, 41, "/", "/mnt/other", "/dev/null"),
+            btrfs(5, 42, "/", "/mnt/gone", "/nonexistent/dev"),
+        ];
+        let bd = |major, minor| BlockDevice {
+            major,
+            minor,
+            ..Default::default()
+        };
+        let devs = [bd(4000, 0), bd(ma, mi)];
+        let ids = |v: Vec<&Mount>| v.iter().map(|m| m.mount_id).collect::<Vec<_>>();
+        assert_eq!(ids(mounts_to_name(&ms, None, &devs)), [1, 2, 3]);
+        assert_eq!(ids(mounts_to_walk(&ms, None, &devs)), [1]);
+        assert_eq!(ids(mounts_to_name(&ms, Some(&[(ma, mi)]), &devs)), [2, 3]);
+        assert_eq!(ids(mounts_to_name(&ms, Some(&[(4000, 0)]), &devs)), [1]);
+        // The superblock's device itself.
+        assert_eq!(ids(mounts_to_name(&ms, Some(&[(0, 41)]), &devs)), [4]);
     }
 
     #[test]

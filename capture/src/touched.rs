@@ -64,6 +64,9 @@ pub struct Touched {
     /// A disk's device -> the one recorded filesystem on a partition of it: the writeback
     /// events name the backing device (the disk), not the partition.
     bdi_to_fs: HashMap<u32, u32>,
+    /// The writeback device names of the recorded btrfs filesystems (`btrfs-N`, not a
+    /// `MAJ:MIN`) -> their superblock's device (what their other events carry).
+    bdi_names: Vec<(Vec<u8>, u32)>,
 }
 
 /// The layout of the samples without a callchain; with one, [`STACK_LAYOUT`] (the cgroup id
@@ -87,7 +90,9 @@ impl Touched {
     }
 
     /// [`Touched::new`], keeping only the inodes of the filesystems `devs` (kernel dev_t),
-    /// with the devices of the bdi-named events mapped through `bdi_to_fs`.
+    /// with the devices of the bdi-named events mapped through `bdi_to_fs`; the btrfs
+    /// filesystems of `devs` (their superblock's anonymous device, major 0) are found by
+    /// their bdi names (`names::btrfs_bdis`).
     pub fn for_filesystems(
         ats: &[(Option<InodeAt>, bool)],
         ids: &[Vec<u64>],
@@ -109,11 +114,16 @@ impl Touched {
                 }
             }
         }
+        let bdi_names = devs
+            .as_ref()
+            .map(crate::names::btrfs_bdis)
+            .unwrap_or_default();
         Touched {
             by_id,
             cap,
             devs,
             bdi_to_fs,
+            bdi_names,
             ..Default::default()
         }
     }
@@ -131,7 +141,7 @@ impl Touched {
             return;
         };
         let bdi = e.at.bdi;
-        let Some(mut key) = inode_of(rec, e) else {
+        let Some(mut key) = inode_of(rec, e, &self.bdi_names) else {
             return;
         };
         if bdi {
@@ -143,9 +153,12 @@ impl Touched {
             return;
         }
         self.last = Some(key);
-        // A block device's own inode (`ino == dev_t`) is the device; inodes of filesystems
+        // A block device's own inode (`ino == dev_t`, of a real device: an anonymous one,
+        // major 0, is a filesystem's such as btrfs's) is the device; inodes of filesystems
         // not recorded (tmpfs, pipes) have no name to find.
-        if key.1 == key.0 as u64 || self.devs.as_ref().is_some_and(|d| !d.contains(&key.0)) {
+        if (key.0 >> 20 != 0 && key.1 == key.0 as u64)
+            || self.devs.as_ref().is_some_and(|d| !d.contains(&key.0))
+        {
             return;
         }
         if self.seen.len() >= self.cap {
@@ -176,8 +189,9 @@ impl Touched {
     }
 }
 
-/// The (dev, inode) a sample names, `None` if it is too short or names inode 0.
-fn inode_of(rec: &[u8], e: &IdInode) -> Option<(u32, u64)> {
+/// The (dev, inode) a sample names, `None` if it is too short or names inode 0. A bdi name
+/// that is no `MAJ:MIN` is looked up in `bdi_names`.
+fn inode_of(rec: &[u8], e: &IdInode, bdi_names: &[(Vec<u8>, u32)]) -> Option<(u32, u64)> {
     let raw = e.layout.parse(rec.get(HEADER_LEN..)?, NATIVE)?.raw?;
     let field = |f: ioblame_tracepoints::FieldAt| raw.get(f.offset..f.offset + f.size);
     let ino = match field(e.at.ino)? {
@@ -190,10 +204,17 @@ fn inode_of(rec: &[u8], e: &IdInode) -> Option<(u32, u64)> {
     }
     let d = field(e.at.dev)?;
     let dev = if e.at.bdi {
-        // "MAJ:MIN", NUL-padded.
+        // "MAJ:MIN", NUL-padded; btrfs's "btrfs-N".
         let end = d.iter().position(|&c| c == 0).unwrap_or(d.len());
-        let (maj, min) = std::str::from_utf8(&d[..end]).ok()?.split_once(':')?;
-        ioblame_format::kernel_dev(maj.parse().ok()?, min.parse().ok()?)
+        let name = &d[..end];
+        let majmin = std::str::from_utf8(name)
+            .ok()
+            .and_then(|s| s.split_once(':'))
+            .and_then(|(maj, min)| Some((maj.parse().ok()?, min.parse().ok()?)));
+        match majmin {
+            Some((maj, min)) => ioblame_format::kernel_dev(maj, min),
+            None => bdi_names.iter().find(|(n, _)| n.as_slice() == name)?.1,
+        }
     } else {
         u32::from_ne_bytes(d.try_into().ok()?)
     };
@@ -263,6 +284,23 @@ mod tests {
         t.see(&sample(2, None, &payload(&5u32.to_ne_bytes(), 14)));
         t.see(&sample(2, None, &payload(&sda1.to_ne_bytes(), sda1 as u64)));
         assert_eq!(t.take_fresh(), [(sda1, 12), (sda1, 13)]);
+
+        // A btrfs: its superblock's anonymous device (0:45), also by its bdi name; an inode
+        // number equal to that dev_t is a file. An unknown bdi name: nothing.
+        let sb = 45u32;
+        let mut t = Touched::for_filesystems(
+            &[(Some(bdi), false), (Some(int), false)],
+            &[vec![1], vec![2]],
+            10,
+            Some([sb].into()),
+            HashMap::new(),
+        );
+        t.bdi_names = vec![(b"btrfs-3".to_vec(), sb)];
+        t.see(&sample(1, None, &payload(b"btrfs-3\0", 257)));
+        t.see(&sample(1, None, &payload(b"btrfs-4\0", 258)));
+        t.see(&sample(2, None, &payload(&sb.to_ne_bytes(), 259)));
+        t.see(&sample(2, None, &payload(&sb.to_ne_bytes(), sb as u64)));
+        assert_eq!(t.take_fresh(), [(sb, 257), (sb, 259), (sb, sb as u64)]);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Fuzzes the trace reader: any bytes must give a trace or a clear error, never a panic, and
 //! every chunk found must decompress or fail cleanly, and its records iterate without panic;
-//! the metadata, FLUSHED, FILES and USER_SYMBOLS sections decode or fail cleanly.
+//! the metadata, FLUSHED, FILES, USER_SYMBOLS and BTRFS sections decode or fail cleanly.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -29,6 +29,8 @@ fuzz_target!(|data: &[u8]| {
     let _ = t.user_symbols();
     let _ = t.perf_maps();
     let _ = t.path_problems();
+    // Format 1.9: the btrfs filesystems and their chunk maps, merged over the files.
+    let _ = t.btrfs().len();
     for c in t.chunks() {
         if let Ok(chunk) = t.decompress(c) {
             for r in chunk.records(order) {

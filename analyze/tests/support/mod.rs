@@ -18,6 +18,17 @@ pub use common::{lock, ready, LoopFs};
 /// (comm, via, ino) -> [read (without readahead), readahead, write] bytes.
 pub type Charges = BTreeMap<(String, String, u64), [u64; 3]>;
 
+/// `/usr/bin/env`-free path of the real python3 (not a pyenv shim), for a symlink whose
+/// name becomes the comm.
+pub fn real_python() -> String {
+    let o = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "python3 runs");
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
 /// Runs `cmd` with sh and expects success.
 pub fn sh(cmd: &str) {
     let o = Command::new("sh").arg("-c").arg(cmd).output().unwrap();

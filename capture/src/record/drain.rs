@@ -19,7 +19,7 @@ use super::writer::{ToWriter, WriterLink};
 use crate::perf;
 use crate::touched::{IdHasher, Touched};
 use crate::ustack::UserStacks;
-use crate::{layers, snapshot};
+use crate::{btrfs, layers, snapshot};
 
 /// Most user mappings kept (`--user-stacks`); the capture info says when more were seen.
 const USER_MAPS_MAX: usize = 200_000;
@@ -164,6 +164,8 @@ pub(super) struct Recorder {
     pub(super) link: WriterLink,
     /// The stacked devices seen so far.
     pub(super) layers: layers::LayerWatch,
+    /// The btrfs filesystems seen so far.
+    pub(super) btrfs: btrfs::BtrfsWatch,
     /// The CAPTURE_INFO pairs written so far (added to at stop with `--user-stacks`).
     pub(super) info: Vec<(String, String)>,
 }
@@ -309,6 +311,11 @@ pub(super) fn record_loop(
             }
             if let Some(t) = rec.layers.rescan_dm(clock) {
                 rec.link.send(ToWriter::DmTargets(t));
+            }
+            // A btrfs filesystem mounted or a chunk allocated since: the chunk map, from
+            // about now (the IO to the new chunk is mapped to its device with it).
+            if let Some(b) = rec.btrfs.rescan(clock) {
+                rec.link.send(ToWriter::Btrfs(b));
             }
             // The mappings of the processes whose user stacks were seen since, and the
             // symbols of the files they went through, read while the processes live.

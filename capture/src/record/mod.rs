@@ -35,9 +35,9 @@ pub fn run(a: RecordArgs) -> Result<u8> {
     // as it starts, with its files closed, instead of killing the process mid-way.
     install_signals();
     let page = check_args(&a)?;
-    let plan = plan(&a)?;
+    let (plan, btrfs) = plan(&a)?;
     let opened = open_events(&a, &plan, page)?;
-    let (mut writer, files, facts) = create_trace(&a, &plan, &opened, page)?;
+    let (mut writer, files, facts) = create_trace(&a, &plan, &opened, page, btrfs)?;
     let naming_mounts =
         (a.paths_mode() == PathsMode::Touched).then(|| naming_mounts(&plan, a.devices.is_some()));
     let counts = Counts::new(&a, &plan, &opened, naming_mounts.as_deref());
@@ -75,6 +75,7 @@ pub fn run(a: RecordArgs) -> Result<u8> {
         names_tx: naming.as_ref().map(|n| n.tx.clone()),
         link,
         layers: facts.layers,
+        btrfs: facts.btrfs,
     };
     let (stop_reason, child_status) = match spawn_err {
         Some(_) => ("the command could not start".to_string(), None),

@@ -76,13 +76,14 @@ pub(super) struct Naming {
     pub(super) deadline: Arc<std::sync::OnceLock<Instant>>,
 }
 
-/// The filesystems whose files are named: one mount each, of the recorded devices
-/// (`devices_given`), or of every block device.
+/// The filesystems whose files are named: one mount each (every mount of a btrfs: each
+/// mounted subvolume is looked in), of the recorded devices (`devices_given`), or of every
+/// block device.
 pub(super) fn naming_mounts(plan: &Plan, devices_given: bool) -> Vec<Mount> {
     let all = snapshot::mounts();
     let devs: Option<Vec<(u32, u32)>> =
         devices_given.then(|| plan.fdevs.iter().map(|d| (d.major, d.minor)).collect());
-    paths::mounts_to_walk(&all, devs.as_deref(), &plan.block_devices)
+    paths::mounts_to_name(&all, devs.as_deref(), &plan.block_devices)
         .into_iter()
         .cloned()
         .collect()
@@ -91,6 +92,9 @@ pub(super) fn naming_mounts(plan: &Plan, devices_given: bool) -> Vec<Mount> {
 /// Starts the namer thread on `mounts`.
 pub(super) fn start_naming(mounts: Vec<Mount>, link: &WriterLink) -> Result<Naming> {
     let namer = Namer::new(&mounts.iter().collect::<Vec<_>>());
+    for n in &namer.notes {
+        eprintln!("{n}");
+    }
     let (ntx, nrx) = std::sync::mpsc::channel::<Vec<(u32, u64)>>();
     let wlink = link.clone();
     let deadline: Arc<std::sync::OnceLock<Instant>> = Arc::default();
@@ -183,8 +187,14 @@ impl Naming {
                 renames_left = named.len() - i;
                 break;
             }
-            if let Found::Named(p) = namer.name(k.0, k.1) {
-                table.set(*k, Name::Path(p));
+            match namer.name(k.0, k.1) {
+                Found::Named(p) => table.set(*k, Name::Path(p)),
+                // A btrfs inode number another mounted subvolume holds by now: the events may
+                // be of either file (this replaces the path found earlier).
+                Found::Unnamed(w @ ioblame_format::Unnamed::Ambiguous) => {
+                    table.set(*k, Name::Unnamed(w))
+                }
+                _ => {}
             }
         }
         let mut flags = FILES_TOUCHED | FILES_AT_END;
@@ -215,12 +225,31 @@ impl Naming {
             );
         }
         let (n, unnamed) = table.counts();
+        // Named on btrfs (by its inode lookup unless the kernel refused it: then by the walk).
+        let on_btrfs = if namer.stats.by_ino_paths > 0 {
+            table
+                .iter()
+                .filter(|(k, n)| matches!(n, Name::Path(_)) && namer.is_btrfs(k.0))
+                .count()
+        } else {
+            0
+        };
+        let by_btrfs = if on_btrfs > 0 {
+            format!(", {on_btrfs} by btrfs's inode lookup")
+        } else {
+            String::new()
+        };
         let mut line = format!(
-            "ioblame-capture: named {n} of {} files the trace refers to ({} by file handle, \
-             {by_walk} by a walk): {} lookups in {:.3} s while recording, {:.3} s at the end",
+            "ioblame-capture: named {n} of {} files the trace refers to ({} by file handle\
+             {by_btrfs}, {by_walk} by a walk): {} lookups in {:.3} s while recording, {:.3} s \
+             at the end",
             n + unnamed.values().sum::<usize>(),
-            n - by_walk,
-            while_recording.by_handle + while_recording.deleted + while_recording.to_walk,
+            n.saturating_sub(by_walk + on_btrfs),
+            while_recording.by_handle
+                + while_recording.by_ino_paths
+                + while_recording.ambiguous
+                + while_recording.deleted
+                + while_recording.to_walk,
             while_recording.time.as_secs_f64(),
             started.elapsed().as_secs_f64()
         );

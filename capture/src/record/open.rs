@@ -35,13 +35,13 @@ pub(super) struct Plan {
     pub(super) stack_samples: Vec<Option<u32>>,
     /// The block devices of this host.
     pub(super) block_devices: Vec<BlockDevice>,
-    /// The devices to filter on (none: every device).
+    /// The devices to filter on (none: every device), the btrfs filesystems on them included.
     pub(super) fdevs: Vec<FilterDev>,
 }
 
 /// Finds the events in tracefs (with a note for each missing or renamed one) and resolves
-/// `--devices`.
-pub(super) fn plan(a: &RecordArgs) -> Result<Plan> {
+/// `--devices` (with the btrfs filesystems on them: hence the btrfs watch, started here).
+pub(super) fn plan(a: &RecordArgs) -> Result<(Plan, crate::btrfs::BtrfsWatch)> {
     let tfs = host::tracefs()?;
     let names = events::set_names(&a.events)?;
     let is_set = matches!(a.events.as_str(), "default" | "minimal" | "full");
@@ -50,10 +50,17 @@ pub(super) fn plan(a: &RecordArgs) -> Result<Plan> {
         eprintln!("ioblame-capture: note: {n}");
     }
     let block_devices = host::block_devices();
-    let fdevs: Vec<FilterDev> = match &a.devices {
+    let mut fdevs: Vec<FilterDev> = match &a.devices {
         Some(s) => events::resolve_devices(s, &block_devices)?,
         None => Vec::new(),
     };
+    let (btrfs, btrfs_problems) = crate::btrfs::BtrfsWatch::start();
+    for p in btrfs_problems {
+        eprintln!("ioblame-capture: warning: {p}");
+    }
+    if !fdevs.is_empty() {
+        fdevs.extend(crate::btrfs::filter_devs(btrfs.filesystems(), &fdevs));
+    }
     let mut tps = tps;
     let mut stack_samples = vec![None; tps.len()];
     let sampled: Vec<(Tracepoint, u32)> = tps
@@ -64,12 +71,15 @@ pub(super) fn plan(a: &RecordArgs) -> Result<Plan> {
         tps.push(t);
         stack_samples.push(Some(n));
     }
-    Ok(Plan {
-        tps,
-        stack_samples,
-        block_devices,
-        fdevs,
-    })
+    Ok((
+        Plan {
+            tps,
+            stack_samples,
+            block_devices,
+            fdevs,
+        },
+        btrfs,
+    ))
 }
 
 /// The online CPUs, and how many CPUs the kernel may number (the header's `cpu_count`).

@@ -47,6 +47,7 @@ pub(super) fn stop(
         names_tx,
         link,
         layers: _,
+        mut btrfs,
         mut info,
     } = rec;
     for c in &per_cpu {
@@ -63,6 +64,11 @@ pub(super) fn stop(
             link.send_chunk(&mut c.builder);
         }
         link.mark_flushed(clock);
+        // The btrfs chunks allocated since the last flush (a recording shorter than the
+        // flush interval saw none): the IO to them needs their map.
+        if let Some(b) = btrfs.rescan(clock) {
+            link.send(ToWriter::Btrfs(b));
+        }
     }
     let elapsed = started.elapsed();
     // The last records' mappings and every symbol table the stacks need, read before the

@@ -1,6 +1,6 @@
 //! The trace created: the output directory, the header, the metadata (events, kernel
-//! symbols, devices, mounts, tasks, cgroups, stacked devices, capture info) and the FILES
-//! table of the start, in the first ring file.
+//! symbols, devices, mounts, tasks, cgroups, stacked devices, btrfs filesystems, capture
+//! info) and the FILES table of the start, in the first ring file.
 
 use anyhow::{Context, Result};
 use ioblame_format::{
@@ -14,7 +14,7 @@ use super::naming::FilesWalk;
 use super::open::{Opened, Plan};
 use super::writer::io_message;
 use crate::perf::EventSpec;
-use crate::{cgroups, layers, paths, snapshot};
+use crate::{btrfs, cgroups, layers, paths, snapshot};
 
 /// What the trace was created with that the capture adds to later.
 pub(super) struct Facts {
@@ -24,6 +24,8 @@ pub(super) struct Facts {
     pub(super) cgroups: Option<Vec<ioblame_format::Cgroup>>,
     /// The stacked devices at start, looked at again while recording.
     pub(super) layers: layers::LayerWatch,
+    /// The btrfs filesystems at start, looked at again while recording.
+    pub(super) btrfs: btrfs::BtrfsWatch,
 }
 
 /// Creates the output directory and the trace in it: the header, the metadata and the FILES
@@ -35,6 +37,7 @@ pub(super) fn create_trace<'a>(
     plan: &'a Plan,
     opened: &Opened,
     page: usize,
+    btrfs_watch: btrfs::BtrfsWatch,
 ) -> Result<(RingWriter, Option<FilesWalk<'a>>, Facts)> {
     let created = !a.output.exists();
     std::fs::create_dir_all(&a.output)
@@ -91,6 +94,7 @@ pub(super) fn create_trace<'a>(
         loops: layer_watch.loops().to_vec(),
         dm_targets: layer_watch.dm_targets().to_vec(),
         user_maps: Vec::new(),
+        btrfs: btrfs_watch.filesystems().to_vec(),
         capture_info: vec![
             ("command".into(), shell_join(&a.command)),
             ("devices".into(), devices_info),
@@ -154,6 +158,7 @@ pub(super) fn create_trace<'a>(
         info: meta.capture_info.clone(),
         cgroups: start_cgroups,
         layers: layer_watch,
+        btrfs: btrfs_watch,
     };
     let writer = RingWriter::create_fitted(&a.output, header, meta, start_files.as_ref(), opts);
     if writer.is_err() && created {

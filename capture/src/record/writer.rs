@@ -161,6 +161,9 @@ pub(super) enum ToWriter {
     Loops(Vec<ioblame_format::LoopDevice>),
     /// Every dm target seen so far, after a new one was found: a DM_TARGETS block.
     DmTargets(Vec<ioblame_format::DmTarget>),
+    /// Every btrfs filesystem seen so far with every chunk, after a new one was found: a
+    /// BTRFS block.
+    Btrfs(Vec<ioblame_format::BtrfsFs>),
     /// Every user mapping read so far, after new ones were read: a USER_MAPS block.
     UserMaps(Vec<ioblame_format::UserMap>),
     /// The symbol tables of one ELF file, at stop: a USER_SYMBOLS block.
@@ -217,6 +220,7 @@ fn writer_thread(
             Ok(ToWriter::Flushed(t)) => w.write_flushed(t),
             Ok(ToWriter::Loops(l)) => w.write_loops(&l),
             Ok(ToWriter::DmTargets(t)) => w.write_dm_targets(&t),
+            Ok(ToWriter::Btrfs(b)) => w.write_btrfs(&b),
             Ok(ToWriter::UserMaps(m)) => w.write_user_maps(&m),
             Ok(ToWriter::UserSymbols(s)) => w.write_user_symbols(&s),
             Ok(ToWriter::PerfMap(m)) => w.write_perf_map(&m),

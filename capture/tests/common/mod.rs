@@ -72,7 +72,7 @@ pub struct LoopFs {
 }
 
 impl LoopFs {
-    /// `fs` is "ext4" or "xfs".
+    /// `fs` is "ext4", "xfs" or "btrfs" (`mkfs.btrfs` defaults: DUP metadata).
     pub fn new(fs: &str, size_mb: u32) -> LoopFs {
         let dir = tempfile::Builder::new()
             .prefix("iobcap-")
@@ -99,6 +99,8 @@ impl LoopFs {
         g.minor = b.parse().unwrap();
         let mk = if fs == "xfs" {
             format!("mkfs.xfs -q -f {dev}")
+        } else if fs == "btrfs" {
+            format!("mkfs.btrfs -q -f {dev}")
         } else {
             format!("mkfs.ext4 -q -F {dev}")
         };

@@ -5,6 +5,8 @@
 //! Reads, readahead and direct IO are charged to the issuer. The sectors of a write bio
 //! (not direct IO) find their owner by the rules for writes, first match wins per sector
 //! (each rule is a section of docs/attribution.md):
+//! 0. on btrfs, a dirty folio of the file an ordered extent names, or of the btree inode for
+//!    a tree block, through the chunk map ("btrfs");
 //! 1. a dirty buffer covering the sector ("Dirty buffers");
 //! 2. a dirty folio, through the sector->file maps the issuing thread just emitted or, for
 //!    the block-device inode, the sector itself ("Dirty folios and the sector maps");
@@ -19,6 +21,7 @@
 use ioblame_decode::{Dev, Rwbs};
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::btrfs::Btrfs;
 use crate::charge::{Charge, Frag, NO_SHARE, SHARE_ONE};
 use crate::context::{DevInfo, Devices, STACK_DIO, STACK_JOURNAL};
 use crate::contexts::{BioCtx, Rmap, NO_REASON, NO_TXN};
@@ -112,6 +115,7 @@ pub(crate) fn charge_bio(
     devs: &Devices,
     bio: &Bio,
     maps: &[(u64, u64, Rmap)],
+    btrfs: Option<&mut Btrfs>,
 ) -> Paint<Frag> {
     let base = bio.base();
     let mut paint = Paint::default();
@@ -120,11 +124,32 @@ pub(crate) fn charge_bio(
         to_issuer(bio, direct, &base, maps, &mut paint);
     } else {
         let bracket_ino = bio.bracket_ino();
+        // Rule 0: btrfs's data and tree blocks, through its chunk map.
+        let unlinked = match btrfs {
+            Some(b) if b.on(bio.info.disk) => b.charge(
+                dirty,
+                bio.info.disk,
+                (bio.s, bio.e),
+                &base,
+                bio.time,
+                |x, y, f| paint.fill(x, y, f, None),
+            ),
+            _ => Vec::new(),
+        };
         dirty_buffers(dirty, bio, &base, bracket_ino, maps, &mut paint);
         dirty_folios(dirty, bio, &base, maps, &mut paint);
         journal(bio, &base, &mut paint);
         write_inode(dirty, bio, &base, &mut paint);
         single_dirtier(dirty, devs, bio, &base, &mut paint);
+        // btrfs's parts of no dirtier: lost, with their file.
+        for u in unlinked {
+            let c = Charge {
+                fdev: u.sb_dev,
+                ino: u.ino,
+                ..base
+            };
+            paint.fill(u.a, u.b, &Frag { c, foff: u.foff }, None);
+        }
         unknown(bio, &base, bracket_ino, maps, &mut paint);
     }
     paint
@@ -722,14 +747,14 @@ mod tests {
             issuer_only: true,
             ..bio(rwbs, 0, 8, BioCtx::default())
         };
-        let p = charge_bio(&mut d, &devs, &only(w()), &[]);
+        let p = charge_bio(&mut d, &devs, &only(w()), &[], None);
         assert_eq!(who(&p), vec![(0, 8, ISSUER, Via::Issuer, 0)]);
-        let p = charge_bio(&mut d, &devs, &only(Rwbs::parse("RA")), &[]);
+        let p = charge_bio(&mut d, &devs, &only(Rwbs::parse("RA")), &[], None);
         assert_eq!(who(&p), vec![(0, 8, ISSUER, Via::Readahead, 0)]);
-        let p = charge_bio(&mut d, &devs, &only(Rwbs::parse("RS")), &[]);
+        let p = charge_bio(&mut d, &devs, &only(Rwbs::parse("RS")), &[], None);
         assert_eq!(who(&p), vec![(0, 8, ISSUER, Via::Read, 0)]);
         // The same write charged by the rules goes to the buffer's dirtier.
-        let p = charge_bio(&mut d, &devs, &bio(w(), 0, 8, BioCtx::default()), &[]);
+        let p = charge_bio(&mut d, &devs, &bio(w(), 0, 8, BioCtx::default()), &[], None);
         assert_eq!(who(&p), vec![(0, 8, 1, Via::Buffer, 0)]);
     }
 
@@ -769,7 +794,13 @@ mod tests {
             ..BioCtx::default()
         };
         let maps = [map(0, 8, 13, 4096)];
-        let p = charge_bio(&mut d, &devs, &bio(Rwbs::parse("R"), 0, 16, ctx), &maps);
+        let p = charge_bio(
+            &mut d,
+            &devs,
+            &bio(Rwbs::parse("R"), 0, 16, ctx),
+            &maps,
+            None,
+        );
         assert_eq!(
             who(&p),
             vec![
@@ -778,10 +809,10 @@ mod tests {
             ]
         );
         assert_eq!((p.segs[0].2.foff, p.segs[1].2.foff), (4096, NO_OFF));
-        let p = charge_bio(&mut d, &devs, &bio(Rwbs::parse("RA"), 0, 8, ctx), &[]);
+        let p = charge_bio(&mut d, &devs, &bio(Rwbs::parse("RA"), 0, 8, ctx), &[], None);
         assert_eq!(who(&p), vec![(0, 8, ISSUER, Via::Readahead, 12)]);
         // metadata reads name no file
-        let p = charge_bio(&mut d, &devs, &bio(Rwbs::parse("RM"), 0, 8, ctx), &[]);
+        let p = charge_bio(&mut d, &devs, &bio(Rwbs::parse("RM"), 0, 8, ctx), &[], None);
         assert_eq!(who(&p), vec![(0, 8, ISSUER, Via::Read, 0)]);
         // a write inside a direct IO's bracket, or with a direct IO stack
         let dio = BioCtx {
@@ -792,14 +823,14 @@ mod tests {
             }),
             ..BioCtx::default()
         };
-        let p = charge_bio(&mut d, &devs, &bio(w(), 0, 8, dio), &[]);
+        let p = charge_bio(&mut d, &devs, &bio(w(), 0, 8, dio), &[], None);
         assert_eq!(who(&p), vec![(0, 8, ISSUER, Via::Direct, 14)]);
         let stack_dio = Bio {
             flags: STACK_DIO,
             ..bio(w(), 0, 8, BioCtx::default())
         };
         assert!(stack_dio.is_direct());
-        let p = charge_bio(&mut d, &devs, &stack_dio, &[]);
+        let p = charge_bio(&mut d, &devs, &stack_dio, &[], None);
         assert_eq!(who(&p), vec![(0, 8, ISSUER, Via::Direct, 0)]);
         // never metadata
         assert!(!bio(Rwbs(Rwbs::WRITE | Rwbs::META), 0, 8, dio).is_direct());
@@ -831,7 +862,7 @@ mod tests {
             reason: 2,
             ..BioCtx::default()
         };
-        let p = charge_bio(&mut d, &devs, &bio(w(), 0, 32, ctx), &maps);
+        let p = charge_bio(&mut d, &devs, &bio(w(), 0, 32, ctx), &maps, None);
         assert_eq!(
             who(&p),
             vec![
@@ -861,24 +892,24 @@ mod tests {
             txn: 5,
             ..BioCtx::default()
         };
-        let p = charge_bio(&mut d, &devs, &bio(w(), 0, 8, ctx), &[]);
+        let p = charge_bio(&mut d, &devs, &bio(w(), 0, 8, ctx), &[], None);
         assert_eq!(who(&p), vec![(0, 8, ISSUER, Via::Journal, 0)]);
         assert_eq!(p.segs[0].2.c.txn, 5);
         // rule 4 without the commit bracket
         let ctx = BioCtx { txn: NO_TXN, ..ctx };
-        let p = charge_bio(&mut d, &devs, &bio(w(), 0, 8, ctx), &[]);
+        let p = charge_bio(&mut d, &devs, &bio(w(), 0, 8, ctx), &[], None);
         assert_eq!(who(&p), vec![(0, 8, 3, Via::Inode, 20)]);
         assert_eq!(p.segs[0].2.c.txn, NO_TXN);
         // a metadata write with FUA is a log write, bracket or not
         let log = Rwbs(Rwbs::WRITE | Rwbs::META | Rwbs::FUA);
-        let p = charge_bio(&mut d, &devs, &bio(log, 0, 8, ctx), &[]);
+        let p = charge_bio(&mut d, &devs, &bio(log, 0, 8, ctx), &[], None);
         assert_eq!(who(&p), vec![(0, 8, ISSUER, Via::Journal, 0)]);
         // a journal stack, without the bracket
         let b = Bio {
             flags: STACK_JOURNAL,
             ..bio(w(), 0, 8, BioCtx::default())
         };
-        let p = charge_bio(&mut d, &devs, &b, &[]);
+        let p = charge_bio(&mut d, &devs, &b, &[], None);
         assert_eq!(who(&p), vec![(0, 8, ISSUER, Via::Journal, 0)]);
     }
 
@@ -893,13 +924,13 @@ mod tests {
             wb_ino: Some((DISK, 30)),
             ..BioCtx::default()
         };
-        let p = charge_bio(&mut d, &devs, &bio(w(), 0, 16, ctx), &[]);
+        let p = charge_bio(&mut d, &devs, &bio(w(), 0, 16, ctx), &[], None);
         assert_eq!(who(&p), vec![(0, 16, 4, Via::Page, 30)]);
         // 8 KiB written: two of the four pages
         assert_eq!(d.folios_len(), 2);
         // with two dirtiers, none is the single one
         d.put_folio(DISK, 30, 9, dirtier(5), Via::Page, 0);
-        let p = charge_bio(&mut d, &devs, &bio(w(), 0, 16, ctx), &[]);
+        let p = charge_bio(&mut d, &devs, &bio(w(), 0, 16, ctx), &[], None);
         assert_eq!(who(&p), vec![(0, 16, ISSUER, Via::Unknown, 30)]);
     }
 

@@ -149,6 +149,9 @@ pub struct Context {
     /// recorded (format 1.8, `ioblame_format::Trace::user_maps`): with the trace's MMAP2
     /// records, what turns user addresses into module offsets.
     pub user_maps: Vec<ioblame_format::UserMap>,
+    /// The btrfs filesystems with their devices and chunk maps (format 1.9,
+    /// `ioblame_format::Trace::btrfs`): what turns btrfs's logical addresses into sectors.
+    pub btrfs: Vec<ioblame_format::BtrfsFs>,
 }
 
 impl Default for Context {
@@ -169,6 +172,7 @@ impl Default for Context {
             loops: Vec::new(),
             dm_targets: Vec::new(),
             user_maps: Vec::new(),
+            btrfs: Vec::new(),
         }
     }
 }
@@ -235,6 +239,7 @@ impl Context {
             loops: meta.loops.clone(),
             dm_targets: meta.dm_targets.clone(),
             user_maps: meta.user_maps.clone(),
+            btrfs: meta.btrfs.clone(),
         }
     }
 }

@@ -34,6 +34,7 @@
 
 mod attributor;
 mod blocks;
+mod btrfs;
 mod cgroups;
 mod charge;
 mod charging;

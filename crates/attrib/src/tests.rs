@@ -75,6 +75,7 @@ fn context() -> Context {
         loops: Vec::new(),
         dm_targets: Vec::new(),
         user_maps: Vec::new(),
+        btrfs: Vec::new(),
     }
 }
 
@@ -3543,4 +3544,232 @@ fn user_frames_are_module_offsets_whatever_the_load_address() {
     // found on the stack) is not kept.
     assert_eq!(frame(3, 0), (None, 0));
     assert_eq!(intent(3).user.len(), 1);
+}
+
+mod btrfs {
+    //! btrfs through its chunk map: data by ordered extents, tree blocks by the btree inode,
+    //! DUP copies, compression (docs/attribution.md, "btrfs").
+    use super::*;
+    use ioblame_decode::BtrfsOrderedOp;
+    use ioblame_format::{
+        BtrfsChunk, BtrfsDevice, BtrfsFs, BtrfsStripe, BTRFS_CHUNK_DATA, BTRFS_CHUNK_DUP,
+        BTRFS_CHUNK_METADATA, BTRFS_CHUNK_RAID0,
+    };
+
+    /// The superblock's anonymous device, as the page-cache events name the filesystem.
+    const SB: Dev = 40;
+    /// `btrfs-1` as the decoder reads a writeback event's bdi name.
+    const BDI: Dev = (0xfff << 20) | 1;
+    const FSID: [u8; 16] = *b"fsid-of-a-btrfs!";
+    /// A data chunk at logical 16 MiB, placed at device byte 1 GiB; DUP metadata at logical
+    /// 64 MiB, on the device at 32 MiB and 96 MiB.
+    const DATA_L: u64 = 16 * MIB;
+    const DATA_P: u64 = 1 << 30;
+    const META_L: u64 = 64 * MIB;
+    const META_P: [u64; 2] = [32 * MIB, 96 * MIB];
+
+    fn chunk(logical: u64, flags: u64, phys: &[(u64, u64)]) -> BtrfsChunk {
+        BtrfsChunk {
+            logical,
+            length: 32 * MIB,
+            flags,
+            stripe_len: 65536,
+            sub_stripes: 1,
+            stripes: phys
+                .iter()
+                .map(|&(devid, physical)| BtrfsStripe { devid, physical })
+                .collect(),
+            since_ns: 0,
+        }
+    }
+
+    fn bench(extra: Vec<BtrfsChunk>) -> Bench {
+        let mut ctx = context();
+        let mut chunks = vec![
+            chunk(DATA_L, BTRFS_CHUNK_DATA, &[(1, DATA_P)]),
+            chunk(
+                META_L,
+                BTRFS_CHUNK_METADATA | BTRFS_CHUNK_DUP,
+                &[(1, META_P[0]), (1, META_P[1])],
+            ),
+        ];
+        chunks.extend(extra);
+        ctx.btrfs = vec![BtrfsFs {
+            fsid: FSID,
+            major: 0,
+            minor: SB,
+            bdi: "btrfs-1".into(),
+            sector_size: 4096,
+            node_size: 16384,
+            devices: vec![
+                BtrfsDevice {
+                    devid: 1,
+                    major: 7,
+                    minor: 0,
+                },
+                BtrfsDevice {
+                    devid: 2,
+                    major: 7,
+                    minor: 1,
+                },
+            ],
+            chunks,
+        }];
+        let mut b = Bench::with(ctx);
+        b.comm(100, "writerA");
+        b.comm(101, "writerB");
+        b.comm(FLUSHER, "kworker/u8:0-flush-btrfs-1");
+        b
+    }
+
+    /// `pid` dirties pages `[first, first + n)` of `ino` (btrfs's writeback event names the
+    /// bdi `btrfs-1`; the page-cache event the superblock's device).
+    fn dirty_pages(b: &mut Bench, pid: u32, ino: u64, first: u64, n: u64) {
+        for i in first..first + n {
+            b.push(
+                pid,
+                pid,
+                EventKind::DirtyFolio {
+                    bdi: BDI,
+                    ino,
+                    index: i,
+                },
+                Some(DIRTY_STACK),
+            );
+        }
+    }
+
+    fn ordered(b: &mut Bench, tid: u32, op: BtrfsOrderedOp, o: (u64, u64, u64, u64, u64)) {
+        let (ino, file_offset, start, len, disk_len) = o;
+        let kind = EventKind::BtrfsOrdered {
+            op,
+            fsid: u128::from_be_bytes(FSID),
+            root: 5,
+            ino,
+            file_offset,
+            start,
+            len,
+            disk_len,
+            compress_type: if disk_len < len { 3 } else { 0 },
+        };
+        b.push(tid, tid, kind, None);
+    }
+
+    fn file_bytes(ios: &[Io], t: &Tables, comm: &str, ino: u64) -> u64 {
+        ios.iter()
+            .filter(|i| {
+                let act = &t.acts[i.act.index()];
+                t.roles[act.role.index()].comm == comm && act.file.ino == ino && act.file.dev == SB
+            })
+            .map(|i| i.size)
+            .sum()
+    }
+
+    #[test]
+    fn data_goes_to_the_dirtiers_of_the_ordered_extent_and_tree_blocks_to_theirs_twice() {
+        let mut b = bench(Vec::new());
+        // A and B each dirty 32 KiB of inode 257; A dirties a 16 KiB tree block.
+        dirty_pages(&mut b, 100, 257, 0, 8);
+        dirty_pages(&mut b, 101, 257, 8, 8);
+        dirty_pages(&mut b, 100, 1, (META_L + 65536) / 4096, 4);
+        // The flusher writes the 64 KiB as one extent at logical DATA_L + 1 MiB.
+        let start = DATA_L + MIB;
+        ordered(
+            &mut b,
+            FLUSHER,
+            BtrfsOrderedOp::Add,
+            (257, 0, start, 65536, 65536),
+        );
+        let s = (DATA_P + MIB) / 512;
+        b.q(FLUSHER, LOOP0, s, 128, "W");
+        b.requests(LOOP0, s, 128, 128, "W");
+        ordered(
+            &mut b,
+            FLUSHER,
+            BtrfsOrderedOp::Remove,
+            (257, 0, start, 65536, 65536),
+        );
+        // The tree block, both copies.
+        for p in META_P {
+            let s = (p + 65536) / 512;
+            b.q(FLUSHER, LOOP0, s, 32, "WM");
+            b.requests(LOOP0, s, 32, 32, "WM");
+        }
+        let (ios, out) = b.finish();
+        let t = &out.tables;
+        assert_eq!(file_bytes(&ios, t, "writerA", 257), 32768);
+        assert_eq!(file_bytes(&ios, t, "writerB", 257), 32768);
+        // Both copies of the tree block: A's, via page, in the btree inode.
+        assert_eq!(file_bytes(&ios, t, "writerA", 1), 2 * 16384);
+        assert_eq!(charged(&ios, t, "writerA", Via::Page), 32768 + 2 * 16384);
+        assert_eq!(out.summary.unknown_bytes, 0);
+    }
+
+    #[test]
+    fn a_compressed_extent_is_split_among_its_dirtiers_in_proportion() {
+        let mut b = bench(Vec::new());
+        // 128 KiB: A the first 96 KiB, B the last 32 KiB; compressed to 16 KiB.
+        dirty_pages(&mut b, 100, 300, 0, 24);
+        dirty_pages(&mut b, 101, 300, 24, 8);
+        let start = DATA_L + 2 * MIB;
+        ordered(
+            &mut b,
+            77,
+            BtrfsOrderedOp::Add,
+            (300, 0, start, 131072, 16384),
+        );
+        let s = (DATA_P + 2 * MIB) / 512;
+        b.q(77, LOOP0, s, 32, "W");
+        b.requests(LOOP0, s, 32, 32, "W");
+        let (ios, out) = b.finish();
+        let t = &out.tables;
+        assert_eq!(file_bytes(&ios, t, "writerA", 300), 12288);
+        assert_eq!(file_bytes(&ios, t, "writerB", 300), 4096);
+    }
+
+    #[test]
+    fn data_dirtied_before_is_lost_with_its_file_and_raid0_maps_by_stripe() {
+        // RAID0 data over loop0 and loop1 at logical 128 MiB: 64 KiB stripes alternate.
+        let r0 = chunk(
+            128 * MIB,
+            BTRFS_CHUNK_DATA | BTRFS_CHUNK_RAID0,
+            &[(1, 200 * MIB), (2, 300 * MIB)],
+        );
+        let mut b = bench(vec![r0]);
+        // 256 KiB of inode 400 from file offset 0, by A: logical 128 MiB + [0, 256 KiB):
+        // stripes 0 and 2 on loop0 at 200 MiB + [0, 128 KiB), 1 and 3 on loop1.
+        dirty_pages(&mut b, 100, 400, 0, 64);
+        ordered(
+            &mut b,
+            77,
+            BtrfsOrderedOp::Add,
+            (400, 0, 128 * MIB, 262144, 262144),
+        );
+        // loop1 first: its 128 KiB are file bytes [64K, 128K) and [192K, 256K).
+        b.q(77, LOOP1, 300 * MIB / 512, 256, "W");
+        b.requests(LOOP1, 300 * MIB / 512, 256, 256, "W");
+        b.q(77, LOOP0, 200 * MIB / 512, 256, "W");
+        b.requests(LOOP0, 200 * MIB / 512, 256, 256, "W");
+        // Inode 401 dirtied before the recording: lost, with its file.
+        ordered(
+            &mut b,
+            77,
+            BtrfsOrderedOp::Add,
+            (401, 0, DATA_L, 8192, 8192),
+        );
+        b.q(77, LOOP0, DATA_P / 512, 16, "W");
+        b.requests(LOOP0, DATA_P / 512, 16, 16, "W");
+        let (ios, out) = b.finish();
+        let t = &out.tables;
+        assert_eq!(file_bytes(&ios, t, "writerA", 400), 262144);
+        let lost: u64 = ios
+            .iter()
+            .filter(|i| {
+                let a = &t.acts[i.act.index()];
+                a.intent == INTENT_LOST && a.file.ino == 401 && a.file.dev == SB
+            })
+            .map(|i| i.size)
+            .sum();
+        assert_eq!(lost, 8192);
+    }
 }

@@ -768,7 +768,10 @@ fn bdi_names() {
     assert_eq!(parse_bdi(b"7:0"), 7 << 20);
     assert_eq!(parse_bdi(b"254:0"), 266338304);
     assert_eq!(parse_bdi(b"253:1"), 265289729);
-    assert_eq!(parse_bdi(b"btrfs-1"), 0);
+    assert_eq!(parse_bdi(b"btrfs-1"), (0xfff << 20) | 1);
+    assert_eq!(parse_bdi(b"btrfs-"), 0);
+    assert_eq!(parse_bdi(b"-3"), 0);
+    assert_eq!(parse_bdi(b"btrfs-x1"), 0);
     assert_eq!(parse_bdi(b"8:"), 0);
     assert_eq!(parse_bdi(b":1"), 0);
     assert_eq!(parse_bdi(b"99999999:1"), 0);

@@ -168,6 +168,9 @@ macro_rules! reads_string {
     (string) => {
         true
     };
+    (uuid) => {
+        true
+    };
     ($int:ident) => {
         false
     };

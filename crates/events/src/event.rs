@@ -20,8 +20,9 @@ pub fn dev_minor(d: Dev) -> u32 {
     d & 0xfffff
 }
 
-/// Parses a bdi name `"MAJ:MIN"` into a kernel dev (`major << 20 | minor`); 0 if the name is
-/// not of that form (e.g. `btrfs-1`).
+/// Parses a bdi name `"MAJ:MIN"` into a kernel dev (`major << 20 | minor`); a name
+/// `"TYPE-N"` (btrfs's `btrfs-1`) into [`BDI_SEQ_MAJOR`]` << 20 | N` ([`parse_bdi_seq`]); 0
+/// for anything else.
 pub fn parse_bdi(name: &[u8]) -> Dev {
     fn num(b: &[u8]) -> Option<u32> {
         if b.is_empty() || b.len() > 7 || !b.iter().all(u8::is_ascii_digit) {
@@ -30,7 +31,7 @@ pub fn parse_bdi(name: &[u8]) -> Dev {
         Some(b.iter().fold(0u32, |a, &c| a * 10 + (c - b'0') as u32))
     }
     let Some(colon) = name.iter().position(|&c| c == b':') else {
-        return 0;
+        return parse_bdi_seq(name);
     };
     match (num(&name[..colon]), num(&name[colon + 1..])) {
         (Some(ma), Some(mi)) if ma < (1 << 12) && mi < (1 << 20) => (ma << 20) | mi,
@@ -214,12 +215,44 @@ pub enum XfsFileOp {
     DirectRead,
 }
 
+/// Which btrfs ordered extent tracepoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BtrfsOrderedOp {
+    /// `btrfs:btrfs_ordered_extent_add`: the extent is about to be written.
+    Add,
+    /// `btrfs:btrfs_ordered_extent_remove`: its IO is done.
+    Remove,
+}
+
+/// Parses a bdi name `"TYPE-N"` (`super_setup_bdi()`'s name for filesystems without a block
+/// device of their own: btrfs's `btrfs-1`) into [`BDI_SEQ_MAJOR`]` << 20 | N`; 0 otherwise.
+pub fn parse_bdi_seq(name: &[u8]) -> Dev {
+    let Some(dash) = name.iter().rposition(|&c| c == b'-') else {
+        return 0;
+    };
+    let (ty, n) = (&name[..dash], &name[dash + 1..]);
+    if ty.is_empty() || n.is_empty() || n.len() > 6 || !n.iter().all(u8::is_ascii_digit) {
+        return 0;
+    }
+    let n = n.iter().fold(0u32, |a, &c| a * 10 + (c - b'0') as u32);
+    if n >= 1 << 20 {
+        return 0;
+    }
+    (BDI_SEQ_MAJOR << 20) | n
+}
+
+/// The major number [`parse_bdi`] gives a bdi named `"TYPE-N"` (btrfs's): no block device has
+/// it (majors stop at 4095 and the kernel hands out dynamic ones from 254 and 511 down), so
+/// the attribution can tell it from a disk and look the filesystem up by `N`.
+pub const BDI_SEQ_MAJOR: u32 = 0xfff;
+
 /// The typed content of one decoded record.
 ///
 /// Units are those of the kernel: block `sector`s are 512-byte units; `DirtyBuffer::blocknr`
 /// is in units of `size`; ext4 `pblk` and `lblk` are filesystem blocks; iomap `addr`, `pos`,
 /// `offset`, `length` are bytes; page `index`es are pages. `bdi` is the whole-disk device
-/// parsed from the bdi name `"MAJ:MIN"` (0 when the name is not numeric, e.g. `btrfs-1`).
+/// parsed from the bdi name `"MAJ:MIN"`, or `BDI_SEQ_MAJOR << 20 | N` for a name `TYPE-N` (btrfs's
+/// `btrfs-1`), 0 for another name.
 ///
 /// A tracepoint's variant is built by its registry entry ([`crate::table`]), which names
 /// the format field each member is read from.
@@ -526,6 +559,21 @@ pub enum EventKind {
         /// `xfs_bmap_post_update`'s `bmap_state` (`BMAP_ATTRFORK` 0x100: an extended
         /// attribute's extent, not file data); 0 for the others.
         bmap_state: u32,
+    },
+    /// `btrfs:btrfs_ordered_extent_add` / `_remove`: file bytes `[file_offset, + len)` of
+    /// inode `ino` of subvolume `root` of the btrfs filesystem `fsid` are written to logical
+    /// bytes `[start, + disk_len)` (fewer than `len` when compressed: `compress_type` not 0),
+    /// on the issuing thread just before its bios (add), or their IO is done (remove).
+    BtrfsOrdered {
+        op: BtrfsOrderedOp,
+        fsid: u128,
+        root: u64,
+        ino: u64,
+        file_offset: u64,
+        start: u64,
+        len: u64,
+        disk_len: u64,
+        compress_type: i32,
     },
     /// `xfs:xfs_buf_submit`: metadata buffer IO of `nblks` sectors at sector `bno`.
     XfsBufSubmit {

@@ -243,6 +243,16 @@ impl Field {
         })
     }
 
+    /// The bytes of an inline array field as they are (no NUL cut): a UUID.
+    #[inline]
+    pub fn read_array<'a>(&self, raw: &'a [u8]) -> Option<&'a [u8]> {
+        let at = self.offset as usize;
+        match self.layout {
+            FieldLayout::Inline => raw.get(at..at + self.size as usize),
+            FieldLayout::DataLoc | FieldLayout::RelLoc => None,
+        }
+    }
+
     /// Where a `__data_loc` (or `__rel_loc`) locator says the data starts.
     #[inline]
     fn data_offset(&self, loc: u32) -> usize {
@@ -330,6 +340,23 @@ impl<'a> Payload<'a> {
     #[inline]
     pub(crate) fn bdi(&self, i: usize) -> Read<Dev> {
         Ok(parse_bdi(self.bytes(i)?))
+    }
+    /// A 16-byte array (btrfs's `u8 fsid[16]`) as one number, its bytes in order (big-endian,
+    /// whatever the trace's byte order: a UUID is bytes); 0 when absent.
+    #[inline]
+    pub(crate) fn uuid(&self, i: usize) -> Read<u128> {
+        match self.fields.get(i).copied().flatten() {
+            Some(f) => {
+                let b = f.read_array(self.raw).ok_or(Unreadable)?;
+                let b: [u8; 16] = b
+                    .get(..16)
+                    .ok_or(Unreadable)?
+                    .try_into()
+                    .map_err(|_| Unreadable)?;
+                Ok(u128::from_be_bytes(b))
+            }
+            None => Ok(0),
+        }
     }
     pub(crate) fn string(&self, i: usize) -> Read<String> {
         Ok(String::from_utf8_lossy(self.bytes(i)?).into_owned())

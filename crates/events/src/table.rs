@@ -15,7 +15,7 @@
 //! so; `"a?"` may be absent (read as 0).
 
 use crate::entry::{builder, flag, option, reads_string, registry, Filter};
-use crate::event::{CommitPhase, RaKind, WorkPhase, XfsFileOp};
+use crate::event::{BtrfsOrderedOp, CommitPhase, RaKind, WorkPhase, XfsFileOp};
 
 /// Drops `block_dirty_buffer`'s delalloc sentinel events (blocks not mapped yet, `sector` =
 /// 2^62 and above).
@@ -428,6 +428,29 @@ registry! {
         set: Default,
         kind: XfsBufSubmit {
             dev: u32 = "dev", bno: u64 = "bno", nblks: u32 = "nblks", flags: u32 = "flags",
+        },
+    }
+
+    // ---- btrfs ----
+    // An ordered extent: file bytes of an inode written to a logical extent (compressed or
+    // not), on the thread that writes it, just before its bios; removed when its IO is done.
+    // With the chunk map (the trace's BTRFS table), what links a data bio to the dirty folios.
+    "btrfs":"btrfs_ordered_extent_add" {
+        set: Default,
+        kind: BtrfsOrdered {
+            fsid: uuid = "fsid", root: u64 = "root_objectid", ino: u64 = "ino",
+            file_offset: u64 = "file_offset", start: u64 = "start", len: u64 = "len",
+            disk_len: u64 = "disk_len", compress_type: i32 = "compress_type";
+            op: BtrfsOrderedOp::Add,
+        },
+    }
+    "btrfs":"btrfs_ordered_extent_remove" {
+        set: Default,
+        kind: BtrfsOrdered {
+            fsid: uuid = "fsid", root: u64 = "root_objectid", ino: u64 = "ino",
+            file_offset: u64 = "file_offset", start: u64 = "start", len: u64 = "len",
+            disk_len: u64 = "disk_len", compress_type: i32 = "compress_type";
+            op: BtrfsOrderedOp::Remove,
         },
     }
 

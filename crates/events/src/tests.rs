@@ -74,6 +74,8 @@ const IOMAP: &[&str] = &[
     "xfs:xfs_file_direct_read",
     "xfs:xfs_file_buffered_read",
     "xfs:xfs_buf_submit",
+    "btrfs:btrfs_ordered_extent_add",
+    "btrfs:btrfs_ordered_extent_remove",
 ];
 const MISC: &[&str] = &[
     "filemap:mm_filemap_add_to_page_cache",
@@ -371,6 +373,32 @@ const SPEC_FIELDS: &[(&str, &[&str])] = &[
     ),
     ("xfs:xfs_buf_submit", &["dev", "bno", "nblks", "flags"]),
     (
+        "btrfs:btrfs_ordered_extent_add",
+        &[
+            "$fsid",
+            "root_objectid",
+            "ino",
+            "file_offset",
+            "start",
+            "len",
+            "disk_len",
+            "compress_type",
+        ],
+    ),
+    (
+        "btrfs:btrfs_ordered_extent_remove",
+        &[
+            "$fsid",
+            "root_objectid",
+            "ino",
+            "file_offset",
+            "start",
+            "len",
+            "disk_len",
+            "compress_type",
+        ],
+    ),
+    (
         "jbd2:jbd2_handle_start",
         &["dev", "tid", "requested_blocks"],
     ),
@@ -486,7 +514,7 @@ fn callchains_renames_and_filters_are_the_lists_they_replaced() {
 #[test]
 fn typed_events_read_the_fields_they_read() {
     // Every event typed before is typed, reading the same fields (new ones may be added).
-    assert_eq!(SPEC_FIELDS.len(), 69);
+    assert_eq!(SPEC_FIELDS.len(), 71);
     for (name, fields) in SPEC_FIELDS {
         assert!(typed_names().any(|n| n == *name), "{name}");
         let d = find(name).unwrap();

@@ -13,7 +13,7 @@ pub const FILE_MAGIC: [u8; 8] = *b"\x89IOBLAM\n";
 /// Current major format version. A reader rejects files of a higher major version.
 pub const FORMAT_MAJOR: u16 = 1;
 /// Current minor format version. Minor versions only add block kinds or trailing fields.
-pub const FORMAT_MINOR: u16 = 8;
+pub const FORMAT_MINOR: u16 = 9;
 /// Size of the file preamble: magic, major, minor, reserved.
 pub const PREAMBLE_LEN: usize = 16;
 
@@ -82,6 +82,10 @@ pub mod kind {
     /// process, appended when the recording stops. Read on demand
     /// ([`crate::Trace::perf_maps`]).
     pub const PERF_MAPS: u16 = 0x1F;
+    /// The btrfs filesystems, each with its devices and chunk map (format 1.9): like
+    /// [`LOOPS`], in every file's metadata when there is one and appended again when the
+    /// recorder finds a chunk allocated while recording; the last valid one of a file wins.
+    pub const BTRFS: u16 = 0x20;
     /// A chunk of perf records of one CPU.
     pub const CHUNK: u16 = 0x100;
     /// The chunk index written when a file is closed.

@@ -59,6 +59,8 @@ struct EncodedMeta {
     dm_targets: Vec<u8>,
     /// USER_MAPS, when user stacks are recorded (empty otherwise).
     user_maps: Vec<u8>,
+    /// BTRFS, when there are btrfs filesystems (empty otherwise).
+    btrfs: Vec<u8>,
 }
 
 impl EncodedMeta {
@@ -99,6 +101,7 @@ impl EncodedMeta {
             loops: encode_loops_block(&meta.loops),
             dm_targets: encode_dm_block(&meta.dm_targets),
             user_maps: encode_user_maps_block(&meta.user_maps),
+            btrfs: encode_btrfs_block(&meta.btrfs),
         }
     }
 
@@ -110,6 +113,7 @@ impl EncodedMeta {
             + self.loops.len()
             + self.dm_targets.len()
             + self.user_maps.len()
+            + self.btrfs.len()
             + self.files.len()
     }
 
@@ -122,6 +126,7 @@ impl EncodedMeta {
         out.extend_from_slice(&self.loops);
         out.extend_from_slice(&self.dm_targets);
         out.extend_from_slice(&self.user_maps);
+        out.extend_from_slice(&self.btrfs);
         out.extend_from_slice(&self.files);
         out
     }
@@ -146,6 +151,10 @@ fn encode_cgroups_block(cgroups: &[crate::Cgroup]) -> Vec<u8> {
 
 fn encode_user_maps_block(maps: &[crate::UserMap]) -> Vec<u8> {
     encode_list_block(kind::USER_MAPS, maps, meta::encode_user_maps)
+}
+
+fn encode_btrfs_block(fs: &[crate::BtrfsFs]) -> Vec<u8> {
+    encode_list_block(kind::BTRFS, fs, meta::encode_btrfs)
 }
 
 fn encode_loops_block(loops: &[crate::LoopDevice]) -> Vec<u8> {
@@ -539,6 +548,13 @@ impl RingWriter {
     /// takes a file's last list).
     pub fn write_loops(&mut self, loops: &[crate::LoopDevice]) -> Result<()> {
         self.write_repeated(encode_loops_block(loops), |m| &mut m.loops)
+    }
+
+    /// Appends a BTRFS block (format 1.9) to the current file, and repeats it in the metadata
+    /// of every file opened from now on: `fs` is every filesystem with every chunk seen so far
+    /// (a reader takes a file's last list).
+    pub fn write_btrfs(&mut self, fs: &[crate::BtrfsFs]) -> Result<()> {
+        self.write_repeated(encode_btrfs_block(fs), |m| &mut m.btrfs)
     }
 
     /// Appends a USER_MAPS block (format 1.8) to the current file, and repeats it in the

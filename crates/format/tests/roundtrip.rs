@@ -135,6 +135,48 @@ fn metadata() -> Metadata {
             since_ns: 0,
         }],
         user_maps: vec![user_map(4000, 0x5555_0000_0000)],
+        btrfs: vec![btrfs_fs(&[btrfs_chunk(13631488, BTRFS_CHUNK_DATA, 0)])],
+    }
+}
+
+/// A BTRFS entry (format 1.9): a filesystem on /dev/loop0 (devid 1) with `chunks`.
+fn btrfs_fs(chunks: &[BtrfsChunk]) -> BtrfsFs {
+    BtrfsFs {
+        fsid: *b"fsid-of-a-btrfs!",
+        major: 0,
+        minor: 40,
+        bdi: "btrfs-1".into(),
+        sector_size: 4096,
+        node_size: 16384,
+        devices: vec![BtrfsDevice {
+            devid: 1,
+            major: 7,
+            minor: 0,
+        }],
+        chunks: chunks.to_vec(),
+    }
+}
+
+/// A chunk of 8 MiB at `logical`, at the same device byte, or DUP (a second copy 1 GiB on).
+fn btrfs_chunk(logical: u64, flags: u64, since_ns: u64) -> BtrfsChunk {
+    let mut stripes = vec![BtrfsStripe {
+        devid: 1,
+        physical: logical,
+    }];
+    if flags & BTRFS_CHUNK_DUP != 0 {
+        stripes.push(BtrfsStripe {
+            devid: 1,
+            physical: logical + (1 << 30),
+        });
+    }
+    BtrfsChunk {
+        logical,
+        length: 8 << 20,
+        flags,
+        stripe_len: 65536,
+        sub_stripes: 1,
+        stripes,
+        since_ns,
     }
 }
 
@@ -1291,6 +1333,12 @@ fn current_sample() -> Vec<u8> {
     .unwrap();
     w.write_user_symbols(&user_symbols()).unwrap();
     w.write_perf_map(&perf_map()).unwrap();
+    // 1.9: a btrfs chunk allocated while recording: the filesystems again, with it.
+    w.write_btrfs(&[btrfs_fs(&[
+        btrfs_chunk(13631488, BTRFS_CHUNK_DATA, 0),
+        btrfs_chunk(30408704, BTRFS_CHUNK_METADATA | BTRFS_CHUNK_DUP, 101),
+    ])])
+    .unwrap();
     w.write_files(&FileTable {
         unnamed: vec![UnnamedFile {
             dev: 7 << 20,
@@ -1382,6 +1430,19 @@ fn sample_reads(path: &Path, bytes: &[u8], minor: u16) {
             assert_eq!(t.user_maps(), want.user_maps, "{name}");
             assert_eq!(t.user_symbols(), (vec![user_symbols()], vec![]), "{name}");
             assert_eq!(t.perf_maps(), (vec![perf_map()], vec![]), "{name}");
+        }
+        if minor < 9 {
+            // BTRFS came with 1.9.
+            want.btrfs.clear();
+            assert_eq!(t.btrfs(), vec![], "{name}");
+        } else {
+            // The file's last list wins: the chunk allocated while recording is in it.
+            want.btrfs[0].chunks.push(btrfs_chunk(
+                30408704,
+                BTRFS_CHUNK_METADATA | BTRFS_CHUNK_DUP,
+                101,
+            ));
+            assert_eq!(t.btrfs(), want.btrfs, "{name}");
         }
         assert_eq!(t.metadata(), &want, "{name}");
         assert_eq!(t.metadata().mounts[0].block_size, 4096);

@@ -413,6 +413,7 @@ pub(crate) fn context_of(
     let mut ctx = Context::from_trace(trace.header(), trace.metadata());
     // Every file's loop devices (one set up while recording is in the later files).
     ctx.loops = trace.loops();
+    ctx.btrfs = trace.btrfs();
     ctx.user_maps = trace.user_maps();
     ctx.dm_targets = trace.dm_targets();
     // The trace's own stack mode is in the context; dropping the buffers' stacks is not.

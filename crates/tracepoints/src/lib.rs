@@ -298,7 +298,9 @@ fn dev_field(format: &str) -> Option<DevField> {
 }
 
 /// A device to filter on: its numbers and its whole disk's numbers (for request-level events
-/// and the bdi name). For a whole disk both are the same.
+/// and the bdi name). For a whole disk both are the same. A btrfs filesystem on the devices
+/// filtered is one too ([`FilterDev::btrfs`]): its superblock's anonymous device, and as its
+/// disk `BDI_SEQ_MAJOR:N` for its bdi `btrfs-N`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FilterDev {
     /// Major number.
@@ -309,6 +311,29 @@ pub struct FilterDev {
     pub disk_major: u32,
     /// Whole disk minor.
     pub disk_minor: u32,
+}
+
+impl FilterDev {
+    /// The btrfs filesystem of superblock device `major:minor` whose bdi is `btrfs-N`
+    /// (`bdi_seq` `Some(N)`; `None` on kernels before 5.9, which do not name it in sysfs: its
+    /// writeback events then pass no device filter).
+    pub fn btrfs(major: u32, minor: u32, bdi_seq: Option<u32>) -> FilterDev {
+        FilterDev {
+            major,
+            minor,
+            disk_major: ioblame_events::event::BDI_SEQ_MAJOR,
+            disk_minor: bdi_seq.unwrap_or(u32::MAX),
+        }
+    }
+
+    /// The bdi name of its disk, as the writeback events carry it.
+    fn bdi_name(&self) -> String {
+        if self.disk_major == ioblame_events::event::BDI_SEQ_MAJOR {
+            format!("btrfs-{}", self.disk_minor)
+        } else {
+            format!("{}:{}", self.disk_major, self.disk_minor)
+        }
+    }
 }
 
 /// Whether an event's `dev` is the whole disk (`disk_devt`): every block event but the
@@ -364,9 +389,7 @@ pub fn plan_filter(tp: &Tracepoint, devs: &[FilterDev], plan: &[Tracepoint]) -> 
         match dev_field(&tp.format) {
             Some(DevField::Dev) => parts.push(or(&|d| format!("dev == {}", num(d)))),
             Some(DevField::SDev) => parts.push(or(&|d| format!("s_dev == {}", num(d)))),
-            Some(DevField::BdiName) => parts.push(or(&|d| {
-                format!("name == \"{}:{}\"", d.disk_major, d.disk_minor)
-            })),
+            Some(DevField::BdiName) => parts.push(or(&|d| format!("name == \"{}\"", d.bdi_name()))),
             None => {}
         }
     }

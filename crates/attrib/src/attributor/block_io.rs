@@ -59,7 +59,8 @@ impl Attributor {
         if bio.is_direct() && ctx.dio.is_some() {
             self.contexts.dio_queued(ev.tid, (nr as u64) * 512);
         }
-        let mut paint = charge_bio(&mut self.dirty, &self.devices, &bio, &maps);
+        let btrfs = (!self.btrfs.is_empty()).then_some(&mut self.btrfs);
+        let mut paint = charge_bio(&mut self.dirty, &self.devices, &bio, &maps, btrfs);
         if ctx.txn != NO_TXN {
             // A commit's journal IO, divided among its transaction's handles.
             self.journals.apportion(ctx.txn_dev, ctx.txn, &mut paint);

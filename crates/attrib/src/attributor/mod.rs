@@ -107,6 +107,8 @@ pub struct Attributor {
     charging: Charging,
     /// Loop devices' backing files: their IO charged to the acts the loop devices served.
     layers: Layers,
+    /// The btrfs filesystems: chunk maps and ordered extents in flight.
+    btrfs: crate::btrfs::Btrfs,
     losses: Losses,
     /// The handles of the jbd2 transactions not yet committed.
     journals: Journals,
@@ -168,6 +170,7 @@ impl Attributor {
             Devices::new(&ctx.devices, &ctx.block_sizes).with_xfs_geometry(&ctx.xfs_geometry);
         Attributor {
             layers: Layers::new(&ctx.loops, &ctx.dm_targets, &devices),
+            btrfs: crate::btrfs::Btrfs::new(&ctx.btrfs),
             devices,
             tables: Tables {
                 intents: Intents::reserved(),
@@ -309,8 +312,30 @@ impl Attributor {
         let tid = ev.tid;
         match &ev.kind {
             EventKind::DirtyFolio { bdi, ino, index } => {
-                self.on_dirty_folio(ev, *bdi, *ino, *index)
+                let bdi = self.fs_bdi(*bdi);
+                self.on_dirty_folio(ev, bdi, *ino, *index)
             }
+            EventKind::BtrfsOrdered {
+                op,
+                fsid,
+                ino,
+                file_offset,
+                start,
+                len,
+                disk_len,
+                compress_type,
+                ..
+            } => self.btrfs.on_ordered(
+                *op,
+                *fsid,
+                *ino,
+                *file_offset,
+                *start,
+                *len,
+                *disk_len,
+                *compress_type,
+                now,
+            ),
             EventKind::DirtyBuffer { dev, blocknr, size } => {
                 self.on_dirty_buffer(ev, *dev, *blocknr, *size)
             }
@@ -557,11 +582,23 @@ impl Attributor {
         let stale = self.requests.sweep(now, &mut self.summary);
         self.dirty.sweep(now);
         self.layers.sweep(now);
+        self.btrfs.sweep(now);
         self.contexts.sweep(now);
         self.journals.sweep(now);
         self.roles.prune(now);
         for (disk, parts, rwbs, at) in stale {
             self.emit_lost(disk, parts, rwbs, at);
+        }
+    }
+
+    /// The device a writeback event's bdi stands for: a btrfs filesystem's superblock device
+    /// for its bdi `btrfs-N` (the key its inodes' page-cache events use), else the bdi.
+    #[inline]
+    fn fs_bdi(&self, bdi: Dev) -> Dev {
+        if bdi >> 20 == ioblame_decode::event::BDI_SEQ_MAJOR {
+            self.btrfs.sb_dev_of_bdi(bdi & 0xfffff).unwrap_or(bdi)
+        } else {
+            bdi
         }
     }
 

@@ -2,7 +2,7 @@
 //! codec: `header` (the HEADER block, `ByteOrder`), `events` (EVENTS), `host` (block
 //! devices, mounts, tasks, cgroups), `ksyms` (kernel symbols), `layers` (loop devices and
 //! dm targets), `files` (FILES and FILE_INDEX), `ustacks` (user maps, user symbols, perf
-//! maps). Here: the `Metadata` container, and the two small payloads of no table of their
+//! maps), `btrfs` (the btrfs filesystems and their chunk maps). Here: the `Metadata` container, and the two small payloads of no table of their
 //! own, CAPTURE_INFO and FLUSHED.
 //!
 //! All of these are ioblame's own structures and are always encoded little-endian; see
@@ -11,6 +11,7 @@
 // without it and only encodes.
 #![cfg_attr(not(feature = "reader"), allow(dead_code))]
 
+mod btrfs;
 mod events;
 mod files;
 mod header;
@@ -19,6 +20,12 @@ mod ksyms;
 mod layers;
 mod ustacks;
 
+pub use btrfs::{
+    BtrfsChunk, BtrfsDevice, BtrfsFs, BtrfsStripe, BTRFS_CHUNK_DATA, BTRFS_CHUNK_DUP,
+    BTRFS_CHUNK_METADATA, BTRFS_CHUNK_RAID0, BTRFS_CHUNK_RAID1, BTRFS_CHUNK_RAID10,
+    BTRFS_CHUNK_RAID1C3, BTRFS_CHUNK_RAID1C4, BTRFS_CHUNK_RAID5, BTRFS_CHUNK_RAID6,
+    BTRFS_CHUNK_SYSTEM, MAX_BTRFS_CHUNKS, MAX_BTRFS_FS,
+};
 pub use events::{EventDesc, EVENT_CALLCHAIN, EVENT_STACK_SAMPLE, EVENT_TASK_RECORDS};
 pub use files::{
     FileEntry, FileTable, Unnamed, UnnamedFile, FILES_AT_END, FILES_CAPPED, FILES_TIMED_OUT,
@@ -34,6 +41,7 @@ pub use ustacks::{
 };
 
 // The encoders, for the writer.
+pub(crate) use btrfs::encode_btrfs;
 pub(crate) use events::encode_events;
 pub(crate) use files::encode_file_index;
 pub(crate) use host::{encode_block_devices, encode_cgroups, encode_mounts, encode_tasks};
@@ -42,6 +50,8 @@ pub(crate) use layers::{encode_dm_targets, encode_loops};
 pub(crate) use ustacks::{encode_perf_map, encode_user_maps, encode_user_symbols};
 
 // The decoders, for the reader.
+#[cfg(feature = "reader")]
+pub(crate) use btrfs::decode_btrfs;
 #[cfg(feature = "reader")]
 pub(crate) use events::decode_events;
 #[cfg(feature = "reader")]
@@ -88,6 +98,10 @@ pub struct Metadata {
     /// recorder (USER_MAPS block, format 1.8; `record --user-stacks`): empty otherwise.
     /// Mappings made while recording are in the records (`PERF_RECORD_MMAP2`).
     pub user_maps: Vec<UserMap>,
+    /// The btrfs filesystems with their devices and chunk maps (BTRFS block, format 1.9):
+    /// empty when there was none (or before 1.9). Chunks allocated while recording are in a
+    /// later list, with the time they were found.
+    pub btrfs: Vec<BtrfsFs>,
 }
 
 impl Metadata {

@@ -485,6 +485,7 @@ impl TraceFile {
                 kind::LOOPS => meta::decode_loops(p).map(|v| m.loops = v),
                 kind::DM_TARGETS => meta::decode_dm_targets(p).map(|v| m.dm_targets = v),
                 kind::USER_MAPS => meta::decode_user_maps(p).map(|v| m.user_maps = v),
+                kind::BTRFS => meta::decode_btrfs(p).map(|v| m.btrfs = v),
                 // Read on demand by `TraceFile::user_symbols` and `TraceFile::perf_maps`.
                 kind::USER_SYMBOLS | kind::PERF_MAPS => Ok(()),
                 // Read by `TraceFile::flushed` alone; checked here so that a malformed one is

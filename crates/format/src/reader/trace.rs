@@ -235,6 +235,35 @@ impl Trace {
         v.sort_by_key(|l| (l.major, l.minor, l.since_ns));
         v
     }
+    /// The btrfs filesystems of the recording (format 1.9): every file's lists merged, one
+    /// entry per filesystem (by `fsid`) with every device and chunk any file names, chunks
+    /// sorted by logical address then time. Empty before 1.9 and without btrfs.
+    pub fn btrfs(&self) -> Vec<meta::BtrfsFs> {
+        let mut v: Vec<meta::BtrfsFs> = Vec::new();
+        for f in &self.files {
+            for fs in &f.metadata().btrfs {
+                let Some(x) = v.iter_mut().find(|x| x.fsid == fs.fsid) else {
+                    v.push(fs.clone());
+                    continue;
+                };
+                for d in &fs.devices {
+                    if !x.devices.contains(d) {
+                        x.devices.push(d.clone());
+                    }
+                }
+                for c in &fs.chunks {
+                    if !x.chunks.iter().any(|y| y.same_chunk(c)) {
+                        x.chunks.push(c.clone());
+                    }
+                }
+            }
+        }
+        for fs in &mut v {
+            fs.devices.sort_by_key(|d| d.devid);
+            fs.chunks.sort_by_key(|c| (c.logical, c.since_ns));
+        }
+        v
+    }
     /// The executable mappings the recorder read of the processes whose user stacks it
     /// recorded (format 1.8): every file's list merged, sorted by process, address and time.
     pub fn user_maps(&self) -> Vec<meta::UserMap> {

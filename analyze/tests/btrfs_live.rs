@@ -1,0 +1,128 @@
+//! btrfs on a real capture (issue 41, docs/attribution.md "btrfs"): a fresh btrfs on a loop
+//! device (`mkfs.btrfs` defaults: single data, DUP metadata), recorded by `ioblame-capture`,
+//! with renamed tools so each task has its own comm. Known answers:
+//! - two writers, then another task's `sync`: each writer's file bytes are its own, via page
+//!   (the flusher and `sync` are charged no data);
+//! - a writer that writes 64 KiB and fsyncs, 40 times: its 2.5 MiB are its own;
+//! - with `compress=zstd`, a writer of compressible data: every byte written for its file
+//!   (fewer than it wrote: compressed) is its own;
+//! - tree blocks (the btree inode, inode 1) are charged, both DUP copies, and part of them
+//!   to the writers whose transactions dirtied them;
+//! - no data byte goes to the lost intent (the filesystem is new: nothing was dirty before).
+//!
+//! Needs root, loop devices, tracefs and mkfs.btrfs; skips otherwise, except in CI.
+
+mod support;
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use support::{capture, charges, real_python, sh, tools, Charges, LoopFs};
+
+/// Bytes written per (comm, via) to inode `ino`.
+fn written(c: &Charges, comm: &str, via: &str, ino: u64) -> u64 {
+    c.get(&(comm.to_string(), via.to_string(), ino))
+        .map(|v| v[2])
+        .unwrap_or(0)
+}
+
+/// Bytes written to inode `ino` by anyone.
+fn written_to(c: &Charges, ino: u64) -> u64 {
+    c.iter()
+        .filter(|((_, _, i), _)| *i == ino)
+        .map(|(_, v)| v[2])
+        .sum()
+}
+
+/// Bytes written via `unknown` (the lost intent) to inodes other than the btree inode (1):
+/// data whose dirtier was not found.
+fn data_lost(c: &Charges) -> u64 {
+    c.iter()
+        .filter(|((_, via, ino), _)| via == "unknown" && *ino != 1)
+        .map(|(_, v)| v[2])
+        .sum()
+}
+
+fn ino(p: &Path) -> u64 {
+    std::fs::metadata(p).unwrap().ino()
+}
+
+fn setup() -> Option<(std::sync::MutexGuard<'static, ()>, LoopFs)> {
+    if !support::ready(&["mkfs.btrfs"]) {
+        return None;
+    }
+    let g = support::lock();
+    let fs = LoopFs::new("btrfs", 512);
+    Some((g, fs))
+}
+
+#[test]
+fn writers_then_sync_and_fsync_are_charged_to_their_writers() {
+    let Some((_g, fs)) = setup() else { return };
+    let bin = tools(
+        &fs,
+        &[
+            ("writerA", "/usr/bin/dd"),
+            ("writerB", "/usr/bin/dd"),
+            ("syncer", "/usr/bin/sync"),
+        ],
+    );
+    // A symlink (a copy would not find its library): the comm is the name executed.
+    std::os::unix::fs::symlink(real_python(), bin.join("fsyncer")).unwrap();
+    let script = "writerA if=/dev/urandom of=$M/a.dat bs=1M count=4 status=none && \
+                  writerB if=/dev/urandom of=$M/b.dat bs=1M count=2 status=none && \
+                  fsyncer -c 'import os\n\
+fd = os.open(\"'$M'/f.dat\", os.O_WRONLY | os.O_CREAT, 0o644)\n\
+for i in range(40):\n    os.write(fd, os.urandom(65536)); os.fsync(fd)\n' && \
+                  syncer";
+    let trace = capture(&fs, &bin, "wb.trace", script);
+    let c = charges(&trace);
+    let (a, b, f) = (
+        ino(&fs.mnt.join("a.dat")),
+        ino(&fs.mnt.join("b.dat")),
+        ino(&fs.mnt.join("f.dat")),
+    );
+    assert_eq!(written(&c, "writerA", "page", a), 4 << 20, "{c:#?}");
+    assert_eq!(written(&c, "writerB", "page", b), 2 << 20, "{c:#?}");
+    assert_eq!(written(&c, "fsyncer", "page", f), 40 * 65536, "{c:#?}");
+    assert_eq!(written_to(&c, a), 4 << 20);
+    assert_eq!(written_to(&c, b), 2 << 20);
+    assert_eq!(written_to(&c, f), 40 * 65536);
+    assert_eq!(data_lost(&c), 0, "{c:#?}");
+    // Tree blocks: charged, the fsyncer's log tree and transactions among them.
+    let tree: u64 = c
+        .iter()
+        .filter(|((_, _, i), _)| *i == 1)
+        .map(|(_, v)| v[2])
+        .sum();
+    assert!(tree > 0, "no tree block charged: {c:#?}");
+    assert!(written(&c, "fsyncer", "page", 1) > 0, "{c:#?}");
+    // DUP: every tree block written twice, so the btree inode's bytes come in pairs.
+    assert_eq!(tree % (2 * 4096), 0, "{c:#?}");
+}
+
+#[test]
+fn compressed_extents_are_charged_to_their_dirtier() {
+    let Some((_g, fs)) = setup() else { return };
+    sh(&format!(
+        "mount -o remount,compress=zstd {}",
+        fs.mnt.display()
+    ));
+    let bin = tools(
+        &fs,
+        &[("writerZ", "/usr/bin/dd"), ("syncer", "/usr/bin/sync")],
+    );
+    // 8 MiB of zeros-and-text: compresses well, and is not all zeros (btrfs would still
+    // write zeros, but text is what a log looks like).
+    let script =
+        "yes 'a line of a log file, written again and again' | head -c 8388608 > $M/src && \
+                  writerZ if=$M/src of=$M/z.dat bs=1M status=none && syncer";
+    let trace = capture(&fs, &bin, "z.trace", script);
+    let c = charges(&trace);
+    let z = ino(&fs.mnt.join("z.dat"));
+    let mine = written(&c, "writerZ", "page", z);
+    assert!(mine > 0, "{c:#?}");
+    assert!(mine < 8 << 20, "compressed: {mine} bytes");
+    assert_eq!(written_to(&c, z), mine, "{c:#?}");
+    assert_eq!(data_lost(&c), 0, "{c:#?}");
+}

@@ -1,0 +1,317 @@
+//! Naming the files of a btrfs (`--paths touched`, the default), on a real recording (needs
+//! root, loop devices, btrfs and btrfs-progs; skips otherwise, fails in CI): the events name
+//! a btrfs inode by the superblock's anonymous device and its number, and every subvolume
+//! numbers its inodes on its own. With the top-level subvolume and a subvolume `S` mounted
+//! apart, and a subvolume `N` nested in the top level and not mounted on its own, the trace's
+//! file table names each file whose number one mounted subvolume holds with its full path
+//! (under the mount of its subvolume), leaves a number both mounted subvolumes hold unnamed as
+//! ambiguous, and a file of `N` (whose number no mounted subvolume holds) without a path.
+//! A file named while one subvolume held its number is ambiguous in the end once another
+//! holds it too (the lookup again at the end).
+
+mod common;
+
+use std::collections::HashSet;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+use ioblame_format::{kernel_dev, FileName, Trace, Unnamed};
+
+/// Whether the test can run here (else skipped, or failed under CI).
+fn btrfs_ready() -> bool {
+    if !ready(&["mkfs.btrfs", "btrfs"]) {
+        return false;
+    }
+    let known = || {
+        std::fs::read_to_string("/proc/filesystems").is_ok_and(|t| {
+            t.lines()
+                .any(|l| l.split_whitespace().last() == Some("btrfs"))
+        })
+    };
+    if !known() {
+        let _ = Command::new("modprobe").arg("btrfs").status();
+    }
+    ioblame_testkit::need::met(known(), "btrfs in the kernel (/proc/filesystems)")
+}
+
+fn run(args: &[&str]) -> String {
+    let o = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// A btrfs on a loop device with its mounts: unmounted (last first) and detached on drop,
+/// even when the test fails.
+struct Btrfs {
+    dir: tempfile::TempDir,
+    dev: String,
+    mounts: Vec<PathBuf>,
+}
+
+impl Btrfs {
+    fn new(size_mb: u32) -> Btrfs {
+        let dir = tempfile::Builder::new()
+            .prefix("iobcap-btrfs-names-")
+            .tempdir_in("/var/tmp")
+            .expect("tempdir");
+        let img = dir.path().join("btrfs.img");
+        run(&[
+            "truncate",
+            "-s",
+            &format!("{size_mb}M"),
+            img.to_str().unwrap(),
+        ]);
+        let dev = run(&["losetup", "-f", "--show", img.to_str().unwrap()]);
+        let fs = Btrfs {
+            dir,
+            dev,
+            mounts: Vec::new(),
+        };
+        run(&["mkfs.btrfs", "-q", "-f", &fs.dev]);
+        fs
+    }
+
+    /// Mounts the filesystem (`opts`: mount options) at `name` in the test's directory.
+    fn mount(&mut self, name: &str, opts: &[&str]) -> PathBuf {
+        let mp = self.dir.path().join(name);
+        std::fs::create_dir(&mp).unwrap();
+        let mut args = vec!["mount"];
+        args.extend_from_slice(opts);
+        args.extend_from_slice(&[self.dev.as_str(), mp.to_str().unwrap()]);
+        run(&args);
+        self.mounts.push(mp.clone());
+        mp.canonicalize().unwrap()
+    }
+}
+
+impl Drop for Btrfs {
+    fn drop(&mut self) {
+        for m in self.mounts.iter().rev() {
+            let ok = Command::new("umount")
+                .arg(m)
+                .status()
+                .is_ok_and(|s| s.success());
+            if !ok {
+                let _ = Command::new("umount").arg("-l").arg(m).status();
+            }
+        }
+        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+    }
+}
+
+/// The superblock's device mountinfo shows for the mount at `mp`, as a kernel dev_t.
+fn mount_dev(mp: &Path) -> u32 {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let mp = mp.to_str().unwrap();
+    let (major, minor) = ioblame_tracepoints::mountinfo::parse(&text)
+        .find(|m| m.mount_point == mp)
+        .map(|m| (m.major, m.minor))
+        .expect("the test mount in mountinfo");
+    assert_eq!(major, 0, "btrfs shows an anonymous device");
+    kernel_dev(major, minor)
+}
+
+/// The inode numbers of the files directly in `dir` (its subvolume's only files here).
+fn numbers(dir: &Path) -> HashSet<u64> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| std::fs::metadata(e.path()).unwrap().ino())
+        .collect()
+}
+
+/// Creates empty files `names` in `dir`, after `skip` files created and deleted there (which
+/// moves the subvolume's next inode number past them: btrfs does not reuse a number while
+/// mounted).
+fn files(dir: &Path, skip: usize, names: &[&str]) -> Vec<PathBuf> {
+    for i in 0..skip {
+        let f = dir.join(format!("filler{i}"));
+        std::fs::write(&f, "").unwrap();
+        std::fs::remove_file(&f).unwrap();
+    }
+    names
+        .iter()
+        .map(|n| {
+            let f = dir.join(n);
+            std::fs::write(&f, "").unwrap();
+            f
+        })
+        .collect()
+}
+
+fn ino(p: &Path) -> u64 {
+    std::fs::metadata(p).unwrap().ino()
+}
+
+#[test]
+fn names_btrfs_files_by_subvolume() {
+    if !btrfs_ready() {
+        return;
+    }
+    let _g = lock();
+    let mut fs = Btrfs::new(512);
+    let top = fs.mount("top", &[]);
+    run(&[
+        "btrfs",
+        "-q",
+        "subvolume",
+        "create",
+        top.join("S").to_str().unwrap(),
+    ]);
+    run(&[
+        "btrfs",
+        "-q",
+        "subvolume",
+        "create",
+        top.join("N").to_str().unwrap(),
+    ]);
+    let s = fs.mount("s", &["-o", "subvol=S"]);
+
+    // The first file of each mounted subvolume shares the number (257); the next ones do
+    // not: the top level's are past S's.
+    let mut in_top = files(&top, 0, &["shared"]);
+    in_top.extend(files(&top, 16, &["a5", "b5"]));
+    let shared_s = files(&s, 0, &["shared"]).remove(0);
+    let in_s = files(&s, 0, &["aS", "bS"]);
+    // Past the top level's, until the script creates files there up to it.
+    let late = files(&s, 30, &["late"]).remove(0);
+    let late_ino = ino(&late);
+    // N (reached through the top level only): past all of them, and the script's.
+    let in_n = files(&top.join("N"), 128, &["nfile"]);
+    let (top_nums, s_nums, n_nums) = (numbers(&top), numbers(&s), numbers(&top.join("N")));
+    let shared = ino(&in_top[0]);
+    assert_eq!(shared, ino(&shared_s), "the first files share a number");
+    for f in &in_top[1..] {
+        assert!(
+            !s_nums.contains(&ino(f)) && !n_nums.contains(&ino(f)),
+            "{f:?}"
+        );
+    }
+    for f in &in_s {
+        assert!(
+            !top_nums.contains(&ino(f)) && !n_nums.contains(&ino(f)),
+            "{f:?}"
+        );
+    }
+    let nfile = ino(&in_n[0]);
+    assert!(!top_nums.contains(&nfile) && !s_nums.contains(&nfile));
+    assert!(
+        top_nums.iter().all(|&n| n < late_ino),
+        "{top_nums:?} {late_ino}"
+    );
+    run(&["sync"]);
+
+    // Writers of every file, written back before the end.
+    let all: Vec<&PathBuf> = in_top
+        .iter()
+        .chain([&shared_s])
+        .chain(&in_s)
+        .chain(&in_n)
+        .collect();
+    let script = all
+        .iter()
+        .map(|f| {
+            format!(
+                "dd if=/dev/urandom of='{}' bs=64k count=4 conv=notrunc status=none",
+                f.display()
+            )
+        })
+        .chain([
+            // `late` is named while only S holds its number, and handed to the writer (every
+            // 2 s): a block written while recording names it. Then the top level gets to its
+            // number: the table at the end, whole, says ambiguous, and a lookup stops there.
+            format!(
+                "dd if=/dev/urandom of='{}' bs=64k count=4 conv=notrunc status=none; sleep 2.5",
+                late.display()
+            ),
+            format!(
+                "i=0; while [ $i -lt 100 ]; do f='{}'/new$i; : > $f; \
+                 [ $(stat -c %i $f) -ge {late_ino} ] && break; i=$((i+1)); done",
+                top.display()
+            ),
+            "sync".to_string(),
+        ])
+        .collect::<Vec<_>>()
+        .join("; ");
+    let out = fs.dir.path().join("trace");
+    let o = record(&[
+        "-o",
+        out.to_str().unwrap(),
+        "--events",
+        "minimal",
+        "--flush-interval",
+        "100ms",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "record failed: {stderr}");
+    // N is not mounted on its own: the recorder says its files are not looked for.
+    assert!(
+        stderr.contains(&format!(
+            "the btrfs at {}: 1 subvolume nested in the mounted ones",
+            top.display()
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("by btrfs's inode lookup"), "{stderr}");
+
+    let t = Trace::open(&out).unwrap();
+    assert!(t.problems().is_empty(), "{:?}", t.problems());
+    let dev = mount_dev(&top);
+    assert_eq!(dev, mount_dev(&s), "one superblock");
+    // Every file whose number one mounted subvolume holds: its path under that mount.
+    for f in in_top[1..].iter().chain(&in_s) {
+        assert_eq!(
+            t.path_of(dev, ino(f)),
+            Some(f.to_str().unwrap()),
+            "{} (inode {}): {:?}",
+            f.display(),
+            ino(f),
+            t.file_name(dev, ino(f))
+        );
+    }
+    // The number both hold: unnamed, and why.
+    assert_eq!(
+        t.file_name(dev, shared),
+        FileName::Unnamed(Unnamed::Ambiguous),
+        "inode {shared}"
+    );
+    // Held by both in the end (and the others as before).
+    let top_end = numbers(&top);
+    assert!(top_end.contains(&late_ino), "the script reached {late_ino}");
+    for f in in_s.iter().chain(&in_n) {
+        assert!(!top_end.contains(&ino(f)), "{f:?}");
+    }
+    assert_eq!(
+        t.file_name(dev, late_ino),
+        FileName::Unnamed(Unnamed::Ambiguous),
+        "inode {late_ino}"
+    );
+    // N's file: no mounted subvolume holds its number.
+    assert_eq!(
+        t.file_name(dev, nfile),
+        FileName::Unnamed(Unnamed::NoPath),
+        "inode {nfile}"
+    );
+    // The whole table says the same.
+    let paths = t.paths();
+    assert_eq!(paths.unnamed(dev, shared), Some(Unnamed::Ambiguous));
+    assert_eq!(paths.get(dev, shared), None);
+    assert!(
+        paths.iter().filter(|(d, _, _)| *d == dev).count() >= 4,
+        "{paths:?}"
+    );
+}

@@ -1,0 +1,539 @@
+//! btrfs: its logical addresses turned into device sectors (the trace's chunk map, format
+//! 1.9), the ordered extents that say which file bytes a logical extent holds, and what the
+//! copies of a mirrored write were charged (see docs/attribution.md, "btrfs").
+//!
+//! btrfs writes data and tree blocks at logical addresses; the chunk map places each logical
+//! range on one or more devices (DUP and the RAID1 profiles write every byte twice or more).
+//! A write bio on a device is turned back into logical ranges here. A data range is linked to
+//! its file by the ordered extent the writing thread created just before (`btrfs_ordered_
+//! extent_add`: inode, file offset, logical start, compressed or not), and the file's dirty
+//! folios (keyed by the filesystem's superblock device, as the generic page-cache events name
+//! it) give the dirtiers, as on ext4. A tree block is a folio of btrfs's btree inode (inode
+//! 1), at the file offset of its logical address: its dirtier is whoever first dirtied it
+//! since its last write. Whatever the first copy of a logical range was charged, the other
+//! copies are charged the same.
+
+use ioblame_decode::{BtrfsOrderedOp, Dev};
+use ioblame_format::{
+    BtrfsFs, BTRFS_CHUNK_RAID0, BTRFS_CHUNK_RAID10, BTRFS_CHUNK_RAID5, BTRFS_CHUNK_RAID6,
+};
+use rustc_hash::FxHashMap;
+
+use crate::charge::{Charge, Frag};
+use crate::dirty::Dirty;
+use crate::interval::{Advance, IntervalMap, NO_OFF};
+
+/// btrfs's btree inode: the page cache of its tree blocks, at their logical addresses.
+pub(crate) const BTREE_INO: u64 = 1;
+
+/// An ordered extent is forgotten this long after it was added if its removal was not seen.
+const ORDERED_TTL_NS: u64 = 120_000_000_000;
+/// What a logical range was charged is kept this long for its other copies.
+const COPIES_TTL_NS: u64 = 10_000_000_000;
+
+/// The profiles with parity, which are not mapped.
+const PARITY: u64 = BTRFS_CHUNK_RAID5 | BTRFS_CHUNK_RAID6;
+
+/// An ordered extent, by the logical sectors it writes.
+#[derive(Debug, Clone, Copy)]
+struct Ordered {
+    ino: u64,
+    /// Its first logical sector.
+    lsec: u64,
+    /// Its logical sectors.
+    lsecs: u64,
+    file_offset: u64,
+    /// File bytes it holds (more than `lsecs * 512` when compressed).
+    len: u64,
+    compressed: bool,
+    /// Its dirty folios were looked up (and the charges kept in `copies`).
+    resolved: bool,
+    t: u64,
+}
+
+impl Advance for Ordered {
+    fn advance(&self, _sectors: u64) -> Self {
+        *self
+    }
+}
+
+/// What a logical range was charged, for the other copies.
+#[derive(Debug, Clone, Copy)]
+struct Copy {
+    frag: Frag,
+    t: u64,
+}
+
+impl Advance for Copy {
+    fn advance(&self, sectors: u64) -> Self {
+        Copy {
+            frag: self.frag.advance(sectors),
+            t: self.t,
+        }
+    }
+}
+
+/// One chunk, its stripes on disks.
+#[derive(Debug, Clone)]
+struct Chunk {
+    logical: u64,
+    length: u64,
+    flags: u64,
+    stripe_len: u64,
+    sub_stripes: u64,
+    /// (disk, first device byte) per stripe.
+    stripes: Vec<(Dev, u64)>,
+}
+
+impl Chunk {
+    /// Bytes each stripe holds on its device.
+    fn stripe_bytes(&self) -> u64 {
+        let n = self.stripes.len() as u64;
+        if self.flags & BTRFS_CHUNK_RAID0 != 0 {
+            self.length / n.max(1)
+        } else if self.flags & BTRFS_CHUNK_RAID10 != 0 {
+            self.length / (n / self.sub_stripes.max(1)).max(1)
+        } else {
+            self.length
+        }
+    }
+
+    /// The logical byte that device byte `off` into stripe `i` holds.
+    fn logical_of(&self, i: usize, off: u64) -> u64 {
+        let sl = self.stripe_len.max(512);
+        let n = self.stripes.len() as u64;
+        let (row, within) = (off / sl, off % sl);
+        if self.flags & BTRFS_CHUNK_RAID0 != 0 {
+            self.logical + (row * n + i as u64) * sl + within
+        } else if self.flags & BTRFS_CHUNK_RAID10 != 0 {
+            let sub = self.sub_stripes.max(1);
+            let groups = (n / sub).max(1);
+            self.logical + (row * groups + i as u64 / sub) * sl + within
+        } else {
+            self.logical + off
+        }
+    }
+
+    /// Whether its stripes are cut every `stripe_len` bytes (RAID0, RAID10).
+    fn striped(&self) -> bool {
+        self.flags & (BTRFS_CHUNK_RAID0 | BTRFS_CHUNK_RAID10) != 0
+    }
+}
+
+/// A stripe's device bytes, for the way back from a disk's sector.
+#[derive(Debug, Clone, Copy)]
+struct OnDisk {
+    /// First and end sector on the disk.
+    a: u64,
+    b: u64,
+    fs: usize,
+    chunk: usize,
+    stripe: usize,
+}
+
+/// One btrfs filesystem of the trace.
+#[derive(Debug)]
+struct Fs {
+    /// The superblock's device: the key of its inodes' dirty folios, and the device its files
+    /// are charged with.
+    sb_dev: Dev,
+    fsid: u128,
+    chunks: Vec<Chunk>,
+    /// Ordered extents by logical sector.
+    ordered: IntervalMap<Ordered>,
+    /// What each logical range was charged, for its other copies.
+    copies: IntervalMap<Copy>,
+}
+
+/// A part of a write bio btrfs could not link to a dirtier, with what is known of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Unlinked {
+    /// Its sectors on the bio's disk.
+    pub a: u64,
+    pub b: u64,
+    /// The filesystem's superblock device.
+    pub sb_dev: Dev,
+    /// The file (the btree inode for tree blocks), 0 when not known.
+    pub ino: u64,
+    /// Its file offset, or [`NO_OFF`].
+    pub foff: u64,
+}
+
+/// The btrfs filesystems of a trace, and their ordered extents in flight.
+#[derive(Debug, Default)]
+pub(crate) struct Btrfs {
+    fs: Vec<Fs>,
+    /// Per disk, its stripes sorted by first sector.
+    on_disk: FxHashMap<Dev, Vec<OnDisk>>,
+    /// bdi sequence number (`btrfs-N`) -> superblock device.
+    bdis: FxHashMap<u32, Dev>,
+    /// Bytes written on stripes of a parity profile (RAID5/6), which are not mapped.
+    pub parity_bytes: u64,
+    /// Ordered extents of a filesystem the trace's table does not name.
+    pub unknown_fs_extents: u64,
+}
+
+impl Btrfs {
+    /// The filesystems of the trace's BTRFS table (`ioblame_format::Trace::btrfs`).
+    pub fn new(table: &[BtrfsFs]) -> Btrfs {
+        let mut b = Btrfs::default();
+        for t in table {
+            let idx = b.fs.len();
+            let disk_of = |devid: u64| {
+                t.devices
+                    .iter()
+                    .find(|d| d.devid == devid)
+                    .map(|d| ioblame_format::kernel_dev(d.major, d.minor))
+            };
+            let mut chunks = Vec::new();
+            for c in &t.chunks {
+                let stripes: Option<Vec<(Dev, u64)>> = c
+                    .stripes
+                    .iter()
+                    .map(|s| disk_of(s.devid).map(|d| (d, s.physical)))
+                    .collect();
+                let Some(stripes) = stripes.filter(|s| !s.is_empty()) else {
+                    continue;
+                };
+                chunks.push(Chunk {
+                    logical: c.logical,
+                    length: c.length,
+                    flags: c.flags,
+                    stripe_len: c.stripe_len,
+                    sub_stripes: c.sub_stripes as u64,
+                    stripes,
+                });
+            }
+            chunks.sort_by_key(|c| c.logical);
+            chunks.dedup_by_key(|c| c.logical);
+            for (ci, c) in chunks.iter().enumerate() {
+                let bytes = c.stripe_bytes();
+                for (si, &(disk, phys)) in c.stripes.iter().enumerate() {
+                    b.on_disk.entry(disk).or_default().push(OnDisk {
+                        a: phys / 512,
+                        b: (phys + bytes) / 512,
+                        fs: idx,
+                        chunk: ci,
+                        stripe: si,
+                    });
+                }
+            }
+            if let Some(n) = t
+                .bdi
+                .strip_prefix("btrfs-")
+                .and_then(|n| n.parse::<u32>().ok())
+            {
+                b.bdis.insert(n, t.kernel_dev());
+            }
+            b.fs.push(Fs {
+                sb_dev: t.kernel_dev(),
+                fsid: u128::from_be_bytes(t.fsid),
+                chunks,
+                ordered: IntervalMap::default(),
+                copies: IntervalMap::default(),
+            });
+        }
+        for v in b.on_disk.values_mut() {
+            v.sort_by_key(|s| s.a);
+        }
+        b
+    }
+
+    /// Whether the trace has a btrfs filesystem on `disk`.
+    #[inline]
+    pub fn on(&self, disk: Dev) -> bool {
+        self.on_disk.contains_key(&disk)
+    }
+
+    /// Whether the trace names no btrfs filesystem.
+    pub fn is_empty(&self) -> bool {
+        self.fs.is_empty()
+    }
+
+    /// The superblock device of the filesystem whose bdi is `btrfs-N`, for the
+    /// writeback events' `BDI_SEQ_MAJOR << 20 | N`; `None` when the trace does not name it.
+    pub fn sb_dev_of_bdi(&self, seq: u32) -> Option<Dev> {
+        self.bdis.get(&seq).copied()
+    }
+
+    /// `btrfs_ordered_extent_add` / `_remove`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_ordered(
+        &mut self,
+        op: BtrfsOrderedOp,
+        fsid: u128,
+        ino: u64,
+        file_offset: u64,
+        start: u64,
+        len: u64,
+        disk_len: u64,
+        compress_type: i32,
+        time: u64,
+    ) {
+        let Some(fs) = self.fs.iter_mut().find(|f| f.fsid == fsid) else {
+            if op == BtrfsOrderedOp::Add {
+                self.unknown_fs_extents += 1;
+            }
+            return;
+        };
+        let (a, b) = (start / 512, start.saturating_add(disk_len).div_ceil(512));
+        match op {
+            BtrfsOrderedOp::Add if b > a && len > 0 => fs.ordered.insert(
+                a,
+                b,
+                Ordered {
+                    ino,
+                    lsec: a,
+                    lsecs: b - a,
+                    file_offset,
+                    len,
+                    compressed: compress_type != 0 || disk_len < len,
+                    resolved: false,
+                    t: time,
+                },
+            ),
+            BtrfsOrderedOp::Add => {}
+            BtrfsOrderedOp::Remove => {
+                let mut gone = Vec::new();
+                fs.ordered.take(a, b, &mut gone);
+            }
+        }
+    }
+
+    /// Forgets ordered extents whose removal never came and the charges kept for copies
+    /// that are long written.
+    pub fn sweep(&mut self, now: u64) {
+        for fs in &mut self.fs {
+            fs.ordered
+                .retain(|o| now.saturating_sub(o.t) <= ORDERED_TTL_NS);
+            fs.copies
+                .retain(|c| now.saturating_sub(c.t) <= COPIES_TTL_NS);
+        }
+    }
+
+    /// The logical pieces of sectors `[s, e)` of `disk`: (first and end sector on the disk,
+    /// filesystem, chunk, first logical byte).
+    fn pieces(&mut self, disk: Dev, s: u64, e: u64) -> Vec<(u64, u64, usize, usize, u64)> {
+        let mut out = Vec::new();
+        let Some(v) = self.on_disk.get(&disk) else {
+            return out;
+        };
+        let first = v.partition_point(|x| x.b <= s);
+        for od in &v[first..] {
+            if od.a >= e {
+                break;
+            }
+            let (pa, pb) = (s.max(od.a), e.min(od.b));
+            if pa >= pb {
+                continue;
+            }
+            let c = &self.fs[od.fs].chunks[od.chunk];
+            if c.flags & PARITY != 0 {
+                self.parity_bytes += (pb - pa) * 512;
+                continue;
+            }
+            let stripe_start = c.stripes[od.stripe].1;
+            // Cut at the stripe boundaries of striped profiles.
+            let step = if c.striped() {
+                (c.stripe_len.max(512) / 512).max(1)
+            } else {
+                u64::MAX
+            };
+            let mut cur = pa;
+            while cur < pb {
+                let off = cur * 512 - stripe_start;
+                let next = if step == u64::MAX {
+                    pb
+                } else {
+                    let in_stripe = (off / 512) % step;
+                    (cur + step - in_stripe).min(pb)
+                };
+                out.push((cur, next, od.fs, od.chunk, c.logical_of(od.stripe, off)));
+                cur = next;
+            }
+        }
+        out
+    }
+
+    /// Charges the sectors of a buffered write bio on `disk` that btrfs links to a dirtier,
+    /// through `fill(a, b, frag)`; returns the parts it could not link, with their file.
+    pub fn charge(
+        &mut self,
+        dirty: &mut Dirty,
+        disk: Dev,
+        (s, e): (u64, u64),
+        base: &Charge,
+        time: u64,
+        mut fill: impl FnMut(u64, u64, &Frag),
+    ) -> Vec<Unlinked> {
+        let mut unlinked = Vec::new();
+        let mut parts = Vec::new();
+        for (a, b, fsi, ci, logical) in self.pieces(disk, s, e) {
+            let fs = &mut self.fs[fsi];
+            let lsec = logical / 512;
+            let lend = lsec + (b - a);
+            let base_fs = Charge {
+                fdev: fs.sb_dev,
+                ..*base
+            };
+            // Data: resolve the ordered extents of these sectors not resolved yet.
+            parts.clear();
+            fs.ordered.peek(lsec, lend, &mut parts);
+            for &(_, _, o) in &parts {
+                if !o.resolved {
+                    resolve(dirty, fs, o, &base_fs, time);
+                }
+            }
+            if !parts.is_empty() {
+                for &(_, _, o) in &parts {
+                    if let Some(x) = fs.ordered.starting_at_mut(o.lsec) {
+                        x.resolved = true;
+                    }
+                }
+            } else if fs.chunks[ci].flags & ioblame_format::BTRFS_CHUNK_DATA == 0 {
+                // Tree blocks: the btree inode's folios at their logical address.
+                let mut charged = Vec::new();
+                let mut copies = Vec::new();
+                fs.copies.peek(lsec, lend, &mut copies);
+                let mut cur = lsec;
+                let mut gaps = Vec::new();
+                for &(ca, cb, _) in &copies {
+                    if ca > cur {
+                        gaps.push((cur, ca));
+                    }
+                    cur = cur.max(cb);
+                }
+                if cur < lend {
+                    gaps.push((cur, lend));
+                }
+                for (ga, gb) in gaps {
+                    dirty.write_folios(
+                        fs.sb_dev,
+                        BTREE_INO,
+                        ga,
+                        gb,
+                        ga * 512,
+                        |x, y, owner, via, foff| {
+                            let c = Charge {
+                                role: owner.role,
+                                stack: owner.stack,
+                                via,
+                                ino: BTREE_INO,
+                                ..base_fs
+                            };
+                            charged.push((x, y, Frag { c, foff }));
+                        },
+                    );
+                }
+                for (x, y, f) in charged {
+                    fs.copies.insert(x, y, Copy { frag: f, t: time });
+                }
+            }
+            // Paint from what the logical range was charged (by this copy or an earlier one).
+            let mut got = Vec::new();
+            fs.copies.peek(lsec, lend, &mut got);
+            let mut cur = lsec;
+            let mut holes = Vec::new();
+            for (ca, cb, cp) in got {
+                if ca > cur {
+                    holes.push((cur, ca));
+                }
+                fill(a + (ca - lsec), a + (cb - lsec), &cp.frag);
+                cur = cur.max(cb);
+            }
+            if cur < lend {
+                holes.push((cur, lend));
+            }
+            // What no dirtier was found for: its file, where an ordered extent names it.
+            for (ha, hb) in holes {
+                let mut of = Vec::new();
+                fs.ordered.peek(ha, hb, &mut of);
+                let mut at = ha;
+                for (oa, ob, o) in of {
+                    if oa > at {
+                        unlinked.push(meta_or_unknown(
+                            fs,
+                            ci,
+                            a + (at - lsec),
+                            a + (oa - lsec),
+                            at,
+                        ));
+                    }
+                    let foff = if o.compressed {
+                        NO_OFF
+                    } else {
+                        o.file_offset + (oa - o.lsec) * 512
+                    };
+                    unlinked.push(Unlinked {
+                        a: a + (oa - lsec),
+                        b: a + (ob - lsec),
+                        sb_dev: fs.sb_dev,
+                        ino: o.ino,
+                        foff,
+                    });
+                    at = ob;
+                }
+                if at < hb {
+                    unlinked.push(meta_or_unknown(
+                        fs,
+                        ci,
+                        a + (at - lsec),
+                        a + (hb - lsec),
+                        at,
+                    ));
+                }
+            }
+        }
+        unlinked
+    }
+}
+
+/// A part of a chunk no ordered extent names: a tree block (the btree inode) in a metadata
+/// or system chunk, else data of an unknown file.
+fn meta_or_unknown(fs: &Fs, ci: usize, a: u64, b: u64, lsec: u64) -> Unlinked {
+    let data = fs.chunks[ci].flags & ioblame_format::BTRFS_CHUNK_DATA != 0;
+    Unlinked {
+        a,
+        b,
+        sb_dev: fs.sb_dev,
+        ino: if data { 0 } else { BTREE_INO },
+        foff: if data { NO_OFF } else { lsec * 512 },
+    }
+}
+
+/// Looks up the dirty folios an ordered extent writes (counting them written) and keeps
+/// their charges by logical sector for every copy and bio of the extent. A compressed
+/// extent's logical sectors are spread over its file bytes in proportion.
+fn resolve(dirty: &mut Dirty, fs: &mut Fs, o: Ordered, base: &Charge, time: u64) {
+    let mut charged: Vec<(u64, u64, Frag)> = Vec::new();
+    // File bytes as "sectors" from 0: [0, len/512).
+    let fsecs = o.len.div_ceil(512);
+    dirty.write_folios(
+        fs.sb_dev,
+        o.ino,
+        0,
+        fsecs,
+        o.file_offset,
+        |x, y, owner, via, foff| {
+            let c = Charge {
+                role: owner.role,
+                stack: owner.stack,
+                via,
+                ino: o.ino,
+                ..*base
+            };
+            let (la, lb) = if o.compressed {
+                (o.lsec + x * o.lsecs / fsecs, o.lsec + y * o.lsecs / fsecs)
+            } else {
+                (o.lsec + x, o.lsec + y.min(o.lsecs))
+            };
+            let foff = if o.compressed { NO_OFF } else { foff };
+            if la < lb {
+                charged.push((la, lb, Frag { c, foff }));
+            }
+        },
+    );
+    for (a, b, f) in charged {
+        fs.copies.insert(a, b, Copy { frag: f, t: time });
+    }
+}
