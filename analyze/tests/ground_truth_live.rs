@@ -31,10 +31,11 @@ fn written(m: &Charges, comm: &str, ino: u64, vias: &[&str]) -> u64 {
         .sum()
 }
 
-/// Data (non-journal) write bytes charged to `comm` anywhere.
+/// Data write bytes charged to `comm` anywhere: not journal IO, nor btrfs's tree blocks (its
+/// btree inode, inode 1, which ext4 and xfs never write: docs/attribution.md, "btrfs").
 fn data_written(m: &Charges, comm: &str) -> u64 {
     m.iter()
-        .filter(|((c, v, _), _)| c == comm && v != "journal")
+        .filter(|((c, v, i), _)| c == comm && v != "journal" && *i != 1)
         .map(|(_, b)| b[2])
         .sum()
 }
@@ -94,7 +95,8 @@ fn writeback_scenarios(recorder: Recorder, fstype: &str) {
 /// [`writeback_scenarios`] recorded with `options` (the default `--stacks exact`, or
 /// `--stacks sampled:N`: the bytes per task and file must be the same).
 fn writeback_scenarios_with(recorder: Recorder, fstype: &str, scenario: &str, options: &[&str]) {
-    if !support::ready(&[&["mkfs.ext4", "mkfs.xfs", "dd", "sync"], recorder.tools()].concat()) {
+    let mkfs = format!("mkfs.{fstype}");
+    if !support::ready(&[&[mkfs.as_str(), "dd", "sync"], recorder.tools()].concat()) {
         return;
     }
     let _g = support::lock();
@@ -466,6 +468,20 @@ fn xfs_writeback_scenarios() {
     writeback_scenarios(Recorder::Capture, "xfs");
 }
 
+/// btrfs (docs/attribution.md, "btrfs"): the same scenarios, linked through the chunk map and
+/// the ordered extents.
+#[test]
+fn btrfs_writeback_scenarios() {
+    writeback_scenarios(Recorder::Capture, "btrfs");
+}
+
+/// Stock perf records no chunk map: a declared gap (`support::checks::known_gap`), which the
+/// outputs state (`Diagnostic::BtrfsUnmapped`).
+#[test]
+fn btrfs_writeback_scenarios_perf() {
+    writeback_scenarios(Recorder::Perf, "btrfs");
+}
+
 #[test]
 fn ext4_writeback_scenarios_perf() {
     writeback_scenarios(Recorder::Perf, "ext4");
@@ -503,11 +519,8 @@ os.close(fd)
 /// and an mmap write with msync ("Kernel facts the code depends on", "Page cache and
 /// dirtying").
 fn io_kinds_scenarios(recorder: Recorder, fstype: &str) {
-    let tools_needed = [
-        &["mkfs.ext4", "mkfs.xfs", "dd", "sync", "python3"],
-        recorder.tools(),
-    ]
-    .concat();
+    let mkfs = format!("mkfs.{fstype}");
+    let tools_needed = [&[mkfs.as_str(), "dd", "sync", "python3"], recorder.tools()].concat();
     if !support::ready(&tools_needed) {
         return;
     }

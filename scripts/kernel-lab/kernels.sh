@@ -126,7 +126,7 @@ for s in "${SERIES[@]}"; do
   # The binaries are copied into the guest's memory first: run from the 9p share, every
   # start of a debug analyzer (300 MB) costs seconds under TCG.
   cmds="set -e
-modprobe loop; modprobe ext4; modprobe xfs
+modprobe loop; modprobe ext4; modprobe xfs; modprobe btrfs
 mount -t tmpfs -o size=2G tmpfs /var/tmp
 mkdir -p /run/lab && cp $RUN/bin/* /run/lab/
 set +e

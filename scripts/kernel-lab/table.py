@@ -98,7 +98,7 @@ def page(run, build_secs, profile):
     w("")
     w(
         "Every scenario of `analyze/tests/ground_truth_live.rs` (real processes write and read "
-        "known bytes of known files on a fresh ext4 or xfs loop device; `ioblame acts --json` "
+        "known bytes of known files on a fresh ext4, xfs or btrfs loop device; `ioblame acts --json` "
         "must charge exactly those bytes to those tasks), recorded by `ioblame-capture` and by "
         "stock `perf record` with the line `ioblame perf-command` prints, in each kernel. A "
         "cell counts the scenario's expectations that held: `ok N/N` all of them, "

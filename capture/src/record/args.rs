@@ -70,9 +70,10 @@ pub struct RecordArgs {
     #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
     pub level: i32,
     /// Which files the FILES table names. `touched`: the inodes the recorded events refer to,
-    /// each named by file handle as soon as it appears (a file deleted later keeps the name
-    /// it had) and again at the end (a renamed file gets its new name), with a walk, at the
-    /// end, for what no handle names; its size and cost follow the trace, not the host.
+    /// each named by file handle (on btrfs, by its own inode-to-path lookup in each mounted
+    /// subvolume) as soon as it appears (a file deleted later keeps the name it had) and
+    /// again at the end (a renamed file gets its new name), with a walk, at the end, for what
+    /// no handle names; its size and cost follow the trace, not the host.
     /// `walk`: every file of the recorded filesystems, walked at start and at end (up to
     /// --paths-max-entries and --paths-time). `none`: no table (as --no-paths).
     #[arg(long, value_enum, default_value = "touched", value_name = "WHICH")]

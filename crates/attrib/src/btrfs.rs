@@ -20,6 +20,7 @@ use ioblame_format::{
 use rustc_hash::FxHashMap;
 
 use crate::charge::{Charge, Frag};
+use crate::contexts::NO_REASON;
 use crate::dirty::Dirty;
 use crate::interval::{Advance, IntervalMap, NO_OFF};
 
@@ -46,9 +47,31 @@ struct Ordered {
     /// File bytes it holds (more than `lsecs * 512` when compressed).
     len: u64,
     compressed: bool,
+    /// The writeback reason of the thread that made it ([`NO_REASON`] outside writeback
+    /// work): the intent modifier of its bytes when the bio's own thread has none (btrfs's
+    /// checksum workers submit data bios before 6.5).
+    reason: u32,
     /// Its dirty folios were looked up (and the charges kept in `copies`).
     resolved: bool,
     t: u64,
+}
+
+/// An ordered extent event, as [`Btrfs::on_ordered`] takes it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OrderedEvent {
+    pub op: BtrfsOrderedOp,
+    pub fsid: u128,
+    pub ino: u64,
+    pub file_offset: u64,
+    /// First logical byte.
+    pub start: u64,
+    /// File bytes.
+    pub len: u64,
+    /// Logical bytes written.
+    pub disk_len: u64,
+    pub compressed: bool,
+    /// The writeback reason of the thread that made it.
+    pub reason: u32,
 }
 
 impl Advance for Ordered {
@@ -157,6 +180,8 @@ pub(crate) struct Unlinked {
     pub ino: u64,
     /// Its file offset, or [`NO_OFF`].
     pub foff: u64,
+    /// The writeback reason of the ordered extent's thread, or [`NO_REASON`].
+    pub reason: u32,
 }
 
 /// The btrfs filesystems of a trace, and their ordered extents in flight.
@@ -169,8 +194,9 @@ pub(crate) struct Btrfs {
     bdis: FxHashMap<u32, Dev>,
     /// Bytes written on stripes of a parity profile (RAID5/6), which are not mapped.
     pub parity_bytes: u64,
-    /// Ordered extents of a filesystem the trace's table does not name.
-    pub unknown_fs_extents: u64,
+    /// Bytes of the ordered extents (as written: `disk_len`) of filesystems the trace's
+    /// table does not name (no chunk map: a perf.data recording, a recorder before 1.9).
+    pub unmapped_bytes: u64,
 }
 
 impl Btrfs {
@@ -257,37 +283,29 @@ impl Btrfs {
     }
 
     /// `btrfs_ordered_extent_add` / `_remove`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn on_ordered(
-        &mut self,
-        op: BtrfsOrderedOp,
-        fsid: u128,
-        ino: u64,
-        file_offset: u64,
-        start: u64,
-        len: u64,
-        disk_len: u64,
-        compress_type: i32,
-        time: u64,
-    ) {
-        let Some(fs) = self.fs.iter_mut().find(|f| f.fsid == fsid) else {
-            if op == BtrfsOrderedOp::Add {
-                self.unknown_fs_extents += 1;
+    pub fn on_ordered(&mut self, e: &OrderedEvent, time: u64) {
+        let Some(fs) = self.fs.iter_mut().find(|f| f.fsid == e.fsid) else {
+            if e.op == BtrfsOrderedOp::Add {
+                self.unmapped_bytes = self.unmapped_bytes.saturating_add(e.disk_len);
             }
             return;
         };
-        let (a, b) = (start / 512, start.saturating_add(disk_len).div_ceil(512));
-        match op {
-            BtrfsOrderedOp::Add if b > a && len > 0 => fs.ordered.insert(
+        let (a, b) = (
+            e.start / 512,
+            e.start.saturating_add(e.disk_len).div_ceil(512),
+        );
+        match e.op {
+            BtrfsOrderedOp::Add if b > a && e.len > 0 => fs.ordered.insert(
                 a,
                 b,
                 Ordered {
-                    ino,
+                    ino: e.ino,
                     lsec: a,
                     lsecs: b - a,
-                    file_offset,
-                    len,
-                    compressed: compress_type != 0 || disk_len < len,
+                    file_offset: e.file_offset,
+                    len: e.len,
+                    compressed: e.compressed,
+                    reason: e.reason,
                     resolved: false,
                     t: time,
                 },
@@ -470,6 +488,7 @@ impl Btrfs {
                         sb_dev: fs.sb_dev,
                         ino: o.ino,
                         foff,
+                        reason: o.reason,
                     });
                     at = ob;
                 }
@@ -498,6 +517,7 @@ fn meta_or_unknown(fs: &Fs, ci: usize, a: u64, b: u64, lsec: u64) -> Unlinked {
         sb_dev: fs.sb_dev,
         ino: if data { 0 } else { BTREE_INO },
         foff: if data { NO_OFF } else { lsec * 512 },
+        reason: NO_REASON,
     }
 }
 
@@ -506,6 +526,19 @@ fn meta_or_unknown(fs: &Fs, ci: usize, a: u64, b: u64, lsec: u64) -> Unlinked {
 /// extent's logical sectors are spread over its file bytes in proportion.
 fn resolve(dirty: &mut Dirty, fs: &mut Fs, o: Ordered, base: &Charge, time: u64) {
     let mut charged: Vec<(u64, u64, Frag)> = Vec::new();
+    let base = &Charge {
+        reason: if base.reason == NO_REASON {
+            o.reason
+        } else {
+            base.reason
+        },
+        ..*base
+    };
+    // Every page the extent writes is dirty: folios whose size was not seen reach as far as
+    // they can (docs/attribution.md, "btrfs").
+    let page = dirty.page_size();
+    let (p0, p1) = (o.file_offset / page, (o.file_offset + o.len).div_ceil(page));
+    dirty.widen_unsized(fs.sb_dev, o.ino, p0, p1);
     // File bytes as "sectors" from 0: [0, len/512).
     let fsecs = o.len.div_ceil(512);
     dirty.write_folios(

@@ -146,6 +146,11 @@ pub(crate) fn charge_bio(
             let c = Charge {
                 fdev: u.sb_dev,
                 ino: u.ino,
+                reason: if base.reason == NO_REASON {
+                    u.reason
+                } else {
+                    base.reason
+                },
                 ..base
             };
             paint.fill(u.a, u.b, &Frag { c, foff: u.foff }, None);

@@ -406,6 +406,11 @@ impl Contexts {
         self.tid(tid, now).ctx.reason = reason;
     }
 
+    /// The writeback reason of the work `tid` runs, or [`NO_REASON`].
+    pub fn reason(&self, tid: u32) -> u32 {
+        self.tids.get(&tid).map_or(NO_REASON, |c| c.ctx.reason)
+    }
+
     /// `writeback_written`: the work is done.
     pub fn writeback_written(&mut self, tid: u32, now: u64) {
         let c = self.tid(tid, now);

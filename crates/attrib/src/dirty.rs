@@ -229,6 +229,50 @@ impl Dirty {
         }
     }
 
+    /// btrfs: pages `[p0, p1)` of `(bdi, ino)` are written by one ordered extent, so every
+    /// one of them is dirty. A folio recorded as one page because its size was not seen (added
+    /// to the page cache before the capture: no order) holds the pages after it that no other
+    /// record holds, as far as a folio can reach: naturally aligned (at most the largest power
+    /// of two dividing its index), before the next record, inside the extent, and at most
+    /// [`MAX_FOLIO_PAGES`]. Returns the pages added.
+    pub fn widen_unsized(&mut self, bdi: Dev, ino: u64, p0: u64, p1: u64) -> u64 {
+        let page = self.page;
+        let Some(df) = self.files.get_mut(&(bdi, ino)) else {
+            return 0;
+        };
+        let mut keys: Vec<u64> = df.folios.overlapping(p0, p1).into_iter().collect();
+        keys.sort_unstable();
+        let mut added = 0;
+        for (k, &i) in keys.iter().enumerate() {
+            let Some((_, &f)) = df.folios.get(i) else {
+                continue;
+            };
+            if f.pages != 1 || i < p0 || self.orders.get((bdi, ino, i)).is_some() {
+                continue;
+            }
+            let next = keys.get(k + 1).copied().unwrap_or(p1).min(p1);
+            let align = if i == 0 {
+                MAX_FOLIO_PAGES
+            } else {
+                1u64 << i.trailing_zeros().min(62)
+            };
+            let mut n = align.min(MAX_FOLIO_PAGES);
+            while n > 1 && i + n > next {
+                n /= 2;
+            }
+            if n > 1 {
+                let wide = FolioEnt {
+                    remaining: f.remaining.saturating_add((n - 1) * page),
+                    pages: n,
+                    ..f
+                };
+                df.folios.insert(i, i + n, wide);
+                added += n - 1;
+            }
+        }
+        added
+    }
+
     /// The page size (bytes).
     pub fn page_size(&self) -> u64 {
         self.page
@@ -585,6 +629,10 @@ impl Dirty {
         self.orders.young.len() + self.orders.old.len()
     }
 }
+
+/// The largest folio the page cache makes, in pages (`MAX_PAGECACHE_ORDER` is the PMD order,
+/// 9 on x86-64 with 4 KiB pages: 2 MiB).
+pub(crate) const MAX_FOLIO_PAGES: u64 = 512;
 
 /// A dirty folio.
 #[derive(Debug, Clone, Copy)]

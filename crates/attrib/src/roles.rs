@@ -305,7 +305,10 @@ impl Roles {
             return;
         };
         let base = rest.split('-').next().unwrap_or(rest);
-        let (major, minor) = (ioblame_decode::dev_major(bdi), ioblame_decode::dev_minor(bdi));
+        let (major, minor) = (
+            ioblame_decode::dev_major(bdi),
+            ioblame_decode::dev_minor(bdi),
+        );
         // A bdi named `btrfs-N` (the kernel's own worker name says `flush-btrfs-N`).
         let name = if major == ioblame_decode::event::BDI_SEQ_MAJOR {
             format!("kworker/{base}-flush-btrfs-{minor}")

@@ -105,6 +105,14 @@ pub struct Summary {
     /// like 5.10 emit none: `iomap_writepage_map` is newer, on 6.1) and that no other rule
     /// linked: charged to the lost intent, with the file known.
     pub unmapped_writeback_bytes: u64,
+    /// Bytes btrfs wrote in extents (its ordered extents, as written) of filesystems the
+    /// trace has no chunk map of (a perf.data recording, a recorder before format 1.9):
+    /// their writeback cannot be placed on the disk, and falls to the rules that need no
+    /// map (mostly the lost intent).
+    pub btrfs_unmapped_bytes: u64,
+    /// Bytes written on btrfs chunks of a parity profile (RAID5, RAID6), which the
+    /// attribution does not map: charged by the other rules.
+    pub btrfs_parity_bytes: u64,
     /// Bytes of a loop device's backing file read or written by the lower device for which
     /// no IO of the loop device was found (dirtied before the recording, through a loop
     /// device the trace does not list, or read ahead beyond what the loop device asked):

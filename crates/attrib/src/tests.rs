@@ -3706,6 +3706,71 @@ mod btrfs {
     }
 
     #[test]
+    fn extents_without_a_chunk_map_are_counted_not_lost_silently() {
+        // A perf.data recording: btrfs's events, no BTRFS table.
+        let mut b = Bench::new();
+        b.comm(100, "writerA");
+        dirty_pages(&mut b, 100, 257, 0, 16);
+        ordered(
+            &mut b,
+            77,
+            BtrfsOrderedOp::Add,
+            (257, 0, DATA_L, 65536, 65536),
+        );
+        b.q(77, LOOP0, DATA_P / 512, 128, "W");
+        b.requests(LOOP0, DATA_P / 512, 128, 128, "W");
+        let (_, out) = b.finish();
+        assert_eq!(out.summary.btrfs_unmapped_bytes, 65536);
+        assert_eq!(out.summary.btrfs_parity_bytes, 0);
+    }
+
+    #[test]
+    fn a_worker_submitting_the_flushers_extent_takes_its_reason() {
+        // Before 6.5 btrfs's checksum workers queue the data bios of the flusher's extents.
+        let mut b = bench(Vec::new());
+        dirty_pages(&mut b, 100, 257, 0, 16);
+        b.wb_start(2); // WB_REASON_SYNC
+        let start = DATA_L + MIB;
+        ordered(
+            &mut b,
+            FLUSHER,
+            BtrfsOrderedOp::Add,
+            (257, 0, start, 65536, 65536),
+        );
+        let s = (DATA_P + MIB) / 512;
+        b.q(88, LOOP0, s, 128, "W");
+        b.requests(LOOP0, s, 128, 128, "W");
+        b.wb_end();
+        let (ios, out) = b.finish();
+        let t = &out.tables;
+        assert_eq!(file_bytes(&ios, t, "writerA", 257), 65536);
+        let act = &t.acts[ios[0].act.index()];
+        assert_eq!(act.reason.map(|r| r.0), Some(2), "{act:?}");
+    }
+
+    #[test]
+    fn large_folios_cached_before_the_capture_are_whole_inside_an_extent() {
+        // 7.x btrfs caches a file in large folios; added before the capture, their size is
+        // not known: 4 folios of 64 pages, one dirty event each, one 1 MiB extent.
+        let mut b = bench(Vec::new());
+        for f in 0..4 {
+            dirty_pages(&mut b, 100, 257, f * 64, 1);
+        }
+        let start = DATA_L + MIB;
+        ordered(
+            &mut b,
+            FLUSHER,
+            BtrfsOrderedOp::Add,
+            (257, 0, start, MIB, MIB),
+        );
+        let s = (DATA_P + MIB) / 512;
+        b.q(FLUSHER, LOOP0, s, 2048, "W");
+        b.requests(LOOP0, s, 2048, 2048, "W");
+        let (ios, out) = b.finish();
+        assert_eq!(file_bytes(&ios, &out.tables, "writerA", 257), MIB);
+    }
+
+    #[test]
     fn a_compressed_extent_is_split_among_its_dirtiers_in_proportion() {
         let mut b = bench(Vec::new());
         // 128 KiB: A the first 96 KiB, B the last 32 KiB; compressed to 16 KiB.

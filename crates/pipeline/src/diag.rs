@@ -154,6 +154,15 @@ pub enum Diagnostic {
         /// Those bytes.
         bytes: u64,
     },
+    /// btrfs extents written without their filesystem's chunk map in the trace, or on chunks
+    /// of a parity profile: their bytes could not be placed on the disk, so btrfs's rule did
+    /// not charge them. Said once, with those bytes.
+    BtrfsUnmapped {
+        /// Bytes of extents of filesystems the trace has no chunk map of.
+        no_map: u64,
+        /// Bytes written on RAID5/RAID6 chunks.
+        parity: u64,
+    },
     /// IO of loop devices' backing files charged to the acts the loop devices served, as
     /// copies on the lower device (`Io::lower`): counted for that device, not again in the
     /// acts' read and write bytes. Said once, with those bytes.
@@ -261,6 +270,7 @@ impl Diagnostic {
             | BuffersWithoutStack(_)
             | UnnamedFiles { .. }
             | UnmappedWriteback { .. }
+            | BtrfsUnmapped { .. }
             | LowerCopies { .. }
             | LowerUnlinked { .. }
             | UserSymbolsMissing { .. }
@@ -452,6 +462,27 @@ impl fmt::Display for Diagnostic {
                  and later), so only a file with a single dirtier is linked; these bytes, from files \
                  with several, are charged to the lost intent (#1) with their file"
             ),
+            BtrfsUnmapped { no_map, parity } => {
+                if *no_map > 0 {
+                    write!(
+                        f,
+                        "{no_map} bytes of btrfs extents were written without the filesystem's chunk \
+                         map in the trace (a perf.data recording, or a recorder before format 1.9): \
+                         their writeback could not be placed on the disk and linked to their \
+                         dirtiers; it is charged by the other rules, mostly to the lost intent (#1) \
+                         (record with ioblame-capture)"
+                    )?;
+                }
+                if *parity > 0 {
+                    write!(
+                        f,
+                        "{}{parity} bytes were written on btrfs RAID5/RAID6 chunks, which ioblame \
+                         does not map: charged by the other rules",
+                        if *no_map > 0 { "; " } else { "" }
+                    )?;
+                }
+                Ok(())
+            }
             LowerCopies { bytes } => write!(
                 f,
                 "{bytes} bytes on loop devices' backing files are copies of IO charged on the loop \
@@ -615,6 +646,12 @@ fn byte_accounting(s: &Summary) -> Vec<Diagnostic> {
     if s.unmapped_writeback_bytes > 0 {
         v.push(Diagnostic::UnmappedWriteback {
             bytes: s.unmapped_writeback_bytes,
+        });
+    }
+    if s.btrfs_unmapped_bytes > 0 || s.btrfs_parity_bytes > 0 {
+        v.push(Diagnostic::BtrfsUnmapped {
+            no_map: s.btrfs_unmapped_bytes,
+            parity: s.btrfs_parity_bytes,
         });
     }
     if s.lower_bytes > 0 {

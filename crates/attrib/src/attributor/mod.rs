@@ -263,6 +263,8 @@ impl Attributor {
         self.requests.leftovers(&mut self.summary);
         self.dirty.leftovers(&mut self.summary);
         self.summary.unknown_contexts = self.charging.unknown_contexts();
+        self.summary.btrfs_unmapped_bytes = self.btrfs.unmapped_bytes;
+        self.summary.btrfs_parity_bytes = self.btrfs.parity_bytes;
         Attribution {
             tables: self.tables,
             summary: self.summary,
@@ -282,7 +284,9 @@ impl Attributor {
     /// call per event).
     pub fn prefetch(&mut self, ev: &Event) {
         let next = match ev.kind {
-            EventKind::DirtyFolio { bdi, ino, index } => self.dirty.prefetch_folio(bdi, ino, index),
+            EventKind::DirtyFolio { bdi, ino, index } => {
+                self.dirty.prefetch_folio(self.fs_bdi(bdi), ino, index)
+            }
             EventKind::DirtyBuffer { dev, blocknr, size }
                 if (512..=1 << 16).contains(&size) && blocknr < BH_SENTINEL =>
             {
@@ -325,17 +329,21 @@ impl Attributor {
                 disk_len,
                 compress_type,
                 ..
-            } => self.btrfs.on_ordered(
-                *op,
-                *fsid,
-                *ino,
-                *file_offset,
-                *start,
-                *len,
-                *disk_len,
-                *compress_type,
-                now,
-            ),
+            } => {
+                let reason = self.contexts.reason(tid);
+                let o = crate::btrfs::OrderedEvent {
+                    op: *op,
+                    fsid: *fsid,
+                    ino: *ino,
+                    file_offset: *file_offset,
+                    start: *start,
+                    len: *len,
+                    disk_len: *disk_len,
+                    compressed: *compress_type != 0 || disk_len < len,
+                    reason,
+                };
+                self.btrfs.on_ordered(&o, now)
+            }
             EventKind::DirtyBuffer { dev, blocknr, size } => {
                 self.on_dirty_buffer(ev, *dev, *blocknr, *size)
             }
