@@ -409,40 +409,28 @@ impl Btrfs {
                     }
                 }
             } else if fs.chunks[ci].flags & ioblame_format::BTRFS_CHUNK_DATA == 0 {
-                // Tree blocks: the btree inode's folios at their logical address.
+                // Tree blocks: the btree inode's folios at their logical address. The dirty
+                // folios first: a tree block freed and allocated again is a new write, whose
+                // first copy finds its new dirtier; the other copies find the folios written
+                // and take what the first was charged.
                 let mut charged = Vec::new();
-                let mut copies = Vec::new();
-                fs.copies.peek(lsec, lend, &mut copies);
-                let mut cur = lsec;
-                let mut gaps = Vec::new();
-                for &(ca, cb, _) in &copies {
-                    if ca > cur {
-                        gaps.push((cur, ca));
-                    }
-                    cur = cur.max(cb);
-                }
-                if cur < lend {
-                    gaps.push((cur, lend));
-                }
-                for (ga, gb) in gaps {
-                    dirty.write_folios(
-                        fs.sb_dev,
-                        BTREE_INO,
-                        ga,
-                        gb,
-                        ga * 512,
-                        |x, y, owner, via, foff| {
-                            let c = Charge {
-                                role: owner.role,
-                                stack: owner.stack,
-                                via,
-                                ino: BTREE_INO,
-                                ..base_fs
-                            };
-                            charged.push((x, y, Frag { c, foff }));
-                        },
-                    );
-                }
+                dirty.write_folios(
+                    fs.sb_dev,
+                    BTREE_INO,
+                    lsec,
+                    lend,
+                    lsec * 512,
+                    |x, y, owner, via, foff| {
+                        let c = Charge {
+                            role: owner.role,
+                            stack: owner.stack,
+                            via,
+                            ino: BTREE_INO,
+                            ..base_fs
+                        };
+                        charged.push((x, y, Frag { c, foff }));
+                    },
+                );
                 for (x, y, f) in charged {
                     fs.copies.insert(x, y, Copy { frag: f, t: time });
                 }

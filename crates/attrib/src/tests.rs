@@ -3771,6 +3771,25 @@ mod btrfs {
     }
 
     #[test]
+    fn a_tree_block_written_again_goes_to_its_new_dirtier() {
+        // A tree block freed and allocated again within seconds: its second write is B's.
+        let mut b = bench(Vec::new());
+        let index = (META_L + 65536) / 4096;
+        for pid in [100, 101] {
+            dirty_pages(&mut b, pid, 1, index, 4);
+            for p in META_P {
+                let s = (p + 65536) / 512;
+                b.q(FLUSHER, LOOP0, s, 32, "WM");
+                b.requests(LOOP0, s, 32, 32, "WM");
+            }
+        }
+        let (ios, out) = b.finish();
+        let t = &out.tables;
+        assert_eq!(file_bytes(&ios, t, "writerA", 1), 2 * 16384);
+        assert_eq!(file_bytes(&ios, t, "writerB", 1), 2 * 16384);
+    }
+
+    #[test]
     fn a_compressed_extent_is_split_among_its_dirtiers_in_proportion() {
         let mut b = bench(Vec::new());
         // 128 KiB: A the first 96 KiB, B the last 32 KiB; compressed to 16 KiB.
