@@ -121,19 +121,27 @@ impl Chunk {
         }
     }
 
-    /// The logical byte that device byte `off` into stripe `i` holds.
+    /// The logical byte that device byte `off` into stripe `i` holds (saturating: a damaged
+    /// table maps nowhere sensible, but never panics).
     fn logical_of(&self, i: usize, off: u64) -> u64 {
         let sl = self.stripe_len.max(512);
         let n = self.stripes.len() as u64;
         let (row, within) = (off / sl, off % sl);
-        if self.flags & BTRFS_CHUNK_RAID0 != 0 {
-            self.logical + (row * n + i as u64) * sl + within
+        let stripe = if self.flags & BTRFS_CHUNK_RAID0 != 0 {
+            Some(row.saturating_mul(n).saturating_add(i as u64))
         } else if self.flags & BTRFS_CHUNK_RAID10 != 0 {
             let sub = self.sub_stripes.max(1);
             let groups = (n / sub).max(1);
-            self.logical + (row * groups + i as u64 / sub) * sl + within
+            Some(row.saturating_mul(groups).saturating_add(i as u64 / sub))
         } else {
-            self.logical + off
+            None
+        };
+        match stripe {
+            Some(k) => self
+                .logical
+                .saturating_add(k.saturating_mul(sl))
+                .saturating_add(within),
+            None => self.logical.saturating_add(off),
         }
     }
 
@@ -221,6 +229,14 @@ impl Btrfs {
                 let Some(stripes) = stripes.filter(|s| !s.is_empty()) else {
                     continue;
                 };
+                // Chunks are sector aligned; a table that says otherwise is damaged.
+                let aligned = c.logical % 512 == 0
+                    && c.length % 512 == 0
+                    && c.length > 0
+                    && stripes.iter().all(|s| s.1 % 512 == 0);
+                if !aligned {
+                    continue;
+                }
                 chunks.push(Chunk {
                     logical: c.logical,
                     length: c.length,
@@ -237,7 +253,7 @@ impl Btrfs {
                 for (si, &(disk, phys)) in c.stripes.iter().enumerate() {
                     b.on_disk.entry(disk).or_default().push(OnDisk {
                         a: phys / 512,
-                        b: (phys + bytes) / 512,
+                        b: phys.saturating_add(bytes) / 512,
                         fs: idx,
                         chunk: ci,
                         stripe: si,
@@ -347,7 +363,7 @@ impl Btrfs {
             }
             let c = &self.fs[od.fs].chunks[od.chunk];
             if c.flags & PARITY != 0 {
-                self.parity_bytes += (pb - pa) * 512;
+                self.parity_bytes = self.parity_bytes.saturating_add((pb - pa) * 512);
                 continue;
             }
             let stripe_start = c.stripes[od.stripe].1;
@@ -359,7 +375,7 @@ impl Btrfs {
             };
             let mut cur = pa;
             while cur < pb {
-                let off = cur * 512 - stripe_start;
+                let off = (cur * 512).saturating_sub(stripe_start);
                 let next = if step == u64::MAX {
                     pb
                 } else {
@@ -468,7 +484,8 @@ impl Btrfs {
                     let foff = if o.compressed {
                         NO_OFF
                     } else {
-                        o.file_offset + (oa - o.lsec) * 512
+                        o.file_offset
+                            .saturating_add(oa.saturating_sub(o.lsec).saturating_mul(512))
                     };
                     unlinked.push(Unlinked {
                         a: a + (oa - lsec),
@@ -525,7 +542,10 @@ fn resolve(dirty: &mut Dirty, fs: &mut Fs, o: Ordered, base: &Charge, time: u64)
     // Every page the extent writes is dirty: folios whose size was not seen reach as far as
     // they can (docs/attribution.md, "btrfs").
     let page = dirty.page_size();
-    let (p0, p1) = (o.file_offset / page, (o.file_offset + o.len).div_ceil(page));
+    let (p0, p1) = (
+        o.file_offset / page,
+        o.file_offset.saturating_add(o.len).div_ceil(page),
+    );
     dirty.widen_unsized(fs.sb_dev, o.ino, p0, p1);
     // File bytes as "sectors" from 0: [0, len/512).
     let fsecs = o.len.div_ceil(512);
@@ -543,10 +563,18 @@ fn resolve(dirty: &mut Dirty, fs: &mut Fs, o: Ordered, base: &Charge, time: u64)
                 ino: o.ino,
                 ..*base
             };
+            // In u128: a damaged trace's sizes must not overflow.
+            let scale = |v: u64| (v as u128 * o.lsecs as u128 / fsecs.max(1) as u128) as u64;
             let (la, lb) = if o.compressed {
-                (o.lsec + x * o.lsecs / fsecs, o.lsec + y * o.lsecs / fsecs)
+                (
+                    o.lsec.saturating_add(scale(x)),
+                    o.lsec.saturating_add(scale(y)),
+                )
             } else {
-                (o.lsec + x, o.lsec + y.min(o.lsecs))
+                (
+                    o.lsec.saturating_add(x),
+                    o.lsec.saturating_add(y.min(o.lsecs)),
+                )
             };
             let foff = if o.compressed { NO_OFF } else { foff };
             if la < lb {

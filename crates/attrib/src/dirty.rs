@@ -257,7 +257,7 @@ impl Dirty {
                 1u64 << i.trailing_zeros().min(62)
             };
             let mut n = align.min(MAX_FOLIO_PAGES);
-            while n > 1 && i + n > next {
+            while n > 1 && i.saturating_add(n) > next {
                 n /= 2;
             }
             if n > 1 {

@@ -3790,6 +3790,33 @@ mod btrfs {
     }
 
     #[test]
+    fn a_damaged_chunk_map_charges_without_panicking() {
+        // Values at the ends of their ranges, as a damaged or hostile trace may hold them.
+        let top = u64::MAX - 511;
+        let mut wild = chunk(
+            top,
+            BTRFS_CHUNK_DATA | BTRFS_CHUNK_RAID0,
+            &[(1, top), (2, 0)],
+        );
+        wild.length = top;
+        wild.stripe_len = u64::MAX;
+        let mut b = bench(vec![wild]);
+        dirty_pages(&mut b, 100, 257, u64::MAX / 4096 - 4, 4);
+        ordered(
+            &mut b,
+            77,
+            BtrfsOrderedOp::Add,
+            (257, u64::MAX - 8192, top, u64::MAX, 8192),
+        );
+        let s = u64::MAX / 512 - 64;
+        b.q(77, LOOP0, s, 32, "W");
+        b.requests(LOOP0, s, 32, 32, "W");
+        b.q(77, LOOP1, 0, 32, "W");
+        b.requests(LOOP1, 0, 32, 32, "W");
+        let _ = b.finish();
+    }
+
+    #[test]
     fn a_compressed_extent_is_split_among_its_dirtiers_in_proportion() {
         let mut b = bench(Vec::new());
         // 128 KiB: A the first 96 KiB, B the last 32 KiB; compressed to 16 KiB.
