@@ -160,8 +160,8 @@ elif what == "syncer":
     print("yes" if s * 20 <= aggr else "%d vs %d ns" % (s, aggr))
 elif what == "iocost":
     ic = v.get("idle_by", {}).get("iocost", 0)
-    # What the engine decides is the name: nearly all the idle time must be iocost's. How much
-    # of the Q2C iocost holds depends on the victim's think time between reads (iocost's
+    # What the engine decides is the name: nearly all the idle time must be named iocost. How much
+    # of the Q2C iocost holds depends on the victim think time between reads (the iocost
     # budget refills meanwhile), slow under TCG, so a quarter is asked, not more.
     ok = ic * 10 >= v["idle_ns"] * 9 and ic * 4 >= v["latency_ns"]
     print("yes" if ok else "iocost %d of %d ns idle, %d ns Q2C; idle %s" % (
