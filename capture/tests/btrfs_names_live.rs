@@ -19,23 +19,6 @@ use std::process::Command;
 use common::*;
 use ioblame_format::{kernel_dev, FileName, Trace, Unnamed};
 
-/// Whether the test can run here (else skipped, or failed under CI).
-fn btrfs_ready() -> bool {
-    if !ready(&["mkfs.btrfs", "btrfs"]) {
-        return false;
-    }
-    let known = || {
-        std::fs::read_to_string("/proc/filesystems").is_ok_and(|t| {
-            t.lines()
-                .any(|l| l.split_whitespace().last() == Some("btrfs"))
-        })
-    };
-    if !known() {
-        let _ = Command::new("modprobe").arg("btrfs").status();
-    }
-    ioblame_testkit::need::met(known(), "btrfs in the kernel (/proc/filesystems)")
-}
-
 fn run(args: &[&str]) -> String {
     let o = Command::new(args[0])
         .args(&args[1..])

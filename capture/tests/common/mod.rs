@@ -390,3 +390,21 @@ pub fn readelf_build_id(file: &Path) -> String {
         .unwrap_or_else(|| panic!("no build id in {}: {text}", file.display()))
         .to_string()
 }
+
+/// Whether the btrfs tests can run: [`ready`] with `mkfs.btrfs` and `btrfs`, and btrfs in
+/// the kernel (loaded with modprobe if it is a module); skips here, fails under CI.
+pub fn btrfs_ready() -> bool {
+    if !ready(&["mkfs.btrfs", "btrfs"]) {
+        return false;
+    }
+    let known = || {
+        std::fs::read_to_string("/proc/filesystems").is_ok_and(|t| {
+            t.lines()
+                .any(|l| l.split_whitespace().last() == Some("btrfs"))
+        })
+    };
+    if !known() {
+        let _ = Command::new("modprobe").arg("btrfs").status();
+    }
+    ioblame_testkit::need::met(known(), "btrfs in the kernel (/proc/filesystems)")
+}
