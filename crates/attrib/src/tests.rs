@@ -64,18 +64,8 @@ fn context() -> Context {
                 comm: "kworker/1:1H".into(),
             },
         ],
-        symbols: None,
         inode_bits: InodeBits::V6_18,
-        block_sizes: Vec::new(),
-        xfs_geometry: Vec::new(),
-        issuer_only: false,
-        scope_root: None,
-        buffer_stacks_from_thread: false,
-        stacks_sampled: false,
-        loops: Vec::new(),
-        dm_targets: Vec::new(),
-        user_maps: Vec::new(),
-        btrfs: Vec::new(),
+        ..Context::default()
     }
 }
 

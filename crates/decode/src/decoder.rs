@@ -759,32 +759,32 @@ impl Decoder {
                 tid: t,
                 ptid,
                 time: tm,
-            } => {
-                stats.fork += 1;
-                (pid, tid) = (p, t);
-                time = time.or(Some(tm));
-                EventKind::Fork {
-                    pid: p,
-                    ppid,
-                    tid: t,
-                    ptid,
-                }
             }
-            TaskRecord::Exit {
+            | TaskRecord::Exit {
                 pid: p,
                 ppid,
                 tid: t,
                 ptid,
                 time: tm,
             } => {
-                stats.exit += 1;
                 (pid, tid) = (p, t);
                 time = time.or(Some(tm));
-                EventKind::Exit {
-                    pid: p,
-                    ppid,
-                    tid: t,
-                    ptid,
+                if matches!(r, TaskRecord::Fork { .. }) {
+                    stats.fork += 1;
+                    EventKind::Fork {
+                        pid: p,
+                        ppid,
+                        tid: t,
+                        ptid,
+                    }
+                } else {
+                    stats.exit += 1;
+                    EventKind::Exit {
+                        pid: p,
+                        ppid,
+                        tid: t,
+                        ptid,
+                    }
                 }
             }
             TaskRecord::Mmap {

@@ -158,34 +158,27 @@ impl W {
 pub fn sample_record(sample_type: u64, order: ByteOrder, v: &SampleValues) -> Vec<u8> {
     let mut w = W::new(order, RECORD_SAMPLE, 1);
     let has = |b: u64| sample_type & b != 0;
-    if has(SAMPLE_IDENTIFIER) {
-        w.u64(v.identifier);
-    }
-    if has(SAMPLE_IP) {
-        w.u64(v.ip);
-    }
-    if has(SAMPLE_TID) {
-        w.u32(v.pid);
-        w.u32(v.tid);
-    }
-    if has(SAMPLE_TIME) {
-        w.u64(v.time);
-    }
-    if has(SAMPLE_ADDR) {
-        w.u64(v.addr);
-    }
-    if has(SAMPLE_ID) {
-        w.u64(v.id);
-    }
-    if has(SAMPLE_STREAM_ID) {
-        w.u64(v.stream_id);
-    }
-    if has(SAMPLE_CPU) {
-        w.u32(v.cpu);
-        w.u32(0);
-    }
-    if has(SAMPLE_PERIOD) {
-        w.u64(v.period);
+    // The fixed fields in the order the reader takes them.
+    for bit in ioblame_perfrec::FIXED_SAMPLE_FIELDS {
+        match bit {
+            _ if !has(bit) => {}
+            SAMPLE_TID => {
+                w.u32(v.pid);
+                w.u32(v.tid);
+            }
+            SAMPLE_CPU => {
+                w.u32(v.cpu);
+                w.u32(0);
+            }
+            SAMPLE_IDENTIFIER => w.u64(v.identifier),
+            SAMPLE_IP => w.u64(v.ip),
+            SAMPLE_TIME => w.u64(v.time),
+            SAMPLE_ADDR => w.u64(v.addr),
+            SAMPLE_ID => w.u64(v.id),
+            SAMPLE_STREAM_ID => w.u64(v.stream_id),
+            SAMPLE_PERIOD => w.u64(v.period),
+            _ => {}
+        }
     }
     if has(SAMPLE_CALLCHAIN) {
         w.u64(v.callchain.len() as u64);

@@ -39,6 +39,24 @@ impl<'a> Cur<'a> {
     }
     /// Two u32 in one u64 slot (`{ u32 pid, tid; }`, `{ u32 cpu, res; }`).
     #[inline]
+    /// The next `u64` if the field is `present` in the record, else `None` and nothing read.
+    pub(crate) fn u64_if(
+        &mut self,
+        present: bool,
+        what: &'static str,
+    ) -> Result<Option<u64>, RecordError> {
+        present.then(|| self.u64(what)).transpose()
+    }
+
+    /// The next two `u32` if the field is `present` in the record, else `None`.
+    pub(crate) fn u32x2_if(
+        &mut self,
+        present: bool,
+        what: &'static str,
+    ) -> Result<Option<(u32, u32)>, RecordError> {
+        present.then(|| self.u32x2(what)).transpose()
+    }
+
     pub(crate) fn u32x2(&mut self, what: &'static str) -> Result<(u32, u32), RecordError> {
         let s = self.take(8, what)?;
         Ok((

@@ -150,33 +150,15 @@ pub fn parse_sample(
     let mut c = Cur::new(body, order);
     let mut s = Sample::default();
     let has = |bit: u64| sample_type & bit != 0;
-    if has(SAMPLE_IDENTIFIER) {
-        s.identifier = Some(c.u64("identifier")?);
-    }
-    if has(SAMPLE_IP) {
-        s.ip = Some(c.u64("ip")?);
-    }
-    if has(SAMPLE_TID) {
-        s.pid_tid = Some(c.u32x2("pid/tid")?);
-    }
-    if has(SAMPLE_TIME) {
-        s.time = Some(c.u64("time")?);
-    }
-    if has(SAMPLE_ADDR) {
-        s.addr = Some(c.u64("addr")?);
-    }
-    if has(SAMPLE_ID) {
-        s.id = Some(c.u64("id")?);
-    }
-    if has(SAMPLE_STREAM_ID) {
-        s.stream_id = Some(c.u64("stream id")?);
-    }
-    if has(SAMPLE_CPU) {
-        s.cpu = Some(c.u32x2("cpu")?.0);
-    }
-    if has(SAMPLE_PERIOD) {
-        s.period = Some(c.u64("period")?);
-    }
+    s.identifier = c.u64_if(has(SAMPLE_IDENTIFIER), "identifier")?;
+    s.ip = c.u64_if(has(SAMPLE_IP), "ip")?;
+    s.pid_tid = c.u32x2_if(has(SAMPLE_TID), "pid/tid")?;
+    s.time = c.u64_if(has(SAMPLE_TIME), "time")?;
+    s.addr = c.u64_if(has(SAMPLE_ADDR), "addr")?;
+    s.id = c.u64_if(has(SAMPLE_ID), "id")?;
+    s.stream_id = c.u64_if(has(SAMPLE_STREAM_ID), "stream id")?;
+    s.cpu = c.u32x2_if(has(SAMPLE_CPU), "cpu")?.map(|(cpu, _)| cpu);
+    s.period = c.u64_if(has(SAMPLE_PERIOD), "period")?;
     if has(SAMPLE_CALLCHAIN) {
         let nr = c.u64("callchain length")?;
         if nr > MAX_CALLCHAIN {
@@ -192,9 +174,7 @@ pub fn parse_sample(
         let n = order.u32([h[0], h[1], h[2], h[3]]) as usize;
         s.raw = Some(c.take(n, "raw data")?);
     }
-    if has(SAMPLE_CGROUP) {
-        s.cgroup = Some(c.u64("cgroup")?);
-    }
+    s.cgroup = c.u64_if(has(SAMPLE_CGROUP), "cgroup")?;
     Ok(s)
 }
 
@@ -240,8 +220,9 @@ impl<'a> From<Sample<'a>> for SampleParts<'a> {
 }
 
 /// The fixed-size fields of a sample, in the order they are recorded (and [`parse_sample`]
-/// reads them); the callchain and the raw data follow.
-pub(crate) const FIXED_SAMPLE_FIELDS: [u64; 9] = [
+/// reads them); the callchain and the raw data follow. `SAMPLE_TID` and `SAMPLE_CPU` are two
+/// `u32` each, the others one `u64`.
+pub const FIXED_SAMPLE_FIELDS: [u64; 9] = [
     SAMPLE_IDENTIFIER,
     SAMPLE_IP,
     SAMPLE_TID,

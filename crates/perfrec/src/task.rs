@@ -59,24 +59,12 @@ pub fn parse_sample_id(
     let mut c = Cur::new(&body[start..], order);
     let has = |bit: u64| sample_type & bit != 0;
     let mut s = SampleId::default();
-    if has(SAMPLE_TID) {
-        s.pid_tid = Some(c.u32x2("pid/tid")?);
-    }
-    if has(SAMPLE_TIME) {
-        s.time = Some(c.u64("time")?);
-    }
-    if has(SAMPLE_ID) {
-        s.id = Some(c.u64("id")?);
-    }
-    if has(SAMPLE_STREAM_ID) {
-        s.stream_id = Some(c.u64("stream id")?);
-    }
-    if has(SAMPLE_CPU) {
-        s.cpu = Some(c.u32x2("cpu")?.0);
-    }
-    if has(SAMPLE_IDENTIFIER) {
-        s.identifier = Some(c.u64("identifier")?);
-    }
+    s.pid_tid = c.u32x2_if(has(SAMPLE_TID), "pid/tid")?;
+    s.time = c.u64_if(has(SAMPLE_TIME), "time")?;
+    s.id = c.u64_if(has(SAMPLE_ID), "id")?;
+    s.stream_id = c.u64_if(has(SAMPLE_STREAM_ID), "stream id")?;
+    s.cpu = c.u32x2_if(has(SAMPLE_CPU), "cpu")?.map(|(cpu, _)| cpu);
+    s.identifier = c.u64_if(has(SAMPLE_IDENTIFIER), "identifier")?;
     Ok((s, &body[..start]))
 }
 
