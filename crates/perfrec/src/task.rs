@@ -58,13 +58,15 @@ pub fn parse_sample_id(
     })?;
     let mut c = Cur::new(&body[start..], order);
     let has = |bit: u64| sample_type & bit != 0;
-    let mut s = SampleId::default();
-    s.pid_tid = c.u32x2_if(has(SAMPLE_TID), "pid/tid")?;
-    s.time = c.u64_if(has(SAMPLE_TIME), "time")?;
-    s.id = c.u64_if(has(SAMPLE_ID), "id")?;
-    s.stream_id = c.u64_if(has(SAMPLE_STREAM_ID), "stream id")?;
-    s.cpu = c.u32x2_if(has(SAMPLE_CPU), "cpu")?.map(|(cpu, _)| cpu);
-    s.identifier = c.u64_if(has(SAMPLE_IDENTIFIER), "identifier")?;
+    // The fields in the order they are recorded (a struct literal evaluates in order).
+    let s = SampleId {
+        pid_tid: c.u32x2_if(has(SAMPLE_TID), "pid/tid")?,
+        time: c.u64_if(has(SAMPLE_TIME), "time")?,
+        id: c.u64_if(has(SAMPLE_ID), "id")?,
+        stream_id: c.u64_if(has(SAMPLE_STREAM_ID), "stream id")?,
+        cpu: c.u32x2_if(has(SAMPLE_CPU), "cpu")?.map(|(cpu, _)| cpu),
+        identifier: c.u64_if(has(SAMPLE_IDENTIFIER), "identifier")?,
+    };
     Ok((s, &body[..start]))
 }
 
