@@ -20,6 +20,7 @@ use ioblame_format::{
 use rustc_hash::FxHashMap;
 
 use crate::charge::{Charge, Frag};
+use crate::context::Devices;
 use crate::contexts::NO_REASON;
 use crate::dirty::Dirty;
 use crate::interval::{Advance, IntervalMap, NO_OFF};
@@ -104,7 +105,7 @@ struct Chunk {
     flags: u64,
     stripe_len: u64,
     sub_stripes: u64,
-    /// (disk, first device byte) per stripe.
+    /// (disk, first byte on the disk: a partition's start added) per stripe.
     stripes: Vec<(Dev, u64)>,
 }
 
@@ -208,23 +209,28 @@ pub(crate) struct Btrfs {
 }
 
 impl Btrfs {
-    /// The filesystems of the trace's BTRFS table (`ioblame_format::Trace::btrfs`).
-    pub fn new(table: &[BtrfsFs]) -> Btrfs {
+    /// The filesystems of the trace's BTRFS table (`ioblame_format::Trace::btrfs`); `devices`
+    /// places a filesystem's partitions on their disks, whose sectors the bios name.
+    pub fn new(table: &[BtrfsFs], devices: &Devices) -> Btrfs {
         let mut b = Btrfs::default();
         for t in table {
             let idx = b.fs.len();
+            // A device by devid: its disk, and its first byte there.
             let disk_of = |devid: u64| {
-                t.devices
-                    .iter()
-                    .find(|d| d.devid == devid)
-                    .map(|d| ioblame_format::kernel_dev(d.major, d.minor))
+                t.devices.iter().find(|d| d.devid == devid).map(|d| {
+                    let info = devices.info(ioblame_format::kernel_dev(d.major, d.minor));
+                    (info.disk, info.part_start.saturating_mul(512))
+                })
             };
             let mut chunks = Vec::new();
             for c in &t.chunks {
+                // Each stripe's place as a byte of its disk.
                 let stripes: Option<Vec<(Dev, u64)>> = c
                     .stripes
                     .iter()
-                    .map(|s| disk_of(s.devid).map(|d| (d, s.physical)))
+                    .map(|s| {
+                        disk_of(s.devid).map(|(d, start)| (d, s.physical.saturating_add(start)))
+                    })
                     .collect();
                 let Some(stripes) = stripes.filter(|s| !s.is_empty()) else {
                     continue;
@@ -285,6 +291,74 @@ impl Btrfs {
     #[inline]
     pub fn on(&self, disk: Dev) -> bool {
         self.on_disk.contains_key(&disk)
+    }
+
+    /// The superblock device of the filesystem with a stripe at `sector` of `disk`: the
+    /// device a read or direct IO there charges its file with, as the filesystem's writes
+    /// and page-cache events do.
+    pub fn sb_dev_at(&self, disk: Dev, sector: u64) -> Option<Dev> {
+        let v = self.on_disk.get(&disk)?;
+        let od = v.get(v.partition_point(|x| x.b <= sector))?;
+        (od.a <= sector).then(|| self.fs[od.fs].sb_dev)
+    }
+
+    /// The places on disk of logical bytes `[logical, + len)` of the filesystem whose
+    /// superblock device is `sb_dev`: `(disk, first byte on the disk, bytes, offset from
+    /// logical)` for every copy, cut at chunk and stripe ends. `None` when `sb_dev` is no
+    /// btrfs of the trace (so the caller keeps its own reading).
+    pub fn places(&self, sb_dev: Dev, logical: u64, len: u64) -> Option<Vec<(Dev, u64, u64, u64)>> {
+        let fs = self.fs.iter().find(|f| f.sb_dev == sb_dev)?;
+        let mut out = Vec::new();
+        let end = logical.saturating_add(len);
+        let first = fs
+            .chunks
+            .partition_point(|c| c.logical.saturating_add(c.length) <= logical);
+        for c in &fs.chunks[first..] {
+            if c.logical >= end || out.len() >= 64 {
+                break;
+            }
+            let (a, b) = (
+                logical.max(c.logical),
+                end.min(c.logical.saturating_add(c.length)),
+            );
+            if c.flags & PARITY != 0 || a >= b {
+                continue;
+            }
+            if c.striped() {
+                // Stripe by stripe: stripe `k` of the chunk is on device `k % n` (RAID0), or
+                // on the `sub_stripes` devices of group `k % (n / sub_stripes)` (RAID10).
+                let sl = c.stripe_len.max(512);
+                let sub = c.sub_stripes.max(1) as usize;
+                let groups = (c.stripes.len() / sub).max(1) as u64;
+                let mut cur = a;
+                while cur < b && out.len() < 64 {
+                    let off = cur - c.logical;
+                    let k = off / sl;
+                    let next = b.min(c.logical + (k + 1) * sl);
+                    let g = (k % groups) as usize;
+                    let dev_off = (k / groups) * sl + off % sl;
+                    for &(disk, start) in c.stripes.iter().skip(g * sub).take(sub) {
+                        out.push((
+                            disk,
+                            start.saturating_add(dev_off),
+                            next - cur,
+                            cur - logical,
+                        ));
+                    }
+                    cur = next;
+                }
+            } else {
+                for &(disk, start) in &c.stripes {
+                    out.push((
+                        disk,
+                        start.saturating_add(a - c.logical),
+                        b - a,
+                        a - logical,
+                    ));
+                }
+            }
+        }
+        Some(out)
     }
 
     /// Whether the trace names no btrfs filesystem.

@@ -121,7 +121,11 @@ pub(crate) fn charge_bio(
     let mut paint = Paint::default();
     let direct = bio.is_direct();
     if !bio.rwbs.is_write() || direct || bio.issuer_only {
-        to_issuer(bio, direct, &base, maps, &mut paint);
+        // A btrfs file is known by its superblock's device, not the disk's.
+        let fdev = btrfs
+            .and_then(|b| b.sb_dev_at(bio.info.disk, bio.s))
+            .unwrap_or(base.fdev);
+        to_issuer(bio, direct, &Charge { fdev, ..base }, maps, &mut paint);
     } else {
         let bracket_ino = bio.bracket_ino();
         // Rule 0: btrfs's data and tree blocks, through its chunk map.

@@ -3574,6 +3574,15 @@ mod btrfs {
     }
 
     fn bench(extra: Vec<BtrfsChunk>) -> Bench {
+        let mut b = Bench::with(btrfs_context(extra));
+        b.comm(100, "writerA");
+        b.comm(101, "writerB");
+        b.comm(FLUSHER, "kworker/u8:0-flush-btrfs-1");
+        b
+    }
+
+    /// The test context with one btrfs on loop0 (devid 1) and loop1 (devid 2).
+    fn btrfs_context(extra: Vec<BtrfsChunk>) -> Context {
         let mut ctx = context();
         let mut chunks = vec![
             chunk(DATA_L, BTRFS_CHUNK_DATA, &[(1, DATA_P)]),
@@ -3605,11 +3614,7 @@ mod btrfs {
             ],
             chunks,
         }];
-        let mut b = Bench::with(ctx);
-        b.comm(100, "writerA");
-        b.comm(101, "writerB");
-        b.comm(FLUSHER, "kworker/u8:0-flush-btrfs-1");
-        b
+        ctx
     }
 
     /// `pid` dirties pages `[first, first + n)` of `ino` (btrfs's writeback event names the
@@ -3693,6 +3698,78 @@ mod btrfs {
         assert_eq!(file_bytes(&ios, t, "writerA", 1), 2 * 16384);
         assert_eq!(charged(&ios, t, "writerA", Via::Page), 32768 + 2 * 16384);
         assert_eq!(out.summary.unknown_bytes, 0);
+    }
+
+    /// A btrfs on a partition (`sda1`, 2048 sectors into `sda`): its chunk map's device
+    /// bytes are the partition's, its bios name the disk's sectors. Writes are linked
+    /// through the map, and a read there is charged with the filesystem's device, the one
+    /// its files are named by.
+    #[test]
+    fn a_btrfs_on_a_partition_maps_the_disks_sectors() {
+        let mut ctx = btrfs_context(Vec::new());
+        ctx.btrfs[0].devices[0] = BtrfsDevice {
+            devid: 1,
+            major: 8,
+            minor: 1,
+        };
+        let mut b = Bench::with(ctx);
+        b.comm(100, "writerA");
+        b.comm(FLUSHER, "kworker/u8:0-flush-btrfs-1");
+        dirty_pages(&mut b, 100, 257, 0, 16);
+        let start = DATA_L + MIB;
+        ordered(
+            &mut b,
+            FLUSHER,
+            BtrfsOrderedOp::Add,
+            (257, 0, start, 65536, 65536),
+        );
+        let s = 2048 + (DATA_P + MIB) / 512;
+        b.q(FLUSHER, SDA, s, 128, "W");
+        b.requests(SDA, s, 128, 128, "W");
+        b.q(100, SDA, s + 1024, 8, "R");
+        b.requests(SDA, s + 1024, 8, 8, "R");
+        let (ios, out) = b.finish();
+        let t = &out.tables;
+        assert_eq!(file_bytes(&ios, t, "writerA", 257), 65536);
+        let read: Vec<_> = ios.iter().filter(|i| i.dir == Dir::R).collect();
+        assert_eq!(read.len(), 1);
+        assert_eq!(t.acts[read[0].act.index()].file.dev, SB);
+        assert_eq!(out.summary.unknown_bytes, 0);
+    }
+
+    /// Kernels before 6.4 have no `iomap_dio_rw_begin`: a direct read's file comes from
+    /// iomap's map, whose address btrfs gives as logical; placed through the chunk map
+    /// (on a partition here), it names the file, its offset and the filesystem's device.
+    #[test]
+    fn a_direct_reads_logical_iomap_is_placed_through_the_chunk_map() {
+        let mut ctx = btrfs_context(Vec::new());
+        ctx.btrfs[0].devices[0] = BtrfsDevice {
+            devid: 1,
+            major: 8,
+            minor: 1,
+        };
+        let mut b = Bench::with(ctx);
+        b.comm(100, "readerD");
+        let kind = EventKind::IomapIterDstmap {
+            dev: SB,
+            ino: 258,
+            addr: DATA_L + 2 * MIB,
+            offset: 65536,
+            length: 65536,
+            typ: 2,
+            flags: 0,
+            bdev: SDA1,
+        };
+        b.push(100, 100, kind, None);
+        let s = 2048 + (DATA_P + 2 * MIB) / 512;
+        b.q(100, SDA, s, 128, "R");
+        b.requests(SDA, s, 128, 128, "R");
+        let (ios, out) = b.finish();
+        assert_eq!(ios.len(), 1);
+        assert_eq!(ios[0].ino, Some(258));
+        assert_eq!(ios[0].file_offset, Some(65536));
+        let act = &out.tables.acts[ios[0].act.index()];
+        assert_eq!(act.file, FileKey { dev: SB, ino: 258 });
     }
 
     #[test]

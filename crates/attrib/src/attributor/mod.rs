@@ -170,7 +170,7 @@ impl Attributor {
             Devices::new(&ctx.devices, &ctx.block_sizes).with_xfs_geometry(&ctx.xfs_geometry);
         Attributor {
             layers: Layers::new(&ctx.loops, &ctx.dm_targets, &devices),
-            btrfs: crate::btrfs::Btrfs::new(&ctx.btrfs),
+            btrfs: crate::btrfs::Btrfs::new(&ctx.btrfs, &devices),
             devices,
             tables: Tables {
                 intents: Intents::reserved(),
@@ -377,6 +377,37 @@ impl Attributor {
                 .folio_deleted(&self.devices, *s_dev, *ino, *index, *order),
 
             // ---- maps on the issuing thread ----
+            // btrfs's iomap (direct IO) gives logical addresses: placed on their disks
+            // through the chunk map.
+            EventKind::IomapIterDstmap {
+                dev,
+                ino,
+                addr,
+                offset,
+                length,
+                typ,
+                flags,
+                ..
+            } if *addr != u64::MAX && !self.btrfs.is_empty() => {
+                match self.btrfs.places(*dev, *addr, *length) {
+                    Some(places) => {
+                        for (disk, byte, len, delta) in places {
+                            let kind = EventKind::IomapIterDstmap {
+                                dev: *dev,
+                                ino: *ino,
+                                addr: byte,
+                                offset: offset.saturating_add(delta),
+                                length: len,
+                                typ: *typ,
+                                flags: *flags,
+                                bdev: disk,
+                            };
+                            self.contexts.on_file_map(&self.devices, tid, now, &kind);
+                        }
+                    }
+                    None => self.contexts.on_file_map(&self.devices, tid, now, &ev.kind),
+                }
+            }
             EventKind::Ext4MapBlocks { .. }
             | EventKind::IomapAddToIoend { .. }
             | EventKind::IomapIterDstmap { .. }
