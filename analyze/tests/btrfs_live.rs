@@ -8,7 +8,9 @@
 //!   (fewer than it wrote: compressed) is its own;
 //! - tree blocks (the btree inode, inode 1) are charged, both DUP copies, and part of them
 //!   to the writers whose transactions dirtied them;
-//! - no data byte goes to the lost intent (the filesystem is new: nothing was dirty before).
+//! - no data byte goes to the lost intent (the filesystem is new: nothing was dirty before);
+//! - two subvolumes: files of distinct inode numbers charged exactly and named by their
+//!   subvolume's mount; one number written in both at once said, with its bytes.
 //!
 //! Needs root, loop devices, tracefs and mkfs.btrfs; skips otherwise, except in CI.
 
@@ -18,6 +20,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use support::{capture, charges, real_python, sh, tools, Charges, LoopFs};
+
+const MIB: u64 = 1 << 20;
 
 /// Bytes written per (comm, via) to inode `ino`.
 fn written(c: &Charges, comm: &str, via: &str, ino: u64) -> u64 {
@@ -125,4 +129,97 @@ fn compressed_extents_are_charged_to_their_dirtier() {
     assert!(mine < 8 << 20, "compressed: {mine} bytes");
     assert_eq!(written_to(&c, z), mine, "{c:#?}");
     assert_eq!(data_lost(&c), 0, "{c:#?}");
+}
+
+/// Unmounts the subvolumes mounted for a test (before the loop filesystem goes).
+struct Mounts(Vec<std::path::PathBuf>);
+
+impl Drop for Mounts {
+    fn drop(&mut self) {
+        for m in self.0.iter().rev() {
+            let _ = std::process::Command::new("umount").arg(m).status();
+        }
+    }
+}
+
+/// Two subvolumes, each also mounted on its own (docs/attribution.md, "btrfs"). Every
+/// subvolume numbers its files from 257, and the kernel's page-cache events name a btrfs
+/// file by its filesystem and number, not its subvolume:
+/// - files of distinct numbers in the two subvolumes are charged exactly to their writers,
+///   and the one number a single subvolume holds is named by that subvolume's mount;
+/// - the number both subvolumes hold is left unnamed (ambiguous), not guessed;
+/// - two writers of files of one number in the two subvolumes, dirty together: their bytes
+///   are all charged to them or the lost intent (none elsewhere), and the outputs say how
+///   many bytes of that number's writeback may be charged to the other file's writer.
+#[test]
+fn subvolumes_are_charged_and_named_or_said_shared() {
+    let Some((_g, fs)) = setup() else { return };
+    let bin = tools(
+        &fs,
+        &[
+            ("writerA", "/usr/bin/dd"),
+            ("writerB", "/usr/bin/dd"),
+            ("writerC", "/usr/bin/dd"),
+            ("writerP", "/usr/bin/dd"),
+            ("syncer", "/usr/bin/sync"),
+        ],
+    );
+    let m = fs.mnt.display();
+    // s2's first file (pad) takes the number s1's first file (a.dat) will have.
+    sh(&format!(
+        "btrfs -q subvolume create {m}/s1 && btrfs -q subvolume create {m}/s2 && \
+         dd if=/dev/urandom of={m}/s2/pad bs=1M count=1 status=none && sync"
+    ));
+    let mut mounts = Mounts(Vec::new());
+    for sv in ["s1", "s2"] {
+        let at = fs.dir.path().join(format!("m-{sv}"));
+        std::fs::create_dir_all(&at).unwrap();
+        sh(&format!("mount -o subvol={sv} {} {}", fs.dev, at.display()));
+        mounts.0.push(at);
+    }
+    let script = "writerA if=/dev/urandom of=$M/s1/a.dat bs=1M count=4 status=none && \
+                  writerB if=/dev/urandom of=$M/s2/b.dat bs=1M count=2 status=none && \
+                  syncer && \
+                  writerC if=/dev/urandom of=$M/s1/a.dat bs=1M count=1 conv=notrunc status=none && \
+                  writerP if=/dev/urandom of=$M/s2/pad bs=1M count=1 conv=notrunc status=none && \
+                  syncer";
+    let trace = capture(&fs, &bin, "subvol.trace", script);
+    let c = charges(&trace);
+    let (a, b, pad) = (
+        ino(&fs.mnt.join("s1/a.dat")),
+        ino(&fs.mnt.join("s2/b.dat")),
+        ino(&fs.mnt.join("s2/pad")),
+    );
+    assert_eq!((a, pad), (257, 257), "each subvolume's first file is 257");
+    assert_ne!(b, a);
+    assert_eq!(written(&c, "writerA", "page", a), 4 * MIB, "{c:#?}");
+    assert_eq!(written(&c, "writerB", "page", b), 2 * MIB, "{c:#?}");
+    // Number 257, dirty in both subvolumes together: C's and P's 2 MiB, to them or lost.
+    let after: u64 = ["writerC", "writerP"]
+        .iter()
+        .map(|w| written(&c, w, "page", a))
+        .sum::<u64>()
+        + written(&c, "<unknown>", "unknown", a);
+    assert_eq!(after, 2 * MIB, "{c:#?}");
+    assert_eq!(written_to(&c, a), 4 * MIB + 2 * MIB, "{c:#?}");
+    // Said, with the bytes of number 257 written within 30 s by both: a.dat's 4 + 1 MiB
+    // and pad's 1 MiB.
+    let o = support::ioblame(&["acts".as_ref(), "--json".as_ref(), trace.as_os_str()]);
+    let notes = String::from_utf8_lossy(&o.stderr);
+    let want = format!("{} bytes of btrfs writeback were of inode numbers", 6 * MIB);
+    assert!(notes.contains(&want), "{notes}");
+    // Named: b.dat by s2's mount (no other subvolume holds its number); 257 not guessed.
+    let acts: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let path_of = |comm: &str| -> Vec<String> {
+        acts.iter()
+            .filter(|v| v["comm"] == comm && v["via"] == "page" && v["ino"] != 1)
+            .map(|v| v["path"].as_str().unwrap_or("(none)").to_string())
+            .collect()
+    };
+    let b_path = mounts.0[1].join("b.dat").display().to_string();
+    assert_eq!(path_of("writerB"), vec![b_path]);
+    assert_eq!(path_of("writerA"), vec!["(none)".to_string()]);
 }

@@ -62,6 +62,8 @@ struct Ordered {
 pub(crate) struct OrderedEvent {
     pub op: BtrfsOrderedOp,
     pub fsid: u128,
+    /// The subvolume's tree id (`root_objectid`).
+    pub root: u64,
     pub ino: u64,
     pub file_offset: u64,
     /// First logical byte.
@@ -175,6 +177,28 @@ struct Fs {
     ordered: IntervalMap<Ordered>,
     /// What each logical range was charged, for its other copies.
     copies: IntervalMap<Copy>,
+    /// Per inode number, the subvolumes that wrote it lately ([`Btrfs::shared_bytes`]).
+    writers: FxHashMap<u64, Vec<RootSeen>>,
+}
+
+/// A subvolume seen writing an inode number: its tree id, its last extent's time, and the
+/// bytes of its extents not yet counted as shared.
+#[derive(Debug, Clone, Copy)]
+struct RootSeen {
+    root: u64,
+    t: u64,
+    pending: u64,
+}
+
+/// How long two subvolumes' extents of one inode number count as written together: the
+/// kernel's default `dirty_expire_centisecs` (30 s), the longest a folio usually stays
+/// dirty.
+const SHARED_WINDOW_NS: u64 = 30_000_000_000;
+
+/// Whether a tree id is a subvolume's (the top level, 5, or 256 and up; not the data
+/// relocation tree, -9, whose extents a balance writes with their own inode numbers).
+fn is_subvolume(root: u64) -> bool {
+    root == 5 || (256..=u64::MAX - 256).contains(&root)
 }
 
 /// A part of a write bio btrfs could not link to a dirtier, with what is known of it.
@@ -206,6 +230,12 @@ pub(crate) struct Btrfs {
     /// Bytes of the ordered extents (as written: `disk_len`) of filesystems the trace's
     /// table does not name (no chunk map: a perf.data recording, a recorder before 1.9).
     pub unmapped_bytes: u64,
+    /// Bytes of the ordered extents (as written) of inode numbers that two subvolumes of one
+    /// filesystem wrote within [`SHARED_WINDOW_NS`] of each other: the page-cache events
+    /// name a btrfs file by its filesystem and number, not its subvolume, so the dirty
+    /// folios of the two files are one file's to the attribution, and these bytes may be
+    /// charged to the other file's dirtier (or the lost intent).
+    pub shared_bytes: u64,
 }
 
 impl Btrfs {
@@ -279,6 +309,7 @@ impl Btrfs {
                 chunks,
                 ordered: IntervalMap::default(),
                 copies: IntervalMap::default(),
+                writers: FxHashMap::default(),
             });
         }
         for v in b.on_disk.values_mut() {
@@ -384,6 +415,11 @@ impl Btrfs {
             e.start / 512,
             e.start.saturating_add(e.disk_len).div_ceil(512),
         );
+        if e.op == BtrfsOrderedOp::Add && is_subvolume(e.root) {
+            self.shared_bytes =
+                self.shared_bytes
+                    .saturating_add(note_writer(&mut fs.writers, e, time));
+        }
         match e.op {
             BtrfsOrderedOp::Add if b > a && e.len > 0 => fs.ordered.insert(
                 a,
@@ -416,6 +452,10 @@ impl Btrfs {
                 .retain(|o| now.saturating_sub(o.t) <= ORDERED_TTL_NS);
             fs.copies
                 .retain(|c| now.saturating_sub(c.t) <= COPIES_TTL_NS);
+            fs.writers.retain(|_, roots| {
+                roots.retain(|r| now.saturating_sub(r.t) <= SHARED_WINDOW_NS);
+                !roots.is_empty()
+            });
         }
     }
 
@@ -598,6 +638,35 @@ fn meta_or_unknown(fs: &Fs, ci: usize, a: u64, b: u64, lsec: u64) -> Unlinked {
         foff: if data { NO_OFF } else { lsec * 512 },
         reason: NO_REASON,
     }
+}
+
+/// Notes subvolume `e.root` writing inode number `e.ino` at `t`; returns the bytes that
+/// became shared: this extent's and the other subvolumes' not counted yet, when another
+/// subvolume wrote the number within the window.
+fn note_writer(writers: &mut FxHashMap<u64, Vec<RootSeen>>, e: &OrderedEvent, t: u64) -> u64 {
+    let roots = writers.entry(e.ino).or_default();
+    roots.retain(|r| t.saturating_sub(r.t) <= SHARED_WINDOW_NS);
+    let mine = match roots.iter().position(|r| r.root == e.root) {
+        Some(i) => i,
+        None => {
+            roots.push(RootSeen {
+                root: e.root,
+                t,
+                pending: 0,
+            });
+            roots.len() - 1
+        }
+    };
+    roots[mine].t = t;
+    roots[mine].pending = roots[mine].pending.saturating_add(e.disk_len);
+    if roots.len() < 2 {
+        return 0;
+    }
+    // Another subvolume wrote this number lately: every byte not counted yet is shared.
+    roots
+        .iter_mut()
+        .map(|r| std::mem::take(&mut r.pending))
+        .fold(0u64, u64::saturating_add)
 }
 
 /// Looks up the dirty folios an ordered extent writes (counting them written) and keeps

@@ -113,6 +113,10 @@ pub struct Summary {
     /// Bytes written on btrfs chunks of a parity profile (RAID5, RAID6), which the
     /// attribution does not map: charged by the other rules.
     pub btrfs_parity_bytes: u64,
+    /// Bytes btrfs wrote (its ordered extents, as written) of inode numbers that two
+    /// subvolumes of one filesystem wrote within 30 s of each other: the page-cache events
+    /// do not tell the subvolume, so these bytes may be charged to the other file's dirtier.
+    pub btrfs_shared_ino_bytes: u64,
     /// Bytes of a loop device's backing file read or written by the lower device for which
     /// no IO of the loop device was found (dirtied before the recording, through a loop
     /// device the trace does not list, or read ahead beyond what the loop device asked):

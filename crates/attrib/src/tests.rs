@@ -3772,6 +3772,45 @@ mod btrfs {
         assert_eq!(act.file, FileKey { dev: SB, ino: 258 });
     }
 
+    /// Two subvolumes writing files of one inode number within 30 s: their bytes are said
+    /// shared; another number, a write of the same number a minute later and the data
+    /// relocation tree (a balance) are not.
+    #[test]
+    fn inode_numbers_two_subvolumes_write_together_are_counted() {
+        // (root, ino, seconds later) of each extent of 64 KiB; the shared bytes.
+        let shared = |extents: &[(u64, u64, u64)]| {
+            let mut b = bench(Vec::new());
+            for (i, &(root, ino, later)) in extents.iter().enumerate() {
+                b.t += later * 1_000_000_000;
+                let kind = EventKind::BtrfsOrdered {
+                    op: BtrfsOrderedOp::Add,
+                    fsid: u128::from_be_bytes(FSID),
+                    root,
+                    ino,
+                    file_offset: 0,
+                    start: DATA_L + i as u64 * MIB,
+                    len: 65536,
+                    disk_len: 65536,
+                    compress_type: 0,
+                };
+                b.push(FLUSHER, FLUSHER, kind, None);
+            }
+            b.finish().1.summary.btrfs_shared_ino_bytes / 65536
+        };
+        let reloc = (-9i64) as u64;
+        // Other numbers, the relocation tree, or one subvolume: nothing shared.
+        assert_eq!(
+            shared(&[(256, 257, 0), (257, 258, 0), (reloc, 257, 0), (256, 257, 0)]),
+            0
+        );
+        // Subvolume 257 writes number 257 too: both of 256's extents and its own, then
+        // every later one of either.
+        assert_eq!(shared(&[(256, 257, 0), (256, 257, 1), (257, 257, 1)]), 3);
+        assert_eq!(shared(&[(256, 257, 0), (257, 257, 1), (256, 257, 1)]), 3);
+        // A minute apart: not written together.
+        assert_eq!(shared(&[(256, 257, 0), (257, 257, 60)]), 0);
+    }
+
     #[test]
     fn extents_without_a_chunk_map_are_counted_not_lost_silently() {
         // A perf.data recording: btrfs's events, no BTRFS table.

@@ -163,6 +163,14 @@ pub enum Diagnostic {
         /// Bytes written on RAID5/RAID6 chunks.
         parity: u64,
     },
+    /// btrfs writeback of inode numbers that two subvolumes of one filesystem wrote within
+    /// 30 s of each other: the kernel's page-cache events name a btrfs file by its
+    /// filesystem and number, not its subvolume, so these bytes may be charged to the other
+    /// file's dirtier. Said once, with those bytes.
+    BtrfsSharedInodes {
+        /// Those bytes (as written).
+        bytes: u64,
+    },
     /// IO of loop devices' backing files charged to the acts the loop devices served, as
     /// copies on the lower device (`Io::lower`): counted for that device, not again in the
     /// acts' read and write bytes. Said once, with those bytes.
@@ -271,6 +279,7 @@ impl Diagnostic {
             | UnnamedFiles { .. }
             | UnmappedWriteback { .. }
             | BtrfsUnmapped { .. }
+            | BtrfsSharedInodes { .. }
             | LowerCopies { .. }
             | LowerUnlinked { .. }
             | UserSymbolsMissing { .. }
@@ -483,6 +492,14 @@ impl fmt::Display for Diagnostic {
                 }
                 Ok(())
             }
+            BtrfsSharedInodes { bytes } => write!(
+                f,
+                "{bytes} bytes of btrfs writeback were of inode numbers that two subvolumes of one \
+                 filesystem wrote within 30 s of each other (each subvolume numbers its files \
+                 from 256): the kernel's page-cache events name a btrfs file by its filesystem \
+                 and number, not its subvolume, so where both files were dirty together these \
+                 bytes may be charged to the other file's writer or to the lost intent (#1)"
+            ),
             LowerCopies { bytes } => write!(
                 f,
                 "{bytes} bytes on loop devices' backing files are copies of IO charged on the loop \
@@ -652,6 +669,11 @@ fn byte_accounting(s: &Summary) -> Vec<Diagnostic> {
         v.push(Diagnostic::BtrfsUnmapped {
             no_map: s.btrfs_unmapped_bytes,
             parity: s.btrfs_parity_bytes,
+        });
+    }
+    if s.btrfs_shared_ino_bytes > 0 {
+        v.push(Diagnostic::BtrfsSharedInodes {
+            bytes: s.btrfs_shared_ino_bytes,
         });
     }
     if s.lower_bytes > 0 {

@@ -264,6 +264,7 @@ impl Attributor {
         self.dirty.leftovers(&mut self.summary);
         self.summary.unknown_contexts = self.charging.unknown_contexts();
         self.summary.btrfs_unmapped_bytes = self.btrfs.unmapped_bytes;
+        self.summary.btrfs_shared_ino_bytes = self.btrfs.shared_bytes;
         self.summary.btrfs_parity_bytes = self.btrfs.parity_bytes;
         Attribution {
             tables: self.tables,
@@ -322,6 +323,7 @@ impl Attributor {
             EventKind::BtrfsOrdered {
                 op,
                 fsid,
+                root,
                 ino,
                 file_offset,
                 start,
@@ -334,6 +336,7 @@ impl Attributor {
                 let o = crate::btrfs::OrderedEvent {
                     op: *op,
                     fsid: *fsid,
+                    root: *root,
                     ino: *ino,
                     file_offset: *file_offset,
                     start: *start,
