@@ -733,6 +733,77 @@ fn btrfs_io_kinds_scenarios() {
     io_kinds_scenarios(Recorder::Capture, "btrfs");
 }
 
+/// A writer in a cgroup on a btrfs with compression (docs/attribution.md, "btrfs"): where
+/// the kernel has cgroup writeback (the `io` controller on cgroup2, enabled here when the
+/// hierarchy offers it), btrfs submits a cgroup's compressed extents through the block
+/// layer's per-cgroup punt worker (`REQ_CGROUP_PUNT`); elsewhere from its own workers.
+/// Either way every byte written for the file goes to its writer, in its cgroup.
+fn btrfs_cgroup_compressed_scenarios(recorder: Recorder) {
+    let tools_needed = [&["mkfs.btrfs", "dd", "sync"], recorder.tools()].concat();
+    if !support::ready(&tools_needed) {
+        return;
+    }
+    let Some(mount) = ioblame_testkit::need::some(
+        ioblame_testkit::cgroups::cgroup2_mount(),
+        "a cgroup2 hierarchy",
+    ) else {
+        return;
+    };
+    let _g = support::lock();
+    let mut check = Checks::new(recorder, "btrfs", "cgroup writer, compressed");
+    // The io controller, where this hierarchy has it (a v1/v2 hybrid binds it to v1).
+    let io = std::fs::read_to_string(mount.join("cgroup.controllers"))
+        .is_ok_and(|c| c.split_whitespace().any(|x| x == "io"))
+        && std::fs::write(mount.join("cgroup.subtree_control"), "+io").is_ok();
+    check.context(format!("cgroup writeback (io controller on cgroup2): {io}"));
+    let cg = ioblame_testkit::cgroups::TestCgroup::new(&mount, "zw");
+    let fs = LoopFs::new("btrfs", 320);
+    sh(&format!(
+        "mount -o remount,compress=zstd {}",
+        fs.mnt.display()
+    ));
+    let bin = tools(&fs, &[("writerZ", "/bin/dd"), ("syncer", "/bin/sync")]);
+    let script = format!(
+        "set -e
+        yes 'a line of a log file, written again and again' | head -c 8388608 > $M/src
+        sync
+        sh -c 'echo $$ > {procs}; exec writerZ if=$M/src of=$M/z.dat bs=1M 2>/dev/null'
+        syncer
+        sleep 0.2",
+        procs = cg.dir.join("cgroup.procs").display()
+    );
+    let trace = record_with(recorder, &fs, &bin, "trace", &script, &[]);
+    let acts = support::acts_json(&trace);
+    let z = ino(&fs.mnt.join("z.dat"));
+    let on_z = |keep: &dyn Fn(&serde_json::Value) -> bool| -> u64 {
+        acts.iter()
+            .filter(|v| v["ino"] == z && keep(v))
+            .map(|v| v["write_bytes"].as_u64().unwrap_or(0))
+            .sum()
+    };
+    let all = on_z(&|_| true);
+    check.context(format!("acts: {acts:#?}"));
+    check.truth(
+        "compressed: z.dat written, fewer bytes than written to it",
+        all > 0 && all < 8 * MIB,
+        &all.to_string(),
+        "(0, 8 MiB)",
+        "",
+    );
+    check.eq(
+        "cgroup writer: every byte of z.dat to writerZ, in its cgroup",
+        on_z(&|v| v["comm"] == "writerZ" && v["cgroup"] == cg.path.as_str() && v["via"] == "page"),
+        all,
+        "",
+    );
+    check.finish();
+}
+
+#[test]
+fn btrfs_cgroup_writer_compressed() {
+    btrfs_cgroup_compressed_scenarios(Recorder::Capture);
+}
+
 #[test]
 fn ext4_io_kinds_scenarios_perf() {
     io_kinds_scenarios(Recorder::Perf, "ext4");

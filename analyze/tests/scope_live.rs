@@ -238,6 +238,11 @@ fn cgroups_are_charged_their_writers_bytes_xfs() {
     two_cgroups_written_back_by_sync("xfs");
 }
 
+#[test]
+fn cgroups_are_charged_their_writers_bytes_btrfs() {
+    two_cgroups_written_back_by_sync("btrfs");
+}
+
 // ---- The workload scope of the CI check ----
 
 /// How a capture's workload differs from the baseline's.
