@@ -24,6 +24,7 @@ use crate::context::Devices;
 use crate::contexts::NO_REASON;
 use crate::dirty::Dirty;
 use crate::interval::{Advance, IntervalMap, NO_OFF};
+use crate::model::Via;
 
 /// btrfs's btree inode: the page cache of its tree blocks, at their logical addresses.
 pub(crate) const BTREE_INO: u64 = 1;
@@ -32,6 +33,12 @@ pub(crate) const BTREE_INO: u64 = 1;
 const ORDERED_TTL_NS: u64 = 120_000_000_000;
 /// What a logical range was charged is kept this long for its other copies.
 const COPIES_TTL_NS: u64 = 10_000_000_000;
+
+/// The device bytes of btrfs's superblock copies (`btrfs_sb_offset`: 64 KiB, 64 MiB,
+/// 256 GiB), 4 KiB each. A chunk's device range may cover one (the allocator keeps the
+/// copy's bytes out of its extents), so a superblock write there is no tree block.
+const SUPER_COPIES: [u64; 3] = [64 << 10, 64 << 20, 256 << 30];
+const SUPER_LEN: u64 = 4096;
 
 /// The profiles with parity, which are not mapped.
 const PARITY: u64 = BTRFS_CHUNK_RAID5 | BTRFS_CHUNK_RAID6;
@@ -223,6 +230,9 @@ pub(crate) struct Btrfs {
     fs: Vec<Fs>,
     /// Per disk, its stripes sorted by first sector.
     on_disk: FxHashMap<Dev, Vec<OnDisk>>,
+    /// Per disk, the sectors of its btrfs devices' superblock copies ([`SUPER_COPIES`]):
+    /// inside chunks' device ranges, never part of a chunk's data.
+    supers: FxHashMap<Dev, Vec<(u64, u64)>>,
     /// bdi sequence number (`btrfs-N`) -> superblock device.
     bdis: FxHashMap<u32, Dev>,
     /// Bytes written on stripes of a parity profile (RAID5/6), which are not mapped.
@@ -252,6 +262,15 @@ impl Btrfs {
                     (info.disk, info.part_start.saturating_mul(512))
                 })
             };
+            for d in &t.devices {
+                if let Some((disk, start)) = disk_of(d.devid) {
+                    let v = b.supers.entry(disk).or_default();
+                    for at in SUPER_COPIES {
+                        let a = start.saturating_add(at) / 512;
+                        v.push((a, a + SUPER_LEN / 512));
+                    }
+                }
+            }
             let mut chunks = Vec::new();
             for c in &t.chunks {
                 // Each stripe's place as a byte of its disk.
@@ -516,7 +535,39 @@ impl Btrfs {
     ) -> Vec<Unlinked> {
         let mut unlinked = Vec::new();
         let mut parts = Vec::new();
-        for (a, b, fsi, ci, logical) in self.pieces(disk, s, e) {
+        // The superblock copies: written at the end of each transaction commit or log sync
+        // (`write_all_supers`; only the first copy has FUA), journal IO of its issuer.
+        let mut ranges = vec![(s, e)];
+        if let Some(sup) = self.supers.get(&disk) {
+            for &(x, y) in sup {
+                let (a, b) = (x.max(s), y.min(e));
+                if a < b {
+                    let c = Charge {
+                        via: Via::Journal,
+                        ..*base
+                    };
+                    fill(a, b, &Frag { c, foff: NO_OFF });
+                }
+                ranges = ranges
+                    .into_iter()
+                    .flat_map(|(a, b)| {
+                        if y <= a || x >= b {
+                            vec![(a, b)]
+                        } else {
+                            [(a, x.max(a)), (y.min(b), b)]
+                                .into_iter()
+                                .filter(|r| r.0 < r.1)
+                                .collect()
+                        }
+                    })
+                    .collect();
+            }
+        }
+        let mut pieces = Vec::new();
+        for (a, b) in ranges {
+            pieces.extend(self.pieces(disk, a, b));
+        }
+        for (a, b, fsi, ci, logical) in pieces {
             let fs = &mut self.fs[fsi];
             let lsec = logical / 512;
             let lend = lsec + (b - a);

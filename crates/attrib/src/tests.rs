@@ -3811,6 +3811,27 @@ mod btrfs {
         assert_eq!(shared(&[(256, 257, 0), (257, 257, 60)]), 0);
     }
 
+    /// A chunk's device range may cover a superblock copy (64 MiB here): the copy's write
+    /// (at a transaction's end, without FUA) is its issuer's journal IO, not a tree block
+    /// without a dirtier.
+    #[test]
+    fn a_superblock_copy_inside_a_chunk_is_journal_io() {
+        let mut b = bench(vec![chunk(
+            META_L + 32 * MIB,
+            BTRFS_CHUNK_METADATA,
+            &[(1, 63 * MIB)],
+        )]);
+        b.comm(300, "sync");
+        let s = (64 * MIB) / 512;
+        b.q(300, LOOP0, s, 8, "WSM");
+        b.requests(LOOP0, s, 8, 8, "WSM");
+        let (ios, out) = b.finish();
+        assert_eq!(ios.len(), 1);
+        assert_eq!(ios[0].via, Via::Journal);
+        assert_eq!(charged(&ios, &out.tables, "sync", Via::Journal), 4096);
+        assert_eq!(out.summary.unknown_bytes, 0);
+    }
+
     #[test]
     fn extents_without_a_chunk_map_are_counted_not_lost_silently() {
         // A perf.data recording: btrfs's events, no BTRFS table.

@@ -217,6 +217,60 @@ fn xfs_two_writers_halves_and_overwrite_ground_truth() {
     check_mixed_request(&ios, &out, 32448);
 }
 
+/// btrfs (fixtures/btrfs-writers/README.md): linked through the trace's chunk map and the
+/// ordered extents. Every data byte goes to its writer on its file, the O_DSYNC writer's
+/// from its own thread; the compressed file's fewer bytes to its writer; the tree blocks
+/// (btree inode, ino 1) in DUP pairs, part of them to the writers; the superblock copies
+/// as journal IO; nothing to the lost intent.
+#[test]
+fn btrfs_writers_dsync_and_compressed_ground_truth() {
+    let name = "btrfs-writers";
+    let (ios, out) = run(name);
+    check_conservation(&ios, &out);
+    let t = &out.tables;
+    let comm = |i: &Io| t.roles[t.acts[i.act.index()].role.index()].comm.as_str();
+    let on = |ino: u64| -> Vec<&Io> {
+        ios.iter()
+            .filter(|i| i.dir == Dir::W && t.acts[i.act.index()].file.ino == ino)
+            .collect()
+    };
+    let msg = format!("summary: {:?}", out.summary);
+    for (who, file, want) in [
+        ("writerA", "a.dat", 4 * MIB),
+        ("writerB", "b.dat", 2 * MIB),
+        ("writerF", "f.dat", MIB),
+    ] {
+        let ios = on(ino(name, file));
+        let mine: u64 = ios
+            .iter()
+            .filter(|i| comm(i) == who && i.via == Via::Page)
+            .map(|i| i.size)
+            .sum();
+        assert_eq!(mine, want, "{who} on {file}; {msg}");
+        assert_eq!(ios.iter().map(|i| i.size).sum::<u64>(), want, "{file}");
+    }
+    // O_DSYNC: btrfs_sync_file writes the data from the writer's own thread.
+    let f = on(ino(name, "f.dat"));
+    assert!(f.iter().all(|i| i.reason.is_none()), "{msg}");
+    // Compressed: every byte written for z.dat is writerZ's, far fewer than it wrote.
+    let z = on(ino(name, "z/z.dat"));
+    let zb: u64 = z.iter().map(|i| i.size).sum();
+    assert!(zb > 0 && zb < MIB, "{zb}");
+    assert!(z.iter().all(|i| comm(i) == "writerZ" && i.via == Via::Page));
+    // Tree blocks: DUP, so in pairs; some the writers'.
+    let tree = on(1);
+    let tb: u64 = tree.iter().map(|i| i.size).sum();
+    assert!(tb > 0 && tb % (2 * 4096) == 0, "{tb}");
+    assert!(tree.iter().any(|i| comm(i) == "writerF"));
+    // The superblock copies (two on a 512 MiB device), journal IO of the committers.
+    assert!(ios
+        .iter()
+        .any(|i| i.via == Via::Journal && i.sector == (64 * MIB) / 512));
+    assert_eq!(out.summary.unknown_bytes, 0, "{msg}");
+    assert_eq!(out.summary.btrfs_unmapped_bytes, 0);
+    assert_eq!(out.summary.btrfs_shared_ino_bytes, 0);
+}
+
 /// The prefetch is a hint: attributing each fixture with events shown ahead (as the
 /// analyzer does) and without gives the same IOs and tables.
 #[test]
@@ -227,6 +281,7 @@ fn prefetching_changes_nothing() {
         "ext4-readahead",
         "ext4-two-writers",
         "xfs-two-writers",
+        "btrfs-writers",
     ] {
         let (ios, out) = run(name);
         let trace = Trace::open(&trace_dir(name)).unwrap();
