@@ -509,14 +509,15 @@ pub fn btrfs_bdis(devs: &std::collections::HashSet<u32>) -> Vec<(Vec<u8>, u32)> 
 ///
 /// The events name a btrfs inode by the superblock's anonymous device (what mountinfo
 /// shows) and its number, and every subvolume numbers its inodes on its own (the first file
-/// of each is 257): the subvolume is not known. So each mounted subvolume is asked (one
-/// ioctl per subvolume and inode, one `lstat` for the path found): when exactly one holds
-/// the number, the path is the mount point and the path it gives (checked with a stat: inode
-/// and the subvolume's own `st_dev`); when several do, the inode is left unnamed
-/// ([`Unnamed::Ambiguous`]) rather than guessed. Subvolumes not mounted on their own (nested
-/// in a mounted one, snapshots) are not asked: their files may be unnamed or, when their
-/// number is held by one mounted subvolume, named after its file (the namer says once when
-/// a filesystem has such subvolumes).
+/// of each is 257): the subvolume is not known. So each subvolume is asked (one ioctl per
+/// subvolume and inode, one `lstat` for the path found): the mounted ones, and those nested
+/// in them (snapshots too), opened at the start through their parent's directory
+/// ([`Fs::finish`], up to [`MAX_SUBVOLS`]). When exactly one holds the number, the path is
+/// the mount point (or the nested subvolume's path under it) and the path it gives (checked
+/// with a stat: inode and the subvolume's own `st_dev`); when several do, the inode is left
+/// unnamed ([`Unnamed::Ambiguous`]) rather than guessed. Subvolumes that did not open are
+/// not asked: their files may be unnamed or named after another subvolume's file of the
+/// same number (the namer says once when a filesystem has such subvolumes).
 mod btrfs {
     use std::os::fd::{AsRawFd, OwnedFd};
     use std::os::unix::ffi::OsStrExt;
@@ -536,6 +537,13 @@ mod btrfs {
     /// `_IOWR(0x94, 61, struct btrfs_ioctl_get_subvol_rootref_args)` (Linux 4.18): 4096
     /// bytes, `min_treeid`, 255 × (`treeid`, `dirid`), `num_items` (u8 at 4088).
     const IOC_GET_SUBVOL_ROOTREF: u32 = 0xd000_943d;
+    /// `_IOWR(0x94, 62, struct btrfs_ioctl_ino_lookup_user_args)` (Linux 4.18): 4096
+    /// bytes, `dirid`, `treeid`, `name[256]` (the subvolume's), `path[3824]` (of `dirid`,
+    /// from the descriptor's directory).
+    const IOC_INO_LOOKUP_USER: u32 = 0xd000_943e;
+    /// At most this many subvolumes of one filesystem are opened to be asked (snapshots
+    /// can number thousands; every inode named asks each).
+    const MAX_SUBVOLS: usize = 256;
     /// `_IOR(0x94, 31, struct btrfs_ioctl_fs_info_args)`: 1024 bytes, `fsid` at 16.
     const IOC_FS_INFO: u32 = 0x8400_941f;
     /// A subvolume's root directory (`BTRFS_FIRST_FREE_OBJECTID`); lower numbers are btrfs's
@@ -642,32 +650,63 @@ mod btrfs {
             }
         }
 
-        /// Once every mount is added: counts the subvolumes nested in the mounted ones that
-        /// are not mounted, and returns the note to give if there are some.
+        /// Once every mount is added: opens the subvolumes nested in the mounted ones (and
+        /// in those, to [`MAX_SUBVOLS`]) through their parents' directories, so that their
+        /// files are asked for too; counts those it could not open, and returns the note to
+        /// give if there are some.
         pub fn finish(&mut self) -> Option<String> {
-            let trees: Option<Vec<u64>> = self.subvols.iter().map(|s| s.tree).collect();
+            let Some(mut known) = self
+                .subvols
+                .iter()
+                .map(|s| s.tree)
+                .collect::<Option<Vec<u64>>>()
+            else {
+                self.unmounted = None;
+                return None;
+            };
             let mut unmounted = 0;
-            for s in &self.subvols {
-                let (Some(trees), Some(children)) = (&trees, subvol_children(&s.mounts[0].dir))
-                else {
+            let mut i = 0;
+            while i < self.subvols.len() {
+                // The children of a subvolume mounted at its root (the lookup of their
+                // directories starts there).
+                let parent = &self.subvols[i].mounts[0];
+                i += 1;
+                if !parent.prefix.is_empty() {
+                    continue;
+                }
+                let Some(children) = subvol_children(&parent.dir) else {
                     self.unmounted = None;
                     return None;
                 };
-                unmounted += children.iter().filter(|c| !trees.contains(c)).count();
+                let mut found = Vec::new();
+                for (tree, dirid) in children {
+                    if known.contains(&tree) {
+                        continue;
+                    }
+                    known.push(tree);
+                    let opened = (self.subvols.len() + found.len() < MAX_SUBVOLS)
+                        .then(|| open_child(parent, tree, dirid))
+                        .flatten();
+                    match opened {
+                        Some(sv) => found.push(sv),
+                        None => unmounted += 1,
+                    }
+                }
+                self.subvols.extend(found);
             }
             self.unmounted = Some(unmounted);
             (unmounted > 0).then(|| {
                 let one = unmounted == 1;
                 format!(
                     "ioblame-capture: note: the btrfs at {}: {unmounted} subvolume{} nested in \
-                     the mounted ones {} not mounted on {} own (snapshots, or reached through a \
-                     parent) and not looked in: the events do not say which subvolume a file is \
-                     in, so a file there is unnamed, or named after the file of the same inode \
-                     number in a mounted subvolume",
+                     the mounted ones could not be opened (or {} past the first {MAX_SUBVOLS}) \
+                     and {} not looked in: the events do not say which subvolume a file is in, \
+                     so a file there is unnamed, or named after the file of the same inode \
+                     number in another subvolume",
                     self.shown_at.as_deref().unwrap_or("?"),
                     if one { "" } else { "s" },
                     if one { "is" } else { "are" },
-                    if one { "its" } else { "their" },
+                    if one { "is" } else { "are" },
                 )
             })
         }
@@ -836,9 +875,56 @@ mod btrfs {
         (rc == 0 && args[0] != 0).then_some(args[0])
     }
 
-    /// The tree ids of the subvolumes whose parent is the subvolume of `dir`
-    /// (`BTRFS_IOC_GET_SUBVOL_ROOTREF`, Linux 4.18), `None` if it fails.
-    fn subvol_children(dir: &OwnedFd) -> Option<Vec<u64>> {
+    /// Subvolume `tree`, whose directory entry is in directory `dirid` of the subvolume
+    /// mounted at `parent` (its root): its path (`BTRFS_IOC_INO_LOOKUP_USER`) opened under
+    /// the mount, checked to be that subvolume's root. `None` when any step fails.
+    fn open_child(parent: &Mounted, tree: u64, dirid: u64) -> Option<Subvol> {
+        let mut args = [0u8; 4096];
+        args[0..8].copy_from_slice(&dirid.to_ne_bytes());
+        args[8..16].copy_from_slice(&tree.to_ne_bytes());
+        // SAFETY: `args` is a writable struct btrfs_ioctl_ino_lookup_user_args (4096 bytes).
+        let rc = unsafe {
+            libc::ioctl(
+                parent.dir.as_raw_fd(),
+                IOC_INO_LOOKUP_USER as _,
+                args.as_mut_ptr(),
+            )
+        };
+        if rc != 0 {
+            return None;
+        }
+        let cstr = |b: &[u8]| -> Vec<u8> { b.iter().take_while(|&&c| c != 0).copied().collect() };
+        let name = cstr(&args[16..272]);
+        let dir_path = cstr(&args[272..]);
+        if name.is_empty() || name.contains(&b'/') {
+            return None;
+        }
+        let mut at = parent.mount_point.clone();
+        let rel = dir_path.strip_suffix(b"/").unwrap_or(&dir_path);
+        if !rel.is_empty() {
+            at.push(std::ffi::OsStr::from_bytes(rel));
+        }
+        at.push(std::ffi::OsStr::from_bytes(&name));
+        let dir = open_dir(&at)?;
+        let (st_dev, ino) = fstat(&dir)?;
+        if ino != ROOT_DIR || tree_of(&dir) != Some(tree) {
+            return None;
+        }
+        Some(Subvol {
+            st_dev,
+            tree: Some(tree),
+            mounts: vec![Mounted {
+                dir,
+                mount_point: at,
+                prefix: Vec::new(),
+            }],
+        })
+    }
+
+    /// The tree ids of the subvolumes whose parent is the subvolume of `dir`, each with the
+    /// directory (inode number) that holds its entry (`BTRFS_IOC_GET_SUBVOL_ROOTREF`, Linux
+    /// 4.18), `None` if it fails.
+    fn subvol_children(dir: &OwnedFd) -> Option<Vec<(u64, u64)>> {
         let mut out = Vec::new();
         let mut args = [0u64; 512];
         // 255 per call: the first thousands say enough.
@@ -859,7 +945,7 @@ mod btrfs {
             }
             // `num_items`: the byte at 4088, the first of the last word.
             let n = (args[511].to_ne_bytes()[0] as usize).min(255);
-            out.extend((0..n).map(|i| args[1 + 2 * i]));
+            out.extend((0..n).map(|i| (args[1 + 2 * i], args[2 + 2 * i])));
             if !overflow {
                 break;
             }

@@ -189,7 +189,7 @@ impl Naming {
             }
             match namer.name(k.0, k.1) {
                 Found::Named(p) => table.set(*k, Name::Path(p)),
-                // A btrfs inode number another mounted subvolume holds by now: the events may
+                // A btrfs inode number another subvolume holds by now: the events may
                 // be of either file (this replaces the path found earlier).
                 Found::Unnamed(w @ ioblame_format::Unnamed::Ambiguous) => {
                     table.set(*k, Name::Unnamed(w))
