@@ -206,3 +206,46 @@ fn subvolumes_are_charged_and_named_or_said_shared() {
     assert_eq!(path_of("writerB"), vec![b_path]);
     assert_eq!(path_of("writerA"), vec!["(none)".to_string()]);
 }
+
+/// A balance (docs/attribution.md, "btrfs"): btrfs reads the data it moves into the page
+/// cache of the data relocation tree's inode and writes it from there at its new place. All
+/// of it, read and written, is the balancing task's, without a file: the relocation inode's
+/// number is its own (257, as the first file of the top level, here x.dat), so naming it
+/// after x.dat would be wrong. Nothing goes to the lost intent.
+#[test]
+fn a_balance_is_charged_to_itself_without_a_file() {
+    let Some((_g, fs)) = setup() else { return };
+    if !support::ready(&["btrfs"]) {
+        return;
+    }
+    let bin = tools(&fs, &[("balancer", "/usr/bin/btrfs")]);
+    let m = fs.mnt.display();
+    sh(&format!(
+        "dd if=/dev/urandom of={m}/x.dat bs=1M count=8 status=none && sync"
+    ));
+    let x = ino(&fs.mnt.join("x.dat"));
+    let script = "balancer balance start -d $M >/dev/null && sync";
+    let trace = capture(&fs, &bin, "balance.trace", script);
+    let c = charges(&trace);
+    let of = |comm: &str, ino: u64, col: usize| -> u64 {
+        c.iter()
+            .filter(|((w, _, i), _)| w == comm && *i == ino)
+            .map(|(_, v)| v[col])
+            .sum()
+    };
+    // The data moved: read and written by the balance, with no file.
+    assert!(of("balancer", 0, 2) >= 8 * MIB, "{c:#?}");
+    assert!(
+        of("balancer", 0, 0) + of("balancer", 0, 1) >= 8 * MIB,
+        "{c:#?}"
+    );
+    // Nothing on x.dat, whose number the relocation inode has.
+    assert_eq!(x, 257);
+    let on_x: u64 = c
+        .iter()
+        .filter(|((_, _, i), _)| *i == x)
+        .map(|(_, v)| v.iter().sum::<u64>())
+        .sum();
+    assert_eq!(on_x, 0, "{c:#?}");
+    assert_eq!(data_lost(&c), 0, "{c:#?}");
+}

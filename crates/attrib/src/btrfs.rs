@@ -47,6 +47,9 @@ const PARITY: u64 = BTRFS_CHUNK_RAID5 | BTRFS_CHUNK_RAID6;
 #[derive(Debug, Clone, Copy)]
 struct Ordered {
     ino: u64,
+    /// An extent of the data relocation tree (a balance moving data): its bytes are
+    /// charged without a file (the relocation inode is no file of the filesystem's).
+    relocation: bool,
     /// Its first logical sector.
     lsec: u64,
     /// Its logical sectors.
@@ -202,10 +205,15 @@ struct RootSeen {
 /// dirty.
 const SHARED_WINDOW_NS: u64 = 30_000_000_000;
 
-/// Whether a tree id is a subvolume's (the top level, 5, or 256 and up; not the data
-/// relocation tree, -9, whose extents a balance writes with their own inode numbers).
-fn is_subvolume(root: u64) -> bool {
-    root == 5 || (256..=u64::MAX - 256).contains(&root)
+/// The data relocation tree (`BTRFS_DATA_RELOC_TREE_OBJECTID`, -9): a balance copies the
+/// data it moves into an inode of this tree (dirtying its page cache), which writes it at
+/// the new place. Its inode numbers are its own: they name no file of a subvolume.
+const DATA_RELOC_TREE: u64 = -9i64 as u64;
+
+/// Whether a tree id is one whose files' inode numbers the page-cache events carry: a
+/// subvolume's (the top level, 5, or 256 and up) or the data relocation tree.
+fn has_files(root: u64) -> bool {
+    root == 5 || root == DATA_RELOC_TREE || (256..=u64::MAX - 256).contains(&root)
 }
 
 /// A part of a write bio btrfs could not link to a dirtier, with what is known of it.
@@ -434,7 +442,7 @@ impl Btrfs {
             e.start / 512,
             e.start.saturating_add(e.disk_len).div_ceil(512),
         );
-        if e.op == BtrfsOrderedOp::Add && is_subvolume(e.root) {
+        if e.op == BtrfsOrderedOp::Add && has_files(e.root) {
             self.shared_bytes =
                 self.shared_bytes
                     .saturating_add(note_writer(&mut fs.writers, e, time));
@@ -445,6 +453,7 @@ impl Btrfs {
                 b,
                 Ordered {
                     ino: e.ino,
+                    relocation: e.root == DATA_RELOC_TREE,
                     lsec: a,
                     lsecs: b - a,
                     file_offset: e.file_offset,
@@ -646,7 +655,7 @@ impl Btrfs {
                             at,
                         ));
                     }
-                    let foff = if o.compressed {
+                    let foff = if o.compressed || o.relocation {
                         NO_OFF
                     } else {
                         o.file_offset
@@ -656,7 +665,7 @@ impl Btrfs {
                         a: a + (oa - lsec),
                         b: a + (ob - lsec),
                         sb_dev: fs.sb_dev,
-                        ino: o.ino,
+                        ino: if o.relocation { 0 } else { o.ino },
                         foff,
                         reason: o.reason,
                     });
@@ -754,7 +763,7 @@ fn resolve(dirty: &mut Dirty, fs: &mut Fs, o: Ordered, base: &Charge, time: u64)
                 role: owner.role,
                 stack: owner.stack,
                 via,
-                ino: o.ino,
+                ino: if o.relocation { 0 } else { o.ino },
                 ..*base
             };
             // In u128: a damaged trace's sizes must not overflow.
@@ -770,7 +779,11 @@ fn resolve(dirty: &mut Dirty, fs: &mut Fs, o: Ordered, base: &Charge, time: u64)
                     o.lsec.saturating_add(y.min(o.lsecs)),
                 )
             };
-            let foff = if o.compressed { NO_OFF } else { foff };
+            let foff = if o.compressed || o.relocation {
+                NO_OFF
+            } else {
+                foff
+            };
             if la < lb {
                 charged.push((la, lb, Frag { c, foff }));
             }

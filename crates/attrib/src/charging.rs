@@ -23,7 +23,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::btrfs::Btrfs;
 use crate::charge::{Charge, Frag, NO_SHARE, SHARE_ONE};
-use crate::context::{DevInfo, Devices, STACK_DIO, STACK_JOURNAL};
+use crate::context::{DevInfo, Devices, STACK_DIO, STACK_JOURNAL, STACK_RELOCATION};
 use crate::contexts::{BioCtx, Rmap, NO_REASON, NO_TXN};
 use crate::dirty::{Dirtier, Dirty};
 use crate::intents::{ActKey, Intents, StackId};
@@ -186,7 +186,9 @@ fn to_issuer(
         Via::Read
     };
     let c = Charge { via, ..*base };
-    for &(a, b, r) in maps {
+    // A balance reading into the relocation inode: no file of the filesystem's.
+    let relocation = bio.flags & STACK_RELOCATION != 0;
+    for &(a, b, r) in maps.iter().filter(|_| !relocation) {
         paint.fill(
             a,
             b,
@@ -197,7 +199,9 @@ fn to_issuer(
             None,
         );
     }
-    let ino = if direct {
+    let ino = if relocation {
+        0
+    } else if direct {
         bio.ctx.dio.map(|d| d.ino).unwrap_or(0)
     } else if rwbs.is_read() && !rwbs.has(Rwbs::META) {
         bio.ctx.read_file.map(|f| f.1).unwrap_or(0)

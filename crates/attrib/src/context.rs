@@ -419,6 +419,10 @@ pub(crate) const STACK_DIO: u8 = 1;
 pub(crate) const STACK_JOURNAL: u8 = 2;
 /// A stack class: a loop device's worker (module `layers`).
 pub(crate) const STACK_LOOP: u8 = 4;
+/// A stack class: a btrfs balance reading the data it moves into the relocation tree's
+/// inode (`relocate_file_extent_cluster`), whose inode number names no file of the
+/// filesystem's (docs/attribution.md, "btrfs").
+pub(crate) const STACK_RELOCATION: u8 = 8;
 
 /// Classifies one kernel stack by its function names.
 pub(crate) fn classify_stack(sym: &dyn Symbolizer, stack: &[u64]) -> u8 {
@@ -440,6 +444,7 @@ pub(crate) fn classify_stack(sym: &dyn Symbolizer, stack: &[u64]) -> u8 {
             "loop_process_work" | "lo_rw_aio" | "loop_handle_cmd" | "do_req_filebacked" => {
                 flags |= STACK_LOOP
             }
+            "relocate_file_extent_cluster" => flags |= STACK_RELOCATION,
             b if b.starts_with("xlog_") => flags |= STACK_JOURNAL,
             _ => {}
         }

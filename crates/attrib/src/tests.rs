@@ -3772,9 +3772,9 @@ mod btrfs {
         assert_eq!(act.file, FileKey { dev: SB, ino: 258 });
     }
 
-    /// Two subvolumes writing files of one inode number within 30 s: their bytes are said
-    /// shared; another number, a write of the same number a minute later and the data
-    /// relocation tree (a balance) are not.
+    /// Two trees writing files of one inode number within 30 s (two subvolumes, or a
+    /// subvolume and a balance's relocation inode): their bytes are said shared; another
+    /// number, or a write of the same number a minute later, are not.
     #[test]
     fn inode_numbers_two_subvolumes_write_together_are_counted() {
         // (root, ino, seconds later) of each extent of 64 KiB; the shared bytes.
@@ -3798,11 +3798,10 @@ mod btrfs {
             b.finish().1.summary.btrfs_shared_ino_bytes / 65536
         };
         let reloc = (-9i64) as u64;
-        // Other numbers, the relocation tree, or one subvolume: nothing shared.
-        assert_eq!(
-            shared(&[(256, 257, 0), (257, 258, 0), (reloc, 257, 0), (256, 257, 0)]),
-            0
-        );
+        // Other numbers, or one subvolume: nothing shared.
+        assert_eq!(shared(&[(256, 257, 0), (257, 258, 0), (256, 257, 0)]), 0);
+        // A balance's relocation inode has numbers of its own too.
+        assert_eq!(shared(&[(5, 257, 0), (reloc, 257, 1)]), 2);
         // Subvolume 257 writes number 257 too: both of 256's extents and its own, then
         // every later one of either.
         assert_eq!(shared(&[(256, 257, 0), (256, 257, 1), (257, 257, 1)]), 3);
@@ -3830,6 +3829,33 @@ mod btrfs {
         assert_eq!(ios[0].via, Via::Journal);
         assert_eq!(charged(&ios, &out.tables, "sync", Via::Journal), 4096);
         assert_eq!(out.summary.unknown_bytes, 0);
+    }
+
+    /// A balance copies the data it moves into the relocation tree's inode (its own
+    /// numbers, 257 here as a file's): charged to the balancing task, without a file.
+    #[test]
+    fn relocation_extents_are_charged_without_a_file() {
+        let mut b = bench(Vec::new());
+        dirty_pages(&mut b, 100, 257, 0, 16);
+        let kind = EventKind::BtrfsOrdered {
+            op: BtrfsOrderedOp::Add,
+            fsid: u128::from_be_bytes(FSID),
+            root: (-9i64) as u64,
+            ino: 257,
+            file_offset: 0,
+            start: DATA_L,
+            len: 65536,
+            disk_len: 65536,
+            compress_type: 0,
+        };
+        b.push(FLUSHER, FLUSHER, kind, None);
+        b.q(FLUSHER, LOOP0, DATA_P / 512, 128, "W");
+        b.requests(LOOP0, DATA_P / 512, 128, 128, "W");
+        let (ios, out) = b.finish();
+        assert_eq!(file_bytes(&ios, &out.tables, "writerA", 0), 65536);
+        assert!(ios
+            .iter()
+            .all(|i| i.ino.is_none() && i.file_offset.is_none()));
     }
 
     #[test]

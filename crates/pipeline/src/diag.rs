@@ -495,10 +495,11 @@ impl fmt::Display for Diagnostic {
             BtrfsSharedInodes { bytes } => write!(
                 f,
                 "{bytes} bytes of btrfs writeback were of inode numbers that two subvolumes of one \
-                 filesystem wrote within 30 s of each other (each subvolume numbers its files \
-                 from 256): the kernel's page-cache events name a btrfs file by its filesystem \
-                 and number, not its subvolume, so where both files were dirty together these \
-                 bytes may be charged to the other file's writer or to the lost intent (#1)"
+                 filesystem (or a subvolume and a balance's relocation inode) wrote within 30 s \
+                 of each other (each numbers its files from 256): the kernel's page-cache events \
+                 name a btrfs file by its filesystem and number, not its subvolume, so where both \
+                 files were dirty together these bytes may be charged to the other file's writer \
+                 or to the lost intent (#1)"
             ),
             LowerCopies { bytes } => write!(
                 f,
