@@ -189,7 +189,7 @@ fn subvolumes_are_charged_and_named_or_said_shared() {
     // and pad's 1 MiB.
     let o = support::ioblame(&["acts".as_ref(), "--json".as_ref(), trace.as_os_str()]);
     let notes = String::from_utf8_lossy(&o.stderr);
-    let want = format!("{} bytes of btrfs writeback were of inode numbers", 6 * MIB);
+    let want = format!("{} bytes of btrfs writes were of inode numbers", 6 * MIB);
     assert!(notes.contains(&want), "{notes}");
     // Named: b.dat (no other subvolume holds its number); 257 not guessed.
     let acts: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
@@ -203,8 +203,15 @@ fn subvolumes_are_charged_and_named_or_said_shared() {
             .collect()
     };
     let b_path = fs.mnt.join("s2/b.dat").display().to_string();
-    assert_eq!(path_of("writerB"), vec![b_path]);
-    assert_eq!(path_of("writerA"), vec!["(none)".to_string()]);
+    let (b_paths, a_paths) = (path_of("writerB"), path_of("writerA"));
+    assert!(
+        !b_paths.is_empty() && b_paths.iter().all(|p| *p == b_path),
+        "{b_paths:?}"
+    );
+    assert!(
+        !a_paths.is_empty() && a_paths.iter().all(|p| p == "(none)"),
+        "{a_paths:?}"
+    );
 }
 
 /// A balance (docs/attribution.md, "btrfs"): btrfs reads the data it moves into the page

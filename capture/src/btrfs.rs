@@ -356,8 +356,19 @@ fn mount_id(f: &File) -> Option<u64> {
     (rc == 0 && st.stx_mask & libc::STATX_MNT_ID != 0).then_some(st.stx_mnt_id)
 }
 
+/// The fsid of the btrfs of `dir` (`BTRFS_IOC_FS_INFO`); `None` when it is no btrfs.
+pub fn fsid(dir: &impl AsRawFd) -> Option<[u8; 16]> {
+    fs_info(dir).ok().map(|i| i.fsid)
+}
+
+/// The writeback device name (`btrfs-N`) of the btrfs of `dir`: its fsid, then the link
+/// `/sys/fs/btrfs/FSID/bdi` (Linux 5.9); `None` without either.
+pub fn bdi_of(dir: &impl AsRawFd) -> Option<String> {
+    Some(bdi_name(&sysfs_dir(&fsid(dir)?))).filter(|n| !n.is_empty())
+}
+
 /// `BTRFS_IOC_FS_INFO` on a directory of the filesystem.
-fn fs_info(dir: &File) -> io::Result<FsInfo> {
+fn fs_info(dir: &impl AsRawFd) -> io::Result<FsInfo> {
     // SAFETY: an all-zero btrfs_ioctl_fs_info_args is valid (integers and byte arrays).
     let mut a: FsInfoArgs = unsafe { std::mem::zeroed() };
     a.flags = FS_INFO_FLAG_GENERATION;

@@ -5,8 +5,9 @@
 //! apart, and a subvolume `N` nested in the top level and not mounted on its own (the
 //! recorder opens it through the top level's directory), the trace's file table names each
 //! file whose number one subvolume holds with its full path (under the mount of its
-//! subvolume, or of the subvolume it is reached through), and leaves a number two
-//! subvolumes hold unnamed as ambiguous.
+//! subvolume, or of the subvolume it is reached through; a subvolume created while
+//! recording is found at the end), and leaves a number two subvolumes hold unnamed as
+//! ambiguous.
 //! A file named while one subvolume held its number is ambiguous in the end once another
 //! holds it too (the lookup again at the end).
 
@@ -223,6 +224,14 @@ fn names_btrfs_files_by_subvolume() {
                  [ $(stat -c %i $f) -ge {late_ino} ] && break; i=$((i+1)); done",
                 top.display()
             ),
+            // A subvolume created while recording (its first 1,000 numbers used up, so that
+            // its file's number is its alone): asked at the end.
+            format!(
+                "btrfs -q subvolume create '{l}' && i=0; while [ $i -lt 1000 ]; do \
+                 : > '{l}'/x$i; i=$((i+1)); done; rm -f '{l}'/x*; \
+                 dd if=/dev/urandom of='{l}/lfile' bs=64k count=4 status=none",
+                l = top.join("L").display()
+            ),
             "sync".to_string(),
         ])
         .collect::<Vec<_>>()
@@ -284,6 +293,18 @@ fn names_btrfs_files_by_subvolume() {
         Some(in_n[0].to_str().unwrap()),
         "inode {nfile}: {:?}",
         t.file_name(dev, nfile)
+    );
+    // The subvolume created while recording: its file named.
+    let lfile = top.join("L/lfile");
+    let l_ino = ino(&lfile);
+    for d in [&top, &s, &top.join("N")] {
+        assert!(!numbers(d).contains(&l_ino), "{l_ino} in {d:?}");
+    }
+    assert_eq!(
+        t.path_of(dev, l_ino),
+        Some(lfile.to_str().unwrap()),
+        "inode {l_ino}: {:?}",
+        t.file_name(dev, l_ino)
     );
     // The whole table says the same.
     let paths = t.paths();

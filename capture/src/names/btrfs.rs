@@ -36,11 +36,13 @@ const IOC_GET_SUBVOL_ROOTREF: u32 = 0xd000_943d;
 /// bytes, `dirid`, `treeid`, `name[256]` (the subvolume's), `path[3824]` (of `dirid`,
 /// from the descriptor's directory).
 const IOC_INO_LOOKUP_USER: u32 = 0xd000_943e;
+/// `_IOR(0x94, 25, __u64)`: a subvolume's flags.
+const IOC_SUBVOL_GETFLAGS: u32 = 0x8008_9419;
+/// `BTRFS_SUBVOL_RDONLY`.
+const SUBVOL_RDONLY: u64 = 1 << 1;
 /// At most this many subvolumes of one filesystem are opened to be asked (snapshots
 /// can number thousands; every inode named asks each).
 const MAX_SUBVOLS: usize = 256;
-/// `_IOR(0x94, 31, struct btrfs_ioctl_fs_info_args)`: 1024 bytes, `fsid` at 16.
-const IOC_FS_INFO: u32 = 0x8400_941f;
 /// A subvolume's root directory (`BTRFS_FIRST_FREE_OBJECTID`); lower numbers are btrfs's
 /// own inodes (the btree inode, 1, holds the metadata pages).
 const ROOT_DIR: u64 = 256;
@@ -194,13 +196,12 @@ impl Fs {
             let one = unmounted == 1;
             format!(
                 "ioblame-capture: note: the btrfs at {}: {unmounted} subvolume{} nested in \
-                 the mounted ones could not be opened (or {} past the first {MAX_SUBVOLS}) \
-                 and {} not looked in: the events do not say which subvolume a file is in, \
-                 so a file there is unnamed, or named after the file of the same inode \
-                 number in another subvolume",
+                 the mounted ones (read-only snapshots, ones that did not open, or past the \
+                 first {MAX_SUBVOLS}) {} not looked in: the events do not say which subvolume \
+                 a file is in, so a file there is unnamed, or named after the file of the same \
+                 inode number in another subvolume (a snapshot's after its source's)",
                 self.shown_at.as_deref().unwrap_or("?"),
                 if one { "" } else { "s" },
-                if one { "is" } else { "are" },
                 if one { "is" } else { "are" },
             )
         })
@@ -400,7 +401,16 @@ fn open_child(parent: &Mounted, tree: u64, dirid: u64) -> Option<Subvol> {
     at.push(std::ffi::OsStr::from_bytes(&name));
     let dir = open_dir(&at)?;
     let (st_dev, ino) = fstat(&dir)?;
-    if ino != ROOT_DIR || tree_of(&dir) != Some(tree) {
+    // That subvolume's root, of this filesystem (not another mounted or linked there).
+    if ino != ROOT_DIR
+        || tree_of(&dir) != Some(tree)
+        || crate::btrfs::fsid(&dir)? != crate::btrfs::fsid(&parent.dir)?
+    {
+        return None;
+    }
+    // A read-only snapshot holds its source's numbers for the files it shares: asking it
+    // would make them all ambiguous, and nothing writes there.
+    if read_only(&dir) != Some(false) {
         return None;
     }
     Some(Subvol {
@@ -412,6 +422,15 @@ fn open_child(parent: &Mounted, tree: u64, dirid: u64) -> Option<Subvol> {
             prefix: Vec::new(),
         }],
     })
+}
+
+/// Whether the subvolume of `dir` is read-only (`BTRFS_IOC_SUBVOL_GETFLAGS`:
+/// `BTRFS_SUBVOL_RDONLY`), `None` if the ioctl fails.
+fn read_only(dir: &OwnedFd) -> Option<bool> {
+    let mut flags = 0u64;
+    // SAFETY: `flags` is the writable u64 the ioctl fills.
+    let rc = unsafe { libc::ioctl(dir.as_raw_fd(), IOC_SUBVOL_GETFLAGS as _, &mut flags) };
+    (rc == 0).then_some(flags & SUBVOL_RDONLY != 0)
 }
 
 /// The tree ids of the subvolumes whose parent is the subvolume of `dir`, each with the
@@ -444,30 +463,6 @@ fn subvol_children(dir: &OwnedFd) -> Option<Vec<(u64, u64)>> {
         }
     }
     Some(out)
-}
-
-/// The writeback device name (`btrfs-N`) of the filesystem of `dir`: its fsid
-/// (`BTRFS_IOC_FS_INFO`), then the link `/sys/fs/btrfs/FSID/bdi` (Linux 5.9).
-pub fn bdi(dir: &OwnedFd) -> Option<Vec<u8>> {
-    let mut args = [0u8; 1024];
-    // SAFETY: `args` is a writable struct btrfs_ioctl_fs_info_args (1024 bytes).
-    let rc = unsafe { libc::ioctl(dir.as_raw_fd(), IOC_FS_INFO as _, args.as_mut_ptr()) };
-    if rc != 0 {
-        return None;
-    }
-    let f = &args[16..32];
-    let hex =
-        |r: std::ops::Range<usize>| f[r].iter().map(|b| format!("{b:02x}")).collect::<String>();
-    let uuid = format!(
-        "{}-{}-{}-{}-{}",
-        hex(0..4),
-        hex(4..6),
-        hex(6..8),
-        hex(8..10),
-        hex(10..16)
-    );
-    let link = std::fs::read_link(format!("/sys/fs/btrfs/{uuid}/bdi")).ok()?;
-    Some(link.file_name()?.as_bytes().to_vec())
 }
 
 #[cfg(test)]

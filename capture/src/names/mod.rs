@@ -287,6 +287,16 @@ impl Namer {
         self.fss.contains_key(&dev)
     }
 
+    /// Looks for btrfs subvolumes again (those created while recording), as at the start;
+    /// what it would note was noted then.
+    pub fn rediscover(&mut self) {
+        for fs in self.fss.values_mut() {
+            if let Some(b) = &mut fs.btrfs {
+                let _ = b.finish();
+            }
+        }
+    }
+
     /// Whether `dev` is a btrfs this namer knows.
     pub fn is_btrfs(&self, dev: u32) -> bool {
         self.fss.get(&dev).is_some_and(|fs| fs.kind == Kind::Btrfs)
@@ -496,7 +506,10 @@ pub fn btrfs_bdis(devs: &std::collections::HashSet<u32>) -> Vec<(Vec<u8>, u32)> 
         if m.fs_type != "btrfs" || !devs.contains(&dev) || out.iter().any(|(_, d)| *d == dev) {
             continue;
         }
-        if let Some(name) = open_dir(Path::new(&m.mount_point)).and_then(|d| btrfs::bdi(&d)) {
+        if let Some(name) = open_dir(Path::new(&m.mount_point))
+            .and_then(|d| crate::btrfs::bdi_of(&d))
+            .map(String::into_bytes)
+        {
             out.push((name, dev));
         }
     }

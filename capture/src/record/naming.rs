@@ -176,9 +176,20 @@ impl Naming {
             return FileTable::default();
         };
         let while_recording = namer.stats;
+        // Subvolumes created while recording are asked too; btrfs inodes none of the
+        // subvolumes held then are looked up again with the others.
+        namer.rediscover();
         let named: Vec<(u32, u64)> = table
             .iter()
-            .filter(|(_, n)| matches!(n, Name::Path(_)))
+            .filter(|(k, n)| match n {
+                Name::Path(_) => true,
+                Name::Unnamed(w) => {
+                    matches!(
+                        w,
+                        ioblame_format::Unnamed::Deleted | ioblame_format::Unnamed::NoPath
+                    ) && namer.is_btrfs(k.0)
+                }
+            })
             .map(|(k, _)| *k)
             .collect();
         let mut renames_left = 0;

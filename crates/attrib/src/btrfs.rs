@@ -40,6 +40,10 @@ const COPIES_TTL_NS: u64 = 10_000_000_000;
 const SUPER_COPIES: [u64; 3] = [64 << 10, 64 << 20, 256 << 30];
 const SUPER_LEN: u64 = 4096;
 
+/// At most this many places of one iomap mapping are kept (a direct IO of 64 MiB over
+/// RAID0 stripes of 64 KiB); the rest of a larger one is left unmapped.
+const MAX_PLACES: usize = 1024;
+
 /// The profiles with parity, which are not mapped.
 const PARITY: u64 = BTRFS_CHUNK_RAID5 | BTRFS_CHUNK_RAID6;
 
@@ -193,12 +197,18 @@ struct Fs {
 
 /// A subvolume seen writing an inode number: its tree id, its last extent's time, and the
 /// bytes of its extents not yet counted as shared.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct RootSeen {
     root: u64,
     t: u64,
-    pending: u64,
+    /// Its extents not counted as shared yet: (time, bytes), oldest first, none older than
+    /// the window.
+    pending: std::collections::VecDeque<(u64, u64)>,
 }
+
+/// At most this many extents of one tree and inode number wait in [`RootSeen::pending`]
+/// (the oldest are merged into the next when more come).
+const MAX_PENDING: usize = 256;
 
 /// How long two subvolumes' extents of one inode number count as written together: the
 /// kernel's default `dirty_expire_centisecs` (30 s), the longest a folio usually stays
@@ -211,9 +221,10 @@ const SHARED_WINDOW_NS: u64 = 30_000_000_000;
 const DATA_RELOC_TREE: u64 = -9i64 as u64;
 
 /// Whether a tree id is one whose files' inode numbers the page-cache events carry: a
-/// subvolume's (the top level, 5, or 256 and up) or the data relocation tree.
+/// subvolume's (the top level, 5, or 256 to `BTRFS_LAST_FREE_OBJECTID`, -256) or the data
+/// relocation tree.
 fn has_files(root: u64) -> bool {
-    root == 5 || root == DATA_RELOC_TREE || (256..=u64::MAX - 256).contains(&root)
+    root == 5 || root == DATA_RELOC_TREE || (256..=u64::MAX - 255).contains(&root)
 }
 
 /// A part of a write bio btrfs could not link to a dirtier, with what is known of it.
@@ -271,9 +282,21 @@ impl Btrfs {
                 })
             };
             for d in &t.devices {
-                if let Some((disk, start)) = disk_of(d.devid) {
-                    let v = b.supers.entry(disk).or_default();
-                    for at in SUPER_COPIES {
+                let info = devices.info(ioblame_format::kernel_dev(d.major, d.minor));
+                let (start, size) = (
+                    info.part_start.saturating_mul(512),
+                    info.size.saturating_mul(512),
+                );
+                let v = b.supers.entry(info.disk).or_default();
+                // The kernel writes a copy only inside the device (`btrfs_sb_offset` + 4 KiB
+                // below its size); of a device of unknown size, the first copy alone.
+                for at in SUPER_COPIES {
+                    let inside = if size > 0 {
+                        at + SUPER_LEN < size
+                    } else {
+                        at == SUPER_COPIES[0]
+                    };
+                    if inside {
                         let a = start.saturating_add(at) / 512;
                         v.push((a, a + SUPER_LEN / 512));
                     }
@@ -292,11 +315,17 @@ impl Btrfs {
                 let Some(stripes) = stripes.filter(|s| !s.is_empty()) else {
                     continue;
                 };
-                // Chunks are sector aligned; a table that says otherwise is damaged.
+                // Chunks are sector aligned, and a striped one's stripe length is a power of
+                // two no longer than it; a table that says otherwise is damaged.
+                let striped = c.flags & (BTRFS_CHUNK_RAID0 | BTRFS_CHUNK_RAID10) != 0;
                 let aligned = c.logical % 512 == 0
                     && c.length % 512 == 0
                     && c.length > 0
-                    && stripes.iter().all(|s| s.1 % 512 == 0);
+                    && stripes.iter().all(|s| s.1 % 512 == 0)
+                    && (!striped
+                        || (c.stripe_len.is_power_of_two()
+                            && c.stripe_len >= 512
+                            && c.stripe_len <= c.length));
                 if !aligned {
                     continue;
                 }
@@ -372,7 +401,7 @@ impl Btrfs {
             .chunks
             .partition_point(|c| c.logical.saturating_add(c.length) <= logical);
         for c in &fs.chunks[first..] {
-            if c.logical >= end || out.len() >= 64 {
+            if c.logical >= end || out.len() >= MAX_PLACES {
                 break;
             }
             let (a, b) = (
@@ -386,13 +415,22 @@ impl Btrfs {
                 // Stripe by stripe: stripe `k` of the chunk is on device `k % n` (RAID0), or
                 // on the `sub_stripes` devices of group `k % (n / sub_stripes)` (RAID10).
                 let sl = c.stripe_len.max(512);
-                let sub = c.sub_stripes.max(1) as usize;
+                let sub = if c.flags & BTRFS_CHUNK_RAID10 != 0 {
+                    c.sub_stripes.max(1) as usize
+                } else {
+                    1
+                };
                 let groups = (c.stripes.len() / sub).max(1) as u64;
                 let mut cur = a;
-                while cur < b && out.len() < 64 {
+                while cur < b && out.len() < MAX_PLACES {
                     let off = cur - c.logical;
                     let k = off / sl;
-                    let next = b.min(c.logical + (k + 1) * sl);
+                    let next = b
+                        .min(
+                            c.logical
+                                .saturating_add(k.saturating_add(1).saturating_mul(sl)),
+                        )
+                        .max(cur + 1);
                     let g = (k % groups) as usize;
                     let dev_off = (k / groups) * sl + off % sl;
                     for &(disk, start) in c.stripes.iter().skip(g * sub).take(sub) {
@@ -700,32 +738,47 @@ fn meta_or_unknown(fs: &Fs, ci: usize, a: u64, b: u64, lsec: u64) -> Unlinked {
     }
 }
 
-/// Notes subvolume `e.root` writing inode number `e.ino` at `t`; returns the bytes that
-/// became shared: this extent's and the other subvolumes' not counted yet, when another
-/// subvolume wrote the number within the window.
+/// Notes tree `e.root` writing inode number `e.ino` at `t`; returns the bytes that became
+/// shared: when another tree wrote the number within the window, this extent's and every
+/// extent of either written within the window and not counted yet.
 fn note_writer(writers: &mut FxHashMap<u64, Vec<RootSeen>>, e: &OrderedEvent, t: u64) -> u64 {
     let roots = writers.entry(e.ino).or_default();
-    roots.retain(|r| t.saturating_sub(r.t) <= SHARED_WINDOW_NS);
+    let fresh = |x: u64| t.saturating_sub(x) <= SHARED_WINDOW_NS;
+    roots.retain(|r| fresh(r.t));
+    for r in roots.iter_mut() {
+        while r.pending.front().is_some_and(|p| !fresh(p.0)) {
+            r.pending.pop_front();
+        }
+    }
     let mine = match roots.iter().position(|r| r.root == e.root) {
         Some(i) => i,
         None => {
             roots.push(RootSeen {
                 root: e.root,
                 t,
-                pending: 0,
+                pending: Default::default(),
             });
             roots.len() - 1
         }
     };
-    roots[mine].t = t;
-    roots[mine].pending = roots[mine].pending.saturating_add(e.disk_len);
+    let r = &mut roots[mine];
+    r.t = t;
+    if r.pending.len() >= MAX_PENDING {
+        // Merged into the next: counted with it (its time the later one's).
+        if let Some((_, old)) = r.pending.pop_front() {
+            if let Some(next) = r.pending.front_mut() {
+                next.1 = next.1.saturating_add(old);
+            }
+        }
+    }
+    r.pending.push_back((t, e.disk_len));
     if roots.len() < 2 {
         return 0;
     }
-    // Another subvolume wrote this number lately: every byte not counted yet is shared.
+    // Another tree wrote this number within the window: what waits is shared.
     roots
         .iter_mut()
-        .map(|r| std::mem::take(&mut r.pending))
+        .flat_map(|r| r.pending.drain(..).map(|p| p.1))
         .fold(0u64, u64::saturating_add)
 }
 

@@ -3739,9 +3739,10 @@ mod btrfs {
 
     /// Kernels before 6.4 have no `iomap_dio_rw_begin`: a direct read's file comes from
     /// iomap's map, whose address btrfs gives as logical; placed through the chunk map
-    /// (on a partition here), it names the file, its offset and the filesystem's device.
+    /// (on a partition here), it names the file, its offset and the filesystem's device
+    /// (the map names a read's file whatever made it: a plain read here).
     #[test]
-    fn a_direct_reads_logical_iomap_is_placed_through_the_chunk_map() {
+    fn a_reads_logical_iomap_is_placed_through_the_chunk_map() {
         let mut ctx = btrfs_context(Vec::new());
         ctx.btrfs[0].devices[0] = BtrfsDevice {
             devid: 1,
@@ -3808,6 +3809,18 @@ mod btrfs {
         assert_eq!(shared(&[(256, 257, 0), (257, 257, 1), (256, 257, 1)]), 3);
         // A minute apart: not written together.
         assert_eq!(shared(&[(256, 257, 0), (257, 257, 60)]), 0);
+        // A subvolume writing the number every 10 s, then another: only its extents of the
+        // last 30 s are shared with it (at 30 and 40 s, and the other's at 50; the one at
+        // 20 s is a few microseconds older than 30 s).
+        let steady = [
+            (256, 257, 0),
+            (256, 257, 10),
+            (256, 257, 10),
+            (256, 257, 10),
+            (256, 257, 10),
+            (257, 257, 10),
+        ];
+        assert_eq!(shared(&steady), 3);
     }
 
     /// A chunk's device range may cover a superblock copy (64 MiB here): the copy's write
@@ -3818,7 +3831,7 @@ mod btrfs {
         let mut b = bench(vec![chunk(
             META_L + 32 * MIB,
             BTRFS_CHUNK_METADATA,
-            &[(1, 63 * MIB)],
+            &[(1, 64 * MIB)],
         )]);
         b.comm(300, "sync");
         let s = (64 * MIB) / 512;
@@ -3966,7 +3979,54 @@ mod btrfs {
         b.requests(LOOP0, s, 32, 32, "W");
         b.q(77, LOOP1, 0, 32, "W");
         b.requests(LOOP1, 0, 32, 32, "W");
+        // iomap maps at the ends of the logical range, on this table and the good one.
+        for addr in [top, DATA_L, u64::MAX - 1] {
+            let kind = EventKind::IomapIterDstmap {
+                dev: SB,
+                ino: 257,
+                addr,
+                offset: u64::MAX - 4096,
+                length: u64::MAX,
+                typ: 2,
+                flags: 0,
+                bdev: LOOP0,
+            };
+            b.push(77, 77, kind, None);
+        }
+        b.q(77, LOOP0, DATA_P / 512, 8, "R");
+        b.requests(LOOP0, DATA_P / 512, 8, 8, "R");
         let _ = b.finish();
+    }
+
+    /// An iomap map over RAID0 data is placed stripe by stripe, the inverse of the chunk
+    /// map's way back (`Btrfs::places` against `Chunk::logical_of`): a read of the fourth
+    /// 64 KiB stripe (on loop1, its second there) names file offset 64 KiB + 3 x 64 KiB.
+    #[test]
+    fn an_iomap_map_over_raid0_is_placed_stripe_by_stripe() {
+        let r0 = chunk(
+            128 * MIB,
+            BTRFS_CHUNK_DATA | BTRFS_CHUNK_RAID0,
+            &[(1, 200 * MIB), (2, 300 * MIB)],
+        );
+        let mut b = bench(vec![r0]);
+        let kind = EventKind::IomapIterDstmap {
+            dev: SB,
+            ino: 402,
+            addr: 128 * MIB,
+            offset: 65536,
+            length: 262144,
+            typ: 2,
+            flags: 0,
+            bdev: LOOP0,
+        };
+        b.push(100, 100, kind, None);
+        let s = (300 * MIB + 65536) / 512;
+        b.q(100, LOOP1, s, 128, "R");
+        b.requests(LOOP1, s, 128, 128, "R");
+        let (ios, _) = b.finish();
+        assert_eq!(ios.len(), 1);
+        assert_eq!(ios[0].ino, Some(402));
+        assert_eq!(ios[0].file_offset, Some(65536 + 3 * 65536));
     }
 
     #[test]

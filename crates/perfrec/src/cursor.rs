@@ -37,8 +37,6 @@ impl<'a> Cur<'a> {
             .order
             .u64([s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]]))
     }
-    /// Two u32 in one u64 slot (`{ u32 pid, tid; }`, `{ u32 cpu, res; }`).
-    #[inline]
     /// The next `u64` if the field is `present` in the record, else `None` and nothing read.
     pub(crate) fn u64_if(
         &mut self,
@@ -57,6 +55,8 @@ impl<'a> Cur<'a> {
         present.then(|| self.u32x2(what)).transpose()
     }
 
+    /// Two u32 in one u64 slot (`{ u32 pid, tid; }`, `{ u32 cpu, res; }`).
+    #[inline]
     pub(crate) fn u32x2(&mut self, what: &'static str) -> Result<(u32, u32), RecordError> {
         let s = self.take(8, what)?;
         Ok((

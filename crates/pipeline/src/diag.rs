@@ -494,9 +494,9 @@ impl fmt::Display for Diagnostic {
             }
             BtrfsSharedInodes { bytes } => write!(
                 f,
-                "{bytes} bytes of btrfs writeback were of inode numbers that two subvolumes of one \
+                "{bytes} bytes of btrfs writes were of inode numbers that two subvolumes of one \
                  filesystem (or a subvolume and a balance's relocation inode) wrote within 30 s \
-                 of each other (each numbers its files from 256): the kernel's page-cache events \
+                 of each other (each numbers its files from 257): the kernel's page-cache events \
                  name a btrfs file by its filesystem and number, not its subvolume, so where both \
                  files were dirty together these bytes may be charged to the other file's writer \
                  or to the lost intent (#1)"
