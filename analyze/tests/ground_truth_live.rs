@@ -746,13 +746,7 @@ fn btrfs_io_kinds_scenarios() {
 /// Either way every byte written for the file goes to its writer, in its cgroup.
 fn btrfs_cgroup_compressed_scenarios(recorder: Recorder) {
     let tools_needed = [&["mkfs.btrfs", "dd", "sync"], recorder.tools()].concat();
-    if !support::ready(&tools_needed) {
-        return;
-    }
-    let Some(mount) = ioblame_testkit::need::some(
-        ioblame_testkit::cgroups::cgroup2_mount(),
-        "a cgroup2 hierarchy",
-    ) else {
+    let Some(mount) = support::ready_with_cgroup2(&tools_needed) else {
         return;
     };
     let _g = support::lock();

@@ -18,19 +18,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output};
 use std::sync::OnceLock;
 
-use ioblame_testkit::cgroups::{cgroup2_mount, TestCgroup};
+use ioblame_testkit::cgroups::TestCgroup;
 use support::capture_on as capture;
 use support::{tools, LoopFs};
 
 const MIB: u64 = 1 << 20;
-
-/// Whether the tests can run here (see [`support::ready`]), with a cgroup2 hierarchy.
-fn ready(tools: &[&str]) -> Option<PathBuf> {
-    if !support::ready(tools) {
-        return None;
-    }
-    ioblame_testkit::need::some(cgroup2_mount(), "a cgroup2 hierarchy")
-}
 
 fn run(args: &[&str]) -> Output {
     let a: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
@@ -57,7 +49,7 @@ fn json_lines(o: &Output) -> Vec<serde_json::Value> {
 
 fn two_cgroups_written_back_by_sync(fs_type: &str) {
     let mkfs = format!("mkfs.{fs_type}");
-    let Some(mount) = ready(&[&mkfs, "dd", "sync"]) else {
+    let Some(mount) = support::ready_with_cgroup2(&[&mkfs, "dd", "sync"]) else {
         return;
     };
     let _g = support::lock();
@@ -185,7 +177,7 @@ fn two_cgroups_written_back_by_sync(fs_type: &str) {
 /// kernel's CGROUP record names it, and its writer's bytes are charged to it by path.
 #[test]
 fn a_cgroup_made_and_removed_while_recording_is_named() {
-    let Some(mount) = ready(&["mkfs.ext4", "dd", "sync"]) else {
+    let Some(mount) = support::ready_with_cgroup2(&["mkfs.ext4", "dd", "sync"]) else {
         return;
     };
     let _g = support::lock();
@@ -348,7 +340,7 @@ fn record(v: Variant, noise: bool, keep: &Path, name: &str) -> PathBuf {
 /// The baseline of the plain workload (no other process writing), made once.
 fn baseline() -> Option<&'static Path> {
     static B: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
-    ready(&["mkfs.ext4", "dd", "sync"])?;
+    support::ready_with_cgroup2(&["mkfs.ext4", "dd", "sync"])?;
     let (_, p) = B.get_or_init(|| {
         let _g = support::lock();
         let keep = tempfile::tempdir_in("/var/tmp").unwrap();

@@ -15,6 +15,18 @@ use std::process::{Command, Output};
 #[allow(unused_imports)] // not every test file records
 pub use common::{lock, ready, LoopFs};
 
+/// Whether the live tests can run here ([`ready`]) with a cgroup2 hierarchy: its mount
+/// point (read from mountinfo), or `None` (skipped here, a failure under CI).
+pub fn ready_with_cgroup2(tools: &[&str]) -> Option<std::path::PathBuf> {
+    if !ready(tools) {
+        return None;
+    }
+    ioblame_testkit::need::some(
+        ioblame_testkit::cgroups::cgroup2_mount(),
+        "a cgroup2 hierarchy",
+    )
+}
+
 /// (comm, via, ino) -> [read (without readahead), readahead, write] bytes.
 pub type Charges = BTreeMap<(String, String, u64), [u64; 3]>;
 

@@ -3617,6 +3617,17 @@ mod btrfs {
         ctx
     }
 
+    /// [`btrfs_context`] with devid 1 on the partition `sda1` (2048 sectors into `sda`).
+    fn btrfs_on_sda1() -> Context {
+        let mut ctx = btrfs_context(Vec::new());
+        ctx.btrfs[0].devices[0] = BtrfsDevice {
+            devid: 1,
+            major: 8,
+            minor: 1,
+        };
+        ctx
+    }
+
     /// `pid` dirties pages `[first, first + n)` of `ino` (btrfs's writeback event names the
     /// bdi `btrfs-1`; the page-cache event the superblock's device).
     fn dirty_pages(b: &mut Bench, pid: u32, ino: u64, first: u64, n: u64) {
@@ -3706,12 +3717,7 @@ mod btrfs {
     /// its files are named by.
     #[test]
     fn a_btrfs_on_a_partition_maps_the_disks_sectors() {
-        let mut ctx = btrfs_context(Vec::new());
-        ctx.btrfs[0].devices[0] = BtrfsDevice {
-            devid: 1,
-            major: 8,
-            minor: 1,
-        };
+        let ctx = btrfs_on_sda1();
         let mut b = Bench::with(ctx);
         b.comm(100, "writerA");
         b.comm(FLUSHER, "kworker/u8:0-flush-btrfs-1");
@@ -3743,12 +3749,7 @@ mod btrfs {
     /// (the map names a read's file whatever made it: a plain read here).
     #[test]
     fn a_reads_logical_iomap_is_placed_through_the_chunk_map() {
-        let mut ctx = btrfs_context(Vec::new());
-        ctx.btrfs[0].devices[0] = BtrfsDevice {
-            devid: 1,
-            major: 8,
-            minor: 1,
-        };
+        let ctx = btrfs_on_sda1();
         let mut b = Bench::with(ctx);
         b.comm(100, "readerD");
         let kind = EventKind::IomapIterDstmap {
