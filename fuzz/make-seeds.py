@@ -242,6 +242,12 @@ void _start(void) { wal_flush(); checkpoint(); for (;;) commit_txn(n); }
 
 def elf_parts(b):
     """(flags byte, PT_LOADs, {section name: bytes}) of an ELF file, either class and order."""
+    flags, loads, sections, _addrs = elf_parts_at(b)
+    return flags, loads, sections
+
+
+def elf_parts_at(b):
+    """elf_parts, and {section name: address}."""
     c64 = b[4] == 2
     e = ">" if b[5] == 2 else "<"
     if c64:
@@ -264,17 +270,19 @@ def elf_parts(b):
     for i in range(shnum):
         o = shoff + i * shentsize
         if c64:
-            name, typ, _f, _a, off, size = struct.unpack_from(e + "IIQQQQ", b, o)
+            name, typ, _f, addr, off, size = struct.unpack_from(e + "IIQQQQ", b, o)
         else:
-            name, typ, _f, _a, off, size = struct.unpack_from(e + "IIIIII", b, o)
-        shdrs.append((name, typ, off, size))
-    stroff = shdrs[shstrndx][2]
+            name, typ, _f, addr, off, size = struct.unpack_from(e + "IIIIII", b, o)
+        shdrs.append((name, typ, addr, off, size))
+    stroff = shdrs[shstrndx][3]
     sections = {}
-    for name, typ, off, size in shdrs:
+    addrs = {}
+    for name, typ, addr, off, size in shdrs:
         n = b[stroff + name:b.index(b"\0", stroff + name)].decode()
         sections[n] = b"" if typ == 8 else b[off:off + size]  # SHT_NOBITS
+        addrs[n] = addr
     flags = int(c64) | (2 if e == ">" else 0) | (4 if machine == 40 else 0)
-    return flags, loads, sections
+    return flags, loads, sections, addrs
 
 
 def user_symbols_input(b, offsets):
@@ -316,6 +324,47 @@ def user_symbols():
                        check=True)
         out("user_symbols", "gcc-debugdata",
             user_symbols_input(open(stripped, "rb").read(), offsets))
+
+
+def unwind():
+    """A seed of the unwind target: the small program's unwind tables (gcc -O2, no frame
+    pointers), mapped where a PIE is, a pc in its code and a stack holding return addresses
+    into it."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "p.c")
+        open(src, "wb").write(USER_PROGRAM)
+        binp = os.path.join(d, "p")
+        subprocess.run(["gcc", "-O2", "-fomit-frame-pointer", "-nostdlib", "-static-pie",
+                        "-Wl,--build-id", "-o", binp, src], check=True)
+        b = open(binp, "rb").read()
+    _flags, loads, sections, addrs = elf_parts_at(b)
+    text = [l for l in loads if l[3] & 1][0]
+    x = struct.pack("<QQQI", *text)
+    base = 0x555555554000
+    start = base + (text[1] & ~0xfff)
+    x += struct.pack("<QQQ", start, start + text[2] + 0x1000, text[0] & ~0xfff)
+    for n in [".eh_frame", ".eh_frame_hdr", ".debug_frame"]:
+        data = sections.get(n, b"")[:0xffff]
+        x += struct.pack("<QH", addrs.get(n, 0), len(data)) + data
+    pc = base + text[1] + 0x10
+    sp = 0x7ffd00000000
+    x += struct.pack("<QQQQ", pc, sp, sp + 0x40, 0)
+    stack = [base + text[1] + 0x20 + 8 * i for i in range(8)] + [sp + 0x80, 0]
+    out("unwind", "gcc-o2", x + b"".join(struct.pack("<Q", w) for w in stack))
+
+
+def sample_regs():
+    """A seed of the sample_regs target: a stack event's sample as `--user-stacks dwarf`
+    records it (x86's BP, SP, IP; 64 bytes of stack, 48 copied), with perf's DATA_SRC."""
+    st = (1 << 16) | 2 | 4 | 0x80 | 0x20 | 0x400 | 0x1000 | 0x2000 | 0x8000 | (1 << 21)
+    body = struct.pack("<QIIQII", 11, 100, 101, 123456789, 3, 0)
+    body += struct.pack("<QQQ", 2, 0xffffffffffffff80, 0xffffffff81000010)
+    body += struct.pack("<I", 4) + bytes([1, 2, 3, 4])
+    body += struct.pack("<QQQQ", 2, 0x7ffd00000040, 0x7ffd00000000, 0x555555555123)
+    body += struct.pack("<Q", 64) + bytes(range(64)) + struct.pack("<Q", 48)
+    body += struct.pack("<QQ", 0x1234, 4242)
+    out("sample_regs", "dwarf-sample", struct.pack("<IQ", st, 0x1c0) + body)
 
 
 def perf_map():
@@ -380,6 +429,8 @@ if __name__ == "__main__":
     counters()
     baselines()
     user_symbols()
+    unwind()
+    sample_regs()
     perf_map()
     if len(sys.argv) > 1:
         perfdata(sys.argv[1])

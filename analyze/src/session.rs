@@ -73,6 +73,11 @@ impl Session {
         }
     }
 
+    /// Where user frames' symbols and unwind tables are looked for besides the trace.
+    pub fn user_symbols(&self) -> &UserSymbolOptions {
+        &self.user_symbols
+    }
+
     /// `--kallsyms`.
     pub fn kallsyms(&self) -> Option<&Path> {
         self.kallsyms.as_deref()
@@ -253,6 +258,7 @@ impl Ready<'_> {
             devs: &self.devs,
             show_recorder: self.show_recorder,
             scope: &self.scope,
+            user_symbols: &self.session.user_symbols,
         };
         let user = &self.session.user_symbols;
         diagnostics::analyze(

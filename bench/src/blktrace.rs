@@ -270,6 +270,7 @@ pub fn analyze(dir: &Path) -> Result<()> {
         devs: &devs,
         show_recorder: true,
         scope: &all,
+        user_symbols: &Default::default(),
     };
     let mut ios = 0u64;
     let a = ioblame_pipeline::analyze(&input, &opts, |_, _| ios += 1, |_| {});

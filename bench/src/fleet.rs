@@ -33,6 +33,7 @@ fn analyse(path: &Path) -> Result<(ioblame_pipeline::Input, ioblame_attrib::Tabl
         devs: &devs,
         show_recorder: false,
         scope: &all,
+        user_symbols: &Default::default(),
     };
     let a = ioblame_pipeline::analyze(&input, &opts, |_, _| {}, |_| {});
     Ok((input, a.tables))

@@ -145,6 +145,7 @@ pub fn measure_here(stage: &str, threads: usize, trace: &Path, sample: bool) -> 
                     devs: &DevSelection::all(),
                     show_recorder: true,
                     scope: &all,
+                    user_symbols: &Default::default(),
                 };
                 let blame = stage == "blame";
                 let engine = std::cell::RefCell::new(ioblame_latency::BlameEngine::new());

@@ -4,8 +4,11 @@
 #   untraced
 #   | under `ioblame-capture record` (release, default set, --devices loopN) once per mode of
 #     MODES (default "exact sampled:64 none all": --stacks exact (the default), sampled:64,
-#     none (no callchain at all: the floor), all (a callchain on every stack event), and
-#     `user`: --stacks exact with --user-stacks (user frames, mappings, symbol tables))
+#     none (no callchain at all: the floor), all (a callchain on every stack event),
+#     `user`: --stacks exact with --user-stacks (user frames by frame pointers, mappings,
+#     symbol tables), and `dwarf` or `dwarf:SIZE`: --stacks exact with --user-stacks
+#     dwarf[:SIZE] (a SIZE-byte stack copy and the user registers on each stack event, the
+#     unwind tables))
 #   | under stock `perf record` with the line `ioblame perf-command --devices loopN` prints
 #     (the default --stacks exact)
 #   | with mode `top` in MODES: under `ioblame top --batch` (release analyzer), which starts
@@ -89,7 +92,11 @@ for r in $(seq "$REPS"); do
         sleep 1
         V0=$(cpu_ticks $VP)
       else
-        if [ "$m" = user ]; then set -- --stacks exact --user-stacks; else set -- --stacks "$m"; fi
+        case $m in
+          user) set -- --stacks exact --user-stacks ;;
+          dwarf*) set -- --stacks exact --user-stacks "$m" ;;
+          *) set -- --stacks "$m" ;;
+        esac
         "$CAP" record -o "$W/trace" --devices "$LN" "$@" 2> "$W/cap.log" & CP=$!
         sleep 1
       fi

@@ -37,7 +37,7 @@ enum Cmd {
     /// best. If recording stops before COMMAND exits (--duration, a signal), COMMAND gets
     /// SIGTERM (or the signal received) and is waited for; if writing the trace fails (a full
     /// disk), COMMAND runs on to its end, and the recorder exits non-zero.
-    Record(record::RecordArgs),
+    Record(Box<record::RecordArgs>),
     /// List the event sets and which of their tracepoints exist on this kernel.
     Events,
     #[command(flatten)]
@@ -102,7 +102,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Events => events_cmd().map(|_| 0),
-        Cmd::Record(a) => record::run(a),
+        Cmd::Record(a) => record::run(*a),
         Cmd::Docs(d) => d
             .run(&mut Cli::command(), &mut std::io::stdout(), MAN_SECTIONS)
             .map(|()| 0)

@@ -11,9 +11,16 @@ use ioblame_perfrec::{
     lost_count, parse_cgroup, parse_sample_id, ByteOrder, SampleLayout, HEADER_LEN, SAMPLE_CPU,
     SAMPLE_IDENTIFIER, SAMPLE_RAW, SAMPLE_TID, SAMPLE_TIME,
 };
+#[cfg(target_arch = "aarch64")]
+use ioblame_perfrec::{ARM64_REG_FP, ARM64_REG_LR, ARM64_REG_PC, ARM64_REG_SP};
 /// The perf record format's constants used by the recorder (`ioblame-perfrec`; the names
 /// kept here for the modules that take them from `perf`).
-pub use ioblame_perfrec::{RECORD_CGROUP, RECORD_SAMPLE, SAMPLE_CALLCHAIN, SAMPLE_CGROUP};
+pub use ioblame_perfrec::{
+    RECORD_CGROUP, RECORD_SAMPLE, SAMPLE_CALLCHAIN, SAMPLE_CGROUP, SAMPLE_REGS_USER,
+    SAMPLE_STACK_USER,
+};
+#[cfg(target_arch = "x86_64")]
+use ioblame_perfrec::{X86_REG_BP, X86_REG_IP, X86_REG_SP};
 
 /// sample_type of every event (CALLCHAIN is added on the stack events, CGROUP on them with
 /// `--cgroups`).
@@ -60,14 +67,48 @@ pub struct EventSpec {
     pub cgroup_records: bool,
     /// Ring wakeup watermark in bytes.
     pub watermark: u32,
+    /// With the callchain, a copy of this many bytes of the top of the user stack and the
+    /// registers that unwind it ([`UNWIND_REGS`]; `--user-stacks dwarf`); 0: none.
+    pub stack_user: u32,
 }
+
+/// The user registers a stack copy is unwound from: the instruction, stack and frame
+/// pointers (and arm64's link register); 0 where the recorder does not know them.
+#[cfg(target_arch = "x86_64")]
+pub const UNWIND_REGS: u64 = 1 << X86_REG_BP | 1 << X86_REG_SP | 1 << X86_REG_IP;
+/// The user registers a stack copy is unwound from.
+#[cfg(target_arch = "aarch64")]
+pub const UNWIND_REGS: u64 =
+    1 << ARM64_REG_FP | 1 << ARM64_REG_LR | 1 << ARM64_REG_SP | 1 << ARM64_REG_PC;
+/// The user registers a stack copy is unwound from.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+pub const UNWIND_REGS: u64 = 0;
 
 impl EventSpec {
     /// The sample_type this spec produces.
     pub fn sample_type(&self) -> u64 {
         SAMPLE_TYPE
             | if self.callchain { SAMPLE_CALLCHAIN } else { 0 }
+            | if self.copies_stack() {
+                SAMPLE_REGS_USER | SAMPLE_STACK_USER
+            } else {
+                0
+            }
             | if self.cgroup { SAMPLE_CGROUP } else { 0 }
+    }
+
+    /// Whether its samples copy the user stack.
+    pub fn copies_stack(&self) -> bool {
+        self.callchain && self.stack_user > 0 && UNWIND_REGS != 0
+    }
+
+    /// `sample_regs_user`: the user registers of its samples (0: none).
+    pub fn regs_user(&self) -> u64 {
+        if self.copies_stack() {
+            UNWIND_REGS
+        } else {
+            0
+        }
     }
 
     /// The perf_event_attr.
@@ -91,6 +132,10 @@ impl EventSpec {
                 a.set_exclude_callchain_user(1);
             }
             a.sample_max_stack = self.max_stack;
+        }
+        if self.copies_stack() {
+            a.sample_regs_user = UNWIND_REGS;
+            a.sample_stack_user = self.stack_user;
         }
         if self.task {
             a.set_comm(1);
@@ -670,8 +715,34 @@ mod tests {
             mmap_build_id: false,
             cgroup_records: true,
             watermark: 4096,
+            stack_user: 0,
         };
         let a = spec.attr();
+        assert_eq!((a.sample_regs_user, a.sample_stack_user), (0, 0));
+        let copy = EventSpec {
+            stack_user: 2048,
+            ..spec
+        };
+        let c = copy.attr();
+        assert_eq!(
+            c.sample_type,
+            SAMPLE_TYPE | SAMPLE_CALLCHAIN | SAMPLE_REGS_USER | SAMPLE_STACK_USER
+        );
+        assert_eq!(
+            (c.sample_regs_user, c.sample_stack_user),
+            (UNWIND_REGS, 2048)
+        );
+        assert_eq!(
+            c.exclude_callchain_user(),
+            1,
+            "the copy replaces the kernel's walk"
+        );
+        // No copy without a callchain: the events whose stacks are no intent pay nothing.
+        let no_chain = EventSpec {
+            callchain: false,
+            ..copy
+        };
+        assert_eq!(no_chain.attr().sample_type & SAMPLE_STACK_USER, 0);
         assert_eq!(a.type_, b::PERF_TYPE_TRACEPOINT);
         assert_eq!(a.config, 42);
         assert_eq!(a.sample_type, SAMPLE_TYPE | SAMPLE_CALLCHAIN);

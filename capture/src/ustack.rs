@@ -27,7 +27,14 @@ use ioblame_perfrec::{
     MISC_COMM_EXEC, MISC_MMAP_BUILD_ID, RECORD_COMM, RECORD_MMAP2, RECORD_SAMPLE, SAMPLE_CALLCHAIN,
 };
 
-use crate::perf::SAMPLE_TYPE;
+use crate::perf::{SAMPLE_REGS_USER, SAMPLE_STACK_USER, SAMPLE_TYPE, UNWIND_REGS};
+
+/// The instruction pointer among [`UNWIND_REGS`].
+#[cfg(target_arch = "aarch64")]
+const IP_REG: u32 = ioblame_perfrec::ARM64_REG_PC;
+/// The instruction pointer among [`UNWIND_REGS`].
+#[cfg(not(target_arch = "aarch64"))]
+const IP_REG: u32 = ioblame_perfrec::X86_REG_IP;
 use crate::touched::IdHasher;
 
 type Fast = BuildHasherDefault<IdHasher>;
@@ -62,6 +69,8 @@ const MAX_FILE_SYMBOLS: u64 = 240 << 20;
 
 /// The sections copied into the trace, when the file has them.
 const SECTIONS: &[&str] = &[".symtab", ".strtab", ".dynsym", ".dynstr", ".gnu_debugdata"];
+/// The unwind tables copied too with stack copies (`--user-stacks dwarf`).
+const UNWIND_SECTIONS: &[&str] = &[".eh_frame", ".eh_frame_hdr", ".debug_frame"];
 
 /// One line of `/proc/PID/maps`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -191,6 +200,21 @@ const STACK_LAYOUT: SampleLayout = match SampleLayout::new(SAMPLE_TYPE | SAMPLE_
     None => panic!("the recorder's sample type is one ioblame-perfrec parses"),
 };
 
+/// Where the samples with a stack copy keep their fields (`--user-stacks dwarf`).
+const COPY_LAYOUT: Option<SampleLayout> = SampleLayout::with_regs(
+    SAMPLE_TYPE | SAMPLE_CALLCHAIN | SAMPLE_REGS_USER | SAMPLE_STACK_USER,
+    UNWIND_REGS,
+);
+
+/// The user instruction pointer of a sample with a stack copy, with the sample's pid.
+/// `None` when the record is no such sample, or its task had no user registers (a kernel
+/// thread).
+pub fn copied_ip(rec: &[u8]) -> Option<(u32, u64)> {
+    let body = rec.get(HEADER_LEN..)?;
+    let s = COPY_LAYOUT?.parse(body, NATIVE)?;
+    Some((s.pid_tid?.0, s.regs_user?.get(IP_REG)?))
+}
+
 /// The user frames of a sample's callchain (after `PERF_CONTEXT_USER`, up to the next
 /// context marker), with the sample's pid. `None` when the record is no sample with a
 /// callchain, or has no user frame.
@@ -277,6 +301,11 @@ pub struct UserStacks {
     symbols_credit: f64,
     /// When each process's maps were last read.
     read_at: HashMap<u32, Instant>,
+    /// The samples copy user stacks (`--user-stacks dwarf`): the unwind tables are copied
+    /// too, of every file mapped by the processes in `copied`.
+    copies: bool,
+    /// Processes whose stacks were copied since the last [`UserStacks::work`].
+    copied: HashSet<u32, Fast>,
 }
 
 /// Most bytes of perf maps kept (all processes).
@@ -285,10 +314,12 @@ const MAX_PERF_MAPS_BYTES: u64 = 64 << 20;
 impl UserStacks {
     /// Looks at the samples of `ids` (the events with a callchain); keeps at most `max_maps`
     /// mappings and `max_symbols_bytes` of symbol tables.
+    /// With `copies`, the samples carry stack copies (`--user-stacks dwarf`).
     pub fn new(
         ids: impl IntoIterator<Item = u64>,
         max_maps: usize,
         max_symbols_bytes: u64,
+        copies: bool,
     ) -> Self {
         UserStacks {
             ids: ids.into_iter().collect(),
@@ -317,6 +348,8 @@ impl UserStacks {
             last_work: None,
             symbols_credit: SYMBOLS_CREDIT_MAX,
             read_at: HashMap::new(),
+            copies,
+            copied: HashSet::default(),
         }
     }
 
@@ -353,6 +386,25 @@ impl UserStacks {
         if !self.ids.contains(&id) {
             return;
         }
+        if self.copies {
+            // Which frames the copy holds is known only once unwound: the files the
+            // process maps all get their tables copied, and the pc's file tells whether its
+            // maps are known.
+            let Some((pid, ip)) = copied_ip(rec) else {
+                return;
+            };
+            self.copied.insert(pid);
+            let mut h = IdHasher::default();
+            h.write_u32(pid);
+            h.write_u64(ip);
+            if self.stacks.insert(h.finish()) && self.pending_ips.len() < MAX_PENDING_IPS {
+                self.pending_ips.push((pid, ip));
+            }
+            if self.stacks.len() >= MAX_STACKS {
+                self.stacks.clear();
+            }
+            return;
+        }
         let Some((pid, ips)) = user_frames(rec) else {
             return;
         };
@@ -380,7 +432,10 @@ impl UserStacks {
 
     /// Whether records seen since the last [`UserStacks::work`] wait for it.
     pub fn has_work(&self) -> bool {
-        !self.pending.is_empty() || !self.pending_ips.is_empty() || self.symbols_pending()
+        !self.pending.is_empty()
+            || !self.pending_ips.is_empty()
+            || !self.copied.is_empty()
+            || self.symbols_pending()
     }
 
     /// Whether a file hit has symbols not copied yet.
@@ -480,6 +535,14 @@ impl UserStacks {
         }
         for pid in fresh_jit {
             self.read_perf_map(pid);
+        }
+        // Stacks copied: every file their processes map may hold one of their frames.
+        for pid in std::mem::take(&mut self.copied) {
+            if let Some(ms) = self.maps.get(&pid) {
+                for m in ms {
+                    self.files[m.file].hit = true;
+                }
+            }
         }
         if self.symbols_credit >= SYMBOLS_CREDIT_MIN && self.symbols_pending() {
             let start = Instant::now();
@@ -708,7 +771,7 @@ impl UserStacks {
             let path = f.path.clone();
             let got = tried
                 .iter()
-                .find_map(|p| read_symbols(p, &build_id).ok().flatten());
+                .find_map(|p| read_symbols(p, &build_id, self.copies).ok().flatten());
             let f = &mut self.files[i];
             f.done = true;
             f.seen_in = Vec::new();
@@ -861,25 +924,30 @@ pub enum Symbols {
 }
 
 /// What `UserSymbols` needs of an ELF file: class, byte order, machine, `PT_LOAD` segments,
-/// the symbol sections. `Ok(None)` when the file's build id is not `build_id` (another file
-/// now at that path).
-pub fn read_symbols(path: &Path, build_id: &[u8]) -> Result<Option<Symbols>, String> {
+/// the symbol sections, and with `unwind` the unwind tables. `Ok(None)` when the file's
+/// build id is not `build_id` (another file now at that path).
+pub fn read_symbols(path: &Path, build_id: &[u8], unwind: bool) -> Result<Option<Symbols>, String> {
     let f = File::open(path).map_err(|e| e.to_string())?;
     let cache = ReadCache::new(f);
     let data = &cache;
     let r = match object::FileKind::parse(data).map_err(|e| e.to_string())? {
-        object::FileKind::Elf32 => {
-            read_elf::<object::elf::FileHeader32<object::Endianness>, _>(data, build_id, false)
-        }
-        object::FileKind::Elf64 => {
-            read_elf::<object::elf::FileHeader64<object::Endianness>, _>(data, build_id, true)
-        }
+        object::FileKind::Elf32 => read_elf::<object::elf::FileHeader32<object::Endianness>, _>(
+            data, build_id, false, unwind,
+        ),
+        object::FileKind::Elf64 => read_elf::<object::elf::FileHeader64<object::Endianness>, _>(
+            data, build_id, true, unwind,
+        ),
         _ => return Err("not an ELF file".into()),
     };
     r.map_err(|e| e.to_string())
 }
 
-fn read_elf<'a, Elf, R>(data: R, build_id: &[u8], class64: bool) -> object::Result<Option<Symbols>>
+fn read_elf<'a, Elf, R>(
+    data: R,
+    build_id: &[u8],
+    class64: bool,
+    unwind: bool,
+) -> object::Result<Option<Symbols>>
 where
     Elf: FileHeader<Endian = object::Endianness>,
     R: object::ReadRef<'a>,
@@ -902,20 +970,24 @@ where
         .collect();
     let mut sections = Vec::new();
     // Sizes from the headers first: a file too big for one block is not read.
-    let total: u64 = SECTIONS
-        .iter()
+    let names = || {
+        let extra: &[&str] = if unwind { UNWIND_SECTIONS } else { &[] };
+        SECTIONS.iter().chain(extra)
+    };
+    let total: u64 = names()
         .filter_map(|n| file.section_by_name(n))
         .map(|s| object::ObjectSection::size(&s))
         .sum();
     if total > MAX_FILE_SYMBOLS {
         return Ok(Some(Symbols::TooBig(total)));
     }
-    for name in SECTIONS {
+    for name in names() {
         if let Some(s) = file.section_by_name(name) {
             let d = s.data()?;
             if !d.is_empty() {
                 sections.push(ElfSection {
                     name: name.to_string(),
+                    addr: s.address(),
                     data: d.to_vec(),
                 });
             }
@@ -1117,7 +1189,7 @@ mod tests {
 
     #[test]
     fn frames_hit_the_mapped_files() {
-        let mut u = UserStacks::new([1], 100, 1 << 20);
+        let mut u = UserStacks::new([1], 100, 1 << 20, false);
         let id_a = [0xaa_u8; 20];
         let id_b = [0xbb_u8; 20];
         u.see(&mmap2(42, 0x400000, 0x10000, Some(&id_a), "/gone/a"));
@@ -1175,7 +1247,7 @@ mod tests {
         rec[48..56].copy_from_slice(&l.ino.to_ne_bytes());
         rec[40..44].copy_from_slice(&l.major.to_ne_bytes());
         rec[44..48].copy_from_slice(&l.minor.to_ne_bytes());
-        let mut u = UserStacks::new([1], 10, 1 << 30);
+        let mut u = UserStacks::new([1], 10, 1 << 30, false);
         u.see(&rec);
         u.see(&sample(1, pid, &[CONTEXT_USER, here]));
         let got = u.flush(9).expect("the mapping kept");
@@ -1199,7 +1271,7 @@ mod tests {
         // This test binary: its frames resolved through /proc/self/maps.
         let pid = std::process::id();
         let here = reads_its_own_maps_build_ids_and_symbols as *const () as u64;
-        let mut u = UserStacks::new([1], 1000, 1 << 30);
+        let mut u = UserStacks::new([1], 1000, 1 << 30, false);
         u.see(&sample(1, pid, &[CONTEXT_USER, here]));
         let maps = u.flush(5).expect("maps read");
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
@@ -1233,14 +1305,14 @@ mod tests {
         assert_eq!(s.class64, cfg!(target_pointer_width = "64"));
         assert_eq!(s.big_endian, cfg!(target_endian = "big"));
         // Another build id at that path: not taken.
-        assert_eq!(read_symbols(&exe, &[1, 2, 3]).unwrap(), None);
+        assert_eq!(read_symbols(&exe, &[1, 2, 3], false).unwrap(), None);
     }
 
     #[test]
     fn maps_are_read_again_a_second_later_or_at_stop() {
         let pid = std::process::id();
         let here = maps_are_read_again_a_second_later_or_at_stop as *const () as u64;
-        let mut u = UserStacks::new([1], 1000, 1 << 30);
+        let mut u = UserStacks::new([1], 1000, 1 << 30, false);
         u.see(&sample(1, pid, &[CONTEXT_USER, here]));
         u.work(5);
         assert_eq!(u.reads.get(&pid), Some(&1));

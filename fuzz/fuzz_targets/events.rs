@@ -13,9 +13,9 @@
 use std::sync::OnceLock;
 
 use ioblame_attrib::{Attributor, Context, Dirtied, Io};
-use ioblame_latency::BlameEngine;
 use ioblame_decode::Decoder;
 use ioblame_format::{Chunk, ChunkHeader, Header, Metadata, Trace, TraceFile};
+use ioblame_latency::BlameEngine;
 use libfuzzer_sys::fuzz_target;
 
 /// The fixture whose events the records refer to.
@@ -101,7 +101,9 @@ fuzz_target!(|data: &[u8]| {
 /// Writes the timeline collected (names made up) and decodes its packets back.
 fn write_timeline(c: ioblame_timeline::Collected, tables: &ioblame_attrib::Tables) {
     use prost::Message;
-    let intents: Vec<String> = (0..tables.intents.len()).map(|i| format!("intent {i}")).collect();
+    let intents: Vec<String> = (0..tables.intents.len())
+        .map(|i| format!("intent {i}"))
+        .collect();
     let path = |_: u32, ino: u64| Some(format!("/f/{ino}"));
     let device = |dev: u32| format!("{dev}");
     let names = ioblame_timeline::Names {

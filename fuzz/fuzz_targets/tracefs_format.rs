@@ -56,6 +56,7 @@ fuzz_target!(|data: &[u8]| {
             filter: String::new(),
             format: text.to_string(),
             ids: vec![1],
+            ..Default::default()
         }],
         ..Metadata::default()
     };

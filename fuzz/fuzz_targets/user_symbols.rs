@@ -52,6 +52,7 @@ fuzz_target!(|data: &[u8]| {
         .zip(lens)
         .map(|(name, n)| ElfSection {
             name: name.to_string(),
+            addr: 0,
             data: take(&mut d, n).to_vec(),
         })
         .collect();

@@ -151,6 +151,7 @@ fn export_one(path: &Path, opts: &ExportOptions, session: &Session) -> Result<St
         devs: &devs,
         show_recorder: false,
         scope: &all,
+        user_symbols: session.user_symbols(),
     };
     let mut failed = None;
     // btt's latency breakdown of the same pass (per device, process and act).

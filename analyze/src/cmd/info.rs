@@ -37,6 +37,7 @@ pub fn run(out: &mut impl Write, a: InfoArgs, session: &Session) -> Result<()> {
                 devs: &all,
                 show_recorder: false,
                 scope: &scope,
+                user_symbols: session.user_symbols(),
             };
             let r = ioblame_pipeline::analyze(&t, &opts, |_, _| {}, |_| {});
             let paths = ioblame_pipeline::charged_paths(&t, &r.tables);

@@ -74,14 +74,14 @@ impl Counts {
                 bdi_to_fs(ms, &plan.block_devices),
             )
         });
-        let ustack = a.user_stacks.then(|| {
+        let ustack = a.user_stacks.map(|mode| {
             let ids = opened
                 .specs
                 .iter()
                 .zip(&opened.ids)
-                .filter(|(s, _)| s.user_callchain)
+                .filter(|(s, _)| s.user_callchain || s.copies_stack())
                 .flat_map(|(_, ids)| ids.iter().copied());
-            UserStacks::new(ids, USER_MAPS_MAX, a.user_symbols_max)
+            UserStacks::new(ids, USER_MAPS_MAX, a.user_symbols_max, mode.copy_size() > 0)
         });
         Counts {
             touched: touched.unwrap_or_default(),

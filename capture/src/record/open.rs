@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use ioblame_format::{BlockDevice, ChunkBuilder, RingWriter};
 use ioblame_tracepoints::{self as events, FilterDev, Tracepoint};
 
-use super::args::{max_stack_sys, RecordArgs};
+use super::args::{max_stack_sys, RecordArgs, UserStackMode};
 use super::writer::io_message;
 use crate::perf::{Event, EventSpec, Ring};
 use crate::{host, snapshot};
@@ -125,7 +125,10 @@ pub(super) fn open_events(a: &RecordArgs, plan: &Plan, page: usize) -> Result<Op
         .map(|t| events::plan_filter(t, &plan.fdevs, tps))
         .collect();
     // With user stacks, the user frames come after the kernel's, within the same limit.
-    let max_stack = if a.user_stacks {
+    let user = a.user_stacks.is_some();
+    // With a stack copy the kernel does not walk the user frames (perf --call-graph dwarf).
+    let stack_user = a.user_stacks.map_or(0, |m| m.copy_size());
+    let max_stack = if a.user_stacks == Some(UserStackMode::Fp) {
         (a.stack_depth.saturating_add(USER_STACK_FRAMES)).min(max_stack_sys())
     } else {
         a.stack_depth
@@ -139,21 +142,29 @@ pub(super) fn open_events(a: &RecordArgs, plan: &Plan, page: usize) -> Result<Op
             EventSpec {
                 config: t.id,
                 callchain,
-                user_callchain: callchain && a.user_stacks,
+                user_callchain: callchain && a.user_stacks == Some(UserStackMode::Fp),
                 sample_period: plan.stack_samples[i].unwrap_or(1).into(),
                 cgroup: t.callchain && !a.no_cgroups,
                 max_stack,
                 task: i == 0,
-                mmap: i == 0 && a.user_stacks,
-                mmap_build_id: i == 0 && a.user_stacks,
+                mmap: i == 0 && user,
+                mmap_build_id: i == 0 && user,
                 cgroup_records: i == 0 && !a.no_cgroups,
                 watermark,
+                stack_user,
             }
         })
         .collect();
     let specs = with_cgroups_if_supported(specs, &cpus, tps);
     let specs = with_mmap_build_id_if_supported(specs, &cpus, tps);
-    if a.user_stacks && !specs.iter().any(|s| s.user_callchain) {
+    if stack_user > 0 && crate::perf::UNWIND_REGS == 0 {
+        anyhow::bail!(
+            "--user-stacks dwarf: this recorder does not know the registers that unwind a \
+             stack on {} (x86_64 and aarch64 only): use --user-stacks fp",
+            std::env::consts::ARCH
+        );
+    }
+    if user && !specs.iter().any(|s| s.user_callchain || s.copies_stack()) {
         eprintln!(
             "ioblame-capture: warning: --user-stacks: no recorded event carries a stack \
              (--stacks {}): no user stack will be recorded",

@@ -121,10 +121,10 @@ pub(super) fn create_trace<'a>(
                 .push(("cgroup_root_controllers".into(), "none".into()));
         }
     }
-    if a.user_stacks {
+    if let Some(mode) = a.user_stacks {
         let build_id = opened.specs.iter().any(|s| s.mmap_build_id);
         meta.capture_info.extend([
-            ("user_stacks".into(), "fp".into()),
+            ("user_stacks".into(), mode.name()),
             (
                 "mmap_build_id".into(),
                 if build_id { "yes" } else { "no" }.into(),
@@ -214,6 +214,8 @@ fn event_desc(t: &Tracepoint, s: &EventSpec, filter: &str, ids: Vec<u64>) -> Eve
         filter: filter.to_string(),
         format: t.format.clone(),
         ids,
+        regs_user: s.regs_user(),
+        stack_user: if s.copies_stack() { s.stack_user } else { 0 },
     }
 }
 

@@ -26,6 +26,7 @@ fn main() {
             kind,
             stack: st.map(std::sync::Arc::from),
             cgroup: 0,
+            stack_copy: None,
         });
     };
     let w = Rwbs::parse("W");

@@ -152,6 +152,10 @@ pub struct Context {
     /// The btrfs filesystems with their devices and chunk maps (format 1.9,
     /// `ioblame_format::Trace::btrfs`): what turns btrfs's logical addresses into sectors.
     pub btrfs: Vec<ioblame_format::BtrfsFs>,
+    /// What unwinds the user stack copies (`--user-stacks dwarf`, format 1.10) by the
+    /// unwind tables of the trace; `None`: the copies are dropped, and their events have
+    /// no user frames.
+    pub unwinder: Option<ioblame_unwind::Unwinder>,
 }
 
 impl Default for Context {
@@ -173,6 +177,7 @@ impl Default for Context {
             dm_targets: Vec::new(),
             user_maps: Vec::new(),
             btrfs: Vec::new(),
+            unwinder: None,
         }
     }
 }
@@ -190,6 +195,7 @@ impl std::fmt::Debug for Context {
             .field("xfs_geometry", &self.xfs_geometry)
             .field("loops", &self.loops)
             .field("dm_targets", &self.dm_targets)
+            .field("unwinder", &self.unwinder)
             .finish()
     }
 }
@@ -240,6 +246,11 @@ impl Context {
             dm_targets: meta.dm_targets.clone(),
             user_maps: meta.user_maps.clone(),
             btrfs: meta.btrfs.clone(),
+            // Frame pointers only until the trace's unwind tables are added (they are read
+            // apart from the metadata: `ioblame_pipeline`).
+            unwinder: ioblame_unwind::Arch::of_machine(&header.machine)
+                .filter(|_| meta.events.iter().any(|e| e.stack_user > 0))
+                .map(|arch| ioblame_unwind::Unwinder::new(arch, Default::default())),
         }
     }
 }

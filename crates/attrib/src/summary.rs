@@ -128,6 +128,11 @@ pub struct Summary {
     /// Pages of large folios that another task's write took from the folio's first dirtier
     /// (outside that dirtier's own write: docs/attribution.md, "Large folios").
     pub folio_pages_claimed: u64,
+    /// User stack copies unwound (`--user-stacks dwarf`).
+    pub stack_copies: u64,
+    /// Of them, those whose next frame lay beyond the copy: the stack was deeper than the
+    /// copy (`--user-stacks dwarf:SIZE`).
+    pub stack_copies_cut: u64,
     /// Human-readable warnings (the first 64).
     pub warnings: Vec<String>,
     /// Warnings beyond those kept.

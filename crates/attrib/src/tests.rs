@@ -100,6 +100,7 @@ impl Bench {
             kind,
             stack: stack.map(std::sync::Arc::from),
             cgroup: 0,
+            stack_copy: None,
         };
         self.a.push(&ev);
         self.a.drain_ios_into(&mut self.ios);

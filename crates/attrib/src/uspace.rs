@@ -222,6 +222,21 @@ impl AddressSpaces {
         }
     }
 
+    /// The executable mappings of process `pid`, for the unwinding of its stack copies.
+    pub fn executable(&self, pid: u32) -> Vec<ioblame_unwind::Mapped<'_>> {
+        self.maps.get(&pid).map_or_else(Vec::new, |maps| {
+            maps.iter()
+                .map(|m| ioblame_unwind::Mapped {
+                    start: m.start,
+                    end: m.end,
+                    pgoff: m.pgoff,
+                    build_id: &m.module.build_id,
+                    path: &m.module.path,
+                })
+                .collect()
+        })
+    }
+
     /// The frame of user address `ip` of process `pid`.
     pub fn frame(&self, pid: u32, ip: u64) -> UserFrame {
         let hit = self.maps.get(&pid).and_then(|maps| {
@@ -256,6 +271,7 @@ mod tests {
             kind,
             stack: None,
             cgroup: 0,
+            stack_copy: None,
         }
     }
 

@@ -72,6 +72,7 @@ impl Converter {
             // The blkcg id blktrace records with the cgroup flag: an id in the cgroup2
             // hierarchy, as PERF_SAMPLE_CGROUP's.
             cgroup: r.cgroup.unwrap_or(0),
+            stack_copy: None,
         };
         let (dev, sector, nr_sector) = (r.device, r.sector, r.nr_sectors());
         match r.action {

@@ -16,10 +16,10 @@ use ioblame_events::{Build, EventDef, Payload};
 use crate::event::*;
 use crate::format::{EventFormat, Field, FieldError, FormatError};
 use crate::record::{
-    check_sample_type, parse_sample, parse_task_record, RecordError, SampleLayout, TaskRecord,
-    MISC_MMAP_DATA, RECORD_COMM, RECORD_EXIT, RECORD_FORK, RECORD_LOST, RECORD_LOST_SAMPLES,
-    RECORD_MMAP, RECORD_MMAP2, RECORD_SAMPLE, SAMPLE_CPU, SAMPLE_ID, SAMPLE_IDENTIFIER, SAMPLE_RAW,
-    SAMPLE_STREAM_ID, SAMPLE_TID, SAMPLE_TIME,
+    check_sample_type, parse_sample, parse_sample_regs, parse_task_record, RecordError,
+    SampleLayout, TaskRecord, MISC_MMAP_DATA, RECORD_COMM, RECORD_EXIT, RECORD_FORK, RECORD_LOST,
+    RECORD_LOST_SAMPLES, RECORD_MMAP, RECORD_MMAP2, RECORD_SAMPLE, SAMPLE_CPU, SAMPLE_ID,
+    SAMPLE_IDENTIFIER, SAMPLE_RAW, SAMPLE_STREAM_ID, SAMPLE_TID, SAMPLE_TIME,
 };
 
 /// Something in the trace's metadata that limits decoding (reported, not fatal).
@@ -49,6 +49,56 @@ pub enum DecoderProblem {
     /// Samples cannot be told apart (no `IDENTIFIER` and no other way).
     #[error("{0}")]
     Identification(String),
+    /// The samples carry user stack copies the decoder cannot unwind: their user frames are
+    /// left out.
+    #[error("the user stack copies of a `{machine}` recording cannot be unwound (x86_64 and aarch64 only): their user frames are left out")]
+    StackCopies {
+        /// The recording host's machine (`uname -m`).
+        machine: String,
+    },
+}
+
+/// Which user registers of a sample ([`ioblame_perfrec::UserRegs::get`]) a stack copy is
+/// unwound from, on the recording host's architecture.
+#[derive(Debug, Clone, Copy)]
+struct CopyRegs {
+    ip: u32,
+    sp: u32,
+    fp: u32,
+    lr: Option<u32>,
+}
+
+impl CopyRegs {
+    /// The registers of `machine` (`uname -m`), if known.
+    fn of(machine: &str) -> Option<CopyRegs> {
+        use ioblame_perfrec as p;
+        match machine {
+            "x86_64" => Some(CopyRegs {
+                ip: p::X86_REG_IP,
+                sp: p::X86_REG_SP,
+                fp: p::X86_REG_BP,
+                lr: None,
+            }),
+            "aarch64" | "arm64" => Some(CopyRegs {
+                ip: p::ARM64_REG_PC,
+                sp: p::ARM64_REG_SP,
+                fp: p::ARM64_REG_FP,
+                lr: Some(p::ARM64_REG_LR),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The stack copy of a sample's user registers and stack bytes.
+    fn copy(&self, regs: &ioblame_perfrec::UserRegs<'_>, bytes: &[u8]) -> Option<StackCopy> {
+        Some(StackCopy {
+            ip: regs.get(self.ip)?,
+            sp: regs.get(self.sp)?,
+            fp: regs.get(self.fp).unwrap_or(0),
+            lr: self.lr.and_then(|r| regs.get(r)).unwrap_or(0),
+            bytes: bytes.into(),
+        })
+    }
 }
 
 /// Why a record was skipped.
@@ -99,8 +149,12 @@ impl SkipReason {
     fn of_record(e: RecordError) -> Self {
         match e {
             RecordError::Truncated { .. } => SkipReason::Truncated,
-            RecordError::UnsupportedSampleType { .. } => SkipReason::UnsupportedSampleType,
+            RecordError::UnsupportedSampleType { .. } | RecordError::NoRegsMask => {
+                SkipReason::UnsupportedSampleType
+            }
             RecordError::CallchainTooLong(_) => SkipReason::CallchainTooLong,
+            // A size no kernel writes: the record is damaged.
+            RecordError::StackTooLarge(_) => SkipReason::Truncated,
         }
     }
 }
@@ -292,6 +346,8 @@ struct Entry {
     sample_type_ok: bool,
     /// Where a sample's fields lie (when the sample type is supported).
     layout: Option<SampleLayout>,
+    /// `sample_regs_user`: the user registers of its samples.
+    regs_mask: u64,
     build: Option<Build>,
     fields: Vec<Option<Field>>,
     common_pid: Option<Field>,
@@ -334,6 +390,8 @@ pub struct Decoder {
     /// Some dirty-buffer event was recorded without its callchain (`--stacks exact`): the
     /// buffers take the stacks of their folios' dirty events (`inherit`).
     buffer_stacks_derived: bool,
+    /// The registers stack copies are unwound from (`None`: an architecture not known).
+    copy_regs: Option<CopyRegs>,
     /// Leave the dirty buffers' own stacks out ([`Decoder::drop_buffer_stacks`]).
     drop_buffer_stacks: bool,
     /// The addresses of `mark_buffer_dirty` in the trace's kernel symbols, where a derived
@@ -376,7 +434,8 @@ impl Decoder {
                 name: ev.name.clone(),
                 sample_type: ev.sample_type,
                 sample_type_ok,
-                layout: SampleLayout::new(ev.sample_type),
+                layout: SampleLayout::with_regs(ev.sample_type, ev.regs_user),
+                regs_mask: ev.regs_user,
                 build: None,
                 fields: Vec::new(),
                 common_pid: None,
@@ -450,6 +509,12 @@ impl Decoder {
             .or(meta.events.first())
             .map_or(0, |e| e.sample_type);
         let buffer_stacks_derived = buffer_stacks_derived(meta);
+        let copy_regs = CopyRegs::of(&header.machine);
+        if copy_regs.is_none() && meta.events.iter().any(|e| e.stack_user > 0) {
+            problems.push(DecoderProblem::StackCopies {
+                machine: header.machine.clone(),
+            });
+        }
         // Looked up only where buffer stacks are derived (a scan of the symbols' text).
         let mark_buffer_dirty = buffer_stacks_derived
             .then(|| mark_buffer_dirty_range(meta))
@@ -464,6 +529,7 @@ impl Decoder {
             fallback_trailer_type,
             problems,
             buffer_stacks_derived,
+            copy_regs,
             drop_buffer_stacks: false,
             mark_buffer_dirty,
         }
@@ -641,7 +707,7 @@ impl Decoder {
         let s = match e.layout.and_then(|l| l.parse(body, self.order)) {
             Some(s) => s,
             // The whole walk, which says why (a truncated or damaged record).
-            None => parse_sample(body, e.sample_type, self.order)
+            None => parse_sample_regs(body, e.sample_type, e.regs_mask, self.order)
                 .map_err(SkipReason::of_record)?
                 .into(),
         };
@@ -664,6 +730,7 @@ impl Decoder {
             kind: EventKind::Other { event: idx },
             stack: None,
             cgroup: s.cgroup.unwrap_or(0),
+            stack_copy: None,
         });
         let Some(ev) = events.last_mut() else {
             return Ok(()); // Unreachable: the event was just pushed.
@@ -681,6 +748,11 @@ impl Decoder {
         *last_time = time;
         stats.per_event[idx as usize] += 1;
         ev.stack = s.callchain.map(|c| recent.stack(idx, c));
+        if let (Some(regs), Some(cr)) = (&s.regs_user, &self.copy_regs) {
+            ev.stack_copy = cr
+                .copy(regs, s.stack_user.unwrap_or_default())
+                .map(Arc::new);
+        }
         if e.stack_sample {
             // Both events fire on the same hit, one record after the other: the stack goes
             // to the other's sample, before or after this one.
@@ -691,13 +763,17 @@ impl Decoder {
                 return Ok(());
             };
             match events.last_mut() {
-                Some(p) if p.stack.is_none() && same_hit(p, &sample) => p.stack = Some(stack),
+                Some(p) if p.stack.is_none() && same_hit(p, &sample) => {
+                    p.stack = Some(stack);
+                    p.stack_copy = sample.stack_copy;
+                }
                 _ => recent.pending = Some((sample, stack)),
             }
         } else if let Some((sample, stack)) = recent.pending.take() {
             // The next record of this CPU after the stack sample: its event, or none.
             if let Some(ev) = events.last_mut().filter(|ev| same_hit(ev, &sample)) {
                 ev.stack = Some(stack);
+                ev.stack_copy = sample.stack_copy;
             }
         }
         Ok(())
@@ -831,6 +907,7 @@ impl Decoder {
             kind,
             stack: None,
             cgroup: 0,
+            stack_copy: None,
         })
     }
 }

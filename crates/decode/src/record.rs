@@ -6,13 +6,14 @@
 use ioblame_format::{RawRecord, PERF_HEADER_LEN};
 
 pub use ioblame_perfrec::{
-    check_sample_type, parse_sample, parse_sample_id, sample_id_len, Callchain, RecordError,
-    Sample, SampleId, SampleLayout, SampleParts, TaskRecord, CONTEXT_KERNEL, CONTEXT_MAX,
-    CONTEXT_USER, MAX_CALLCHAIN, MISC_COMM_EXEC, MISC_MMAP_BUILD_ID, MISC_MMAP_DATA, RECORD_COMM,
-    RECORD_EXIT, RECORD_FORK, RECORD_LOST, RECORD_LOST_SAMPLES, RECORD_MMAP, RECORD_MMAP2,
-    RECORD_SAMPLE, SAMPLE_ADDR, SAMPLE_CALLCHAIN, SAMPLE_CGROUP, SAMPLE_CPU, SAMPLE_ID,
-    SAMPLE_IDENTIFIER, SAMPLE_IP, SAMPLE_PERIOD, SAMPLE_RAW, SAMPLE_READ, SAMPLE_STREAM_ID,
-    SAMPLE_TID, SAMPLE_TIME, SUPPORTED_SAMPLE_TYPE,
+    check_sample_type, parse_sample, parse_sample_id, parse_sample_regs, sample_id_len, Callchain,
+    RecordError, Sample, SampleId, SampleLayout, SampleParts, TaskRecord, CONTEXT_KERNEL,
+    CONTEXT_MAX, CONTEXT_USER, MAX_CALLCHAIN, MISC_COMM_EXEC, MISC_MMAP_BUILD_ID, MISC_MMAP_DATA,
+    RECORD_COMM, RECORD_EXIT, RECORD_FORK, RECORD_LOST, RECORD_LOST_SAMPLES, RECORD_MMAP,
+    RECORD_MMAP2, RECORD_SAMPLE, SAMPLE_ADDR, SAMPLE_CALLCHAIN, SAMPLE_CGROUP, SAMPLE_CPU,
+    SAMPLE_ID, SAMPLE_IDENTIFIER, SAMPLE_IP, SAMPLE_PERIOD, SAMPLE_RAW, SAMPLE_READ,
+    SAMPLE_REGS_USER, SAMPLE_STACK_USER, SAMPLE_STREAM_ID, SAMPLE_TID, SAMPLE_TIME,
+    SUPPORTED_SAMPLE_TYPE,
 };
 
 /// Parses a COMM, FORK, EXIT, MMAP, MMAP2, LOST or LOST_SAMPLES record whose trailer is laid
@@ -54,6 +55,8 @@ mod tests {
                 callchain: vec![CONTEXT_KERNEL, 0xffffffff81000010, 0xffffffff81000020],
                 raw: vec![1, 2, 3, 4, 5],
                 cgroup: 4242,
+                regs_user: vec![0x7ffd_0000_0010, 0x7ffd_0000_0000, 0x5555_0000_1234],
+                stack_user: vec![7; 20],
             };
             let rec = synth::sample_record(st, order, &v);
             assert_eq!(rec.len() % 8, 0);
@@ -62,7 +65,9 @@ mod tests {
                 misc: 0,
                 bytes: &rec,
             };
-            let s = parse_sample(raw.body(), st, order).unwrap();
+            // x86's BP, SP and IP.
+            let regs = 1 << 6 | 1 << 7 | 1 << 8;
+            let s = parse_sample_regs(raw.body(), st, regs, order).unwrap();
             assert_eq!(s.identifier, Some(11));
             assert_eq!(s.ip, Some(0xffffffff81000000));
             assert_eq!(s.pid_tid, Some((100, 101)));
@@ -80,10 +85,16 @@ mod tests {
             assert_eq!(s.raw.unwrap().len(), 12);
             assert_eq!(&s.raw.unwrap()[..5], &[1u8, 2, 3, 4, 5][..]);
             assert_eq!(s.cgroup, Some(4242));
+            let r = s.regs_user.unwrap();
+            assert_eq!(
+                (r.get(6), r.get(8)),
+                (Some(0x7ffd_0000_0010), Some(0x5555_0000_1234))
+            );
+            assert_eq!(s.stack_user, Some(&[7u8; 20][..]));
             // Every truncation is an error, never a panic.
             for cut in 0..raw.body().len() {
                 assert!(
-                    parse_sample(&raw.body()[..cut], st, order).is_err(),
+                    parse_sample_regs(&raw.body()[..cut], st, regs, order).is_err(),
                     "cut {cut}"
                 );
             }
@@ -122,6 +133,7 @@ mod tests {
             callchain: vec![CONTEXT_KERNEL, 0xffffffff81000010],
             raw: vec![1, 2, 3, 4, 5],
             cgroup: 4242,
+            ..SampleValues::default()
         };
         for mask in 0..1u32 << bits.len() {
             let st = bits

@@ -26,7 +26,8 @@ use crate::format::{EventFormat, FieldError, FieldLayout, FormatError};
 use crate::record::{
     CONTEXT_KERNEL, MISC_COMM_EXEC, RECORD_COMM, RECORD_LOST, RECORD_LOST_SAMPLES, RECORD_SAMPLE,
     SAMPLE_ADDR, SAMPLE_CALLCHAIN, SAMPLE_CGROUP, SAMPLE_CPU, SAMPLE_ID, SAMPLE_IDENTIFIER,
-    SAMPLE_IP, SAMPLE_PERIOD, SAMPLE_RAW, SAMPLE_STREAM_ID, SAMPLE_TID, SAMPLE_TIME,
+    SAMPLE_IP, SAMPLE_PERIOD, SAMPLE_RAW, SAMPLE_REGS_USER, SAMPLE_STACK_USER, SAMPLE_STREAM_ID,
+    SAMPLE_TID, SAMPLE_TIME,
 };
 
 /// The sample type the ioblame capture uses (callchains added per event).
@@ -62,6 +63,10 @@ pub struct SampleValues {
     pub raw: Vec<u8>,
     /// `CGROUP`.
     pub cgroup: u64,
+    /// `REGS_USER`: the registers of the mask (none: a kernel thread's, ABI 0).
+    pub regs_user: Vec<u64>,
+    /// `STACK_USER`: the bytes copied (none: size 0), padded to 8 in the record.
+    pub stack_user: Vec<u8>,
 }
 
 /// Values of a `sample_id_all` trailer.
@@ -192,6 +197,34 @@ pub fn sample_record(sample_type: u64, order: ByteOrder, v: &SampleValues) -> Ve
         w.u32(padded as u32);
         w.b.extend_from_slice(&v.raw);
         w.b.resize(w.b.len() + padded - v.raw.len(), 0);
+    }
+    if has(SAMPLE_REGS_USER) {
+        if v.regs_user.is_empty() {
+            w.u64(ioblame_perfrec::REGS_ABI_NONE);
+        } else {
+            w.u64(ioblame_perfrec::REGS_ABI_64);
+            for &r in &v.regs_user {
+                w.u64(r);
+            }
+        }
+    }
+    if has(SAMPLE_STACK_USER) {
+        let size = v.stack_user.len().next_multiple_of(8);
+        w.u64(size as u64);
+        if size > 0 {
+            w.b.extend_from_slice(&v.stack_user);
+            w.b.resize(w.b.len() + size - v.stack_user.len(), 0);
+            w.u64(v.stack_user.len() as u64);
+        }
+    }
+    // WEIGHT and DATA_SRC: read past by the reader.
+    for bit in [
+        ioblame_perfrec::SAMPLE_WEIGHT,
+        ioblame_perfrec::SAMPLE_DATA_SRC,
+    ] {
+        if has(bit) {
+            w.u64(0);
+        }
     }
     if has(SAMPLE_CGROUP) {
         w.u64(v.cgroup);
@@ -519,6 +552,8 @@ impl TraceBuilder {
             filter: String::new(),
             format: format.to_string(),
             ids,
+            regs_user: 0,
+            stack_user: 0,
         });
         self.formats.push(fmt);
         Ok((self.meta.events.len() - 1) as u16)
@@ -597,6 +632,7 @@ impl TraceBuilder {
             callchain,
             raw,
             cgroup: self.cgroup,
+            ..SampleValues::default()
         };
         Ok(sample_record(ev.sample_type, self.order, &v))
     }

@@ -690,6 +690,26 @@ pub struct Event {
     /// The id of the task's cgroup in the cgroup2 hierarchy (`PERF_SAMPLE_CGROUP`, recorded
     /// on the stack events since format 1.3); 0 when not recorded.
     pub cgroup: u64,
+    /// A copy of the top of the task's user stack with the registers that unwind it
+    /// (`--user-stacks dwarf`, `perf record --call-graph dwarf`), until the attribution
+    /// unwinds it into user frames of [`Event::stack`]; `None` without.
+    pub stack_copy: Option<Arc<StackCopy>>,
+}
+
+/// A copy of the top of a user stack, taken with a sample (`PERF_SAMPLE_STACK_USER`), and
+/// the user registers a CFI unwinder starts from (`PERF_SAMPLE_REGS_USER`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StackCopy {
+    /// The user instruction pointer.
+    pub ip: u64,
+    /// The user stack pointer: the address of the copy's first byte.
+    pub sp: u64,
+    /// The frame pointer (x86's `rbp`, arm64's `x29`).
+    pub fp: u64,
+    /// arm64's link register (0 on x86).
+    pub lr: u64,
+    /// The stack's bytes from `sp` up.
+    pub bytes: Box<[u8]>,
 }
 
 impl Event {
@@ -705,6 +725,7 @@ impl Event {
             kind,
             stack: None,
             cgroup: 0,
+            stack_copy: None,
         }
     }
 }

@@ -13,7 +13,7 @@ pub const FILE_MAGIC: [u8; 8] = *b"\x89IOBLAM\n";
 /// Current major format version. A reader rejects files of a higher major version.
 pub const FORMAT_MAJOR: u16 = 1;
 /// Current minor format version. Minor versions only add block kinds or trailing fields.
-pub const FORMAT_MINOR: u16 = 9;
+pub const FORMAT_MINOR: u16 = 10;
 /// Size of the file preamble: magic, major, minor, reserved.
 pub const PREAMBLE_LEN: usize = 16;
 

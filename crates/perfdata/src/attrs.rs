@@ -196,8 +196,11 @@ pub(crate) struct Events {
     /// The clock of the first attr that sets `use_clockid`, or -1 (perf's default clock).
     pub clock_id: i32,
     /// Whether a tracepoint's callchains go on into user space (`PERF_SAMPLE_CALLCHAIN`
-    /// without `exclude_callchain_user`: `perf-command --user-stacks`).
+    /// without `exclude_callchain_user`: `perf-command --user-stacks`), or its samples copy
+    /// the user stack (`--call-graph dwarf`).
     pub user_stacks: bool,
+    /// The largest user stack copy of a tracepoint's samples (`sample_stack_user`), 0 without.
+    pub stack_copy: u32,
     /// Whether an attr asks for build ids in its MMAP2 records (`perf record --buildid-mmap`).
     pub mmap_build_id: bool,
 }
@@ -231,6 +234,7 @@ pub(crate) fn events(
     let mut infos = Vec::new();
     let mut clock_id = -1;
     let (mut user_stacks, mut mmap_build_id) = (false, false);
+    let mut stack_copy = 0u32;
     let n_attrs = attrs.len();
     for (i, a) in attrs.iter().enumerate() {
         let attr = &a.attr;
@@ -272,9 +276,15 @@ pub(crate) fn events(
         if aflags.intersects(AttrFlags::COMM | AttrFlags::TASK) {
             flags |= EVENT_TASK_RECORDS;
         }
-        user_stacks |= tracefs_id != 0
-            && sf.contains(SampleFormat::CALLCHAIN)
-            && !aflags.contains(AttrFlags::EXCLUDE_CALLCHAIN_USER);
+        // perf's `--call-graph dwarf`: a stack copy, and no user frames in the callchain.
+        let copies = tracefs_id != 0
+            && sf.contains(SampleFormat::STACK_USER | SampleFormat::REGS_USER)
+            && attr.sample_stack_user > 0;
+        stack_copy = stack_copy.max(if copies { attr.sample_stack_user } else { 0 });
+        user_stacks |= copies
+            || tracefs_id != 0
+                && sf.contains(SampleFormat::CALLCHAIN)
+                && !aflags.contains(AttrFlags::EXCLUDE_CALLCHAIN_USER);
         mmap_build_id |= aflags.contains(AttrFlags::MMAP2 | AttrFlags::BUILD_ID);
         if aflags.contains(AttrFlags::USE_CLOCKID) && clock_id == -1 {
             clock_id = match own.and_then(|r| r.clockid) {
@@ -297,6 +307,8 @@ pub(crate) fn events(
             max_stack: attr.sample_max_stack,
             format,
             ids,
+            regs_user: attr.sample_regs_user,
+            stack_user: attr.sample_stack_user,
         });
     }
     if infos.iter().any(|i| i.add_id.is_some()) {
@@ -311,6 +323,7 @@ pub(crate) fn events(
         infos,
         clock_id,
         user_stacks,
+        stack_copy,
         mmap_build_id,
     }
 }

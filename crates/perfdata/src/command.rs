@@ -37,6 +37,10 @@ pub struct CommandOptions {
     /// synthesized from `/proc`) carry the files' build ids (`--buildid-mmap`, Linux and
     /// perf 5.12 or later; perf then writes no build-id table at the end).
     pub user_stacks: bool,
+    /// With `user_stacks`, a copy of this many bytes of the user stack with each stack
+    /// event, unwound offline (`--call-graph dwarf`, as `ioblame-capture record
+    /// --user-stacks dwarf:SIZE`); 0: the kernel's frame-pointer walk.
+    pub stack_copy: u32,
 }
 
 /// Builds the command line from the events that exist here and the devices to filter on.
@@ -71,11 +75,16 @@ pub(crate) fn build_command(
     args.extend(["-m".into(), "16M".into()]);
     for t in events {
         args.push("-e".into());
-        if t.callchain && opts.stacks.callchain(&t.name) {
-            args.push(format!("{}{CALLCHAIN_TERM}", t.name));
+        let term = if !(t.callchain && opts.stacks.callchain(&t.name)) {
+            String::new()
+        } else if opts.user_stacks && opts.stack_copy > 0 {
+            // perf's DWARF mode: a copy of the stack and the user registers, and
+            // `exclude_callchain_user` (the kernel walks no user frame).
+            format!("/call-graph=dwarf,stack-size={}/", opts.stack_copy)
         } else {
-            args.push(t.name.clone());
-        }
+            CALLCHAIN_TERM.to_string()
+        };
+        args.push(format!("{}{term}", t.name));
         let f = tp::plan_filter(t, devs, events);
         if !f.is_empty() {
             args.push("--filter".into());
@@ -109,6 +118,7 @@ pub fn perf_command_with_notes(
     let opts = CommandOptions {
         stacks,
         user_stacks: false,
+        stack_copy: 0,
     };
     perf_command_for(devices, opts)
 }
@@ -212,6 +222,7 @@ mod tests {
         CommandOptions {
             stacks,
             user_stacks,
+            stack_copy: 0,
         }
     }
 
@@ -277,6 +288,18 @@ mod tests {
             "perf record -a --all-cgroups --buildid-mmap -m 16M \
              -e block:block_dirty_buffer/call-graph=fp/ --filter 'sector < 4611686018427387904' \
              -o perf.data -- COMMAND"
+        );
+        // Stack copies unwound offline: perf's DWARF mode on the stack events.
+        let dwarf = CommandOptions {
+            stack_copy: 4096,
+            ..opts(Stacks::Exact, true)
+        };
+        assert_eq!(
+            build_command(&evs, &[], dwarf, true),
+            "perf record -a --all-cgroups --buildid-mmap -m 16M \
+             -e writeback:writeback_dirty_folio/call-graph=dwarf,stack-size=4096/ \
+             -e block:block_dirty_buffer --filter 'sector < 4611686018427387904' \
+             -e sched:sched_process_exec -o perf.data -- COMMAND"
         );
         // Before Linux 5.12 (no build ids in MMAP2 records): the build-id table instead.
         assert_eq!(

@@ -240,7 +240,11 @@ fn convert(
     }
     if events.user_stacks {
         // As `ioblame-capture record --user-stacks` says it.
-        capture_info.push(("user_stacks".into(), "fp".into()));
+        let mode = match events.stack_copy {
+            0 => "fp".to_string(),
+            n => format!("dwarf:{n}"),
+        };
+        capture_info.push(("user_stacks".into(), mode));
         let yes = if events.mmap_build_id { "yes" } else { "no" };
         capture_info.push(("mmap_build_id".into(), yes.into()));
     }

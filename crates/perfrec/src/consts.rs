@@ -59,6 +59,21 @@ pub const SAMPLE_PERIOD: u64 = 1 << 8;
 pub const SAMPLE_STREAM_ID: u64 = 1 << 9;
 /// `PERF_SAMPLE_RAW`.
 pub const SAMPLE_RAW: u64 = 1 << 10;
+/// `PERF_SAMPLE_BRANCH_STACK` (not supported).
+pub const SAMPLE_BRANCH_STACK: u64 = 1 << 11;
+/// `PERF_SAMPLE_REGS_USER`: the ABI of the user registers (a u64, 0 for a kernel thread),
+/// then, unless 0, the registers of `perf_event_attr.sample_regs_user`, one u64 each in the
+/// order of their bits; after `RAW`.
+pub const SAMPLE_REGS_USER: u64 = 1 << 12;
+/// `PERF_SAMPLE_STACK_USER`: a copy of the top of the user stack: its size (a u64), then,
+/// unless 0, that many bytes and the size the kernel could copy (`dyn_size`, a u64); after
+/// `REGS_USER`.
+pub const SAMPLE_STACK_USER: u64 = 1 << 13;
+/// `PERF_SAMPLE_WEIGHT`: a u64 after `STACK_USER` (read past, not kept).
+pub const SAMPLE_WEIGHT: u64 = 1 << 14;
+/// `PERF_SAMPLE_DATA_SRC`: a u64 after `WEIGHT` (read past, not kept; perf's
+/// `--call-graph dwarf` asks for it).
+pub const SAMPLE_DATA_SRC: u64 = 1 << 15;
 /// `PERF_SAMPLE_IDENTIFIER`.
 pub const SAMPLE_IDENTIFIER: u64 = 1 << 16;
 /// `PERF_SAMPLE_CGROUP` (Linux 5.7): the id of the task's cgroup in the cgroup2 hierarchy,
@@ -77,7 +92,35 @@ pub const SUPPORTED_SAMPLE_TYPE: u64 = SAMPLE_IDENTIFIER
     | SAMPLE_PERIOD
     | SAMPLE_CALLCHAIN
     | SAMPLE_RAW
+    | SAMPLE_REGS_USER
+    | SAMPLE_STACK_USER
+    | SAMPLE_WEIGHT
+    | SAMPLE_DATA_SRC
     | SAMPLE_CGROUP;
+
+/// `PERF_SAMPLE_REGS_ABI_NONE`: no user registers (a kernel thread).
+pub const REGS_ABI_NONE: u64 = 0;
+/// `PERF_SAMPLE_REGS_ABI_32`.
+pub const REGS_ABI_32: u64 = 1;
+/// `PERF_SAMPLE_REGS_ABI_64`.
+pub const REGS_ABI_64: u64 = 2;
+/// x86's `PERF_REG_X86_BP` (`perf_event_x86_regs`): a bit of `sample_regs_user`.
+pub const X86_REG_BP: u32 = 6;
+/// x86's `PERF_REG_X86_SP`.
+pub const X86_REG_SP: u32 = 7;
+/// x86's `PERF_REG_X86_IP`.
+pub const X86_REG_IP: u32 = 8;
+/// arm64's `PERF_REG_ARM64_X29`, the frame pointer (`perf_event_arm64_regs`).
+pub const ARM64_REG_FP: u32 = 29;
+/// arm64's `PERF_REG_ARM64_LR`.
+pub const ARM64_REG_LR: u32 = 30;
+/// arm64's `PERF_REG_ARM64_SP`.
+pub const ARM64_REG_SP: u32 = 31;
+/// arm64's `PERF_REG_ARM64_PC`.
+pub const ARM64_REG_PC: u32 = 32;
+
+/// Most bytes of user stack a sample may carry (a record is at most 64 KiB).
+pub const MAX_STACK_USER: u64 = 65528;
 
 /// Callchain entries at or above this value are context markers (`PERF_CONTEXT_MAX`).
 pub const CONTEXT_MAX: u64 = -4095i64 as u64;

@@ -27,6 +27,10 @@ pub enum RecordError {
     },
     /// A callchain longer than [`MAX_CALLCHAIN`](crate::MAX_CALLCHAIN).
     CallchainTooLong(u64),
+    /// The `sample_type` has `REGS_USER` and no register mask was given.
+    NoRegsMask,
+    /// A user stack copy larger than [`MAX_STACK_USER`](crate::MAX_STACK_USER).
+    StackTooLarge(u64),
 }
 
 impl fmt::Display for RecordError {
@@ -46,10 +50,16 @@ impl fmt::Display for RecordError {
                 unsupported,
             } => write!(
                 f,
-                "sample_type {sample_type:#x} has unsupported bits {unsupported:#x} (supported: IDENTIFIER, IP, TID, TIME, ADDR, ID, STREAM_ID, CPU, PERIOD, CALLCHAIN, RAW, CGROUP)"
+                "sample_type {sample_type:#x} has unsupported bits {unsupported:#x} (supported: IDENTIFIER, IP, TID, TIME, ADDR, ID, STREAM_ID, CPU, PERIOD, CALLCHAIN, RAW, REGS_USER, STACK_USER, WEIGHT, DATA_SRC, CGROUP)"
             ),
             RecordError::CallchainTooLong(n) => {
                 write!(f, "callchain of {n} entries exceeds the cap")
+            }
+            RecordError::NoRegsMask => {
+                write!(f, "the samples carry user registers, and their mask is unknown")
+            }
+            RecordError::StackTooLarge(n) => {
+                write!(f, "user stack copy of {n} bytes exceeds the cap")
             }
         }
     }

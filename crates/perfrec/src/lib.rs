@@ -27,7 +27,10 @@ mod task;
 pub use consts::*;
 pub use error::{check_sample_type, RecordError};
 pub use order::ByteOrder;
-pub use sample::{parse_sample, Callchain, Sample, SampleLayout, SampleParts, FIXED_SAMPLE_FIELDS};
+pub use sample::{
+    parse_sample, parse_sample_regs, Callchain, Sample, SampleLayout, SampleParts, UserRegs,
+    FIXED_SAMPLE_FIELDS,
+};
 pub use task::{
     lost_count, mapping_name, mmap2_name, parse_cgroup, parse_sample_id, parse_task_record,
     put_mmap2_build_id, sample_id_len, SampleId, TaskRecord, MMAP2_ID_AT, MMAP2_NAME_AT,

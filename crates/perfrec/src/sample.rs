@@ -2,9 +2,10 @@
 //! over every field, and the callchain.
 
 use crate::consts::{
-    CONTEXT_KERNEL, CONTEXT_MAX, CONTEXT_USER, MAX_CALLCHAIN, SAMPLE_ADDR, SAMPLE_CALLCHAIN,
-    SAMPLE_CGROUP, SAMPLE_CPU, SAMPLE_ID, SAMPLE_IDENTIFIER, SAMPLE_IP, SAMPLE_PERIOD, SAMPLE_RAW,
-    SAMPLE_STREAM_ID, SAMPLE_TID, SAMPLE_TIME, SUPPORTED_SAMPLE_TYPE,
+    CONTEXT_KERNEL, CONTEXT_MAX, CONTEXT_USER, MAX_CALLCHAIN, MAX_STACK_USER, REGS_ABI_NONE,
+    SAMPLE_ADDR, SAMPLE_CALLCHAIN, SAMPLE_CGROUP, SAMPLE_CPU, SAMPLE_DATA_SRC, SAMPLE_ID,
+    SAMPLE_IDENTIFIER, SAMPLE_IP, SAMPLE_PERIOD, SAMPLE_RAW, SAMPLE_REGS_USER, SAMPLE_STACK_USER,
+    SAMPLE_STREAM_ID, SAMPLE_TID, SAMPLE_TIME, SAMPLE_WEIGHT, SUPPORTED_SAMPLE_TYPE,
 };
 use crate::cursor::Cur;
 use crate::error::{check_sample_type, RecordError};
@@ -110,6 +111,30 @@ impl<'a> Callchain<'a> {
     }
 }
 
+/// The user registers of a sample (`REGS_USER`), as they sit in the record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UserRegs<'a> {
+    /// `PERF_SAMPLE_REGS_ABI_*` ([`crate::REGS_ABI_64`] on a 64-bit task).
+    pub abi: u64,
+    /// The registers of the mask, one u64 each in the order of their bits.
+    bytes: &'a [u8],
+    mask: u64,
+    order: ByteOrder,
+}
+
+impl UserRegs<'_> {
+    /// Register `reg` (its bit number in the architecture's `perf_event_x86_regs` or
+    /// `perf_event_arm64_regs`), if the mask has it.
+    pub fn get(&self, reg: u32) -> Option<u64> {
+        if reg >= 64 || self.mask & (1 << reg) == 0 {
+            return None;
+        }
+        let i = (self.mask & ((1u64 << reg) - 1)).count_ones() as usize;
+        let w: [u8; 8] = self.bytes.get(i * 8..i * 8 + 8)?.try_into().ok()?;
+        Some(self.order.u64(w))
+    }
+}
+
 /// A parsed `PERF_RECORD_SAMPLE`; fields absent from the `sample_type` are `None`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Sample<'a> {
@@ -135,18 +160,37 @@ pub struct Sample<'a> {
     pub callchain: Option<Callchain<'a>>,
     /// `RAW`: the tracepoint payload.
     pub raw: Option<&'a [u8]>,
+    /// `REGS_USER`: `None` also when the task had none (a kernel thread).
+    pub regs_user: Option<UserRegs<'a>>,
+    /// `STACK_USER`: the bytes the kernel could copy (`dyn_size` of them), from the user
+    /// stack pointer up; `None` also when it copied none.
+    pub stack_user: Option<&'a [u8]>,
     /// `CGROUP`: the task's cgroup id in the cgroup2 hierarchy.
     pub cgroup: Option<u64>,
 }
 
 /// Parses a sample body (after the perf header) laid out for `sample_type`, which must have
-/// passed [`check_sample_type`].
+/// passed [`check_sample_type`] and have no `REGS_USER` ([`parse_sample_regs`] reads those).
 pub fn parse_sample(
     body: &[u8],
     sample_type: u64,
     order: ByteOrder,
 ) -> Result<Sample<'_>, RecordError> {
+    parse_sample_regs(body, sample_type, 0, order)
+}
+
+/// [`parse_sample`] of samples whose user registers are those of `regs_mask`
+/// (`perf_event_attr.sample_regs_user`).
+pub fn parse_sample_regs(
+    body: &[u8],
+    sample_type: u64,
+    regs_mask: u64,
+    order: ByteOrder,
+) -> Result<Sample<'_>, RecordError> {
     check_sample_type(sample_type)?;
+    if sample_type & SAMPLE_REGS_USER != 0 && regs_mask == 0 {
+        return Err(RecordError::NoRegsMask);
+    }
     let mut c = Cur::new(body, order);
     let mut s = Sample::default();
     let has = |bit: u64| sample_type & bit != 0;
@@ -174,6 +218,31 @@ pub fn parse_sample(
         let n = order.u32([h[0], h[1], h[2], h[3]]) as usize;
         s.raw = Some(c.take(n, "raw data")?);
     }
+    if has(SAMPLE_REGS_USER) {
+        let abi = c.u64("user regs abi")?;
+        if abi != REGS_ABI_NONE {
+            let n = regs_mask.count_ones() as usize * 8;
+            s.regs_user = Some(UserRegs {
+                abi,
+                bytes: c.take(n, "user regs")?,
+                mask: regs_mask,
+                order,
+            });
+        }
+    }
+    if has(SAMPLE_STACK_USER) {
+        let size = c.u64("user stack size")?;
+        if size > MAX_STACK_USER {
+            return Err(RecordError::StackTooLarge(size));
+        }
+        if size > 0 {
+            let data = c.take(size as usize, "user stack")?;
+            let dyn_size = c.u64("user stack dyn size")?.min(size) as usize;
+            s.stack_user = (dyn_size > 0).then(|| &data[..dyn_size]);
+        }
+    }
+    c.u64_if(has(SAMPLE_WEIGHT), "weight")?;
+    c.u64_if(has(SAMPLE_DATA_SRC), "data source")?;
     s.cgroup = c.u64_if(has(SAMPLE_CGROUP), "cgroup")?;
     Ok(s)
 }
@@ -189,6 +258,11 @@ pub struct SampleLayout {
     time: Option<usize>,
     callchain: bool,
     raw: bool,
+    /// `REGS_USER`'s mask (0: the sample type has no `REGS_USER`).
+    regs_mask: u64,
+    stack_user: bool,
+    /// u64 fields after `STACK_USER` read past (`WEIGHT`, `DATA_SRC`).
+    skipped: usize,
     cgroup: bool,
 }
 
@@ -203,6 +277,10 @@ pub struct SampleParts<'a> {
     pub callchain: Option<Callchain<'a>>,
     /// `RAW`.
     pub raw: Option<&'a [u8]>,
+    /// `REGS_USER`, when the task had user registers.
+    pub regs_user: Option<UserRegs<'a>>,
+    /// `STACK_USER`, when the kernel copied some.
+    pub stack_user: Option<&'a [u8]>,
     /// `CGROUP`.
     pub cgroup: Option<u64>,
 }
@@ -214,6 +292,8 @@ impl<'a> From<Sample<'a>> for SampleParts<'a> {
             time: s.time,
             callchain: s.callchain,
             raw: s.raw,
+            regs_user: s.regs_user,
+            stack_user: s.stack_user,
             cgroup: s.cgroup,
         }
     }
@@ -235,10 +315,21 @@ pub const FIXED_SAMPLE_FIELDS: [u64; 9] = [
 ];
 
 impl SampleLayout {
-    /// The layout of `sample_type`; `None` when [`parse_sample`] does not support it.
+    /// The layout of `sample_type`; `None` when [`parse_sample`] does not support it (a
+    /// sample type with `REGS_USER` needs [`SampleLayout::with_regs`]).
     /// A `const fn`, so that a recorder's fixed sample type gives constant offsets.
     pub const fn new(sample_type: u64) -> Option<SampleLayout> {
+        SampleLayout::with_regs(sample_type, 0)
+    }
+
+    /// The layout of `sample_type` whose user registers are those of `regs_mask`; `None`
+    /// when [`parse_sample_regs`] does not support it.
+    pub const fn with_regs(sample_type: u64, regs_mask: u64) -> Option<SampleLayout> {
         if sample_type & !SUPPORTED_SAMPLE_TYPE != 0 {
+            return None;
+        }
+        let regs = sample_type & SAMPLE_REGS_USER != 0;
+        if regs && regs_mask == 0 {
             return None;
         }
         let mut l = SampleLayout {
@@ -247,6 +338,10 @@ impl SampleLayout {
             time: None,
             callchain: sample_type & SAMPLE_CALLCHAIN != 0,
             raw: sample_type & SAMPLE_RAW != 0,
+            regs_mask: if regs { regs_mask } else { 0 },
+            stack_user: sample_type & SAMPLE_STACK_USER != 0,
+            skipped: (sample_type & SAMPLE_WEIGHT != 0) as usize
+                + (sample_type & SAMPLE_DATA_SRC != 0) as usize,
             cgroup: sample_type & SAMPLE_CGROUP != 0,
         };
         let mut i = 0;
@@ -291,8 +386,8 @@ impl SampleLayout {
         }
     }
 
-    /// The pid/tid, time, callchain and raw data of a sample body; `None` where
-    /// [`parse_sample`] fails (it says why).
+    /// The pid/tid, time, callchain, raw data, user registers and stack of a sample body;
+    /// `None` where [`parse_sample_regs`] fails (it says why).
     #[inline]
     pub fn parse<'a>(&self, body: &'a [u8], order: ByteOrder) -> Option<SampleParts<'a>> {
         if body.len() < self.fixed {
@@ -335,6 +430,40 @@ impl SampleLayout {
         } else {
             None
         };
+        let mut regs_user = None;
+        if self.regs_mask != 0 {
+            let abi = order.u64(word(pos)?);
+            pos += 8;
+            if abi != REGS_ABI_NONE {
+                let end = pos + self.regs_mask.count_ones() as usize * 8;
+                regs_user = Some(UserRegs {
+                    abi,
+                    bytes: body.get(pos..end)?,
+                    mask: self.regs_mask,
+                    order,
+                });
+                pos = end;
+            }
+        }
+        let mut stack_user = None;
+        if self.stack_user {
+            let size = order.u64(word(pos)?);
+            pos += 8;
+            if size > MAX_STACK_USER {
+                return None;
+            }
+            if size > 0 {
+                let data = body.get(pos..pos + size as usize)?;
+                pos += size as usize;
+                let dyn_size = order.u64(word(pos)?).min(size) as usize;
+                pos += 8;
+                stack_user = (dyn_size > 0).then(|| &data[..dyn_size]);
+            }
+        }
+        if self.skipped > 0 {
+            body.get(pos..pos + 8 * self.skipped)?;
+            pos += 8 * self.skipped;
+        }
         let cgroup = if self.cgroup {
             Some(order.u64(word(pos)?))
         } else {
@@ -345,6 +474,8 @@ impl SampleLayout {
             time,
             callchain,
             raw,
+            regs_user,
+            stack_user,
             cgroup,
         })
     }

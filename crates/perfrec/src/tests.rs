@@ -376,3 +376,84 @@ fn build_ids_written_over_device_and_inode() {
     assert!(!put_mmap2_build_id(&mut body[..40], &[1; 20]));
     assert_eq!(mmap2_name(&body[..60]), None);
 }
+
+/// x86's BP, SP and IP (`perf_event_x86_regs`): the registers a CFI unwinder needs.
+const X86_UNWIND_REGS: u64 = 1 << 6 | 1 << 7 | 1 << 8;
+
+/// A sample with user registers and a stack copy of `size` bytes of which `dyn_size` were
+/// copied (`abi` 0: a kernel thread, no registers).
+fn sample_with_stack(order: ByteOrder, abi: u64, size: u64, dyn_size: u64) -> Vec<u8> {
+    let mut e = Enc::new(order, RECORD_SAMPLE, MISC_KERNEL);
+    e.u64(11).u32s(100, 101).u64(123).u32s(3, 0).u64(2);
+    e.u64(CONTEXT_KERNEL).u64(0xffff_ffff_8100_0000);
+    e.bytes(&order.put32(4)).bytes(&[9, 8, 7, 6]);
+    e.u64(abi);
+    if abi != REGS_ABI_NONE {
+        e.u64(0x7ffd_0000_0100)
+            .u64(0x7ffd_0000_0000)
+            .u64(0x5555_0000_1234);
+    }
+    e.u64(size);
+    if size > 0 {
+        let data: Vec<u8> = (0..size).map(|i| i as u8).collect();
+        e.bytes(&data).u64(dyn_size);
+    }
+    // DATA_SRC (perf's --call-graph dwarf has it), then CGROUP.
+    e.u64(0x1234);
+    e.u64(4242);
+    e.done()
+}
+
+#[test]
+fn user_registers_and_stack_copies_are_read_by_both_walks() {
+    let st = RECORDER
+        | SAMPLE_CALLCHAIN
+        | SAMPLE_REGS_USER
+        | SAMPLE_STACK_USER
+        | SAMPLE_DATA_SRC
+        | SAMPLE_CGROUP;
+    assert!(SampleLayout::new(st).is_none(), "REGS_USER needs its mask");
+    let l = SampleLayout::with_regs(st, X86_UNWIND_REGS).unwrap();
+    for order in [ByteOrder::Little, ByteOrder::Big] {
+        for (abi, size, dyn_size) in [
+            (REGS_ABI_64, 64, 40),
+            (REGS_ABI_64, 64, 64),
+            (REGS_ABI_64, 64, 0),
+            (REGS_ABI_NONE, 0, 0),
+            (REGS_ABI_64, 16, 99),
+        ] {
+            let rec = sample_with_stack(order, abi, size, dyn_size);
+            let body = &rec[HEADER_LEN..];
+            let s = parse_sample_regs(body, st, X86_UNWIND_REGS, order).unwrap();
+            assert_eq!(s.cgroup, Some(4242), "the field after both is found");
+            let regs = s.regs_user;
+            assert_eq!(regs.is_some(), abi != REGS_ABI_NONE);
+            if let Some(r) = regs {
+                assert_eq!(r.abi, REGS_ABI_64);
+                assert_eq!(r.get(6), Some(0x7ffd_0000_0100), "bp");
+                assert_eq!(r.get(7), Some(0x7ffd_0000_0000), "sp");
+                assert_eq!(r.get(8), Some(0x5555_0000_1234), "ip");
+                assert_eq!(r.get(0), None, "ax is not in the mask");
+                assert_eq!(r.get(64), None);
+            }
+            let copied = dyn_size.min(size) as usize;
+            let want: Vec<u8> = (0..copied).map(|i| i as u8).collect();
+            assert_eq!(s.stack_user.unwrap_or_default(), &want[..]);
+            assert_eq!(SampleParts::from(s), l.parse(body, order).unwrap());
+            // Every cut is refused by both, without a panic.
+            for cut in 0..body.len() - 8 {
+                let short = &body[..cut];
+                assert!(parse_sample_regs(short, st, X86_UNWIND_REGS, order).is_err());
+                assert!(l.parse(short, order).is_none(), "cut at {cut}");
+            }
+        }
+    }
+    assert_eq!(
+        parse_sample(&[0; 64], st, ByteOrder::Little),
+        Err(RecordError::NoRegsMask)
+    );
+    let huge = sample_with_stack(ByteOrder::Little, REGS_ABI_64, MAX_STACK_USER + 8, 0);
+    assert!(
+        parse_sample_regs(&huge[HEADER_LEN..], st, X86_UNWIND_REGS, ByteOrder::Little).is_err()
+    );
+}

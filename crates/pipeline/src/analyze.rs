@@ -28,6 +28,9 @@ pub struct Options<'a> {
     /// The IO spoken of: IO outside it is counted in [`Analysis::scope`] only, neither handed
     /// to the caller nor in the per-act totals.
     pub scope: &'a ResolvedScope,
+    /// Where user files are looked for beyond the trace: the unwind tables of stack copies
+    /// in a recording that has none (perf.data), as the symbols of user frames are.
+    pub user_symbols: &'a crate::UserSymbolOptions,
 }
 
 /// What one analysis run produced (the IOs went to the caller's consumer as they came).
@@ -415,6 +418,19 @@ pub(crate) fn context_of(
     ctx.loops = trace.loops();
     ctx.btrfs = trace.btrfs();
     ctx.user_maps = trace.user_maps();
+    if let Some(u) = &ctx.unwinder {
+        // Stack copies: unwound by the unwind tables the recorder copied (the blocks'
+        // faults are said once, when the frames are named).
+        let (symbols, _) = trace.user_symbols();
+        let tables = ioblame_unwind::UnwindTables::new(&symbols);
+        // The files the trace lacks (all of a perf.data's), where the symbols are looked for.
+        let look = opts.user_symbols.clone();
+        let loader = move |build_id: &[u8], path: &str| {
+            ioblame_symbolize::unwind_tables(&look, build_id, path)
+        };
+        ctx.unwinder =
+            Some(ioblame_unwind::Unwinder::new(u.arch(), tables).with_loader(Box::new(loader)));
+    }
     ctx.dm_targets = trace.dm_targets();
     // The trace's own stack mode is in the context; dropping the buffers' stacks is not.
     ctx.buffer_stacks_from_thread = decoder.buffer_stacks_derived();

@@ -205,6 +205,9 @@ pub enum Diagnostic {
         bytes: u64,
         /// Bytes charged to intents with a frame outside every recorded mapping.
         outside_bytes: u64,
+        /// The size of the stack copies when the stacks were unwound from copies
+        /// (`--user-stacks dwarf:SIZE`), `None` for the frame-pointer walk.
+        copied: Option<u32>,
     },
     /// User stacks as deep as the recording's limit (`sample_max_stack`: `--stack-depth` and
     /// 64 more with `--user-stacks`): their outermost frames were not recorded. Said once,
@@ -526,6 +529,7 @@ impl fmt::Display for Diagnostic {
                 ends,
                 bytes,
                 outside_bytes,
+                copied,
             } => {
                 write!(f, "user stacks were cut short: ")?;
                 if !ends.is_empty() {
@@ -545,11 +549,20 @@ impl fmt::Display for Diagnostic {
                          mapping ([unknown])"
                     )?;
                 }
-                f.write_str(
-                    ": the frame-pointer walk stopped or went astray in code built without frame \
-                     pointers (build with -fno-omit-frame-pointer, or -C force-frame-pointers=yes); \
-                     the intents name the frames the stacks hold",
-                )
+                match copied {
+                    Some(size) => write!(
+                        f,
+                        ": the stacks were deeper than their {size}-byte copies, or went through \
+                         code whose unwind tables the trace lacks (record with a larger \
+                         --user-stacks dwarf:SIZE); the intents name the frames the copies hold"
+                    ),
+                    None => f.write_str(
+                        ": the frame-pointer walk stopped or went astray in code built without \
+                         frame pointers (build with -fno-omit-frame-pointer, or -C \
+                         force-frame-pointers=yes, or record with --user-stacks dwarf); the \
+                         intents name the frames the stacks hold",
+                    ),
+                }
             }
             UserStacksAtLimit { bytes, limit } => write!(
                 f,

@@ -470,6 +470,7 @@ mod tests {
                 devs: &devs,
                 show_recorder: false,
                 scope: &scope,
+                user_symbols: &Default::default(),
             };
             let mut offline_ios = Vec::new();
             let offline = analyze(&input, &opts, |io, _| offline_ios.push(io.clone()), |_| {});

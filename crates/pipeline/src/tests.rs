@@ -78,6 +78,7 @@ fn run(
         devs: &devs,
         show_recorder,
         scope: &all,
+        user_symbols: &Default::default(),
     };
     analyze(trace, &opts, on_io, |_| {})
 }
@@ -233,6 +234,7 @@ fn devices_not_selected_are_left_out() {
         devs: &devs,
         show_recorder: false,
         scope: &all,
+        user_symbols: &Default::default(),
     };
     let mut seen = Vec::new();
     let a = analyze(&trace, &opts, |io, _| seen.push(io.dev), |_| {});
@@ -480,6 +482,7 @@ fn scoped_run(trace: &Input, scope: &str) -> (Analysis, Vec<u32>) {
         devs: &devs,
         show_recorder: false,
         scope: &scope,
+        user_symbols: &Default::default(),
     };
     let mut pids = Vec::new();
     let a = analyze(

@@ -102,6 +102,14 @@ pub fn symbolize_user_frames(
         });
     }
     let outside = affected(tables, &bytes, |f| f.module.is_none());
+    // Stacks unwound from copies: the walk's frame limit does not bound their user frames.
+    let copied = trace
+        .metadata()
+        .events
+        .iter()
+        .map(|e| e.stack_user)
+        .max()
+        .filter(|&n| n > 0);
     // Stacks cut short: the outermost frame named, and not a thread's entry. A stack as
     // deep as the recording's limit was cut by the limit, not by missing frame pointers.
     let limit = trace
@@ -118,7 +126,7 @@ pub fn symbolize_user_frames(
     for (i, it) in tables.intents.iter().enumerate() {
         let Some(last) = it.user.last() else { continue };
         // The kernel's frames, its context markers and the user frames count to the limit.
-        if it.stack.len() + it.user.len() + 2 >= limit {
+        if copied.is_none() && it.stack.len() + it.user.len() + 2 >= limit {
             deep += bytes[i];
             continue;
         }
@@ -138,6 +146,7 @@ pub fn symbolize_user_frames(
             ends: short.keys().cloned().collect(),
             bytes: short.values().sum(),
             outside_bytes: outside,
+            copied,
         });
     }
     if deep > 0 {

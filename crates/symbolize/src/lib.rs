@@ -252,6 +252,57 @@ impl Module {
     }
 }
 
+/// The system's debug roots: `/usr/lib/debug` and perf's `$HOME/.debug` (`/root` without
+/// `$HOME`).
+fn system_roots() -> Vec<PathBuf> {
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map_or_else(|| PathBuf::from("/root"), PathBuf::from);
+    vec![PathBuf::from("/usr/lib/debug"), home.join(".debug")]
+}
+
+/// The files that may be the module (`build_id`, recorded `path`) where `opts` says to
+/// look, in order: the `--symbols` directories, the system's debug files, the local file.
+/// Those that exist; each is used only if its build id matches.
+fn candidates(
+    opts: &Options,
+    finder: &mut source::Finder,
+    system_roots: &[PathBuf],
+    build_id: &[u8],
+    path: &str,
+) -> Vec<(Source, PathBuf)> {
+    let mut v: Vec<(Source, PathBuf)> = Vec::new();
+    for (n, dir) in opts.dirs.iter().enumerate() {
+        for p in finder.in_dir(n, dir, build_id) {
+            v.push((Source::Dir, p));
+        }
+    }
+    if opts.system {
+        for p in source::system_paths(system_roots, build_id) {
+            v.push((Source::System, p));
+        }
+    }
+    if opts.local_files && !path.is_empty() {
+        v.push((Source::Local, PathBuf::from(path)));
+    }
+    v.retain(|(_, p)| p.is_file());
+    v
+}
+
+/// The unwind tables of the module (`build_id`, recorded `path`) for a recording that has
+/// none (perf.data with `--call-graph dwarf`): the `.eh_frame`, `.eh_frame_hdr` and
+/// `.debug_frame` sections, with their addresses, and the `PT_LOAD` segments of the first
+/// file where `opts` says to look (as for symbols) whose build id matches and which has them.
+pub fn unwind_tables(opts: &Options, build_id: &[u8], path: &str) -> Option<UserSymbols> {
+    if build_id.is_empty() {
+        return None;
+    }
+    let mut finder = source::Finder::new(&opts.dirs);
+    candidates(opts, &mut finder, &system_roots(), build_id, path)
+        .into_iter()
+        .find_map(|(_, p)| source::unwind_of(&p, build_id))
+}
+
 /// The virtual address of `file_offset`, through the `PT_LOAD` segment holding it (an
 /// executable one when several do).
 pub fn to_vaddr(loads: &[ElfLoad], file_offset: u64) -> Option<u64> {
@@ -310,11 +361,7 @@ impl Symbolizer {
     /// A symbolizer over the trace's symbol tables (`Trace::user_symbols`), looking also
     /// where `opts` says. Nothing is read until a module is first asked for.
     pub fn new(trace_symbols: Vec<UserSymbols>, opts: Options) -> Symbolizer {
-        let home = std::env::var_os("HOME")
-            .filter(|h| !h.is_empty())
-            .map_or_else(|| PathBuf::from("/root"), PathBuf::from);
-        let system_roots = vec![PathBuf::from("/usr/lib/debug"), home.join(".debug")];
-        Symbolizer::with_system_roots(trace_symbols, opts, system_roots)
+        Symbolizer::with_system_roots(trace_symbols, opts, system_roots())
     }
 
     /// As [`Symbolizer::new`], with the system's debug roots named (tests).
@@ -401,21 +448,13 @@ impl Symbolizer {
             b.as_ref().is_some_and(|b| b.2.coverage == Coverage::Debug)
         };
         if !build_id.is_empty() {
-            let mut candidates: Vec<(Source, PathBuf)> = Vec::new();
-            for (n, dir) in self.opts.dirs.iter().enumerate() {
-                for p in self.finder.in_dir(n, dir, build_id) {
-                    candidates.push((Source::Dir, p));
-                }
-            }
-            if self.opts.system {
-                for p in source::system_paths(&self.system_roots, build_id) {
-                    candidates.push((Source::System, p));
-                }
-            }
-            if self.opts.local_files && !path.is_empty() {
-                candidates.push((Source::Local, PathBuf::from(path)));
-            }
-            candidates.retain(|(_, p)| p.is_file());
+            let candidates = candidates(
+                &self.opts,
+                &mut self.finder,
+                &self.system_roots,
+                build_id,
+                path,
+            );
             for (source, p) in &candidates {
                 if done(&best) {
                     break;

@@ -8,7 +8,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ioblame_format::{build_id_hex, ElfLoad, UserSymbols};
+use ioblame_format::{build_id_hex, ElfLoad, ElfSection, UserSymbols};
 use object::{Object, ObjectSection, ObjectSegment, ReadCache, SegmentFlags};
 
 use crate::table::{exec_ranges, Layout, Origin, Symbols};
@@ -205,6 +205,41 @@ pub(crate) fn file_loads(path: &Path, build_id: &[u8]) -> Option<Vec<ElfLoad>> {
         return None;
     }
     Some(loads_of(&f)).filter(|l| maps_offsets(l))
+}
+
+/// The unwind tables and segments of the ELF file at `path`, if its build id is `build_id`,
+/// its segments map offsets (a binary, not a debug file) and it has some.
+pub(crate) fn unwind_of(path: &Path, build_id: &[u8]) -> Option<UserSymbols> {
+    let cache = ReadCache::new(File::open(path).ok()?);
+    let f = object::File::parse(&cache).ok()?;
+    if f.build_id().ok()?? != build_id {
+        return None;
+    }
+    let loads = Some(loads_of(&f)).filter(|l| maps_offsets(l))?;
+    let sections: Vec<ElfSection> = [".eh_frame", ".eh_frame_hdr", ".debug_frame"]
+        .iter()
+        .filter_map(|n| {
+            let s = f.section_by_name(n)?;
+            let data = s.uncompressed_data().ok()?;
+            (!data.is_empty()).then(|| ElfSection {
+                name: n.to_string(),
+                addr: s.address(),
+                data: data.into_owned(),
+            })
+        })
+        .collect();
+    if sections.is_empty() {
+        return None;
+    }
+    Some(UserSymbols {
+        build_id: build_id.to_vec(),
+        path: path.display().to_string(),
+        class64: f.is_64(),
+        big_endian: !f.is_little_endian(),
+        machine: 0,
+        loads,
+        sections,
+    })
 }
 
 /// The build id of the ELF file at `path`, if it is one (only its headers and notes read).

@@ -130,6 +130,7 @@ fn user_symbols_of(bin: &Path) -> UserSymbols {
             let s = f.section_by_name(n)?;
             Some(ElfSection {
                 name: n.to_string(),
+                addr: s.address(),
                 data: s.data().ok()?.to_vec(),
             })
         })

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result};
 use ioblame_attrib::{ActId, Dirtied, Io, Tables};
 use ioblame_counters::DevSelection;
-use ioblame_pipeline::{Follow, Live, Options, Scope};
+use ioblame_pipeline::{Follow, Live, Options, Scope, UserSymbolOptions};
 
 use crate::session::{self, DevArgs, Session};
 
@@ -199,6 +199,9 @@ fn run_with(
         devs: &sel,
         show_recorder,
         scope: &scope,
+        // A trace being written has no unwind tables yet: stack copies are unwound by
+        // frame pointers (the user frames are not shown by top).
+        user_symbols: &UserSymbolOptions::default(),
     };
     let recorder_pid = (trace.header().recorder_pid != 0).then_some(trace.header().recorder_pid);
     let start_ns = trace.header().start_clock_ns;

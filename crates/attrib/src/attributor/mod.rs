@@ -109,6 +109,10 @@ pub struct Attributor {
     layers: Layers,
     /// The btrfs filesystems: chunk maps and ordered extents in flight.
     btrfs: crate::btrfs::Btrfs,
+    /// Unwinds the user stack copies ([`Context::unwinder`]).
+    unwinder: Option<ioblame_unwind::Unwinder>,
+    /// The frames of the last copy unwound (a buffer kept).
+    unwound: Vec<u64>,
     losses: Losses,
     /// The handles of the jbd2 transactions not yet committed.
     journals: Journals,
@@ -171,6 +175,8 @@ impl Attributor {
         Attributor {
             layers: Layers::new(&ctx.loops, &ctx.dm_targets, &devices),
             btrfs: crate::btrfs::Btrfs::new(&ctx.btrfs, &devices),
+            unwinder: ctx.unwinder,
+            unwound: Vec::new(),
             devices,
             tables: Tables {
                 intents: Intents::reserved(),
@@ -302,6 +308,51 @@ impl Attributor {
 
     /// Feeds one event (events must come in time order).
     pub fn push(&mut self, ev: &Event) {
+        if ev.stack_copy.is_some() {
+            let with = self.unwind(ev);
+            return self.push_unwound(&with);
+        }
+        self.push_unwound(ev)
+    }
+
+    /// `ev` with its stack copy unwound into the user frames of its stack, in its
+    /// process's address space as it is now (docs/attribution.md, "User frames"); without an
+    /// unwinder, only the kernel frames.
+    fn unwind(&mut self, ev: &Event) -> Event {
+        let mut e = ev.clone();
+        let Some(copy) = e.stack_copy.take() else {
+            return e;
+        };
+        let kernel = e
+            .stack
+            .as_deref()
+            .map_or(&[][..], ioblame_decode::kernel_frames);
+        let mut frames = kernel.to_vec();
+        if let Some(u) = &mut self.unwinder {
+            let spaces = &self.intents.spaces;
+            let generation = spaces.generation(ev.pid);
+            let end = u.unwind(
+                ev.pid,
+                generation,
+                || spaces.executable(ev.pid),
+                &copy,
+                &mut self.unwound,
+            );
+            self.summary.stack_copies += 1;
+            if end == ioblame_unwind::End::CopyEnd {
+                self.summary.stack_copies_cut += 1;
+            }
+            if !self.unwound.is_empty() {
+                frames.push(ioblame_decode::USER_MARK);
+                frames.extend_from_slice(&self.unwound);
+            }
+        }
+        e.stack = Some(frames.into());
+        e
+    }
+
+    /// [`Attributor::push`] once the event's user stack is unwound.
+    fn push_unwound(&mut self, ev: &Event) {
         if self.sampled_stacks.is_some() {
             if let Some(with) = self.with_sampled_stack(ev) {
                 return self.push_event(&with);

@@ -36,6 +36,12 @@ pub struct EventDesc {
     /// The perf sample ids (`PERF_EVENT_IOC_ID`) of this event, one per CPU; the
     /// `IDENTIFIER` of each sample is one of these.
     pub ids: Vec<u64>,
+    /// `perf_event_attr.sample_regs_user`: the user registers of its samples (`REGS_USER`),
+    /// 0 without (format 1.10, a trailing field of the block).
+    pub regs_user: u64,
+    /// `perf_event_attr.sample_stack_user`: the bytes of user stack copied with its samples
+    /// (`STACK_USER`), 0 without (format 1.10).
+    pub stack_user: u32,
 }
 
 impl EventDesc {
@@ -62,6 +68,10 @@ pub(crate) fn encode_events(events: &[EventDesc]) -> Vec<u8> {
         for id in &ev.ids {
             e.u64(*id);
         }
+    }
+    // Format 1.10: each event's user registers and stack size, after the events.
+    for ev in events {
+        e.u64(ev.regs_user).u32(ev.stack_user);
     }
     e.buf
 }
@@ -95,7 +105,16 @@ pub(crate) fn decode_events(b: &[u8]) -> Result<Vec<EventDesc>, DecodeError> {
             filter,
             format,
             ids,
+            regs_user: 0,
+            stack_user: 0,
         });
+    }
+    // Before 1.10 the block ends here.
+    if d.remaining() >= v.len() * 12 {
+        for ev in &mut v {
+            ev.regs_user = d.u64("user regs mask")?;
+            ev.stack_user = d.u32("user stack size")?;
+        }
     }
     Ok(v)
 }
@@ -117,6 +136,8 @@ mod tests {
                 filter: "dev == 8388608".into(),
                 format: "name: block_rq_issue\n".into(),
                 ids: vec![10, 11, 12],
+                regs_user: 0x1c0,
+                stack_user: 4096,
             },
             EventDesc::default(),
         ];
@@ -124,12 +145,16 @@ mod tests {
         let d = decode_events(&b).unwrap();
         assert_eq!(d, v);
         assert!(d[0].callchain() && !d[1].callchain());
+        // A block of 1.9 or before ends before the registers and stack sizes.
+        let old = decode_events(&b[..b.len() - 24]).unwrap();
+        assert_eq!((old[0].regs_user, old[0].stack_user), (0, 0));
+        assert_eq!(old[0].ids, v[0].ids);
     }
 
     #[test]
     fn truncated_events_and_impossible_counts_are_errors() {
         let b = encode_events(&[EventDesc::default()]);
-        assert!(decode_events(&b[..b.len() - 1]).is_err());
+        assert!(decode_events(&b[..b.len() - 13]).is_err());
         let mut x = b.clone();
         x[..4].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(decode_events(&x).unwrap_err().what.contains("cannot fit"));

@@ -126,8 +126,13 @@ pub struct ElfLoad {
 /// One section copied from an ELF file, as its bytes are on disk.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Hash)]
 pub struct ElfSection {
-    /// Its name: `.symtab`, `.strtab`, `.dynsym`, `.dynstr` or `.gnu_debugdata`.
+    /// Its name: `.symtab`, `.strtab`, `.dynsym`, `.dynstr` or `.gnu_debugdata`; with
+    /// `record --user-stacks dwarf` (format 1.10) also the unwind tables `.eh_frame`,
+    /// `.eh_frame_hdr` and `.debug_frame`.
     pub name: String,
+    /// Its address (`sh_addr`: the unwind tables' pointers are relative to it; format 1.10,
+    /// 0 before).
+    pub addr: u64,
     /// Its bytes.
     pub data: Vec<u8>,
 }
@@ -184,6 +189,10 @@ pub(crate) fn encode_user_symbols(s: &UserSymbols) -> Vec<u8> {
     for x in &s.sections {
         raw.str(&x.name).u32(x.data.len() as u32).bytes(&x.data);
     }
+    // Format 1.10: the sections' addresses, after them.
+    for x in &s.sections {
+        raw.u64(x.addr);
+    }
     let z = zstd::bulk::compress(&raw.buf, 3).unwrap_or_default();
     let mut e = Enc::default();
     e.u32(u32::from(s.class64) | u32::from(s.big_endian) << 1)
@@ -232,7 +241,17 @@ pub(crate) fn decode_user_symbols(b: &[u8]) -> Result<UserSymbols, DecodeError> 
             let name = x.str("section name")?;
             let n = x.u32("section length")? as usize;
             let data = x.take(n, "section")?.to_vec();
-            sections.push(ElfSection { name, data });
+            sections.push(ElfSection {
+                name,
+                addr: 0,
+                data,
+            });
+        }
+        // Before 1.10 the entry ends here.
+        if x.remaining() >= sections.len() * 8 {
+            for s in &mut sections {
+                s.addr = x.u64("section address")?;
+            }
         }
         Ok(UserSymbols {
             build_id,
@@ -322,6 +341,7 @@ mod tests {
             }],
             sections: vec![ElfSection {
                 name: ".symtab".into(),
+                addr: 0x2000,
                 data: vec![1, 2, 3],
             }],
         }
