@@ -171,6 +171,14 @@ pub enum Diagnostic {
         /// Those bytes (as written).
         bytes: u64,
     },
+    /// User stack copies (`--user-stacks dwarf`) whose unwinding reached the copy's end: the
+    /// stack was deeper than the copy. Their intents' bytes are in [`Self::UserStacksShort`].
+    StackCopiesCut {
+        /// Copies cut.
+        cut: u64,
+        /// Copies unwound.
+        copies: u64,
+    },
     /// IO of loop devices' backing files charged to the acts the loop devices served, as
     /// copies on the lower device (`Io::lower`): counted for that device, not again in the
     /// acts' read and write bytes. Said once, with those bytes.
@@ -283,6 +291,7 @@ impl Diagnostic {
             | UnmappedWriteback { .. }
             | BtrfsUnmapped { .. }
             | BtrfsSharedInodes { .. }
+            | StackCopiesCut { .. }
             | LowerCopies { .. }
             | LowerUnlinked { .. }
             | UserSymbolsMissing { .. }
@@ -495,6 +504,12 @@ impl fmt::Display for Diagnostic {
                 }
                 Ok(())
             }
+            StackCopiesCut { cut, copies } => write!(
+                f,
+                "{cut} of {copies} user stack copies ended before their stack's root: the stacks \
+                 were deeper than the copy (record with a larger --user-stacks dwarf:SIZE); their \
+                 outermost frames are missing"
+            ),
             BtrfsSharedInodes { bytes } => write!(
                 f,
                 "{bytes} bytes of btrfs writes were of inode numbers that two subvolumes of one \
@@ -683,6 +698,12 @@ fn byte_accounting(s: &Summary) -> Vec<Diagnostic> {
         v.push(Diagnostic::BtrfsUnmapped {
             no_map: s.btrfs_unmapped_bytes,
             parity: s.btrfs_parity_bytes,
+        });
+    }
+    if s.stack_copies_cut > 0 {
+        v.push(Diagnostic::StackCopiesCut {
+            cut: s.stack_copies_cut,
+            copies: s.stack_copies,
         });
     }
     if s.btrfs_shared_ino_bytes > 0 {
