@@ -14,6 +14,9 @@ command -v python3 >/dev/null || need+=(python3)
 # (binutils: strip, readelf), as capture/tests/user_stacks_live.rs and analyze/tests/ustack_live.rs
 # do; the latter also builds a Rust program with the rustc cargo brings.
 command -v gcc >/dev/null || need+=(gcc)
+# A Debian-packaged program without frame pointers whose stacks are unwound by CFI
+# (analyze/tests/ustack_cfi_live.rs).
+command -v sqlite3 >/dev/null || need+=(sqlite3)
 python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 command -v fio >/dev/null || need+=(fio)
 command -v perf >/dev/null || need+=(linux-perf)

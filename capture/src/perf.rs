@@ -7,20 +7,17 @@ use anyhow::{bail, Context, Result};
 use perf_event_open_sys as sys;
 use sys::bindings as b;
 
+use ioblame_perfrec::UnwindRegs;
 use ioblame_perfrec::{
     lost_count, parse_cgroup, parse_sample_id, ByteOrder, SampleLayout, HEADER_LEN, SAMPLE_CPU,
     SAMPLE_IDENTIFIER, SAMPLE_RAW, SAMPLE_TID, SAMPLE_TIME,
 };
-#[cfg(target_arch = "aarch64")]
-use ioblame_perfrec::{ARM64_REG_FP, ARM64_REG_LR, ARM64_REG_PC, ARM64_REG_SP};
 /// The perf record format's constants used by the recorder (`ioblame-perfrec`; the names
 /// kept here for the modules that take them from `perf`).
 pub use ioblame_perfrec::{
     RECORD_CGROUP, RECORD_SAMPLE, SAMPLE_CALLCHAIN, SAMPLE_CGROUP, SAMPLE_REGS_USER,
     SAMPLE_STACK_USER,
 };
-#[cfg(target_arch = "x86_64")]
-use ioblame_perfrec::{X86_REG_BP, X86_REG_IP, X86_REG_SP};
 
 /// sample_type of every event (CALLCHAIN is added on the stack events, CGROUP on them with
 /// `--cgroups`).
@@ -72,17 +69,22 @@ pub struct EventSpec {
     pub stack_user: u32,
 }
 
-/// The user registers a stack copy is unwound from: the instruction, stack and frame
-/// pointers (and arm64's link register); 0 where the recorder does not know them.
+/// The user registers a stack copy is unwound from, on this recorder's architecture
+/// (`None`: one the analysis does not unwind).
 #[cfg(target_arch = "x86_64")]
-pub const UNWIND_REGS: u64 = 1 << X86_REG_BP | 1 << X86_REG_SP | 1 << X86_REG_IP;
+pub const NATIVE_UNWIND: Option<UnwindRegs> = Some(UnwindRegs::X86_64);
 /// The user registers a stack copy is unwound from.
 #[cfg(target_arch = "aarch64")]
-pub const UNWIND_REGS: u64 =
-    1 << ARM64_REG_FP | 1 << ARM64_REG_LR | 1 << ARM64_REG_SP | 1 << ARM64_REG_PC;
+pub const NATIVE_UNWIND: Option<UnwindRegs> = Some(UnwindRegs::AARCH64);
 /// The user registers a stack copy is unwound from.
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-pub const UNWIND_REGS: u64 = 0;
+pub const NATIVE_UNWIND: Option<UnwindRegs> = None;
+
+/// `sample_regs_user` of the stack copies: [`NATIVE_UNWIND`]'s registers (0: none).
+pub const UNWIND_REGS: u64 = match NATIVE_UNWIND {
+    Some(r) => r.mask(),
+    None => 0,
+};
 
 impl EventSpec {
     /// The sample_type this spec produces.

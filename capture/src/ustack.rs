@@ -17,7 +17,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use ioblame_format::{ElfLoad, ElfSection, PerfMap, UserMap, UserSymbols};
+use ioblame_format::{ElfLoad, ElfSection, PerfMap, UserMap, UserSymbols, UNWIND_SECTIONS};
 use object::read::elf::{FileHeader, ProgramHeader};
 use object::read::ReadCache;
 use object::{Object, ObjectSection};
@@ -27,14 +27,7 @@ use ioblame_perfrec::{
     MISC_COMM_EXEC, MISC_MMAP_BUILD_ID, RECORD_COMM, RECORD_MMAP2, RECORD_SAMPLE, SAMPLE_CALLCHAIN,
 };
 
-use crate::perf::{SAMPLE_REGS_USER, SAMPLE_STACK_USER, SAMPLE_TYPE, UNWIND_REGS};
-
-/// The instruction pointer among [`UNWIND_REGS`].
-#[cfg(target_arch = "aarch64")]
-const IP_REG: u32 = ioblame_perfrec::ARM64_REG_PC;
-/// The instruction pointer among [`UNWIND_REGS`].
-#[cfg(not(target_arch = "aarch64"))]
-const IP_REG: u32 = ioblame_perfrec::X86_REG_IP;
+use crate::perf::{NATIVE_UNWIND, SAMPLE_REGS_USER, SAMPLE_STACK_USER, SAMPLE_TYPE, UNWIND_REGS};
 use crate::touched::IdHasher;
 
 type Fast = BuildHasherDefault<IdHasher>;
@@ -47,6 +40,8 @@ const MAX_PENDING_IPS: usize = 1 << 20;
 /// Most distinct user stacks remembered (a stack seen again costs one lookup); the set is
 /// emptied when it reaches this.
 const MAX_STACKS: usize = 1 << 20;
+/// Most processes with copied stacks waiting for their maps to be read.
+const MAX_COPIED_WAITING: usize = 1 << 12;
 /// Most MMAP2 records and execs waiting for the next flush.
 const MAX_PENDING_EVENTS: usize = 1 << 18;
 /// How many times a process's `/proc/PID/maps` is read at most (again when frames fall
@@ -69,8 +64,6 @@ const MAX_FILE_SYMBOLS: u64 = 240 << 20;
 
 /// The sections copied into the trace, when the file has them.
 const SECTIONS: &[&str] = &[".symtab", ".strtab", ".dynsym", ".dynstr", ".gnu_debugdata"];
-/// The unwind tables copied too with stack copies (`--user-stacks dwarf`).
-const UNWIND_SECTIONS: &[&str] = &[".eh_frame", ".eh_frame_hdr", ".debug_frame"];
 
 /// One line of `/proc/PID/maps`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -212,7 +205,7 @@ const COPY_LAYOUT: Option<SampleLayout> = SampleLayout::with_regs(
 pub fn copied_ip(rec: &[u8]) -> Option<(u32, u64)> {
     let body = rec.get(HEADER_LEN..)?;
     let s = COPY_LAYOUT?.parse(body, NATIVE)?;
-    Some((s.pid_tid?.0, s.regs_user?.get(IP_REG)?))
+    Some((s.pid_tid?.0, s.regs_user?.get(NATIVE_UNWIND?.ip)?))
 }
 
 /// The user frames of a sample's callchain (after `PERF_CONTEXT_USER`, up to the next
@@ -536,12 +529,20 @@ impl UserStacks {
         for pid in fresh_jit {
             self.read_perf_map(pid);
         }
-        // Stacks copied: every file their processes map may hold one of their frames.
-        for pid in std::mem::take(&mut self.copied) {
-            if let Some(ms) = self.maps.get(&pid) {
-                for m in ms {
-                    self.files[m.file].hit = true;
+        // Stacks copied: every file their processes map may hold one of their frames. A
+        // process whose maps are not read yet (the reading put off) waits for the next time.
+        let copied = std::mem::take(&mut self.copied);
+        for pid in copied {
+            match self.maps.get(&pid) {
+                Some(ms) => {
+                    for m in ms {
+                        self.files[m.file].hit = true;
+                    }
                 }
+                None if self.copied.len() < MAX_COPIED_WAITING => {
+                    self.copied.insert(pid);
+                }
+                None => {}
             }
         }
         if self.symbols_credit >= SYMBOLS_CREDIT_MIN && self.symbols_pending() {
@@ -971,7 +972,8 @@ where
     let mut sections = Vec::new();
     // Sizes from the headers first: a file too big for one block is not read.
     let names = || {
-        let extra: &[&str] = if unwind { UNWIND_SECTIONS } else { &[] };
+        // The unwind tables too with stack copies (`--user-stacks dwarf`).
+        let extra: &[&str] = if unwind { &UNWIND_SECTIONS } else { &[] };
         SECTIONS.iter().chain(extra)
     };
     let total: u64 = names()
@@ -983,6 +985,11 @@ where
     }
     for name in names() {
         if let Some(s) = file.section_by_name(name) {
+            // A compressed section (SHF_COMPRESSED: `.debug_frame` in some debug builds) is
+            // not read raw: the recorder links no decompressor.
+            if s.compressed_file_range()?.format != object::CompressionFormat::None {
+                continue;
+            }
             let d = s.data()?;
             if !d.is_empty() {
                 sections.push(ElfSection {

@@ -20,18 +20,9 @@ use ioblame_format::{ElfLoad, ElfSection, UserSymbols};
 use ioblame_unwind::{Arch, Mapped, UnwindTables, Unwinder, MAX_FRAMES};
 use libfuzzer_sys::fuzz_target;
 
-fn take<'a>(d: &mut &'a [u8], n: usize) -> &'a [u8] {
-    let n = n.min(d.len());
-    let (a, b) = d.split_at(n);
-    *d = b;
-    a
-}
-
-fn u64_of(b: &[u8]) -> u64 {
-    let mut x = [0u8; 8];
-    x[..b.len().min(8)].copy_from_slice(&b[..b.len().min(8)]);
-    u64::from_le_bytes(x)
-}
+#[path = "common/input.rs"]
+mod input;
+use input::{take, u64_of};
 
 /// Installs, once, a panic hook that leaves gimli's and framehop's panics to
 /// `ioblame-unwind`'s catch and hands every other one to libFuzzer's (which aborts).
@@ -74,6 +65,7 @@ fuzz_target!(|data: &[u8]| {
         sp: word(&mut d),
         fp: word(&mut d),
         lr: word(&mut d),
+        full: true,
         bytes: d.into(),
     };
     let id = vec![0xcd; 20];

@@ -16,18 +16,9 @@ use libfuzzer_sys::fuzz_target;
 
 const SECTIONS: [&str; 5] = [".symtab", ".strtab", ".dynsym", ".dynstr", ".gnu_debugdata"];
 
-fn take<'a>(d: &mut &'a [u8], n: usize) -> &'a [u8] {
-    let n = n.min(d.len());
-    let (a, b) = d.split_at(n);
-    *d = b;
-    a
-}
-
-fn u64_of(b: &[u8]) -> u64 {
-    let mut x = [0u8; 8];
-    x[..b.len().min(8)].copy_from_slice(&b[..b.len().min(8)]);
-    u64::from_le_bytes(x)
-}
+#[path = "common/input.rs"]
+mod input;
+use input::{take, u64_of};
 
 fuzz_target!(|data: &[u8]| {
     let mut d = data;

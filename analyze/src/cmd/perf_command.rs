@@ -27,39 +27,14 @@ pub struct PerfCommandArgs {
     /// SIZE bytes (default 8K) of the user stack with each (`call-graph=dwarf`), unwound by
     /// the files' call frame information when analysed.
     #[arg(long, num_args = 0..=1, default_missing_value = "fp", value_name = "fp|dwarf[:SIZE]")]
-    user_stacks: Option<String>,
-}
-
-/// The bytes of stack `--user-stacks MODE` copies (0 for `fp`), as the recorder reads it.
-fn stack_copy(mode: &str) -> Result<u32> {
-    match mode.split_once(':') {
-        None if mode == "fp" => Ok(0),
-        None if mode == "dwarf" => Ok(8192),
-        Some(("dwarf", n)) => {
-            let n = ioblame_clidoc::parse_size(n).map_err(anyhow::Error::msg)?;
-            // perf's own bounds: a multiple of 8, at most 65528 bytes.
-            if !(64..=65528).contains(&n) || n % 8 != 0 {
-                anyhow::bail!(
-                    "--user-stacks dwarf:{n}: the copy must be a multiple of 8 from 64 to 65528 bytes"
-                );
-            }
-            Ok(n as u32)
-        }
-        _ => anyhow::bail!("--user-stacks {mode}: expected fp, dwarf or dwarf:SIZE"),
-    }
+    user_stacks: Option<ioblame_perfdata::UserStacks>,
 }
 
 /// `ioblame perf-command`.
 pub fn run(out: &mut impl Write, a: PerfCommandArgs) -> Result<()> {
     let opts = ioblame_perfdata::CommandOptions {
         stacks: a.stacks,
-        user_stacks: a.user_stacks.is_some(),
-        stack_copy: a
-            .user_stacks
-            .as_deref()
-            .map(stack_copy)
-            .transpose()?
-            .unwrap_or(0),
+        user_stacks: a.user_stacks,
     };
     let (cmd, notes) = ioblame_perfdata::perf_command_for(&a.devices, opts)?;
     for n in notes {

@@ -22,59 +22,8 @@ pub enum PathsMode {
     None,
 }
 
-/// How user stacks are recorded (`--user-stacks`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum UserStackMode {
-    /// The kernel walks the frame pointers: the return addresses only.
-    Fp,
-    /// A copy of this many bytes of the top of the user stack, with the registers that
-    /// unwind it, unwound offline by the files' call frame information.
-    Dwarf(u32),
-}
-
-/// The stack copied by `--user-stacks dwarf` without a size: 4 KiB left 93% of sqlite3's
-/// stacks unfinished and 8 KiB 0.6%, while 16 KiB lost records under 4 KiB writes at full
-/// speed (docs/benchmarks.md, "User stacks by CFI").
-pub const DWARF_STACK_DEFAULT: u32 = 8192;
-/// The largest copy: a sample is one perf record, at most 64 KiB, with its callchain.
-pub const DWARF_STACK_MAX: u32 = 32768;
-
-impl UserStackMode {
-    /// Its name in the capture info (`fp`, `dwarf:SIZE`).
-    pub fn name(self) -> String {
-        match self {
-            UserStackMode::Fp => "fp".into(),
-            UserStackMode::Dwarf(n) => format!("dwarf:{n}"),
-        }
-    }
-
-    /// The bytes of stack copied with each stack sample (0 for `fp`).
-    pub fn copy_size(self) -> u32 {
-        match self {
-            UserStackMode::Fp => 0,
-            UserStackMode::Dwarf(n) => n,
-        }
-    }
-}
-
-/// `fp`, `dwarf` or `dwarf:SIZE` (bytes, a multiple of 8 from 64 to [`DWARF_STACK_MAX`]).
-fn parse_user_stacks(s: &str) -> Result<UserStackMode, String> {
-    match s.split_once(':') {
-        None if s == "fp" => Ok(UserStackMode::Fp),
-        None if s == "dwarf" => Ok(UserStackMode::Dwarf(DWARF_STACK_DEFAULT)),
-        Some(("dwarf", n)) => {
-            let n = parse_size(n)?;
-            if !(64..=u64::from(DWARF_STACK_MAX)).contains(&n) || n % 8 != 0 {
-                return Err(format!(
-                    "the stack copy is {n} bytes: it must be a multiple of 8 from 64 to \
-                     {DWARF_STACK_MAX}"
-                ));
-            }
-            Ok(UserStackMode::Dwarf(n as u32))
-        }
-        _ => Err(format!("`{s}`: expected fp, dwarf or dwarf:SIZE")),
-    }
-}
+/// How user stacks are recorded (`--user-stacks`): one home with `ioblame perf-command`'s.
+pub use ioblame_tracepoints::UserStacks as UserStackMode;
 
 /// Arguments of `record`.
 #[derive(Args, Debug)]
@@ -166,8 +115,8 @@ pub struct RecordArgs {
     /// executable file those processes map: the analysis unwinds them by call frame
     /// information, as `perf --call-graph dwarf` does. The copies hold application memory
     /// (whatever the stack held) and stay in the trace: use `fp` where that matters.
-    #[arg(long, num_args = 0..=1, default_missing_value = "fp", value_parser = parse_user_stacks,
-          value_name = "fp|dwarf[:SIZE]")]
+    #[arg(long, num_args = 0..=1, default_missing_value = "fp",
+          value_parser = |s: &str| s.parse::<UserStackMode>(), value_name = "fp|dwarf[:SIZE]")]
     pub user_stacks: Option<UserStackMode>,
     /// With --user-stacks: most bytes of symbol tables copied into the trace (the files
     /// beyond are named in the capture info, `user_symbols_left_out`).

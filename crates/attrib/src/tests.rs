@@ -91,6 +91,17 @@ impl Bench {
         }
     }
     fn push(&mut self, pid: u32, tid: u32, kind: EventKind, stack: Option<&[u64]>) {
+        self.push_copy(pid, tid, kind, stack, None);
+    }
+    /// [`Bench::push`] with a user stack copy (`--user-stacks dwarf`).
+    fn push_copy(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        kind: EventKind,
+        stack: Option<&[u64]>,
+        copy: Option<ioblame_decode::StackCopy>,
+    ) {
         self.t += 1000;
         let ev = Event {
             time: self.t,
@@ -100,7 +111,7 @@ impl Bench {
             kind,
             stack: stack.map(std::sync::Arc::from),
             cgroup: 0,
-            stack_copy: None,
+            stack_copy: copy.map(std::sync::Arc::new),
         };
         self.a.push(&ev);
         self.a.drain_ios_into(&mut self.ios);
@@ -3420,6 +3431,100 @@ fn dirtied_bytes_are_counted_once_per_folio_or_by_its_buffers() {
     assert!(got.iter().all(|d| d.bytes > 0));
     let frames = b.a.stack_frames(got[0].stack);
     assert_eq!(frames, DIRTY_STACK);
+}
+
+/// A stack copy (`--user-stacks dwarf`) is unwound when its event comes, in its process's
+/// mappings then, into the user frames of the event's stack: here by the frame pointers its
+/// bytes hold (the file has no unwind tables in the trace), as module offsets like a walk's.
+/// The copy itself goes no further; a trace without an unwinder keeps the kernel frames.
+#[test]
+fn stack_copies_are_unwound_into_user_frames() {
+    let app = ioblame_format::UserMap {
+        pid: 500,
+        start: 0x5555_0000_0000,
+        end: 0x5555_0000_4000,
+        pgoff: 0x1000,
+        dev_major: 8,
+        dev_minor: 1,
+        ino: 99,
+        build_id: vec![0xab; 20],
+        // Read by the recorder after the process's exec.
+        seen_ns: 2_000_000,
+        path: "/usr/bin/app".into(),
+    };
+    let run = |unwinder: bool| {
+        let mut ctx = context();
+        ctx.user_maps = vec![app.clone()];
+        ctx.unwinder = unwinder.then(|| {
+            ioblame_unwind::Unwinder::new(ioblame_unwind::Arch::X86_64, Default::default())
+        });
+        let mut b = Bench::with(ctx);
+        b.comm(500, "app");
+        // sp at 0x7ffd_0000_1000; the frame pointer at sp + 16 holds the caller's frame
+        // pointer (0: the outermost) and, after it, the return address into the app at file
+        // offset 0x1300.
+        let sp = 0x7ffd_0000_1000u64;
+        let mut bytes = vec![0u8; 64];
+        bytes[24..32].copy_from_slice(&(0x5555_0000_0300u64).to_le_bytes());
+        let copy = ioblame_decode::StackCopy {
+            ip: 0x5555_0000_0100,
+            sp,
+            fp: sp + 16,
+            lr: 0,
+            bytes: bytes.into(),
+            full: false,
+        };
+        b.push(
+            500,
+            500,
+            EventKind::IomapDioBegin {
+                dev: LOOP0,
+                ino: 14,
+                pos: 0,
+                count: MIB,
+            },
+            None,
+        );
+        let kind = EventKind::BioQueue {
+            dev: LOOP0,
+            sector: 264192,
+            nr_sector: 2048,
+            rwbs: Rwbs::parse("WS"),
+        };
+        b.push_copy(500, 500, kind, Some(BIO_STACK), Some(copy));
+        b.requests(LOOP0, 264192, 2048, 2560, "WS");
+        let kind = EventKind::IomapDioComplete {
+            dev: LOOP0,
+            ino: 14,
+            pos: 0,
+        };
+        b.push(500, 500, kind, None);
+        let (ios, out) = b.finish();
+        assert_eq!(ios.len(), 1);
+        let t = &out.tables;
+        let intent = t.intents[t.acts[ios[0].act.index()].intent.index()].clone();
+        (intent, out.summary.stack_copies)
+    };
+    let (intent, copies) = run(true);
+    assert_eq!(intent.stack, BIO_STACK, "the kernel part is the kernel's");
+    let frames: Vec<(Option<&str>, u64)> = intent
+        .user
+        .iter()
+        .map(|f| (f.module.as_ref().map(|m| m.path.as_str()), f.offset))
+        .collect();
+    assert_eq!(
+        frames,
+        [
+            (Some("/usr/bin/app"), 0x1100),
+            (Some("/usr/bin/app"), 0x1300)
+        ]
+    );
+    assert_eq!(copies, 1);
+    let (intent, copies) = run(false);
+    assert_eq!(
+        (intent.stack.as_slice(), intent.user.len(), copies),
+        (BIO_STACK, 0, 0)
+    );
 }
 
 /// User frames (`--user-stacks`): an address becomes a module and a file offset through the

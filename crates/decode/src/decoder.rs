@@ -16,10 +16,10 @@ use ioblame_events::{Build, EventDef, Payload};
 use crate::event::*;
 use crate::format::{EventFormat, Field, FieldError, FormatError};
 use crate::record::{
-    check_sample_type, parse_sample, parse_sample_regs, parse_task_record, RecordError,
-    SampleLayout, TaskRecord, MISC_MMAP_DATA, RECORD_COMM, RECORD_EXIT, RECORD_FORK, RECORD_LOST,
-    RECORD_LOST_SAMPLES, RECORD_MMAP, RECORD_MMAP2, RECORD_SAMPLE, SAMPLE_CPU, SAMPLE_ID,
-    SAMPLE_IDENTIFIER, SAMPLE_RAW, SAMPLE_STREAM_ID, SAMPLE_TID, SAMPLE_TIME,
+    check_sample_type, parse_sample_regs, parse_task_record, RecordError, SampleLayout, TaskRecord,
+    MISC_MMAP_DATA, RECORD_COMM, RECORD_EXIT, RECORD_FORK, RECORD_LOST, RECORD_LOST_SAMPLES,
+    RECORD_MMAP, RECORD_MMAP2, RECORD_SAMPLE, SAMPLE_CPU, SAMPLE_ID, SAMPLE_IDENTIFIER, SAMPLE_RAW,
+    SAMPLE_STREAM_ID, SAMPLE_TID, SAMPLE_TIME,
 };
 
 /// Something in the trace's metadata that limits decoding (reported, not fatal).
@@ -61,42 +61,29 @@ pub enum DecoderProblem {
 /// Which user registers of a sample ([`ioblame_perfrec::UserRegs::get`]) a stack copy is
 /// unwound from, on the recording host's architecture.
 #[derive(Debug, Clone, Copy)]
-struct CopyRegs {
-    ip: u32,
-    sp: u32,
-    fp: u32,
-    lr: Option<u32>,
-}
+struct CopyRegs(ioblame_perfrec::UnwindRegs);
 
 impl CopyRegs {
-    /// The registers of `machine` (`uname -m`), if known.
-    fn of(machine: &str) -> Option<CopyRegs> {
-        use ioblame_perfrec as p;
-        match machine {
-            "x86_64" => Some(CopyRegs {
-                ip: p::X86_REG_IP,
-                sp: p::X86_REG_SP,
-                fp: p::X86_REG_BP,
-                lr: None,
-            }),
-            "aarch64" | "arm64" => Some(CopyRegs {
-                ip: p::ARM64_REG_PC,
-                sp: p::ARM64_REG_SP,
-                fp: p::ARM64_REG_FP,
-                lr: Some(p::ARM64_REG_LR),
-            }),
-            _ => None,
+    /// The stack copy of a sample's user registers and stack bytes (`full`: all the kernel
+    /// was asked to copy). `None` for a task of another ABI than the 64-bit one (a 32-bit
+    /// task on x86_64: its tables and registers are not those unwound here).
+    fn copy(
+        &self,
+        regs: &ioblame_perfrec::UserRegs<'_>,
+        bytes: &[u8],
+        full: bool,
+    ) -> Option<StackCopy> {
+        if regs.abi != ioblame_perfrec::REGS_ABI_64 {
+            return None;
         }
-    }
-
-    /// The stack copy of a sample's user registers and stack bytes.
-    fn copy(&self, regs: &ioblame_perfrec::UserRegs<'_>, bytes: &[u8]) -> Option<StackCopy> {
+        let r = &self.0;
         Some(StackCopy {
-            ip: regs.get(self.ip)?,
-            sp: regs.get(self.sp)?,
-            fp: regs.get(self.fp).unwrap_or(0),
-            lr: self.lr.and_then(|r| regs.get(r)).unwrap_or(0),
+            ip: regs.get(r.ip)?,
+            sp: regs.get(r.sp)?,
+            fp: regs.get(r.fp).unwrap_or(0),
+            lr: r.lr.and_then(|lr| regs.get(lr)).unwrap_or(0),
             bytes: bytes.into(),
+            full,
         })
     }
 }
@@ -367,7 +354,7 @@ enum IdMode {
     /// Only one event.
     Single,
     /// All events share this sample type (with RAW): the payload's `common_type` tells.
-    CommonType(u64),
+    CommonType(u64, u64),
     /// No way.
     None,
 }
@@ -420,7 +407,15 @@ impl Decoder {
                 }
             }
             by_common_type.insert(ev.tracefs_id, i);
-            let sample_type_ok = match check_sample_type(ev.sample_type) {
+            let regs_unknown =
+                ev.sample_type & ioblame_perfrec::SAMPLE_REGS_USER != 0 && ev.regs_user == 0;
+            let regs = if regs_unknown {
+                Err(RecordError::NoRegsMask)
+            } else {
+                Ok(())
+            };
+            let checked = check_sample_type(ev.sample_type).and(regs);
+            let sample_type_ok = match checked {
                 Ok(()) => true,
                 Err(source) => {
                     problems.push(DecoderProblem::SampleType {
@@ -480,10 +475,12 @@ impl Decoder {
         } else if let Some(first) = entries.first() {
             let st = first.sample_type;
             if st & SAMPLE_RAW != 0
-                && entries.iter().all(|e| e.sample_type == st)
+                && entries
+                    .iter()
+                    .all(|e| e.sample_type == st && e.regs_mask == first.regs_mask)
                 && by_common_type.len() == entries.len()
             {
-                IdMode::CommonType(st)
+                IdMode::CommonType(st, first.regs_mask)
             } else {
                 problems.push(DecoderProblem::Identification(
                     "events lack PERF_SAMPLE_IDENTIFIER and differ in sample type: samples cannot be attributed to their event".into(),
@@ -509,7 +506,7 @@ impl Decoder {
             .or(meta.events.first())
             .map_or(0, |e| e.sample_type);
         let buffer_stacks_derived = buffer_stacks_derived(meta);
-        let copy_regs = CopyRegs::of(&header.machine);
+        let copy_regs = ioblame_perfrec::UnwindRegs::of_machine(&header.machine).map(CopyRegs);
         if copy_regs.is_none() && meta.events.iter().any(|e| e.stack_user > 0) {
             problems.push(DecoderProblem::StackCopies {
                 machine: header.machine.clone(),
@@ -673,8 +670,9 @@ impl Decoder {
                     .ok_or(SkipReason::UnknownIdentifier)
             }
             IdMode::Single => Ok(0),
-            IdMode::CommonType(st) => {
-                let s = parse_sample(body, st, self.order).map_err(SkipReason::of_record)?;
+            IdMode::CommonType(st, regs) => {
+                let s =
+                    parse_sample_regs(body, st, regs, self.order).map_err(SkipReason::of_record)?;
                 let raw = s.raw.unwrap_or_default();
                 let t = raw.get(..2).ok_or(SkipReason::FieldOutOfBounds)?;
                 let ty = self.order.u16([t[0], t[1]]) as u32;
@@ -749,9 +747,8 @@ impl Decoder {
         stats.per_event[idx as usize] += 1;
         ev.stack = s.callchain.map(|c| recent.stack(idx, c));
         if let (Some(regs), Some(cr)) = (&s.regs_user, &self.copy_regs) {
-            ev.stack_copy = cr
-                .copy(regs, s.stack_user.unwrap_or_default())
-                .map(Arc::new);
+            let bytes = s.stack_user.unwrap_or_default();
+            ev.stack_copy = cr.copy(regs, bytes, s.stack_user_full).map(Arc::new);
         }
         if e.stack_sample {
             // Both events fire on the same hit, one record after the other: the stack goes

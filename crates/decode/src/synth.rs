@@ -467,6 +467,9 @@ pub struct TraceBuilder {
     next_id: u64,
     task_sample_type: u64,
     cgroup: u64,
+    /// The user registers and stack copy the next samples of events recorded with them
+    /// carry ([`TraceBuilder::copy_user_stacks`]).
+    user_copy: (Vec<u64>, Vec<u8>),
 }
 
 impl TraceBuilder {
@@ -497,7 +500,24 @@ impl TraceBuilder {
             next_id: 1,
             task_sample_type: CAPTURE_SAMPLE_TYPE,
             cgroup: 0,
+            user_copy: (Vec::new(), Vec::new()),
         }
+    }
+
+    /// Records event `event`'s samples with the user registers of `regs_mask` and `size`
+    /// bytes of user stack (`--user-stacks dwarf`), as the recorder opens them.
+    pub fn copy_user_stacks(&mut self, event: u16, regs_mask: u64, size: u32) {
+        if let Some(e) = self.meta.events.get_mut(event as usize) {
+            e.sample_type |= SAMPLE_REGS_USER | SAMPLE_STACK_USER;
+            e.regs_user = regs_mask;
+            e.stack_user = size;
+        }
+    }
+
+    /// The user registers (those of the mask, in bit order; none: a kernel thread) and the
+    /// stack bytes the next samples of events recorded with them carry.
+    pub fn set_user_copy(&mut self, regs: Vec<u64>, stack: Vec<u8>) {
+        self.user_copy = (regs, stack);
     }
 
     /// The cgroup id the next samples of events recorded with `PERF_SAMPLE_CGROUP` carry.
@@ -632,7 +652,8 @@ impl TraceBuilder {
             callchain,
             raw,
             cgroup: self.cgroup,
-            ..SampleValues::default()
+            regs_user: self.user_copy.0.clone(),
+            stack_user: self.user_copy.1.clone(),
         };
         Ok(sample_record(ev.sample_type, self.order, &v))
     }

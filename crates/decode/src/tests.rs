@@ -828,6 +828,37 @@ fn real_captured_traces_decode() {
     }
 }
 
+/// A sample with user registers and a stack copy (`--user-stacks dwarf`) becomes an event
+/// with its [`StackCopy`]: the registers the trace's architecture unwinds from, the bytes
+/// the kernel copied; a kernel thread's sample (no registers) has none; the kernel stack is
+/// kept as it is.
+#[test]
+fn stack_copies_come_with_their_registers() {
+    for order in [ByteOrder::Little, ByteOrder::Big] {
+        let mut t = TraceBuilder::new(order, 1);
+        let q = t
+            .add_event("block:block_bio_queue", fmt("block:block_bio_queue"), true)
+            .unwrap();
+        // x86's BP, SP and IP, in bit order.
+        t.copy_user_stacks(q, 1 << 6 | 1 << 7 | 1 << 8, 64);
+        let bytes: Vec<u8> = (0..40).collect();
+        t.set_user_copy(vec![0x7ffd_0010, 0x7ffd_0000, 0x5555_1234], bytes.clone());
+        t.sample(0, q, 1, 7, 7, &STACK, &[]).unwrap();
+        t.set_user_copy(Vec::new(), Vec::new());
+        t.sample(0, q, 2, 8, 8, &STACK, &[]).unwrap();
+        let (ev, stats) = decode_built(t);
+        assert_eq!(ev.len(), 2, "{:?}", stats.decode.errors);
+        let c = ev[0].stack_copy.as_deref().unwrap();
+        assert_eq!(
+            (c.ip, c.sp, c.fp, c.lr),
+            (0x5555_1234, 0x7ffd_0000, 0x7ffd_0010, 0)
+        );
+        assert_eq!(&c.bytes[..], &bytes[..]);
+        assert_eq!(ev[0].stack.as_deref(), Some(&STACK[..]));
+        assert!(ev[1].stack_copy.is_none(), "a kernel thread's sample");
+    }
+}
+
 #[test]
 fn long_callchains_and_user_frames() {
     let mut t = TraceBuilder::new(ByteOrder::Big, 1);

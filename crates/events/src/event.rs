@@ -710,6 +710,9 @@ pub struct StackCopy {
     pub lr: u64,
     /// The stack's bytes from `sp` up.
     pub bytes: Box<[u8]>,
+    /// The kernel copied all it was asked for (`dyn_size` = `size`): the stack may go on
+    /// above the copy. Otherwise the copy ends where the stack's mapping does.
+    pub full: bool,
 }
 
 impl Event {

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use ioblame_tracepoints::{self as tp, FilterDev, Stacks, Tracepoint};
+use ioblame_tracepoints::{self as tp, FilterDev, Stacks, Tracepoint, UserStacks};
 
 use crate::PerfDataError;
 
@@ -35,12 +35,10 @@ pub struct CommandOptions {
     /// callchains go on into user space (no `--kernel-callchains`), and the MMAP2 records
     /// perf makes of every executable mapping (those of the processes alive at start
     /// synthesized from `/proc`) carry the files' build ids (`--buildid-mmap`, Linux and
-    /// perf 5.12 or later; perf then writes no build-id table at the end).
-    pub user_stacks: bool,
-    /// With `user_stacks`, a copy of this many bytes of the user stack with each stack
-    /// event, unwound offline (`--call-graph dwarf`, as `ioblame-capture record
-    /// --user-stacks dwarf:SIZE`); 0: the kernel's frame-pointer walk.
-    pub stack_copy: u32,
+    /// perf 5.12 or later; perf then writes no build-id table at the end). With
+    /// [`UserStacks::Dwarf`], a copy of the user stack with each stack event, unwound offline
+    /// (`--call-graph dwarf`) instead of the kernel's walk.
+    pub user_stacks: Option<UserStacks>,
 }
 
 /// Builds the command line from the events that exist here and the devices to filter on.
@@ -65,9 +63,9 @@ pub(crate) fn build_command(
         .iter()
         .map(|s| s.to_string())
         .collect();
-    if opts.user_stacks && mmap_build_id {
+    if opts.user_stacks.is_some() && mmap_build_id {
         args.push("--buildid-mmap".into());
-    } else if opts.user_stacks {
+    } else if opts.user_stacks.is_some() {
         args.push("--buildid-all".into());
     } else {
         args.push("--kernel-callchains".into());
@@ -77,10 +75,10 @@ pub(crate) fn build_command(
         args.push("-e".into());
         let term = if !(t.callchain && opts.stacks.callchain(&t.name)) {
             String::new()
-        } else if opts.user_stacks && opts.stack_copy > 0 {
+        } else if let Some(UserStacks::Dwarf(size)) = opts.user_stacks {
             // perf's DWARF mode: a copy of the stack and the user registers, and
             // `exclude_callchain_user` (the kernel walks no user frame).
-            format!("/call-graph=dwarf,stack-size={}/", opts.stack_copy)
+            format!("/call-graph=dwarf,stack-size={size}/")
         } else {
             CALLCHAIN_TERM.to_string()
         };
@@ -117,8 +115,7 @@ pub fn perf_command_with_notes(
 ) -> Result<(String, Vec<String>), PerfDataError> {
     let opts = CommandOptions {
         stacks,
-        user_stacks: false,
-        stack_copy: 0,
+        user_stacks: None,
     };
     perf_command_for(devices, opts)
 }
@@ -130,7 +127,7 @@ pub fn perf_command_for(
     opts: CommandOptions,
 ) -> Result<(String, Vec<String>), PerfDataError> {
     let stacks = opts.stacks;
-    if opts.user_stacks && stacks == Stacks::None {
+    if opts.user_stacks.is_some() && stacks == Stacks::None {
         return Err(tp::Error::System(
             "--user-stacks with --stacks none: no event would carry a stack; use --stacks \
              exact (the default) or all"
@@ -164,7 +161,7 @@ pub fn perf_command_for(
     let (events, mut notes) = tp::resolve(&tfs, &names, false)?;
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let mmap_build_id = mmap_build_ids(release.trim());
-    if opts.user_stacks && !mmap_build_id {
+    if opts.user_stacks.is_some() && !mmap_build_id {
         notes.push(format!(
             "this kernel ({}) puts no build ids in MMAP2 records (Linux 5.12 and later do): \
              the line has --buildid-all, so perf lists every mapped file's build id in its \
@@ -221,8 +218,7 @@ mod tests {
     fn opts(stacks: Stacks, user_stacks: bool) -> CommandOptions {
         CommandOptions {
             stacks,
-            user_stacks,
-            stack_copy: 0,
+            user_stacks: user_stacks.then_some(UserStacks::Fp),
         }
     }
 
@@ -291,8 +287,8 @@ mod tests {
         );
         // Stack copies unwound offline: perf's DWARF mode on the stack events.
         let dwarf = CommandOptions {
-            stack_copy: 4096,
-            ..opts(Stacks::Exact, true)
+            stacks: Stacks::Exact,
+            user_stacks: Some(UserStacks::Dwarf(4096)),
         };
         assert_eq!(
             build_command(&evs, &[], dwarf, true),

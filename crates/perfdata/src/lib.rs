@@ -71,7 +71,7 @@ use ioblame_perfrec::SAMPLE_CGROUP;
 pub use command::{perf_command, perf_command_for, perf_command_with_notes, CommandOptions};
 pub use errors::{Corruption, EventDescError, PerfDataError, TracingDataError};
 /// Which stack events get a callchain ([`perf_command`]'s choice, as the recorder's).
-pub use ioblame_tracepoints::Stacks;
+pub use ioblame_tracepoints::{Stacks, UserStacks};
 pub use layout::is_perf_data;
 
 use parser::{Host, Parser};

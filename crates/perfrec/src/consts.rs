@@ -119,6 +119,56 @@ pub const ARM64_REG_SP: u32 = 31;
 /// arm64's `PERF_REG_ARM64_PC`.
 pub const ARM64_REG_PC: u32 = 32;
 
+/// The user registers a stack copy is unwound from, on one architecture: their bit numbers
+/// in `sample_regs_user` (the recorder asks for [`UnwindRegs::mask`]; a decoder reads them
+/// with `UserRegs::get`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnwindRegs {
+    /// The instruction pointer.
+    pub ip: u32,
+    /// The stack pointer.
+    pub sp: u32,
+    /// The frame pointer.
+    pub fp: u32,
+    /// The link register, where the architecture has one.
+    pub lr: Option<u32>,
+}
+
+impl UnwindRegs {
+    /// x86_64's `IP`, `SP`, `BP`.
+    pub const X86_64: UnwindRegs = UnwindRegs {
+        ip: X86_REG_IP,
+        sp: X86_REG_SP,
+        fp: X86_REG_BP,
+        lr: None,
+    };
+    /// aarch64's `PC`, `SP`, `X29`, `LR`.
+    pub const AARCH64: UnwindRegs = UnwindRegs {
+        ip: ARM64_REG_PC,
+        sp: ARM64_REG_SP,
+        fp: ARM64_REG_FP,
+        lr: Some(ARM64_REG_LR),
+    };
+
+    /// Those of `machine` (`uname -m`, as a trace's header records it), if known.
+    pub fn of_machine(machine: &str) -> Option<UnwindRegs> {
+        match machine {
+            "x86_64" => Some(UnwindRegs::X86_64),
+            "aarch64" | "arm64" => Some(UnwindRegs::AARCH64),
+            _ => None,
+        }
+    }
+
+    /// `sample_regs_user`: a bit per register.
+    pub const fn mask(&self) -> u64 {
+        let lr = match self.lr {
+            Some(r) => 1 << r,
+            None => 0,
+        };
+        1 << self.ip | 1 << self.sp | 1 << self.fp | lr
+    }
+}
+
 /// Most bytes of user stack a sample may carry (a record is at most 64 KiB).
 pub const MAX_STACK_USER: u64 = 65528;
 

@@ -165,6 +165,9 @@ pub struct Sample<'a> {
     /// `STACK_USER`: the bytes the kernel could copy (`dyn_size` of them), from the user
     /// stack pointer up; `None` also when it copied none.
     pub stack_user: Option<&'a [u8]>,
+    /// The kernel copied all the stack it was asked for (`dyn_size` = `size`): the stack
+    /// may go on above the copy.
+    pub stack_user_full: bool,
     /// `CGROUP`: the task's cgroup id in the cgroup2 hierarchy.
     pub cgroup: Option<u64>,
 }
@@ -239,6 +242,7 @@ pub fn parse_sample_regs(
             let data = c.take(size as usize, "user stack")?;
             let dyn_size = c.u64("user stack dyn size")?.min(size) as usize;
             s.stack_user = (dyn_size > 0).then(|| &data[..dyn_size]);
+            s.stack_user_full = dyn_size as u64 == size;
         }
     }
     c.u64_if(has(SAMPLE_WEIGHT), "weight")?;
@@ -281,6 +285,8 @@ pub struct SampleParts<'a> {
     pub regs_user: Option<UserRegs<'a>>,
     /// `STACK_USER`, when the kernel copied some.
     pub stack_user: Option<&'a [u8]>,
+    /// The kernel copied all the stack it was asked for.
+    pub stack_user_full: bool,
     /// `CGROUP`.
     pub cgroup: Option<u64>,
 }
@@ -294,6 +300,7 @@ impl<'a> From<Sample<'a>> for SampleParts<'a> {
             raw: s.raw,
             regs_user: s.regs_user,
             stack_user: s.stack_user,
+            stack_user_full: s.stack_user_full,
             cgroup: s.cgroup,
         }
     }
@@ -446,6 +453,7 @@ impl SampleLayout {
             }
         }
         let mut stack_user = None;
+        let mut stack_user_full = false;
         if self.stack_user {
             let size = order.u64(word(pos)?);
             pos += 8;
@@ -458,6 +466,7 @@ impl SampleLayout {
                 let dyn_size = order.u64(word(pos)?).min(size) as usize;
                 pos += 8;
                 stack_user = (dyn_size > 0).then(|| &data[..dyn_size]);
+                stack_user_full = dyn_size as u64 == size;
             }
         }
         if self.skipped > 0 {
@@ -476,6 +485,7 @@ impl SampleLayout {
             raw,
             regs_user,
             stack_user,
+            stack_user_full,
             cgroup,
         })
     }

@@ -424,10 +424,8 @@ pub(crate) fn context_of(
         let (symbols, _) = trace.user_symbols();
         let tables = ioblame_unwind::UnwindTables::new(&symbols);
         // The files the trace lacks (all of a perf.data's), where the symbols are looked for.
-        let look = opts.user_symbols.clone();
-        let loader = move |build_id: &[u8], path: &str| {
-            ioblame_symbolize::unwind_tables(&look, build_id, path)
-        };
+        let mut look = ioblame_symbolize::UnwindSource::new(opts.user_symbols.clone());
+        let loader = move |build_id: &[u8], path: &str| look.tables(build_id, path);
         ctx.unwinder =
             Some(ioblame_unwind::Unwinder::new(u.arch(), tables).with_loader(Box::new(loader)));
     }

@@ -289,18 +289,37 @@ fn candidates(
     v
 }
 
-/// The unwind tables of the module (`build_id`, recorded `path`) for a recording that has
-/// none (perf.data with `--call-graph dwarf`): the `.eh_frame`, `.eh_frame_hdr` and
-/// `.debug_frame` sections, with their addresses, and the `PT_LOAD` segments of the first
-/// file where `opts` says to look (as for symbols) whose build id matches and which has them.
-pub fn unwind_tables(opts: &Options, build_id: &[u8], path: &str) -> Option<UserSymbols> {
-    if build_id.is_empty() {
-        return None;
+/// Finds the unwind tables of modules a recording lacks (perf.data with `--call-graph
+/// dwarf`) where symbols are looked for; the `--symbols` directories are scanned once.
+#[derive(Debug)]
+pub struct UnwindSource {
+    opts: Options,
+    finder: source::Finder,
+    system_roots: Vec<PathBuf>,
+}
+
+impl UnwindSource {
+    /// A source looking where `opts` says.
+    pub fn new(opts: Options) -> UnwindSource {
+        UnwindSource {
+            finder: source::Finder::new(&opts.dirs),
+            opts,
+            system_roots: system_roots(),
+        }
     }
-    let mut finder = source::Finder::new(&opts.dirs);
-    candidates(opts, &mut finder, &system_roots(), build_id, path)
-        .into_iter()
-        .find_map(|(_, p)| source::unwind_of(&p, build_id))
+
+    /// The unwind tables of the module (`build_id`, recorded `path`): the `.eh_frame`,
+    /// `.eh_frame_hdr` and `.debug_frame` sections, with their addresses, and the `PT_LOAD`
+    /// segments of the first file (as for symbols) whose build id matches and which has them.
+    pub fn tables(&mut self, build_id: &[u8], path: &str) -> Option<UserSymbols> {
+        if build_id.is_empty() {
+            return None;
+        }
+        let roots = &self.system_roots;
+        candidates(&self.opts, &mut self.finder, roots, build_id, path)
+            .into_iter()
+            .find_map(|(_, p)| source::unwind_of(&p, build_id))
+    }
 }
 
 /// The virtual address of `file_offset`, through the `PT_LOAD` segment holding it (an

@@ -216,7 +216,7 @@ pub(crate) fn unwind_of(path: &Path, build_id: &[u8]) -> Option<UserSymbols> {
         return None;
     }
     let loads = Some(loads_of(&f)).filter(|l| maps_offsets(l))?;
-    let sections: Vec<ElfSection> = [".eh_frame", ".eh_frame_hdr", ".debug_frame"]
+    let sections: Vec<ElfSection> = ioblame_format::UNWIND_SECTIONS
         .iter()
         .filter_map(|n| {
             let s = f.section_by_name(n)?;
@@ -402,6 +402,7 @@ fn split(build_id: &[u8]) -> Option<(String, String)> {
 }
 
 /// Finds files by build id in the `--symbols` directories; each scanned at most once.
+#[derive(Debug)]
 pub(crate) struct Finder {
     scans: Vec<Option<HashMap<Vec<u8>, Vec<PathBuf>>>>,
 }

@@ -11,18 +11,21 @@
 
 use std::sync::Arc;
 
-use framehop::aarch64::{CacheAarch64, UnwindRegsAarch64, UnwinderAarch64};
+use framehop::aarch64::{CacheAarch64, PtrAuthMask, UnwindRegsAarch64, UnwinderAarch64};
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, Module, Unwinder as _};
 use ioblame_events::StackCopy;
 use ioblame_format::{ElfLoad, UserSymbols};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// The section bytes framehop reads, shared by every module made of one file.
 type Bytes = Arc<[u8]>;
 
 /// A file mapped at one place: its build id, the mapping's start, end and file offset.
 type Placed = (Vec<u8>, u64, u64, u64);
+
+/// How far above a copy a read still counts as the next frame's (a frame of up to 64 KiB).
+const BEYOND: u64 = 64 << 10;
 
 /// The lowest stack pointer unwound from.
 const MIN_SP: u64 = 4096;
@@ -111,18 +114,26 @@ impl UnwindTables {
                     data: Bytes::from(&x.data[..]),
                 })
         };
-        let eh_frame = section(".eh_frame");
-        // An index that does not index this `.eh_frame` is dropped: framehop then indexes
-        // the section itself (and gimli's search trusts the index's arithmetic).
-        let eh_frame_hdr = section(".eh_frame_hdr")
-            .filter(|h| eh_frame.as_ref().is_some_and(|e| hdr_indexes(h, e)));
         // A table with a looping expression is left out (framehop would run it forever).
-        let eh_frame = eh_frame.filter(|e| cfi_terminates(e, true));
-        let debug_frame = section(".debug_frame").filter(|d| cfi_terminates(d, false));
+        let mut eh_frame = section(".eh_frame");
+        let checked = eh_frame.as_ref().and_then(|e| cfi_checked(e, true));
+        if checked.is_none() {
+            eh_frame = None;
+        }
+        // An index that does not index this `.eh_frame`'s checked entries is dropped:
+        // framehop then indexes the section itself, as far as the entries read (and gimli's
+        // search trusts the index's arithmetic).
+        let eh_frame_hdr = section(".eh_frame_hdr").filter(|h| {
+            eh_frame
+                .as_ref()
+                .zip(checked.as_ref())
+                .is_some_and(|(e, c)| hdr_indexes(h, e, c))
+        });
+        let debug_frame = section(".debug_frame").filter(|d| cfi_checked(d, false).is_some());
         let f = FileTables {
             path: s.path.clone(),
             loads: s.loads.clone(),
-            eh_frame_hdr: eh_frame_hdr.filter(|_| eh_frame.is_some()),
+            eh_frame_hdr,
             eh_frame,
             debug_frame,
         };
@@ -150,53 +161,71 @@ impl UnwindTables {
 /// Finds the unwind tables of a file the tables lack, by build id and recorded path.
 pub type Loader = Box<dyn FnMut(&[u8], &str) -> Option<UserSymbols> + Send>;
 
-/// Whether every DWARF expression of a `.eh_frame` (`eh`) or `.debug_frame` section's call
-/// frame instructions ends: none branches (`DW_OP_skip`, `DW_OP_bra`; the expressions
-/// compilers emit, for PLT entries and signal frames, never do). framehop evaluates
-/// expressions with gimli without a bound on their steps: a damaged table's loop would hang
-/// the analysis (fuzzing found it). Entries past a damaged one are not read (nor would
-/// framehop read them).
-fn cfi_terminates(s: &Section, eh: bool) -> bool {
+/// The offsets of the FDEs of a `.eh_frame` (`eh`) or `.debug_frame` section whose call
+/// frame instructions, and their CIE's, have only DWARF expressions that end; `None` when
+/// one branches (`DW_OP_skip`, `DW_OP_bra`; the expressions compilers emit, for PLT entries
+/// and signal frames, never do). framehop evaluates expressions with gimli without a bound
+/// on their steps: a damaged table's loop would hang the analysis (fuzzing found it).
+/// Entries past a damaged one are not read (nor are they by framehop's own index).
+fn cfi_checked(s: &Section, eh: bool) -> Option<FxHashSet<u64>> {
     let data = gimli::EndianSlice::new(&s.data[..], gimli::LittleEndian);
     if eh {
         let bases = gimli::BaseAddresses::default().set_eh_frame(s.addr);
-        entries_end(&gimli::EhFrame::from(data), &bases)
+        entries_checked(&gimli::EhFrame::from(data), &bases)
     } else {
         let mut section = gimli::DebugFrame::from(data);
         section.set_address_size(8);
-        entries_end(&section, &gimli::BaseAddresses::default())
+        entries_checked(&section, &gimli::BaseAddresses::default())
     }
 }
 
-/// [`cfi_terminates`] of one section's entries.
-fn entries_end<'a, S: gimli::UnwindSection<Slice<'a>>>(
+/// [`cfi_checked`] of one section's entries.
+fn entries_checked<'a, S: gimli::UnwindSection<Slice<'a>>>(
     section: &S,
     bases: &gimli::BaseAddresses,
-) -> bool {
+) -> Option<FxHashSet<u64>>
+where
+    S::Offset: gimli::UnwindOffset<usize>,
+{
+    let mut fdes = FxHashSet::default();
+    let mut cies: FxHashSet<usize> = FxHashSet::default();
     let mut entries = section.entries(bases);
     while let Ok(Some(e)) = entries.next() {
-        let ok = match e {
-            gimli::CieOrFde::Cie(cie) => instructions_end(
-                cie.instructions(section, bases),
-                section,
-                cie.address_size(),
-            ),
-            gimli::CieOrFde::Fde(partial) => {
-                match partial.parse(gimli::UnwindSection::cie_from_offset) {
-                    Ok(fde) => instructions_end(
-                        fde.instructions(section, bases),
-                        section,
-                        fde.cie().address_size(),
-                    ),
-                    Err(_) => true,
+        match e {
+            gimli::CieOrFde::Cie(cie) => {
+                if !instructions_end(
+                    cie.instructions(section, bases),
+                    section,
+                    cie.address_size(),
+                ) {
+                    return None;
                 }
+                cies.insert(cie.offset());
             }
-        };
-        if !ok {
-            return false;
+            gimli::CieOrFde::Fde(partial) => {
+                let Ok(fde) = partial.parse(gimli::UnwindSection::cie_from_offset) else {
+                    continue;
+                };
+                // Its CIE, wherever it lies (framehop reads it through the FDE).
+                let cie = fde.cie();
+                if cies.insert(cie.offset())
+                    && !instructions_end(
+                        cie.instructions(section, bases),
+                        section,
+                        cie.address_size(),
+                    )
+                {
+                    return None;
+                }
+                let size = cie.address_size();
+                if !instructions_end(fde.instructions(section, bases), section, size) {
+                    return None;
+                }
+                fdes.insert(fde.offset() as u64);
+            }
         }
     }
-    true
+    Some(fdes)
 }
 
 /// A section's bytes as gimli reads them.
@@ -240,8 +269,9 @@ fn instructions_end<'a, S: gimli::UnwindSection<Slice<'a>>>(
 
 /// Whether `hdr` is an `.eh_frame_hdr` of the usual encodings (the linkers' only ones:
 /// `eh_frame_ptr` pc-relative, the count unsigned, the table relative to the header, all
-/// 4 bytes) that points at `eh_frame` and whose table is sorted and lands inside it.
-fn hdr_indexes(hdr: &Section, eh_frame: &Section) -> bool {
+/// 4 bytes) that points at `eh_frame` and whose table is sorted and lands on its `checked`
+/// FDEs ([`cfi_checked`]).
+fn hdr_indexes(hdr: &Section, eh_frame: &Section, checked: &FxHashSet<u64>) -> bool {
     let h = &hdr.data[..];
     let i32_at = |o: usize| -> Option<i64> {
         Some(i64::from(i32::from_le_bytes(
@@ -280,6 +310,9 @@ fn hdr_indexes(hdr: &Section, eh_frame: &Section) -> bool {
             return false;
         };
         if fde < eh_frame.addr || fde >= end || last.is_some_and(|l| loc < l) {
+            return false;
+        }
+        if !checked.contains(&(fde - eh_frame.addr)) {
             return false;
         }
         last = Some(loc);
@@ -411,13 +444,18 @@ impl Unwinder {
         };
         let sp = copy.sp;
         let bytes = &copy.bytes;
+        let top = sp.saturating_add(bytes.len() as u64);
         let mut beyond = false;
         let mut read = |addr: u64| -> Result<u64, ()> {
             let at = addr.checked_sub(sp).and_then(|o| usize::try_from(o).ok());
             match at.and_then(|o| bytes.get(o..o.checked_add(8)?)) {
                 Some(w) => Ok(u64::from_le_bytes(w.try_into().map_err(|_| ())?)),
                 None => {
-                    beyond = true;
+                    // The next frame lies just above a copy the kernel filled: the stack goes
+                    // on. (Below the stack pointer, far above it, or above a copy that ended
+                    // at the stack's top, it is a frame gone astray.)
+                    let above = addr.checked_sub(top.saturating_sub(8));
+                    beyond |= copy.full && above.is_some_and(|a| a < BEYOND);
                     Err(())
                 }
             }
@@ -433,7 +471,11 @@ impl Unwinder {
                 collect(|| it.next(), out)
             }
             Proc::Arm(u) => {
-                let regs = UnwindRegsAarch64::new(copy.lr, copy.sp, copy.fp);
+                // Return addresses signed by pointer authentication carry the signature in
+                // their top bits: stripped above the highest code address known.
+                let mask = PtrAuthMask::from_max_known_address(u.max_known_code_address());
+                let regs =
+                    UnwindRegsAarch64::new_with_ptr_auth_mask(mask, copy.lr, copy.sp, copy.fp);
                 let mut it = u.iter_frames(copy.ip, regs, arm_cache, &mut read);
                 collect(|| it.next(), out)
             }
@@ -508,11 +550,13 @@ fn collect(
 /// The module of file tables `t` mapped at `m`: its addresses are the file's, moved by
 /// where the segment holding `m.pgoff` was mapped. `None` when no segment holds it.
 fn module(t: &FileTables, m: &Mapped<'_>) -> Option<Module<Bytes>> {
-    // The kernel maps a segment from its offset rounded down to a page: the mapping's
-    // offset may lie before the segment's, inside the one before it. The executable
-    // segment holding the mapping's offset in its pages is the one mapped.
-    let holds =
-        |l: &&ElfLoad| l.offset & !0xfff <= m.pgoff && m.pgoff < l.offset.saturating_add(l.filesz);
+    // The kernel maps a segment from its offset rounded down to a page (of any size): the
+    // mapping's offset may lie before the segment's, inside the one before it. The
+    // executable segment whose bytes the mapping's file range overlaps is the one mapped.
+    let len = m.end.saturating_sub(m.start);
+    let holds = |l: &&ElfLoad| {
+        l.offset < m.pgoff.saturating_add(len) && m.pgoff < l.offset.saturating_add(l.filesz)
+    };
     let load = t
         .loads
         .iter()

@@ -106,6 +106,7 @@ fn copy_here(len: usize) -> StackCopy {
         sp,
         fp,
         lr: 0,
+        full: got == len,
         bytes: bytes.into(),
     }
 }
@@ -181,11 +182,19 @@ fn this_stack_unwinds_by_its_call_frame_information() {
     // The same copy cut to 64 bytes: the frames inside it, then the copy's end.
     let short = StackCopy {
         bytes: copy.bytes[..64].into(),
+        full: true,
         ..copy.clone()
     };
     let end = u.unwind(1, 1, || unreachable!("same generation"), &short, &mut out);
     assert!(out.len() < names.len(), "{out:?}");
     assert_eq!(end, End::CopyEnd);
+    // A copy that ended at the stack's top (the kernel copied less than asked) is whole:
+    // what lies above it is no frame of it.
+    let top = StackCopy {
+        full: false,
+        ..short.clone()
+    };
+    assert_ne!(u.unwind(1, 1, Vec::new, &top, &mut out), End::CopyEnd);
     // A process whose mappings changed is built again, here with no file: frame pointers
     // only, which this build does not keep: fewer frames.
     let end = u.unwind(1, 2, Vec::new, &copy, &mut out);
@@ -219,6 +228,7 @@ fn a_copy_outside_every_module_gives_its_pc_and_stops() {
         fp: 0x7010,
         lr: 0,
         bytes: vec![0u8; 32].into(),
+        full: true,
     };
     let mut out = Vec::new();
     let end = u.unwind(9, 0, Vec::new, &copy, &mut out);
@@ -231,6 +241,7 @@ fn a_copy_outside_every_module_gives_its_pc_and_stops() {
         fp: 0,
         lr: u64::MAX,
         bytes: vec![0xff; 64].into(),
+        full: true,
     };
     u.unwind(9, 0, Vec::new, &bad, &mut out);
     let mut a = Unwinder::new(Arch::Aarch64, UnwindTables::default());

@@ -37,7 +37,7 @@ pub use ksyms::{Kallsyms, MAX_KALLSYMS};
 pub use layers::{DmTarget, LoopDevice};
 pub use ustacks::{
     build_id_hex, ElfLoad, ElfSection, PerfMap, UserMap, UserSymbols, MAX_BUILD_ID, MAX_PERF_MAP,
-    MAX_PERF_MAPS_TOTAL, MAX_USER_MAPS, MAX_USER_SYMBOLS_TOTAL,
+    MAX_PERF_MAPS_TOTAL, MAX_USER_MAPS, MAX_USER_SYMBOLS_TOTAL, UNWIND_SECTIONS,
 };
 
 // The encoders, for the writer.

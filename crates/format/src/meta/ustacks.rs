@@ -123,6 +123,10 @@ pub struct ElfLoad {
     pub flags: u32,
 }
 
+/// The unwind tables a USER_SYMBOLS block holds with `record --user-stacks dwarf` (format
+/// 1.10), when the file has them: call frame information, its index, and the debug kind.
+pub const UNWIND_SECTIONS: [&str; 3] = [".eh_frame", ".eh_frame_hdr", ".debug_frame"];
+
 /// One section copied from an ELF file, as its bytes are on disk.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Hash)]
 pub struct ElfSection {
