@@ -9,7 +9,9 @@
 //! - the same program built `-O2 -fomit-frame-pointer`, with the two-level chain
 //!   `store_page › flush_page › write`, has both levels named;
 //! - Debian's `sqlite3` (its library built without frame pointers) writing a database has
-//!   stacks that go through the library's `sqlite3_step` to the C runtime's entry.
+//!   stacks that go through the library's `sqlite3_step` to the C runtime's entry;
+//! - a JIT's code (anonymous memory, no unwind tables, its own frame pointer) that makes the
+//!   system call is named from its perf map, and its caller after it.
 //!
 //! The programs are deleted before the analysis, which reads no local file
 //! (`--no-local-symbols`): the trace alone. The same C program recorded with
@@ -193,6 +195,11 @@ fn stacks_unwound_by_cfi_name_the_callers_of_the_c_library() {
         &["-O2", "-fomit-frame-pointer"],
         &bin.path().join("cfi-nofp"),
     );
+    support::build_workload(
+        "jit",
+        &["-O1", "-fno-omit-frame-pointer"],
+        &bin.path().join("jit"),
+    );
     // A fresh filesystem each: fsync's own stack events (the block allocation it starts,
     // its journal handle) are those of a first write of its file.
     let fs: Vec<LoopFs> = (0..5).map(|_| LoopFs::new("ext4", 128)).collect();
@@ -211,6 +218,13 @@ fn stacks_unwound_by_cfi_name_the_callers_of_the_c_library() {
             &["--user-stacks", "dwarf"],
         )
     });
+    let jit = support::capture_with(
+        &fs[2],
+        bin.path(),
+        "jit",
+        "jit $M/jit.dat 1024 && sync",
+        &["--user-stacks", "dwarf"],
+    );
     // Stock perf's DWARF mode (perf.data keeps no tables: a symbol store of the program and
     // the C library stands for the files, as --symbols DIR).
     let perf = support::ready(&["perf"]).then(|| {
@@ -253,6 +267,25 @@ fn stacks_unwound_by_cfi_name_the_callers_of_the_c_library() {
         &format!("{wal:?}"),
         "the caller hidden by the wrapper",
         "",
+    );
+    checks.push(check);
+    // JIT code: no tables, its frame pointer kept; named by the perf map the trace copied.
+    let mut check = Checks::new(Recorder::Capture, "ext4", "dwarf stacks jit");
+    let jit_acts = acts(&jit);
+    let w = writes_of(&jit_acts, "jit.dat");
+    let named: u64 = w
+        .iter()
+        .filter(|(f, _)| {
+            f.first().is_some_and(|l| l == "jit_wal_append [jit]")
+                && f.get(1).is_some_and(|c| c == "run")
+        })
+        .map(|(_, b)| b)
+        .sum();
+    check.eq(
+        "jit.dat's bytes charged to jit_wal_append [jit] called by run",
+        named,
+        MIB,
+        &format!("{w:?}"),
     );
     checks.push(check);
     if let Some(trace) = &sqlite {
