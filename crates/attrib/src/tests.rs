@@ -93,6 +93,37 @@ impl Bench {
     fn push(&mut self, pid: u32, tid: u32, kind: EventKind, stack: Option<&[u64]>) {
         self.push_copy(pid, tid, kind, stack, None);
     }
+    /// A direct write of 1 MiB by process `pid` at `sector` of loop0, its bio queued with
+    /// `stack` (and a user stack `copy`), issued and completed.
+    fn direct_write(
+        &mut self,
+        pid: u32,
+        sector: u64,
+        stack: &[u64],
+        copy: Option<ioblame_decode::StackCopy>,
+    ) {
+        let begin = EventKind::IomapDioBegin {
+            dev: LOOP0,
+            ino: 14,
+            pos: 0,
+            count: MIB,
+        };
+        self.push(pid, pid, begin, None);
+        let kind = EventKind::BioQueue {
+            dev: LOOP0,
+            sector,
+            nr_sector: 2048,
+            rwbs: Rwbs::parse("WS"),
+        };
+        self.push_copy(pid, pid, kind, Some(stack), copy);
+        self.requests(LOOP0, sector, 2048, 2560, "WS");
+        let kind = EventKind::IomapDioComplete {
+            dev: LOOP0,
+            ino: 14,
+            pos: 0,
+        };
+        self.push(pid, pid, kind, None);
+    }
     /// [`Bench::push`] with a user stack copy (`--user-stacks dwarf`).
     fn push_copy(
         &mut self,
@@ -3433,14 +3464,11 @@ fn dirtied_bytes_are_counted_once_per_folio_or_by_its_buffers() {
     assert_eq!(frames, DIRTY_STACK);
 }
 
-/// A stack copy (`--user-stacks dwarf`) is unwound when its event comes, in its process's
-/// mappings then, into the user frames of the event's stack: here by the frame pointers its
-/// bytes hold (the file has no unwind tables in the trace), as module offsets like a walk's.
-/// The copy itself goes no further; a trace without an unwinder keeps the kernel frames.
-#[test]
-fn stack_copies_are_unwound_into_user_frames() {
-    let app = ioblame_format::UserMap {
-        pid: 500,
+/// The executable mapping of `/usr/bin/app` the recorder read for process `pid`, after its
+/// exec: file offsets 0x1000 to 0x5000 at 0x5555_0000_0000.
+fn app_mapped(pid: u32) -> ioblame_format::UserMap {
+    ioblame_format::UserMap {
+        pid,
         start: 0x5555_0000_0000,
         end: 0x5555_0000_4000,
         pgoff: 0x1000,
@@ -3451,7 +3479,16 @@ fn stack_copies_are_unwound_into_user_frames() {
         // Read by the recorder after the process's exec.
         seen_ns: 2_000_000,
         path: "/usr/bin/app".into(),
-    };
+    }
+}
+
+/// A stack copy (`--user-stacks dwarf`) is unwound when its event comes, in its process's
+/// mappings then, into the user frames of the event's stack: here by the frame pointers its
+/// bytes hold (the file has no unwind tables in the trace), as module offsets like a walk's.
+/// The copy itself goes no further; a trace without an unwinder keeps the kernel frames.
+#[test]
+fn stack_copies_are_unwound_into_user_frames() {
+    let app = app_mapped(500);
     let run = |unwinder: bool| {
         let mut ctx = context();
         ctx.user_maps = vec![app.clone()];
@@ -3474,31 +3511,7 @@ fn stack_copies_are_unwound_into_user_frames() {
             bytes: bytes.into(),
             full: false,
         };
-        b.push(
-            500,
-            500,
-            EventKind::IomapDioBegin {
-                dev: LOOP0,
-                ino: 14,
-                pos: 0,
-                count: MIB,
-            },
-            None,
-        );
-        let kind = EventKind::BioQueue {
-            dev: LOOP0,
-            sector: 264192,
-            nr_sector: 2048,
-            rwbs: Rwbs::parse("WS"),
-        };
-        b.push_copy(500, 500, kind, Some(BIO_STACK), Some(copy));
-        b.requests(LOOP0, 264192, 2048, 2560, "WS");
-        let kind = EventKind::IomapDioComplete {
-            dev: LOOP0,
-            ino: 14,
-            pos: 0,
-        };
-        b.push(500, 500, kind, None);
+        b.direct_write(500, 264192, BIO_STACK, Some(copy));
         let (ios, out) = b.finish();
         assert_eq!(ios.len(), 1);
         let t = &out.tables;
@@ -3532,19 +3545,7 @@ fn stack_copies_are_unwound_into_user_frames() {
 /// processes is one intent, and two functions are two.
 #[test]
 fn user_frames_are_module_offsets_whatever_the_load_address() {
-    let app = ioblame_format::UserMap {
-        pid: 400,
-        start: 0x5555_0000_0000,
-        end: 0x5555_0000_4000,
-        pgoff: 0x1000,
-        dev_major: 8,
-        dev_minor: 1,
-        ino: 99,
-        build_id: vec![0xab; 20],
-        // Read by the recorder after the process's exec.
-        seen_ns: 2_000_000,
-        path: "/usr/bin/app".into(),
-    };
+    let app = app_mapped(400);
     let mut ctx = context();
     ctx.user_maps = vec![app];
     let mut b = Bench::with(ctx);
@@ -3582,32 +3583,7 @@ fn user_frames_are_module_offsets_whatever_the_load_address() {
         (402, 0x6000_0000_0000, 0x100, 3),
     ];
     for (pid, base, f, i) in ios {
-        let sector = 264192 + i * 2048;
-        b.push(
-            pid,
-            pid,
-            EventKind::IomapDioBegin {
-                dev: LOOP0,
-                ino: 14,
-                pos: 0,
-                count: MIB,
-            },
-            None,
-        );
-        let kind = EventKind::BioQueue {
-            dev: LOOP0,
-            sector,
-            nr_sector: 2048,
-            rwbs: Rwbs::parse("WS"),
-        };
-        b.push(pid, pid, kind, Some(&user(base, f)));
-        b.requests(LOOP0, sector, 2048, 2560, "WS");
-        let kind = EventKind::IomapDioComplete {
-            dev: LOOP0,
-            ino: 14,
-            pos: 0,
-        };
-        b.push(pid, pid, kind, None);
+        b.direct_write(pid, 264192 + i * 2048, &user(base, f), None);
     }
     let (ios, out) = b.finish();
     let t = &out.tables;
