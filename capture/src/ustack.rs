@@ -379,27 +379,22 @@ impl UserStacks {
         if !self.ids.contains(&id) {
             return;
         }
-        if self.copies {
-            // Which frames the copy holds is known only once unwound: the files the
-            // process maps all get their tables copied, and the pc's file tells whether its
-            // maps are known.
+        let copied_pc: [u8; 8];
+        let (pid, ips) = if self.copies {
+            // Which frames a copy holds is known only once unwound: the files the process
+            // maps all get their tables copied, and the pc (its one address known here)
+            // tells whether its maps are known.
             let Some((pid, ip)) = copied_ip(rec) else {
                 return;
             };
             self.copied.insert(pid);
-            let mut h = IdHasher::default();
-            h.write_u32(pid);
-            h.write_u64(ip);
-            if self.stacks.insert(h.finish()) && self.pending_ips.len() < MAX_PENDING_IPS {
-                self.pending_ips.push((pid, ip));
+            copied_pc = ip.to_ne_bytes();
+            (pid, &copied_pc[..])
+        } else {
+            match user_frames(rec) {
+                Some(f) => f,
+                None => return,
             }
-            if self.stacks.len() >= MAX_STACKS {
-                self.stacks.clear();
-            }
-            return;
-        }
-        let Some((pid, ips)) = user_frames(rec) else {
-            return;
         };
         let mut h = IdHasher::default();
         h.write_u32(pid);
