@@ -3,14 +3,16 @@
 //! progress bar drawn while the analysis runs. The session ([`crate::session`]) calls these
 //! steps in the order each subcommand needs.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 use ioblame_attrib::{Dirtied, Io, Tables};
 use ioblame_decode::{Event, Symbolizer};
 use ioblame_format::{PathTable, Trace};
-use ioblame_pipeline::{Analysis, Diagnostic, Input, Options, Progress, UserSymbolOptions};
+use ioblame_pipeline::{
+    Analysis, Diagnostic, Input, Options, Progress, SideFiles, UserSymbolOptions,
+};
 
 /// Names the user frames of `tables` ([`ioblame_pipeline::symbolize_user_frames`]) from the
 /// places `opts` names, printing what could not be named.
@@ -25,15 +27,15 @@ pub fn say(d: &Diagnostic) {
     eprintln!("ioblame: {d}");
 }
 
-/// Opens what the user named ([`ioblame_pipeline::open_trace`]), printing its notes and the
+/// Opens what the user named with the side files given ([`ioblame_pipeline::open_trace_with`]), printing its notes and the
 /// damage found.
 ///
 /// `IOBLAME_DROP_BUFFER_STACKS=1` analyses the dirty buffers as if recorded without their
 /// callchains ([`Input::drop_buffer_stacks`]): the check, on a trace recorded with
 /// `--stacks all`, of the rule that gives them their stacks (docs/attribution.md).
-pub fn open_trace(paths: &[PathBuf], kallsyms: Option<&Path>) -> Result<Input> {
+pub fn open_trace(paths: &[PathBuf], side: &SideFiles<'_>) -> Result<Input> {
     let mut notes = Vec::new();
-    let trace = ioblame_pipeline::open_trace(paths, kallsyms, &mut notes);
+    let trace = ioblame_pipeline::open_trace_with(paths, side, &mut notes);
     notes.iter().for_each(say);
     let mut trace = trace?;
     if std::env::var_os("IOBLAME_DROP_BUFFER_STACKS").is_some_and(|v| v == "1") {

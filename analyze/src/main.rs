@@ -49,6 +49,11 @@ struct Cli {
     /// recording analysed on another host (ioblame traces carry their own symbols).
     #[arg(long, global = true, value_name = "FILE")]
     kallsyms: Option<PathBuf>,
+    /// The recording host's btrfs chunk maps, saved by `ioblame-capture btrfs-map` after a
+    /// stock perf recording (perf.data has none; without them btrfs's writes cannot be linked
+    /// to their dirtiers). Default: PERF.DATA.btrfs beside the perf.data file, if there is one.
+    #[arg(long, global = true, value_name = "FILE")]
+    btrfs_map: Option<PathBuf>,
     /// Which IO to speak of: `workload` (the command the capture ran and its descendants,
     /// with what the attribution charges to them), `all`, `pid:N` (process N and its
     /// descendants), `cgroup:/PATH` (a cgroup2 subtree). Default: all; for baseline and
@@ -115,7 +120,13 @@ enum Command {
 }
 
 fn run(cli: Cli) -> Result<ExitCode> {
-    let session = Session::new(cli.kallsyms, cli.scope, cli.symbols, !cli.no_local_symbols);
+    let session = Session::new(
+        cli.kallsyms,
+        cli.btrfs_map,
+        cli.scope,
+        cli.symbols,
+        !cli.no_local_symbols,
+    );
     let s = &session;
     let stdout = std::io::stdout();
     // Colour on a terminal; `anstream` strips the styles when stdout is not one, when

@@ -1,4 +1,4 @@
-//! The analyzer's session: the global flags (`--kallsyms`, `--scope`, `--symbols`,
+//! The analyzer's session: the global flags (`--kallsyms`, `--btrfs-map`, `--scope`, `--symbols`,
 //! `--no-local-symbols`) parsed once, and what an analysis subcommand starts from, handed to
 //! it ready-made (as ripgrep's `HiArgs` hands each mode its parts): the trace opened, its
 //! devices selected ([`Opened`]), its kernel symbols and the scope resolved ([`Ready`]), and
@@ -16,7 +16,9 @@ use ioblame_attrib::{Dirtied, Io, Tables};
 use ioblame_counters::DevSelection;
 use ioblame_decode::{Event, Symbolizer};
 use ioblame_format::Trace;
-use ioblame_pipeline::{Analysis, Input, Options, ResolvedScope, Scope, UserSymbolOptions};
+use ioblame_pipeline::{
+    Analysis, Input, Options, ResolvedScope, Scope, SideFiles, UserSymbolOptions,
+};
 
 use crate::diagnostics;
 
@@ -46,6 +48,8 @@ pub struct DevArgs {
 pub struct Session {
     /// `--kallsyms`: the recording host's kernel symbols, for a perf.data recording.
     kallsyms: Option<PathBuf>,
+    /// `--btrfs-map`: the recording host's btrfs chunk maps, for a perf.data recording.
+    btrfs_map: Option<PathBuf>,
     /// `--scope`, when given.
     scope: Option<Scope>,
     /// Where user frames' symbols are looked for besides the trace (`--symbols`,
@@ -54,16 +58,19 @@ pub struct Session {
 }
 
 impl Session {
-    /// A session of the global flags: `kallsyms`, `scope`, the `--symbols` directories and
-    /// whether this machine's files may name user frames (not `--no-local-symbols`).
+    /// A session of the global flags: `kallsyms`, `btrfs_map`, `scope`, the `--symbols`
+    /// directories and whether this machine's files may name user frames (not
+    /// `--no-local-symbols`).
     pub fn new(
         kallsyms: Option<PathBuf>,
+        btrfs_map: Option<PathBuf>,
         scope: Option<Scope>,
         symbols: Vec<PathBuf>,
         local_symbols: bool,
     ) -> Session {
         Session {
             kallsyms,
+            btrfs_map,
             scope,
             user_symbols: UserSymbolOptions {
                 dirs: symbols,
@@ -91,7 +98,11 @@ impl Session {
     /// Opens the trace `paths` name, printing its notes and the damage found
     /// ([`diagnostics::open_trace`]).
     pub fn open(&self, paths: &[PathBuf]) -> Result<Input> {
-        diagnostics::open_trace(paths, self.kallsyms())
+        let side = SideFiles {
+            kallsyms: self.kallsyms(),
+            btrfs_map: self.btrfs_map.as_deref(),
+        };
+        diagnostics::open_trace(paths, &side)
     }
 
     /// Opens the trace and selects its devices (`--devs`; without it, the trace's default

@@ -19,7 +19,7 @@ mod support;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use support::{capture, charges, real_python, sh, tools, Charges, LoopFs};
+use support::{capture, charges, real_python, record_with, sh, tools, Charges, LoopFs, Recorder};
 
 const MIB: u64 = 1 << 20;
 
@@ -62,6 +62,20 @@ fn setup() -> Option<(std::sync::MutexGuard<'static, ()>, LoopFs)> {
 
 #[test]
 fn writers_then_sync_and_fsync_are_charged_to_their_writers() {
+    writers_then_sync_and_fsync(Recorder::Capture);
+}
+
+/// Recorded by stock perf, with the chunk maps `ioblame-capture btrfs-map` saved beside the
+/// recording (as perf-command's note says): the same bytes.
+#[test]
+fn writers_then_sync_and_fsync_are_charged_to_their_writers_perf() {
+    writers_then_sync_and_fsync(Recorder::Perf);
+}
+
+fn writers_then_sync_and_fsync(recorder: Recorder) {
+    if !support::ready(recorder.tools()) {
+        return;
+    }
     let Some((_g, fs)) = setup() else { return };
     let bin = tools(
         &fs,
@@ -79,7 +93,7 @@ fn writers_then_sync_and_fsync_are_charged_to_their_writers() {
 fd = os.open(\"'$M'/f.dat\", os.O_WRONLY | os.O_CREAT, 0o644)\n\
 for i in range(40):\n    os.write(fd, os.urandom(65536)); os.fsync(fd)\n' && \
                   syncer";
-    let trace = capture(&fs, &bin, "wb.trace", script);
+    let trace = record_with(recorder, &fs, &bin, "wb.trace", script, &[]);
     let c = charges(&trace);
     let (a, b, f) = (
         ino(&fs.mnt.join("a.dat")),
@@ -143,6 +157,20 @@ fn compressed_extents_are_charged_to_their_dirtier() {
 ///   many bytes of that number's writeback may be charged to the other file's writer.
 #[test]
 fn subvolumes_are_charged_and_named_or_said_shared() {
+    subvolumes(Recorder::Capture);
+}
+
+/// Recorded by stock perf with the chunk maps beside it: the same bytes and note (perf.data
+/// names no file).
+#[test]
+fn subvolumes_are_charged_and_said_shared_perf() {
+    subvolumes(Recorder::Perf);
+}
+
+fn subvolumes(recorder: Recorder) {
+    if !support::ready(recorder.tools()) {
+        return;
+    }
     let Some((_g, fs)) = setup() else { return };
     let bin = tools(
         &fs,
@@ -166,7 +194,7 @@ fn subvolumes_are_charged_and_named_or_said_shared() {
                   writerC if=/dev/urandom of=$M/s1/a.dat bs=1M count=1 conv=notrunc status=none && \
                   writerP if=/dev/urandom of=$M/s2/pad bs=1M count=1 conv=notrunc status=none && \
                   syncer";
-    let trace = capture(&fs, &bin, "subvol.trace", script);
+    let trace = record_with(recorder, &fs, &bin, "subvol.trace", script, &[]);
     let c = charges(&trace);
     let (a, b, pad) = (
         ino(&fs.mnt.join("s1/a.dat")),
@@ -191,6 +219,9 @@ fn subvolumes_are_charged_and_named_or_said_shared() {
     let notes = String::from_utf8_lossy(&o.stderr);
     let want = format!("{} bytes of btrfs writes were of inode numbers", 6 * MIB);
     assert!(notes.contains(&want), "{notes}");
+    if recorder == Recorder::Perf {
+        return;
+    }
     // Named: b.dat (no other subvolume holds its number); 257 not guessed.
     let acts: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
         .lines()
@@ -255,4 +286,44 @@ fn a_balance_is_charged_to_itself_without_a_file() {
         .sum();
     assert_eq!(on_x, 0, "{c:#?}");
     assert_eq!(data_lost(&c), 0, "{c:#?}");
+}
+
+/// A scrub (docs/attribution.md, "btrfs"): btrfs reads every copy of every extent, data and
+/// tree blocks, to check their checksums, from the scrubbing task (the ioctl's thread of
+/// `btrfs scrub start -B`). All of those reads are the scrubber's; nothing is written for
+/// a clean filesystem, and nothing goes to the lost intent.
+#[test]
+fn a_scrub_is_charged_to_itself() {
+    let Some((_g, fs)) = setup() else { return };
+    if !support::ready(&["btrfs"]) {
+        return;
+    }
+    let bin = tools(&fs, &[("scrubber", "/usr/bin/btrfs")]);
+    let m = fs.mnt.display();
+    sh(&format!(
+        "dd if=/dev/urandom of={m}/x.dat bs=1M count=8 status=none && sync"
+    ));
+    let trace = capture(
+        &fs,
+        &bin,
+        "scrub.trace",
+        "scrubber scrub start -B $M >/dev/null",
+    );
+    let c = charges(&trace);
+    let read = |keep: &dyn Fn(&str) -> bool| -> u64 {
+        c.iter()
+            .filter(|((w, _, _), _)| keep(w))
+            .map(|(_, v)| v[0] + v[1])
+            .sum()
+    };
+    let (mine, all) = (read(&|w| w == "scrubber"), read(&|_| true));
+    // The data, once (single), and the tree blocks, twice (DUP).
+    assert!(mine >= 8 * MIB, "{c:#?}");
+    assert_eq!(mine, all, "{c:#?}");
+    let lost: u64 = c
+        .iter()
+        .filter(|((_, via, _), _)| via == "unknown")
+        .map(|(_, v)| v.iter().sum::<u64>())
+        .sum();
+    assert_eq!(lost, 0, "{c:#?}");
 }

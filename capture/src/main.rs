@@ -3,6 +3,7 @@
 
 use ioblame_tracepoints as events;
 mod btrfs;
+mod btrfs_map;
 mod cgroups;
 mod host;
 mod layers;
@@ -40,6 +41,15 @@ enum Cmd {
     Record(Box<record::RecordArgs>),
     /// List the event sets and which of their tracepoints exist on this kernel.
     Events,
+    /// Save the chunk maps of the btrfs filesystems mounted here (as root), for a recording
+    /// that lacks them.
+    ///
+    /// btrfs writes at logical addresses, which only its chunk map places on the disk, and no
+    /// event gives the map: `record` reads it into the trace, stock `perf record` cannot. Run
+    /// this on the recording host after `perf record` (chunks allocated while recording are
+    /// then included) and analyse the perf.data with `--btrfs-map FILE`, or name the file
+    /// PERF.DATA.btrfs beside it. Only reads: the chunk trees, the devices, the mounts.
+    BtrfsMap(btrfs_map::BtrfsMapArgs),
     #[command(flatten)]
     Docs(ioblame_clidoc::DocCommand),
 }
@@ -55,6 +65,10 @@ const MAN_SECTIONS: &[ioblame_clidoc::ManSection] = &[ioblame_clidoc::ManSection
         (
             "ioblame-capture record -o /var/tmp/trace --duration 60s --max-size 2G",
             "Record one minute of the whole system, keeping at most 2 GiB of ring files.",
+        ),
+        (
+            "perf record -o perf.data ... ; ioblame-capture btrfs-map -o perf.data.btrfs",
+            "After a stock perf recording of btrfs filesystems: their chunk maps, which the analysis of perf.data finds beside it.",
         ),
         (
             "ioblame-capture events",
@@ -103,6 +117,7 @@ fn main() -> ExitCode {
     let r = match cli.cmd {
         Cmd::Events => events_cmd().map(|_| 0),
         Cmd::Record(a) => record::run(*a),
+        Cmd::BtrfsMap(a) => btrfs_map::run(&a),
         Cmd::Docs(d) => d
             .run(&mut Cli::command(), &mut std::io::stdout(), MAN_SECTIONS)
             .map(|()| 0)

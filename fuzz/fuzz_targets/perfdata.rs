@@ -38,6 +38,7 @@ fuzz_target!(|data: &[u8]| {
     });
     let opts = PerfDataOptions {
         kallsyms: Some(ks.clone()),
+        ..Default::default()
     };
     let Ok(c) = perf_data_from_bytes(name, data.to_vec(), &opts) else {
         return;

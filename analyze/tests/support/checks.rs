@@ -50,19 +50,6 @@ pub fn known_gap(
                 .into(),
         );
     }
-    if recorder == Recorder::Perf
-        && fs == "btrfs"
-        && scenario.starts_with("writeback")
-        && !expectation.contains("no data to the")
-    {
-        // The outputs say it: Diagnostic::BtrfsUnmapped.
-        return Some(
-            "btrfs writes at logical addresses, which its chunk map places on the disk; no \
-             event gives the map: ioblame-capture reads it (the BTRFS table), a perf.data \
-             recording has none, so btrfs's writeback cannot be linked to its dirtiers"
-                .into(),
-        );
-    }
     None
 }
 

@@ -177,6 +177,8 @@ pub fn perf_record_edited(
         String::from_utf8_lossy(&o.stderr)
     );
     let line = edit(String::from_utf8_lossy(&o.stdout).trim());
+    // What the notes tell the user to run after perf on a host with btrfs mounted.
+    let btrfs_map = String::from_utf8_lossy(&o.stderr).contains("ioblame-capture btrfs-map");
     let head = line
         .strip_suffix(" -o perf.data -- COMMAND")
         .unwrap_or_else(|| panic!("perf-command's line ends otherwise: {line}"));
@@ -195,6 +197,17 @@ pub fn perf_record_edited(
     assert!(o.status.success(), "perf record failed: {err}\n{line}");
     // perf says "Processed N events and lost M chunks!" (and nothing of the kind otherwise).
     assert!(!err.contains(" lost "), "perf lost events: {err}");
+    if btrfs_map {
+        // The chunk maps, beside the recording, where the analysis finds them.
+        let map = fs.dir.path().join(format!("{name}.btrfs"));
+        let o = Command::new(common::bin())
+            .args(["btrfs-map", "-o"])
+            .arg(&map)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "ioblame-capture btrfs-map: {err}");
+    }
     data
 }
 

@@ -9,6 +9,7 @@ fn main() {
     };
     let opts = ioblame_perfdata::PerfDataOptions {
         kallsyms: args.next().map(PathBuf::from),
+        ..Default::default()
     };
     match ioblame_perfdata::open_perf_data(&path, &opts) {
         Ok(c) => {

@@ -1,7 +1,7 @@
 //! The `perf record` command line that records what the attribution needs: the recorder's
 //! default event set and filters (`ioblame-tracepoints`), spelled for stock perf.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use ioblame_tracepoints::{self as tp, FilterDev, Stacks, Tracepoint, UserStacks};
 
@@ -145,7 +145,7 @@ pub fn perf_command_for(
         )
         .into());
     }
-    let devs = if devices.is_empty() {
+    let mut devs = if devices.is_empty() {
         Vec::new()
     } else {
         tp::resolve_devices(&devices.join(","), &tp::block_devices_at(Path::new("/sys")))?
@@ -170,7 +170,138 @@ pub fn perf_command_for(
             release.trim()
         ));
     }
+    let btrfs = btrfs_on(host_btrfs(&mountinfo, Path::new("/sys"), device_of), &devs);
+    notes.extend(btrfs_note(&btrfs));
+    // Their writeback events name their bdi `btrfs-N`, their page-cache events their
+    // superblock's device, neither a device of the list (as the recorder's
+    // `FilterDev::btrfs`).
+    if !devs.is_empty() {
+        devs.extend(
+            btrfs
+                .iter()
+                .map(|b| FilterDev::btrfs(b.sb.0, b.sb.1, b.bdi_seq)),
+        );
+    }
     Ok((build_command(&events, &devs, opts, mmap_build_id), notes))
+}
+
+/// A btrfs filesystem mounted on the host, as `perf-command` sees it (sysfs and mountinfo
+/// only: no ioctl, so no chunk map).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct HostBtrfs {
+    /// Its superblock's anonymous device (`/proc/self/mountinfo`'s, the inode events').
+    sb: (u32, u32),
+    /// Its first mount point.
+    mount_point: String,
+    /// N of its bdi `btrfs-N` (`/sys/fs/btrfs/FSID/bdi`, Linux 5.9 and later).
+    bdi_seq: Option<u32>,
+    /// Its block devices and their disks (`/sys/fs/btrfs/FSID/devices`).
+    devices: Vec<[(u32, u32); 2]>,
+}
+
+/// The btrfs filesystems mounted here: each of `sys`'s `fs/btrfs/FSID` with a device that a
+/// btrfs mount of `mountinfo` names as its source (`device` gives a source's device number
+/// and its disk's).
+fn host_btrfs(
+    mountinfo: &str,
+    sys: &Path,
+    device: impl Fn(&Path) -> Option<[(u32, u32); 2]>,
+) -> Vec<HostBtrfs> {
+    let mounts: Vec<_> = tp::mountinfo::parse(mountinfo)
+        .filter(|m| m.fs_type == "btrfs")
+        .collect();
+    let mut out: Vec<HostBtrfs> = Vec::new();
+    let Ok(dirs) = std::fs::read_dir(sys.join("fs/btrfs")) else {
+        return out;
+    };
+    let mut dirs: Vec<_> = dirs.flatten().map(|e| e.path()).collect();
+    dirs.sort();
+    for dir in dirs {
+        let Ok(names) = std::fs::read_dir(dir.join("devices")) else {
+            continue;
+        };
+        let devices: Vec<_> = names
+            .flatten()
+            .filter_map(|e| device(&sys.join("class/block").join(e.file_name())))
+            .collect();
+        let Some(m) = mounts.iter().find(|m| {
+            device(Path::new(&m.source)).is_some_and(|[d, _]| devices.iter().any(|[x, _]| *x == d))
+        }) else {
+            continue;
+        };
+        let bdi_seq = std::fs::read_link(dir.join("bdi")).ok().and_then(|l| {
+            l.file_name()?
+                .to_str()?
+                .strip_prefix("btrfs-")?
+                .parse()
+                .ok()
+        });
+        out.push(HostBtrfs {
+            sb: (m.major, m.minor),
+            mount_point: m.mount_point.clone(),
+            bdi_seq,
+            devices,
+        });
+    }
+    out
+}
+
+/// The device number of the block device `path` names (a mount's source, `/dev/sdb1`, or a
+/// sysfs directory, `/sys/class/block/sdb1`), and its disk's (its own for a whole disk).
+fn device_of(path: &Path) -> Option<[(u32, u32); 2]> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let dev_of = |text: &str| -> Option<(u32, u32)> {
+        let (a, b) = text.trim().split_once(':')?;
+        Some((a.parse().ok()?, b.parse().ok()?))
+    };
+    let sysdir = match std::fs::metadata(path).ok()? {
+        m if m.file_type().is_block_device() => {
+            let rdev = m.rdev();
+            let major = ((rdev >> 32) & 0xffff_f000 | (rdev >> 8) & 0xfff) as u32;
+            let minor = ((rdev >> 12) & 0xffff_ff00 | rdev & 0xff) as u32;
+            PathBuf::from(format!("/sys/dev/block/{major}:{minor}"))
+        }
+        m if m.is_dir() => path.to_path_buf(),
+        _ => return None,
+    };
+    let sys = std::fs::canonicalize(sysdir).ok()?;
+    let dev = dev_of(&std::fs::read_to_string(sys.join("dev")).ok()?)?;
+    // A partition's sysfs directory lies in its disk's.
+    let disk = if sys.join("partition").exists() {
+        dev_of(&std::fs::read_to_string(sys.parent()?.join("dev")).ok()?)?
+    } else {
+        dev
+    };
+    Some([dev, disk])
+}
+
+/// The btrfs filesystems of `host` on `devs` (every one when `devs` is empty).
+fn btrfs_on(host: Vec<HostBtrfs>, devs: &[FilterDev]) -> Vec<HostBtrfs> {
+    host.into_iter()
+        .filter(|b| {
+            devs.is_empty()
+                || b.devices.iter().any(|[d, disk]| {
+                    devs.iter()
+                        .any(|f| (f.major, f.minor) == *d || (f.major, f.minor) == *disk)
+                })
+        })
+        .collect()
+}
+
+/// The note for a host with btrfs mounted: perf.data cannot hold btrfs's chunk maps, which
+/// `ioblame-capture btrfs-map` saves.
+fn btrfs_note(fs: &[HostBtrfs]) -> Option<String> {
+    let at: Vec<&str> = fs.iter().map(|b| b.mount_point.as_str()).collect();
+    (!at.is_empty()).then(|| {
+        format!(
+            "btrfs is mounted at {}: btrfs writes at logical addresses, which only its chunk \
+             map places on the disk, and perf.data cannot hold the map; after perf record, \
+             run `ioblame-capture btrfs-map -o perf.data.btrfs` on this host (the analysis \
+             reads PERF.DATA.btrfs beside the recording, or --btrfs-map FILE); without it, \
+             btrfs's writeback is not linked to its dirtiers",
+            at.join(", ")
+        )
+    })
 }
 
 /// Whether a kernel of this release (`uname -r`) puts build ids in MMAP2 records (Linux
@@ -194,6 +325,72 @@ pub fn perf_command(devices: &[String], stacks: Stacks) -> Result<String, PerfDa
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn btrfs_of_the_host_on_the_devices() {
+        // A sysfs tree: two filesystems, one on loop1, one on sdb1 (a partition of sdb).
+        let sys = tempfile::tempdir().unwrap();
+        let s = sys.path();
+        for (fsid, dev, bdi) in [("aa", "loop1", Some("btrfs-3")), ("bb", "sdb1", None)] {
+            let d = s.join("fs/btrfs").join(fsid).join("devices");
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::create_dir_all(s.join("class/block").join(dev)).unwrap();
+            std::fs::write(d.join(dev), "").unwrap();
+            if let Some(b) = bdi {
+                std::os::unix::fs::symlink(
+                    format!("../../../devices/virtual/bdi/{b}"),
+                    s.join("fs/btrfs").join(fsid).join("bdi"),
+                )
+                .unwrap();
+            }
+        }
+        std::fs::create_dir_all(s.join("fs/btrfs/features")).unwrap();
+        let info = "\
+36 1 0:40 / /srv rw - btrfs /dev/loop1 rw
+37 1 0:40 /sub /srv2 rw - btrfs /dev/loop1 rw
+38 1 0:41 / /data rw - btrfs /dev/sdb1 rw
+39 1 7:2 / /x rw - ext4 /dev/loop2 rw
+";
+        let dev = |p: &Path| match p.file_name()?.to_str()? {
+            "loop1" => Some([(7, 1), (7, 1)]),
+            "sdb1" => Some([(8, 17), (8, 16)]),
+            _ => None,
+        };
+        let host = host_btrfs(info, s, dev);
+        assert_eq!(
+            host,
+            [
+                HostBtrfs {
+                    sb: (0, 40),
+                    mount_point: "/srv".into(),
+                    bdi_seq: Some(3),
+                    devices: vec![[(7, 1), (7, 1)]],
+                },
+                HostBtrfs {
+                    sb: (0, 41),
+                    mount_point: "/data".into(),
+                    bdi_seq: None,
+                    devices: vec![[(8, 17), (8, 16)]],
+                },
+            ]
+        );
+        let all = btrfs_note(&btrfs_on(host.clone(), &[])).unwrap();
+        assert!(all.contains("mounted at /srv, /data:"), "{all}");
+        assert!(all.contains("ioblame-capture btrfs-map -o perf.data.btrfs"));
+        let f = |major, minor, disk_major, disk_minor| FilterDev {
+            major,
+            minor,
+            disk_major,
+            disk_minor,
+        };
+        // A partition's disk given: its btrfs too; or the partition itself.
+        for d in [f(8, 16, 8, 16), f(8, 17, 8, 16)] {
+            let on = btrfs_on(host.clone(), &[d]);
+            assert_eq!(on.len(), 1);
+            assert_eq!(on[0].sb, (0, 41));
+        }
+        assert_eq!(btrfs_on(host, &[f(7, 2, 7, 2)]), []);
+    }
 
     #[test]
     fn quoting() {

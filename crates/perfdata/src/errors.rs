@@ -65,6 +65,30 @@ pub enum PerfDataError {
         #[source]
         source: std::io::Error,
     },
+    /// The btrfs map given could not be read.
+    #[error("btrfs map {}: {source}", path.display())]
+    BtrfsMap {
+        /// The map file.
+        path: PathBuf,
+        /// The reader's error.
+        #[source]
+        source: ioblame_format::Error,
+    },
+    /// The btrfs map was taken on another host or kernel than the recording.
+    #[error(
+        "btrfs map {}: taken on {map}, the recording on {recording}: its chunk maps and \
+         devices are another machine's (take it with ioblame-capture btrfs-map on the \
+         recording host)",
+        path.display()
+    )]
+    BtrfsMapOtherHost {
+        /// The map file.
+        path: PathBuf,
+        /// The map's host name and kernel release.
+        map: String,
+        /// The recording's host name and kernel release.
+        recording: String,
+    },
     /// The recording could not be planned (tracefs, devices).
     #[error(transparent)]
     Plan(#[from] ioblame_tracepoints::Error),

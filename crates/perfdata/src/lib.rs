@@ -48,6 +48,7 @@
 //! types.
 
 mod attrs;
+mod btrfs_map;
 mod buildids;
 mod command;
 mod errors;
@@ -85,6 +86,10 @@ pub struct PerfDataOptions {
     /// release match this host, else the kallsyms copy in the tracing data if perf stored one
     /// (modern perf stores none), else the trace has no symbols (and a note says so).
     pub kallsyms: Option<PathBuf>,
+    /// The btrfs chunk maps of the recording host (`ioblame-capture btrfs-map`'s file, or any
+    /// ioblame trace of that host): perf.data has none, and without them btrfs's writes
+    /// cannot be placed on the disk.
+    pub btrfs_map: Option<PathBuf>,
 }
 
 /// A converted perf.data file.
@@ -248,7 +253,7 @@ fn convert(
         let yes = if events.mmap_build_id { "yes" } else { "no" };
         capture_info.push(("mmap_build_id".into(), yes.into()));
     }
-    let meta = Metadata {
+    let mut meta = Metadata {
         events: events.events,
         kallsyms,
         capture_info,
@@ -259,6 +264,9 @@ fn convert(
             .collect(),
         ..Default::default()
     };
+    if let Some(map) = &opts.btrfs_map {
+        btrfs_map::add_btrfs_map(map, &host, &mut meta, &mut notes)?;
+    }
     let trace = write_trace(path, &header, &meta, records.chunks)?;
     Ok(Converted { trace, notes })
 }

@@ -15,6 +15,7 @@ fn every_former_crash_converts_or_errs() {
     std::fs::write(&ks, "ffffffff81000000 T _text\n").expect("write kallsyms");
     let opts = PerfDataOptions {
         kallsyms: Some(ks.clone()),
+        ..Default::default()
     };
     let mut n = 0;
     for e in std::fs::read_dir(&dir).expect("read the regressions dir") {

@@ -578,6 +578,7 @@ fn kallsyms_option_is_used() {
         &p,
         &PerfDataOptions {
             kallsyms: Some(k.clone()),
+            ..Default::default()
         },
     )
     .unwrap();
@@ -603,6 +604,7 @@ fn kallsyms_option_is_used() {
             &p,
             &PerfDataOptions {
                 kallsyms: Some(k.clone()),
+                ..Default::default()
             },
         )
         .unwrap();
@@ -624,7 +626,8 @@ fn kallsyms_option_is_used() {
         open_perf_data(
             &p,
             &PerfDataOptions {
-                kallsyms: Some(missing)
+                kallsyms: Some(missing),
+                ..Default::default()
             }
         ),
         Err(PerfDataError::Kallsyms { .. })
@@ -797,7 +800,10 @@ fn every_variant_and_every_cut_answers() {
     // /proc/kallsyms, read at every cut, would make the test slow).
     let ks = dir.path().join("kallsyms");
     std::fs::write(&ks, "ffffffff81000000 T _text\n").unwrap();
-    let opts = PerfDataOptions { kallsyms: Some(ks) };
+    let opts = PerfDataOptions {
+        kallsyms: Some(ks),
+        ..Default::default()
+    };
     let events = "-e block:block_bio_queue/call-graph=fp/ -e block:block_rq_complete";
     let cuts_of = [
         ("file", format!("{events} --kernel-callchains -o {{}}")),

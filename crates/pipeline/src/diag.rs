@@ -39,6 +39,9 @@ pub enum Diagnostic {
     PerfData(String),
     /// `--kallsyms` was given with an ioblame trace, which carries its own symbols.
     KallsymsIgnored,
+    /// `--btrfs-map` was given with an ioblame trace or blktrace data: a trace carries its own
+    /// chunk maps, blktrace sees the disks' sectors only.
+    BtrfsMapIgnored,
     /// Damage the trace reader found; reading goes on up to it.
     Trace(ioblame_format::Problem),
     /// The recording host hid kernel addresses: no symbols.
@@ -279,6 +282,7 @@ impl Diagnostic {
             Blktrace(_) => Severity::Note,
             PerfData(_)
             | KallsymsIgnored
+            | BtrfsMapIgnored
             | SymbolsHidden
             | NoSymbols
             | LeftAtEnd { .. }
@@ -313,6 +317,10 @@ impl fmt::Display for Diagnostic {
             PerfData(n) => f.write_str(n),
             KallsymsIgnored => f.write_str(
                 "--kallsyms is ignored for ioblame traces (they carry the recording host's symbols)",
+            ),
+            BtrfsMapIgnored => f.write_str(
+                "--btrfs-map is used with a perf.data recording only (an ioblame trace carries \
+                 its own chunk maps; blktrace data names disk sectors, not btrfs's)",
             ),
             Trace(p) => write!(f, "{p}"),
             SymbolsHidden => f.write_str(
@@ -491,7 +499,8 @@ impl fmt::Display for Diagnostic {
                          map in the trace (a perf.data recording, or a recorder before format 1.9): \
                          their writeback could not be placed on the disk and linked to their \
                          dirtiers; it is charged by the other rules, mostly to the lost intent (#1) \
-                         (record with ioblame-capture)"
+                         (record with ioblame-capture, or, after perf record, save the maps with \
+                         ioblame-capture btrfs-map -o PERF.DATA.btrfs on the recording host)"
                     )?;
                 }
                 if *parity > 0 {

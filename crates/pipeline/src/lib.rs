@@ -38,6 +38,8 @@ pub use diag::{
 };
 pub use ioblame_attrib::{Progress, PROGRESS_EVERY};
 pub use live::{Follow, Live, ReadStep, UNMARKED_LAG};
-pub use open::{open_trace, symbols_of, Input, OpenError};
+pub use open::{
+    btrfs_map_beside, open_trace, open_trace_with, symbols_of, Input, OpenError, SideFiles,
+};
 pub use scope::{ResolvedScope, Scope, ScopeError, ScopeSummary};
 pub use ustack::{symbolize_user_frames, UserSymbolOptions};

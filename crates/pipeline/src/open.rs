@@ -170,15 +170,55 @@ pub fn open_trace(
     kallsyms: Option<&Path>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Result<Input, OpenError> {
+    let side = SideFiles {
+        kallsyms,
+        btrfs_map: None,
+    };
+    open_trace_with(paths, &side, diagnostics)
+}
+
+/// What a recording made without ioblame-capture lacks, given beside it: the recording
+/// host's kernel symbols and btrfs chunk maps. Each is used for a perf.data recording only
+/// (an ioblame trace carries its own; a note says one given is ignored).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SideFiles<'a> {
+    /// A copy of the recording host's `/proc/kallsyms` (`--kallsyms`).
+    pub kallsyms: Option<&'a Path>,
+    /// `ioblame-capture btrfs-map`'s file (`--btrfs-map`). Without it, a perf.data file's
+    /// `PERF.DATA.btrfs` beside it, when there is one.
+    pub btrfs_map: Option<&'a Path>,
+}
+
+/// The btrfs map beside the perf.data file `perf_data`: `PERF.DATA.btrfs`, if it exists.
+pub fn btrfs_map_beside(perf_data: &Path) -> Option<PathBuf> {
+    let mut name = perf_data.as_os_str().to_os_string();
+    name.push(".btrfs");
+    let p = PathBuf::from(name);
+    p.is_file().then_some(p)
+}
+
+/// [`open_trace`] with the side files `side`.
+pub fn open_trace_with(
+    paths: &[PathBuf],
+    side: &SideFiles<'_>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Result<Input, OpenError> {
+    let kallsyms = side.kallsyms;
+    let ignored = |diagnostics: &mut Vec<Diagnostic>| {
+        if kallsyms.is_some() {
+            diagnostics.push(Diagnostic::KallsymsIgnored);
+        }
+        if side.btrfs_map.is_some() {
+            diagnostics.push(Diagnostic::BtrfsMapIgnored);
+        }
+    };
     if !paths.is_empty() && paths.iter().all(|p| ioblame_blktrace::is_blktrace(p)) {
         let rec =
             ioblame_blktrace::Recording::open(paths).map_err(|source| OpenError::Blktrace {
                 path: paths[0].clone(),
                 source,
             })?;
-        if kallsyms.is_some() {
-            diagnostics.push(Diagnostic::KallsymsIgnored);
-        }
+        ignored(diagnostics);
         diagnostics.extend(
             rec.scan()
                 .problems
@@ -199,8 +239,14 @@ pub fn open_trace(
     let t = match paths {
         [] => return Err(OpenError::NoTrace),
         [one] if one.as_os_str() == "-" || ioblame_perfdata::is_perf_data(one) => {
+            let btrfs_map = match side.btrfs_map {
+                Some(m) => Some(m.to_path_buf()),
+                None if one.as_os_str() != "-" => btrfs_map_beside(one),
+                None => None,
+            };
             let opts = PerfDataOptions {
                 kallsyms: kallsyms.map(Path::to_path_buf),
+                btrfs_map,
             };
             let c = if one.as_os_str() == "-" {
                 // Standard input: a perf.data stream (`perf record -o - ... | ioblame acts -`).
@@ -217,15 +263,16 @@ pub fn open_trace(
             c.trace
         }
         [one] => {
-            if kallsyms.is_some() {
-                diagnostics.push(Diagnostic::KallsymsIgnored);
-            }
+            ignored(diagnostics);
             Trace::open(one).map_err(|source| OpenError::Trace {
                 path: one.clone(),
                 source,
             })?
         }
-        many => ring_files(many)?,
+        many => {
+            ignored(diagnostics);
+            ring_files(many)?
+        }
     };
     diagnostics.extend(t.problems().iter().cloned().map(Diagnostic::Trace));
     diagnostics.extend(not_closed(&t));

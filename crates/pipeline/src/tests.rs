@@ -695,3 +695,148 @@ fn cgroups_flat_is_said_only_when_the_recorder_saw_it() {
     let d = crate::cgroups_flat(&t).expect("said");
     assert!(d.to_string().contains("cgroup.subtree_control"), "{d}");
 }
+
+/// Writes a btrfs map as `ioblame-capture btrfs-map` does (an ioblame trace file without
+/// events) at `path`, taken on `host`/`kernel`, with one filesystem on loop5 (7:5).
+fn btrfs_map_file(path: &Path, host: &str, kernel: &str) {
+    use ioblame_format::*;
+    let header = Header {
+        byte_order: ByteOrder::native(),
+        word_size: 8,
+        page_size: 4096,
+        cpu_count: 0,
+        clock_id: 1,
+        recorder_pid: 1,
+        file_index: 0,
+        start_time_ns: 0,
+        start_clock_ns: 0,
+        trace_id: 9,
+        hostname: host.into(),
+        kernel_release: kernel.into(),
+        machine: "x86_64".into(),
+        recorder_version: "test".into(),
+    };
+    let meta = Metadata {
+        block_devices: vec![
+            BlockDevice {
+                name: "loop5".into(),
+                major: 7,
+                minor: 5,
+                size_sectors: 1 << 20,
+                ..Default::default()
+            },
+            BlockDevice {
+                name: "sda".into(),
+                major: 8,
+                minor: 0,
+                ..Default::default()
+            },
+        ],
+        btrfs: vec![BtrfsFs {
+            fsid: [7; 16],
+            major: 0,
+            minor: 44,
+            bdi: "btrfs-12".into(),
+            sector_size: 4096,
+            node_size: 16384,
+            devices: vec![BtrfsDevice {
+                devid: 1,
+                major: 7,
+                minor: 5,
+            }],
+            chunks: vec![BtrfsChunk {
+                logical: 1 << 30,
+                length: 1 << 30,
+                flags: BTRFS_CHUNK_DATA,
+                stripe_len: 65536,
+                sub_stripes: 1,
+                stripes: vec![BtrfsStripe {
+                    devid: 1,
+                    physical: 1 << 22,
+                }],
+                since_ns: 0,
+            }],
+        }],
+        ..Default::default()
+    };
+    FileWriter::create(path, &header, &meta)
+        .unwrap()
+        .finish()
+        .unwrap();
+}
+
+/// A perf.data recording with the btrfs map `ioblame-capture btrfs-map` saved: found beside
+/// it (PERF.DATA.btrfs) or given; its filesystems and their devices (not the host's other
+/// devices) join the converted trace, with a note. A map of another host is refused; a map
+/// given with an ioblame trace is said to be ignored.
+#[test]
+fn a_btrfs_map_joins_a_perf_recording() {
+    let dir = tempfile::tempdir().unwrap();
+    let perf = dir.path().join("perf.data");
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../perfdata/tests/data/loop0-full-z.data"
+        ),
+        &perf,
+    )
+    .unwrap();
+    let mut notes = Vec::new();
+    let plain = open_trace(std::slice::from_ref(&perf), None, &mut notes).unwrap();
+    assert!(plain.btrfs().is_empty());
+    let (host, kernel) = (
+        plain.header().hostname.clone(),
+        plain.header().kernel_release.clone(),
+    );
+    drop(plain);
+
+    // Beside it.
+    btrfs_map_file(&dir.path().join("perf.data.btrfs"), &host, &kernel);
+    assert_eq!(
+        btrfs_map_beside(&perf),
+        Some(dir.path().join("perf.data.btrfs"))
+    );
+    let mut notes = Vec::new();
+    let t = open_trace(std::slice::from_ref(&perf), None, &mut notes).unwrap();
+    let fs = t.btrfs();
+    assert_eq!(fs.len(), 1);
+    assert_eq!(
+        (fs[0].major, fs[0].minor, fs[0].bdi.as_str()),
+        (0, 44, "btrfs-12")
+    );
+    assert_eq!(fs[0].chunks.len(), 1);
+    let devs: Vec<_> = t
+        .metadata()
+        .block_devices
+        .iter()
+        .map(|b| b.name.as_str())
+        .collect();
+    assert_eq!(devs, ["loop5"]);
+    let said = notes.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    assert!(
+        said.iter()
+            .any(|n| n.contains("the chunk maps of 1 filesystem(s) (1 chunks)")),
+        "{said:?}"
+    );
+
+    // Given, of another host: refused.
+    let other = dir.path().join("other.btrfs");
+    btrfs_map_file(&other, "elsewhere", &kernel);
+    let side = SideFiles {
+        kallsyms: None,
+        btrfs_map: Some(&other),
+    };
+    let e = open_trace_with(std::slice::from_ref(&perf), &side, &mut notes).unwrap_err();
+    let why = std::error::Error::source(&e).map(|s| s.to_string());
+    assert!(
+        why.as_deref()
+            .is_some_and(|w| w.contains("taken on elsewhere")),
+        "{e}: {why:?}"
+    );
+
+    // Given with an ioblame trace: said to be ignored.
+    let (_d, trace) = written(request_trace().0);
+    let mut notes = Vec::new();
+    open_trace_with(std::slice::from_ref(&trace), &side, &mut notes).unwrap();
+    assert_eq!(notes, [Diagnostic::BtrfsMapIgnored]);
+}
