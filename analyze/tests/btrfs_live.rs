@@ -327,3 +327,47 @@ fn a_scrub_is_charged_to_itself() {
         .sum();
     assert_eq!(lost, 0, "{c:#?}");
 }
+
+/// The cleaner (docs/attribution.md, "btrfs"): a deleted subvolume's trees are dropped by
+/// the `btrfs-cleaner` kernel thread, which frees their extents: the tree blocks it changes
+/// (the extent and free-space trees) are its own, as any dirtier's, not the deleting task's
+/// (which only unlinks the subvolume) and not the lost intent's. And the recording does not
+/// keep the deleted subvolume alive.
+#[test]
+fn the_cleaner_is_charged_for_dropping_a_subvolume() {
+    let Some((_g, fs)) = setup() else { return };
+    if !support::ready(&["btrfs"]) {
+        return;
+    }
+    let bin = tools(
+        &fs,
+        &[("deleter", "/usr/bin/btrfs"), ("syncer", "/usr/bin/sync")],
+    );
+    let m = fs.mnt.display();
+    // Many small files: a subvolume of many tree blocks, whose drop the cleaner does.
+    sh(&format!(
+        "btrfs -q subvolume create {m}/s1 && for d in $(seq 1 40); do mkdir {m}/s1/$d; \
+         for f in $(seq 1 50); do echo $d$f > {m}/s1/$d/$f; done; done && sync"
+    ));
+    // `subvolume sync` returns once the cleaner dropped the tree, which it cannot while
+    // anyone holds a directory of it open: the recorder opened the nested subvolumes to name
+    // their files and held them to the end (the sync then waited for the recording, which
+    // waited for it). The timeout makes that a failure, not a hang.
+    let script = "deleter -q subvolume delete -C $M/s1 && \
+                  timeout 60 deleter -q subvolume sync $M && syncer";
+    let trace = capture(&fs, &bin, "cleaner.trace", script);
+    let c = charges(&trace);
+    let tree = |comm: &str| -> u64 {
+        c.iter()
+            .filter(|((w, _, i), _)| w == comm && *i == 1)
+            .map(|(_, v)| v[2])
+            .sum()
+    };
+    assert!(tree("btrfs-cleaner") > 0, "{c:#?}");
+    let lost: u64 = c
+        .iter()
+        .filter(|((_, via, _), _)| via == "unknown")
+        .map(|(_, v)| v[2])
+        .sum();
+    assert_eq!(lost, 0, "{c:#?}");
+}

@@ -74,7 +74,11 @@ struct Subvol {
 /// One btrfs filesystem: its mounted subvolumes.
 #[derive(Default)]
 pub struct Fs {
+    /// The mounted subvolumes (the first `mounted`), then the nested ones opened by
+    /// [`Fs::finish`].
     subvols: Vec<Subvol>,
+    /// How many of `subvols` are mounted (`None` before the first [`Fs::finish`]).
+    mounted: Option<usize>,
     /// Subvolumes nested in the mounted ones and not mounted themselves (at the start),
     /// `None` when unknown.
     unmounted: Option<usize>,
@@ -152,6 +156,7 @@ impl Fs {
     /// files are asked for too; counts those it could not open, and returns the note to
     /// give if there are some.
     pub fn finish(&mut self) -> Option<String> {
+        self.mounted.get_or_insert(self.subvols.len());
         let Some(mut known) = self
             .subvols
             .iter()
@@ -205,6 +210,15 @@ impl Fs {
                 if one { "is" } else { "are" },
             )
         })
+    }
+
+    /// Closes the nested subvolumes [`Fs::finish`] opened (it opens them again): an open
+    /// directory of a deleted subvolume keeps its tree from being dropped, and `btrfs
+    /// subvolume sync` (snapshot rotation) waits until it is closed.
+    pub fn close_nested(&mut self) {
+        if let Some(n) = self.mounted {
+            self.subvols.truncate(n);
+        }
     }
 
     /// Names inode `ino`: its path when one mounted subvolume holds the number and a

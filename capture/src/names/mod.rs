@@ -287,12 +287,24 @@ impl Namer {
         self.fss.contains_key(&dev)
     }
 
-    /// Looks for btrfs subvolumes again (those created while recording), as at the start;
-    /// what it would note was noted then.
+    /// Looks for btrfs subvolumes again (those created while recording, and the nested ones
+    /// [`Namer::close_nested`] closed), as at the start; what it would note was noted then.
     pub fn rediscover(&mut self) {
         for fs in self.fss.values_mut() {
             if let Some(b) = &mut fs.btrfs {
                 let _ = b.finish();
+            }
+        }
+    }
+
+    /// Closes the directories of the btrfs subvolumes nested in the mounted ones, between
+    /// batches of names ([`Namer::rediscover`] opens them again): held open, a deleted
+    /// one's tree is not dropped while recording (`btrfs subvolume sync` waited for the
+    /// recorder to stop).
+    pub fn close_nested(&mut self) {
+        for fs in self.fss.values_mut() {
+            if let Some(b) = &mut fs.btrfs {
+                b.close_nested();
             }
         }
     }

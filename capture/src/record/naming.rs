@@ -91,7 +91,8 @@ pub(super) fn naming_mounts(plan: &Plan, devices_given: bool) -> Vec<Mount> {
 
 /// Starts the namer thread on `mounts`.
 pub(super) fn start_naming(mounts: Vec<Mount>, link: &WriterLink) -> Result<Naming> {
-    let namer = Namer::new(&mounts.iter().collect::<Vec<_>>());
+    let mut namer = Namer::new(&mounts.iter().collect::<Vec<_>>());
+    namer.close_nested();
     for n in &namer.notes {
         eprintln!("{n}");
     }
@@ -128,6 +129,8 @@ fn namer_thread(
     loop {
         match rx.recv_timeout(NAMES_EVERY) {
             Ok(batch) => {
+                // The nested btrfs subvolumes are open only while a batch is named.
+                namer.rediscover();
                 for k in batch {
                     // Touched keeps only the recorded filesystems' inodes; a filesystem whose
                     // mount point could not be read is not known here.
@@ -149,6 +152,7 @@ fn namer_thread(
                     table.set(k, name.clone());
                     part.set(k, name);
                 }
+                namer.close_nested();
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
