@@ -315,3 +315,72 @@ fn names_btrfs_files_by_subvolume() {
         "{paths:?}"
     );
 }
+
+/// A btrfs mounted only by a directory of its top level (a bind mount of `D`, the top level
+/// unmounted): the subvolume nested under `D` is reached through that mount and its file
+/// named under it; a subvolume outside `D` cannot be reached, and the recorder says so.
+#[test]
+fn names_the_nested_subvolumes_of_a_directory_mount() {
+    if !btrfs_ready() {
+        return;
+    }
+    let _g = lock();
+    let mut fs = Btrfs::new(512);
+    let top = fs.mount("top", &[]);
+    std::fs::create_dir(top.join("D")).unwrap();
+    for sv in ["D/N", "O"] {
+        run(&[
+            "btrfs",
+            "-q",
+            "subvolume",
+            "create",
+            top.join(sv).to_str().unwrap(),
+        ]);
+    }
+    // N's file: past the numbers of the top level's (D) and O's.
+    files(&top.join("D/N"), 64, &["nfile"]);
+    let b = fs.dir.path().join("b");
+    std::fs::create_dir(&b).unwrap();
+    run(&[
+        "mount",
+        "--bind",
+        top.join("D").to_str().unwrap(),
+        b.to_str().unwrap(),
+    ]);
+    fs.mounts.push(b.clone());
+    run(&["umount", top.to_str().unwrap()]);
+    fs.mounts.remove(0);
+    let b = b.canonicalize().unwrap();
+    let in_b = b.join("N/nfile");
+    let n = ino(&in_b);
+    let out = fs.dir.path().join("trace");
+    let script = format!(
+        "dd if=/dev/urandom of='{}' bs=64k count=4 conv=notrunc status=none; sync",
+        in_b.display()
+    );
+    let o = record(&[
+        "-o",
+        out.to_str().unwrap(),
+        "--events",
+        "minimal",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "record failed: {stderr}");
+    // O, outside D: not looked in, said.
+    assert!(
+        stderr.contains("1 subvolume nested in the mounted ones"),
+        "{stderr}"
+    );
+    let t = Trace::open(&out).unwrap();
+    let dev = mount_dev(&b);
+    assert_eq!(
+        t.path_of(dev, n),
+        Some(in_b.to_str().unwrap()),
+        "inode {n}: {:?}",
+        t.file_name(dev, n)
+    );
+}

@@ -6,8 +6,9 @@
 //! shows) and its number, and every subvolume numbers its inodes on its own (the first file
 //! of each is 257): the subvolume is not known. So each subvolume is asked (one ioctl per
 //! subvolume and inode, one `lstat` for the path found): the mounted ones, and those nested
-//! in them (snapshots too), opened at the start through their parent's directory
-//! ([`Fs::finish`], up to [`MAX_SUBVOLS`]). When exactly one holds the number, the path is
+//! in them (snapshots too), opened through their parent's directory ([`Fs::finish`], up to
+//! [`MAX_SUBVOLS`]; through a mount of one of its directories, those under it) for each
+//! batch of names and closed after it ([`Fs::close_nested`]). When exactly one holds the number, the path is
 //! the mount point (or the nested subvolume's path under it) and the path it gives (checked
 //! with a stat: inode and the subvolume's own `st_dev`); when several do, the inode is left
 //! unnamed ([`Unnamed::Ambiguous`]) rather than guessed. Subvolumes that did not open are
@@ -169,14 +170,15 @@ impl Fs {
         let mut unmounted = 0;
         let mut i = 0;
         while i < self.subvols.len() {
-            // The children of a subvolume mounted at its root (the lookup of their
-            // directories starts there).
-            let parent = &self.subvols[i].mounts[0];
+            // The children of a subvolume, looked up from each of its mounts (its root's
+            // first): a mount of one of its directories reaches the children under it.
+            let mounts = &self.subvols[i].mounts;
             i += 1;
-            if !parent.prefix.is_empty() {
-                continue;
-            }
-            let Some(children) = subvol_children(&parent.dir) else {
+            let Some(children) = subvol_children(&mounts[0].dir) else {
+                if !mounts[0].prefix.is_empty() {
+                    // Mounted by a directory only: its children are not known.
+                    continue;
+                }
                 self.unmounted = None;
                 return None;
             };
@@ -187,7 +189,7 @@ impl Fs {
                 }
                 known.push(tree);
                 let opened = (self.subvols.len() + found.len() < MAX_SUBVOLS)
-                    .then(|| open_child(parent, tree, dirid))
+                    .then(|| mounts.iter().find_map(|m| open_child(m, tree, dirid)))
                     .flatten();
                 match opened {
                     Some(sv) => found.push(sv),
@@ -384,8 +386,10 @@ fn tree_of(dir: &OwnedFd) -> Option<u64> {
 }
 
 /// Subvolume `tree`, whose directory entry is in directory `dirid` of the subvolume
-/// mounted at `parent` (its root): its path (`BTRFS_IOC_INO_LOOKUP_USER`) opened under
-/// the mount, checked to be that subvolume's root. `None` when any step fails.
+/// mounted at `parent` (its root, or one of its directories): its path
+/// (`BTRFS_IOC_INO_LOOKUP_USER`, which gives it from the directory the ioctl is called on,
+/// and fails for a `dirid` outside it) opened under the mount, checked to be that
+/// subvolume's root. `None` when any step fails.
 fn open_child(parent: &Mounted, tree: u64, dirid: u64) -> Option<Subvol> {
     let mut args = [0u8; 4096];
     args[0..8].copy_from_slice(&dirid.to_ne_bytes());
