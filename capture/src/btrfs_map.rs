@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use ioblame_format::{FileWriter, Header, Metadata};
+use ioblame_format::{FileWriter, Metadata};
 
 use crate::{btrfs, host, snapshot};
 
@@ -33,7 +33,6 @@ pub fn run(a: &BtrfsMapArgs) -> Result<u8> {
     if fs.is_empty() {
         bail!("no btrfs filesystem is mounted here (or none could be asked: see the warnings)");
     }
-    let (hostname, kernel_release, machine) = snapshot::uname();
     let mut info = vec![("btrfs_map".to_string(), "yes".to_string())];
     if let Ok(id) = std::fs::read_to_string("/proc/sys/kernel/random/boot_id") {
         info.push(("boot_id".into(), id.trim().to_string()));
@@ -45,22 +44,7 @@ pub fn run(a: &BtrfsMapArgs) -> Result<u8> {
         capture_info: info,
         ..Default::default()
     };
-    let header = Header {
-        byte_order: ioblame_format::ByteOrder::native(),
-        word_size: snapshot::kernel_word_size(None, &machine),
-        page_size: page_size(),
-        cpu_count: 0,
-        clock_id: libc::CLOCK_MONOTONIC,
-        recorder_pid: std::process::id(),
-        file_index: 0,
-        start_time_ns: snapshot::clock_ns(libc::CLOCK_REALTIME),
-        start_clock_ns: snapshot::clock_ns(libc::CLOCK_MONOTONIC),
-        trace_id: snapshot::random_u64(),
-        hostname,
-        kernel_release,
-        machine,
-        recorder_version: format!("ioblame-capture {}", env!("CARGO_PKG_VERSION")),
-    };
+    let header = snapshot::header(None, page_size(), 0);
     let w = FileWriter::create(&a.output, &header, &meta)
         .with_context(|| format!("writing {}", a.output.display()))?;
     w.finish()

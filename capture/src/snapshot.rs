@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use ioblame_format::{Kallsyms, Mount, Task};
+use ioblame_format::{Header, Kallsyms, Mount, Task};
 
 use ioblame_tracepoints::mountinfo;
 
@@ -217,6 +217,29 @@ pub fn parse_cpulist(s: &str) -> Result<Vec<u32>> {
         }
     }
     Ok(v)
+}
+
+/// The header of a trace file taken on this host now: its name, kernel release and machine,
+/// the kernel's word size (from `kallsyms` when there are some), the clocks and a new trace
+/// id, with this recorder's pid and version; `page_size` and `cpu_count` are the caller's.
+pub fn header(kallsyms: Option<&Kallsyms>, page_size: u32, cpu_count: u32) -> Header {
+    let (hostname, kernel_release, machine) = uname();
+    Header {
+        byte_order: ioblame_format::ByteOrder::native(),
+        word_size: kernel_word_size(kallsyms, &machine),
+        page_size,
+        cpu_count,
+        clock_id: libc::CLOCK_MONOTONIC,
+        recorder_pid: std::process::id(),
+        file_index: 0,
+        start_time_ns: clock_ns(libc::CLOCK_REALTIME),
+        start_clock_ns: clock_ns(libc::CLOCK_MONOTONIC),
+        trace_id: random_u64(),
+        hostname,
+        kernel_release,
+        machine,
+        recorder_version: format!("ioblame-capture {}", env!("CARGO_PKG_VERSION")),
+    }
 }
 
 /// uname fields: (hostname, release, machine).

@@ -4,7 +4,7 @@
 
 use anyhow::{Context, Result};
 use ioblame_format::{
-    EventDesc, Header, Metadata, RingOptions, RingWriter, EVENT_CALLCHAIN, EVENT_STACK_SAMPLE,
+    EventDesc, Metadata, RingOptions, RingWriter, EVENT_CALLCHAIN, EVENT_STACK_SAMPLE,
     EVENT_TASK_RECORDS,
 };
 use ioblame_tracepoints::Tracepoint;
@@ -82,8 +82,7 @@ pub(super) fn create_trace<'a>(
         .any(|s| s.cgroup)
         .then(cgroups::snapshot);
     let layer_watch = layers::LayerWatch::start();
-    let (hostname, kernel_release, machine) = snapshot::uname();
-    let word_size = snapshot::kernel_word_size(kallsyms.as_ref(), &machine);
+    let header = snapshot::header(kallsyms.as_ref(), page as u32, opened.possible);
     let meta = Metadata {
         events: descs,
         kallsyms,
@@ -137,22 +136,6 @@ pub(super) fn create_trace<'a>(
                 .push(("boot_id".into(), id.trim().to_string()));
         }
     }
-    let header = Header {
-        byte_order: ioblame_format::ByteOrder::native(),
-        word_size,
-        page_size: page as u32,
-        cpu_count: opened.possible,
-        clock_id: libc::CLOCK_MONOTONIC,
-        recorder_pid: std::process::id(),
-        file_index: 0,
-        start_time_ns: snapshot::clock_ns(libc::CLOCK_REALTIME),
-        start_clock_ns: snapshot::clock_ns(libc::CLOCK_MONOTONIC),
-        trace_id: snapshot::random_u64(),
-        hostname,
-        kernel_release,
-        machine,
-        recorder_version: format!("ioblame-capture {}", env!("CARGO_PKG_VERSION")),
-    };
     let opts = ring_options(a);
     let facts = Facts {
         info: meta.capture_info.clone(),
