@@ -7,8 +7,8 @@
 //! of each is 257): the subvolume is not known. So each subvolume is asked (one ioctl per
 //! subvolume and inode, one `lstat` for the path found): the mounted ones, and those nested
 //! in them (snapshots too), opened through their parent's directory ([`Fs::finish`], up to
-//! [`MAX_SUBVOLS`]; through a mount of one of its directories, those under it) for each
-//! batch of names and closed after it ([`Fs::close_nested`]). When exactly one holds the number, the path is
+//! [`MAX_SUBVOLS`]; through a mount of one of its directories, those under it) while there
+//! are inodes to name, two seconds at most at a time ([`Fs::close_nested`]). When exactly one holds the number, the path is
 //! the mount point (or the nested subvolume's path under it) and the path it gives (checked
 //! with a stat: inode and the subvolume's own `st_dev`); when several do, the inode is left
 //! unnamed ([`Unnamed::Ambiguous`]) rather than guessed. Subvolumes that did not open are

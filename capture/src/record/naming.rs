@@ -126,11 +126,20 @@ fn namer_thread(
     let mut part = names::Table::default();
     let mut to_walk: HashSet<(u32, u64)> = HashSet::new();
     let mut last = Instant::now();
+    // When the nested btrfs subvolumes were opened: they are open only while there are
+    // btrfs inodes to name, at most NAMES_EVERY at a time (a deleted one's tree waits).
+    let mut nested_since: Option<Instant> = None;
     loop {
+        let mut idle = false;
         match rx.recv_timeout(NAMES_EVERY) {
             Ok(batch) => {
-                // The nested btrfs subvolumes are open only while a batch is named.
-                namer.rediscover();
+                let btrfs = batch
+                    .iter()
+                    .any(|k| namer.is_btrfs(k.0) && table.get(*k).is_none());
+                if btrfs && nested_since.is_none() {
+                    namer.rediscover();
+                    nested_since = Some(Instant::now());
+                }
                 for k in batch {
                     // Touched keeps only the recorded filesystems' inodes; a filesystem whose
                     // mount point could not be read is not known here.
@@ -152,10 +161,13 @@ fn namer_thread(
                     table.set(k, name.clone());
                     part.set(k, name);
                 }
-                namer.close_nested();
             }
-            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Timeout) => idle = true,
             Err(RecvTimeoutError::Disconnected) => break,
+        }
+        if nested_since.is_some_and(|t| idle || t.elapsed() >= NAMES_EVERY) {
+            namer.close_nested();
+            nested_since = None;
         }
         if last.elapsed() >= NAMES_EVERY && !part.is_empty() {
             link.send(ToWriter::Names(part.table(FILES_TOUCHED)));
