@@ -170,7 +170,7 @@ pub fn perf_command_for(
             release.trim()
         ));
     }
-    let btrfs = btrfs_on(host_btrfs(&mountinfo, Path::new("/sys"), device_of), &devs);
+    let btrfs = btrfs_on(host_btrfs(&mountinfo, Path::new("/sys")), &devs);
     notes.extend(btrfs_note(&btrfs));
     // Their writeback events name their bdi `btrfs-N`, their page-cache events their
     // superblock's device, neither a device of the list (as the recorder's
@@ -200,13 +200,26 @@ struct HostBtrfs {
 }
 
 /// The btrfs filesystems mounted here: each of `sys`'s `fs/btrfs/FSID` with a device that a
-/// btrfs mount of `mountinfo` names as its source (`device` gives a source's device number
-/// and its disk's).
-fn host_btrfs(
-    mountinfo: &str,
-    sys: &Path,
-    device: impl Fn(&Path) -> Option<[(u32, u32); 2]>,
-) -> Vec<HostBtrfs> {
+/// btrfs mount of `mountinfo` names as its source (devices by their `class/block` names,
+/// [`tp::block_devices_at`]).
+fn host_btrfs(mountinfo: &str, sys: &Path) -> Vec<HostBtrfs> {
+    let block = tp::block_devices_at(sys);
+    // A device by name, with its disk's number (its own for a whole disk).
+    let by_name = |name: &std::ffi::OsStr| -> Option<[(u32, u32); 2]> {
+        let b = block
+            .iter()
+            .find(|b| std::ffi::OsStr::new(&b.name) == name)?;
+        let disk = block
+            .iter()
+            .find(|d| !b.parent.is_empty() && d.name == b.parent)
+            .unwrap_or(b);
+        Some([(b.major, b.minor), (disk.major, disk.minor)])
+    };
+    // A mount's source (`/dev/sdb1`, `/dev/mapper/x` for dm-0) by its device's name.
+    let source = |s: &str| {
+        let p = std::fs::canonicalize(s).unwrap_or_else(|_| PathBuf::from(s));
+        p.file_name().and_then(by_name)
+    };
     let mounts: Vec<_> = tp::mountinfo::parse(mountinfo)
         .filter(|m| m.fs_type == "btrfs")
         .collect();
@@ -222,11 +235,12 @@ fn host_btrfs(
         };
         let devices: Vec<_> = names
             .flatten()
-            .filter_map(|e| device(&sys.join("class/block").join(e.file_name())))
+            .filter_map(|e| by_name(&e.file_name()))
             .collect();
-        let Some(m) = mounts.iter().find(|m| {
-            device(Path::new(&m.source)).is_some_and(|[d, _]| devices.iter().any(|[x, _]| *x == d))
-        }) else {
+        let Some(m) = mounts
+            .iter()
+            .find(|m| source(&m.source).is_some_and(|[d, _]| devices.iter().any(|[x, _]| *x == d)))
+        else {
             continue;
         };
         let bdi_seq = std::fs::read_link(dir.join("bdi")).ok().and_then(|l| {
@@ -244,35 +258,6 @@ fn host_btrfs(
         });
     }
     out
-}
-
-/// The device number of the block device `path` names (a mount's source, `/dev/sdb1`, or a
-/// sysfs directory, `/sys/class/block/sdb1`), and its disk's (its own for a whole disk).
-fn device_of(path: &Path) -> Option<[(u32, u32); 2]> {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let dev_of = |text: &str| -> Option<(u32, u32)> {
-        let (a, b) = text.trim().split_once(':')?;
-        Some((a.parse().ok()?, b.parse().ok()?))
-    };
-    let sysdir = match std::fs::metadata(path).ok()? {
-        m if m.file_type().is_block_device() => {
-            let rdev = m.rdev();
-            let major = ((rdev >> 32) & 0xffff_f000 | (rdev >> 8) & 0xfff) as u32;
-            let minor = ((rdev >> 12) & 0xffff_ff00 | rdev & 0xff) as u32;
-            PathBuf::from(format!("/sys/dev/block/{major}:{minor}"))
-        }
-        m if m.is_dir() => path.to_path_buf(),
-        _ => return None,
-    };
-    let sys = std::fs::canonicalize(sysdir).ok()?;
-    let dev = dev_of(&std::fs::read_to_string(sys.join("dev")).ok()?)?;
-    // A partition's sysfs directory lies in its disk's.
-    let disk = if sys.join("partition").exists() {
-        dev_of(&std::fs::read_to_string(sys.parent()?.join("dev")).ok()?)?
-    } else {
-        dev
-    };
-    Some([dev, disk])
 }
 
 /// The btrfs filesystems of `host` on `devs` (every one when `devs` is empty).
@@ -331,10 +316,20 @@ mod tests {
         // A sysfs tree: two filesystems, one on loop1, one on sdb1 (a partition of sdb).
         let sys = tempfile::tempdir().unwrap();
         let s = sys.path();
+        let devices = s.join("devices");
+        for (path, dev) in [("loop1", "7:1"), ("sdb", "8:16"), ("sdb/sdb1", "8:17")] {
+            std::fs::create_dir_all(devices.join(path)).unwrap();
+            std::fs::write(devices.join(path).join("dev"), dev).unwrap();
+        }
+        std::fs::write(devices.join("sdb/sdb1/partition"), "1").unwrap();
+        std::fs::create_dir_all(s.join("class/block")).unwrap();
+        for (name, path) in [("loop1", "loop1"), ("sdb", "sdb"), ("sdb1", "sdb/sdb1")] {
+            std::os::unix::fs::symlink(devices.join(path), s.join("class/block").join(name))
+                .unwrap();
+        }
         for (fsid, dev, bdi) in [("aa", "loop1", Some("btrfs-3")), ("bb", "sdb1", None)] {
             let d = s.join("fs/btrfs").join(fsid).join("devices");
             std::fs::create_dir_all(&d).unwrap();
-            std::fs::create_dir_all(s.join("class/block").join(dev)).unwrap();
             std::fs::write(d.join(dev), "").unwrap();
             if let Some(b) = bdi {
                 std::os::unix::fs::symlink(
@@ -346,17 +341,12 @@ mod tests {
         }
         std::fs::create_dir_all(s.join("fs/btrfs/features")).unwrap();
         let info = "\
-36 1 0:40 / /srv rw - btrfs /dev/loop1 rw
-37 1 0:40 /sub /srv2 rw - btrfs /dev/loop1 rw
-38 1 0:41 / /data rw - btrfs /dev/sdb1 rw
-39 1 7:2 / /x rw - ext4 /dev/loop2 rw
+36 1 0:40 / /srv rw - btrfs /nonexistent/loop1 rw
+37 1 0:40 /sub /srv2 rw - btrfs /nonexistent/loop1 rw
+38 1 0:41 / /data rw - btrfs /nonexistent/sdb1 rw
+39 1 7:2 / /x rw - ext4 /nonexistent/loop2 rw
 ";
-        let dev = |p: &Path| match p.file_name()?.to_str()? {
-            "loop1" => Some([(7, 1), (7, 1)]),
-            "sdb1" => Some([(8, 17), (8, 16)]),
-            _ => None,
-        };
-        let host = host_btrfs(info, s, dev);
+        let host = host_btrfs(info, s);
         assert_eq!(
             host,
             [
