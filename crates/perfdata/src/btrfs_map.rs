@@ -14,10 +14,13 @@ use crate::parser::Host;
 use crate::PerfDataError;
 
 /// Adds the btrfs filesystems of the map file `path` to `meta` (the converted recording's,
-/// whose host is `host`), with the block devices their devices are and lie on; a note says
-/// what was taken. A map of another host, or a file that is no ioblame trace, is an error.
+/// `recording`, whose host is `host`), with the block devices their devices are and lie on;
+/// a note says what was taken, and another when the map is older than the recording (taken
+/// before it, or left from an earlier one: `perf record` renames an old perf.data, not its
+/// map). A map of another host, or a file that is no ioblame trace, is an error.
 pub(crate) fn add_btrfs_map(
     path: &Path,
+    recording: &Path,
     host: &Host,
     meta: &mut Metadata,
     notes: &mut Vec<String>,
@@ -49,6 +52,17 @@ pub(crate) fn add_btrfs_map(
         path.display()
     ));
     meta.btrfs = fs;
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if let (Some(m), Some(r)) = (modified(path), modified(recording)) {
+        if m < r {
+            notes.push(format!(
+                "btrfs map {} is older than the recording: taken before it (a chunk allocated \
+                 while recording is not in it) or left from an earlier one (the filesystems' \
+                 devices and bdis are then another mount's); take it after perf record",
+                path.display()
+            ));
+        }
+    }
     Ok(())
 }
 

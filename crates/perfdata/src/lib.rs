@@ -265,7 +265,7 @@ fn convert(
         ..Default::default()
     };
     if let Some(map) = &opts.btrfs_map {
-        btrfs_map::add_btrfs_map(map, &host, &mut meta, &mut notes)?;
+        btrfs_map::add_btrfs_map(map, path, &host, &mut meta, &mut notes)?;
     }
     let trace = write_trace(path, &header, &meta, records.chunks)?;
     Ok(Converted { trace, notes })

@@ -790,7 +790,8 @@ fn a_btrfs_map_joins_a_perf_recording() {
     );
     drop(plain);
 
-    // Beside it.
+    // Beside it, taken after the recording (the copy's time is the recording's).
+    std::thread::sleep(std::time::Duration::from_millis(20));
     btrfs_map_file(&dir.path().join("perf.data.btrfs"), &host, &kernel);
     assert_eq!(
         btrfs_map_beside(&perf),
@@ -816,6 +817,21 @@ fn a_btrfs_map_joins_a_perf_recording() {
     assert!(
         said.iter()
             .any(|n| n.contains("the chunk maps of 1 filesystem(s) (1 chunks)")),
+        "{said:?}"
+    );
+    assert!(
+        !said.iter().any(|n| n.contains("older than the recording")),
+        "{said:?}"
+    );
+    // A recording newer than its map: said.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let newer = std::fs::read(&perf).unwrap();
+    std::fs::write(&perf, newer).unwrap();
+    let mut notes = Vec::new();
+    open_trace(std::slice::from_ref(&perf), None, &mut notes).unwrap();
+    let said = notes.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    assert!(
+        said.iter().any(|n| n.contains("older than the recording")),
         "{said:?}"
     );
 
