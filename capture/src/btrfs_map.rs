@@ -23,7 +23,8 @@ pub struct BtrfsMapArgs {
     output: PathBuf,
 }
 
-/// Writes the map of every btrfs filesystem mounted now; the count of filesystems written.
+/// Writes the map of every btrfs filesystem mounted now (exit status 0), or refuses when
+/// there is none or no chunk tree could be read (an error).
 pub fn run(a: &BtrfsMapArgs) -> Result<u8> {
     let (watch, problems) = btrfs::BtrfsWatch::start();
     for p in &problems {
@@ -32,6 +33,12 @@ pub fn run(a: &BtrfsMapArgs) -> Result<u8> {
     let fs = watch.filesystems();
     if fs.is_empty() {
         bail!("no btrfs filesystem is mounted here (or none could be asked: see the warnings)");
+    }
+    if fs.iter().all(|f| f.chunks.is_empty()) {
+        bail!(
+            "no btrfs chunk map could be read (see the warnings; the chunk tree is read with \
+             BTRFS_IOC_TREE_SEARCH, which needs root: CAP_SYS_ADMIN)"
+        );
     }
     let mut info = vec![("btrfs_map".to_string(), "yes".to_string())];
     if let Ok(id) = std::fs::read_to_string("/proc/sys/kernel/random/boot_id") {
