@@ -117,6 +117,34 @@ for i in range(40):\n    os.write(fd, os.urandom(65536)); os.fsync(fd)\n' && \
     assert!(written(&c, "fsyncer", "page", 1) > 0, "{c:#?}");
     // DUP: every tree block written twice, so the btree inode's bytes come in pairs.
     assert_eq!(tree % (2 * 4096), 0, "{c:#?}");
+    // The tree blocks a worker first dirtied finishing an ordered extent (file extent and
+    // checksum items) are that extent's writer's, with the worker's stack.
+    let finishing: Vec<(String, u64)> = support::acts_json(&trace)
+        .iter()
+        .filter(|v| v["ino"] == 1)
+        .filter(|v| {
+            v["frames"].as_array().is_some_and(|f| {
+                f.iter()
+                    .any(|x| x == "btrfs_finish_one_ordered" || x == "btrfs_finish_ordered_io")
+            })
+        })
+        .map(|v| {
+            (
+                v["comm"].as_str().unwrap_or("").to_string(),
+                v["write_bytes"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert!(
+        finishing.iter().any(|(_, b)| *b > 0),
+        "no finishing tree block: {finishing:?}"
+    );
+    assert!(
+        finishing
+            .iter()
+            .all(|(w, _)| ["writerA", "writerB", "fsyncer"].contains(&w.as_str())),
+        "{finishing:?}"
+    );
 }
 
 #[test]

@@ -510,6 +510,43 @@ impl Btrfs {
         }
     }
 
+    /// Whether `dev` is the superblock device of a filesystem of the table (the key of its
+    /// inodes' dirty folios).
+    pub fn is_sb_dev(&self, dev: Dev) -> bool {
+        self.fs.iter().any(|f| f.sb_dev == dev)
+    }
+
+    /// The role charged the most of the data the ordered extent at logical bytes `[start,
+    /// start + disk_len)` of filesystem `fsid` wrote, of the charges kept for its copies
+    /// ([`COPIES_TTL_NS`]) that found a dirtier (via page); `None` when none did.
+    pub fn data_role(&self, fsid: u128, start: u64, disk_len: u64) -> Option<crate::model::RoleId> {
+        let fs = self.fs.iter().find(|f| f.fsid == fsid)?;
+        let (a, b) = (start / 512, start.saturating_add(disk_len).div_ceil(512));
+        let mut parts = Vec::new();
+        fs.copies.peek(a, b, &mut parts);
+        let mut by_role: Vec<(crate::model::RoleId, u64)> = Vec::new();
+        for (x, y, c) in parts {
+            if c.frag.c.via != Via::Page {
+                continue;
+            }
+            match by_role.iter_mut().find(|r| r.0 == c.frag.c.role) {
+                Some(r) => r.1 += y - x,
+                None => by_role.push((c.frag.c.role, y - x)),
+            }
+        }
+        // The most sectors; of equals, the first found (the lowest address).
+        by_role
+            .iter()
+            .fold(
+                None,
+                |best: Option<(crate::model::RoleId, u64)>, &r| match best {
+                    Some(b) if b.1 >= r.1 => Some(b),
+                    _ => Some(r),
+                },
+            )
+            .map(|r| r.0)
+    }
+
     /// Forgets ordered extents whose removal never came and the charges kept for copies
     /// that are long written.
     pub fn sweep(&mut self, now: u64) {

@@ -434,6 +434,10 @@ pub(crate) const STACK_LOOP: u8 = 4;
 /// inode (`relocate_file_extent_cluster`), whose inode number names no file of the
 /// filesystem's (docs/attribution.md, "btrfs").
 pub(crate) const STACK_RELOCATION: u8 = 8;
+/// A stack class: a btrfs worker finishing an ordered extent (`btrfs_finish_ordered_io`;
+/// `btrfs_finish_one_ordered` since 6.5), whose tree blocks are the extent's data's
+/// (docs/attribution.md, "btrfs").
+pub(crate) const STACK_BTRFS_FINISH: u8 = 16;
 
 /// Classifies one kernel stack by its function names.
 pub(crate) fn classify_stack(sym: &dyn Symbolizer, stack: &[u64]) -> u8 {
@@ -456,6 +460,7 @@ pub(crate) fn classify_stack(sym: &dyn Symbolizer, stack: &[u64]) -> u8 {
                 flags |= STACK_LOOP
             }
             "relocate_file_extent_cluster" => flags |= STACK_RELOCATION,
+            "btrfs_finish_ordered_io" | "btrfs_finish_one_ordered" => flags |= STACK_BTRFS_FINISH,
             b if b.starts_with("xlog_") => flags |= STACK_JOURNAL,
             _ => {}
         }

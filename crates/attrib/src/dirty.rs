@@ -556,6 +556,29 @@ impl Dirty {
         }
     }
 
+    /// The dirty folio starting at page `index` of `(bdi, ino)` becomes `to`'s if `from`
+    /// dirtied it at `t` (it was not written since); returns whether it did.
+    pub fn reown_folio(
+        &mut self,
+        bdi: Dev,
+        ino: u64,
+        index: u64,
+        (from, t): (Dirtier, u64),
+        to: Dirtier,
+    ) -> bool {
+        let Some(df) = self.files.get_mut(&(bdi, ino)) else {
+            return false;
+        };
+        let Some((_, &ent)) = df.folios.get(index) else {
+            return false;
+        };
+        if ent.owner != from || ent.t != t || from == to {
+            return false;
+        }
+        df.put(index, FolioEnt { owner: to, ..ent });
+        true
+    }
+
     /// `(bdi, ino)`'s inode dirtier becomes `to` if it is `from`; returns whether it did.
     pub fn reown_inode(&mut self, bdi: Dev, ino: u64, from: Dirtier, to: Dirtier) -> bool {
         match self.inodes.get_mut(&(bdi, ino)) {
@@ -947,6 +970,36 @@ mod tests {
         let mut owners = f.owners.clone();
         owners.sort_unstable_by_key(|o| (o.0.role, o.0.stack, o.1));
         (folios, owners)
+    }
+
+    /// One folio re-owned: only if its dirtier and time are the ones given (not written and
+    /// dirtied again since), the owners' counts moved with it.
+    #[test]
+    fn reown_folio_moves_one_folio_if_unchanged() {
+        let mut d = Dirty::new(4096, InodeBits::V6_18);
+        let (w, x) = (
+            Dirtier {
+                role: RoleId(1),
+                stack: 7,
+            },
+            Dirtier {
+                role: RoleId(2),
+                stack: 7,
+            },
+        );
+        d.put_folio(5, 1, 10, w, Via::Page, 100);
+        d.put_folio(5, 1, 11, w, Via::Page, 100);
+        assert!(!d.reown_folio(5, 1, 10, (w, 99), x), "another time");
+        assert!(!d.reown_folio(5, 1, 12, (w, 100), x), "no folio there");
+        assert!(!d.reown_folio(5, 2, 10, (w, 100), x), "another file");
+        assert!(d.reown_folio(5, 1, 10, (w, 100), x));
+        assert!(!d.reown_folio(5, 1, 10, (w, 100), x), "already moved");
+        let (folios, owners) = contents(&d.files[&(5, 1)]);
+        assert_eq!(
+            folios.iter().map(|f| (f.0, f.3)).collect::<Vec<_>>(),
+            [(10, x), (11, w)]
+        );
+        assert_eq!(owners, [(w, Via::Page, 1), (x, Via::Page, 1)]);
     }
 
     /// The consume queues give what walking the folios gave, whatever dirtying, forgetting

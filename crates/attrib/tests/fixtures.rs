@@ -220,8 +220,9 @@ fn xfs_two_writers_halves_and_overwrite_ground_truth() {
 /// btrfs (fixtures/btrfs-writers/README.md): linked through the trace's chunk map and the
 /// ordered extents. Every data byte goes to its writer on its file, the O_DSYNC writer's
 /// from its own thread; the compressed file's fewer bytes to its writer; the tree blocks
-/// (btree inode, ino 1) in DUP pairs, part of them to the writers; the superblock copies
-/// as journal IO; nothing to the lost intent.
+/// (btree inode, ino 1) in DUP pairs, part of them to the writers, those of the extents'
+/// finishing to the extents' writers; the superblock copies as journal IO; nothing to the
+/// lost intent.
 #[test]
 fn btrfs_writers_dsync_and_compressed_ground_truth() {
     let name = "btrfs-writers";
@@ -262,6 +263,15 @@ fn btrfs_writers_dsync_and_compressed_ground_truth() {
     let tb: u64 = tree.iter().map(|i| i.size).sum();
     assert!(tb > 0 && tb % (2 * 4096) == 0, "{tb}");
     assert!(tree.iter().any(|i| comm(i) == "writerF"));
+    // The tree blocks the endio workers first dirtied finishing an ordered extent (file
+    // extent and checksum items) are that extent's writer's: writerZ's compressed extents'
+    // included; none stays with a kernel worker.
+    assert!(tree.iter().any(|i| comm(i) == "writerZ"), "{msg}");
+    assert!(
+        tree.iter().all(|i| !comm(i).starts_with("kworker")),
+        "{:?}",
+        tree.iter().map(|i| comm(i)).collect::<Vec<_>>()
+    );
     // The superblock copies (two on a 512 MiB device), journal IO of the committers.
     assert!(ios
         .iter()

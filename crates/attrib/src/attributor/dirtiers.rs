@@ -8,7 +8,7 @@
 use ioblame_decode::{Dev, Event};
 
 use super::{Attributor, BUFFER_STACKS_MAX};
-use crate::context::STACK_LOOP;
+use crate::context::{STACK_BTRFS_FINISH, STACK_LOOP};
 use crate::dirtied::Dirtied;
 use crate::dirty::{BhEnt, Dirtier, BH_SENTINEL};
 use crate::model::{RoleId, Via};
@@ -16,6 +16,10 @@ use crate::model::{RoleId, Via};
 /// A thread's write range names the folios it dirties this long after (ns): one write
 /// call's copy.
 const WRITE_RANGE_NS: u64 = 1_000_000_000;
+
+/// At most this many tree blocks of one btrfs worker wait for the ordered extent it is
+/// finishing (a finish changes a few leaves).
+const FINISHING_MAX: usize = 4096;
 
 impl Attributor {
     /// The owner to record for something dirtied now by `ev`'s task: inside a write_inode
@@ -51,6 +55,17 @@ impl Attributor {
                 .put_folio_written(bdi, ino, index, owner, via, ev.time, r),
             None => self.dirty.put_folio(bdi, ino, index, owner, via, ev.time),
         };
+        // Its own stack: a sampled one (`--stacks sampled:N`) may be of other work.
+        if ino == crate::btrfs::BTREE_INO
+            && ev.stack.is_some()
+            && self.intents.flags(owner.stack) & STACK_BTRFS_FINISH != 0
+            && self.btrfs.is_sb_dev(bdi)
+        {
+            let held = self.finishing.entry(ev.tid).or_default();
+            if held.len() < FINISHING_MAX {
+                held.push((bdi, index, owner, ev.time));
+            }
+        }
         if ev.stack.is_some() {
             if self.folio_stacks.len() >= BUFFER_STACKS_MAX {
                 self.folio_stacks.clear();

@@ -93,6 +93,10 @@ pub struct StateSizes {
     pub journal_handles: usize,
 }
 
+/// How long a btrfs worker's tree blocks wait for the ordered extent it is finishing to be
+/// removed (`Attributor::finishing`): the removal follows within the same work item.
+const FINISHING_TTL_NS: u64 = 10_000_000_000;
+
 /// Streaming attribution: feed time-ordered events with [`Attributor::push`], take the
 /// charged IOs with [`Attributor::drain_ios`], and end with [`Attributor::finish`].
 pub struct Attributor {
@@ -144,6 +148,12 @@ pub struct Attributor {
     write_ranges: FxHashMap<u32, ((Dev, u64), u64, u64, u64)>,
     /// Per thread, the stack of its last folio dirtied (a write range has none).
     folio_stacks: FxHashMap<u32, StackId>,
+    /// Per btrfs worker thread, the tree blocks it was the first to dirty while finishing
+    /// an ordered extent (the btree inode's folios, dirtied with a stack of class
+    /// `STACK_BTRFS_FINISH`): the folio's bdi and index, its dirtier and time. At the
+    /// extent's `btrfs_ordered_extent_remove` on the same thread, those still dirty become
+    /// the extent's data dirtier's (docs/attribution.md, "btrfs").
+    finishing: FxHashMap<u32, Vec<(Dev, u64, Dirtier, u64)>>,
 }
 
 /// A file (`bdi`, `ino`) a role dirtied without a stack before its thread's first sample.
@@ -202,6 +212,7 @@ impl Attributor {
             dirtied: DirtiedLog::default(),
             write_ranges: FxHashMap::default(),
             folio_stacks: FxHashMap::default(),
+            finishing: FxHashMap::default(),
         }
     }
 
@@ -383,6 +394,9 @@ impl Attributor {
                 compress_type,
                 ..
             } => {
+                if *op == ioblame_decode::BtrfsOrderedOp::Remove {
+                    self.finished(tid, *fsid, *start, *disk_len);
+                }
                 let reason = self.contexts.reason(tid);
                 let o = crate::btrfs::OrderedEvent {
                     op: *op,
@@ -676,11 +690,36 @@ impl Attributor {
         self.dirty.sweep(now);
         self.layers.sweep(now);
         self.btrfs.sweep(now);
+        self.finishing.retain(|_, v| {
+            v.retain(|e| now.saturating_sub(e.3) <= FINISHING_TTL_NS);
+            !v.is_empty()
+        });
         self.contexts.sweep(now);
         self.journals.sweep(now);
         self.roles.prune(now);
         for (disk, parts, rwbs, at) in stale {
             self.emit_lost(disk, parts, rwbs, at);
+        }
+    }
+
+    /// `btrfs_ordered_extent_remove` on `tid` of the extent at logical bytes `[start, start +
+    /// disk_len)` of filesystem `fsid`: the tree blocks `tid` first dirtied while finishing
+    /// it, still dirty, become the extent's data dirtier's, with the worker's stack
+    /// (docs/attribution.md, "btrfs").
+    fn finished(&mut self, tid: u32, fsid: u128, start: u64, disk_len: u64) {
+        let Some(held) = self.finishing.remove(&tid) else {
+            return;
+        };
+        let Some(role) = self.btrfs.data_role(fsid, start, disk_len) else {
+            return;
+        };
+        for (bdi, index, d, t) in held {
+            let to = Dirtier {
+                role,
+                stack: d.stack,
+            };
+            self.dirty
+                .reown_folio(bdi, crate::btrfs::BTREE_INO, index, (d, t), to);
         }
     }
 
