@@ -61,9 +61,7 @@ const SCENARIO_TOOLS: &[(&str, &str)] = &[
 fn scenario_fs(fstype: &str) -> (LoopFs, std::path::PathBuf) {
     let fs = LoopFs::new(fstype, 320);
     let bin = tools(&fs, SCENARIO_TOOLS);
-    if fstype == "btrfs" {
-        keep_dirty(&fs);
-    }
+    keep_dirty(&fs, fstype);
     let m = fs.mnt.display();
     sh(&format!(
         "dd if=/dev/urandom of={m}/o.dat bs=1M count=4 conv=fsync 2>/dev/null && \
@@ -72,26 +70,28 @@ fn scenario_fs(fstype: &str) -> (LoopFs, std::path::PathBuf) {
     (fs, bin)
 }
 
-/// Gives the bdi of the btrfs on `fs` (its own, `btrfs-N`, new with the filesystem) half of
-/// the dirty thresholds (`min_ratio`), so that pre.dat stays dirty until the recording
-/// starts: a bdi's background threshold is its share of the global one by its recent
-/// writeout, near nothing for a new one, and 5.10 wrote pre.dat's 4 MiB in the background
-/// (`reason=background`, about 30 s after) while stock perf started under TCG (45 s there).
-/// The bdi goes away with the filesystem.
-fn keep_dirty(fs: &LoopFs) {
-    let Ok(dirs) = std::fs::read_dir("/sys/fs/btrfs") else {
-        return;
+/// Gives the bdi of the filesystem on `fs` (the loop device's, or a btrfs's own `btrfs-N`,
+/// new with the filesystem) half of the dirty thresholds (`min_ratio`), so that dirty pages
+/// wait for the writeback the scenario means: a bdi's background threshold is its share of
+/// the global one by its recent writeout, near nothing for a new one, and 5.10 wrote
+/// pre.dat's 4 MiB of a new btrfs in the background (`reason=background`, about 30 s after)
+/// while stock perf started under TCG (45 s there), and the periodic scenario's pages on
+/// ext4 likewise before their expiry. The bdi goes away with the device or filesystem.
+fn keep_dirty(fs: &LoopFs, fstype: &str) {
+    let bdi = if fstype == "btrfs" {
+        std::fs::read_dir("/sys/fs/btrfs")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .find(|d| d.path().join("devices").join(&fs.name).exists())
+            .and_then(|d| std::fs::read_link(d.path().join("bdi")).ok())
+            .and_then(|l| l.file_name().map(|n| n.to_string_lossy().into_owned()))
+    } else {
+        Some(format!("{}:{}", fs.major, fs.minor))
     };
-    for d in dirs.flatten() {
-        if d.path().join("devices").join(&fs.name).exists() {
-            if let Ok(bdi) = std::fs::read_link(d.path().join("bdi")) {
-                let ratio = std::path::Path::new("/sys/class/bdi")
-                    .join(bdi.file_name().unwrap())
-                    .join("min_ratio");
-                // Refused only if the bdis asked for more than 100% together.
-                let _ = std::fs::write(&ratio, "50");
-            }
-        }
+    if let Some(bdi) = bdi {
+        // Refused only if the bdis asked for more than 100% together.
+        let _ = std::fs::write(format!("/sys/class/bdi/{bdi}/min_ratio"), "50");
     }
 }
 
@@ -976,6 +976,7 @@ fn periodic_writeback(recorder: Recorder) {
     let _expire = Sysctl::set("/proc/sys/vm/dirty_expire_centisecs", "100");
     let _wake = Sysctl::set("/proc/sys/vm/dirty_writeback_centisecs", "50");
     let fs = LoopFs::new("ext4", 128);
+    keep_dirty(&fs, "ext4");
     let bin = tools(&fs, &[("writerP", "/bin/dd")]);
     let script = "writerP if=/dev/zero of=$M/p.dat bs=1M count=4 2>/dev/null; sleep 8";
     let trace = record_with(recorder, &fs, &bin, "trace", script, &[]);
