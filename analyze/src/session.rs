@@ -90,6 +90,14 @@ impl Session {
         self.kallsyms.as_deref()
     }
 
+    /// What a perf.data recording lacks, as given: `--kallsyms`, `--btrfs-map`.
+    pub fn side_files(&self) -> SideFiles<'_> {
+        SideFiles {
+            kallsyms: self.kallsyms(),
+            btrfs_map: self.btrfs_map.as_deref(),
+        }
+    }
+
     /// `--scope`, when given.
     pub fn scope_given(&self) -> Option<&Scope> {
         self.scope.as_ref()
@@ -98,11 +106,7 @@ impl Session {
     /// Opens the trace `paths` name, printing its notes and the damage found
     /// ([`diagnostics::open_trace`]).
     pub fn open(&self, paths: &[PathBuf]) -> Result<Input> {
-        let side = SideFiles {
-            kallsyms: self.kallsyms(),
-            btrfs_map: self.btrfs_map.as_deref(),
-        };
-        diagnostics::open_trace(paths, &side)
+        diagnostics::open_trace(paths, &self.side_files())
     }
 
     /// Opens the trace and selects its devices (`--devs`; without it, the trace's default

@@ -58,16 +58,16 @@ const SCENARIO_TOOLS: &[(&str, &str)] = &[
 /// A fresh `fstype` loop filesystem for [`SCENARIOS`], with its tools, and as the
 /// scenarios need it before the capture: o.dat allocated and on disk, pre.dat dirtied and
 /// left dirty.
-fn scenario_fs(fstype: &str) -> (LoopFs, std::path::PathBuf) {
+fn scenario_fs(fstype: &str) -> (LoopFs, std::path::PathBuf, Option<Sysctl>) {
     let fs = LoopFs::new(fstype, 320);
     let bin = tools(&fs, SCENARIO_TOOLS);
-    keep_dirty(&fs, fstype);
+    let kept = keep_dirty(&fs, fstype);
     let m = fs.mnt.display();
     sh(&format!(
         "dd if=/dev/urandom of={m}/o.dat bs=1M count=4 conv=fsync 2>/dev/null && \
          dd if=/dev/urandom of={m}/pre.dat bs=1M count=4 2>/dev/null"
     ));
-    (fs, bin)
+    (fs, bin, kept)
 }
 
 /// Gives the bdi of the filesystem on `fs` (the loop device's, or a btrfs's own `btrfs-N`,
@@ -76,8 +76,10 @@ fn scenario_fs(fstype: &str) -> (LoopFs, std::path::PathBuf) {
 /// the global one by its recent writeout, near nothing for a new one, and 5.10 wrote
 /// pre.dat's 4 MiB of a new btrfs in the background (`reason=background`, about 30 s after)
 /// while stock perf started under TCG (45 s there), and the periodic scenario's pages on
-/// ext4 likewise before their expiry. The bdi goes away with the device or filesystem.
-fn keep_dirty(fs: &LoopFs, fstype: &str) {
+/// ext4 likewise before their expiry. The ratio is put back when the guard returned drops (a
+/// loop device's bdi outlives the test; the kernel refuses ratios summing to 100%, so a
+/// leftover would make the next test's fail). A ratio refused is a failure.
+fn keep_dirty(fs: &LoopFs, fstype: &str) -> Option<Sysctl> {
     let bdi = if fstype == "btrfs" {
         std::fs::read_dir("/sys/fs/btrfs")
             .into_iter()
@@ -89,10 +91,7 @@ fn keep_dirty(fs: &LoopFs, fstype: &str) {
     } else {
         Some(format!("{}:{}", fs.major, fs.minor))
     };
-    if let Some(bdi) = bdi {
-        // Refused only if the bdis asked for more than 100% together.
-        let _ = std::fs::write(format!("/sys/class/bdi/{bdi}/min_ratio"), "50");
-    }
+    bdi.map(|bdi| Sysctl::set(format!("/sys/class/bdi/{bdi}/min_ratio"), "50"))
 }
 
 /// The workload of [`writeback_scenarios`].
@@ -132,7 +131,7 @@ fn writeback_scenarios_with(recorder: Recorder, fstype: &str, scenario: &str, op
     // under TCG, took long enough for the flusher to write pre.dat unrecorded. Nothing in
     // the scenarios waits for periodic writeback (their syncs write everything).
     let _expire = Sysctl::set("/proc/sys/vm/dirty_expire_centisecs", "360000");
-    let (fs, bin) = scenario_fs(fstype);
+    let (fs, bin, _kept) = scenario_fs(fstype);
     let trace = record_with(recorder, &fs, &bin, "trace", SCENARIOS, options);
     let c = charges(&trace);
     let ino_of = |n: &str| ino(&fs.mnt.join(n));
@@ -338,7 +337,7 @@ fn derived_buffer_stacks_are_the_recorded_ones(recorder: Recorder, fstype: &str)
     }
     let _g = support::lock();
     let mut check = Checks::new(recorder, fstype, "derived buffer stacks");
-    let (fs, bin) = scenario_fs(fstype);
+    let (fs, bin, _kept) = scenario_fs(fstype);
     let m = fs.mnt.display();
     sh(&format!(
         "dd if=/dev/urandom of={m}/mm.dat bs=1M count=2 conv=fsync 2>/dev/null"
@@ -944,21 +943,24 @@ fn ext4_1k_blocks_two_writers_of_one_file_perf() {
 
 /// Restores a sysctl on drop.
 struct Sysctl {
-    path: &'static str,
+    path: std::path::PathBuf,
     old: String,
 }
 
 impl Sysctl {
-    fn set(path: &'static str, value: &str) -> Sysctl {
-        let old = std::fs::read_to_string(path).unwrap();
-        std::fs::write(path, value).unwrap();
+    fn set(path: impl Into<std::path::PathBuf>, value: &str) -> Sysctl {
+        let path = path.into();
+        let old =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        std::fs::write(&path, value)
+            .unwrap_or_else(|e| panic!("{} = {value}: {e}", path.display()));
         Sysctl { path, old }
     }
 }
 
 impl Drop for Sysctl {
     fn drop(&mut self) {
-        let _ = std::fs::write(self.path, self.old.trim());
+        let _ = std::fs::write(&self.path, self.old.trim());
     }
 }
 
@@ -976,7 +978,7 @@ fn periodic_writeback(recorder: Recorder) {
     let _expire = Sysctl::set("/proc/sys/vm/dirty_expire_centisecs", "100");
     let _wake = Sysctl::set("/proc/sys/vm/dirty_writeback_centisecs", "50");
     let fs = LoopFs::new("ext4", 128);
-    keep_dirty(&fs, "ext4");
+    let _kept = keep_dirty(&fs, "ext4");
     let bin = tools(&fs, &[("writerP", "/bin/dd")]);
     let script = "writerP if=/dev/zero of=$M/p.dat bs=1M count=4 2>/dev/null; sleep 8";
     let trace = record_with(recorder, &fs, &bin, "trace", script, &[]);

@@ -18,45 +18,65 @@ use crate::{btrfs, host, snapshot};
 /// `ioblame-capture btrfs-map`'s arguments.
 #[derive(Args, Debug)]
 pub struct BtrfsMapArgs {
-    /// The file to write (it must not exist).
+    /// The file to write (replaced if it exists).
     #[arg(short, long, value_name = "FILE")]
     output: PathBuf,
 }
 
-/// Writes the map of every btrfs filesystem mounted now (exit status 0), or refuses when
-/// there is none or no chunk tree could be read (an error).
+/// Writes the map of every btrfs filesystem mounted now whose chunk tree was read,
+/// replacing `--output` (exit status 0), or refuses when there is none (an error).
 pub fn run(a: &BtrfsMapArgs) -> Result<u8> {
     let (watch, problems) = btrfs::BtrfsWatch::start();
     for p in &problems {
         eprintln!("ioblame-capture: warning: {p}");
     }
-    let fs = watch.filesystems();
-    if fs.is_empty() {
+    if watch.filesystems().is_empty() {
         bail!("no btrfs filesystem is mounted here (or none could be asked: see the warnings)");
     }
-    if fs.iter().all(|f| f.chunks.is_empty()) {
+    // A filesystem without chunks would place nothing and hide that its writes are not
+    // placed (the analysis says so of a filesystem the map does not hold).
+    let (fs, without): (Vec<_>, Vec<_>) = watch
+        .filesystems()
+        .iter()
+        .cloned()
+        .partition(|f| !f.chunks.is_empty());
+    for f in &without {
+        eprintln!(
+            "ioblame-capture: warning: btrfs {}:{} ({}) left out: its chunk map could not be read",
+            f.major, f.minor, f.bdi
+        );
+    }
+    if fs.is_empty() {
         bail!(
             "no btrfs chunk map could be read (see the warnings; the chunk tree is read with \
              BTRFS_IOC_TREE_SEARCH, which needs root: CAP_SYS_ADMIN)"
         );
     }
     let mut info = vec![("btrfs_map".to_string(), "yes".to_string())];
-    if let Ok(id) = std::fs::read_to_string("/proc/sys/kernel/random/boot_id") {
-        info.push(("boot_id".into(), id.trim().to_string()));
-    }
+    info.extend(snapshot::boot_id().map(|id| ("boot_id".to_string(), id)));
     let meta = Metadata {
         block_devices: host::block_devices(),
         mounts: snapshot::mounts(),
-        btrfs: fs.to_vec(),
+        btrfs: fs.clone(),
         capture_info: info,
         ..Default::default()
     };
-    let header = snapshot::header(None, page_size(), 0);
-    let w = FileWriter::create(&a.output, &header, &meta)
-        .with_context(|| format!("writing {}", a.output.display()))?;
-    w.finish()
-        .with_context(|| format!("writing {}", a.output.display()))?;
-    for f in fs {
+    let header = snapshot::header(None, snapshot::page_size() as u32, 0);
+    // Written beside, then renamed over `--output`: a map taken again after the next
+    // recording replaces the last one, and a reader never sees half a file.
+    let mut tmp = a.output.clone().into_os_string();
+    tmp.push(format!(".tmp-{}", std::process::id()));
+    let tmp = std::path::PathBuf::from(tmp);
+    let written = FileWriter::create(&tmp, &header, &meta).and_then(|w| w.finish());
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(anyhow::Error::from(e).context(format!("writing {}", a.output.display())));
+    }
+    std::fs::rename(&tmp, &a.output).with_context(|| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("writing {}", a.output.display())
+    })?;
+    for f in &fs {
         let mount = meta
             .mounts
             .iter()
@@ -78,15 +98,4 @@ pub fn run(a: &BtrfsMapArgs) -> Result<u8> {
         a.output.display()
     );
     Ok(0)
-}
-
-/// The page size.
-fn page_size() -> u32 {
-    // SAFETY: sysconf has no preconditions.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 {
-        p as u32
-    } else {
-        4096
-    }
 }

@@ -242,6 +242,20 @@ pub fn header(kallsyms: Option<&Kallsyms>, page_size: u32, cpu_count: u32) -> He
     }
 }
 
+/// This boot's id (`/proc/sys/kernel/random/boot_id`), when readable.
+pub fn boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|id| id.trim().to_string())
+}
+
+/// The page size (4096 when sysconf does not say).
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(p).ok().filter(|&p| p > 0).unwrap_or(4096)
+}
+
 /// uname fields: (hostname, release, machine).
 pub fn uname() -> (String, String, String) {
     // SAFETY: utsname is plain old data; uname fills it.

@@ -120,7 +120,8 @@ fn export_one(path: &Path, opts: &ExportOptions, session: &Session) -> Result<St
     let name = path.display().to_string();
     let say = |d: &ioblame_pipeline::Diagnostic| eprintln!("ioblame: {name}: {d}");
     let mut notes = Vec::new();
-    let trace = ioblame_pipeline::open_trace(&[path.to_path_buf()], session.kallsyms(), &mut notes);
+    let trace =
+        ioblame_pipeline::open_trace_with(&[path.to_path_buf()], &session.side_files(), &mut notes);
     notes.iter().for_each(say);
     let trace = trace?;
     let h = trace.header().clone();

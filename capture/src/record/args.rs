@@ -145,8 +145,7 @@ impl RecordArgs {
 
 /// Checks the arguments against this host's limits; returns the page size.
 pub(super) fn check_args(a: &RecordArgs) -> Result<usize> {
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+    let page = crate::snapshot::page_size().max(4096);
     let max_stack_sys = max_stack_sys();
     if a.stack_depth == 0 || a.stack_depth > max_stack_sys {
         bail!(

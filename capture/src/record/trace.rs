@@ -131,9 +131,8 @@ pub(super) fn create_trace<'a>(
         ]);
         // Which boot recorded: an analysis on this same boot may read what the trace lacks
         // from here (a JIT's perf map), and no other may.
-        if let Ok(id) = std::fs::read_to_string("/proc/sys/kernel/random/boot_id") {
-            meta.capture_info
-                .push(("boot_id".into(), id.trim().to_string()));
+        if let Some(id) = snapshot::boot_id() {
+            meta.capture_info.push(("boot_id".into(), id));
         }
     }
     let opts = ring_options(a);

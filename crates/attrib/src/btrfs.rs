@@ -517,16 +517,22 @@ impl Btrfs {
     }
 
     /// The role charged the most of the data the ordered extent at logical bytes `[start,
-    /// start + disk_len)` of filesystem `fsid` wrote, of the charges kept for its copies
-    /// ([`COPIES_TTL_NS`]) that found a dirtier (via page); `None` when none did.
+    /// start + disk_len)` of filesystem `fsid` wrote (still known: before its removal is
+    /// taken), of the charges kept for its copies ([`COPIES_TTL_NS`]) since it was added
+    /// that found a dirtier (via page); `None` when none did (direct IO's extents are
+    /// charged to their issuer and keep no copies).
     pub fn data_role(&self, fsid: u128, start: u64, disk_len: u64) -> Option<crate::model::RoleId> {
         let fs = self.fs.iter().find(|f| f.fsid == fsid)?;
         let (a, b) = (start / 512, start.saturating_add(disk_len).div_ceil(512));
+        let mut found = Vec::new();
+        fs.ordered.peek(a, a.saturating_add(1), &mut found);
+        // A range written again later: the charges of this extent's bios only.
+        let since = found.first().map(|o| o.2.t)?;
         let mut parts = Vec::new();
         fs.copies.peek(a, b, &mut parts);
         let mut by_role: Vec<(crate::model::RoleId, u64)> = Vec::new();
         for (x, y, c) in parts {
-            if c.frag.c.via != Via::Page {
+            if c.frag.c.via != Via::Page || c.t < since {
                 continue;
             }
             match by_role.iter_mut().find(|r| r.0 == c.frag.c.role) {

@@ -42,6 +42,11 @@ pub enum Diagnostic {
     /// `--btrfs-map` was given with an ioblame trace or blktrace data: a trace carries its own
     /// chunk maps, blktrace sees the disks' sectors only.
     BtrfsMapIgnored,
+    /// The btrfs map beside a perf.data file is older than it: not used.
+    BtrfsMapStale {
+        /// The map.
+        path: std::path::PathBuf,
+    },
     /// Damage the trace reader found; reading goes on up to it.
     Trace(ioblame_format::Problem),
     /// The recording host hid kernel addresses: no symbols.
@@ -283,6 +288,7 @@ impl Diagnostic {
             PerfData(_)
             | KallsymsIgnored
             | BtrfsMapIgnored
+            | BtrfsMapStale { .. }
             | SymbolsHidden
             | NoSymbols
             | LeftAtEnd { .. }
@@ -321,6 +327,14 @@ impl fmt::Display for Diagnostic {
             BtrfsMapIgnored => f.write_str(
                 "--btrfs-map is used with a perf.data recording only (an ioblame trace carries \
                  its own chunk maps; blktrace data names disk sectors, not btrfs's)",
+            ),
+            BtrfsMapStale { path } => write!(
+                f,
+                "{} is older than the recording beside it, so it is not used: a map left from an \
+                 earlier recording (perf record renames an old perf.data, not its map) may be \
+                 of another mount; take it again after perf record, or name it with \
+                 --btrfs-map to use it",
+                path.display()
             ),
             Trace(p) => write!(f, "{p}"),
             SymbolsHidden => f.write_str(

@@ -197,6 +197,12 @@ pub fn btrfs_map_beside(perf_data: &Path) -> Option<PathBuf> {
     p.is_file().then_some(p)
 }
 
+/// Whether file `a` was last changed before file `b` (unknown: no).
+fn older(a: &Path, b: &Path) -> bool {
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    matches!((modified(a), modified(b)), (Some(x), Some(y)) if x < y)
+}
+
 /// [`open_trace`] with the side files `side`.
 pub fn open_trace_with(
     paths: &[PathBuf],
@@ -241,7 +247,15 @@ pub fn open_trace_with(
         [one] if one.as_os_str() == "-" || ioblame_perfdata::is_perf_data(one) => {
             let btrfs_map = match side.btrfs_map {
                 Some(m) => Some(m.to_path_buf()),
-                None if one.as_os_str() != "-" => btrfs_map_beside(one),
+                None if one.as_os_str() != "-" => match btrfs_map_beside(one) {
+                    // Left from an earlier recording of that name (perf record renames an
+                    // old perf.data, not its map): its devices may be another mount's.
+                    Some(m) if older(&m, one) => {
+                        diagnostics.push(Diagnostic::BtrfsMapStale { path: m });
+                        None
+                    }
+                    m => m,
+                },
                 None => None,
             };
             let opts = PerfDataOptions {

@@ -823,12 +823,24 @@ fn a_btrfs_map_joins_a_perf_recording() {
         !said.iter().any(|n| n.contains("older than the recording")),
         "{said:?}"
     );
-    // A recording newer than its map: said.
+    // A recording newer than the map beside it: not used, said; named, used, said.
     std::thread::sleep(std::time::Duration::from_millis(20));
     let newer = std::fs::read(&perf).unwrap();
     std::fs::write(&perf, newer).unwrap();
     let mut notes = Vec::new();
-    open_trace(std::slice::from_ref(&perf), None, &mut notes).unwrap();
+    let t = open_trace(std::slice::from_ref(&perf), None, &mut notes).unwrap();
+    assert!(t.btrfs().is_empty());
+    let beside = dir.path().join("perf.data.btrfs");
+    assert!(notes.contains(&Diagnostic::BtrfsMapStale {
+        path: beside.clone()
+    }));
+    let side = SideFiles {
+        kallsyms: None,
+        btrfs_map: Some(&beside),
+    };
+    let mut notes = Vec::new();
+    let t = open_trace_with(std::slice::from_ref(&perf), &side, &mut notes).unwrap();
+    assert_eq!(t.btrfs().len(), 1);
     let said = notes.iter().map(|n| n.to_string()).collect::<Vec<_>>();
     assert!(
         said.iter().any(|n| n.contains("older than the recording")),

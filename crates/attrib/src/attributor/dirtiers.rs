@@ -58,6 +58,7 @@ impl Attributor {
         // Its own stack: a sampled one (`--stacks sampled:N`) may be of other work.
         if ino == crate::btrfs::BTREE_INO
             && ev.stack.is_some()
+            && !self.stack_borrowed
             && self.intents.flags(owner.stack) & STACK_BTRFS_FINISH != 0
             && self.btrfs.is_sb_dev(bdi)
         {

@@ -154,6 +154,10 @@ pub struct Attributor {
     /// extent's `btrfs_ordered_extent_remove` on the same thread, those still dirty become
     /// the extent's data dirtier's (docs/attribution.md, "btrfs").
     finishing: FxHashMap<u32, Vec<(Dev, u64, Dirtier, u64)>>,
+    /// Whether the event being pushed carries its thread's last sampled stack rather than
+    /// its own (`--stacks sampled:N`): a worker's sampled finishing stack says nothing of
+    /// its later work.
+    stack_borrowed: bool,
 }
 
 /// A file (`bdi`, `ino`) a role dirtied without a stack before its thread's first sample.
@@ -213,6 +217,7 @@ impl Attributor {
             write_ranges: FxHashMap::default(),
             folio_stacks: FxHashMap::default(),
             finishing: FxHashMap::default(),
+            stack_borrowed: false,
         }
     }
 
@@ -366,7 +371,11 @@ impl Attributor {
     fn push_unwound(&mut self, ev: &Event) {
         if self.sampled_stacks.is_some() {
             if let Some(with) = self.with_sampled_stack(ev) {
-                return self.push_event(&with);
+                // Its thread's last sampled stack, not its own.
+                self.stack_borrowed = true;
+                self.push_event(&with);
+                self.stack_borrowed = false;
+                return;
             }
         }
         self.push_event(ev)
@@ -743,6 +752,7 @@ impl Attributor {
         self.layers.remove_thread(tid);
         self.write_ranges.remove(&tid);
         self.folio_stacks.remove(&tid);
+        self.finishing.remove(&tid);
         self.journals.remove_thread(tid);
         // A reused thread id must not inherit the dead thread's stacks.
         if let Some(m) = self.buffer_stacks.as_mut() {
