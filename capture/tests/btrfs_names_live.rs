@@ -134,6 +134,11 @@ fn files(dir: &Path, skip: usize, names: &[&str]) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Creates a subvolume at `p`.
+fn subvolume(p: &Path) {
+    run(&["btrfs", "-q", "subvolume", "create", p.to_str().unwrap()]);
+}
+
 fn ino(p: &Path) -> u64 {
     std::fs::metadata(p).unwrap().ino()
 }
@@ -146,20 +151,8 @@ fn names_btrfs_files_by_subvolume() {
     let _g = lock();
     let mut fs = Btrfs::new(512);
     let top = fs.mount("top", &[]);
-    run(&[
-        "btrfs",
-        "-q",
-        "subvolume",
-        "create",
-        top.join("S").to_str().unwrap(),
-    ]);
-    run(&[
-        "btrfs",
-        "-q",
-        "subvolume",
-        "create",
-        top.join("N").to_str().unwrap(),
-    ]);
+    subvolume(&top.join("S"));
+    subvolume(&top.join("N"));
     let s = fs.mount("s", &["-o", "subvol=S"]);
 
     // The first file of each mounted subvolume shares the number (257); the next ones do
@@ -329,13 +322,7 @@ fn names_the_nested_subvolumes_of_a_directory_mount() {
     let top = fs.mount("top", &[]);
     std::fs::create_dir(top.join("D")).unwrap();
     for sv in ["D/N", "O"] {
-        run(&[
-            "btrfs",
-            "-q",
-            "subvolume",
-            "create",
-            top.join(sv).to_str().unwrap(),
-        ]);
+        subvolume(&top.join(sv));
     }
     // N's file: past the numbers of the top level's (D) and O's.
     files(&top.join("D/N"), 64, &["nfile"]);
