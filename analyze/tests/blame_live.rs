@@ -268,7 +268,10 @@ fn victim_waits_behind_the_dirtier_of_synced_pages() {
     every_io_adds_up(&trace);
     aggressor_is_blamed(&trace, "sync");
     // By process: the sync task is charged only what it asked for itself (the cache flush
-    // of its sync), not the pages it wrote back.
+    // of its sync), not the pages it wrote back (which would be about all the aggressor
+    // has). What the flush costs the victim varies with timing: a CI run saw 1.7 ms against
+    // the aggressor's 33.8 ms (1/20 was the bound then, and failed); an eighth leaves room
+    // and still tells the two apart.
     let (_, culprits) = victim_lines(&trace, &["--by", "process"]);
     let of = |comm: &str| {
         culprits
@@ -279,7 +282,7 @@ fn victim_waits_behind_the_dirtier_of_synced_pages() {
     };
     let (aggressor, syncer) = (of("aggrW"), of("syncer"));
     assert!(
-        syncer * 20 <= aggressor,
+        syncer * 8 <= aggressor,
         "the sync task has {syncer} ns, the aggressor {aggressor}: {culprits:?}"
     );
 }
