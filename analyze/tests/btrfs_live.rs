@@ -7,7 +7,8 @@
 //! - with `compress=zstd`, a writer of compressible data: every byte written for its file
 //!   (fewer than it wrote: compressed) is its own;
 //! - tree blocks (the btree inode, inode 1) are charged, both DUP copies, and part of them
-//!   to the writers whose transactions dirtied them;
+//!   to the writers whose transactions dirtied them; a `sync`'s commit is divided among
+//!   them (the syncer keeps nothing);
 //! - no data byte goes to the lost intent (the filesystem is new: nothing was dirty before);
 //! - two nested subvolumes: files of distinct inode numbers charged exactly and named; one
 //!   number written in both at once said, with its bytes.
@@ -145,6 +146,22 @@ for i in range(40):\n    os.write(fd, os.urandom(65536)); os.fsync(fd)\n' && \
         .sum();
     assert!(all > 0, "no finishing tree block: {finishing:?}");
     assert!(2 * writers > all, "{finishing:?}");
+    // The syncer's commit: its own tree blocks (the delayed references it runs, the root
+    // items) and its superblock copies are divided among the transaction's dirtiers, via
+    // journal; the syncer keeps nothing (docs/attribution.md, btrfs, "Transaction
+    // commits"). The writers' shares of commits, on the btree inode, are there.
+    let syncer: u64 = c
+        .iter()
+        .filter(|((comm, _, _), _)| comm == "syncer")
+        .map(|(_, v)| v[2])
+        .sum();
+    assert_eq!(syncer, 0, "{c:#?}");
+    let shares: u64 = ["writerA", "writerB", "fsyncer"]
+        .iter()
+        .map(|w| written(&c, w, "journal", 1))
+        .sum();
+    assert!(shares > 0, "no commit divided among the writers: {c:#?}");
+    assert_eq!(shares % 512, 0);
 }
 
 #[test]

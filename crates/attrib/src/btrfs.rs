@@ -22,7 +22,7 @@ use rustc_hash::FxHashMap;
 use crate::charge::{Charge, Frag};
 use crate::context::Devices;
 use crate::contexts::NO_REASON;
-use crate::dirty::Dirty;
+use crate::dirty::{Dirtier, Dirty};
 use crate::interval::{Advance, IntervalMap, NO_OFF};
 use crate::model::Via;
 
@@ -193,6 +193,14 @@ struct Fs {
     copies: IntervalMap<Copy>,
     /// Per inode number, the subvolumes that wrote it lately ([`Btrfs::shared_bytes`]).
     writers: FxHashMap<u64, Vec<RootSeen>>,
+    /// Its tree blocks' size (bytes; 0 when not known).
+    node_size: u64,
+    /// The transaction its tree blocks are dirtied in now: the analyzer's count of its
+    /// commits (not the kernel's generation, which no recorded event gives).
+    txn: u32,
+    /// Whether that transaction's commit has begun writing (a commit's bio was seen): the
+    /// next tree block dirtied starts the next transaction.
+    committed: bool,
 }
 
 /// A subvolume seen writing an inode number: its tree id, its last extent's time, and the
@@ -251,7 +259,8 @@ pub(crate) struct Btrfs {
     on_disk: FxHashMap<Dev, Vec<OnDisk>>,
     /// Per disk, the sectors of its btrfs devices' superblock copies ([`SUPER_COPIES`]):
     /// inside chunks' device ranges, never part of a chunk's data.
-    supers: FxHashMap<Dev, Vec<(u64, u64)>>,
+    /// Each copy's filesystem (superblock device) is the third.
+    supers: FxHashMap<Dev, Vec<(u64, u64, Dev)>>,
     /// bdi sequence number (`btrfs-N`) -> superblock device.
     bdis: FxHashMap<u32, Dev>,
     /// Bytes written on stripes of a parity profile (RAID5/6), which are not mapped.
@@ -298,7 +307,7 @@ impl Btrfs {
                     };
                     if inside {
                         let a = start.saturating_add(at) / 512;
-                        v.push((a, a + SUPER_LEN / 512));
+                        v.push((a, a + SUPER_LEN / 512, t.kernel_dev()));
                     }
                 }
             }
@@ -366,6 +375,9 @@ impl Btrfs {
                 ordered: IntervalMap::default(),
                 copies: IntervalMap::default(),
                 writers: FxHashMap::default(),
+                node_size: t.node_size as u64,
+                txn: 1,
+                committed: false,
             });
         }
         for v in b.on_disk.values_mut() {
@@ -510,18 +522,65 @@ impl Btrfs {
         }
     }
 
+    /// A tree block of the filesystem whose superblock device is `sb_dev` is first dirtied:
+    /// the transaction it is dirtied in, and the one before the last, to forget, when this
+    /// dirtying starts a transaction (the last one's commit has begun writing). `None`: no
+    /// btrfs of the table.
+    pub fn txn_dirtied(&mut self, sb_dev: Dev) -> Option<(u32, Option<u32>)> {
+        let fs = self.fs.iter_mut().find(|f| f.sb_dev == sb_dev)?;
+        let mut forget = None;
+        if fs.committed {
+            fs.committed = false;
+            forget = Some(fs.txn.wrapping_sub(1));
+            fs.txn = fs.txn.wrapping_add(1);
+        }
+        Some((fs.txn, forget))
+    }
+
+    /// The transaction the tree blocks of the filesystem whose superblock device is `sb_dev`
+    /// are dirtied in now.
+    pub fn txn_now(&self, sb_dev: Dev) -> Option<u32> {
+        self.fs.iter().find(|f| f.sb_dev == sb_dev).map(|f| f.txn)
+    }
+
+    /// A commit of transaction `txn` of the filesystem whose superblock device is `sb_dev`
+    /// writes (`None`: the one its tree blocks are dirtied in now): the transaction it
+    /// commits. Tree blocks dirtied after this are the next transaction's.
+    pub fn txn_committing(&mut self, sb_dev: Dev, txn: Option<u32>) -> Option<u32> {
+        let fs = self.fs.iter_mut().find(|f| f.sb_dev == sb_dev)?;
+        // A thread's note older than the transaction before the running one is of an
+        // earlier commit of its.
+        let txn = txn
+            .filter(|&t| fs.txn.wrapping_sub(t) <= 1)
+            .unwrap_or(fs.txn);
+        if txn == fs.txn {
+            fs.committed = true;
+        }
+        Some(txn)
+    }
+
+    /// The filesystem (superblock device) whose superblock copy holds `sector` of `disk`.
+    pub fn super_at(&self, disk: Dev, sector: u64) -> Option<Dev> {
+        self.supers
+            .get(&disk)?
+            .iter()
+            .find(|s| s.0 <= sector && sector < s.1)
+            .map(|s| s.2)
+    }
+
     /// Whether `dev` is the superblock device of a filesystem of the table (the key of its
     /// inodes' dirty folios).
     pub fn is_sb_dev(&self, dev: Dev) -> bool {
         self.fs.iter().any(|f| f.sb_dev == dev)
     }
 
-    /// The role charged the most of the data the ordered extent at logical bytes `[start,
-    /// start + disk_len)` of filesystem `fsid` wrote (still known: before its removal is
-    /// taken), of the charges kept for its copies ([`COPIES_TTL_NS`]) since it was added
-    /// that found a dirtier (via page); `None` when none did (direct IO's extents are
-    /// charged to their issuer and keep no copies).
-    pub fn data_role(&self, fsid: u128, start: u64, disk_len: u64) -> Option<crate::model::RoleId> {
+    /// The dirtier charged the most of the data the ordered extent at logical bytes
+    /// `[start, start + disk_len)` of filesystem `fsid` wrote (still known: before its
+    /// removal is taken), of the charges kept for its copies ([`COPIES_TTL_NS`]) since it was
+    /// added that found a dirtier (via page): its role and the stack of its first such
+    /// charge, with the filesystem's superblock device. `None` when none did (direct IO's
+    /// extents are charged to their issuer and keep no copies).
+    pub fn data_dirtier(&self, fsid: u128, start: u64, disk_len: u64) -> Option<(Dirtier, Dev)> {
         let fs = self.fs.iter().find(|f| f.fsid == fsid)?;
         let (a, b) = (start / 512, start.saturating_add(disk_len).div_ceil(512));
         let mut found = Vec::new();
@@ -530,27 +589,41 @@ impl Btrfs {
         let since = found.first().map(|o| o.2.t)?;
         let mut parts = Vec::new();
         fs.copies.peek(a, b, &mut parts);
-        let mut by_role: Vec<(crate::model::RoleId, u64)> = Vec::new();
+        let mut by_role: Vec<(Dirtier, u64)> = Vec::new();
         for (x, y, c) in parts {
             if c.frag.c.via != Via::Page || c.t < since {
                 continue;
             }
-            match by_role.iter_mut().find(|r| r.0 == c.frag.c.role) {
+            match by_role.iter_mut().find(|r| r.0.role == c.frag.c.role) {
                 Some(r) => r.1 += y - x,
-                None => by_role.push((c.frag.c.role, y - x)),
+                None => by_role.push((
+                    Dirtier {
+                        role: c.frag.c.role,
+                        stack: c.frag.c.stack,
+                    },
+                    y - x,
+                )),
             }
         }
         // The most sectors; of equals, the first found (the lowest address).
         by_role
             .iter()
-            .fold(
-                None,
-                |best: Option<(crate::model::RoleId, u64)>, &r| match best {
-                    Some(b) if b.1 >= r.1 => Some(b),
-                    _ => Some(r),
-                },
-            )
-            .map(|r| r.0)
+            .fold(None, |best: Option<(Dirtier, u64)>, &r| match best {
+                Some(b) if b.1 >= r.1 => Some(b),
+                _ => Some(r),
+            })
+            .map(|r| (r.0, fs.sb_dev))
+    }
+
+    /// The pages of one tree block (its node size) of the filesystem whose superblock device
+    /// is `sb_dev`, with pages of `page` bytes (at least one).
+    pub fn node_pages(&self, sb_dev: Dev, page: u64) -> u64 {
+        let node = self
+            .fs
+            .iter()
+            .find(|f| f.sb_dev == sb_dev)
+            .map_or(0, |f| f.node_size);
+        (node / page.max(1)).max(1)
     }
 
     /// Forgets ordered extents whose removal never came and the charges kept for copies
@@ -629,7 +702,7 @@ impl Btrfs {
         // (`write_all_supers`; only the first copy has FUA), journal IO of its issuer.
         let mut ranges = vec![(s, e)];
         if let Some(sup) = self.supers.get(&disk) {
-            for &(x, y) in sup {
+            for &(x, y, _) in sup {
                 let (a, b) = (x.max(s), y.min(e));
                 if a < b {
                     let c = Charge {

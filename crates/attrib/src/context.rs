@@ -438,6 +438,10 @@ pub(crate) const STACK_RELOCATION: u8 = 8;
 /// `btrfs_finish_one_ordered` since 6.5), whose tree blocks are the extent's data's
 /// (docs/attribution.md, "btrfs").
 pub(crate) const STACK_BTRFS_FINISH: u8 = 16;
+/// A stack class: a btrfs transaction commit (`btrfs_commit_transaction`: `sync`, the
+/// `btrfs-transaction` thread, an fsync that commits), whose own tree blocks and superblock
+/// writes are divided among the transaction's dirtiers (docs/attribution.md, "btrfs").
+pub(crate) const STACK_BTRFS_COMMIT: u8 = 32;
 
 /// Classifies one kernel stack by its function names.
 pub(crate) fn classify_stack(sym: &dyn Symbolizer, stack: &[u64]) -> u8 {
@@ -461,6 +465,7 @@ pub(crate) fn classify_stack(sym: &dyn Symbolizer, stack: &[u64]) -> u8 {
             }
             "relocate_file_extent_cluster" => flags |= STACK_RELOCATION,
             "btrfs_finish_ordered_io" | "btrfs_finish_one_ordered" => flags |= STACK_BTRFS_FINISH,
+            "btrfs_commit_transaction" => flags |= STACK_BTRFS_COMMIT,
             b if b.starts_with("xlog_") => flags |= STACK_JOURNAL,
             _ => {}
         }

@@ -105,6 +105,21 @@ impl Journals {
             _ => None,
         };
         let blocks = u64::try_from(dirtied).unwrap_or(0);
+        self.add_blocks(dev, txn, owner, blocks, now);
+    }
+
+    /// `blocks` first dirtied in transaction `txn` of `dev` by `owner` (`None`: a handle
+    /// whose start was not seen, *unexplained*). jbd2's handles report theirs at their stop;
+    /// btrfs's are its tree blocks' first dirtiers between two commits (docs/attribution.md,
+    /// "btrfs").
+    pub fn add_blocks(
+        &mut self,
+        dev: Dev,
+        txn: u32,
+        owner: Option<Dirtier>,
+        blocks: u64,
+        now: u64,
+    ) {
         if blocks == 0 {
             return;
         }
@@ -128,6 +143,14 @@ impl Journals {
             },
             None => t.unexplained = t.unexplained.saturating_add(blocks),
         }
+    }
+
+    /// Whether transaction `txn` of `dev` has blocks some act dirtied (a commit of it can be
+    /// divided).
+    pub fn has_owners(&self, dev: Dev, txn: u32) -> bool {
+        self.txns
+            .get(&(dev, txn))
+            .is_some_and(|t| t.owners.iter().any(|o| o.blocks > 0))
     }
 
     /// `jbd2_end_commit`: the transaction is committed, its handles forgotten.

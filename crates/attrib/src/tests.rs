@@ -4019,6 +4019,131 @@ mod btrfs {
         assert_eq!(file_bytes(&ios, &out.tables, "writerA", 257), MIB);
     }
 
+    /// A kernel stack of `btrfs_commit_transaction` (`sync`, the `btrfs-transaction`
+    /// thread), with the kallsyms that names it.
+    const COMMIT_STACK: &[u64] = &[0xffff_0000_0000_c010];
+    const COMMIT_SYMS: &str = "ffff00000000c000 T btrfs_commit_transaction\n";
+    const SYNC: u32 = 300;
+
+    fn commit_bench() -> Bench {
+        let mut ctx = btrfs_context(Vec::new());
+        ctx.symbols = Some(Box::new(ioblame_decode::Symbolizer::from_kallsyms(
+            COMMIT_SYMS,
+        )));
+        let mut b = Bench::with(ctx);
+        b.comm(100, "writerA");
+        b.comm(101, "writerB");
+        b.comm(FLUSHER, "kworker/u8:0-flush-btrfs-1");
+        b.comm(SYNC, "sync");
+        b
+    }
+
+    /// The committer writes `n` sectors at `sector` of loop0.
+    fn commit_write(b: &mut Bench, sector: u64, n: u32) {
+        let kind = EventKind::BioQueue {
+            dev: LOOP0,
+            sector,
+            nr_sector: n,
+            rwbs: Rwbs::parse("WM"),
+        };
+        b.push(SYNC, SYNC, kind, Some(COMMIT_STACK));
+        b.requests(LOOP0, sector, n as u64, n as u64, "WM");
+    }
+
+    /// The committer dirties the tree block at logical `META_L + off`.
+    fn commit_dirty(b: &mut Bench, off: u64) {
+        for i in 0..4 {
+            let kind = EventKind::DirtyFolio {
+                bdi: BDI,
+                ino: 1,
+                index: (META_L + off) / 4096 + i,
+            };
+            b.push(SYNC, SYNC, kind, Some(COMMIT_STACK));
+        }
+    }
+
+    fn journal_of(ios: &[Io], t: &Tables, comm: &str) -> (u64, Option<f64>) {
+        let mine: Vec<&Io> = ios
+            .iter()
+            .filter(|i| {
+                let act = &t.acts[i.act.index()];
+                t.roles[act.role.index()].comm == comm && act.via == Via::Journal
+            })
+            .collect();
+        (
+            mine.iter().map(|i| i.size).sum(),
+            mine.first().and_then(|i| i.journal_share),
+        )
+    }
+
+    /// A transaction commit's own tree blocks (dirtied by the committer, the delayed
+    /// references it runs) and its superblock copy are divided among the acts of the
+    /// transaction: writerA's tree block (4 pages) and writerB's data extent (one tree
+    /// block's worth) weigh the same, so each gets half, via journal, with its share; the
+    /// tree block A dirtied stays A's, via page (docs/attribution.md, "btrfs").
+    #[test]
+    fn a_commit_is_divided_among_the_transactions_dirtiers() {
+        let mut b = commit_bench();
+        dirty_pages(&mut b, 100, 1, (META_L + 65536) / 4096, 4);
+        dirty_pages(&mut b, 101, 257, 0, 8);
+        let start = DATA_L + MIB;
+        ordered(
+            &mut b,
+            FLUSHER,
+            BtrfsOrderedOp::Add,
+            (257, 0, start, 32768, 32768),
+        );
+        let s = (DATA_P + MIB) / 512;
+        b.q(FLUSHER, LOOP0, s, 64, "W");
+        b.requests(LOOP0, s, 64, 64, "W");
+        ordered(
+            &mut b,
+            FLUSHER,
+            BtrfsOrderedOp::Remove,
+            (257, 0, start, 32768, 32768),
+        );
+        commit_dirty(&mut b, 131072);
+        for p in META_P {
+            commit_write(&mut b, (p + 65536) / 512, 32);
+            commit_write(&mut b, (p + 131072) / 512, 32);
+        }
+        // The superblock copy at 64 KiB.
+        commit_write(&mut b, 128, 8);
+        let (ios, out) = b.finish();
+        let t = &out.tables;
+        assert_eq!(file_bytes(&ios, t, "writerA", 1), 2 * 16384 + 2 * 8192);
+        assert_eq!(charged(&ios, t, "writerA", Via::Page), 2 * 16384);
+        assert_eq!(journal_of(&ios, t, "writerA"), (2 * 8192 + 2048, Some(0.5)));
+        assert_eq!(journal_of(&ios, t, "writerB"), (2 * 8192 + 2048, Some(0.5)));
+        assert_eq!(comm_bytes(&ios, t, "sync"), 0);
+        assert_eq!(out.summary.unknown_bytes, 0);
+    }
+
+    /// A commit whose transaction no act dirtied a tree block or an extent of (all of it
+    /// the committer's own work) keeps its writes; the tree blocks dirtied after a commit
+    /// began writing are the next transaction's, whose commit is theirs alone.
+    #[test]
+    fn a_commit_of_no_ones_transaction_is_the_committers_and_the_next_is_apart() {
+        let mut b = commit_bench();
+        commit_dirty(&mut b, 131072);
+        for p in META_P {
+            commit_write(&mut b, (p + 131072) / 512, 32);
+        }
+        // The next transaction: writerA's tree block, then its commit.
+        dirty_pages(&mut b, 100, 1, (META_L + 65536) / 4096, 4);
+        commit_dirty(&mut b, 196608);
+        for p in META_P {
+            commit_write(&mut b, (p + 65536) / 512, 32);
+            commit_write(&mut b, (p + 196608) / 512, 32);
+        }
+        let (ios, out) = b.finish();
+        let t = &out.tables;
+        assert_eq!(charged(&ios, t, "sync", Via::Page), 2 * 16384);
+        assert_eq!(journal_of(&ios, t, "sync").0, 0);
+        assert_eq!(charged(&ios, t, "writerA", Via::Page), 2 * 16384);
+        assert_eq!(journal_of(&ios, t, "writerA"), (2 * 16384, Some(1.0)));
+    }
+
     #[test]
     fn a_tree_block_written_again_goes_to_its_new_dirtier() {
         // A tree block freed and allocated again within seconds: its second write is B's.

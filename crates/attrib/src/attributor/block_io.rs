@@ -9,7 +9,9 @@ use ioblame_decode::{Dev, Event, Rwbs};
 use super::Attributor;
 use crate::charge::{Charge, Frag, Parts};
 use crate::charging::{charge_bio, Bio, Books, Done};
+use crate::context::STACK_BTRFS_COMMIT;
 use crate::contexts::NO_TXN;
+use crate::interval::Paint;
 use crate::interval::NO_OFF;
 use crate::model::Via;
 
@@ -65,6 +67,9 @@ impl Attributor {
             // A commit's journal IO, divided among its transaction's handles.
             self.journals.apportion(ctx.txn_dev, ctx.txn, &mut paint);
         }
+        if bio.flags & STACK_BTRFS_COMMIT != 0 && rwbs.is_write() && !self.btrfs.is_empty() {
+            self.btrfs_commit_io(ev.tid, info.disk, &mut paint);
+        }
         if !self.layers.is_empty() {
             self.summary.lower_unlinked_bytes +=
                 self.layers.apply(&self.requests, info.disk, &mut paint);
@@ -83,6 +88,46 @@ impl Attributor {
                 .sum::<u64>();
         }
         self.requests.queue(info.disk, seq, paint.segs);
+    }
+
+    /// A write of a btrfs transaction commit (its issuer's stack holds
+    /// `btrfs_commit_transaction`) on `disk`: the commit's own tree blocks (first dirtied by
+    /// a commit) and the superblock copies become journal IO of the transaction the thread
+    /// commits, divided among the acts that dirtied its other tree blocks in proportion to
+    /// their pages, as a jbd2 commit among its handles (docs/attribution.md, "btrfs"). A
+    /// transaction no act dirtied a tree block of keeps them with the committer.
+    fn btrfs_commit_io(&mut self, tid: u32, disk: Dev, paint: &mut Paint<Frag>) {
+        let mut txns: Vec<(Dev, u32)> = Vec::new();
+        for seg in &mut paint.segs {
+            let c = &mut seg.2.c;
+            let sb = if c.via == Via::Journal && c.txn == NO_TXN {
+                self.btrfs.super_at(disk, seg.0)
+            } else if c.via == Via::Page
+                && c.ino == crate::btrfs::BTREE_INO
+                && self.intents.flags(c.stack) & STACK_BTRFS_COMMIT != 0
+                && self.btrfs.is_sb_dev(c.fdev)
+            {
+                Some(c.fdev)
+            } else {
+                None
+            };
+            let Some(sb) = sb else { continue };
+            let stamped = self.committing.get(&tid).filter(|x| x.0 == sb).map(|x| x.1);
+            let Some(txn) = self.btrfs.txn_committing(sb, stamped) else {
+                continue;
+            };
+            if !self.journals.has_owners(sb, txn) {
+                continue;
+            }
+            c.via = Via::Journal;
+            c.txn = txn;
+            if !txns.contains(&(sb, txn)) {
+                txns.push((sb, txn));
+            }
+        }
+        for (sb, txn) in txns {
+            self.journals.apportion(sb, txn, paint);
+        }
     }
 
     /// `block_bio_remap`: a partition's remap tells its start and names the partition of

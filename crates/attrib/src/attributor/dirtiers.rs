@@ -55,17 +55,21 @@ impl Attributor {
                 .put_folio_written(bdi, ino, index, owner, via, ev.time, r),
             None => self.dirty.put_folio(bdi, ino, index, owner, via, ev.time),
         };
-        // Its own stack: a sampled one (`--stacks sampled:N`) may be of other work.
-        if ino == crate::btrfs::BTREE_INO
-            && ev.stack.is_some()
-            && !self.stack_borrowed
-            && self.intents.flags(owner.stack) & STACK_BTRFS_FINISH != 0
-            && self.btrfs.is_sb_dev(bdi)
-        {
-            let held = self.finishing.entry(ev.tid).or_default();
-            if held.len() < FINISHING_MAX {
-                held.push((bdi, index, owner, ev.time));
+        if ino == crate::btrfs::BTREE_INO && self.btrfs.is_sb_dev(bdi) {
+            // Its own stack: a sampled one (`--stacks sampled:N`) may be of other work.
+            let mut held = false;
+            if ev.stack.is_some()
+                && !self.stack_borrowed
+                && self.intents.flags(owner.stack) & STACK_BTRFS_FINISH != 0
+            {
+                let v = self.finishing.entry(ev.tid).or_default();
+                if v.len() < FINISHING_MAX {
+                    v.push((bdi, index, owner, ev.time, bytes / self.dirty.page_size()));
+                    held = true;
+                }
             }
+            let pages = bytes / self.dirty.page_size();
+            self.tree_block_dirtied(ev.tid, bdi, owner, pages, held, ev.time);
         }
         if ev.stack.is_some() {
             if self.folio_stacks.len() >= BUFFER_STACKS_MAX {

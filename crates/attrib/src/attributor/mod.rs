@@ -28,7 +28,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use crate::charging::Charging;
-use crate::context::{Context, Devices};
+use crate::context::{Context, Devices, STACK_BTRFS_COMMIT};
 use crate::contexts::Contexts;
 use crate::dirtied::{Dirtied, DirtiedLog};
 use crate::dirty::{Dirtier, Dirty, BH_SENTINEL};
@@ -150,15 +150,24 @@ pub struct Attributor {
     folio_stacks: FxHashMap<u32, StackId>,
     /// Per btrfs worker thread, the tree blocks it was the first to dirty while finishing
     /// an ordered extent (the btree inode's folios, dirtied with a stack of class
-    /// `STACK_BTRFS_FINISH`): the folio's bdi and index, its dirtier and time. At the
-    /// extent's `btrfs_ordered_extent_remove` on the same thread, those still dirty become
-    /// the extent's data dirtier's (docs/attribution.md, "btrfs").
-    finishing: FxHashMap<u32, Vec<(Dev, u64, Dirtier, u64)>>,
+    /// `STACK_BTRFS_FINISH`): the folio's bdi and index, its dirtier, time and pages. At
+    /// the extent's `btrfs_ordered_extent_remove` on the same thread, those still dirty
+    /// become the extent's data dirtier's (docs/attribution.md, "btrfs").
+    finishing: FxHashMap<u32, Vec<Finishing>>,
+    /// Per thread committing a btrfs transaction (it dirtied tree blocks with a stack of
+    /// class `STACK_BTRFS_COMMIT`): the filesystem's superblock device and the transaction
+    /// it was dirtying them in, the one its commit's writes are divided among
+    /// (docs/attribution.md, "btrfs").
+    committing: FxHashMap<u32, (Dev, u32)>,
     /// Whether the event being pushed carries its thread's last sampled stack rather than
     /// its own (`--stacks sampled:N`): a worker's sampled finishing stack says nothing of
     /// its later work.
     stack_borrowed: bool,
 }
+
+/// A tree block a btrfs worker dirtied first while finishing an ordered extent: the folio's
+/// bdi and index, its dirtier, time and pages.
+type Finishing = (Dev, u64, Dirtier, u64, u64);
 
 /// A file (`bdi`, `ino`) a role dirtied without a stack before its thread's first sample.
 type Unsampled = (Dev, u64, RoleId);
@@ -217,6 +226,7 @@ impl Attributor {
             write_ranges: FxHashMap::default(),
             folio_stacks: FxHashMap::default(),
             finishing: FxHashMap::default(),
+            committing: FxHashMap::default(),
             stack_borrowed: false,
         }
     }
@@ -404,7 +414,7 @@ impl Attributor {
                 ..
             } => {
                 if *op == ioblame_decode::BtrfsOrderedOp::Remove {
-                    self.finished(tid, *fsid, *start, *disk_len);
+                    self.finished(tid, *fsid, *start, *disk_len, now);
                 }
                 let reason = self.contexts.reason(tid);
                 let o = crate::btrfs::OrderedEvent {
@@ -715,20 +725,70 @@ impl Attributor {
     /// disk_len)` of filesystem `fsid`: the tree blocks `tid` first dirtied while finishing
     /// it, still dirty, become the extent's data dirtier's, with the worker's stack
     /// (docs/attribution.md, "btrfs").
-    fn finished(&mut self, tid: u32, fsid: u128, start: u64, disk_len: u64) {
+    fn finished(&mut self, tid: u32, fsid: u128, start: u64, disk_len: u64, now: u64) {
+        let data = self.btrfs.data_dirtier(fsid, start, disk_len);
+        // The extent's item and reference, which the commit adds to the extent tree, count
+        // in the transaction as one tree block of its data's dirtier (with the stack that
+        // dirtied the data).
+        if let Some((who, sb)) = data {
+            if let Some(txn) = self.btrfs.txn_now(sb) {
+                let pages = self.btrfs.node_pages(sb, self.dirty.page_size());
+                self.journals.add_blocks(sb, txn, Some(who), pages, now);
+            }
+        }
         let Some(held) = self.finishing.remove(&tid) else {
             return;
         };
-        let Some(role) = self.btrfs.data_role(fsid, start, disk_len) else {
+        for (bdi, index, d, t, pages) in held {
+            let to = match data {
+                Some((w, _)) => Dirtier {
+                    role: w.role,
+                    stack: d.stack,
+                },
+                None => d,
+            };
+            let moved = data.is_some()
+                && self
+                    .dirty
+                    .reown_folio(bdi, crate::btrfs::BTREE_INO, index, (d, t), to);
+            // The block counts in its transaction for whoever it is now.
+            if let Some(txn) = self.btrfs.txn_now(bdi) {
+                let who = if moved { to } else { d };
+                self.journals.add_blocks(bdi, txn, Some(who), pages, now);
+            }
+        }
+    }
+
+    /// A btrfs tree block (`pages` pages of the btree inode of the filesystem whose
+    /// superblock device is `sb_dev`) first dirtied by `owner` on `tid`: it counts in the
+    /// filesystem's running transaction as `owner`'s blocks, for the division of the
+    /// transaction's commit; dirtied by the commit itself, it notes the transaction the
+    /// thread commits; dirtied by a worker finishing an ordered extent (`held`), it is
+    /// counted at the extent's removal, for the extent's dirtier (docs/attribution.md,
+    /// "btrfs").
+    fn tree_block_dirtied(
+        &mut self,
+        tid: u32,
+        sb_dev: Dev,
+        owner: Dirtier,
+        pages: u64,
+        held: bool,
+        now: u64,
+    ) {
+        let Some((txn, forget)) = self.btrfs.txn_dirtied(sb_dev) else {
             return;
         };
-        for (bdi, index, d, t) in held {
-            let to = Dirtier {
-                role,
-                stack: d.stack,
-            };
-            self.dirty
-                .reown_folio(bdi, crate::btrfs::BTREE_INO, index, (d, t), to);
+        if let Some(old) = forget {
+            self.journals.commit_end(sb_dev, old);
+        }
+        if self.intents.flags(owner.stack) & STACK_BTRFS_COMMIT != 0 {
+            if self.committing.len() >= BUFFER_STACKS_MAX {
+                self.committing.clear();
+            }
+            self.committing.insert(tid, (sb_dev, txn));
+        } else if !held {
+            self.journals
+                .add_blocks(sb_dev, txn, Some(owner), pages, now);
         }
     }
 
@@ -753,6 +813,7 @@ impl Attributor {
         self.write_ranges.remove(&tid);
         self.folio_stacks.remove(&tid);
         self.finishing.remove(&tid);
+        self.committing.remove(&tid);
         self.journals.remove_thread(tid);
         // A reused thread id must not inherit the dead thread's stacks.
         if let Some(m) = self.buffer_stacks.as_mut() {
