@@ -302,10 +302,12 @@ pub(super) fn record_loop(
         }
         if let Some((at, clock)) = flush {
             rec.flush_all();
-            rec.mark_flushed(clock);
             // A loop device or dm target set up since: its mapping, from about now
             // (before the IO through it is charged, the analysis needs it; a second is
             // early enough for a device that must be set up, formatted and mounted first).
+            // These tables go before the round's flush mark: a follower (`ioblame top`)
+            // hands on the events up to the mark once it read them, and needs the tables
+            // first.
             if let Some(l) = rec.layers.rescan_loops(clock) {
                 rec.link.send(ToWriter::Loops(l));
             }
@@ -317,6 +319,7 @@ pub(super) fn record_loop(
             if let Some(b) = rec.btrfs.rescan(clock) {
                 rec.link.send(ToWriter::Btrfs(b));
             }
+            rec.mark_flushed(clock);
             // The mappings of the processes whose user stacks were seen since, and the
             // symbols of the files they went through, read while the processes live.
             if let Some(m) = rec.counts.ustack.as_mut().and_then(|u| u.flush(clock)) {

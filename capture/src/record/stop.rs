@@ -63,12 +63,13 @@ pub(super) fn stop(
             drain(c, &mut counts, &link);
             link.send_chunk(&mut c.builder);
         }
-        link.mark_flushed(clock);
         // The btrfs chunks allocated since the last flush (a recording shorter than the
-        // flush interval saw none): the IO to them needs their map.
+        // flush interval saw none): the IO to them needs their map, written before the mark
+        // so that a follower has it before the events the mark lets it hand on.
         if let Some(b) = btrfs.rescan(clock) {
             link.send(ToWriter::Btrfs(b));
         }
+        link.mark_flushed(clock);
     }
     let elapsed = started.elapsed();
     // The last records' mappings and every symbol table the stacks need, read before the
