@@ -193,6 +193,8 @@ struct Fs {
     copies: IntervalMap<Copy>,
     /// Per inode number, the subvolumes that wrote it lately ([`Btrfs::shared_bytes`]).
     writers: FxHashMap<u64, Vec<RootSeen>>,
+    /// Its devices (kernel device numbers), where its superblock copies are.
+    devs: Vec<Dev>,
     /// Its tree blocks' size (bytes; 0 when not known).
     node_size: u64,
     /// The transaction its tree blocks are dirtied in now: the analyzer's count of its
@@ -281,22 +283,61 @@ impl Btrfs {
     /// places a filesystem's partitions on their disks, whose sectors the bios name.
     pub fn new(table: &[BtrfsFs], devices: &Devices) -> Btrfs {
         let mut b = Btrfs::default();
+        b.update(table, devices);
+        b
+    }
+
+    /// A newer BTRFS table (a recording followed while it is written, whose recorder
+    /// writes the table again when a chunk is allocated or a filesystem mounted): the chunk
+    /// maps and devices of the filesystems it names replace those known, a filesystem new to
+    /// it is added, and what was learnt of their extents, copies and transactions stays.
+    pub fn update(&mut self, table: &[BtrfsFs], devices: &Devices) {
         for t in table {
-            let idx = b.fs.len();
-            // A device by devid: its disk, and its first byte there.
-            let disk_of = |devid: u64| {
-                t.devices.iter().find(|d| d.devid == devid).map(|d| {
-                    let info = devices.info(ioblame_format::kernel_dev(d.major, d.minor));
-                    (info.disk, info.part_start.saturating_mul(512))
-                })
-            };
-            for d in &t.devices {
-                let info = devices.info(ioblame_format::kernel_dev(d.major, d.minor));
+            let fsid = u128::from_be_bytes(t.fsid);
+            let chunks = chunks_of(t, devices);
+            let devs: Vec<Dev> = t
+                .devices
+                .iter()
+                .map(|d| ioblame_format::kernel_dev(d.major, d.minor))
+                .collect();
+            if let Some(n) = t
+                .bdi
+                .strip_prefix("btrfs-")
+                .and_then(|n| n.parse::<u32>().ok())
+            {
+                self.bdis.insert(n, t.kernel_dev());
+            }
+            match self.fs.iter_mut().find(|f| f.fsid == fsid) {
+                Some(f) => {
+                    f.chunks = chunks;
+                    f.devs = devs;
+                    f.node_size = t.node_size as u64;
+                }
+                None => self.fs.push(Fs {
+                    sb_dev: t.kernel_dev(),
+                    fsid,
+                    chunks,
+                    devs,
+                    ordered: IntervalMap::default(),
+                    copies: IntervalMap::default(),
+                    writers: FxHashMap::default(),
+                    node_size: t.node_size as u64,
+                    txn: 1,
+                    committed: false,
+                }),
+            }
+        }
+        // Where every filesystem's stripes and superblock copies are.
+        self.on_disk.clear();
+        self.supers.clear();
+        for (idx, f) in self.fs.iter().enumerate() {
+            for &dev in &f.devs {
+                let info = devices.info(dev);
                 let (start, size) = (
                     info.part_start.saturating_mul(512),
                     info.size.saturating_mul(512),
                 );
-                let v = b.supers.entry(info.disk).or_default();
+                let v = self.supers.entry(info.disk).or_default();
                 // The kernel writes a copy only inside the device (`btrfs_sb_offset` + 4 KiB
                 // below its size); of a device of unknown size, the first copy alone.
                 for at in SUPER_COPIES {
@@ -307,52 +348,14 @@ impl Btrfs {
                     };
                     if inside {
                         let a = start.saturating_add(at) / 512;
-                        v.push((a, a + SUPER_LEN / 512, t.kernel_dev()));
+                        v.push((a, a + SUPER_LEN / 512, f.sb_dev));
                     }
                 }
             }
-            let mut chunks = Vec::new();
-            for c in &t.chunks {
-                // Each stripe's place as a byte of its disk.
-                let stripes: Option<Vec<(Dev, u64)>> = c
-                    .stripes
-                    .iter()
-                    .map(|s| {
-                        disk_of(s.devid).map(|(d, start)| (d, s.physical.saturating_add(start)))
-                    })
-                    .collect();
-                let Some(stripes) = stripes.filter(|s| !s.is_empty()) else {
-                    continue;
-                };
-                // Chunks are sector aligned, and a striped one's stripe length is a power of
-                // two no longer than it; a table that says otherwise is damaged.
-                let striped = c.flags & (BTRFS_CHUNK_RAID0 | BTRFS_CHUNK_RAID10) != 0;
-                let aligned = c.logical % 512 == 0
-                    && c.length % 512 == 0
-                    && c.length > 0
-                    && stripes.iter().all(|s| s.1 % 512 == 0)
-                    && (!striped
-                        || (c.stripe_len.is_power_of_two()
-                            && c.stripe_len >= 512
-                            && c.stripe_len <= c.length));
-                if !aligned {
-                    continue;
-                }
-                chunks.push(Chunk {
-                    logical: c.logical,
-                    length: c.length,
-                    flags: c.flags,
-                    stripe_len: c.stripe_len,
-                    sub_stripes: c.sub_stripes as u64,
-                    stripes,
-                });
-            }
-            chunks.sort_by_key(|c| c.logical);
-            chunks.dedup_by_key(|c| c.logical);
-            for (ci, c) in chunks.iter().enumerate() {
+            for (ci, c) in f.chunks.iter().enumerate() {
                 let bytes = c.stripe_bytes();
                 for (si, &(disk, phys)) in c.stripes.iter().enumerate() {
-                    b.on_disk.entry(disk).or_default().push(OnDisk {
+                    self.on_disk.entry(disk).or_default().push(OnDisk {
                         a: phys / 512,
                         b: phys.saturating_add(bytes) / 512,
                         fs: idx,
@@ -361,29 +364,10 @@ impl Btrfs {
                     });
                 }
             }
-            if let Some(n) = t
-                .bdi
-                .strip_prefix("btrfs-")
-                .and_then(|n| n.parse::<u32>().ok())
-            {
-                b.bdis.insert(n, t.kernel_dev());
-            }
-            b.fs.push(Fs {
-                sb_dev: t.kernel_dev(),
-                fsid: u128::from_be_bytes(t.fsid),
-                chunks,
-                ordered: IntervalMap::default(),
-                copies: IntervalMap::default(),
-                writers: FxHashMap::default(),
-                node_size: t.node_size as u64,
-                txn: 1,
-                committed: false,
-            });
         }
-        for v in b.on_disk.values_mut() {
+        for v in self.on_disk.values_mut() {
             v.sort_by_key(|s| s.a);
         }
-        b
     }
 
     /// Whether the trace has a btrfs filesystem on `disk`.
@@ -838,6 +822,56 @@ impl Btrfs {
         }
         unlinked
     }
+}
+
+/// The chunks of a filesystem of the BTRFS table, placed on their disks (`devices` places a
+/// partition on its disk), sorted by logical address; a chunk of a device the table does not
+/// name, or not sector aligned (a damaged table), is left out.
+fn chunks_of(t: &BtrfsFs, devices: &Devices) -> Vec<Chunk> {
+    // A device by devid: its disk, and its first byte there.
+    let disk_of = |devid: u64| {
+        t.devices.iter().find(|d| d.devid == devid).map(|d| {
+            let info = devices.info(ioblame_format::kernel_dev(d.major, d.minor));
+            (info.disk, info.part_start.saturating_mul(512))
+        })
+    };
+    let mut chunks = Vec::new();
+    for c in &t.chunks {
+        // Each stripe's place as a byte of its disk.
+        let stripes: Option<Vec<(Dev, u64)>> = c
+            .stripes
+            .iter()
+            .map(|s| disk_of(s.devid).map(|(d, start)| (d, s.physical.saturating_add(start))))
+            .collect();
+        let Some(stripes) = stripes.filter(|s| !s.is_empty()) else {
+            continue;
+        };
+        // Chunks are sector aligned, and a striped one's stripe length is a power of
+        // two no longer than it; a table that says otherwise is damaged.
+        let striped = c.flags & (BTRFS_CHUNK_RAID0 | BTRFS_CHUNK_RAID10) != 0;
+        let aligned = c.logical % 512 == 0
+            && c.length % 512 == 0
+            && c.length > 0
+            && stripes.iter().all(|s| s.1 % 512 == 0)
+            && (!striped
+                || (c.stripe_len.is_power_of_two()
+                    && c.stripe_len >= 512
+                    && c.stripe_len <= c.length));
+        if !aligned {
+            continue;
+        }
+        chunks.push(Chunk {
+            logical: c.logical,
+            length: c.length,
+            flags: c.flags,
+            stripe_len: c.stripe_len,
+            sub_stripes: c.sub_stripes as u64,
+            stripes,
+        });
+    }
+    chunks.sort_by_key(|c| c.logical);
+    chunks.dedup_by_key(|c| c.logical);
+    chunks
 }
 
 /// A part of a chunk no ordered extent names: a tree block (the btree inode) in a metadata

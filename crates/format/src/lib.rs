@@ -46,9 +46,9 @@ pub use chunk::{
 pub use codec::{MAX_METADATA_RATIO, MAX_STRING};
 pub use error::{DecodeError, Error, Result};
 pub use meta::{
-    build_id_hex, kernel_dev, user_dev, BlockDevice, BtrfsChunk, BtrfsDevice, BtrfsFs, BtrfsStripe,
-    ByteOrder, Cgroup, DmTarget, ElfLoad, ElfSection, EventDesc, FileEntry, FileTable, Header,
-    Kallsyms, LoopDevice, Metadata, Mount, PerfMap, Task, Unnamed, UnnamedFile, UserMap,
+    build_id_hex, kernel_dev, merge_btrfs, user_dev, BlockDevice, BtrfsChunk, BtrfsDevice, BtrfsFs,
+    BtrfsStripe, ByteOrder, Cgroup, DmTarget, ElfLoad, ElfSection, EventDesc, FileEntry, FileTable,
+    Header, Kallsyms, LoopDevice, Metadata, Mount, PerfMap, Task, Unnamed, UnnamedFile, UserMap,
     UserSymbols, BTRFS_CHUNK_DATA, BTRFS_CHUNK_DUP, BTRFS_CHUNK_METADATA, BTRFS_CHUNK_RAID0,
     BTRFS_CHUNK_RAID1, BTRFS_CHUNK_RAID10, BTRFS_CHUNK_RAID1C3, BTRFS_CHUNK_RAID1C4,
     BTRFS_CHUNK_RAID5, BTRFS_CHUNK_RAID6, BTRFS_CHUNK_SYSTEM, EVENT_CALLCHAIN, EVENT_STACK_SAMPLE,

@@ -55,6 +55,11 @@ pub struct Follow {
     problems: Vec<Problem>,
     /// When the newest file was last seen to change (or a new file to appear).
     last_change: Instant,
+    /// The btrfs filesystems and chunk maps of every file read (the recorder writes the
+    /// list again when a chunk is allocated or a filesystem mounted), and whether it grew
+    /// since [`Follow::take_btrfs`].
+    btrfs: Vec<ioblame_format::BtrfsFs>,
+    btrfs_grew: bool,
 }
 
 impl std::fmt::Debug for Follow {
@@ -86,6 +91,7 @@ impl Follow {
     pub fn open(dir: &Path) -> Result<Follow, ioblame_format::Error> {
         let trace = Trace::open(dir)?;
         let decoder = Decoder::new(trace.header(), trace.metadata());
+        let btrfs = trace.btrfs();
         let stats = StreamStats {
             decode: DecodeStats {
                 per_event: vec![0; decoder.event_count()],
@@ -107,7 +113,16 @@ impl Follow {
             stats,
             problems: Vec::new(),
             last_change: Instant::now(),
+            btrfs,
+            btrfs_grew: false,
         })
+    }
+
+    /// The btrfs filesystems and chunk maps of every file read so far, when they grew since
+    /// the last call (a chunk allocated or a filesystem mounted while recording): the
+    /// attribution needs them before the IO to the new chunk ([`Live::catch_up`]).
+    pub fn take_btrfs(&mut self) -> Option<&[ioblame_format::BtrfsFs]> {
+        std::mem::take(&mut self.btrfs_grew).then_some(&self.btrfs[..])
     }
 
     /// The trace as opened (its header and metadata describe the capture).
@@ -195,6 +210,9 @@ impl Follow {
             if !self.seen.contains_key(path) {
                 changed = true;
             }
+            // Written before the flush mark of the round that found it (so before the
+            // events up to that mark are handed on).
+            self.btrfs_grew |= ioblame_format::merge_btrfs(&mut self.btrfs, &file.metadata().btrfs);
             let n = self.take_chunks(&file);
             changed |= n > 0;
             step.chunks += n;
@@ -374,6 +392,21 @@ impl<'a> Live<'a> {
         }
     }
 
+    /// Hands on to the attribution what `follow` read: the events ready
+    /// ([`Follow::emit_ready`]), or every event at the end (`end`: [`Follow::emit_all`]),
+    /// after the newer btrfs chunk maps the files hold ([`Follow::take_btrfs`]). Returns the
+    /// events handed on.
+    pub fn catch_up(&mut self, follow: &mut Follow, end: bool) -> u64 {
+        if let Some(t) = follow.take_btrfs() {
+            self.attr.update_btrfs(t);
+        }
+        if end {
+            follow.emit_all(|ev| self.push(ev))
+        } else {
+            follow.emit_ready(|ev| self.push(ev))
+        }
+    }
+
     /// Attributes one event (in the order [`Follow`] hands them on).
     pub fn push(&mut self, ev: &Event) {
         self.attr.push(ev);
@@ -523,5 +556,67 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The offset of the last block of `kind` in a trace file's bytes (walking its blocks:
+    /// a 16-byte preamble, then each a 24-byte header, `IOBk`, kind, flags, payload length).
+    fn last_block(bytes: &[u8], kind: u16) -> Option<usize> {
+        let (mut at, mut last) = (16, None);
+        while at + 24 <= bytes.len() && bytes[at..at + 4] == *b"IOBk" {
+            let k = u16::from_le_bytes([bytes[at + 4], bytes[at + 5]]);
+            let len = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+            if k == kind {
+                last = Some(at);
+            }
+            at += 24 + len;
+        }
+        last
+    }
+
+    /// A chunk allocated while the recording is followed: the recorder writes the BTRFS list
+    /// again (the `btrfs-writers` fixture's second one names the data chunk writerF's
+    /// transaction allocated). A follower that started before it takes it when it appears,
+    /// and the IO on that chunk is linked to its dirtiers as offline, not lost.
+    #[test]
+    fn a_chunk_allocated_while_followed_is_taken() {
+        let src = fixture("btrfs-writers");
+        let input = open_trace(std::slice::from_ref(&src), None, &mut Vec::new()).unwrap();
+        let (sym, _) = symbols_of(input.trace());
+        let devs = DevSelection::all();
+        let scope = ResolvedScope::all();
+        let opts = Options {
+            symbols: &sym,
+            devs: &devs,
+            show_recorder: false,
+            scope: &scope,
+            user_symbols: &Default::default(),
+        };
+        let offline = analyze(&input, &opts, |_, _| {}, |_| {});
+
+        // The recording as a follower found it before the second BTRFS list was written.
+        let bytes = std::fs::read(src.join("ioblame-000000.iob")).unwrap();
+        let cut = last_block(&bytes, 0x20).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ioblame-000000.iob");
+        std::fs::write(&path, &bytes[..cut]).unwrap();
+        let mut follow = Follow::open(dir.path()).unwrap();
+        let chunks_before: usize = follow.trace().btrfs().iter().map(|f| f.chunks.len()).sum();
+        let mut live = Live::new(&follow, &opts);
+        follow.read().unwrap();
+        assert!(follow.take_btrfs().is_none());
+        // The rest is written; the follower reads it, then hands the events on.
+        std::fs::write(&path, &bytes).unwrap();
+        follow.read().unwrap();
+        let grown: usize = follow.btrfs.iter().map(|f| f.chunks.len()).sum();
+        assert!(
+            grown > chunks_before,
+            "{grown} chunks, {chunks_before} before"
+        );
+        live.catch_up(&mut follow, true);
+        assert!(follow.take_btrfs().is_none());
+        let done = live.finish(&mut follow, |_, _| {});
+        assert_eq!(done.summary, offline.summary);
+        assert_eq!(done.tables, offline.tables);
+        assert_eq!(done.summary.unknown_bytes, offline.summary.unknown_bytes);
     }
 }

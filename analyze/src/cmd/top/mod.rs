@@ -266,10 +266,7 @@ fn run_with(
             notes.push(n);
         }
         let to = run.follow.flushed().max(st.from);
-        {
-            let live = &mut st.live;
-            run.follow.emit_ready(|ev| live.push(ev));
-        }
+        st.live.catch_up(&mut run.follow, false);
         st.absorb(false);
         st.split_waits();
         st.interval += 1;
@@ -301,10 +298,7 @@ fn run_with(
     // The end: the recorder stops and flushes, and everything left is read.
     let status = run.source.stop_recorder(stop);
     run.follow.read()?;
-    {
-        let live = &mut st.live;
-        run.follow.emit_all(|ev| live.push(ev));
-    }
+    st.live.catch_up(&mut run.follow, true);
     st.absorb(true);
     let mut tail = Vec::new();
     let (from, number) = (st.from, st.interval + 1);

@@ -231,6 +231,14 @@ impl Attributor {
         }
     }
 
+    /// The trace's BTRFS table as it is now, for a recording followed while it is written
+    /// (its recorder writes the table again when a chunk is allocated or a filesystem
+    /// mounted): the IO on a chunk it names from now on is placed through it
+    /// (docs/attribution.md, "btrfs"). What was learnt so far stays.
+    pub fn update_btrfs(&mut self, table: &[ioblame_format::BtrfsFs]) {
+        self.btrfs.update(table, &self.devices);
+    }
+
     /// Keeps what is dirtied from now on, for [`Attributor::drain_dirtied_into`] (off by
     /// default: an offline analysis has no use for it). It changes nothing else.
     pub fn log_dirtied(&mut self) {

@@ -99,6 +99,40 @@ impl BtrfsFs {
     }
 }
 
+/// Merges the filesystems of one BTRFS list into `into` (one entry per filesystem, by
+/// `fsid`, with every device and chunk either names; devices sorted by id, chunks by
+/// logical address then time); returns whether `into` gained a filesystem, a device or a
+/// chunk. `Trace::btrfs` merges a ring's files with it, a live follower each newer list.
+pub fn merge_btrfs(into: &mut Vec<BtrfsFs>, from: &[BtrfsFs]) -> bool {
+    let mut changed = false;
+    for fs in from {
+        let Some(x) = into.iter_mut().find(|x| x.fsid == fs.fsid) else {
+            into.push(fs.clone());
+            changed = true;
+            continue;
+        };
+        for d in &fs.devices {
+            if !x.devices.contains(d) {
+                x.devices.push(d.clone());
+                changed = true;
+            }
+        }
+        for c in &fs.chunks {
+            if !x.chunks.iter().any(|y| y.same_chunk(c)) {
+                x.chunks.push(c.clone());
+                changed = true;
+            }
+        }
+    }
+    if changed {
+        for fs in into.iter_mut() {
+            fs.devices.sort_by_key(|d| d.devid);
+            fs.chunks.sort_by_key(|c| (c.logical, c.since_ns));
+        }
+    }
+    changed
+}
+
 impl BtrfsChunk {
     /// Whether `other` is the same chunk (the same logical range on the same stripes),
     /// whenever it was found.

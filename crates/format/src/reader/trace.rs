@@ -241,26 +241,7 @@ impl Trace {
     pub fn btrfs(&self) -> Vec<meta::BtrfsFs> {
         let mut v: Vec<meta::BtrfsFs> = Vec::new();
         for f in &self.files {
-            for fs in &f.metadata().btrfs {
-                let Some(x) = v.iter_mut().find(|x| x.fsid == fs.fsid) else {
-                    v.push(fs.clone());
-                    continue;
-                };
-                for d in &fs.devices {
-                    if !x.devices.contains(d) {
-                        x.devices.push(d.clone());
-                    }
-                }
-                for c in &fs.chunks {
-                    if !x.chunks.iter().any(|y| y.same_chunk(c)) {
-                        x.chunks.push(c.clone());
-                    }
-                }
-            }
-        }
-        for fs in &mut v {
-            fs.devices.sort_by_key(|d| d.devid);
-            fs.chunks.sort_by_key(|c| (c.logical, c.since_ns));
+            meta::merge_btrfs(&mut v, &f.metadata().btrfs);
         }
         v
     }
