@@ -203,6 +203,9 @@ struct Fs {
     /// Whether that transaction's commit has begun writing (a commit's bio was seen): the
     /// next tree block dirtied starts the next transaction.
     committed: bool,
+    /// The transaction the last commit-dirtied tree block was dirtied in: the one being
+    /// committed, whose commit's writes are divided among its acts.
+    commit_txn: Option<u32>,
 }
 
 /// A subvolume seen writing an inode number: its tree id, its last extent's time, and the
@@ -324,6 +327,7 @@ impl Btrfs {
                     node_size: t.node_size as u64,
                     txn: 1,
                     committed: false,
+                    commit_txn: None,
                 }),
             }
         }
@@ -506,17 +510,22 @@ impl Btrfs {
         }
     }
 
-    /// A tree block of the filesystem whose superblock device is `sb_dev` is first dirtied:
-    /// the transaction it is dirtied in, and the one before the last, to forget, when this
-    /// dirtying starts a transaction (the last one's commit has begun writing). `None`: no
-    /// btrfs of the table.
-    pub fn txn_dirtied(&mut self, sb_dev: Dev) -> Option<(u32, Option<u32>)> {
+    /// A tree block of the filesystem whose superblock device is `sb_dev` is first dirtied,
+    /// by a transaction commit (`commit`) or not: the transaction it is dirtied in, and the
+    /// one before the last, to forget, when this dirtying starts a transaction (the last
+    /// one's commit has begun writing). A commit's dirtying notes the transaction being
+    /// committed: btrfs commits one transaction at a time, and a commit changes its tree
+    /// blocks before it writes any. `None`: no btrfs of the table.
+    pub fn txn_dirtied(&mut self, sb_dev: Dev, commit: bool) -> Option<(u32, Option<u32>)> {
         let fs = self.fs.iter_mut().find(|f| f.sb_dev == sb_dev)?;
         let mut forget = None;
         if fs.committed {
             fs.committed = false;
             forget = Some(fs.txn.wrapping_sub(1));
             fs.txn = fs.txn.wrapping_add(1);
+        }
+        if commit {
+            fs.commit_txn = Some(fs.txn);
         }
         Some((fs.txn, forget))
     }
@@ -527,14 +536,16 @@ impl Btrfs {
         self.fs.iter().find(|f| f.sb_dev == sb_dev).map(|f| f.txn)
     }
 
-    /// A commit of transaction `txn` of the filesystem whose superblock device is `sb_dev`
-    /// writes (`None`: the one its tree blocks are dirtied in now): the transaction it
-    /// commits. Tree blocks dirtied after this are the next transaction's.
-    pub fn txn_committing(&mut self, sb_dev: Dev, txn: Option<u32>) -> Option<u32> {
+    /// A commit of the filesystem whose superblock device is `sb_dev` writes (its own tree
+    /// blocks, whoever submits them, or the superblock copies): the transaction it commits,
+    /// the one its tree blocks were dirtied in (else the running one). Tree blocks dirtied
+    /// after the first such write are the next transaction's.
+    pub fn txn_committing(&mut self, sb_dev: Dev) -> Option<u32> {
         let fs = self.fs.iter_mut().find(|f| f.sb_dev == sb_dev)?;
-        // A thread's note older than the transaction before the running one is of an
-        // earlier commit of its.
-        let txn = txn
+        // A note older than the transaction before the running one is of an earlier
+        // commit (this one dirtied nothing).
+        let txn = fs
+            .commit_txn
             .filter(|&t| fs.txn.wrapping_sub(t) <= 1)
             .unwrap_or(fs.txn);
         if txn == fs.txn {

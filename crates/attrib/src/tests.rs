@@ -4144,6 +4144,34 @@ mod btrfs {
         assert_eq!(journal_of(&ios, t, "writerA"), (2 * 16384, Some(1.0)));
     }
 
+    /// Before 6.5 btrfs's checksum workers submitted tree block writes: a commit's own
+    /// blocks are told by their dirtier's stack, whoever writes them, and stay with the
+    /// transaction committed even when the next one began meanwhile.
+    #[test]
+    fn a_commit_written_by_a_worker_stays_with_its_transaction() {
+        let mut b = commit_bench();
+        dirty_pages(&mut b, 100, 1, (META_L + 65536) / 4096, 4);
+        commit_dirty(&mut b, 131072);
+        let at = |p: u64, off: u64| (p + off) / 512;
+        b.q(FLUSHER, LOOP0, at(META_P[0], 131072), 32, "WM");
+        b.requests(LOOP0, at(META_P[0], 131072), 32, 32, "WM");
+        // writerB's tree block: the next transaction.
+        dirty_pages(&mut b, 101, 1, (META_L + 262144) / 4096, 4);
+        b.q(FLUSHER, LOOP0, at(META_P[1], 131072), 32, "WM");
+        b.requests(LOOP0, at(META_P[1], 131072), 32, 32, "WM");
+        // Its commit.
+        commit_dirty(&mut b, 196608);
+        for p in META_P {
+            b.q(FLUSHER, LOOP0, at(p, 196608), 32, "WM");
+            b.requests(LOOP0, at(p, 196608), 32, 32, "WM");
+        }
+        let (ios, out) = b.finish();
+        let t = &out.tables;
+        assert_eq!(journal_of(&ios, t, "writerA"), (2 * 16384, Some(1.0)));
+        assert_eq!(journal_of(&ios, t, "writerB"), (2 * 16384, Some(1.0)));
+        assert_eq!(comm_bytes(&ios, t, "sync"), 0);
+    }
+
     #[test]
     fn a_tree_block_written_again_goes_to_its_new_dirtier() {
         // A tree block freed and allocated again within seconds: its second write is B's.

@@ -67,8 +67,9 @@ impl Attributor {
             // A commit's journal IO, divided among its transaction's handles.
             self.journals.apportion(ctx.txn_dev, ctx.txn, &mut paint);
         }
-        if bio.flags & STACK_BTRFS_COMMIT != 0 && rwbs.is_write() && !self.btrfs.is_empty() {
-            self.btrfs_commit_io(ev.tid, info.disk, &mut paint);
+        if rwbs.is_write() && self.btrfs.on(info.disk) {
+            let committer = bio.flags & STACK_BTRFS_COMMIT != 0;
+            self.btrfs_commit_io(committer, info.disk, &mut paint);
         }
         if !self.layers.is_empty() {
             self.summary.lower_unlinked_bytes +=
@@ -90,17 +91,19 @@ impl Attributor {
         self.requests.queue(info.disk, seq, paint.segs);
     }
 
-    /// A write of a btrfs transaction commit (its issuer's stack holds
-    /// `btrfs_commit_transaction`) on `disk`: the commit's own tree blocks (first dirtied by
-    /// a commit) and the superblock copies become journal IO of the transaction the thread
-    /// commits, divided among the acts that dirtied its other tree blocks in proportion to
-    /// their pages, as a jbd2 commit among its handles (docs/attribution.md, "btrfs"). A
-    /// transaction no act dirtied a tree block of keeps them with the committer.
-    fn btrfs_commit_io(&mut self, tid: u32, disk: Dev, paint: &mut Paint<Frag>) {
+    /// A write on `disk`, where btrfs may be: the sectors of a transaction commit's own
+    /// tree blocks (first dirtied with a stack holding `btrfs_commit_transaction`, whoever
+    /// submits them: before 6.5 btrfs's checksum workers submitted tree block writes) and,
+    /// from the committing thread itself (`committer`), the superblock copies become
+    /// journal IO of the transaction being committed, divided among the acts that dirtied
+    /// its other tree blocks and its extents, as a jbd2 commit among its handles
+    /// (docs/attribution.md, "btrfs"). A transaction no act was seen in keeps them with the
+    /// committer.
+    fn btrfs_commit_io(&mut self, committer: bool, disk: Dev, paint: &mut Paint<Frag>) {
         let mut txns: Vec<(Dev, u32)> = Vec::new();
         for seg in &mut paint.segs {
             let c = &mut seg.2.c;
-            let sb = if c.via == Via::Journal && c.txn == NO_TXN {
+            let sb = if c.via == Via::Journal && c.txn == NO_TXN && committer {
                 self.btrfs.super_at(disk, seg.0)
             } else if c.via == Via::Page
                 && c.ino == crate::btrfs::BTREE_INO
@@ -112,8 +115,7 @@ impl Attributor {
                 None
             };
             let Some(sb) = sb else { continue };
-            let stamped = self.committing.get(&tid).filter(|x| x.0 == sb).map(|x| x.1);
-            let Some(txn) = self.btrfs.txn_committing(sb, stamped) else {
+            let Some(txn) = self.btrfs.txn_committing(sb) else {
                 continue;
             };
             if !self.journals.has_owners(sb, txn) {

@@ -69,7 +69,7 @@ impl Attributor {
                 }
             }
             let pages = bytes / self.dirty.page_size();
-            self.tree_block_dirtied(ev.tid, bdi, owner, pages, held, ev.time);
+            self.tree_block_dirtied(bdi, owner, pages, held, ev.time);
         }
         if ev.stack.is_some() {
             if self.folio_stacks.len() >= BUFFER_STACKS_MAX {

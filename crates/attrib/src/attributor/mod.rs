@@ -154,11 +154,6 @@ pub struct Attributor {
     /// the extent's `btrfs_ordered_extent_remove` on the same thread, those still dirty
     /// become the extent's data dirtier's (docs/attribution.md, "btrfs").
     finishing: FxHashMap<u32, Vec<Finishing>>,
-    /// Per thread committing a btrfs transaction (it dirtied tree blocks with a stack of
-    /// class `STACK_BTRFS_COMMIT`): the filesystem's superblock device and the transaction
-    /// it was dirtying them in, the one its commit's writes are divided among
-    /// (docs/attribution.md, "btrfs").
-    committing: FxHashMap<u32, (Dev, u32)>,
     /// Whether the event being pushed carries its thread's last sampled stack rather than
     /// its own (`--stacks sampled:N`): a worker's sampled finishing stack says nothing of
     /// its later work.
@@ -226,7 +221,6 @@ impl Attributor {
             write_ranges: FxHashMap::default(),
             folio_stacks: FxHashMap::default(),
             finishing: FxHashMap::default(),
-            committing: FxHashMap::default(),
             stack_borrowed: false,
         }
     }
@@ -768,33 +762,28 @@ impl Attributor {
     }
 
     /// A btrfs tree block (`pages` pages of the btree inode of the filesystem whose
-    /// superblock device is `sb_dev`) first dirtied by `owner` on `tid`: it counts in the
+    /// superblock device is `sb_dev`) first dirtied by `owner`: it counts in the
     /// filesystem's running transaction as `owner`'s blocks, for the division of the
-    /// transaction's commit; dirtied by the commit itself, it notes the transaction the
-    /// thread commits; dirtied by a worker finishing an ordered extent (`held`), it is
+    /// transaction's commit; dirtied by the commit itself, it notes the transaction being
+    /// committed; dirtied by a worker finishing an ordered extent (`held`), it is
     /// counted at the extent's removal, for the extent's dirtier (docs/attribution.md,
     /// "btrfs").
     fn tree_block_dirtied(
         &mut self,
-        tid: u32,
         sb_dev: Dev,
         owner: Dirtier,
         pages: u64,
         held: bool,
         now: u64,
     ) {
-        let Some((txn, forget)) = self.btrfs.txn_dirtied(sb_dev) else {
+        let commit = self.intents.flags(owner.stack) & STACK_BTRFS_COMMIT != 0;
+        let Some((txn, forget)) = self.btrfs.txn_dirtied(sb_dev, commit) else {
             return;
         };
         if let Some(old) = forget {
             self.journals.commit_end(sb_dev, old);
         }
-        if self.intents.flags(owner.stack) & STACK_BTRFS_COMMIT != 0 {
-            if self.committing.len() >= BUFFER_STACKS_MAX {
-                self.committing.clear();
-            }
-            self.committing.insert(tid, (sb_dev, txn));
-        } else if !held {
+        if !commit && !held {
             self.journals
                 .add_blocks(sb_dev, txn, Some(owner), pages, now);
         }
@@ -821,7 +810,6 @@ impl Attributor {
         self.write_ranges.remove(&tid);
         self.folio_stacks.remove(&tid);
         self.finishing.remove(&tid);
-        self.committing.remove(&tid);
         self.journals.remove_thread(tid);
         // A reused thread id must not inherit the dead thread's stacks.
         if let Some(m) = self.buffer_stacks.as_mut() {
