@@ -161,7 +161,6 @@ for i in range(40):\n    os.write(fd, os.urandom(65536)); os.fsync(fd)\n' && \
         .map(|w| written(&c, w, "journal", 1))
         .sum();
     assert!(shares > 0, "no commit divided among the writers: {c:#?}");
-    assert_eq!(shares % 512, 0);
 }
 
 #[test]

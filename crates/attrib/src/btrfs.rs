@@ -206,6 +206,10 @@ struct Fs {
     /// The transaction the last commit-dirtied tree block was dirtied in: the one being
     /// committed, whose commit's writes are divided among its acts.
     commit_txn: Option<u32>,
+    /// The transaction whose commit wrote the superblock copies last, and whether a tree
+    /// block was dirtied since (the next copies written are then another commit's).
+    supers_for: Option<u32>,
+    dirtied_since_supers: bool,
 }
 
 /// A subvolume seen writing an inode number: its tree id, its last extent's time, and the
@@ -328,6 +332,8 @@ impl Btrfs {
                     txn: 1,
                     committed: false,
                     commit_txn: None,
+                    supers_for: None,
+                    dirtied_since_supers: false,
                 }),
             }
         }
@@ -527,6 +533,7 @@ impl Btrfs {
         if commit {
             fs.commit_txn = Some(fs.txn);
         }
+        fs.dirtied_since_supers = true;
         Some((fs.txn, forget))
     }
 
@@ -536,18 +543,30 @@ impl Btrfs {
         self.fs.iter().find(|f| f.sb_dev == sb_dev).map(|f| f.txn)
     }
 
-    /// A commit of the filesystem whose superblock device is `sb_dev` writes (its own tree
-    /// blocks, whoever submits them, or the superblock copies): the transaction it commits,
-    /// the one its tree blocks were dirtied in (else the running one). Tree blocks dirtied
-    /// after the first such write are the next transaction's.
-    pub fn txn_committing(&mut self, sb_dev: Dev) -> Option<u32> {
+    /// A commit of the filesystem whose superblock device is `sb_dev` writes its own tree
+    /// blocks (whoever submits them) or, from its own thread, the superblock copies
+    /// (`supers`): the transaction it commits, the one its tree blocks were dirtied in (else
+    /// the running one). Tree blocks dirtied after the first such write are the next
+    /// transaction's.
+    pub fn txn_committing(&mut self, sb_dev: Dev, supers: bool) -> Option<u32> {
         let fs = self.fs.iter_mut().find(|f| f.sb_dev == sb_dev)?;
         // A note older than the transaction before the running one is of an earlier
         // commit (this one dirtied nothing).
-        let txn = fs
+        let mut txn = fs
             .commit_txn
             .filter(|&t| fs.txn.wrapping_sub(t) <= 1)
             .unwrap_or(fs.txn);
+        if supers {
+            // The copies of a transaction whose copies were written already, tree blocks
+            // dirtied since: a commit that changed no block of its own (those it changed
+            // were dirty already), committing the running transaction.
+            if fs.supers_for == Some(txn) && fs.dirtied_since_supers {
+                txn = fs.txn;
+                fs.commit_txn = Some(txn);
+            }
+            fs.supers_for = Some(txn);
+            fs.dirtied_since_supers = false;
+        }
         if txn == fs.txn {
             fs.committed = true;
         }

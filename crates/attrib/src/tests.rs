@@ -4144,6 +4144,36 @@ mod btrfs {
         assert_eq!(journal_of(&ios, t, "writerA"), (2 * 16384, Some(1.0)));
     }
 
+    /// A commit that changes no block of its own (all it changes were dirty already) is
+    /// told by its superblock copies: written again after tree blocks were dirtied, they
+    /// are the running transaction's, not the previous commit's.
+    #[test]
+    fn a_commit_without_blocks_of_its_own_is_told_by_its_superblock_copies() {
+        let mut b = commit_bench();
+        dirty_pages(&mut b, 100, 1, (META_L + 65536) / 4096, 4);
+        commit_dirty(&mut b, 131072);
+        for p in META_P {
+            commit_write(&mut b, (p + 65536) / 512, 32);
+            commit_write(&mut b, (p + 131072) / 512, 32);
+        }
+        commit_write(&mut b, 128, 8);
+        // The next transaction: writerB's block, committed with nothing of the commit's.
+        dirty_pages(&mut b, 101, 1, (META_L + 262144) / 4096, 4);
+        for p in META_P {
+            commit_write(&mut b, (p + 262144) / 512, 32);
+        }
+        commit_write(&mut b, 128, 8);
+        let (ios, out) = b.finish();
+        let t = &out.tables;
+        assert_eq!(
+            journal_of(&ios, t, "writerA"),
+            (2 * 16384 + 4096, Some(1.0))
+        );
+        assert_eq!(journal_of(&ios, t, "writerB"), (4096, Some(1.0)));
+        assert_eq!(charged(&ios, t, "writerB", Via::Page), 2 * 16384);
+        assert_eq!(comm_bytes(&ios, t, "sync"), 0);
+    }
+
     /// Before 6.5 btrfs's checksum workers submitted tree block writes: a commit's own
     /// blocks are told by their dirtier's stack, whoever writes them, and stay with the
     /// transaction committed even when the next one began meanwhile.

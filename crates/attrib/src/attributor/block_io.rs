@@ -103,7 +103,8 @@ impl Attributor {
         let mut txns: Vec<(Dev, u32)> = Vec::new();
         for seg in &mut paint.segs {
             let c = &mut seg.2.c;
-            let sb = if c.via == Via::Journal && c.txn == NO_TXN && committer {
+            let supers = c.via == Via::Journal && c.txn == NO_TXN && committer;
+            let sb = if supers {
                 self.btrfs.super_at(disk, seg.0)
             } else if c.via == Via::Page
                 && c.ino == crate::btrfs::BTREE_INO
@@ -115,7 +116,7 @@ impl Attributor {
                 None
             };
             let Some(sb) = sb else { continue };
-            let Some(txn) = self.btrfs.txn_committing(sb) else {
+            let Some(txn) = self.btrfs.txn_committing(sb, supers) else {
                 continue;
             };
             if !self.journals.has_owners(sb, txn) {

@@ -7,7 +7,7 @@
 
 use ioblame_decode::{Dev, Event};
 
-use super::{Attributor, BUFFER_STACKS_MAX};
+use super::{Attributor, Finishing, BUFFER_STACKS_MAX};
 use crate::context::{STACK_BTRFS_FINISH, STACK_LOOP};
 use crate::dirtied::Dirtied;
 use crate::dirty::{BhEnt, Dirtier, BH_SENTINEL};
@@ -57,19 +57,26 @@ impl Attributor {
         };
         if ino == crate::btrfs::BTREE_INO && self.btrfs.is_sb_dev(bdi) {
             // Its own stack: a sampled one (`--stacks sampled:N`) may be of other work.
-            let mut held = false;
-            if ev.stack.is_some()
+            let finishing = ev.stack.is_some()
                 && !self.stack_borrowed
-                && self.intents.flags(owner.stack) & STACK_BTRFS_FINISH != 0
-            {
-                let v = self.finishing.entry(ev.tid).or_default();
-                if v.len() < FINISHING_MAX {
-                    v.push((bdi, index, owner, ev.time, bytes / self.dirty.page_size()));
-                    held = true;
-                }
-            }
+                && self.intents.flags(owner.stack) & STACK_BTRFS_FINISH != 0;
+            let held = finishing
+                && self
+                    .finishing
+                    .get(&ev.tid)
+                    .is_none_or(|v| v.len() < FINISHING_MAX);
             let pages = bytes / self.dirty.page_size();
-            self.tree_block_dirtied(bdi, owner, pages, held, ev.time);
+            let txn = self.tree_block_dirtied(bdi, owner, pages, held, ev.time);
+            if held {
+                self.finishing.entry(ev.tid).or_default().push(Finishing {
+                    bdi,
+                    index,
+                    owner,
+                    t: ev.time,
+                    pages,
+                    txn,
+                });
+            }
         }
         if ev.stack.is_some() {
             if self.folio_stacks.len() >= BUFFER_STACKS_MAX {

@@ -160,9 +160,19 @@ pub struct Attributor {
     stack_borrowed: bool,
 }
 
-/// A tree block a btrfs worker dirtied first while finishing an ordered extent: the folio's
-/// bdi and index, its dirtier, time and pages.
-type Finishing = (Dev, u64, Dirtier, u64, u64);
+/// A tree block a btrfs worker dirtied first while finishing an ordered extent.
+#[derive(Debug, Clone, Copy)]
+struct Finishing {
+    /// The folio: its bdi (the filesystem's superblock device) and index.
+    bdi: Dev,
+    index: u64,
+    /// Its dirtier (the worker), when, and its pages.
+    owner: Dirtier,
+    t: u64,
+    pages: u64,
+    /// The transaction it was dirtied in, which its weight counts in.
+    txn: Option<u32>,
+}
 
 /// A file (`bdi`, `ino`) a role dirtied without a stack before its thread's first sample.
 type Unsampled = (Dev, u64, RoleId);
@@ -228,7 +238,9 @@ impl Attributor {
     /// The trace's BTRFS table as it is now, for a recording followed while it is written
     /// (its recorder writes the table again when a chunk is allocated or a filesystem
     /// mounted): the IO on a chunk it names from now on is placed through it
-    /// (docs/attribution.md, "btrfs"). What was learnt so far stays.
+    /// (docs/attribution.md, "btrfs"). What was learnt so far stays. `table` is the whole
+    /// table, every list read so far merged (`ioblame_format::merge_btrfs`): a
+    /// filesystem's chunks it does not name are forgotten.
     pub fn update_btrfs(&mut self, table: &[ioblame_format::BtrfsFs]) {
         self.btrfs.update(table, &self.devices);
     }
@@ -712,7 +724,7 @@ impl Attributor {
         self.layers.sweep(now);
         self.btrfs.sweep(now);
         self.finishing.retain(|_, v| {
-            v.retain(|e| now.saturating_sub(e.3) <= FINISHING_TTL_NS);
+            v.retain(|e| now.saturating_sub(e.t) <= FINISHING_TTL_NS);
             !v.is_empty()
         });
         self.contexts.sweep(now);
@@ -728,20 +740,20 @@ impl Attributor {
     /// it, still dirty, become the extent's data dirtier's, with the worker's stack
     /// (docs/attribution.md, "btrfs").
     fn finished(&mut self, tid: u32, fsid: u128, start: u64, disk_len: u64, now: u64) {
+        let held = self.finishing.remove(&tid).unwrap_or_default();
         let data = self.btrfs.data_dirtier(fsid, start, disk_len);
         // The extent's item and reference, which the commit adds to the extent tree, count
         // in the transaction as one tree block of its data's dirtier (with the stack that
-        // dirtied the data).
+        // dirtied the data): the transaction the worker changed the trees in, if it was
+        // the first to dirty a block, else the running one.
         if let Some((who, sb)) = data {
-            if let Some(txn) = self.btrfs.txn_now(sb) {
+            if let Some(txn) = held.iter().find_map(|f| f.txn).or(self.btrfs.txn_now(sb)) {
                 let pages = self.btrfs.node_pages(sb, self.dirty.page_size());
                 self.journals.add_blocks(sb, txn, Some(who), pages, now);
             }
         }
-        let Some(held) = self.finishing.remove(&tid) else {
-            return;
-        };
-        for (bdi, index, d, t, pages) in held {
+        for f in held {
+            let d = f.owner;
             let to = match data {
                 Some((w, _)) => Dirtier {
                     role: w.role,
@@ -752,11 +764,12 @@ impl Attributor {
             let moved = data.is_some()
                 && self
                     .dirty
-                    .reown_folio(bdi, crate::btrfs::BTREE_INO, index, (d, t), to);
+                    .reown_folio(f.bdi, crate::btrfs::BTREE_INO, f.index, (d, f.t), to);
             // The block counts in its transaction for whoever it is now.
-            if let Some(txn) = self.btrfs.txn_now(bdi) {
+            if let Some(txn) = f.txn {
                 let who = if moved { to } else { d };
-                self.journals.add_blocks(bdi, txn, Some(who), pages, now);
+                self.journals
+                    .add_blocks(f.bdi, txn, Some(who), f.pages, now);
             }
         }
     }
@@ -767,7 +780,7 @@ impl Attributor {
     /// transaction's commit; dirtied by the commit itself, it notes the transaction being
     /// committed; dirtied by a worker finishing an ordered extent (`held`), it is
     /// counted at the extent's removal, for the extent's dirtier (docs/attribution.md,
-    /// "btrfs").
+    /// "btrfs"). Returns the transaction it was dirtied in.
     fn tree_block_dirtied(
         &mut self,
         sb_dev: Dev,
@@ -775,11 +788,9 @@ impl Attributor {
         pages: u64,
         held: bool,
         now: u64,
-    ) {
+    ) -> Option<u32> {
         let commit = self.intents.flags(owner.stack) & STACK_BTRFS_COMMIT != 0;
-        let Some((txn, forget)) = self.btrfs.txn_dirtied(sb_dev, commit) else {
-            return;
-        };
+        let (txn, forget) = self.btrfs.txn_dirtied(sb_dev, commit)?;
         if let Some(old) = forget {
             self.journals.commit_end(sb_dev, old);
         }
@@ -787,6 +798,7 @@ impl Attributor {
             self.journals
                 .add_blocks(sb_dev, txn, Some(owner), pages, now);
         }
+        Some(txn)
     }
 
     /// The device a writeback event's bdi stands for: a btrfs filesystem's superblock device

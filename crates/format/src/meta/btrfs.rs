@@ -117,8 +117,11 @@ pub fn merge_btrfs(into: &mut Vec<BtrfsFs>, from: &[BtrfsFs]) -> bool {
                 changed = true;
             }
         }
+        // By key, not by comparing every pair: a list may hold 2^18 chunks.
+        let mut known: std::collections::HashSet<ChunkKey> =
+            x.chunks.iter().map(ChunkKey::of).collect();
         for c in &fs.chunks {
-            if !x.chunks.iter().any(|y| y.same_chunk(c)) {
+            if known.insert(ChunkKey::of(c)) {
                 x.chunks.push(c.clone());
                 changed = true;
             }
@@ -131,6 +134,21 @@ pub fn merge_btrfs(into: &mut Vec<BtrfsFs>, from: &[BtrfsFs]) -> bool {
         }
     }
     changed
+}
+
+/// What makes two chunks the same ([`BtrfsChunk::same_chunk`]), hashable.
+#[derive(PartialEq, Eq, Hash)]
+struct ChunkKey(u64, u64, u64, Vec<(u64, u64)>);
+
+impl ChunkKey {
+    fn of(c: &BtrfsChunk) -> ChunkKey {
+        ChunkKey(
+            c.logical,
+            c.length,
+            c.flags,
+            c.stripes.iter().map(|s| (s.devid, s.physical)).collect(),
+        )
+    }
 }
 
 impl BtrfsChunk {

@@ -637,6 +637,28 @@ impl TraceFile {
             .find_map(|&(at, h)| meta::decode_flushed(payload_of(b, at, h)?).ok())
     }
 
+    /// The offset of the file's last BTRFS block (valid or not), without decoding it.
+    pub fn btrfs_latest_offset(&self) -> Option<u64> {
+        self.meta_blocks
+            .iter()
+            .rev()
+            .find(|(_, h)| h.kind == kind::BTRFS)
+            .map(|&(at, _)| at)
+    }
+
+    /// The file's last valid BTRFS list (format 1.9; the recorder writes it again when a
+    /// chunk is allocated or a filesystem mounted), with its block's offset: `None` when the
+    /// file has none. Decodes only that block, as [`TraceFile::flushed`], for a live reader
+    /// that opens the file again and again (it can skip a list whose offset it has seen).
+    pub fn btrfs_latest(&self) -> Option<(u64, Vec<meta::BtrfsFs>)> {
+        let b: &[u8] = &self.data;
+        self.meta_blocks
+            .iter()
+            .rev()
+            .filter(|(_, h)| h.kind == kind::BTRFS)
+            .find_map(|&(at, h)| Some((at, meta::decode_btrfs(payload_of(b, at, h)?).ok()?)))
+    }
+
     /// Decompresses and checks the chunk whose block starts at `offset`.
     pub fn decompress_at(&self, offset: u64) -> Result<Chunk> {
         self.decompress_at_into(offset, Vec::new())
