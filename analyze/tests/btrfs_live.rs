@@ -163,6 +163,85 @@ for i in range(40):\n    os.write(fd, os.urandom(65536)); os.fsync(fd)\n' && \
     assert!(shares > 0, "no commit divided among the writers: {c:#?}");
 }
 
+/// Four tasks fsyncing at once (what a database's connections do; two CPUs here): btrfs
+/// batches their fsyncs into shared log commits, where one task's log sync writes the
+/// others' logs too (docs/attribution.md, btrfs, "Log syncs"). Each fsyncer's data and log
+/// tree blocks are its own; every log sync's own writes (the log root tree's block, the
+/// superblock copy) are divided among the fsyncs it logged, so no act keeps a log sync's
+/// stack, and each fsyncer holds shares of log syncs batched with others' (here about half
+/// of the 260 log syncs of 800 fsyncs were).
+#[test]
+fn batched_fsyncs_share_their_log_syncs() {
+    batched_fsyncs(Recorder::Capture);
+}
+
+/// The same, recorded by stock perf with the chunk maps saved beside it.
+#[test]
+fn batched_fsyncs_share_their_log_syncs_perf() {
+    batched_fsyncs(Recorder::Perf);
+}
+
+fn batched_fsyncs(recorder: Recorder) {
+    if !support::ready(recorder.tools()) {
+        return;
+    }
+    let Some((_g, fs)) = setup() else { return };
+    let bin = tools(&fs, &[]);
+    const N: usize = 200;
+    let names = ["fsyncA", "fsyncB", "fsyncC", "fsyncD"];
+    let mut script = String::new();
+    for name in names {
+        std::os::unix::fs::symlink(real_python(), bin.join(name)).unwrap();
+        script += &format!(
+            "{name} -c 'import os\n\
+fd = os.open(\"'$M'/{name}.dat\", os.O_WRONLY | os.O_CREAT, 0o644)\n\
+for i in range({N}):\n    os.write(fd, os.urandom(4096)); os.fsync(fd)\n' & "
+        );
+    }
+    script += "wait";
+    let trace = record_with(recorder, &fs, &bin, "fsyncs.trace", &script, &[]);
+    let c = charges(&trace);
+    for name in names {
+        let f = ino(&fs.mnt.join(format!("{name}.dat")));
+        assert_eq!(written_to(&c, f), N as u64 * 4096, "{name}: {c:#?}");
+        assert_eq!(written(&c, name, "page", f), N as u64 * 4096, "{c:#?}");
+    }
+    assert_eq!(data_lost(&c), 0, "{c:#?}");
+    // No act keeps a log sync's writes as its own.
+    let syncs: Vec<String> = support::acts_json(&trace)
+        .iter()
+        .filter(|v| v["write_bytes"].as_u64().unwrap_or(0) > 0)
+        .filter(|v| {
+            v["frames"]
+                .as_array()
+                .is_some_and(|f| f.iter().any(|x| x == "btrfs_sync_log"))
+        })
+        .map(|v| v.to_string())
+        .collect();
+    assert!(syncs.is_empty(), "{syncs:#?}");
+    // Each fsyncer holds shares of log syncs others' fsyncs were batched into.
+    let o = support::ioblame(&["iolog".as_ref(), trace.as_os_str()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let log = String::from_utf8_lossy(&o.stdout);
+    let shared = |comm: &str| -> u64 {
+        log.lines()
+            .filter(|l| l.contains(&format!("({comm})")) && l.contains(" via=journal "))
+            .filter(|l| {
+                l.split(' ')
+                    .find_map(|w| w.strip_prefix("share="))
+                    .and_then(|x| x.parse::<f64>().ok())
+                    .is_some_and(|x| x < 1.0)
+            })
+            .filter_map(|l| l.split(' ').nth(1)?.parse::<u64>().ok())
+            .sum()
+    };
+    let shares: Vec<(&str, u64)> = names.iter().map(|n| (*n, shared(n))).collect();
+    assert!(
+        shares.iter().all(|s| s.1 > 0),
+        "shared log syncs: {shares:?}"
+    );
+}
+
 #[test]
 fn compressed_extents_are_charged_to_their_dirtier() {
     let Some((_g, fs)) = setup() else { return };

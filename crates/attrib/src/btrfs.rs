@@ -197,9 +197,14 @@ struct Fs {
     devs: Vec<Dev>,
     /// Its tree blocks' size (bytes; 0 when not known).
     node_size: u64,
-    /// The transaction its tree blocks are dirtied in now: the analyzer's count of its
-    /// commits (not the kernel's generation, which no recorded event gives).
+    /// The last number given to a transaction or log transaction of it: the analyzer's
+    /// count of both, from 1 (not the kernel's generation or log transid, which no
+    /// recorded event gives).
+    ids: u32,
+    /// The transaction its tree blocks are dirtied in now.
     txn: u32,
+    /// The transaction before it (forgotten when the next starts).
+    prev_txn: Option<u32>,
     /// Whether that transaction's commit has begun writing (a commit's bio was seen): the
     /// next tree block dirtied starts the next transaction.
     committed: bool,
@@ -208,6 +213,28 @@ struct Fs {
     commit_txn: Option<u32>,
     /// The transaction whose commit wrote the superblock copies last, and whether a tree
     /// block was dirtied since (the next copies written are then another commit's).
+    supers_for: Option<u32>,
+    dirtied_since_supers: bool,
+    /// Its log syncs, counted as its commits are ([`LogCount`]).
+    log: LogCount,
+}
+
+/// A filesystem's log transactions (fsyncs through the log tree), as the analyzer counts
+/// them: the log tree blocks its fsyncs dirty until a log sync changes its own block (the
+/// log root tree's item for the log) are that log transaction's; the next log block
+/// dirtied starts the next.
+#[derive(Debug, Clone, Default)]
+struct LogCount {
+    /// The log transaction log blocks are dirtied in now, and the one before it.
+    now: Option<u32>,
+    prev: Option<u32>,
+    /// Whether a log sync of `now` changed its own block: the next log block starts the
+    /// next.
+    synced: bool,
+    /// The log transaction the last log sync changed its own block for.
+    sync_txn: Option<u32>,
+    /// The log transaction whose sync wrote the superblock copies last, and whether a log
+    /// block was dirtied since.
     supers_for: Option<u32>,
     dirtied_since_supers: bool,
 }
@@ -329,11 +356,14 @@ impl Btrfs {
                     copies: IntervalMap::default(),
                     writers: FxHashMap::default(),
                     node_size: t.node_size as u64,
+                    ids: 1,
                     txn: 1,
+                    prev_txn: None,
                     committed: false,
                     commit_txn: None,
                     supers_for: None,
                     dirtied_since_supers: false,
+                    log: LogCount::default(),
                 }),
             }
         }
@@ -527,8 +557,10 @@ impl Btrfs {
         let mut forget = None;
         if fs.committed {
             fs.committed = false;
-            forget = Some(fs.txn.wrapping_sub(1));
-            fs.txn = fs.txn.wrapping_add(1);
+            forget = fs.prev_txn;
+            fs.prev_txn = Some(fs.txn);
+            fs.ids = fs.ids.wrapping_add(1);
+            fs.txn = fs.ids;
         }
         if commit {
             fs.commit_txn = Some(fs.txn);
@@ -554,7 +586,7 @@ impl Btrfs {
         // commit (this one dirtied nothing).
         let mut txn = fs
             .commit_txn
-            .filter(|&t| fs.txn.wrapping_sub(t) <= 1)
+            .filter(|&t| t == fs.txn || Some(t) == fs.prev_txn)
             .unwrap_or(fs.txn);
         if supers {
             // The copies of a transaction whose copies were written already, tree blocks
@@ -570,6 +602,68 @@ impl Btrfs {
         if txn == fs.txn {
             fs.committed = true;
         }
+        Some(txn)
+    }
+
+    /// A log tree block of the filesystem whose superblock device is `sb_dev` is first
+    /// dirtied by an fsync logging (`btrfs_log_*`): the log transaction it is dirtied in,
+    /// and the one before the last, to forget, when this dirtying starts a log transaction
+    /// (the last one's sync changed its own block). `None`: no btrfs of the table.
+    pub fn log_block_dirtied(&mut self, sb_dev: Dev) -> Option<(u32, Option<u32>)> {
+        let fs = self.fs.iter_mut().find(|f| f.sb_dev == sb_dev)?;
+        let log = &mut fs.log;
+        let mut forget = None;
+        let now = match log.now {
+            Some(n) if !log.synced => n,
+            _ => {
+                forget = log.prev;
+                log.prev = log.now;
+                log.synced = false;
+                fs.ids = fs.ids.wrapping_add(1);
+                log.now = Some(fs.ids);
+                fs.ids
+            }
+        };
+        log.dirtied_since_supers = true;
+        Some((now, forget))
+    }
+
+    /// A log sync (`btrfs_sync_log`) of the filesystem whose superblock device is `sb_dev`
+    /// first dirties a block of its own (the log root tree's item for the log it writes):
+    /// it syncs the running log transaction; log blocks dirtied after are the next's.
+    pub fn log_sync_dirtied(&mut self, sb_dev: Dev) {
+        if let Some(fs) = self.fs.iter_mut().find(|f| f.sb_dev == sb_dev) {
+            let log = &mut fs.log;
+            log.sync_txn = log.now;
+            log.synced = log.now.is_some();
+        }
+    }
+
+    /// A log sync of the filesystem whose superblock device is `sb_dev` writes its own
+    /// blocks (whoever submits them) or, from its own thread, the superblock copies
+    /// (`supers`): the log transaction it syncs. Copies written again for a log
+    /// transaction whose copies were written, log blocks dirtied since, are of a log sync
+    /// that changed no block of its own: it syncs the running log transaction.
+    pub fn log_syncing(&mut self, sb_dev: Dev, supers: bool) -> Option<u32> {
+        let fs = self.fs.iter_mut().find(|f| f.sb_dev == sb_dev)?;
+        let log = &mut fs.log;
+        let known = log
+            .sync_txn
+            .filter(|&t| Some(t) == log.now || Some(t) == log.prev);
+        if !supers {
+            return known;
+        }
+        let txn = match known {
+            Some(t) if !(log.supers_for == Some(t) && log.dirtied_since_supers) => t,
+            _ => {
+                let t = log.now?;
+                log.sync_txn = Some(t);
+                log.synced = true;
+                t
+            }
+        };
+        log.supers_for = Some(txn);
+        log.dirtied_since_supers = false;
         Some(txn)
     }
 

@@ -442,6 +442,14 @@ pub(crate) const STACK_BTRFS_FINISH: u8 = 16;
 /// `btrfs-transaction` thread, an fsync that commits), whose own tree blocks and superblock
 /// writes are divided among the transaction's dirtiers (docs/attribution.md, "btrfs").
 pub(crate) const STACK_BTRFS_COMMIT: u8 = 32;
+/// A stack class: a btrfs fsync logging into the log tree (`btrfs_log_inode` and the rest of
+/// tree-log.c's `btrfs_log_*`), whose log tree blocks weigh in the log sync that writes
+/// them (docs/attribution.md, "btrfs").
+pub(crate) const STACK_BTRFS_LOG: u8 = 64;
+/// A stack class: a btrfs log sync (`btrfs_sync_log`: the log root tree's update, the
+/// superblock copies), whose own writes are divided among the log transaction's loggers
+/// (docs/attribution.md, "btrfs").
+pub(crate) const STACK_BTRFS_LOG_SYNC: u8 = 128;
 
 /// Classifies one kernel stack by its function names.
 pub(crate) fn classify_stack(sym: &dyn Symbolizer, stack: &[u64]) -> u8 {
@@ -466,6 +474,8 @@ pub(crate) fn classify_stack(sym: &dyn Symbolizer, stack: &[u64]) -> u8 {
             "relocate_file_extent_cluster" => flags |= STACK_RELOCATION,
             "btrfs_finish_ordered_io" | "btrfs_finish_one_ordered" => flags |= STACK_BTRFS_FINISH,
             "btrfs_commit_transaction" => flags |= STACK_BTRFS_COMMIT,
+            "btrfs_sync_log" => flags |= STACK_BTRFS_LOG_SYNC,
+            b if b.starts_with("btrfs_log_") => flags |= STACK_BTRFS_LOG,
             b if b.starts_with("xlog_") => flags |= STACK_JOURNAL,
             _ => {}
         }

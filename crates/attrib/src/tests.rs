@@ -4022,7 +4022,13 @@ mod btrfs {
     /// A kernel stack of `btrfs_commit_transaction` (`sync`, the `btrfs-transaction`
     /// thread), with the kallsyms that names it.
     const COMMIT_STACK: &[u64] = &[0xffff_0000_0000_c010];
-    const COMMIT_SYMS: &str = "ffff00000000c000 T btrfs_commit_transaction\n";
+    /// An fsync logging into the log tree (`btrfs_log_inode`), and its log sync
+    /// (`btrfs_sync_log`).
+    const LOG_STACK: &[u64] = &[0xffff_0000_0000_d010];
+    const LOG_SYNC_STACK: &[u64] = &[0xffff_0000_0000_e010];
+    const COMMIT_SYMS: &str = "ffff00000000c000 T btrfs_commit_transaction\n\
+                               ffff00000000d000 T btrfs_log_inode\n\
+                               ffff00000000e000 T btrfs_sync_log\n";
     const SYNC: u32 = 300;
 
     fn commit_bench() -> Bench {
@@ -4040,26 +4046,109 @@ mod btrfs {
 
     /// The committer writes `n` sectors at `sector` of loop0.
     fn commit_write(b: &mut Bench, sector: u64, n: u32) {
+        stack_write(b, SYNC, COMMIT_STACK, sector, n);
+    }
+
+    /// Thread `tid` writes `n` sectors at `sector` of loop0 with `stack`.
+    fn stack_write(b: &mut Bench, tid: u32, stack: &[u64], sector: u64, n: u32) {
         let kind = EventKind::BioQueue {
             dev: LOOP0,
             sector,
             nr_sector: n,
             rwbs: Rwbs::parse("WM"),
         };
-        b.push(SYNC, SYNC, kind, Some(COMMIT_STACK));
+        b.push(tid, tid, kind, Some(stack));
         b.requests(LOOP0, sector, n as u64, n as u64, "WM");
     }
 
     /// The committer dirties the tree block at logical `META_L + off`.
     fn commit_dirty(b: &mut Bench, off: u64) {
+        stack_dirty(b, SYNC, COMMIT_STACK, off);
+    }
+
+    /// Thread `tid` dirties the tree block at logical `META_L + off` with `stack`.
+    fn stack_dirty(b: &mut Bench, tid: u32, stack: &[u64], off: u64) {
         for i in 0..4 {
             let kind = EventKind::DirtyFolio {
                 bdi: BDI,
                 ino: 1,
                 index: (META_L + off) / 4096 + i,
             };
-            b.push(SYNC, SYNC, kind, Some(COMMIT_STACK));
+            b.push(tid, tid, kind, Some(stack));
         }
+    }
+
+    /// Writes the DUP copies of the tree block at logical `META_L + off` from `tid`.
+    fn write_block(b: &mut Bench, tid: u32, stack: &[u64], off: u64) {
+        for p in META_P {
+            stack_write(b, tid, stack, (p + off) / 512, 32);
+        }
+    }
+
+    /// Two fsyncs batched into one log commit: writerA and writerB each log into a log
+    /// tree block of their own; writerA's log sync writes both (each its logger's, via
+    /// page), then its own block (the log root tree's) and the superblock copy, which are
+    /// divided between the two loggers, half each, via journal. writerB's next fsync logs
+    /// after writerA's sync changed its block: its log transaction, and its log sync, are
+    /// its own alone, while writerA's sync of the first still goes to both.
+    #[test]
+    fn a_log_sync_is_divided_among_the_fsyncs_it_logs() {
+        let mut b = commit_bench();
+        stack_dirty(&mut b, 100, LOG_STACK, 65536);
+        stack_dirty(&mut b, 101, LOG_STACK, 131072);
+        write_block(&mut b, 100, LOG_SYNC_STACK, 65536);
+        write_block(&mut b, 100, LOG_SYNC_STACK, 131072);
+        stack_dirty(&mut b, 100, LOG_SYNC_STACK, 196608);
+        // writerB's next fsync logs meanwhile: the next log transaction.
+        stack_dirty(&mut b, 101, LOG_STACK, 262144);
+        write_block(&mut b, 100, LOG_SYNC_STACK, 196608);
+        stack_write(&mut b, 100, LOG_SYNC_STACK, 128, 8);
+        // writerB's log sync.
+        write_block(&mut b, 101, LOG_SYNC_STACK, 262144);
+        stack_dirty(&mut b, 101, LOG_SYNC_STACK, 327680);
+        write_block(&mut b, 101, LOG_SYNC_STACK, 327680);
+        stack_write(&mut b, 101, LOG_SYNC_STACK, 128, 8);
+        let (ios, out) = b.finish();
+        let t = &out.tables;
+        assert_eq!(charged(&ios, t, "writerA", Via::Page), 2 * 16384);
+        assert_eq!(charged(&ios, t, "writerB", Via::Page), 4 * 16384);
+        // writerA's sync: 32 KiB and 4 KiB, half each.
+        assert_eq!(journal_of(&ios, t, "writerA"), (16384 + 2048, Some(0.5)));
+        let ios_b: Vec<Io> = ios
+            .iter()
+            .filter(|i| t.roles[t.acts[i.act.index()].role.index()].comm == "writerB")
+            .filter(|i| t.acts[i.act.index()].via == Via::Journal)
+            .cloned()
+            .collect();
+        let txns: std::collections::BTreeSet<u32> =
+            ios_b.iter().filter_map(|i| i.journal_txn).collect();
+        assert_eq!(txns.len(), 2, "{txns:?}");
+        let alone: u64 = ios_b
+            .iter()
+            .filter(|i| i.journal_share == Some(1.0))
+            .map(|i| i.size)
+            .sum();
+        assert_eq!(alone, 2 * 16384 + 4096);
+        assert_eq!(journal_of(&ios, t, "writerB").0, 16384 + 2048 + alone);
+        assert_eq!(out.summary.unknown_bytes, 0);
+    }
+
+    /// The log tree blocks an fsync dirties weigh in its log sync, not in the transaction's
+    /// commit (which drops the log trees): writerA's one tree block and its log block, and
+    /// writerB's tree block, divide the commit half each.
+    #[test]
+    fn log_blocks_do_not_weigh_in_the_commit() {
+        let mut b = commit_bench();
+        dirty_pages(&mut b, 100, 1, (META_L + 65536) / 4096, 4);
+        stack_dirty(&mut b, 100, LOG_STACK, 131072);
+        dirty_pages(&mut b, 101, 1, (META_L + 196608) / 4096, 4);
+        commit_dirty(&mut b, 262144);
+        write_block(&mut b, SYNC, COMMIT_STACK, 262144);
+        commit_write(&mut b, 128, 8);
+        let (ios, out) = b.finish();
+        let t = &out.tables;
+        assert_eq!(journal_of(&ios, t, "writerA"), (16384 + 2048, Some(0.5)));
+        assert_eq!(journal_of(&ios, t, "writerB"), (16384 + 2048, Some(0.5)));
     }
 
     fn journal_of(ios: &[Io], t: &Tables, comm: &str) -> (u64, Option<f64>) {

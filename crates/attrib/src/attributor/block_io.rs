@@ -9,7 +9,7 @@ use ioblame_decode::{Dev, Event, Rwbs};
 use super::Attributor;
 use crate::charge::{Charge, Frag, Parts};
 use crate::charging::{charge_bio, Bio, Books, Done};
-use crate::context::STACK_BTRFS_COMMIT;
+use crate::context::{STACK_BTRFS_COMMIT, STACK_BTRFS_LOG_SYNC};
 use crate::contexts::NO_TXN;
 use crate::interval::Paint;
 use crate::interval::NO_OFF;
@@ -68,8 +68,7 @@ impl Attributor {
             self.journals.apportion(ctx.txn_dev, ctx.txn, &mut paint);
         }
         if rwbs.is_write() && self.btrfs.on(info.disk) {
-            let committer = bio.flags & STACK_BTRFS_COMMIT != 0;
-            self.btrfs_commit_io(committer, info.disk, &mut paint);
+            self.btrfs_commit_io(bio.flags, info.disk, &mut paint);
         }
         if !self.layers.is_empty() {
             self.summary.lower_unlinked_bytes +=
@@ -91,34 +90,49 @@ impl Attributor {
         self.requests.queue(info.disk, seq, paint.segs);
     }
 
-    /// A write on `disk`, where btrfs may be: the sectors of a transaction commit's own
-    /// tree blocks (first dirtied with a stack holding `btrfs_commit_transaction`, whoever
-    /// submits them: before 6.5 btrfs's checksum workers submitted tree block writes) and,
-    /// from the committing thread itself (`committer`), the superblock copies become
-    /// journal IO of the transaction being committed, divided among the acts that dirtied
-    /// its other tree blocks and its extents, as a jbd2 commit among its handles
+    /// A write on `disk`, where btrfs may be, by a thread whose stack has the classes
+    /// `flags`: the sectors of a transaction commit's own tree blocks (first dirtied with a
+    /// stack holding `btrfs_commit_transaction`, whoever submits them: before 6.5 btrfs's
+    /// checksum workers submitted tree block writes) and, from the committing thread
+    /// itself, the superblock copies become journal IO of the transaction being
+    /// committed, divided among the acts that dirtied its other tree blocks and its
+    /// extents, as a jbd2 commit among its handles; a log sync's own blocks (first dirtied
+    /// in `btrfs_sync_log`) and, from its thread, its superblock copies, journal IO of the
+    /// log transaction it syncs, divided among the fsyncs that dirtied its log blocks
     /// (docs/attribution.md, "btrfs"). A transaction no act was seen in keeps them with the
     /// committer.
-    fn btrfs_commit_io(&mut self, committer: bool, disk: Dev, paint: &mut Paint<Frag>) {
+    fn btrfs_commit_io(&mut self, flags: u8, disk: Dev, paint: &mut Paint<Frag>) {
+        let committer = flags & STACK_BTRFS_COMMIT != 0;
+        let log_syncer = !committer && flags & STACK_BTRFS_LOG_SYNC != 0;
         let mut txns: Vec<(Dev, u32)> = Vec::new();
         for seg in &mut paint.segs {
             let c = &mut seg.2.c;
-            let supers = c.via == Via::Journal && c.txn == NO_TXN && committer;
-            let sb = if supers {
-                self.btrfs.super_at(disk, seg.0)
-            } else if c.via == Via::Page
+            let supers = c.via == Via::Journal && c.txn == NO_TXN && (committer || log_syncer);
+            let block = if c.via == Via::Page
                 && c.ino == crate::btrfs::BTREE_INO
-                && self.intents.flags(c.stack) & STACK_BTRFS_COMMIT != 0
                 && self.btrfs.is_sb_dev(c.fdev)
             {
-                Some(c.fdev)
+                self.intents.flags(c.stack)
             } else {
-                None
+                0
+            };
+            // Whose own write: a commit's (true) or a log sync's (false).
+            let (sb, commit) = if supers {
+                (self.btrfs.super_at(disk, seg.0), committer)
+            } else if block & STACK_BTRFS_COMMIT != 0 {
+                (Some(c.fdev), true)
+            } else if block & STACK_BTRFS_LOG_SYNC != 0 {
+                (Some(c.fdev), false)
+            } else {
+                (None, false)
             };
             let Some(sb) = sb else { continue };
-            let Some(txn) = self.btrfs.txn_committing(sb, supers) else {
-                continue;
+            let txn = if commit {
+                self.btrfs.txn_committing(sb, supers)
+            } else {
+                self.btrfs.log_syncing(sb, supers)
             };
+            let Some(txn) = txn else { continue };
             if !self.journals.has_owners(sb, txn) {
                 continue;
             }

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use crate::charging::Charging;
-use crate::context::{Context, Devices, STACK_BTRFS_COMMIT};
+use crate::context::{Context, Devices, STACK_BTRFS_COMMIT, STACK_BTRFS_LOG, STACK_BTRFS_LOG_SYNC};
 use crate::contexts::Contexts;
 use crate::dirtied::{Dirtied, DirtiedLog};
 use crate::dirty::{Dirtier, Dirty, BH_SENTINEL};
@@ -779,8 +779,10 @@ impl Attributor {
     /// filesystem's running transaction as `owner`'s blocks, for the division of the
     /// transaction's commit; dirtied by the commit itself, it notes the transaction being
     /// committed; dirtied by a worker finishing an ordered extent (`held`), it is
-    /// counted at the extent's removal, for the extent's dirtier (docs/attribution.md,
-    /// "btrfs"). Returns the transaction it was dirtied in.
+    /// counted at the extent's removal, for the extent's dirtier. A log tree block (an
+    /// fsync logging) counts in the filesystem's running log transaction instead, for the
+    /// division of its log sync; a log sync's own block ends that log transaction
+    /// (docs/attribution.md, "btrfs"). Returns the transaction it was dirtied in.
     fn tree_block_dirtied(
         &mut self,
         sb_dev: Dev,
@@ -789,12 +791,29 @@ impl Attributor {
         held: bool,
         now: u64,
     ) -> Option<u32> {
-        let commit = self.intents.flags(owner.stack) & STACK_BTRFS_COMMIT != 0;
+        let flags = self.intents.flags(owner.stack);
+        let commit = flags & STACK_BTRFS_COMMIT != 0;
         let (txn, forget) = self.btrfs.txn_dirtied(sb_dev, commit)?;
         if let Some(old) = forget {
             self.journals.commit_end(sb_dev, old);
         }
-        if !commit && !held {
+        if commit || held {
+            return Some(txn);
+        }
+        if flags & STACK_BTRFS_LOG_SYNC != 0 {
+            // The log sync's own block (the log root tree's): its log transaction ends.
+            self.btrfs.log_sync_dirtied(sb_dev);
+        } else if flags & STACK_BTRFS_LOG != 0 {
+            // A log tree block: it weighs in the log sync that writes it, not the commit
+            // (the commit drops the log trees).
+            if let Some((log, forget)) = self.btrfs.log_block_dirtied(sb_dev) {
+                if let Some(old) = forget {
+                    self.journals.commit_end(sb_dev, old);
+                }
+                self.journals
+                    .add_blocks(sb_dev, log, Some(owner), pages, now);
+            }
+        } else {
             self.journals
                 .add_blocks(sb_dev, txn, Some(owner), pages, now);
         }
