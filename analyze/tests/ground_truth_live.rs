@@ -239,6 +239,24 @@ fn writeback_scenarios_with(recorder: Recorder, fstype: &str, scenario: &str, op
             0,
             "",
         );
+        // A log sync's own writes (the log root tree's block, the superblock copy) are
+        // divided among the fsyncs it logged: no act keeps them with a log sync's stack
+        // (docs/attribution.md, "btrfs", "Log syncs").
+        let log_syncs: u64 = acts
+            .iter()
+            .filter(|v| {
+                v["frames"]
+                    .as_array()
+                    .is_some_and(|f| f.iter().any(|x| x == "btrfs_sync_log"))
+            })
+            .map(|v| v["write_bytes"].as_u64().unwrap_or(0))
+            .sum();
+        check.eq(
+            "btrfs: log syncs go to the fsyncs they logged",
+            log_syncs,
+            0,
+            "",
+        );
     }
     if options.iter().any(|o| o.starts_with("sampled:")) {
         // The writers' intents come from the sampled stacks.
