@@ -321,14 +321,15 @@ impl Model {
         info.act = Some(io.act);
         for s in [&mut self.interval, &mut self.total] {
             s.devices.entry(io.dev).or_default().add_io(io);
+            let a = s.acts.entry(io.act).or_default();
+            a.totals.add_io(io);
             if io.lower {
                 // A lower layer's copy (a loop device's backing file): its device's IO,
-                // not the act's again.
+                // counted in the act's lower bytes (as `ioblame acts` counts it), not as
+                // the act's IO again.
                 continue;
             }
             s.bases.entry(base).or_default().add_io(io);
-            let a = s.acts.entry(io.act).or_default();
-            a.totals.add_io(io);
             a.stat.add_io(io);
             s.all.add_io(io);
         }
