@@ -49,6 +49,103 @@ fn interval_end(v: &Value) -> bool {
     v["kind"] == "interval"
 }
 
+/// `ioblame top --json` at 1 s intervals, running the recorder itself on `devices` and
+/// keeping its recording in `kept`, with the JSON lines it printed so far.
+struct Top {
+    child: std::process::Child,
+    rx: mpsc::Receiver<Value>,
+    reader: std::thread::JoinHandle<()>,
+    seen: Vec<Value>,
+}
+
+impl Top {
+    fn start(kept: &Path, devices: &str) -> Top {
+        let mut child = Command::new(support::ioblame_bin())
+            .args([
+                "top",
+                "--json",
+                "--interval",
+                "1s",
+                "--iterations",
+                "60",
+                "--keep",
+            ])
+            .arg(kept)
+            .arg("--capture")
+            .arg(common::bin())
+            .args(["--", "--devices", devices])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let line = line.unwrap();
+                let v: Value =
+                    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        Top {
+            child,
+            rx,
+            reader,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits for the end of an interval: its number.
+    fn interval(&mut self, what: &str) -> u64 {
+        wait_for(&self.rx, &mut self.seen, what, interval_end)["interval"]
+            .as_u64()
+            .unwrap()
+    }
+
+    /// Stops it (SIGINT) and returns every line it printed; it must exit cleanly, without
+    /// a warning but those that contain one of `expected`.
+    fn stop(mut self, expected: &[&str]) -> Vec<Value> {
+        // SAFETY: kill(2) on our child's pid.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
+        for v in self.rx.iter() {
+            self.seen.push(v);
+        }
+        self.reader.join().unwrap();
+        let o = self.child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "ioblame top failed: {err}");
+        assert!(
+            !err.lines()
+                .any(|l| l.contains("warning") && !expected.iter().any(|e| l.contains(e))),
+            "{err}"
+        );
+        self.seen
+    }
+}
+
+/// The totals `ioblame top` printed at exit (`seen`) are those of the offline analysis of
+/// the recording it kept, key for key.
+fn totals_are_offline(seen: &[Value], kept: &Path, what: &str) {
+    let offline = support::acts_json(kept);
+    let live: BTreeMap<u64, &Value> = seen
+        .iter()
+        .filter(|v| v["total"] == true && v["kind"] == "io")
+        .map(|v| (v["act"].as_u64().unwrap(), v))
+        .collect();
+    assert_eq!(live.len(), offline.len(), "{what}: {live:#?}\n{offline:#?}");
+    for o in &offline {
+        let l = live
+            .get(&o["act"].as_u64().unwrap())
+            .unwrap_or_else(|| panic!("{what}: act {o} not in the live totals"));
+        for (k, want) in o.as_object().unwrap() {
+            assert_eq!(&l[k], want, "{what}: key {k}: live {l}, offline {o}");
+        }
+    }
+}
+
 fn run_ok(cmd: &mut Command) {
     let o = cmd.output().unwrap();
     assert!(
@@ -70,38 +167,9 @@ fn live_json(fs_type: &str) {
         ],
     );
     let kept = fs.dir.path().join("kept");
-    let mut top = Command::new(support::ioblame_bin())
-        .args([
-            "top",
-            "--json",
-            "--interval",
-            "1s",
-            "--iterations",
-            "60",
-            "--keep",
-        ])
-        .arg(&kept)
-        .arg("--capture")
-        .arg(common::bin())
-        .args(["--", "--devices", &fs.name])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = top.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(out).lines() {
-            let line = line.unwrap();
-            let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
-            if tx.send(v).is_err() {
-                break;
-            }
-        }
-    });
-    let mut seen = Vec::new();
+    let mut top = Top::start(&kept, &fs.name);
     // The recorder runs and the view follows it.
-    wait_for(&rx, &mut seen, "the first interval", interval_end);
+    top.interval("the first interval");
     let dd = |name: &str, file: &str, mib: u64| {
         Command::new(bin.join(name))
             .arg("if=/dev/zero")
@@ -116,27 +184,14 @@ fn live_json(fs_type: &str) {
         |f: &str| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(fs.mnt.join(f)).unwrap());
     let files = BTreeMap::from([(ino("a.dat"), "writerA"), (ino("b.dat"), "writerB")]);
     // The last interval that ended before the writeback started.
-    let before = wait_for(&rx, &mut seen, "an interval after the writes", interval_end)["interval"]
-        .as_u64()
-        .unwrap();
+    let before = top.interval("an interval after the writes");
     run_ok(&mut Command::new(bin.join("syncer")));
     // The sync returned: the writeback is done; two intervals more, then stop.
     let mut last = 0;
     for _ in 0..3 {
-        last = wait_for(&rx, &mut seen, "intervals after the sync", interval_end)["interval"]
-            .as_u64()
-            .unwrap();
+        last = top.interval("intervals after the sync");
     }
-    // SAFETY: kill(2) on our child's pid.
-    unsafe { libc::kill(top.id() as libc::pid_t, libc::SIGINT) };
-    for v in rx.iter() {
-        seen.push(v);
-    }
-    reader.join().unwrap();
-    let o = top.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "ioblame top failed: {err}");
-    assert!(!err.contains("warning"), "{err}");
+    let seen = top.stop(&[]);
 
     let intervals: Vec<&Value> = seen.iter().filter(|v| v["total"] == false).collect();
     let totals: Vec<&Value> = seen.iter().filter(|v| v["total"] == true).collect();
@@ -222,25 +277,56 @@ fn live_json(fs_type: &str) {
     );
 
     // The totals at exit are those of the offline analysis of the kept recording.
-    let offline = support::acts_json(&kept);
-    let live: BTreeMap<u64, &Value> = totals
-        .iter()
-        .filter(|v| v["kind"] == "io")
-        .map(|v| (v["act"].as_u64().unwrap(), *v))
-        .collect();
-    assert_eq!(
-        live.len(),
-        offline.len(),
-        "{fs_type}: {live:#?}\n{offline:#?}"
-    );
-    for o in &offline {
-        let l = live
-            .get(&o["act"].as_u64().unwrap())
-            .unwrap_or_else(|| panic!("{fs_type}: act {o} not in the live totals"));
-        for (k, want) in o.as_object().unwrap() {
-            assert_eq!(&l[k], want, "{fs_type}: act {}: key {k}", o["act"]);
-        }
+    totals_are_offline(&seen, &kept, fs_type);
+}
+
+/// A loop device set up while `ioblame top` follows the recording (docs/top.md): the
+/// recorder writes its LOOPS list again, the view takes it, and the loop device's IO on its
+/// backing file is charged as the offline analysis of the kept recording charges it, to
+/// the writer inside, as lower copies (docs/attribution.md, "Loop devices"). Without the
+/// newer list, the backing file's writes went to the loop worker.
+#[test]
+fn top_json_maps_a_loop_device_set_up_while_following() {
+    if !support::ready(&["mkfs.ext4", "losetup"]) {
+        return;
     }
+    let _l = support::lock();
+    let outer = LoopFs::new("ext4", 400);
+    let bin = tools(&outer, &[("writerI", "/bin/dd"), ("syncer", "/bin/sync")]);
+    // The loop device the set-up will take: free now, so listed (unbound) when the recorder
+    // starts and named by its --devices.
+    let o = Command::new("losetup").arg("-f").output().unwrap();
+    let free = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let name = free.trim_start_matches("/dev/").to_string();
+    let majmin = std::fs::read_to_string(format!("/sys/class/block/{name}/dev")).unwrap();
+    let kept = outer.dir.path().join("kept");
+    let mut top = Top::start(&kept, &format!("{},{}", outer.name, majmin.trim()));
+    top.interval("the first interval");
+    let inner = support::Inner::new(&outer, false);
+    assert_eq!(inner.dev, free, "another loop device was taken");
+    top.interval("an interval after the set-up");
+    run_ok(
+        Command::new(bin.join("writerI"))
+            .arg("if=/dev/zero")
+            .arg(format!("of={}", inner.mnt.join("i.dat").display()))
+            .args(["bs=1M", "count=4", "status=none"]),
+    );
+    // Two syncs: the inner filesystem through the loop device, then the outer one.
+    run_ok(&mut Command::new(bin.join("syncer")));
+    run_ok(&mut Command::new(bin.join("syncer")));
+    for _ in 0..3 {
+        top.interval("intervals after the syncs");
+    }
+    // The loop device had no size when the recorder listed the devices: said.
+    let seen = top.stop(&[&format!("device {} has no known size", majmin.trim())]);
+    // Offline, the writer's 4 MiB reach the outer device as lower copies.
+    let lower: u64 = support::acts_json(&kept)
+        .iter()
+        .filter(|v| v["comm"] == "writerI" && v["via"] == "page")
+        .map(|v| v["lower_write_bytes"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(lower, 4 * MIB);
+    totals_are_offline(&seen, &kept, "a loop device set up while following");
 }
 
 #[test]

@@ -393,3 +393,66 @@ pub fn by_act(v: &serde_json::Value) -> BTreeMap<u64, u64> {
         .map(|(k, b)| (k.parse().unwrap(), b.as_u64().unwrap()))
         .collect()
 }
+
+/// An ext4 on a loop device over a file of `outer`, torn down on drop.
+pub struct Inner {
+    pub dev: String,
+    pub mnt: std::path::PathBuf,
+}
+
+impl Inner {
+    pub fn new(outer: &LoopFs, direct: bool) -> Inner {
+        let img = outer.mnt.join("inner.img");
+        sh(&format!("truncate -s 160M {}", img.display()));
+        let o = Command::new("losetup")
+            .args(["-f", "--show"])
+            .args(direct.then_some("--direct-io=on"))
+            .arg(&img)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let dev = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        let mnt = outer.dir.path().join("inner");
+        std::fs::create_dir_all(&mnt).unwrap();
+        let inner = Inner { dev, mnt };
+        // 4 KiB blocks inside (what mkfs gives a filesystem over 512 MiB): the loop device's
+        // IO then fills whole pages of the backing file, whose buffers (the outer ext4 has
+        // 1 KiB blocks) follow their folio's dirty event (docs/attribution.md, "Loop
+        // devices", "Limits"). No lazy initialisation: its background writes through the loop
+        // device would dirty the backing file before the recording.
+        sh(&format!(
+            "mkfs.ext4 -q -F -b 4096 -E lazy_itable_init=0,lazy_journal_init=0 {d} && \
+             mount {d} {m}",
+            d = inner.dev,
+            m = inner.mnt.display()
+        ));
+        if direct {
+            let name = inner.dev.trim_start_matches("/dev/");
+            let dio = std::fs::read_to_string(format!("/sys/block/{name}/loop/dio")).unwrap();
+            assert_eq!(dio.trim(), "1", "{} takes direct IO", inner.dev);
+        }
+        inner
+    }
+
+    /// `MAJ:MIN`.
+    pub fn majmin(&self) -> String {
+        let name = self.dev.trim_start_matches("/dev/");
+        std::fs::read_to_string(format!("/sys/class/block/{name}/dev"))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let _ = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "umount {m} 2>/dev/null || umount -l {m}; losetup -d {d}",
+                m = self.mnt.display(),
+                d = self.dev
+            ))
+            .output();
+    }
+}

@@ -307,8 +307,7 @@ pub(super) fn record_loop(
             // early enough for a device that must be set up, formatted and mounted first).
             // These tables go before the round's flush mark: a follower (`ioblame top`)
             // hands on the events up to the mark once it read them, and needs the tables
-            // first (it takes the BTRFS list so far; LOOPS and DM_TARGETS are read when
-            // it starts).
+            // first (`Follow::take_layers`, `Follow::take_btrfs`).
             if let Some(l) = rec.layers.rescan_loops(clock) {
                 rec.link.send(ToWriter::Loops(l));
             }

@@ -61,7 +61,7 @@ struct Thread {
 }
 
 /// A device-mapper target mapping a dm device's sectors one to one onto a lower disk.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct DmMap {
     /// The dm device.
     upper: Dev,
@@ -91,9 +91,18 @@ pub(crate) struct Layers {
 }
 
 impl Layers {
-    /// The loop devices `loops` of a trace whose devices are `devs`.
+    /// The loop devices `loops` and one-to-one dm targets `dm` of a trace whose devices are
+    /// `devs`.
     pub fn new(loops: &[LoopDevice], dm: &[DmTarget], devs: &Devices) -> Layers {
         let mut l = Layers::default();
+        l.add(loops, dm, devs);
+        l
+    }
+
+    /// Adds the loop devices and dm targets not known yet (a follower's newer lists: set up
+    /// while recording); those known stay, with the copies waiting for their lower IO.
+    pub fn add(&mut self, loops: &[LoopDevice], dm: &[DmTarget], devs: &Devices) {
+        let l = self;
         for t in dm
             .iter()
             .filter(|t| t.start.checked_add(t.length).is_some())
@@ -105,12 +114,16 @@ impl Layers {
             if lower.checked_add(t.length).is_none() {
                 continue;
             }
-            l.dm.entry(info.disk).or_default().push(DmMap {
+            let m = DmMap {
                 upper: t.kernel_dev(),
                 start: t.start,
                 length: t.length,
                 lower,
-            });
+            };
+            let v = l.dm.entry(info.disk).or_default();
+            if !v.contains(&m) {
+                v.push(m);
+            }
         }
         // Offsets not on a sector boundary cannot be followed by sector.
         for lo in loops.iter().filter(|l| l.offset % 512 == 0) {
@@ -125,7 +138,6 @@ impl Layers {
             }
             l.disks.insert(disk);
         }
-        l
     }
 
     /// Whether the trace has no loop device over a file and no one-to-one dm target.

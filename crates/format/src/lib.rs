@@ -46,15 +46,16 @@ pub use chunk::{
 pub use codec::{MAX_METADATA_RATIO, MAX_STRING};
 pub use error::{DecodeError, Error, Result};
 pub use meta::{
-    build_id_hex, kernel_dev, merge_btrfs, user_dev, BlockDevice, BtrfsChunk, BtrfsDevice, BtrfsFs,
-    BtrfsStripe, ByteOrder, Cgroup, DmTarget, ElfLoad, ElfSection, EventDesc, FileEntry, FileTable,
-    Header, Kallsyms, LoopDevice, Metadata, Mount, PerfMap, Task, Unnamed, UnnamedFile, UserMap,
-    UserSymbols, BTRFS_CHUNK_DATA, BTRFS_CHUNK_DUP, BTRFS_CHUNK_METADATA, BTRFS_CHUNK_RAID0,
-    BTRFS_CHUNK_RAID1, BTRFS_CHUNK_RAID10, BTRFS_CHUNK_RAID1C3, BTRFS_CHUNK_RAID1C4,
-    BTRFS_CHUNK_RAID5, BTRFS_CHUNK_RAID6, BTRFS_CHUNK_SYSTEM, EVENT_CALLCHAIN, EVENT_STACK_SAMPLE,
-    EVENT_TASK_RECORDS, FILES_AT_END, FILES_CAPPED, FILES_TIMED_OUT, FILES_TOUCHED,
-    MAX_BTRFS_CHUNKS, MAX_BTRFS_FS, MAX_BUILD_ID, MAX_FILES_TABLE, MAX_KALLSYMS, MAX_PERF_MAP,
-    MAX_PERF_MAPS_TOTAL, MAX_USER_MAPS, MAX_USER_SYMBOLS_TOTAL, UNWIND_SECTIONS,
+    build_id_hex, kernel_dev, merge_btrfs, merge_dm_targets, merge_loops, user_dev, BlockDevice,
+    BtrfsChunk, BtrfsDevice, BtrfsFs, BtrfsStripe, ByteOrder, Cgroup, DmTarget, ElfLoad,
+    ElfSection, EventDesc, FileEntry, FileTable, Header, Kallsyms, LoopDevice, Metadata, Mount,
+    PerfMap, Task, Unnamed, UnnamedFile, UserMap, UserSymbols, BTRFS_CHUNK_DATA, BTRFS_CHUNK_DUP,
+    BTRFS_CHUNK_METADATA, BTRFS_CHUNK_RAID0, BTRFS_CHUNK_RAID1, BTRFS_CHUNK_RAID10,
+    BTRFS_CHUNK_RAID1C3, BTRFS_CHUNK_RAID1C4, BTRFS_CHUNK_RAID5, BTRFS_CHUNK_RAID6,
+    BTRFS_CHUNK_SYSTEM, EVENT_CALLCHAIN, EVENT_STACK_SAMPLE, EVENT_TASK_RECORDS, FILES_AT_END,
+    FILES_CAPPED, FILES_TIMED_OUT, FILES_TOUCHED, MAX_BTRFS_CHUNKS, MAX_BTRFS_FS, MAX_BUILD_ID,
+    MAX_FILES_TABLE, MAX_KALLSYMS, MAX_PERF_MAP, MAX_PERF_MAPS_TOTAL, MAX_USER_MAPS,
+    MAX_USER_SYMBOLS_TOTAL, UNWIND_SECTIONS,
 };
 #[cfg(feature = "reader")]
 pub use reader::{Chunk, ChunkRef, FileName, PathTable, PathsSummary, Problem, Trace, TraceFile};

@@ -60,8 +60,15 @@ pub struct Follow {
     /// since [`Follow::take_btrfs`].
     btrfs: Vec<ioblame_format::BtrfsFs>,
     btrfs_grew: bool,
-    /// Per file, the offset of the last BTRFS list merged.
-    btrfs_seen: BTreeMap<PathBuf, u64>,
+    /// The loop devices and device-mapper targets of every file read (the recorder writes
+    /// the lists again when a loop device is set up or a target appears), and whether they
+    /// grew since [`Follow::take_layers`].
+    loops: Vec<ioblame_format::LoopDevice>,
+    dm_targets: Vec<ioblame_format::DmTarget>,
+    layers_grew: bool,
+    /// Per file and list kind (BTRFS, LOOPS, DM_TARGETS), the offset of the last list
+    /// merged.
+    lists_seen: BTreeMap<(PathBuf, u16), u64>,
 }
 
 impl std::fmt::Debug for Follow {
@@ -94,6 +101,7 @@ impl Follow {
         let trace = Trace::open(dir)?;
         let decoder = Decoder::new(trace.header(), trace.metadata());
         let btrfs = trace.btrfs();
+        let (loops, dm_targets) = (trace.loops(), trace.dm_targets());
         let stats = StreamStats {
             decode: DecodeStats {
                 per_event: vec![0; decoder.event_count()],
@@ -117,7 +125,10 @@ impl Follow {
             last_change: Instant::now(),
             btrfs,
             btrfs_grew: false,
-            btrfs_seen: BTreeMap::new(),
+            loops,
+            dm_targets,
+            layers_grew: false,
+            lists_seen: BTreeMap::new(),
         })
     }
 
@@ -126,6 +137,49 @@ impl Follow {
     /// attribution needs them before the IO to the new chunk ([`Live::catch_up`]).
     pub fn take_btrfs(&mut self) -> Option<&[ioblame_format::BtrfsFs]> {
         std::mem::take(&mut self.btrfs_grew).then_some(&self.btrfs[..])
+    }
+
+    /// The loop devices and device-mapper targets of every file read so far, when they grew
+    /// since the last call (a loop device set up or a dm target created while recording):
+    /// the attribution needs them before the IO through the new device
+    /// ([`Live::catch_up`]).
+    pub fn take_layers(
+        &mut self,
+    ) -> Option<(&[ioblame_format::LoopDevice], &[ioblame_format::DmTarget])> {
+        std::mem::take(&mut self.layers_grew).then_some((&self.loops[..], &self.dm_targets[..]))
+    }
+
+    /// Merges the newer LOOPS, DM_TARGETS and BTRFS lists of `file` (at `path`), decoding
+    /// only those whose offset was not seen.
+    fn merge_lists(&mut self, path: &Path, file: &TraceFile) {
+        use ioblame_format::block::kind;
+        for k in [kind::BTRFS, kind::LOOPS, kind::DM_TARGETS] {
+            let Some(at) = file.latest_offset(k) else {
+                continue;
+            };
+            let key = (path.to_path_buf(), k);
+            if self.lists_seen.get(&key) == Some(&at) {
+                continue;
+            }
+            let seen = match k {
+                kind::BTRFS => file.btrfs_latest().map(|(at, list)| {
+                    self.btrfs_grew |= ioblame_format::merge_btrfs(&mut self.btrfs, &list);
+                    at
+                }),
+                kind::LOOPS => file.loops_latest().map(|(at, list)| {
+                    self.layers_grew |= ioblame_format::merge_loops(&mut self.loops, &list);
+                    at
+                }),
+                _ => file.dm_targets_latest().map(|(at, list)| {
+                    self.layers_grew |=
+                        ioblame_format::merge_dm_targets(&mut self.dm_targets, &list);
+                    at
+                }),
+            };
+            if let Some(at) = seen {
+                self.lists_seen.insert(key, at);
+            }
+        }
     }
 
     /// The trace as opened (its header and metadata describe the capture).
@@ -182,7 +236,7 @@ impl Follow {
         });
         // Files deleted by the ring's size cap are forgotten.
         self.seen.retain(|p, _| names.contains(p));
-        self.btrfs_seen.retain(|p, _| names.contains(p));
+        self.lists_seen.retain(|(p, _), _| names.contains(p));
         let mut step = ReadStep::default();
         let mut changed = false;
         let trace_id = self.trace.header().trace_id;
@@ -214,16 +268,9 @@ impl Follow {
             if !self.seen.contains_key(path) {
                 changed = true;
             }
-            // Written before the flush mark of the round that found it (so before the
+            // Written before the flush mark of the round that found them (so before the
             // events up to that mark are handed on). Only a list not seen yet is decoded.
-            if let Some(at) = file.btrfs_latest_offset() {
-                if self.btrfs_seen.get(path) != Some(&at) {
-                    if let Some((at, list)) = file.btrfs_latest() {
-                        self.btrfs_grew |= ioblame_format::merge_btrfs(&mut self.btrfs, &list);
-                        self.btrfs_seen.insert(path.clone(), at);
-                    }
-                }
-            }
+            self.merge_lists(path, &file);
             let n = self.take_chunks(&file);
             changed |= n > 0;
             step.chunks += n;
@@ -405,11 +452,14 @@ impl<'a> Live<'a> {
 
     /// Hands on to the attribution what `follow` read: the events ready
     /// ([`Follow::emit_ready`]), or every event at the end (`end`: [`Follow::emit_all`]),
-    /// after the newer btrfs chunk maps the files hold ([`Follow::take_btrfs`]). Returns the
-    /// events handed on.
+    /// after the newer btrfs chunk maps, loop devices and dm targets the files hold
+    /// ([`Follow::take_btrfs`], [`Follow::take_layers`]). Returns the events handed on.
     pub fn catch_up(&mut self, follow: &mut Follow, end: bool) -> u64 {
         if let Some(t) = follow.take_btrfs() {
             self.attr.update_btrfs(t);
+        }
+        if let Some((loops, dm)) = follow.take_layers() {
+            self.attr.update_layers(loops, dm);
         }
         if end {
             follow.emit_all(|ev| self.push(ev))

@@ -235,6 +235,17 @@ impl Attributor {
         }
     }
 
+    /// A follower's newer loop devices and one-to-one dm targets (every file's lists merged,
+    /// `ioblame_format::merge_loops`, `merge_dm_targets`): those set up while recording
+    /// link the IO through them from now on; those known stay as they were.
+    pub fn update_layers(
+        &mut self,
+        loops: &[ioblame_format::LoopDevice],
+        dm: &[ioblame_format::DmTarget],
+    ) {
+        self.layers.add(loops, dm, &self.devices);
+    }
+
     /// The trace's BTRFS table as it is now, for a recording followed while it is written
     /// (its recorder writes the table again when a chunk is allocated or a filesystem
     /// mounted): the IO on a chunk it names from now on is placed through it

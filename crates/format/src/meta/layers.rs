@@ -98,6 +98,40 @@ impl LoopDevice {
     }
 }
 
+/// Merges one LOOPS list into `into` (one entry per loop device and mapping,
+/// [`LoopDevice::same_mapping`]; sorted by device then time); returns whether `into` gained
+/// one. `Trace::loops` merges a ring's files with it, a live follower each newer list.
+pub fn merge_loops(into: &mut Vec<LoopDevice>, from: &[LoopDevice]) -> bool {
+    let mut changed = false;
+    for l in from {
+        if !into.iter().any(|x| x.same_mapping(l)) {
+            into.push(l.clone());
+            changed = true;
+        }
+    }
+    if changed {
+        into.sort_by_key(|l| (l.major, l.minor, l.since_ns));
+    }
+    changed
+}
+
+/// Merges one DM_TARGETS list into `into` (one entry per target, [`DmTarget::same_target`];
+/// sorted by device, start and time); returns whether `into` gained one. `Trace::dm_targets`
+/// merges a ring's files with it, a live follower each newer list.
+pub fn merge_dm_targets(into: &mut Vec<DmTarget>, from: &[DmTarget]) -> bool {
+    let mut changed = false;
+    for t in from {
+        if !into.iter().any(|x| x.same_target(t)) {
+            into.push(t.clone());
+            changed = true;
+        }
+    }
+    if changed {
+        into.sort_by_key(|t| (t.major, t.minor, t.start, t.since_ns));
+    }
+    changed
+}
+
 /// Most entries a LOOPS or DM_TARGETS block may hold (a host has a few hundred at most).
 pub const MAX_LAYER_ENTRIES: usize = 1 << 16;
 
@@ -248,6 +282,33 @@ mod tests {
             lower_offset: 32768,
             since_ns: 0,
         }
+    }
+
+    #[test]
+    fn newer_lists_merge_what_they_add() {
+        // A follower's first list, then the recorder's next (the same mappings, seen again
+        // from a later time, and a new one): only the new one is added, once.
+        let mut loops = vec![a_loop()];
+        let again = LoopDevice {
+            since_ns: 99,
+            ..a_loop()
+        };
+        assert!(!merge_loops(&mut loops, std::slice::from_ref(&again)));
+        let other = LoopDevice {
+            minor: 1,
+            since_ns: 50,
+            ..a_loop()
+        };
+        assert!(merge_loops(&mut loops, &[again, other.clone()]));
+        assert_eq!(loops, vec![other, a_loop()]);
+        let mut targets = vec![a_target()];
+        assert!(!merge_dm_targets(&mut targets, &[a_target()]));
+        let next = DmTarget {
+            start: a_target().start + a_target().length,
+            ..a_target()
+        };
+        assert!(merge_dm_targets(&mut targets, &[a_target(), next.clone()]));
+        assert_eq!(targets, vec![a_target(), next]);
     }
 
     #[test]

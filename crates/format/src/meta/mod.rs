@@ -34,7 +34,7 @@ pub use files::{
 pub use header::{ByteOrder, Header};
 pub use host::{kernel_dev, user_dev, BlockDevice, Cgroup, Mount, Task};
 pub use ksyms::{Kallsyms, MAX_KALLSYMS};
-pub use layers::{DmTarget, LoopDevice};
+pub use layers::{merge_dm_targets, merge_loops, DmTarget, LoopDevice};
 pub use ustacks::{
     build_id_hex, ElfLoad, ElfSection, PerfMap, UserMap, UserSymbols, MAX_BUILD_ID, MAX_PERF_MAP,
     MAX_PERF_MAPS_TOTAL, MAX_USER_MAPS, MAX_USER_SYMBOLS_TOTAL, UNWIND_SECTIONS,

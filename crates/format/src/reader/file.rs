@@ -637,13 +637,29 @@ impl TraceFile {
             .find_map(|&(at, h)| meta::decode_flushed(payload_of(b, at, h)?).ok())
     }
 
-    /// The offset of the file's last BTRFS block (valid or not), without decoding it.
-    pub fn btrfs_latest_offset(&self) -> Option<u64> {
+    /// The offset of the file's last block of `kind` (valid or not), without decoding it:
+    /// for the lists the recorder writes again as they grow ([`kind::LOOPS`],
+    /// [`kind::DM_TARGETS`], [`kind::BTRFS`]), a live reader can skip a list it has seen.
+    pub fn latest_offset(&self, kind: u16) -> Option<u64> {
         self.meta_blocks
             .iter()
             .rev()
-            .find(|(_, h)| h.kind == kind::BTRFS)
+            .find(|(_, h)| h.kind == kind)
             .map(|&(at, _)| at)
+    }
+
+    /// The file's last valid block of `kind` decoded by `decode`, with its offset.
+    fn latest<T>(
+        &self,
+        kind: u16,
+        decode: fn(&[u8]) -> std::result::Result<T, DecodeError>,
+    ) -> Option<(u64, T)> {
+        let b: &[u8] = &self.data;
+        self.meta_blocks
+            .iter()
+            .rev()
+            .filter(|(_, h)| h.kind == kind)
+            .find_map(|&(at, h)| Some((at, decode(payload_of(b, at, h)?).ok()?)))
     }
 
     /// The file's last valid BTRFS list (format 1.9; the recorder writes it again when a
@@ -651,12 +667,20 @@ impl TraceFile {
     /// file has none. Decodes only that block, as [`TraceFile::flushed`], for a live reader
     /// that opens the file again and again (it can skip a list whose offset it has seen).
     pub fn btrfs_latest(&self) -> Option<(u64, Vec<meta::BtrfsFs>)> {
-        let b: &[u8] = &self.data;
-        self.meta_blocks
-            .iter()
-            .rev()
-            .filter(|(_, h)| h.kind == kind::BTRFS)
-            .find_map(|&(at, h)| Some((at, meta::decode_btrfs(payload_of(b, at, h)?).ok()?)))
+        self.latest(kind::BTRFS, meta::decode_btrfs)
+    }
+
+    /// The file's last valid LOOPS list (format 1.7; the recorder writes it again when a
+    /// loop device is set up), with its block's offset, as [`TraceFile::btrfs_latest`].
+    pub fn loops_latest(&self) -> Option<(u64, Vec<meta::LoopDevice>)> {
+        self.latest(kind::LOOPS, meta::decode_loops)
+    }
+
+    /// The file's last valid DM_TARGETS list (format 1.7; the recorder writes it again when
+    /// a device-mapper target appears), with its block's offset, as
+    /// [`TraceFile::btrfs_latest`].
+    pub fn dm_targets_latest(&self) -> Option<(u64, Vec<meta::DmTarget>)> {
+        self.latest(kind::DM_TARGETS, meta::decode_dm_targets)
     }
 
     /// Decompresses and checks the chunk whose block starts at `offset`.

@@ -226,13 +226,8 @@ impl Trace {
     pub fn loops(&self) -> Vec<meta::LoopDevice> {
         let mut v: Vec<meta::LoopDevice> = Vec::new();
         for f in &self.files {
-            for l in &f.metadata().loops {
-                if !v.iter().any(|x| x.same_mapping(l)) {
-                    v.push(l.clone());
-                }
-            }
+            meta::merge_loops(&mut v, &f.metadata().loops);
         }
-        v.sort_by_key(|l| (l.major, l.minor, l.since_ns));
         v
     }
     /// The btrfs filesystems of the recording (format 1.9): every file's lists merged, one
@@ -309,13 +304,8 @@ impl Trace {
     pub fn dm_targets(&self) -> Vec<meta::DmTarget> {
         let mut v: Vec<meta::DmTarget> = Vec::new();
         for f in &self.files {
-            for t in &f.metadata().dm_targets {
-                if !v.iter().any(|x| x.same_target(t)) {
-                    v.push(t.clone());
-                }
-            }
+            meta::merge_dm_targets(&mut v, &f.metadata().dm_targets);
         }
-        v.sort_by_key(|t| (t.major, t.minor, t.start, t.since_ns));
         v
     }
     /// The files of the trace, oldest first.
