@@ -266,6 +266,14 @@ fn compressed_extents_are_charged_to_their_dirtier() {
     assert!(mine < 8 << 20, "compressed: {mine} bytes");
     assert_eq!(written_to(&c, z), mine, "{c:#?}");
     assert_eq!(data_lost(&c), 0, "{c:#?}");
+    // btrfs's compression workers made the extents after the syncer's writeback pass over
+    // the file queued them: the bytes have its reason, as an uncompressed extent's.
+    let synced: u64 = support::acts_json(&trace)
+        .iter()
+        .filter(|v| v["ino"] == z && v["reason"] == "sync")
+        .map(|v| v["write_bytes"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(synced, mine, "{c:#?}");
 }
 
 /// Two subvolumes nested in the mounted top level (docs/attribution.md, "btrfs"). Every

@@ -871,6 +871,15 @@ fn btrfs_cgroup_compressed_scenarios(recorder: Recorder) {
         all,
         "",
     );
+    // The compression workers made the extents after `syncer`'s writeback pass over the
+    // file queued them: their bytes have its reason (docs/attribution.md, "btrfs",
+    // "Compressed extents' reason").
+    check.eq(
+        "compressed: z.dat's bytes have the sync's writeback reason",
+        on_z(&|v| v["reason"] == "sync"),
+        all,
+        "",
+    );
     check.finish();
 }
 

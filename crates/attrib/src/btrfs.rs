@@ -217,6 +217,9 @@ struct Fs {
     dirtied_since_supers: bool,
     /// Its log syncs, counted as its commits are ([`LogCount`]).
     log: LogCount,
+    /// Per inode number, the writeback reason and time of the last writeback pass over it
+    /// (at its start and end): the reason of the compressed extents the pass queued.
+    passes: FxHashMap<u64, (u32, u64)>,
 }
 
 /// A filesystem's log transactions (fsyncs through the log tree), as the analyzer counts
@@ -258,6 +261,16 @@ const MAX_PENDING: usize = 256;
 /// kernel's default `dirty_expire_centisecs` (30 s), the longest a folio usually stays
 /// dirty.
 const SHARED_WINDOW_NS: u64 = 30_000_000_000;
+
+/// How long after a writeback pass over a file (`writeback_single_inode`) the compressed
+/// extents btrfs's workers make of it take the pass's writeback reason: the pass queues the
+/// compression of the file's dirty ranges and returns; the workers compress them and add
+/// their ordered extents shortly after (ms to a second; seconds under emulation).
+const PASS_REASON_NS: u64 = 5_000_000_000;
+
+/// At most this many files' writeback passes are remembered per filesystem (then those
+/// older than [`PASS_REASON_NS`] are dropped).
+const MAX_PASSES: usize = 65536;
 
 /// The data relocation tree (`BTRFS_DATA_RELOC_TREE_OBJECTID`, -9): a balance copies the
 /// data it moves into an inode of this tree (dirtying its page cache), which writes it at
@@ -364,6 +377,7 @@ impl Btrfs {
                     supers_for: None,
                     dirtied_since_supers: false,
                     log: LogCount::default(),
+                    passes: FxHashMap::default(),
                 }),
             }
         }
@@ -521,6 +535,18 @@ impl Btrfs {
                 self.shared_bytes
                     .saturating_add(note_writer(&mut fs.writers, e, time));
         }
+        // A compressed extent is made by btrfs's compression workers, not the thread writing
+        // back: its reason is that of the last writeback pass over the file, if recent.
+        let reason = match fs.passes.get(&e.ino) {
+            Some(&(r, t)) if e.compressed && e.reason == NO_REASON => {
+                if time.saturating_sub(t) <= PASS_REASON_NS {
+                    r
+                } else {
+                    NO_REASON
+                }
+            }
+            _ => e.reason,
+        };
         match e.op {
             BtrfsOrderedOp::Add if b > a && e.len > 0 => fs.ordered.insert(
                 a,
@@ -533,7 +559,7 @@ impl Btrfs {
                     file_offset: e.file_offset,
                     len: e.len,
                     compressed: e.compressed,
-                    reason: e.reason,
+                    reason,
                     resolved: false,
                     t: time,
                 },
@@ -665,6 +691,24 @@ impl Btrfs {
         log.supers_for = Some(txn);
         log.dirtied_since_supers = false;
         Some(txn)
+    }
+
+    /// A writeback pass (`writeback_single_inode`, its start or end) over inode `ino` of the
+    /// filesystem whose superblock device is `sb_dev`, by a thread doing writeback work for
+    /// `reason`: the compressed extents btrfs's workers make of it next take that reason
+    /// (docs/attribution.md, "btrfs", "Compressed extents' reason").
+    pub fn inode_writeback(&mut self, sb_dev: Dev, ino: u64, reason: u32, now: u64) {
+        let Some(fs) = self.fs.iter_mut().find(|f| f.sb_dev == sb_dev) else {
+            return;
+        };
+        if fs.passes.len() >= MAX_PASSES && !fs.passes.contains_key(&ino) {
+            let limit = now.saturating_sub(PASS_REASON_NS);
+            fs.passes.retain(|_, p| p.1 >= limit);
+            if fs.passes.len() >= MAX_PASSES {
+                fs.passes.clear();
+            }
+        }
+        fs.passes.insert(ino, (reason, now));
     }
 
     /// The filesystem (superblock device) whose superblock copy holds `sector` of `disk`.

@@ -4406,6 +4406,61 @@ mod btrfs {
         assert_eq!(file_bytes(&ios, t, "writerB", 300), 4096);
     }
 
+    /// Compressed extents are made by btrfs's compression workers after a writeback pass
+    /// queued them: they take the reason of the last pass over their file (here `sync`, 3),
+    /// when it was recent; one made 6 s after the pass has none (docs/attribution.md,
+    /// "btrfs", "Compressed extents' reason").
+    #[test]
+    fn a_compressed_extent_takes_the_reason_of_the_pass_over_its_file() {
+        let mut b = bench(Vec::new());
+        dirty_pages(&mut b, 100, 300, 0, 32);
+        dirty_pages(&mut b, 100, 301, 0, 32);
+        b.wb_start(3);
+        for ino in [300, 301] {
+            b.inode_start(FLUSHER, BDI, ino);
+            b.inode_end(FLUSHER, BDI, ino);
+        }
+        b.wb_end();
+        // The worker compresses 300's range and writes it.
+        b.wait(50_000_000);
+        let start = DATA_L + 2 * MIB;
+        ordered(
+            &mut b,
+            77,
+            BtrfsOrderedOp::Add,
+            (300, 0, start, 131072, 16384),
+        );
+        let s = (DATA_P + 2 * MIB) / 512;
+        b.q(77, LOOP0, s, 32, "W");
+        b.requests(LOOP0, s, 32, 32, "W");
+        // 301's, long after the pass: not of it.
+        b.wait(6_000_000_000);
+        ordered(
+            &mut b,
+            77,
+            BtrfsOrderedOp::Add,
+            (301, 0, start + MIB, 131072, 16384),
+        );
+        b.q(77, LOOP0, s + 2048, 32, "W");
+        b.requests(LOOP0, s + 2048, 32, 32, "W");
+        let (ios, out) = b.finish();
+        let t = &out.tables;
+        assert_eq!(file_bytes(&ios, t, "writerA", 300), 16384);
+        assert_eq!(file_bytes(&ios, t, "writerA", 301), 16384);
+        let reasons: Vec<(Option<u64>, Option<WbReason>)> =
+            ios.iter().map(|i| (i.ino, i.reason)).collect();
+        assert!(ios
+            .iter()
+            .filter(|i| i.ino == Some(300))
+            .all(|i| i.reason == Some(WbReason(3))));
+        assert!(
+            ios.iter()
+                .filter(|i| i.ino == Some(301))
+                .all(|i| i.reason.is_none()),
+            "{reasons:?}"
+        );
+    }
+
     #[test]
     fn data_dirtied_before_is_lost_with_its_file_and_raid0_maps_by_stripe() {
         // RAID0 data over loop0 and loop1 at logical 128 MiB: 64 KiB stripes alternate.

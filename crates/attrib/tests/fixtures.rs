@@ -258,6 +258,13 @@ fn btrfs_writers_dsync_and_compressed_ground_truth() {
     let zb: u64 = z.iter().map(|i| i.size).sum();
     assert!(zb > 0 && zb < MIB, "{zb}");
     assert!(z.iter().all(|i| comm(i) == "writerZ" && i.via == Via::Page));
+    // Made by the compression workers after the sync's writeback pass over z.dat: its
+    // reason (docs/attribution.md, "btrfs", "Compressed extents' reason").
+    assert!(
+        z.iter().all(|i| i.reason.map(|r| r.name()) == Some("sync")),
+        "{:?}",
+        z.iter().map(|i| i.reason).collect::<Vec<_>>()
+    );
     // Tree blocks: DUP, so in pairs; some the writers'.
     let tree = on(1);
     let tb: u64 = tree.iter().map(|i| i.size).sum();

@@ -532,12 +532,16 @@ impl Attributor {
                 phase, reason, bdi, ..
             } => self.on_writeback_work(ev, *phase, *reason, *bdi),
             EventKind::SingleInodeStart { bdi, ino, .. } => {
+                self.btrfs_pass(tid, *bdi, *ino, now);
                 self.contexts
                     .single_inode_start(tid, now, (*bdi, *ino), ev.time)
             }
             EventKind::SingleInode {
                 bdi, ino, state, ..
-            } => self.on_single_inode(tid, *bdi, *ino, *state),
+            } => {
+                self.btrfs_pass(tid, *bdi, *ino, now);
+                self.on_single_inode(tid, *bdi, *ino, *state)
+            }
             EventKind::WriteInodeStart { bdi, ino, .. } => {
                 self.contexts.write_inode_start(tid, now, (*bdi, *ino))
             }
@@ -829,6 +833,20 @@ impl Attributor {
                 .add_blocks(sb_dev, txn, Some(owner), pages, now);
         }
         Some(txn)
+    }
+
+    /// A writeback pass over inode `ino` of `bdi` by thread `tid`, at its start or end: on a
+    /// btrfs, its writeback reason for the compressed extents btrfs's workers make of the
+    /// file next ([`crate::btrfs::Btrfs::inode_writeback`]).
+    fn btrfs_pass(&mut self, tid: u32, bdi: Dev, ino: u64, now: u64) {
+        if self.btrfs.is_empty() {
+            return;
+        }
+        let reason = self.contexts.reason(tid);
+        if reason != crate::contexts::NO_REASON {
+            let sb = self.fs_bdi(bdi);
+            self.btrfs.inode_writeback(sb, ino, reason, now);
+        }
     }
 
     /// The device a writeback event's bdi stands for: a btrfs filesystem's superblock device
