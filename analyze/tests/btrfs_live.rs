@@ -242,6 +242,73 @@ for i in range({N}):\n    os.write(fd, os.urandom(4096)); os.fsync(fd)\n' & "
     );
 }
 
+/// A direct IO writer on btrfs (`nodatasum`: since 2025 kernels write a checksummed file's
+/// O_DIRECT writes buffered): its data goes to it as issuer, and so do the tree blocks the
+/// endio worker dirties finishing its extents (file extent items), and its extents' weight
+/// in the sync's commit (docs/attribution.md, btrfs, rule 3 and "Transaction commits"): no
+/// kernel worker keeps a finishing block, and the syncer keeps nothing.
+#[test]
+fn a_direct_io_writers_extents_are_its_own() {
+    direct_io_writer(Recorder::Capture);
+}
+
+/// The same, recorded by stock perf with the chunk maps saved beside it.
+#[test]
+fn a_direct_io_writers_extents_are_its_own_perf() {
+    direct_io_writer(Recorder::Perf);
+}
+
+fn direct_io_writer(recorder: Recorder) {
+    if !support::ready(recorder.tools()) {
+        return;
+    }
+    let Some((_g, fs)) = setup() else { return };
+    sh(&format!("mount -o remount,nodatasum {}", fs.mnt.display()));
+    let bin = tools(
+        &fs,
+        &[("writerD", "/usr/bin/dd"), ("syncer", "/usr/bin/sync")],
+    );
+    // The file made and committed before: the leaf its extent items go in is clean, so the
+    // worker finishing the first extent is the first to dirty it.
+    sh(&format!("touch {0}/d.dat && sync", fs.mnt.display()));
+    let script = "writerD if=/dev/zero of=$M/d.dat bs=256k count=16 oflag=direct \
+                  conv=notrunc status=none && syncer";
+    let trace = record_with(recorder, &fs, &bin, "dio.trace", script, &[]);
+    let c = charges(&trace);
+    let d = ino(&fs.mnt.join("d.dat"));
+    assert_eq!(written(&c, "writerD", "direct", d), 4 * MIB, "{c:#?}");
+    assert_eq!(written_to(&c, d), 4 * MIB, "{c:#?}");
+    let acts = support::acts_json(&trace);
+    let finishing: Vec<(String, u64)> = acts
+        .iter()
+        .filter(|v| v["ino"] == 1 && v["write_bytes"].as_u64().unwrap_or(0) > 0)
+        .filter(|v| {
+            v["frames"].as_array().is_some_and(|f| {
+                f.iter()
+                    .any(|x| x == "btrfs_finish_one_ordered" || x == "btrfs_finish_ordered_io")
+            })
+        })
+        .map(|v| {
+            (
+                v["comm"].as_str().unwrap_or("").to_string(),
+                v["write_bytes"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert!(!finishing.is_empty(), "no finishing tree block: {c:#?}");
+    assert!(
+        finishing.iter().all(|(w, _)| w == "writerD"),
+        "{finishing:?}"
+    );
+    let syncer: u64 = c
+        .iter()
+        .filter(|((comm, _, _), _)| comm == "syncer")
+        .map(|(_, v)| v[2])
+        .sum();
+    assert_eq!(syncer, 0, "{c:#?}");
+    assert!(written(&c, "writerD", "journal", 1) > 0, "{c:#?}");
+}
+
 #[test]
 fn compressed_extents_are_charged_to_their_dirtier() {
     let Some((_g, fs)) = setup() else { return };

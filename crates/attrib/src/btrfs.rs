@@ -69,6 +69,9 @@ struct Ordered {
     /// Its dirty folios were looked up (and the charges kept in `copies`).
     resolved: bool,
     t: u64,
+    /// The direct IO writer whose bios wrote it (their issuer's role and stack): its data
+    /// is charged to it as issuer and keeps no charges in `copies`.
+    dio: Option<Dirtier>,
 }
 
 /// An ordered extent event, as [`Btrfs::on_ordered`] takes it.
@@ -562,6 +565,7 @@ impl Btrfs {
                     reason,
                     resolved: false,
                     t: time,
+                    dio: None,
                 },
             ),
             BtrfsOrderedOp::Add => {}
@@ -730,15 +734,17 @@ impl Btrfs {
     /// `[start, start + disk_len)` of filesystem `fsid` wrote (still known: before its
     /// removal is taken), of the charges kept for its copies ([`COPIES_TTL_NS`]) since it was
     /// added that found a dirtier (via page): its role and the stack of its first such
-    /// charge, with the filesystem's superblock device. `None` when none did (direct IO's
-    /// extents are charged to their issuer and keep no copies).
+    /// charge, with the filesystem's superblock device; a direct IO's extent (its data
+    /// charged to its issuer, keeping no copies), the writer that made it. `None` when none
+    /// did.
     pub fn data_dirtier(&self, fsid: u128, start: u64, disk_len: u64) -> Option<(Dirtier, Dev)> {
         let fs = self.fs.iter().find(|f| f.fsid == fsid)?;
         let (a, b) = (start / 512, start.saturating_add(disk_len).div_ceil(512));
         let mut found = Vec::new();
         fs.ordered.peek(a, a.saturating_add(1), &mut found);
+        let first = found.first()?;
         // A range written again later: the charges of this extent's bios only.
-        let since = found.first().map(|o| o.2.t)?;
+        let since = first.2.t;
         let mut parts = Vec::new();
         fs.copies.peek(a, b, &mut parts);
         let mut by_role: Vec<(Dirtier, u64)> = Vec::new();
@@ -757,14 +763,18 @@ impl Btrfs {
                 )),
             }
         }
-        // The most sectors; of equals, the first found (the lowest address).
+        // The most sectors; of equals, the first found (the lowest address). An extent none
+        // of whose data was found dirty, made by a direct IO write, is its writer's (an
+        // extent the direct IO path made of dirty folios it flushed first is theirs).
         by_role
             .iter()
             .fold(None, |best: Option<(Dirtier, u64)>, &r| match best {
                 Some(b) if b.1 >= r.1 => Some(b),
                 _ => Some(r),
             })
-            .map(|r| (r.0, fs.sb_dev))
+            .map(|r| r.0)
+            .or(first.2.dio)
+            .map(|w| (w, fs.sb_dev))
     }
 
     /// The pages of one tree block (its node size) of the filesystem whose superblock device
@@ -835,6 +845,24 @@ impl Btrfs {
             }
         }
         out
+    }
+
+    /// A direct IO write bio on `disk` (sectors `[s, e)`) by `writer` (its issuer's role
+    /// and stack): the ordered extents it writes are that writer's, for what their removal
+    /// charges ([`Btrfs::data_dirtier`]).
+    pub fn direct_write(&mut self, disk: Dev, (s, e): (u64, u64), writer: Dirtier) {
+        let mut parts = Vec::new();
+        for (a, b, fsi, _, logical) in self.pieces(disk, s, e) {
+            let fs = &mut self.fs[fsi];
+            let lsec = logical / 512;
+            parts.clear();
+            fs.ordered.peek(lsec, lsec + (b - a), &mut parts);
+            for &(_, _, o) in &parts {
+                if let Some(x) = fs.ordered.starting_at_mut(o.lsec) {
+                    x.dio.get_or_insert(writer);
+                }
+            }
+        }
     }
 
     /// Charges the sectors of a buffered write bio on `disk` that btrfs links to a dirtier,

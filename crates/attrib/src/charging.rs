@@ -121,10 +121,19 @@ pub(crate) fn charge_bio(
     let mut paint = Paint::default();
     let direct = bio.is_direct();
     if !bio.rwbs.is_write() || direct || bio.issuer_only {
-        // A btrfs file is known by its superblock's device, not the disk's.
-        let fdev = btrfs
-            .and_then(|b| b.sb_dev_at(bio.info.disk, bio.s))
-            .unwrap_or(base.fdev);
+        // A btrfs file is known by its superblock's device, not the disk's; a direct write
+        // makes the ordered extents it writes its issuer's.
+        let fdev = btrfs.and_then(|b| {
+            if direct && bio.rwbs.is_write() && b.on(bio.info.disk) {
+                let writer = crate::dirty::Dirtier {
+                    role: base.role,
+                    stack: base.stack,
+                };
+                b.direct_write(bio.info.disk, (bio.s, bio.e), writer);
+            }
+            b.sb_dev_at(bio.info.disk, bio.s)
+        });
+        let fdev = fdev.unwrap_or(base.fdev);
         to_issuer(bio, direct, &Charge { fdev, ..base }, maps, &mut paint);
     } else {
         let bracket_ino = bio.bracket_ino();

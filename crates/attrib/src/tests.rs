@@ -3728,6 +3728,17 @@ mod btrfs {
     }
 
     fn ordered(b: &mut Bench, tid: u32, op: BtrfsOrderedOp, o: (u64, u64, u64, u64, u64)) {
+        ordered_with(b, tid, None, op, o)
+    }
+
+    /// [`ordered`] with the event's kernel stack.
+    fn ordered_with(
+        b: &mut Bench,
+        tid: u32,
+        stack: Option<&[u64]>,
+        op: BtrfsOrderedOp,
+        o: (u64, u64, u64, u64, u64),
+    ) {
         let (ino, file_offset, start, len, disk_len) = o;
         let kind = EventKind::BtrfsOrdered {
             op,
@@ -3740,7 +3751,7 @@ mod btrfs {
             disk_len,
             compress_type: if disk_len < len { 3 } else { 0 },
         };
-        b.push(tid, tid, kind, None);
+        b.push(tid, tid, kind, stack);
     }
 
     fn file_bytes(ios: &[Io], t: &Tables, comm: &str, ino: u64) -> u64 {
@@ -4026,9 +4037,15 @@ mod btrfs {
     /// (`btrfs_sync_log`).
     const LOG_STACK: &[u64] = &[0xffff_0000_0000_d010];
     const LOG_SYNC_STACK: &[u64] = &[0xffff_0000_0000_e010];
+    /// A direct IO write (`__iomap_dio_rw`), and a worker finishing an ordered extent
+    /// (`btrfs_finish_one_ordered`).
+    const DIO_STACK: &[u64] = &[0xffff_0000_0000_f010];
+    const FINISH_STACK: &[u64] = &[0xffff_0000_0000_b010];
     const COMMIT_SYMS: &str = "ffff00000000c000 T btrfs_commit_transaction\n\
                                ffff00000000d000 T btrfs_log_inode\n\
-                               ffff00000000e000 T btrfs_sync_log\n";
+                               ffff00000000e000 T btrfs_sync_log\n\
+                               ffff00000000f000 T __iomap_dio_rw\n\
+                               ffff00000000b000 T btrfs_finish_one_ordered\n";
     const SYNC: u32 = 300;
 
     fn commit_bench() -> Bench {
@@ -4131,6 +4148,46 @@ mod btrfs {
         assert_eq!(alone, 2 * 16384 + 4096);
         assert_eq!(journal_of(&ios, t, "writerB").0, 16384 + 2048 + alone);
         assert_eq!(out.summary.unknown_bytes, 0);
+    }
+
+    /// A direct IO write's extent (its data charged to the writer as issuer by its direct
+    /// bio, no dirty folio found for it) is its writer's: the tree block the worker finishing it dirties
+    /// goes to the writer, and the extent weighs for the writer in the commit, which is
+    /// the writer's alone, in two acts of half each (the extent with the write's stack, the
+    /// block with the worker's); the worker keeps nothing.
+    #[test]
+    fn a_direct_io_writers_extent_is_its_own_in_the_commit() {
+        let mut b = commit_bench();
+        b.comm(77, "kworker/u8:3-btrfs-endio-write");
+        let start = DATA_L + MIB;
+        let o = (257, 0, start, 32768, 32768);
+        ordered_with(&mut b, 100, Some(DIO_STACK), BtrfsOrderedOp::Add, o);
+        // Its direct bio, from its own thread.
+        let s = (DATA_P + MIB) / 512;
+        let kind = EventKind::BioQueue {
+            dev: LOOP0,
+            sector: s,
+            nr_sector: 64,
+            rwbs: Rwbs::parse("WS"),
+        };
+        b.push(100, 100, kind, Some(DIO_STACK));
+        b.requests(LOOP0, s, 64, 64, "WS");
+        stack_dirty(&mut b, 77, FINISH_STACK, 65536);
+        ordered_with(&mut b, 77, Some(FINISH_STACK), BtrfsOrderedOp::Remove, o);
+        commit_dirty(&mut b, 131072);
+        write_block(&mut b, FLUSHER, COMMIT_STACK, 65536);
+        write_block(&mut b, SYNC, COMMIT_STACK, 131072);
+        commit_write(&mut b, 128, 8);
+        let (ios, out) = b.finish();
+        let t = &out.tables;
+        assert_eq!(charged(&ios, t, "writerA", Via::Direct), 32768);
+        assert_eq!(charged(&ios, t, "writerA", Via::Page), 2 * 16384);
+        assert_eq!(
+            journal_of(&ios, t, "writerA"),
+            (2 * 16384 + 4096, Some(0.5))
+        );
+        assert_eq!(comm_bytes(&ios, t, "kworker/u8:3-btrfs-endio-write"), 0);
+        assert_eq!(comm_bytes(&ios, t, "sync"), 0);
     }
 
     /// The log tree blocks an fsync dirties weigh in its log sync, not in the transaction's
