@@ -224,8 +224,12 @@ for i in range({N}):\n    os.write(fd, os.urandom(4096)); os.fsync(fd)\n' & "
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let log = String::from_utf8_lossy(&o.stdout);
     let shared = |comm: &str| -> u64 {
+        // The role is the sixth field (`W 16384 @ 43072 pid-16143 (writerF) ...`), not an
+        // issuer's further on.
         log.lines()
-            .filter(|l| l.contains(&format!("({comm})")) && l.contains(" via=journal "))
+            .filter(|l| {
+                l.split(' ').nth(5) == Some(&format!("({comm})")[..]) && l.contains(" via=journal ")
+            })
             .filter(|l| {
                 l.split(' ')
                     .find_map(|w| w.strip_prefix("share="))

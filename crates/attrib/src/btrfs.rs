@@ -214,10 +214,8 @@ struct Fs {
     /// The transaction the last commit-dirtied tree block was dirtied in: the one being
     /// committed, whose commit's writes are divided among its acts.
     commit_txn: Option<u32>,
-    /// The transaction whose commit wrote the superblock copies last, and whether a tree
-    /// block was dirtied since (the next copies written are then another commit's).
-    supers_for: Option<u32>,
-    dirtied_since_supers: bool,
+    /// The superblock copies its commits wrote last.
+    supers: SuperWrites,
     /// Its log syncs, counted as its commits are ([`LogCount`]).
     log: LogCount,
     /// Per inode number, the writeback reason and time of the last writeback pass over it
@@ -239,10 +237,47 @@ struct LogCount {
     synced: bool,
     /// The log transaction the last log sync changed its own block for.
     sync_txn: Option<u32>,
-    /// The log transaction whose sync wrote the superblock copies last, and whether a log
-    /// block was dirtied since.
-    supers_for: Option<u32>,
-    dirtied_since_supers: bool,
+    /// The superblock copies its log syncs wrote last.
+    supers: SuperWrites,
+}
+
+/// The superblock copies the commits (or the log syncs) of a filesystem wrote last: a
+/// commit that changed no block of its own is told by its copies, written again for a
+/// transaction whose copies were written, blocks dirtied in between. A copy is told by its
+/// place (disk and sector): a filesystem over several devices writes one bio per device,
+/// and blocks another task dirties between two of them do not make the second another
+/// commit's.
+#[derive(Debug, Clone, Default)]
+struct SuperWrites {
+    /// The transaction they were written for.
+    txn: Option<u32>,
+    /// The copies written for it (at most [`MAX_SUPER_WRITES`]).
+    copies: Vec<(Dev, u64)>,
+    /// Whether a block was dirtied since the last copy written.
+    dirtied_since: bool,
+}
+
+/// Copies remembered per [`SuperWrites`] (three per device at most).
+const MAX_SUPER_WRITES: usize = 64;
+
+impl SuperWrites {
+    /// Whether the copy at `at`, written now by a sync of `txn`, is another sync's: one that
+    /// changed no block of its own, of the running transaction.
+    fn again(&self, txn: u32, at: (Dev, u64)) -> bool {
+        self.txn == Some(txn) && self.dirtied_since && self.copies.contains(&at)
+    }
+
+    /// The copy at `at` was written for `txn`.
+    fn written(&mut self, txn: u32, at: (Dev, u64)) {
+        if self.txn != Some(txn) || self.copies.contains(&at) {
+            self.txn = Some(txn);
+            self.copies.clear();
+        }
+        if self.copies.len() < MAX_SUPER_WRITES {
+            self.copies.push(at);
+        }
+        self.dirtied_since = false;
+    }
 }
 
 /// A subvolume seen writing an inode number: its tree id, its last extent's time, and the
@@ -377,8 +412,7 @@ impl Btrfs {
                     prev_txn: None,
                     committed: false,
                     commit_txn: None,
-                    supers_for: None,
-                    dirtied_since_supers: false,
+                    supers: SuperWrites::default(),
                     log: LogCount::default(),
                     passes: FxHashMap::default(),
                 }),
@@ -430,7 +464,8 @@ impl Btrfs {
     /// Whether the trace has a btrfs filesystem on `disk`.
     #[inline]
     pub fn on(&self, disk: Dev) -> bool {
-        self.on_disk.contains_key(&disk)
+        // A device without a chunk yet (just added) has its superblock copies written.
+        self.on_disk.contains_key(&disk) || self.supers.contains_key(&disk)
     }
 
     /// The superblock device of the filesystem with a stripe at `sector` of `disk`: the
@@ -583,7 +618,7 @@ impl Btrfs {
     /// committed: btrfs commits one transaction at a time, and a commit changes its tree
     /// blocks before it writes any. `None`: no btrfs of the table.
     pub fn txn_dirtied(&mut self, sb_dev: Dev, commit: bool) -> Option<(u32, Option<u32>)> {
-        let fs = self.fs.iter_mut().find(|f| f.sb_dev == sb_dev)?;
+        let fs = self.fs_mut(sb_dev)?;
         let mut forget = None;
         if fs.committed {
             fs.committed = false;
@@ -591,11 +626,13 @@ impl Btrfs {
             fs.prev_txn = Some(fs.txn);
             fs.ids = fs.ids.wrapping_add(1);
             fs.txn = fs.ids;
+            // The commit dropped the log trees: the next log block starts a log transaction.
+            fs.log.synced = fs.log.now.is_some();
         }
         if commit {
             fs.commit_txn = Some(fs.txn);
         }
-        fs.dirtied_since_supers = true;
+        fs.supers.dirtied_since = true;
         Some((fs.txn, forget))
     }
 
@@ -606,28 +643,27 @@ impl Btrfs {
     }
 
     /// A commit of the filesystem whose superblock device is `sb_dev` writes its own tree
-    /// blocks (whoever submits them) or, from its own thread, the superblock copies
-    /// (`supers`): the transaction it commits, the one its tree blocks were dirtied in (else
-    /// the running one). Tree blocks dirtied after the first such write are the next
-    /// transaction's.
-    pub fn txn_committing(&mut self, sb_dev: Dev, supers: bool) -> Option<u32> {
-        let fs = self.fs.iter_mut().find(|f| f.sb_dev == sb_dev)?;
+    /// blocks (whoever submits them) or, from its own thread, the superblock copy at
+    /// `supers` (disk, first sector): the transaction it commits, the one its tree blocks
+    /// were dirtied in (else the running one). Tree blocks dirtied after the first such write
+    /// are the next transaction's.
+    pub fn txn_committing(&mut self, sb_dev: Dev, supers: Option<(Dev, u64)>) -> Option<u32> {
+        let fs = self.fs_mut(sb_dev)?;
         // A note older than the transaction before the running one is of an earlier
         // commit (this one dirtied nothing).
         let mut txn = fs
             .commit_txn
             .filter(|&t| t == fs.txn || Some(t) == fs.prev_txn)
             .unwrap_or(fs.txn);
-        if supers {
-            // The copies of a transaction whose copies were written already, tree blocks
+        if let Some(at) = supers {
+            // A copy of a transaction whose copies were written already, tree blocks
             // dirtied since: a commit that changed no block of its own (those it changed
             // were dirty already), committing the running transaction.
-            if fs.supers_for == Some(txn) && fs.dirtied_since_supers {
+            if fs.supers.again(txn, at) {
                 txn = fs.txn;
                 fs.commit_txn = Some(txn);
             }
-            fs.supers_for = Some(txn);
-            fs.dirtied_since_supers = false;
+            fs.supers.written(txn, at);
         }
         if txn == fs.txn {
             fs.committed = true;
@@ -640,7 +676,7 @@ impl Btrfs {
     /// and the one before the last, to forget, when this dirtying starts a log transaction
     /// (the last one's sync changed its own block). `None`: no btrfs of the table.
     pub fn log_block_dirtied(&mut self, sb_dev: Dev) -> Option<(u32, Option<u32>)> {
-        let fs = self.fs.iter_mut().find(|f| f.sb_dev == sb_dev)?;
+        let fs = self.fs_mut(sb_dev)?;
         let log = &mut fs.log;
         let mut forget = None;
         let now = match log.now {
@@ -654,7 +690,7 @@ impl Btrfs {
                 fs.ids
             }
         };
-        log.dirtied_since_supers = true;
+        log.supers.dirtied_since = true;
         Some((now, forget))
     }
 
@@ -662,7 +698,7 @@ impl Btrfs {
     /// first dirties a block of its own (the log root tree's item for the log it writes):
     /// it syncs the running log transaction; log blocks dirtied after are the next's.
     pub fn log_sync_dirtied(&mut self, sb_dev: Dev) {
-        if let Some(fs) = self.fs.iter_mut().find(|f| f.sb_dev == sb_dev) {
+        if let Some(fs) = self.fs_mut(sb_dev) {
             let log = &mut fs.log;
             log.sync_txn = log.now;
             log.synced = log.now.is_some();
@@ -670,21 +706,21 @@ impl Btrfs {
     }
 
     /// A log sync of the filesystem whose superblock device is `sb_dev` writes its own
-    /// blocks (whoever submits them) or, from its own thread, the superblock copies
-    /// (`supers`): the log transaction it syncs. Copies written again for a log
-    /// transaction whose copies were written, log blocks dirtied since, are of a log sync
-    /// that changed no block of its own: it syncs the running log transaction.
-    pub fn log_syncing(&mut self, sb_dev: Dev, supers: bool) -> Option<u32> {
-        let fs = self.fs.iter_mut().find(|f| f.sb_dev == sb_dev)?;
-        let log = &mut fs.log;
+    /// blocks (whoever submits them) or, from its own thread, the superblock copy at
+    /// `supers` (disk, first sector): the log transaction it syncs. A copy written again for
+    /// a log transaction whose copies were written, log blocks dirtied since, and a copy
+    /// written when no log sync changed a block of its own, are of a log sync that changed
+    /// no block of its own: it syncs the running log transaction.
+    pub fn log_syncing(&mut self, sb_dev: Dev, supers: Option<(Dev, u64)>) -> Option<u32> {
+        let log = &mut self.fs_mut(sb_dev)?.log;
         let known = log
             .sync_txn
             .filter(|&t| Some(t) == log.now || Some(t) == log.prev);
-        if !supers {
+        let Some(at) = supers else {
             return known;
-        }
+        };
         let txn = match known {
-            Some(t) if !(log.supers_for == Some(t) && log.dirtied_since_supers) => t,
+            Some(t) if !log.supers.again(t, at) => t,
             _ => {
                 let t = log.now?;
                 log.sync_txn = Some(t);
@@ -692,9 +728,13 @@ impl Btrfs {
                 t
             }
         };
-        log.supers_for = Some(txn);
-        log.dirtied_since_supers = false;
+        log.supers.written(txn, at);
         Some(txn)
+    }
+
+    /// The filesystem whose superblock device is `sb_dev`.
+    fn fs_mut(&mut self, sb_dev: Dev) -> Option<&mut Fs> {
+        self.fs.iter_mut().find(|f| f.sb_dev == sb_dev)
     }
 
     /// A writeback pass (`writeback_single_inode`, its start or end) over inode `ino` of the
@@ -702,7 +742,7 @@ impl Btrfs {
     /// `reason`: the compressed extents btrfs's workers make of it next take that reason
     /// (docs/attribution.md, "btrfs", "Compressed extents' reason").
     pub fn inode_writeback(&mut self, sb_dev: Dev, ino: u64, reason: u32, now: u64) {
-        let Some(fs) = self.fs.iter_mut().find(|f| f.sb_dev == sb_dev) else {
+        let Some(fs) = self.fs_mut(sb_dev) else {
             return;
         };
         if fs.passes.len() >= MAX_PASSES && !fs.passes.contains_key(&ino) {
@@ -715,13 +755,14 @@ impl Btrfs {
         fs.passes.insert(ino, (reason, now));
     }
 
-    /// The filesystem (superblock device) whose superblock copy holds `sector` of `disk`.
-    pub fn super_at(&self, disk: Dev, sector: u64) -> Option<Dev> {
+    /// The filesystem (superblock device) whose superblock copy holds `sector` of `disk`,
+    /// and the copy's first sector.
+    pub fn super_at(&self, disk: Dev, sector: u64) -> Option<(Dev, u64)> {
         self.supers
             .get(&disk)?
             .iter()
             .find(|s| s.0 <= sector && sector < s.1)
-            .map(|s| s.2)
+            .map(|s| (s.2, s.0))
     }
 
     /// Whether `dev` is the superblock device of a filesystem of the table (the key of its
@@ -800,12 +841,22 @@ impl Btrfs {
                 roots.retain(|r| now.saturating_sub(r.t) <= SHARED_WINDOW_NS);
                 !roots.is_empty()
             });
+            fs.passes
+                .retain(|_, p| now.saturating_sub(p.1) <= PASS_REASON_NS);
         }
     }
 
     /// The logical pieces of sectors `[s, e)` of `disk`: (first and end sector on the disk,
-    /// filesystem, chunk, first logical byte).
-    fn pieces(&mut self, disk: Dev, s: u64, e: u64) -> Vec<(u64, u64, usize, usize, u64)> {
+    /// filesystem, chunk, first logical byte). Sectors on a parity profile's stripes are left
+    /// out, and counted in [`Btrfs::parity_bytes`] when `count_parity` (once per bio: when
+    /// charging it).
+    fn pieces(
+        &mut self,
+        disk: Dev,
+        s: u64,
+        e: u64,
+        count_parity: bool,
+    ) -> Vec<(u64, u64, usize, usize, u64)> {
         let mut out = Vec::new();
         let Some(v) = self.on_disk.get(&disk) else {
             return out;
@@ -821,7 +872,9 @@ impl Btrfs {
             }
             let c = &self.fs[od.fs].chunks[od.chunk];
             if c.flags & PARITY != 0 {
-                self.parity_bytes = self.parity_bytes.saturating_add((pb - pa) * 512);
+                if count_parity {
+                    self.parity_bytes = self.parity_bytes.saturating_add((pb - pa) * 512);
+                }
                 continue;
             }
             let stripe_start = c.stripes[od.stripe].1;
@@ -852,7 +905,7 @@ impl Btrfs {
     /// charges ([`Btrfs::data_dirtier`]).
     pub fn direct_write(&mut self, disk: Dev, (s, e): (u64, u64), writer: Dirtier) {
         let mut parts = Vec::new();
-        for (a, b, fsi, _, logical) in self.pieces(disk, s, e) {
+        for (a, b, fsi, _, logical) in self.pieces(disk, s, e, false) {
             let fs = &mut self.fs[fsi];
             let lsec = logical / 512;
             parts.clear();
@@ -908,7 +961,7 @@ impl Btrfs {
         }
         let mut pieces = Vec::new();
         for (a, b) in ranges {
-            pieces.extend(self.pieces(disk, a, b));
+            pieces.extend(self.pieces(disk, a, b, true));
         }
         for (a, b, fsi, ci, logical) in pieces {
             let fs = &mut self.fs[fsi];

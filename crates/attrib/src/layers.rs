@@ -164,7 +164,7 @@ impl Layers {
         };
         let mut out = Paint::default();
         for m in maps {
-            // Checked in `new`: neither end overflows.
+            // Checked in `add`: neither end overflows.
             let (la, lb) = (a.max(m.lower), b.min(m.lower + m.length));
             if la >= lb {
                 continue;

@@ -463,7 +463,9 @@ pub struct Io {
     pub file_offset: Option<u64>,
     /// Whether the request was split between several acts (this is one part).
     pub split: bool,
-    /// The jbd2 transaction being committed, for journal IO issued inside a commit.
+    /// The jbd2 transaction being committed, for journal IO issued inside a commit; for a
+    /// btrfs commit's or log sync's divided writes, the analyzer's count of the filesystem's
+    /// transactions and log transactions (docs/attribution.md, "btrfs").
     pub journal_txn: Option<u32>,
     /// For journal IO divided among the handles of its transaction (docs/attribution.md,
     /// "Journal IO"): the act's share of the blocks the transaction's handles dirtied, 0 to

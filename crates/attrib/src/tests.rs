@@ -4190,6 +4190,59 @@ mod btrfs {
         assert_eq!(comm_bytes(&ios, t, "sync"), 0);
     }
 
+    /// A log sync that changed no block of its own (the log root tree's block was dirty
+    /// already) is told by its superblock copy: written again after log blocks were
+    /// dirtied, it is the running log transaction's (writerB's), not the last sync's.
+    #[test]
+    fn a_log_sync_without_a_block_of_its_own_is_told_by_its_superblock_copy() {
+        let mut b = commit_bench();
+        stack_dirty(&mut b, 100, LOG_STACK, 65536);
+        write_block(&mut b, 100, LOG_SYNC_STACK, 65536);
+        stack_dirty(&mut b, 100, LOG_SYNC_STACK, 196608);
+        write_block(&mut b, 100, LOG_SYNC_STACK, 196608);
+        stack_write(&mut b, 100, LOG_SYNC_STACK, 128, 8);
+        stack_dirty(&mut b, 101, LOG_STACK, 262144);
+        write_block(&mut b, 101, LOG_SYNC_STACK, 262144);
+        stack_write(&mut b, 101, LOG_SYNC_STACK, 128, 8);
+        let (ios, out) = b.finish();
+        let t = &out.tables;
+        assert_eq!(
+            journal_of(&ios, t, "writerA"),
+            (2 * 16384 + 4096, Some(1.0))
+        );
+        assert_eq!(journal_of(&ios, t, "writerB"), (4096, Some(1.0)));
+    }
+
+    /// A commit writes one superblock copy per device, each its own bio: a tree block
+    /// another task dirties between the two (the next transaction's) does not make the
+    /// second copy another commit's. (loop1 holds no chunk: a device just added still has
+    /// its copies written.)
+    #[test]
+    fn a_commits_copies_on_two_devices_are_one_commits() {
+        let mut b = commit_bench();
+        dirty_pages(&mut b, 100, 1, (META_L + 65536) / 4096, 4);
+        commit_dirty(&mut b, 131072);
+        write_block(&mut b, SYNC, COMMIT_STACK, 65536);
+        write_block(&mut b, SYNC, COMMIT_STACK, 131072);
+        commit_write(&mut b, 128, 8);
+        dirty_pages(&mut b, 101, 1, (META_L + 262144) / 4096, 4);
+        let kind = EventKind::BioQueue {
+            dev: LOOP1,
+            sector: 128,
+            nr_sector: 8,
+            rwbs: Rwbs::parse("WM"),
+        };
+        b.push(SYNC, SYNC, kind, Some(COMMIT_STACK));
+        b.requests(LOOP1, 128, 8, 8, "WM");
+        let (ios, out) = b.finish();
+        let t = &out.tables;
+        assert_eq!(
+            journal_of(&ios, t, "writerA"),
+            (2 * 16384 + 2 * 4096, Some(1.0))
+        );
+        assert_eq!(journal_of(&ios, t, "writerB").0, 0);
+    }
+
     /// The log tree blocks an fsync dirties weigh in its log sync, not in the transaction's
     /// commit (which drops the log trees): writerA's one tree block and its log block, and
     /// writerB's tree block, divide the commit half each.

@@ -99,8 +99,8 @@ impl Attributor {
     /// extents, as a jbd2 commit among its handles; a log sync's own blocks (first dirtied
     /// in `btrfs_sync_log`) and, from its thread, its superblock copies, journal IO of the
     /// log transaction it syncs, divided among the fsyncs that dirtied its log blocks
-    /// (docs/attribution.md, "btrfs"). A transaction no act was seen in keeps them with the
-    /// committer.
+    /// (docs/attribution.md, "btrfs"). A transaction (or log transaction) no act was seen
+    /// in keeps them with the committer (or the log syncer).
     fn btrfs_commit_io(&mut self, flags: u8, disk: Dev, paint: &mut Paint<Frag>) {
         let committer = flags & STACK_BTRFS_COMMIT != 0;
         let log_syncer = !committer && flags & STACK_BTRFS_LOG_SYNC != 0;
@@ -116,21 +116,25 @@ impl Attributor {
             } else {
                 0
             };
-            // Whose own write: a commit's (true) or a log sync's (false).
-            let (sb, commit) = if supers {
-                (self.btrfs.super_at(disk, seg.0), committer)
+            // Whose own write: a commit's (true) or a log sync's (false); a superblock
+            // copy's place.
+            let (sb, copy, commit) = if supers {
+                match self.btrfs.super_at(disk, seg.0) {
+                    Some((sb, first)) => (Some(sb), Some((disk, first)), committer),
+                    None => (None, None, false),
+                }
             } else if block & STACK_BTRFS_COMMIT != 0 {
-                (Some(c.fdev), true)
+                (Some(c.fdev), None, true)
             } else if block & STACK_BTRFS_LOG_SYNC != 0 {
-                (Some(c.fdev), false)
+                (Some(c.fdev), None, false)
             } else {
-                (None, false)
+                (None, None, false)
             };
             let Some(sb) = sb else { continue };
             let txn = if commit {
-                self.btrfs.txn_committing(sb, supers)
+                self.btrfs.txn_committing(sb, copy)
             } else {
-                self.btrfs.log_syncing(sb, supers)
+                self.btrfs.log_syncing(sb, copy)
             };
             let Some(txn) = txn else { continue };
             if !self.journals.has_owners(sb, txn) {
