@@ -48,6 +48,27 @@ fn data_lost(c: &Charges) -> u64 {
         .sum()
 }
 
+/// The tree-block acts whose intent is a worker finishing an ordered extent
+/// (`btrfs_finish_one_ordered`, `btrfs_finish_ordered_io` before 6.5): (comm, bytes written).
+fn finishing_blocks(trace: &Path) -> Vec<(String, u64)> {
+    support::acts_json(trace)
+        .iter()
+        .filter(|v| v["ino"] == 1 && v["write_bytes"].as_u64().unwrap_or(0) > 0)
+        .filter(|v| {
+            v["frames"].as_array().is_some_and(|f| {
+                f.iter()
+                    .any(|x| x == "btrfs_finish_one_ordered" || x == "btrfs_finish_ordered_io")
+            })
+        })
+        .map(|v| {
+            (
+                v["comm"].as_str().unwrap_or("").to_string(),
+                v["write_bytes"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
 fn ino(p: &Path) -> u64 {
     std::fs::metadata(p).unwrap().ino()
 }
@@ -122,22 +143,7 @@ for i in range(40):\n    os.write(fd, os.urandom(65536)); os.fsync(fd)\n' && \
     // checksum items) are that extent's writer's, with the worker's stack; but a block a
     // commit writes between the worker's handle's end and the extent's removal stays the
     // worker's (docs/attribution.md, btrfs rule 3; seen once in about fifteen runs here).
-    let finishing: Vec<(String, u64)> = support::acts_json(&trace)
-        .iter()
-        .filter(|v| v["ino"] == 1)
-        .filter(|v| {
-            v["frames"].as_array().is_some_and(|f| {
-                f.iter()
-                    .any(|x| x == "btrfs_finish_one_ordered" || x == "btrfs_finish_ordered_io")
-            })
-        })
-        .map(|v| {
-            (
-                v["comm"].as_str().unwrap_or("").to_string(),
-                v["write_bytes"].as_u64().unwrap_or(0),
-            )
-        })
-        .collect();
+    let finishing = finishing_blocks(&trace);
     let all: u64 = finishing.iter().map(|(_, b)| b).sum();
     let writers: u64 = finishing
         .iter()
@@ -282,23 +288,7 @@ fn direct_io_writer(recorder: Recorder) {
     let d = ino(&fs.mnt.join("d.dat"));
     assert_eq!(written(&c, "writerD", "direct", d), 4 * MIB, "{c:#?}");
     assert_eq!(written_to(&c, d), 4 * MIB, "{c:#?}");
-    let acts = support::acts_json(&trace);
-    let finishing: Vec<(String, u64)> = acts
-        .iter()
-        .filter(|v| v["ino"] == 1 && v["write_bytes"].as_u64().unwrap_or(0) > 0)
-        .filter(|v| {
-            v["frames"].as_array().is_some_and(|f| {
-                f.iter()
-                    .any(|x| x == "btrfs_finish_one_ordered" || x == "btrfs_finish_ordered_io")
-            })
-        })
-        .map(|v| {
-            (
-                v["comm"].as_str().unwrap_or("").to_string(),
-                v["write_bytes"].as_u64().unwrap_or(0),
-            )
-        })
-        .collect();
+    let finishing = finishing_blocks(&trace);
     assert!(!finishing.is_empty(), "no finishing tree block: {c:#?}");
     assert!(
         finishing.iter().all(|(w, _)| w == "writerD"),

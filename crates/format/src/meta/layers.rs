@@ -102,32 +102,37 @@ impl LoopDevice {
 /// [`LoopDevice::same_mapping`]; sorted by device then time); returns whether `into` gained
 /// one. `Trace::loops` merges a ring's files with it, a live follower each newer list.
 pub fn merge_loops(into: &mut Vec<LoopDevice>, from: &[LoopDevice]) -> bool {
-    let mut changed = false;
-    for l in from {
-        if !into.iter().any(|x| x.same_mapping(l)) {
-            into.push(l.clone());
-            changed = true;
-        }
-    }
-    if changed {
-        into.sort_by_key(|l| (l.major, l.minor, l.since_ns));
-    }
-    changed
+    merge_by(into, from, LoopDevice::same_mapping, |l| {
+        (l.major, l.minor, 0, l.since_ns)
+    })
 }
 
 /// Merges one DM_TARGETS list into `into` (one entry per target, [`DmTarget::same_target`];
 /// sorted by device, start and time); returns whether `into` gained one. `Trace::dm_targets`
 /// merges a ring's files with it, a live follower each newer list.
 pub fn merge_dm_targets(into: &mut Vec<DmTarget>, from: &[DmTarget]) -> bool {
+    merge_by(into, from, DmTarget::same_target, |t| {
+        (t.major, t.minor, t.start, t.since_ns)
+    })
+}
+
+/// Adds to `into` the entries of `from` it has no `same` one of, then sorts it by `key`
+/// when it gained one; returns whether it did.
+fn merge_by<T: Clone>(
+    into: &mut Vec<T>,
+    from: &[T],
+    same: fn(&T, &T) -> bool,
+    key: fn(&T) -> (u32, u32, u64, u64),
+) -> bool {
     let mut changed = false;
     for t in from {
-        if !into.iter().any(|x| x.same_target(t)) {
+        if !into.iter().any(|x| same(x, t)) {
             into.push(t.clone());
             changed = true;
         }
     }
     if changed {
-        into.sort_by_key(|t| (t.major, t.minor, t.start, t.since_ns));
+        into.sort_by_key(key);
     }
     changed
 }
